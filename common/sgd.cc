@@ -1,0 +1,101 @@
+#include "common/sgd.h"
+
+#include <cmath>
+#include <string>
+
+namespace nereus {
+
+Status ValidateSgdConfig(const pb::SgdConfig& c) {
+  const std::string& p = c.lr_policy();
+  if (p == "fixed" || p == "exp" || p == "inv") {
+  } else if (p == "step" || p == "sigmoid") {
+    if (p == "step" && c.stepsize() <= 0)
+      return InvalidArgumentError("lr_policy \"step\" needs stepsize > 0, got " + std::to_string(c.stepsize()));
+  } else if (p == "multistep") {
+    for (int i = 1; i < c.stepvalue_size(); ++i) {
+      if (c.stepvalue(i) <= c.stepvalue(i - 1))
+        return InvalidArgumentError("lr_policy \"multistep\" needs increasing stepvalue entries");
+    }
+  } else if (p == "poly") {
+    if (c.max_iter() <= 0)
+      return InvalidArgumentError("lr_policy \"poly\" needs max_iter > 0, got " + std::to_string(c.max_iter()));
+  } else {
+    return InvalidArgumentError("unknown lr_policy \"" + p +
+                                "\" (expected fixed, step, exp, inv, multistep, poly or sigmoid)");
+  }
+  const std::string& r = c.regularization_type();
+  if (!r.empty() && r != "L2" && r != "L1")
+    return InvalidArgumentError("unknown regularization_type \"" + r + "\" (expected L1 or L2)");
+  if (c.momentum() < 0) return InvalidArgumentError("momentum must be >= 0");
+  return Status::OK();
+}
+
+float LearningRate(const pb::SgdConfig& c, int64_t iter) {
+  const std::string& p = c.lr_policy();
+  const double base = c.base_lr();
+  const double it = static_cast<double>(iter);
+  double rate = base;
+  if (p == "fixed") {
+    rate = base;
+  } else if (p == "step") {
+    const int64_t current_step = iter / c.stepsize();
+    rate = base * std::pow(c.gamma(), static_cast<double>(current_step));
+  } else if (p == "exp") {
+    rate = base * std::pow(c.gamma(), it);
+  } else if (p == "inv") {
+    rate = base * std::pow(1.0 + c.gamma() * it, -static_cast<double>(c.power()));
+  } else if (p == "multistep") {
+    int current_step = 0;
+    while (current_step < c.stepvalue_size() && iter >= c.stepvalue(current_step)) ++current_step;
+    rate = base * std::pow(c.gamma(), current_step);
+  } else if (p == "poly") {
+    rate = base * std::pow(1.0 - it / static_cast<double>(c.max_iter()), static_cast<double>(c.power()));
+  } else if (p == "sigmoid") {
+    rate = base * (1.0 / (1.0 + std::exp(-static_cast<double>(c.gamma()) * (it - c.stepsize()))));
+  } else {
+    LOG(FATAL) << "LearningRate called with unvalidated lr_policy " << p;
+  }
+  return static_cast<float>(rate);
+}
+
+void SgdStep(const pb::SgdConfig& c, float rate, float lr_mult, float decay_mult,
+             const float* diff, float* data, float* history, size_t n) {
+  const float local_rate = rate * lr_mult;
+  const float local_decay = c.weight_decay() * decay_mult;
+  const float momentum = c.momentum();
+  const bool l1 = c.regularization_type() == "L1";
+  if (local_decay == 0.0f) {
+    for (size_t i = 0; i < n; ++i) {
+      const float h = local_rate * diff[i] + momentum * history[i];
+      history[i] = h;
+      data[i] = data[i] - h;
+    }
+  } else if (!l1) {
+    for (size_t i = 0; i < n; ++i) {
+      const float g = local_decay * data[i] + diff[i];
+      const float h = local_rate * g + momentum * history[i];
+      history[i] = h;
+      data[i] = data[i] - h;
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      const float s = static_cast<float>((data[i] > 0.0f) - (data[i] < 0.0f));
+      const float g = local_decay * s + diff[i];
+      const float h = local_rate * g + momentum * history[i];
+      history[i] = h;
+      data[i] = data[i] - h;
+    }
+  }
+}
+
+void AverageInOrder(const float* const* srcs, size_t k, float* dst, size_t n) {
+  CHECK_GT(k, 0u);
+  const float scale = 1.0f / static_cast<float>(k);
+  for (size_t i = 0; i < n; ++i) {
+    float s = srcs[0][i];
+    for (size_t j = 1; j < k; ++j) s += srcs[j][i];
+    dst[i] = s * scale;
+  }
+}
+
+}  // namespace nereus

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Nereus needs, only those missing. Idempotent.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config
+  libzmq3-dev cppzmq-dev
+  protobuf-compiler libprotobuf-dev
+  libgoogle-glog-dev libgflags-dev
+  libgtest-dev libgmock-dev
+  libopenblas-dev liblmdb-dev
+  iproute2 python3 nodejs npm
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+    missing+=("$p")
+  fi
+done
+# Node.js from other sources counts as present.
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+  filtered=()
+  for p in "${missing[@]}"; do [[ "$p" == nodejs || "$p" == npm ]] || filtered+=("$p"); done
+  missing=("${filtered[@]}")
+fi
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install_deps: all packages present"
+  exit 0
+fi
+
+echo "install_deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

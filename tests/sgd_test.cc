@@ -1,0 +1,142 @@
+#include "common/sgd.h"
+
+#include <cmath>
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+namespace nereus {
+namespace {
+
+pb::SgdConfig Policy(const std::string& p, float base, float gamma = 0, float power = 0, int stepsize = 0) {
+  pb::SgdConfig c;
+  c.set_lr_policy(p);
+  c.set_base_lr(base);
+  c.set_gamma(gamma);
+  c.set_power(power);
+  c.set_stepsize(stepsize);
+  return c;
+}
+
+TEST(LearningRateTest, Fixed) {
+  auto c = Policy("fixed", 0.01f);
+  ASSERT_TRUE(ValidateSgdConfig(c).ok());
+  EXPECT_FLOAT_EQ(LearningRate(c, 0), 0.01f);
+  EXPECT_FLOAT_EQ(LearningRate(c, 123456), 0.01f);
+}
+
+TEST(LearningRateTest, Step) {
+  auto c = Policy("step", 0.01f, 0.1f, 0, 100);
+  ASSERT_TRUE(ValidateSgdConfig(c).ok());
+  EXPECT_FLOAT_EQ(LearningRate(c, 99), 0.01f);
+  EXPECT_FLOAT_EQ(LearningRate(c, 100), 0.001f);
+  EXPECT_FLOAT_EQ(LearningRate(c, 250), 0.0001f);
+}
+
+TEST(LearningRateTest, Exp) {
+  auto c = Policy("exp", 0.01f, 0.99f);
+  EXPECT_FLOAT_EQ(LearningRate(c, 0), 0.01f);
+  EXPECT_NEAR(LearningRate(c, 10), 0.0090438208f, 1e-9);
+}
+
+TEST(LearningRateTest, InvMatchesLeNetCheckValue) {
+  auto c = Policy("inv", 0.01f, 1e-4f, 0.75f);
+  ASSERT_TRUE(ValidateSgdConfig(c).ok());
+  EXPECT_NEAR(LearningRate(c, 100), 0.00992565f, 5e-9);
+  EXPECT_FLOAT_EQ(LearningRate(c, 0), 0.01f);
+}
+
+TEST(LearningRateTest, Multistep) {
+  auto c = Policy("multistep", 0.1f, 0.5f);
+  c.add_stepvalue(10);
+  c.add_stepvalue(20);
+  ASSERT_TRUE(ValidateSgdConfig(c).ok());
+  EXPECT_FLOAT_EQ(LearningRate(c, 9), 0.1f);
+  EXPECT_FLOAT_EQ(LearningRate(c, 10), 0.05f);
+  EXPECT_FLOAT_EQ(LearningRate(c, 19), 0.05f);
+  EXPECT_FLOAT_EQ(LearningRate(c, 25), 0.025f);
+}
+
+TEST(LearningRateTest, Poly) {
+  auto c = Policy("poly", 0.1f, 0, 2.0f);
+  c.set_max_iter(100);
+  ASSERT_TRUE(ValidateSgdConfig(c).ok());
+  EXPECT_FLOAT_EQ(LearningRate(c, 50), 0.025f);
+  EXPECT_FLOAT_EQ(LearningRate(c, 100), 0.0f);
+}
+
+TEST(LearningRateTest, Sigmoid) {
+  auto c = Policy("sigmoid", 0.1f, 0.1f, 0, 50);
+  ASSERT_TRUE(ValidateSgdConfig(c).ok());
+  EXPECT_FLOAT_EQ(LearningRate(c, 50), 0.05f);
+  EXPECT_NEAR(LearningRate(c, 60), 0.07310586f, 1e-8);
+}
+
+TEST(ValidateSgdConfigTest, RejectsBadPolicies) {
+  Status s = ValidateSgdConfig(Policy("cosine", 0.1f));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("unknown lr_policy \"cosine\""), std::string::npos) << s;
+  s = ValidateSgdConfig(Policy("step", 0.1f, 0.1f, 0, 0));
+  EXPECT_NE(s.message().find("stepsize"), std::string::npos) << s;
+  s = ValidateSgdConfig(Policy("poly", 0.1f));
+  EXPECT_NE(s.message().find("max_iter"), std::string::npos) << s;
+  auto c = Policy("fixed", 0.1f);
+  c.set_regularization_type("L3");
+  s = ValidateSgdConfig(c);
+  EXPECT_NE(s.message().find("regularization_type \"L3\""), std::string::npos) << s;
+}
+
+TEST(SgdStepTest, L2MomentumLrMultDecayMultByHand) {
+  pb::SgdConfig c = Policy("fixed", 0.1f);
+  c.set_momentum(0.9f);
+  c.set_weight_decay(0.01f);
+  float data[2] = {1.0f, -2.0f};
+  float history[2] = {0.1f, 0.0f};
+  const float diff[2] = {0.5f, 0.25f};
+  SgdStep(c, 0.1f, /*lr_mult=*/2.0f, /*decay_mult=*/1.0f, diff, data, history, 2);
+  // g = 0.01*1 + 0.5 = 0.51; h = 0.2*0.51 + 0.9*0.1 = 0.192; w = 1 - 0.192.
+  EXPECT_FLOAT_EQ(history[0], 0.192f);
+  EXPECT_FLOAT_EQ(data[0], 0.808f);
+  // g = 0.01*-2 + 0.25 = 0.23; h = 0.2*0.23 = 0.046; w = -2 - 0.046.
+  EXPECT_FLOAT_EQ(history[1], 0.046f);
+  EXPECT_FLOAT_EQ(data[1], -2.046f);
+}
+
+TEST(SgdStepTest, L1UsesSignOfData) {
+  pb::SgdConfig c = Policy("fixed", 0.1f);
+  c.set_weight_decay(0.5f);
+  c.set_regularization_type("L1");
+  float data[3] = {2.0f, -3.0f, 0.0f};
+  float history[3] = {0, 0, 0};
+  const float diff[3] = {0, 0, 1.0f};
+  SgdStep(c, 0.1f, 1.0f, /*decay_mult=*/2.0f, diff, data, history, 3);
+  // local_decay = 1: g = sign(w) (+ diff); h = 0.1*g.
+  EXPECT_FLOAT_EQ(data[0], 1.9f);
+  EXPECT_FLOAT_EQ(data[1], -2.9f);
+  EXPECT_FLOAT_EQ(data[2], -0.1f);
+}
+
+TEST(SgdStepTest, ZeroLrMultFreezes) {
+  pb::SgdConfig c = Policy("fixed", 0.1f);
+  c.set_momentum(0.9f);
+  float data[1] = {3.0f}, history[1] = {0.0f};
+  const float diff[1] = {7.0f};
+  SgdStep(c, 0.1f, 0.0f, 1.0f, diff, data, history, 1);
+  EXPECT_EQ(data[0], 3.0f);
+}
+
+TEST(AverageInOrderTest, SumsInGivenOrderThenScales) {
+  const float a[2] = {1e8f, 1.0f}, b[2] = {1.0f, 2.0f}, c[2] = {-1e8f, 3.0f};
+  const float* order1[3] = {a, b, c};
+  const float* order2[3] = {a, c, b};
+  float out1[2], out2[2];
+  AverageInOrder(order1, 3, out1, 2);
+  AverageInOrder(order2, 3, out2, 2);
+  // (1e8 + 1) - 1e8 == 0 in float, but (1e8 - 1e8) + 1 == 1: order matters.
+  EXPECT_EQ(out1[0], 0.0f);
+  EXPECT_EQ(out2[0], 1.0f * (1.0f / 3.0f));
+  EXPECT_EQ(out1[1], 6.0f * (1.0f / 3.0f));
+}
+
+}  // namespace
+}  // namespace nereus
