@@ -1,0 +1,133 @@
+// Runs nereus_convert_mnist as a real process on IDX files made here and checks
+// the LMDB it writes.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "proto/caffe.pb.h"
+#include "worker/data/db.h"
+#include "worker/data/idx.h"
+
+namespace nereus {
+namespace data {
+namespace {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together.
+};
+
+RunResult RunConverter(const std::string& args) {
+  const char* bin_dir = std::getenv("NEREUS_BIN_DIR");
+  const std::string binary = std::string(bin_dir != nullptr ? bin_dir : "bin") + "/nereus_convert_mnist";
+  RunResult result;
+  FILE* pipe = ::popen((binary + " " + args + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  std::size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+class ConvertMnistTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "nereus_convert_test_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    // 12 images of 28x28; pixel p of image i is (i * 31 + p) mod 256, label (i * 3) mod 10.
+    IdxImages images;
+    images.count = kCount;
+    images.rows = 28;
+    images.cols = 28;
+    for (int i = 0; i < kCount; ++i) {
+      for (int p = 0; p < 28 * 28; ++p) images.pixels.push_back(static_cast<std::uint8_t>((i * 31 + p) % 256));
+      labels_.push_back(static_cast<std::uint8_t>((i * 3) % 10));
+    }
+    ASSERT_TRUE(WriteIdxImages(Path("images"), images).ok());
+    ASSERT_TRUE(WriteIdxLabels(Path("labels"), labels_).ok());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+
+  static constexpr int kCount = 12;
+  std::string dir_;
+  std::vector<std::uint8_t> labels_;
+};
+
+TEST_F(ConvertMnistTest, WritesOneDatumPerImageWithCaffeKeys) {
+  RunResult r = RunConverter("--images=" + Path("images") + " --labels=" + Path("labels") +
+                    " --output=" + Path("lmdb") + " --commit_every=5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  auto db = LmdbDatabase::Open(Path("lmdb"), DbMode::kRead);
+  ASSERT_TRUE(db.ok()) << db.status();
+  auto count = (*db)->Count();
+  ASSERT_TRUE(count.ok());
+  EXPECT_EQ(*count, static_cast<std::size_t>(kCount));
+  auto cursor = (*db)->NewCursor();
+  ASSERT_TRUE(cursor.ok());
+  for (int i = 0; i < kCount; ++i, (*cursor)->Next()) {
+    ASSERT_TRUE((*cursor)->valid());
+    char key[16];
+    std::snprintf(key, sizeof(key), "%08d", i);
+    EXPECT_EQ((*cursor)->key(), key);
+    caffe::Datum datum;
+    ASSERT_TRUE(datum.ParseFromArray((*cursor)->value().data(), static_cast<int>((*cursor)->value().size())));
+    EXPECT_EQ(datum.channels(), 1);
+    EXPECT_EQ(datum.height(), 28);
+    EXPECT_EQ(datum.width(), 28);
+    EXPECT_FALSE(datum.encoded());
+    EXPECT_EQ(datum.float_data_size(), 0);
+    EXPECT_EQ(datum.label(), labels_[i]);
+    ASSERT_EQ(datum.data().size(), 28u * 28u);
+    for (int p : {0, 1, 255, 400, 783}) {
+      EXPECT_EQ(static_cast<std::uint8_t>(datum.data()[p]), (i * 31 + p) % 256) << "image " << i << " pixel " << p;
+    }
+  }
+  EXPECT_EQ((*cursor)->epoch(), 1u);  // Exactly kCount records: the loop wrapped once.
+}
+
+TEST_F(ConvertMnistTest, MissingFlagIsNamed) {
+  RunResult r = RunConverter("--images=" + Path("images") + " --output=" + Path("lmdb"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--labels is required"), std::string::npos) << r.output;
+}
+
+TEST_F(ConvertMnistTest, CountMismatchFailsNamingFiles) {
+  ASSERT_TRUE(WriteIdxLabels(Path("few_labels"), {1, 2, 3}).ok());
+  RunResult r = RunConverter("--images=" + Path("images") + " --labels=" + Path("few_labels") +
+                    " --output=" + Path("lmdb"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("holds 12 images"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(Path("few_labels")), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(Path("lmdb"))) << "no output on bad input";
+}
+
+TEST_F(ConvertMnistTest, RefusesToOverwriteAnExistingDatabase) {
+  const std::string args =
+      "--images=" + Path("images") + " --labels=" + Path("labels") + " --output=" + Path("lmdb");
+  ASSERT_EQ(RunConverter(args).exit_code, 0);
+  RunResult again = RunConverter(args);
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_NE(again.output.find("already exists"), std::string::npos) << again.output;
+}
+
+TEST_F(ConvertMnistTest, HelpDescribesEveryFlag) {
+  RunResult r = RunConverter("--helpmatch=convert_mnist");
+  for (const char* flag : {"-images", "-labels", "-output", "-backend", "-commit_every"}) {
+    EXPECT_NE(r.output.find(flag), std::string::npos) << flag << " missing from:\n" << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace data
+}  // namespace nereus
