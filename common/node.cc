@@ -1,0 +1,212 @@
+#include "common/node.h"
+
+#include <sstream>
+
+namespace nereus {
+
+std::string NormalizeEndpoint(const std::string& address) {
+  if (address.find("://") != std::string::npos) return address;
+  return "tcp://" + address;
+}
+
+Node::Node(NodeOptions options) : options_(std::move(options)), transport_(NewZmqTransport(options_.transport)) {}
+
+Node::~Node() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (heartbeat_.joinable()) heartbeat_.join();
+  transport_->Stop();
+  if (abort_notifier_.joinable()) abort_notifier_.join();
+}
+
+bool Node::Lookup(const Endpoint& endpoint, pb::Role* role, int* rank) const {
+  auto it = by_endpoint_.find(endpoint);
+  if (it == by_endpoint_.end()) return false;
+  *role = it->second.first;
+  *rank = it->second.second;
+  return true;
+}
+
+Status Node::Start(DataHandler on_data, AbortHandler on_abort) {
+  on_data_ = std::move(on_data);
+  on_abort_ = std::move(on_abort);
+  coordinator_ = NormalizeEndpoint(options_.coordinator);
+  RETURN_IF_ERROR(transport_->Start("tcp://" + options_.bind_host + ":0",
+                                    [this](const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) {
+                                      OnMessage(from, std::move(msg), partial);
+                                    }));
+  Message reg;
+  reg.header.set_op(pb::REGISTER);
+  reg.header.set_sender_role(options_.role);
+  reg.header.set_sender_rank(options_.rank);
+  auto* self = reg.header.add_nodes();
+  self->set_role(options_.role);
+  self->set_rank(options_.rank);
+  self->set_endpoint(transport_->endpoint());
+  RETURN_IF_ERROR(transport_->Send(coordinator_, std::move(reg)));
+  LOG(INFO) << RoleName(options_.role) << " at " << transport_->endpoint() << " registering with coordinator "
+            << coordinator_;
+
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool done = cv_.wait_for(lock, std::chrono::seconds(options_.startup_timeout_s),
+                                 [this] { return registered_ || !register_error_.ok() || !abort_.ok(); });
+  if (!abort_.ok()) return abort_;
+  if (!register_error_.ok()) return register_error_;
+  if (!done) {
+    return DeadlineExceededError("no answer from the coordinator at " + coordinator_ + " within " +
+                                 std::to_string(options_.startup_timeout_s) +
+                                 " s (--startup_timeout_s): is it running at that address, and have all "
+                                 "servers and workers been started?");
+  }
+  last_ack_ = std::chrono::steady_clock::now();
+  heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+  LOG(INFO) << name() << " joined the job: " << job_.num_servers() << " server(s), " << job_.num_workers()
+            << " worker(s)";
+  return Status::OK();
+}
+
+Status Node::Send(const Endpoint& to, Message msg, int stream) {
+  msg.header.set_sender_role(options_.role);
+  msg.header.set_sender_rank(rank_);
+  return transport_->Send(to, std::move(msg), stream);
+}
+
+Status Node::Barrier(const std::string& name, pb::Role group, uint64_t model_digest) {
+  Message m;
+  m.header.set_op(pb::BARRIER);
+  m.header.set_barrier_name(name);
+  m.header.set_barrier_group(group);
+  m.header.set_model_digest(model_digest);
+  RETURN_IF_ERROR(Send(coordinator_, std::move(m)));
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return barrier_released_.count(name) > 0 || !abort_.ok() || stopping_; });
+  if (!abort_.ok()) return abort_;
+  if (stopping_) return FailedPreconditionError("node stopping");
+  barrier_released_.erase(name);
+  return Status::OK();
+}
+
+Status Node::Finish() {
+  if (options_.role == pb::WORKER) {
+    Message m;
+    m.header.set_op(pb::DONE);
+    RETURN_IF_ERROR(Send(coordinator_, std::move(m)));
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return shutdown_ || !abort_.ok() || stopping_; });
+  if (!abort_.ok()) return abort_;
+  return Status::OK();
+}
+
+Status Node::aborted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return abort_;
+}
+
+void Node::Abort(const Status& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!abort_.ok() || shutdown_) return;
+    abort_ = why;
+  }
+  LOG(ERROR) << (rank_ >= 0 ? name() : std::string(RoleName(options_.role))) << ": job aborted: " << why.message();
+  cv_.notify_all();
+  // The owner's handler may block or take locks: run it off the receive and
+  // heartbeat threads. Joined by the destructor.
+  if (on_abort_) abort_notifier_ = std::thread([this, why] { on_abort_(why); });
+}
+
+void Node::OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) {
+  if (!msg.ok() || from != coordinator_) {
+    if (on_data_) on_data_(from, std::move(msg), partial);
+    return;
+  }
+  const pb::Header& h = msg->header;
+  switch (h.op()) {
+    case pb::REGISTER_REPLY: {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (registered_) break;
+      job_ = h.job();
+      servers_.assign(job_.num_servers(), "");
+      workers_.assign(job_.num_workers(), "");
+      for (const auto& n : h.nodes()) {
+        if (n.role() == pb::SERVER && n.rank() >= 0 && n.rank() < job_.num_servers()) servers_[n.rank()] = n.endpoint();
+        if (n.role() == pb::WORKER && n.rank() >= 0 && n.rank() < job_.num_workers()) workers_[n.rank()] = n.endpoint();
+        by_endpoint_[n.endpoint()] = {n.role(), n.rank()};
+        if (n.endpoint() == transport_->endpoint()) rank_ = n.rank();
+      }
+      if (rank_ < 0) {
+        register_error_ = InternalError("coordinator's address book does not list this node");
+      } else {
+        registered_ = true;
+      }
+      cv_.notify_all();
+      break;
+    }
+    case pb::ERROR: {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!registered_) {
+        register_error_ = InvalidArgumentError("coordinator refused registration: " + h.error());
+        cv_.notify_all();
+      } else {
+        LOG(ERROR) << "coordinator reports: " << h.error();
+      }
+      break;
+    }
+    case pb::BARRIER_RELEASE: {
+      std::lock_guard<std::mutex> lock(mu_);
+      barrier_released_[h.barrier_name()]++;
+      cv_.notify_all();
+      break;
+    }
+    case pb::HEARTBEAT_ACK: {
+      std::lock_guard<std::mutex> lock(mu_);
+      last_ack_ = std::chrono::steady_clock::now();
+      break;
+    }
+    case pb::ABORT:
+      Abort(AbortedError(h.error()));
+      break;
+    case pb::SHUTDOWN: {
+      std::lock_guard<std::mutex> lock(mu_);
+      shutdown_ = true;
+      cv_.notify_all();
+      break;
+    }
+    default:
+      if (on_data_) on_data_(from, std::move(msg), partial);
+  }
+}
+
+void Node::HeartbeatLoop() {
+  const auto interval = std::chrono::milliseconds(std::max(1, job_.heartbeat_interval_ms()));
+  const auto timeout = std::chrono::milliseconds(std::max(1, job_.heartbeat_timeout_ms()));
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_ && !shutdown_ && abort_.ok()) {
+    lock.unlock();
+    Message hb;
+    hb.header.set_op(pb::HEARTBEAT);
+    Status st = Send(coordinator_, std::move(hb));
+    if (!st.ok()) LOG(WARNING) << "heartbeat: " << st;
+    lock.lock();
+    // A timed wait, not a sleep: Stop, shutdown and abort wake it at once.
+    cv_.wait_for(lock, interval, [this] { return stopping_ || shutdown_ || !abort_.ok(); });
+    if (stopping_ || shutdown_ || !abort_.ok()) break;
+    const auto silent = std::chrono::steady_clock::now() - last_ack_;
+    if (silent > timeout) {
+      const double s = std::chrono::duration<double>(silent).count();
+      lock.unlock();
+      std::ostringstream os;
+      os.precision(2);
+      os << std::fixed << "lost contact with the coordinator at " << coordinator_ << ": no heartbeat reply for " << s
+         << " s";
+      Abort(UnavailableError(os.str()));
+      return;
+    }
+  }
+}
+
+}  // namespace nereus

@@ -1,0 +1,118 @@
+// Node: a server's or worker's membership in a job. Registers with the
+// coordinator, receives a rank, the job configuration and the address book,
+// waits at the start barrier, sends heartbeats, takes part in barriers, and
+// turns an ABORT (or a silent coordinator) into an error for its owner.
+#ifndef NEREUS_COMMON_NODE_H_
+#define NEREUS_COMMON_NODE_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/message.h"
+#include "common/status.h"
+#include "common/transport.h"
+
+namespace nereus {
+
+struct NodeOptions {
+  std::string coordinator;           // "host:port" or "tcp://host:port".
+  pb::Role role = pb::WORKER;
+  int rank = -1;                     // -1: the coordinator picks.
+  std::string bind_host = "127.0.0.1";
+  int startup_timeout_s = 60;        // For registration and the start barrier.
+  ZmqTransportOptions transport;
+};
+
+// "host:port" -> "tcp://host:port"; endpoints already starting with a scheme
+// are returned as they are.
+std::string NormalizeEndpoint(const std::string& address);
+
+class Node {
+ public:
+  // Called on the receive thread for each PUSH/PULL/INIT/... message (every op
+  // that is not membership), and for messages that failed to decode.
+  using DataHandler =
+      std::function<void(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial)>;
+  // Called once, on an internal thread, when the job is aborted.
+  using AbortHandler = std::function<void(const Status& why)>;
+
+  explicit Node(NodeOptions options);
+  ~Node();  // Stops the heartbeat thread and the transport.
+
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  // Binds, registers with the coordinator and blocks until every node has
+  // registered (the start barrier) or startup_timeout_s passes. `on_data` and
+  // `on_abort` must stay valid until Stop() or destruction.
+  Status Start(DataHandler on_data, AbortHandler on_abort);
+
+  // Valid after Start() succeeded.
+  int rank() const { return rank_; }
+  pb::Role role() const { return options_.role; }
+  const pb::JobConfig& job() const { return job_; }
+  const Endpoint& endpoint() const { return transport_->endpoint(); }
+  std::string name() const { return NodeName(options_.role, rank_); }
+  // Endpoint of server/worker `rank`.
+  const Endpoint& server(int rank) const { return servers_.at(rank); }
+  const Endpoint& worker(int rank) const { return workers_.at(rank); }
+  // Role and rank of the node at `endpoint`; false if it is not in the job.
+  bool Lookup(const Endpoint& endpoint, pb::Role* role, int* rank) const;
+
+  // Sends to a peer, stamping sender role and rank. Thread-safe.
+  Status Send(const Endpoint& to, Message msg, int stream = 0);
+  Transport* transport() { return transport_.get(); }
+
+  // Blocks until every node of `group` (ROLE_UNSPECIFIED: all servers and
+  // workers) has entered barrier `name`, or the job aborts. A nonzero
+  // `model_digest` must be equal across the group, or the job aborts with an
+  // error naming the nodes that disagree.
+  Status Barrier(const std::string& name, pb::Role group, uint64_t model_digest = 0);
+
+  // Worker: tells the coordinator this worker has finished, then blocks until
+  // the job shuts down (OK) or aborts. Server: blocks until shutdown or abort.
+  Status Finish();
+
+  // The abort status, or OK while the job runs.
+  Status aborted() const;
+
+ private:
+  void OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial);
+  void HeartbeatLoop();
+  void Abort(const Status& why);
+
+  const NodeOptions options_;
+  std::unique_ptr<Transport> transport_;
+  Endpoint coordinator_;
+  DataHandler on_data_;
+  AbortHandler on_abort_;
+
+  // Written once by the start barrier, then read-only.
+  int rank_ = -1;
+  pb::JobConfig job_;
+  std::vector<Endpoint> servers_, workers_;
+  std::map<Endpoint, std::pair<pb::Role, int>> by_endpoint_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool registered_ = false;                 // GUARDED_BY(mu_)
+  Status register_error_;                   // GUARDED_BY(mu_)
+  Status abort_;                            // GUARDED_BY(mu_)
+  bool shutdown_ = false;                   // GUARDED_BY(mu_)
+  bool stopping_ = false;                   // GUARDED_BY(mu_)
+  std::map<std::string, int> barrier_released_;  // GUARDED_BY(mu_): name -> releases
+  std::chrono::steady_clock::time_point last_ack_;  // GUARDED_BY(mu_)
+  std::thread heartbeat_;
+  std::thread abort_notifier_;
+};
+
+}  // namespace nereus
+
+#endif  // NEREUS_COMMON_NODE_H_

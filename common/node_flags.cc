@@ -1,0 +1,33 @@
+#include "common/node_flags.h"
+
+DEFINE_string(coordinator, "127.0.0.1:7000",
+              "host:port of the job's coordinator. The coordinator listens there; servers and workers register there.");
+DEFINE_int32(rank, -1,
+             "Rank of this server or worker within its role (0-based). -1 lets the coordinator assign the lowest "
+             "free rank.");
+DEFINE_string(bind_host, "127.0.0.1", "Address this node listens on for its peers (a free port is chosen).");
+DEFINE_int32(startup_timeout_s, 60,
+             "Seconds to wait for every node to register before giving up with an error naming the missing ones.");
+DEFINE_int32(io_threads, 1, "ZeroMQ I/O threads per node.");
+DEFINE_int32(streams, 1, "Parallel connections from this node to each peer.");
+
+namespace nereus {
+
+StatusOr<NodeOptions> NodeOptionsFromFlags(pb::Role role) {
+  if (FLAGS_coordinator.empty()) return InvalidArgumentError("--coordinator must be host:port");
+  if (FLAGS_startup_timeout_s < 1)
+    return InvalidArgumentError("--startup_timeout_s must be >= 1, got " + std::to_string(FLAGS_startup_timeout_s));
+  if (FLAGS_io_threads < 1) return InvalidArgumentError("--io_threads must be >= 1, got " + std::to_string(FLAGS_io_threads));
+  if (FLAGS_streams < 1) return InvalidArgumentError("--streams must be >= 1, got " + std::to_string(FLAGS_streams));
+  NodeOptions o;
+  o.coordinator = FLAGS_coordinator;
+  o.role = role;
+  o.rank = FLAGS_rank;
+  o.bind_host = FLAGS_bind_host;
+  o.startup_timeout_s = FLAGS_startup_timeout_s;
+  o.transport.io_threads = FLAGS_io_threads;
+  o.transport.streams_per_peer = FLAGS_streams;
+  return o;
+}
+
+}  // namespace nereus

@@ -1,0 +1,62 @@
+// Transport: moves Messages between nodes. Server and client logic only see
+// this interface; ZeroMQ lives behind it in zmq_transport.cc.
+#ifndef NEREUS_COMMON_TRANSPORT_H_
+#define NEREUS_COMMON_TRANSPORT_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/message.h"
+#include "common/status.h"
+
+namespace nereus {
+
+// Called on the transport's receive thread, once per received message, in
+// arrival order. `from` is the sender's endpoint (replies go there). `msg` is
+// an error when the message could not be decoded (see DecodeMessage); then
+// `partial` holds whatever of its header could be read.
+using ReceiveHandler =
+    std::function<void(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial)>;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // Binds to `bind_endpoint` ("tcp://127.0.0.1:0" picks a free port) and starts
+  // the receive thread, which calls `handler` until Stop(). Call once.
+  virtual Status Start(const std::string& bind_endpoint, ReceiveHandler handler) = 0;
+
+  // The endpoint peers send to; valid after Start() succeeded.
+  virtual const Endpoint& endpoint() const = 0;
+
+  // Sends `msg` to the node at `to`, connecting on first use. Thread-safe.
+  // Returns once the message is queued; delivery is not confirmed (a dead peer
+  // is detected by heartbeats, not here). Payload bytes are not copied: each
+  // payload Buffer's owner is kept alive until the transport is done with it.
+  // `stream` selects one of the parallel connections to that peer (modulo
+  // the number configured).
+  virtual Status Send(const Endpoint& to, Message msg, int stream = 0) = 0;
+
+  // Sends `frames` exactly as given, header frame included (fault injection).
+  virtual Status SendFrames(const Endpoint& to, std::vector<Buffer> frames) = 0;
+
+  // Stops the receive thread and closes every connection, waiting at most the
+  // linger time for queued messages. Idempotent; after it returns the handler
+  // is never called again. Must not be called from the handler.
+  virtual void Stop() = 0;
+};
+
+struct ZmqTransportOptions {
+  int io_threads = 1;          // ZeroMQ I/O threads.
+  int streams_per_peer = 1;    // Parallel connections to each peer.
+  int linger_ms = 2000;        // How long Stop() waits for queued messages.
+  int send_hwm = 0;            // Messages queued per connection before Send blocks; 0 = no limit.
+};
+
+std::unique_ptr<Transport> NewZmqTransport(const ZmqTransportOptions& options);
+
+}  // namespace nereus
+
+#endif  // NEREUS_COMMON_TRANSPORT_H_

@@ -1,0 +1,267 @@
+#include "server/coordinator.h"
+
+#include <sstream>
+
+#include "common/node.h"
+
+namespace nereus {
+
+Status ValidateJobConfig(const pb::JobConfig& job) {
+  if (job.num_servers() < 1) return InvalidArgumentError("--num_servers must be >= 1, got " + std::to_string(job.num_servers()));
+  if (job.num_workers() < 1) return InvalidArgumentError("--num_workers must be >= 1, got " + std::to_string(job.num_workers()));
+  if (job.consistency() == pb::CONSISTENCY_UNSPECIFIED) return InvalidArgumentError("consistency model not set");
+  if (job.staleness() < 0) return InvalidArgumentError("--staleness must be >= 0, got " + std::to_string(job.staleness()));
+  if (job.chunk_bytes() < 4) return InvalidArgumentError("--chunk_bytes must be >= 4, got " + std::to_string(job.chunk_bytes()));
+  if (job.heartbeat_interval_ms() < 1 || job.heartbeat_timeout_ms() <= job.heartbeat_interval_ms())
+    return InvalidArgumentError("--heartbeat_timeout_ms must exceed --heartbeat_interval_ms (got " +
+                                std::to_string(job.heartbeat_timeout_ms()) + " and " +
+                                std::to_string(job.heartbeat_interval_ms()) + ")");
+  return Status::OK();
+}
+
+Coordinator::Coordinator(CoordinatorOptions options)
+    : options_(std::move(options)), transport_(NewZmqTransport(ZmqTransportOptions{})) {}
+
+Coordinator::~Coordinator() { transport_->Stop(); }
+
+Status Coordinator::Start() {
+  RETURN_IF_ERROR(ValidateJobConfig(options_.job));
+  Status st = transport_->Start(NormalizeEndpoint(options_.bind),
+                                [this](const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) {
+                                  OnMessage(from, std::move(msg), partial);
+                                });
+  if (!st.ok()) return st.Annotate("coordinator");
+  LOG(INFO) << "coordinator listening at " << transport_->endpoint() << " for " << options_.job.num_servers()
+            << " server(s) and " << options_.job.num_workers() << " worker(s)";
+  return Status::OK();
+}
+
+Coordinator::Member* Coordinator::Find(const Endpoint& e) {
+  auto it = members_.find(e);
+  return it == members_.end() ? nullptr : &it->second;
+}
+
+void Coordinator::SendTo(const Endpoint& to, pb::Op op, const std::string& error) {
+  Message m;
+  m.header.set_op(op);
+  m.header.set_sender_role(pb::COORDINATOR);
+  m.header.set_sender_rank(0);
+  if (!error.empty()) m.header.set_error(error);
+  Status st = transport_->Send(to, std::move(m));
+  if (!st.ok()) LOG(WARNING) << "coordinator: " << st;
+}
+
+void Coordinator::OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) {
+  if (!msg.ok()) {
+    LOG(WARNING) << "coordinator: refused a message from " << from << ": " << msg.status().message();
+    Message err;
+    err.header.set_op(pb::ERROR);
+    err.header.set_error_op(partial.op());
+    err.header.set_request_id(partial.request_id());
+    err.header.set_error(msg.status().message());
+    std::lock_guard<std::mutex> lock(mu_);
+    if (Find(from) != nullptr || partial.op() == pb::REGISTER) (void)transport_->Send(from, std::move(err));
+    return;
+  }
+  const pb::Header& h = msg->header;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (Member* m = Find(from)) m->last_seen = std::chrono::steady_clock::now();
+  switch (h.op()) {
+    case pb::REGISTER:
+      HandleRegister(from, h);
+      break;
+    case pb::HEARTBEAT:
+      if (Find(from) != nullptr) SendTo(from, pb::HEARTBEAT_ACK);
+      break;
+    case pb::BARRIER:
+      HandleBarrier(from, h);
+      break;
+    case pb::DONE: {
+      Member* m = Find(from);
+      if (m == nullptr || m->role != pb::WORKER || m->done) break;
+      m->done = true;
+      LOG(INFO) << "coordinator: " << NodeName(m->role, m->rank) << " finished";
+      if (++workers_done_ == options_.job.num_workers()) {
+        for (auto& [ep, member] : members_) SendTo(ep, pb::SHUTDOWN);
+        finished_ = true;
+        cv_.notify_all();
+      }
+      break;
+    }
+    default:
+      LOG(WARNING) << "coordinator: unexpected " << OpName(h.op()) << " from " << from;
+  }
+}
+
+void Coordinator::HandleRegister(const Endpoint& from, const pb::Header& h) {
+  if (h.nodes_size() != 1 || h.nodes(0).endpoint() != from) {
+    SendTo(from, pb::ERROR, "REGISTER must describe the sending node");
+    return;
+  }
+  const pb::NodeInfo& n = h.nodes(0);
+  if (Find(from) != nullptr) return;  // Duplicate delivery.
+  if (started_) {
+    SendTo(from, pb::ERROR, "the job has already started; no more nodes are accepted");
+    return;
+  }
+  if (n.role() != pb::SERVER && n.role() != pb::WORKER) {
+    SendTo(from, pb::ERROR, "only servers and workers register, not " + std::string(RoleName(n.role())));
+    return;
+  }
+  const int count = n.role() == pb::SERVER ? options_.job.num_servers() : options_.job.num_workers();
+  std::vector<bool> taken(count, false);
+  for (auto& [ep, m] : members_)
+    if (m.role == n.role()) taken[m.rank] = true;
+  int rank = n.rank();
+  if (rank >= count) {
+    SendTo(from, pb::ERROR, std::string(RoleName(n.role())) + " rank " + std::to_string(rank) + " is out of range: the job has " +
+                                std::to_string(count) + " " + RoleName(n.role()) + "(s)");
+    return;
+  }
+  if (rank >= 0 && taken[rank]) {
+    SendTo(from, pb::ERROR, NodeName(n.role(), rank) + " is already registered");
+    return;
+  }
+  if (rank < 0) {
+    // The lowest free rank. Mixing explicit and automatic ranks in one job
+    // can make a later explicit request collide; the scripts give every
+    // node an explicit rank.
+    for (int r = count - 1; r >= 0; --r)
+      if (!taken[r]) rank = r;
+  }
+  if (rank < 0) {
+    SendTo(from, pb::ERROR, "all " + std::to_string(count) + " " + RoleName(n.role()) + " ranks are taken");
+    return;
+  }
+  Member m;
+  m.role = n.role();
+  m.rank = rank;
+  m.endpoint = from;
+  m.last_seen = std::chrono::steady_clock::now();
+  members_[from] = m;
+  LOG(INFO) << "coordinator: " << NodeName(m.role, rank) << " registered from " << from << " ("
+            << members_.size() << "/" << options_.job.num_servers() + options_.job.num_workers() << ")";
+  if (static_cast<int>(members_.size()) < options_.job.num_servers() + options_.job.num_workers()) return;
+
+  Message reply;
+  reply.header.set_op(pb::REGISTER_REPLY);
+  reply.header.set_sender_role(pb::COORDINATOR);
+  *reply.header.mutable_job() = options_.job;
+  for (auto& [ep, member] : members_) {
+    auto* info = reply.header.add_nodes();
+    info->set_role(member.role);
+    info->set_rank(member.rank);
+    info->set_endpoint(ep);
+  }
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& [ep, member] : members_) {
+    member.last_seen = now;
+    Status st = transport_->Send(ep, reply);
+    if (!st.ok()) LOG(WARNING) << st;
+  }
+  started_ = true;
+  LOG(INFO) << "coordinator: every node registered; job started";
+  cv_.notify_all();
+}
+
+void Coordinator::HandleBarrier(const Endpoint& from, const pb::Header& h) {
+  Member* m = Find(from);
+  if (m == nullptr || !started_) {
+    SendTo(from, pb::ERROR, "BARRIER from a node that is not in the job");
+    return;
+  }
+  BarrierState& b = barriers_[h.barrier_name()];
+  b.arrived.insert(from);
+  if (h.model_digest() != 0) b.digests[h.model_digest()].push_back(NodeName(m->role, m->rank));
+  int expected = 0;
+  if (h.barrier_group() == pb::SERVER || h.barrier_group() == pb::ROLE_UNSPECIFIED) expected += options_.job.num_servers();
+  if (h.barrier_group() == pb::WORKER || h.barrier_group() == pb::ROLE_UNSPECIFIED) expected += options_.job.num_workers();
+  if (static_cast<int>(b.arrived.size()) < expected) return;
+  if (b.digests.size() > 1) {
+    std::ostringstream os;
+    os << "nodes registered different models at barrier \"" << h.barrier_name() << "\":";
+    for (auto& [digest, names] : b.digests) {
+      os << " {";
+      for (size_t i = 0; i < names.size(); ++i) os << (i ? ", " : "") << names[i];
+      os << "} have digest " << std::hex << digest << std::dec << ";";
+    }
+    Fail(InvalidArgumentError(os.str()));
+    return;
+  }
+  Message rel;
+  rel.header.set_op(pb::BARRIER_RELEASE);
+  rel.header.set_sender_role(pb::COORDINATOR);
+  rel.header.set_barrier_name(h.barrier_name());
+  for (const Endpoint& ep : b.arrived) (void)transport_->Send(ep, rel);
+  barriers_.erase(h.barrier_name());
+}
+
+void Coordinator::Fail(const Status& why) {
+  if (!failure_.ok() || finished_) return;
+  failure_ = why;
+  for (auto& [ep, member] : members_) SendTo(ep, pb::ABORT, why.message());
+  cv_.notify_all();
+}
+
+std::string Coordinator::MissingNodes() const {
+  std::ostringstream os;
+  bool first = true;
+  for (pb::Role role : {pb::SERVER, pb::WORKER}) {
+    const int count = role == pb::SERVER ? options_.job.num_servers() : options_.job.num_workers();
+    std::vector<bool> seen(count, false);
+    for (auto& [ep, m] : members_)
+      if (m.role == role) seen[m.rank] = true;
+    for (int r = 0; r < count; ++r) {
+      if (seen[r]) continue;
+      os << (first ? "" : ", ") << NodeName(role, r);
+      first = false;
+    }
+  }
+  return os.str();
+}
+
+Status Coordinator::Run() {
+  const auto startup_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options_.startup_timeout_s);
+  const auto timeout = std::chrono::milliseconds(options_.job.heartbeat_timeout_ms());
+  const auto check_every = std::chrono::milliseconds(std::max(1, options_.job.heartbeat_interval_ms() / 2));
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    if (finished_) break;
+    if (!failure_.ok()) break;
+    const auto now = std::chrono::steady_clock::now();
+    if (!started_) {
+      if (now >= startup_deadline) {
+        Fail(DeadlineExceededError("start-up timed out after " + std::to_string(options_.startup_timeout_s) +
+                                   " s (--startup_timeout_s): missing " + MissingNodes()));
+        break;
+      }
+      cv_.wait_until(lock, startup_deadline);
+      continue;
+    }
+    for (auto& [ep, m] : members_) {
+      const auto silent = now - m.last_seen;
+      if (silent > timeout) {
+        std::ostringstream os;
+        os.precision(1);
+        os << std::fixed << NodeName(m.role, m.rank) << " (" << ep << ") is dead: no heartbeat for "
+           << std::chrono::duration<double>(silent).count() << " s";
+        Fail(UnavailableError(os.str()));
+        break;
+      }
+    }
+    if (!failure_.ok()) break;
+    // A timed wait: a heartbeat deadline can pass without any message arriving.
+    cv_.wait_for(lock, check_every);
+  }
+  const Status result = failure_;
+  lock.unlock();
+  if (!result.ok()) {
+    LOG(ERROR) << "coordinator: job aborted: " << result.message();
+  } else {
+    LOG(INFO) << "coordinator: every worker finished; job shut down cleanly";
+  }
+  transport_->Stop();  // Lingers until the SHUTDOWN/ABORT messages are out.
+  return result;
+}
+
+}  // namespace nereus

@@ -1,0 +1,82 @@
+// Coordinator: the well-known rendezvous of a job. Assigns ranks, hands out
+// the address book once every node has registered (the start barrier), runs
+// barriers, watches heartbeats, and ends the job: cleanly when every worker is
+// done, or with an ABORT naming the node that failed.
+#ifndef NEREUS_SERVER_COORDINATOR_H_
+#define NEREUS_SERVER_COORDINATOR_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/message.h"
+#include "common/status.h"
+#include "common/transport.h"
+
+namespace nereus {
+
+struct CoordinatorOptions {
+  std::string bind = "127.0.0.1:7000";  // host:port to listen on.
+  int startup_timeout_s = 60;           // Every node must register within this.
+  pb::JobConfig job;                    // num_servers, num_workers, consistency, ...
+};
+
+// Checks the job configuration a coordinator would hand out.
+Status ValidateJobConfig(const pb::JobConfig& job);
+
+class Coordinator {
+ public:
+  explicit Coordinator(CoordinatorOptions options);
+  ~Coordinator();
+
+  // Binds the listening socket. After this, nodes may register.
+  Status Start();
+  const Endpoint& endpoint() const { return transport_->endpoint(); }
+
+  // Blocks until the job ends. OK: every worker finished and every node was
+  // told to shut down. Otherwise the error names the node that failed (missing
+  // at start-up, silent, or refused); every other node has been sent ABORT.
+  Status Run();
+
+ private:
+  struct Member {
+    pb::Role role = pb::ROLE_UNSPECIFIED;
+    int rank = -1;
+    Endpoint endpoint;
+    std::chrono::steady_clock::time_point last_seen;
+    bool done = false;
+  };
+  struct BarrierState {
+    std::set<Endpoint> arrived;
+    std::map<uint64_t, std::vector<std::string>> digests;  // digest -> node names
+  };
+
+  void OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial);
+  void HandleRegister(const Endpoint& from, const pb::Header& h);
+  void HandleBarrier(const Endpoint& from, const pb::Header& h);
+  void SendTo(const Endpoint& to, pb::Op op, const std::string& error = "");
+  void Fail(const Status& why);                    // REQUIRES(mu_)
+  std::string MissingNodes() const;                // REQUIRES(mu_)
+  Member* Find(const Endpoint& e);                 // REQUIRES(mu_)
+
+  const CoordinatorOptions options_;
+  std::unique_ptr<Transport> transport_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<Endpoint, Member> members_;             // GUARDED_BY(mu_)
+  bool started_ = false;                           // GUARDED_BY(mu_): address book sent
+  int workers_done_ = 0;                           // GUARDED_BY(mu_)
+  bool finished_ = false;                          // GUARDED_BY(mu_)
+  Status failure_;                                 // GUARDED_BY(mu_)
+  std::map<std::string, BarrierState> barriers_;   // GUARDED_BY(mu_)
+};
+
+}  // namespace nereus
+
+#endif  // NEREUS_SERVER_COORDINATOR_H_

@@ -1,0 +1,264 @@
+#include "server/param_server.h"
+
+#include <cstring>
+
+#include <google/protobuf/util/message_differencer.h>
+
+#include "common/sgd.h"
+
+namespace nereus {
+
+ParamServer::ParamServer(ParamServerOptions options, ReplySink* sink) : options_(options), sink_(sink) {
+  CHECK(sink_ != nullptr);
+  CHECK_GE(options_.num_workers, 1);
+}
+
+int ParamServer::num_chunks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(chunks_.size());
+}
+
+StatusOr<std::pair<std::vector<float>, int64_t>> ParamServer::Snapshot(int tensor, int chunk) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = chunks_.find({tensor, chunk});
+  if (it == chunks_.end()) return NotFoundError("no chunk " + std::to_string(chunk) + " of tensor " + std::to_string(tensor));
+  return std::make_pair(*it->second.weights, it->second.version);
+}
+
+int64_t ParamServer::MinVersion(int64_t clock) const {
+  switch (options_.consistency) {
+    case pb::BSP: return clock;
+    case pb::SSP: return clock - options_.staleness;
+    default: return 0;  // ASYNC: whatever is there.
+  }
+}
+
+void ParamServer::Handle(const Endpoint& from, int worker_rank, StatusOr<Message> msg, const pb::Header& partial) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!msg.ok()) {
+    LOG(WARNING) << "server " << options_.rank << ": refused a message from " << from << ": " << msg.status().message();
+    SendError(from, partial, msg.status());
+    return;
+  }
+  const pb::Header& h = msg->header;
+  Status st;
+  switch (h.op()) {
+    case pb::INIT_CHUNK: st = HandleInit(from, *msg); break;
+    case pb::PUSH: st = HandlePush(from, worker_rank, *msg); break;
+    case pb::PULL: st = HandlePull(from, *msg); break;
+    default:
+      st = InvalidArgumentError(std::string("server cannot handle op ") + OpName(h.op()));
+  }
+  if (!st.ok()) {
+    LOG(WARNING) << "server " << options_.rank << ": refused " << OpName(h.op()) << " from " << from << ": "
+                 << st.message();
+    SendError(from, h, st);
+  }
+}
+
+void ParamServer::SendError(const Endpoint& to, const pb::Header& request, const Status& status) {
+  Message m;
+  m.header.set_op(pb::ERROR);
+  m.header.set_request_id(request.request_id());
+  m.header.set_error_op(request.op());
+  m.header.set_tensor(request.tensor());
+  m.header.set_chunk(request.chunk());
+  m.header.set_clock(request.clock());
+  m.header.set_error("server " + std::to_string(options_.rank) + ": " + status.message());
+  sink_->Reply(to, std::move(m));
+}
+
+void ParamServer::Ack(const Endpoint& to, pb::Op op, const pb::Header& request) {
+  Message m;
+  m.header.set_op(op);
+  m.header.set_request_id(request.request_id());
+  m.header.set_tensor(request.tensor());
+  m.header.set_chunk(request.chunk());
+  m.header.set_clock(request.clock());
+  m.header.set_priority(request.priority());
+  sink_->Reply(to, std::move(m));
+}
+
+StatusOr<ParamServer::Chunk*> ParamServer::FindChunk(const pb::Header& h) {
+  auto it = chunks_.find({h.tensor(), h.chunk()});
+  if (it == chunks_.end()) {
+    return NotFoundError("unknown tensor " + std::to_string(h.tensor()) + " chunk " + std::to_string(h.chunk()) +
+                         " (not initialized on this server)");
+  }
+  return &it->second;
+}
+
+static Status CheckFloatPayload(const pb::Header& h, uint64_t elements) {
+  if (h.dtype() != pb::FLOAT32) {
+    return InvalidArgumentError("unsupported dtype " + pb::DType_Name(h.dtype()) + " for " + OpName(h.op()) +
+                                " (only FLOAT32)");
+  }
+  if (h.payload_bytes() != elements * sizeof(float)) {
+    return InvalidArgumentError("wrong shape: tensor " + std::to_string(h.tensor()) + " chunk " +
+                                std::to_string(h.chunk()) + " holds " + std::to_string(elements) + " floats (" +
+                                std::to_string(elements * sizeof(float)) + " bytes) but the payload has " +
+                                std::to_string(h.payload_bytes()) + " bytes");
+  }
+  return Status::OK();
+}
+
+// Copies a message's payload (possibly several frames) into contiguous floats
+// only when it is split; one frame is used in place.
+static const float* ContiguousPayload(const Message& msg, std::vector<float>* scratch) {
+  if (msg.payload.size() == 1) return msg.payload[0].floats();
+  scratch->resize(msg.payload_bytes() / sizeof(float));
+  char* out = reinterpret_cast<char*>(scratch->data());
+  for (const Buffer& b : msg.payload) {
+    std::memcpy(out, b.data(), b.size());
+    out += b.size();
+  }
+  return scratch->data();
+}
+
+Status ParamServer::HandleInit(const Endpoint& from, const Message& msg) {
+  const pb::Header& h = msg.header;
+  const pb::ChunkMeta& meta = h.chunk_meta();
+  if (meta.tensor() != h.tensor() || meta.chunk() != h.chunk())
+    return InvalidArgumentError("INIT_CHUNK header and chunk_meta name different chunks");
+  if (meta.length() == 0) return InvalidArgumentError("INIT_CHUNK of an empty chunk");
+  RETURN_IF_ERROR(CheckFloatPayload(h, meta.length()));
+  RETURN_IF_ERROR(ValidateSgdConfig(h.sgd()));
+  if (have_sgd_ && !google::protobuf::util::MessageDifferencer::Equals(sgd_, h.sgd()))
+    return InvalidArgumentError("INIT_CHUNK carries solver settings that differ from the ones this server already has");
+  auto it = chunks_.find({h.tensor(), h.chunk()});
+  if (it != chunks_.end()) {
+    if (!google::protobuf::util::MessageDifferencer::Equals(it->second.meta, meta))
+      return InvalidArgumentError("tensor " + std::to_string(h.tensor()) + " chunk " + std::to_string(h.chunk()) +
+                                  " was already initialized with another layout");
+    Ack(from, pb::INIT_ACK, h);  // Idempotent re-initialization keeps the current values.
+    return Status::OK();
+  }
+  sgd_ = h.sgd();
+  have_sgd_ = true;
+  Chunk c;
+  c.meta = meta;
+  std::vector<float> scratch;
+  const float* src = ContiguousPayload(msg, &scratch);
+  c.weights = std::make_shared<std::vector<float>>(src, src + meta.length());
+  c.history.assign(meta.length(), 0.0f);
+  chunks_.emplace(Key{h.tensor(), h.chunk()}, std::move(c));
+  Ack(from, pb::INIT_ACK, h);
+  return Status::OK();
+}
+
+Status ParamServer::HandlePush(const Endpoint& from, int worker, const Message& msg) {
+  const pb::Header& h = msg.header;
+  if (worker < 0 || worker >= options_.num_workers)
+    return InvalidArgumentError("PUSH from " + from + ", which is not a worker of this job");
+  ASSIGN_OR_RETURN(Chunk * c, FindChunk(h));
+  RETURN_IF_ERROR(CheckFloatPayload(h, c->meta.length()));
+  if (h.clock() < 0) return InvalidArgumentError("negative clock " + std::to_string(h.clock()));
+
+  if (options_.consistency == pb::ASYNC) {
+    std::vector<float> scratch;
+    const float* g = ContiguousPayload(msg, &scratch);
+    c->average.resize(c->meta.length());
+    const float* srcs[1] = {g};
+    // Each worker's gradient counts 1/num_workers of a synchronous step.
+    const float scale = 1.0f / static_cast<float>(options_.num_workers);
+    for (size_t i = 0; i < c->average.size(); ++i) c->average[i] = srcs[0][i] * scale;
+    Ack(from, pb::PUSH_ACK, h);
+    Apply(c, c->average.data(), h.clock());
+    AnswerPulls(c);
+    return Status::OK();
+  }
+
+  if (h.clock() < c->version) {
+    return InvalidArgumentError("stale PUSH for clock " + std::to_string(h.clock()) + ": tensor " +
+                                std::to_string(h.tensor()) + " chunk " + std::to_string(h.chunk()) +
+                                " has already applied " + std::to_string(c->version) + " update(s)");
+  }
+  if (h.clock() >= c->version + options_.staleness + options_.max_clocks_ahead) {
+    return InvalidArgumentError("PUSH for clock " + std::to_string(h.clock()) + " is too far ahead of version " +
+                                std::to_string(c->version));
+  }
+  PendingClock& p = c->pending[h.clock()];
+  if (p.grads.empty()) p.grads.resize(options_.num_workers);
+  if (p.grads[worker].size() != 0) {
+    return InvalidArgumentError("duplicate PUSH from worker " + std::to_string(worker) + " for clock " +
+                                std::to_string(h.clock()));
+  }
+  if (msg.payload.size() == 1) {
+    p.grads[worker] = msg.payload[0];  // Zero copy: keeps the received frame.
+  } else {
+    auto v = std::make_shared<std::vector<float>>();
+    ContiguousPayload(msg, v.get());
+    p.grads[worker] = Buffer::Of(v);
+  }
+  ++p.count;
+  Ack(from, pb::PUSH_ACK, h);
+  ApplyReady(c);
+  return Status::OK();
+}
+
+void ParamServer::ApplyReady(Chunk* c) {
+  bool applied = false;
+  while (!c->pending.empty()) {
+    auto it = c->pending.begin();
+    if (it->first != c->version || it->second.count < options_.num_workers) break;
+    std::vector<const float*> srcs(options_.num_workers);
+    for (int w = 0; w < options_.num_workers; ++w) srcs[w] = it->second.grads[w].floats();
+    c->average.resize(c->meta.length());
+    AverageInOrder(srcs.data(), srcs.size(), c->average.data(), c->average.size());
+    c->pending.erase(it);  // Releases the received frames.
+    Apply(c, c->average.data(), c->version);
+    applied = true;
+  }
+  if (applied) AnswerPulls(c);
+}
+
+void ParamServer::Apply(Chunk* c, const float* diff, int64_t iter) {
+  // Copy on write: a pull reply still being sent shares the old weights.
+  if (c->weights.use_count() > 1) c->weights = std::make_shared<std::vector<float>>(*c->weights);
+  const float rate = LearningRate(sgd_, iter);
+  SgdStep(sgd_, rate, c->meta.lr_mult(), c->meta.decay_mult(), diff, c->weights->data(), c->history.data(),
+          c->meta.length());
+  ++c->version;
+}
+
+void ParamServer::SendWeights(Chunk* c, const Endpoint& to, uint64_t request_id, int32_t priority) {
+  Message m;
+  m.header.set_op(pb::PULL_REPLY);
+  m.header.set_request_id(request_id);
+  m.header.set_tensor(c->meta.tensor());
+  m.header.set_chunk(c->meta.chunk());
+  m.header.set_clock(c->version);
+  m.header.set_priority(priority);
+  m.header.set_dtype(pb::FLOAT32);
+  m.payload.push_back(Buffer::Of(c->weights));
+  sink_->Reply(to, std::move(m));
+}
+
+void ParamServer::AnswerPulls(Chunk* c) {
+  if (c->pulls.empty()) return;
+  std::vector<PendingPull> still;
+  for (const PendingPull& p : c->pulls) {
+    if (c->version >= p.min_version) {
+      SendWeights(c, p.to, p.request_id, p.priority);
+    } else {
+      still.push_back(p);
+    }
+  }
+  c->pulls.swap(still);
+}
+
+Status ParamServer::HandlePull(const Endpoint& from, const Message& msg) {
+  const pb::Header& h = msg.header;
+  ASSIGN_OR_RETURN(Chunk * c, FindChunk(h));
+  if (msg.payload_bytes() != 0) return InvalidArgumentError("PULL must not carry a payload");
+  const int64_t min_version = MinVersion(h.clock());
+  if (c->version >= min_version) {
+    SendWeights(c, from, h.request_id(), h.priority());
+  } else {
+    // Answered by AnswerPulls the moment the update lands: no polling.
+    c->pulls.push_back(PendingPull{from, h.request_id(), min_version, h.priority()});
+  }
+  return Status::OK();
+}
+
+}  // namespace nereus

@@ -1,0 +1,97 @@
+// ParamServer: one shard of the parameters. Holds the chunks placed on it
+// (weights and momentum history), collects the workers' gradients, applies
+// Caffe's SGD step once per chunk per clock, and answers pulls as soon as the
+// requested version exists.
+#ifndef NEREUS_SERVER_PARAM_SERVER_H_
+#define NEREUS_SERVER_PARAM_SERVER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/message.h"
+#include "common/status.h"
+
+namespace nereus {
+
+// Where a ParamServer's replies go. Node implements it in production; tests
+// can capture replies directly.
+class ReplySink {
+ public:
+  virtual ~ReplySink() = default;
+  virtual void Reply(const Endpoint& to, Message msg) = 0;
+};
+
+struct ParamServerOptions {
+  int rank = 0;
+  int num_workers = 1;
+  pb::Consistency consistency = pb::BSP;
+  int staleness = 0;              // SSP: a pull for clock c accepts version >= c - staleness.
+  int max_clocks_ahead = 64;      // Pushes more than this many clocks ahead are refused.
+};
+
+// Thread-compatible: Handle() must not be called concurrently (the node's
+// receive thread is the only caller). Snapshot() may be called from any thread.
+class ParamServer {
+ public:
+  ParamServer(ParamServerOptions options, ReplySink* sink);
+
+  // Handles one request from `from` (a worker of rank `worker_rank`, or -1 if
+  // the sender is not a known worker). Never crashes on a bad request: it
+  // answers ERROR naming the problem and leaves the parameters untouched.
+  void Handle(const Endpoint& from, int worker_rank, StatusOr<Message> msg, const pb::Header& partial);
+
+  // A copy of chunk (tensor, chunk)'s weights and its version (tests).
+  StatusOr<std::pair<std::vector<float>, int64_t>> Snapshot(int tensor, int chunk) const;
+  int num_chunks() const;
+
+ private:
+  struct PendingClock {
+    std::vector<Buffer> grads;  // By worker rank.
+    int count = 0;
+  };
+  struct PendingPull {
+    Endpoint to;
+    uint64_t request_id;
+    int64_t min_version;
+    int32_t priority;
+  };
+  struct Chunk {
+    pb::ChunkMeta meta;
+    std::shared_ptr<std::vector<float>> weights;  // Shared with pull replies in flight.
+    std::vector<float> history;
+    std::vector<float> average;                    // Scratch for the averaged gradient.
+    int64_t version = 0;                           // Updates applied.
+    std::map<int64_t, PendingClock> pending;       // BSP/SSP: clock -> gradients.
+    std::vector<PendingPull> pulls;                // Waiting for a newer version.
+  };
+  using Key = std::pair<int, int>;  // (tensor, chunk)
+
+  Status HandleInit(const Endpoint& from, const Message& msg);
+  Status HandlePush(const Endpoint& from, int worker, const Message& msg);
+  Status HandlePull(const Endpoint& from, const Message& msg);
+  StatusOr<Chunk*> FindChunk(const pb::Header& h);
+  void ApplyReady(Chunk* c);
+  void Apply(Chunk* c, const float* diff, int64_t iter);
+  void AnswerPulls(Chunk* c);
+  void SendWeights(Chunk* c, const Endpoint& to, uint64_t request_id, int32_t priority);
+  void SendError(const Endpoint& to, const pb::Header& request, const Status& status);
+  void Ack(const Endpoint& to, pb::Op op, const pb::Header& request);
+  int64_t MinVersion(int64_t clock) const;
+
+  const ParamServerOptions options_;
+  ReplySink* const sink_;
+  bool have_sgd_ = false;
+  pb::SgdConfig sgd_;
+
+  mutable std::mutex mu_;  // Guards chunks_ against Snapshot(); Handle() holds it.
+  std::map<Key, Chunk> chunks_;
+};
+
+}  // namespace nereus
+
+#endif  // NEREUS_SERVER_PARAM_SERVER_H_

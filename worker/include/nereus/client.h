@@ -1,0 +1,118 @@
+// The Nereus worker client: what a trainer links to keep its parameters on
+// the parameter servers.
+//
+// Typical use, per worker process:
+//   auto client = nereus::Client::Connect(options);          // joins the job
+//   int w = client->RegisterTensor({"fc1.weight", {500, 800}});
+//   client->Init(sgd, {initial_values...});                  // worker 0's values win
+//   for (clock = 0; ...; ++clock) {
+//     client->Pull(w, weights, clock).Wait();                 // weights after `clock` updates
+//     ... forward/backward ...
+//     client->Push(w, grads, clock);                          // returns at once
+//   }
+//   client->Finish();                                         // clean job shutdown
+//
+// Thread safety: every method may be called from any thread, concurrently.
+// Communication runs on threads the client owns; nothing busy-waits.
+#ifndef NEREUS_CLIENT_H_
+#define NEREUS_CLIENT_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "proto/nereus.pb.h"
+
+namespace nereus {
+
+struct ClientOptions {
+  std::string coordinator = "127.0.0.1:7000";  // host:port of the coordinator.
+  int rank = -1;                               // -1: the coordinator assigns one.
+  std::string bind_host = "127.0.0.1";
+  int startup_timeout_s = 60;
+  int io_threads = 1;                          // ZeroMQ I/O threads.
+  int streams = 1;                             // Connections per server.
+};
+
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  float lr_mult = 1.0f;
+  float decay_mult = 1.0f;
+};
+
+// The completion of one asynchronous Push or Pull. Cheap to copy; copies share
+// state. A default-constructed Handle is already done with OK.
+class Handle {
+ public:
+  Handle();
+  // Blocks until the operation completes; returns its outcome. A dead server,
+  // an aborted job or a request the server refused give a non-OK status whose
+  // message names the cause.
+  Status Wait() const;
+  // Like Wait(), but gives up after `timeout`: returns false if not done.
+  bool WaitFor(std::chrono::milliseconds timeout, Status* status) const;
+  bool done() const;
+  // Pull: the number of updates included in the weights received (the
+  // smallest over the tensor's chunks). Valid once done.
+  int64_t version() const;
+
+  struct State;
+  explicit Handle(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+class Client {
+ public:
+  // Registers with the coordinator and blocks until every server and worker
+  // of the job has joined (or startup_timeout_s passes).
+  static StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+
+  // Fails every outstanding handle and leaves the job (without Finish(), the
+  // rest of the job sees this worker as dead).
+  virtual ~Client();
+
+  virtual int rank() const = 0;
+  virtual int num_workers() const = 0;
+  virtual int num_servers() const = 0;
+  virtual const pb::JobConfig& job() const = 0;
+
+  // Declares a tensor; returns its id (0, 1, ... in call order). Every worker
+  // must register the same tensors in the same order (checked at Init). Only
+  // before Init.
+  virtual StatusOr<int> RegisterTensor(const TensorSpec& spec) = 0;
+
+  // Worker 0 sends `initial_values[t]` (one pointer per registered tensor, each
+  // of the tensor's element count) and the solver settings to the servers;
+  // every worker then waits until all are initialized. Other workers' values
+  // are ignored (pull clock 0 to start from worker 0's). Blocking.
+  virtual Status Init(const pb::SgdConfig& sgd, const std::vector<const float*>& initial_values) = 0;
+
+  // Sends tensor `tensor`'s gradient for `clock`. Returns at once; `grad` must
+  // stay valid and unchanged until the handle is done (the bytes are sent
+  // without copying). Done when every server holding a chunk acknowledged it.
+  virtual Handle Push(int tensor, const float* grad, int64_t clock) = 0;
+
+  // Fetches tensor `tensor`'s weights for `clock` into `dst` (element count of
+  // the tensor). Returns at once. Under BSP the weights include exactly the
+  // updates of clocks 0..clock-1; under SSP at least clock - staleness of
+  // them; under async whatever the servers hold. `dst` must stay valid until
+  // the handle is done.
+  virtual Handle Pull(int tensor, float* dst, int64_t clock) = 0;
+
+  // Blocks until every worker has entered barrier `name`.
+  virtual Status Barrier(const std::string& name) = 0;
+
+  // Tells the job this worker is done and blocks until the job shuts down
+  // (every worker finished). Call after the last handle is done.
+  virtual Status Finish() = 0;
+};
+
+}  // namespace nereus
+
+#endif  // NEREUS_CLIENT_H_

@@ -1,0 +1,194 @@
+// nereus_worker: a data-parallel worker. With --model=synthetic|quadratic it
+// trains a synthetic model through the parameter servers.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include "common/node_flags.h"
+#include "common/sgd.h"
+#include "nereus/client.h"
+#include "worker/synthetic_model.h"
+
+DEFINE_string(model, "synthetic",
+              "synthetic: gradients are coupling*w + deterministic noise from (--seed, rank, clock); quadratic: "
+              "gradients of 0.5*|w - target|^2 (converges; used to check async/SSP).");
+DEFINE_string(tensors, "1000,250x10,64x3x3x3",
+              "Synthetic model: comma-separated tensor shapes, dimensions joined by 'x'.");
+DEFINE_int32(iterations, 20, "Training iterations (clocks).");
+DEFINE_uint64(seed, 1, "Seed of the synthetic model's initial weights and gradients.");
+DEFINE_double(coupling, 0.01, "Synthetic model: weight term of the gradient.");
+DEFINE_int32(compute_ms, 0, "Emulated compute time per iteration, in milliseconds.");
+DEFINE_int32(slow_rank, -1, "This worker rank sleeps --slow_ms extra per iteration (to test SSP).");
+DEFINE_int32(slow_ms, 0, "Extra emulated compute time of --slow_rank, in milliseconds.");
+DEFINE_int32(display, 10, "Print a progress line every this many iterations (0: never).");
+DEFINE_string(weights_out, "", "After training, write every tensor's final weights (float32, in order) here.");
+DEFINE_string(summary_json, "", "After training, write a JSON summary (loss, pull versions, timing) here.");
+// Solver settings for the synthetic model (the prototxt solver supplies them otherwise).
+DEFINE_double(base_lr, 0.01, "Base learning rate.");
+DEFINE_string(lr_policy, "fixed", "Learning-rate policy: fixed, step, exp, inv, multistep, poly or sigmoid.");
+DEFINE_double(gamma, 0.1, "gamma of the step/exp/inv/multistep/sigmoid policies.");
+DEFINE_double(power, 0.75, "power of the inv/poly policies.");
+DEFINE_int32(stepsize, 10, "stepsize of the step/sigmoid policies.");
+DEFINE_double(momentum, 0.9, "Momentum.");
+DEFINE_double(weight_decay, 0.0005, "Weight decay.");
+DEFINE_string(regularization_type, "L2", "L2 or L1.");
+
+namespace nereus {
+namespace {
+
+int Fail(const Status& st, const char* what) {
+  LOG(ERROR) << "worker: " << what << ": " << st.message();
+  return 1;
+}
+
+int RunSynthetic() {
+  SyntheticKind kind;
+  if (FLAGS_model == "synthetic") {
+    kind = SyntheticKind::kNoise;
+  } else if (FLAGS_model == "quadratic") {
+    kind = SyntheticKind::kQuadratic;
+  } else {
+    LOG(ERROR) << "--model must be synthetic or quadratic, got \"" << FLAGS_model << "\"";
+    return 2;
+  }
+  auto shapes = ParseTensorShapes(FLAGS_tensors);
+  if (!shapes.ok()) return Fail(shapes.status(), "--tensors");
+  if (FLAGS_iterations < 0) {
+    LOG(ERROR) << "--iterations must be >= 0";
+    return 2;
+  }
+  pb::SgdConfig sgd;
+  sgd.set_base_lr(FLAGS_base_lr);
+  sgd.set_lr_policy(FLAGS_lr_policy);
+  sgd.set_gamma(FLAGS_gamma);
+  sgd.set_power(FLAGS_power);
+  sgd.set_stepsize(FLAGS_stepsize);
+  sgd.set_max_iter(FLAGS_iterations);
+  sgd.set_momentum(FLAGS_momentum);
+  sgd.set_weight_decay(FLAGS_weight_decay);
+  sgd.set_regularization_type(FLAGS_regularization_type);
+  Status st = ValidateSgdConfig(sgd);
+  if (!st.ok()) return Fail(st, "solver flags");
+
+  auto node = NodeOptionsFromFlags(pb::WORKER);
+  if (!node.ok()) return Fail(node.status(), "flags");
+  ClientOptions co;
+  co.coordinator = node->coordinator;
+  co.rank = node->rank;
+  co.bind_host = node->bind_host;
+  co.startup_timeout_s = node->startup_timeout_s;
+  co.io_threads = node->transport.io_threads;
+  co.streams = node->transport.streams_per_peer;
+  auto client_or = Client::Connect(co);
+  if (!client_or.ok()) return Fail(client_or.status(), "joining the job");
+  std::unique_ptr<Client> client = std::move(client_or).value();
+  const int rank = client->rank();
+
+  SyntheticModel model(kind, FLAGS_seed, static_cast<float>(FLAGS_coupling));
+  const size_t T = shapes->size();
+  std::vector<std::vector<float>> w(T), g(T);
+  std::vector<const float*> init(T);
+  uint64_t total = 0;
+  for (size_t t = 0; t < T; ++t) {
+    auto id = client->RegisterTensor({"t" + std::to_string(t), (*shapes)[t], 1.0f, 1.0f});
+    if (!id.ok()) return Fail(id.status(), "registering tensors");
+    const uint64_t n = ElementCount((*shapes)[t]);
+    total += n;
+    w[t].resize(n);
+    g[t].resize(n);
+    model.InitialWeights(static_cast<int>(t), w[t].data(), n);
+    init[t] = w[t].data();
+  }
+  st = client->Init(sgd, init);
+  if (!st.ok()) return Fail(st, "Init");
+  LOG(INFO) << "worker " << rank << ": " << T << " tensors, " << total << " parameters, " << FLAGS_iterations
+            << " iterations, consistency " << pb::Consistency_Name(client->job().consistency());
+
+  auto pull_all = [&](int64_t clock, int64_t* version) -> Status {
+    std::vector<Handle> hs;
+    for (size_t t = 0; t < T; ++t) hs.push_back(client->Pull(static_cast<int>(t), w[t].data(), clock));
+    *version = std::numeric_limits<int64_t>::max();
+    for (auto& h : hs) {
+      RETURN_IF_ERROR(h.Wait());
+      *version = std::min(*version, h.version());
+    }
+    return Status::OK();
+  };
+  auto loss = [&] {
+    double l = 0;
+    for (size_t t = 0; t < T; ++t) l += model.Loss(static_cast<int>(t), w[t].data(), w[t].size());
+    return l;
+  };
+
+  std::vector<std::pair<int64_t, int64_t>> pulls;  // (clock asked, version received)
+  int64_t version = 0;
+  st = pull_all(0, &version);
+  if (!st.ok()) return Fail(st, "pulling initial weights");
+  pulls.emplace_back(0, version);
+  const double initial_loss = loss();
+  const auto start = std::chrono::steady_clock::now();
+  double comm_s = 0;
+  for (int64_t clock = 0; clock < FLAGS_iterations; ++clock) {
+    int ms = FLAGS_compute_ms + (rank == FLAGS_slow_rank ? FLAGS_slow_ms : 0);
+    // Emulated compute, not synchronisation.
+    if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    for (size_t t = 0; t < T; ++t) model.Gradient(rank, clock, static_cast<int>(t), w[t].data(), g[t].data(), g[t].size());
+    const auto c0 = std::chrono::steady_clock::now();
+    std::vector<Handle> hs;
+    for (size_t t = 0; t < T; ++t) hs.push_back(client->Push(static_cast<int>(t), g[t].data(), clock));
+    for (auto& h : hs) {
+      st = h.Wait();
+      if (!st.ok()) return Fail(st, "push");
+    }
+    st = pull_all(clock + 1, &version);
+    if (!st.ok()) return Fail(st, "pull");
+    comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+    pulls.emplace_back(clock + 1, version);
+    if (FLAGS_display > 0 && (clock + 1) % FLAGS_display == 0) {
+      const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      LOG(INFO) << "worker " << rank << " iteration " << clock + 1 << ", loss " << loss() << ", weights version "
+                << version << ", " << (clock + 1) / el << " it/s, communication " << 100.0 * comm_s / el << "%";
+    }
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double final_loss = loss();
+  st = client->Finish();
+  if (!st.ok()) return Fail(st, "finishing");
+
+  if (!FLAGS_weights_out.empty()) {
+    std::ofstream out(FLAGS_weights_out, std::ios::binary);
+    for (auto& v : w) out.write(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+    if (!out) return Fail(UnavailableError("cannot write " + FLAGS_weights_out), "--weights_out");
+  }
+  if (!FLAGS_summary_json.empty()) {
+    std::ofstream out(FLAGS_summary_json);
+    out << "{\"rank\": " << rank << ", \"iterations\": " << FLAGS_iterations << ", \"initial_loss\": " << initial_loss
+        << ", \"final_loss\": " << final_loss << ", \"wall_s\": " << wall << ", \"comm_s\": " << comm_s
+        << ", \"pulls\": [";
+    for (size_t i = 0; i < pulls.size(); ++i)
+      out << (i ? ", " : "") << "[" << pulls[i].first << ", " << pulls[i].second << "]";
+    out << "]}\n";
+    if (!out) return Fail(UnavailableError("cannot write " + FLAGS_summary_json), "--summary_json");
+  }
+  std::printf("worker %d: %d iterations in %.3f s, loss %.6g -> %.6g, communication %.1f%% of the time\n", rank,
+              FLAGS_iterations, wall, initial_loss, final_loss, wall > 0 ? 100.0 * comm_s / wall : 0.0);
+  return 0;
+}
+
+}  // namespace
+}  // namespace nereus
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage(
+      "Nereus worker.\n"
+      "  nereus_worker --coordinator=HOST:PORT [--rank=R] --model=synthetic|quadratic [--tensors=...]");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+  return nereus::RunSynthetic();
+}
