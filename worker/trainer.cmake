@@ -15,6 +15,8 @@ add_library(nereus_trainer_core STATIC
   ${NEREUS_WORKER_DIR}/layer_registry.cc
   ${NEREUS_WORKER_DIR}/math_functions.cc
   ${NEREUS_WORKER_DIR}/filler.cc
+  ${NEREUS_WORKER_DIR}/prototxt.cc
+  ${NEREUS_WORKER_DIR}/net.cc
 )
 target_include_directories(nereus_trainer_core PUBLIC
   $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
@@ -45,3 +47,7 @@ endif()
 if(EXISTS ${NEREUS_WORKER_DIR}/data/register_data_layers.cc)
   target_compile_definitions(nereus_trainer PRIVATE NEREUS_HAVE_DATA_LAYERS)
 endif()
+
+# Data input (worker/data/data.cmake): nereus_convert_mnist and the data
+# sources (also picked up by the glob above; CMake lists a source once).
+include(${CMAKE_CURRENT_SOURCE_DIR}/data/data.cmake OPTIONAL)
