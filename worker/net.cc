@@ -416,6 +416,7 @@ Status Net::Init(const caffe::NetParameter& in_param, const LayerRegistry& regis
   // Every blob nobody consumed is an output, in name order as in Caffe.
   for (const auto& [blob_name, blob_id] : available_blobs) {
     net_output_blobs_.push_back(blobs_[blob_id].get());
+    net_output_blob_indices_.push_back(blob_id);
   }
   blob_names_index_ = blob_name_to_idx;
   // Shared parameters use their owner's memory.

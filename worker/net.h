@@ -150,6 +150,8 @@ class Net {
 
   const std::vector<Blob*>& input_blobs() const { return net_input_blobs_; }
   const std::vector<Blob*>& output_blobs() const { return net_output_blobs_; }
+  // Blob ids (indices into blobs()/blob_names()) of output_blobs().
+  const std::vector<int>& output_blob_indices() const { return net_output_blob_indices_; }
   bool has_blob(const std::string& name) const { return blob_names_index_.count(name) > 0; }
   // nullptr when absent.
   Blob* blob_by_name(const std::string& name) const;
@@ -210,6 +212,7 @@ class Net {
   std::vector<int> net_input_blob_indices_;
   std::vector<Blob*> net_input_blobs_;
   std::vector<Blob*> net_output_blobs_;
+  std::vector<int> net_output_blob_indices_;
 
   std::vector<Hook> before_forward_;
   std::vector<Hook> after_forward_;

@@ -17,6 +17,7 @@ add_library(nereus_trainer_core STATIC
   ${NEREUS_WORKER_DIR}/filler.cc
   ${NEREUS_WORKER_DIR}/prototxt.cc
   ${NEREUS_WORKER_DIR}/net.cc
+  ${NEREUS_WORKER_DIR}/solver.cc
 )
 target_include_directories(nereus_trainer_core PUBLIC
   $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
