@@ -37,6 +37,8 @@ class [[nodiscard]] Status {
   const std::string& message() const { return message_; }
   std::string ToString() const;
 
+  void IgnoreError() const {}
+
   // Returns a copy whose message is "context: message".
   Status Annotate(const std::string& context) const;
 

@@ -1,0 +1,281 @@
+// Failures as real processes: a killed worker, malformed messages, a node that
+// never shows up.
+#include <signal.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+
+#include <gtest/gtest.h>
+
+#include "common/node.h"
+#include "nereus/client.h"
+#include "tests/process_util.h"
+
+namespace nereus {
+namespace {
+
+using testing::ClusterSpec;
+using testing::LocalCluster;
+using testing::Subprocess;
+using testing::TempDir;
+
+TEST(FaultTest, KilledWorkerAbortsEveryoneWithinFifteenSecondsNamingIt) {
+  TempDir dir;
+  ClusterSpec spec;
+  spec.servers = 2;
+  spec.workers = 3;
+  spec.coordinator_flags = {"--heartbeat_interval_ms=500", "--heartbeat_timeout_ms=3000"};
+  spec.worker_flags = {"--tensors=5000,100x100", "--iterations=1000000", "--compute_ms=5", "--display=0"};
+  spec.external_workers = {0};  // This test is worker 0.
+  LocalCluster cluster(spec, dir);
+
+  ClientOptions o;
+  o.coordinator = cluster.coordinator_address();
+  o.rank = 0;
+  o.startup_timeout_s = 30;
+  auto client = Client::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::vector<float> a(5000, 0.0f), b(10000, 0.0f), ga(5000, 0.001f), gb(10000, 0.001f);
+  ASSERT_TRUE((*client)->RegisterTensor({"t0", {5000}}).ok());
+  ASSERT_TRUE((*client)->RegisterTensor({"t1", {100, 100}}).ok());
+  pb::SgdConfig sgd;
+  sgd.set_base_lr(0.01f);
+  sgd.set_lr_policy("fixed");
+  sgd.set_momentum(0.9f);
+  sgd.set_weight_decay(0.0005f);
+  sgd.set_regularization_type("L2");
+  // Worker 0's solver must match what the synthetic workers send (they are
+  // the same flags' defaults); its values initialize the servers.
+  sgd.set_gamma(0.1f);
+  sgd.set_power(0.75f);
+  sgd.set_stepsize(10);
+  sgd.set_max_iter(1000000);
+  ASSERT_TRUE((*client)->Init(sgd, {a.data(), b.data()}).ok());
+  Status st;
+  int64_t clock = 0;
+  for (; clock < 5; ++clock) {
+    ASSERT_TRUE((*client)->Push(0, ga.data(), clock).Wait().ok());
+    ASSERT_TRUE((*client)->Push(1, gb.data(), clock).Wait().ok());
+    ASSERT_TRUE((*client)->Pull(0, a.data(), clock + 1).Wait().ok());
+  }
+  cluster.worker(1).Signal(SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  // Our next pull can never complete: it must fail, naming the dead worker.
+  (*client)->Push(0, ga.data(), clock).Wait().IgnoreError();
+  Status pull = (*client)->Pull(0, a.data(), clock + 1).Wait();
+  EXPECT_FALSE(pull.ok());
+  EXPECT_NE(pull.message().find("worker 1"), std::string::npos) << pull;
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(15), &report)) << report;
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  EXPECT_LT(took, 15.0);
+  auto codes = cluster.codes();
+  // Coordinator, servers 0 and 1, workers 1 (killed) and 2.
+  ASSERT_EQ(codes.size(), 5u);
+  EXPECT_EQ(codes[0], 1) << report;
+  EXPECT_EQ(codes[1], 1) << report;
+  EXPECT_EQ(codes[2], 1) << report;
+  EXPECT_EQ(codes[3], 128 + SIGKILL);
+  EXPECT_EQ(codes[4], 1) << report;
+  for (Subprocess* p : {&cluster.coordinator(), &cluster.server(0), &cluster.server(1), &cluster.worker(2)})
+    EXPECT_NE(p->Log().find("worker 1 (tcp://127.0.0.1:"), std::string::npos) << p->Log();
+}
+
+TEST(FaultTest, StartupTimeoutNamesTheMissingNode) {
+  TempDir dir;
+  ClusterSpec spec;
+  spec.servers = 1;
+  spec.workers = 2;
+  spec.coordinator_flags = {"--startup_timeout_s=2"};
+  spec.worker_flags = {"--startup_timeout_s=20"};
+  spec.server_flags = {"--startup_timeout_s=20"};
+  spec.external_workers = {1};  // Never started.
+  LocalCluster cluster(spec, dir);
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(20), &report)) << report;
+  for (auto code : cluster.codes()) EXPECT_NE(code, 0) << report;
+  for (Subprocess* p : {&cluster.coordinator(), &cluster.server(0), &cluster.worker(0)})
+    EXPECT_NE(p->Log().find("start-up timed out after 2 s (--startup_timeout_s): missing worker 1"), std::string::npos)
+        << p->Log();
+}
+
+TEST(FaultTest, WorkerWithoutCoordinatorGivesUpNamingTheAddress) {
+  TempDir dir;
+  const int port = testing::FreePort();
+  auto w = testing::Subprocess::Start({testing::BinaryPath("nereus_worker"), "--coordinator=127.0.0.1:" + std::to_string(port),
+                                       "--startup_timeout_s=1"},
+                                      dir.File("w.log"));
+  auto code = w->WaitFor(std::chrono::seconds(20));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 1);
+  EXPECT_NE(w->Log().find("no answer from the coordinator at tcp://127.0.0.1:" + std::to_string(port) + " within 1 s"),
+            std::string::npos)
+      << w->Log();
+}
+
+// Joins a job as worker 0 through a bare Node, to send whatever bytes it likes.
+class RawWorker {
+ public:
+  explicit RawWorker(const std::string& coordinator) {
+    NodeOptions o;
+    o.coordinator = coordinator;
+    o.role = pb::WORKER;
+    o.rank = 0;
+    o.startup_timeout_s = 30;
+    node_ = std::make_unique<Node>(o);
+  }
+  Status Start() {
+    return node_->Start(
+        [this](const Endpoint&, StatusOr<Message> m, const pb::Header&) {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (m.ok()) replies_.push_back(std::move(m).value());
+          cv_.notify_all();
+        },
+        [](const Status&) {});
+  }
+  // The next reply, or an empty message after 10 s.
+  Message Next() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, std::chrono::seconds(10), [this] { return !replies_.empty(); })) return Message();
+    Message m = std::move(replies_.front());
+    replies_.pop_front();
+    return m;
+  }
+  Node& node() { return *node_; }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Message> replies_;
+  std::unique_ptr<Node> node_;  // Last: stopped first.
+};
+
+std::string Serialize(pb::Header h) {
+  std::string s;
+  CHECK(h.SerializeToString(&s));
+  return s;
+}
+
+TEST(FaultTest, ServerAnswersMalformedMessagesWithErrorsAndKeepsItsParameters) {
+  TempDir dir;
+  ClusterSpec spec;
+  spec.servers = 1;
+  spec.workers = 1;
+  spec.external_workers = {0};
+  LocalCluster cluster(spec, dir);
+  RawWorker raw(cluster.coordinator_address());
+  ASSERT_TRUE(raw.Start().ok());
+  const Endpoint server = raw.node().server(0);
+
+  // A valid chunk: tensor 0 chunk 0, 8 floats.
+  auto initial = std::make_shared<std::vector<float>>(std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8});
+  Message init;
+  init.header.set_op(pb::INIT_CHUNK);
+  init.header.set_request_id(1);
+  init.header.set_dtype(pb::FLOAT32);
+  auto* meta = init.header.mutable_chunk_meta();
+  meta->set_length(8);
+  meta->set_lr_mult(1);
+  meta->set_decay_mult(1);
+  init.header.mutable_sgd()->set_lr_policy("fixed");
+  init.header.mutable_sgd()->set_base_lr(0.5f);
+  init.payload.push_back(Buffer::Of(initial));
+  ASSERT_TRUE(raw.node().Send(server, std::move(init)).ok());
+  ASSERT_EQ(raw.Next().header.op(), pb::INIT_ACK);
+
+  auto grad = std::make_shared<std::vector<float>>(8, 1.0f);
+  auto push_header = [&](uint64_t id) {
+    pb::Header h;
+    h.set_version(pb::PROTOCOL_VERSION_CURRENT);
+    h.set_op(pb::PUSH);
+    h.set_request_id(id);
+    h.set_dtype(pb::FLOAT32);
+    h.set_payload_bytes(32);
+    h.set_sender_role(pb::WORKER);
+    return h;
+  };
+  struct Case {
+    std::string name;
+    std::vector<Buffer> frames;
+    std::string expect;
+  };
+  std::vector<Case> cases;
+  {
+    pb::Header h = push_header(10);
+    h.set_error(std::string(40, 'x'));  // A long field for the truncation to cut.
+    std::string s = Serialize(h);
+    s.resize(s.size() - 20);
+    cases.push_back({"truncated header", {Buffer::CopyOf(s.data(), s.size()), Buffer::Of(grad)}, "does not parse"});
+  }
+  {
+    std::string s = Serialize(push_header(11));
+    cases.push_back({"payload length disagrees",
+                     {Buffer::CopyOf(s.data(), s.size()), Buffer::Of(grad).Slice(0, 28)},
+                     "header says payload_bytes=32 but 1 payload frame(s) carry 28 bytes"});
+  }
+  {
+    pb::Header h = push_header(12);
+    h.set_tensor(5);
+    std::string s = Serialize(h);
+    cases.push_back({"unknown tensor", {Buffer::CopyOf(s.data(), s.size()), Buffer::Of(grad)}, "unknown tensor 5 chunk 0"});
+  }
+  {
+    pb::Header h = push_header(13);
+    h.set_dtype(pb::DTYPE_UNSPECIFIED);
+    std::string s = Serialize(h);
+    cases.push_back({"wrong dtype", {Buffer::CopyOf(s.data(), s.size()), Buffer::Of(grad)}, "unsupported dtype"});
+  }
+  {
+    pb::Header h = push_header(14);
+    h.set_version(9);
+    std::string s = Serialize(h);
+    cases.push_back({"other protocol version",
+                     {Buffer::CopyOf(s.data(), s.size()), Buffer::Of(grad)},
+                     "peer speaks version 9, this node speaks version 1"});
+  }
+  {
+    pb::Header h = push_header(15);
+    h.set_payload_bytes(16);
+    std::string s = Serialize(h);
+    cases.push_back({"wrong shape",
+                     {Buffer::CopyOf(s.data(), s.size()), Buffer::Of(grad).Slice(0, 16)},
+                     "holds 8 floats (32 bytes) but the payload has 16 bytes"});
+  }
+  for (auto& c : cases) {
+    ASSERT_TRUE(raw.node().transport()->SendFrames(server, c.frames).ok());
+    Message reply = raw.Next();
+    EXPECT_EQ(reply.header.op(), pb::ERROR) << c.name;
+    EXPECT_NE(reply.header.error().find(c.expect), std::string::npos) << c.name << ": " << reply.header.error();
+  }
+  // The parameters are unchanged and the server still serves.
+  Message pull;
+  pull.header.set_op(pb::PULL);
+  pull.header.set_request_id(20);
+  ASSERT_TRUE(raw.node().Send(server, std::move(pull)).ok());
+  Message weights = raw.Next();
+  ASSERT_EQ(weights.header.op(), pb::PULL_REPLY);
+  EXPECT_EQ(weights.header.clock(), 0);
+  ASSERT_EQ(weights.payload_bytes(), 32u);
+  EXPECT_EQ(std::memcmp(weights.payload[0].data(), initial->data(), 32), 0);
+  // A valid push after all that is applied normally: w -= 0.5 * 1.
+  ASSERT_TRUE(raw.node().transport()->SendFrames(server, {Buffer::CopyOf(Serialize(push_header(21)).data(), Serialize(push_header(21)).size()), Buffer::Of(grad)}).ok());
+  EXPECT_EQ(raw.Next().header.op(), pb::PUSH_ACK);
+  Message pull2;
+  pull2.header.set_op(pb::PULL);
+  pull2.header.set_clock(1);
+  ASSERT_TRUE(raw.node().Send(server, std::move(pull2)).ok());
+  Message after = raw.Next();
+  ASSERT_EQ(after.header.op(), pb::PULL_REPLY);
+  EXPECT_EQ(after.payload[0].floats()[0], 0.5f);
+  EXPECT_EQ(after.payload[0].floats()[7], 7.5f);
+
+  ASSERT_TRUE(raw.node().Finish().ok());
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(15), &report)) << report;
+  for (auto code : cluster.codes()) EXPECT_EQ(code, 0) << report;
+}
+
+}  // namespace
+}  // namespace nereus
