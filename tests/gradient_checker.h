@@ -20,19 +20,22 @@
 #ifndef NEREUS_TESTS_GRADIENT_CHECKER_H_
 #define NEREUS_TESTS_GRADIENT_CHECKER_H_
 
+#include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <random>
+#include <string>
 #include <vector>
 
 #include "worker/blob.h"
 #include "worker/layer.h"
 
 namespace nereus {
-namespace testing {
+namespace test {
 
 class GradientChecker {
  public:
@@ -203,7 +206,55 @@ inline double GradientChecker::GetObjAndGradient(const std::vector<Blob*>& top, 
   return loss;
 }
 
-}  // namespace testing
+// ---- Helpers shared by the layer tests ----
+
+// A LayerParameter from protobuf text; aborts the test binary on a typo.
+inline caffe::LayerParameter ParseLayerParameter(const std::string& text) {
+  caffe::LayerParameter param;
+  CHECK(google::protobuf::TextFormat::ParseFromString(text, &param)) << "bad test prototxt: " << text;
+  return param;
+}
+
+// Replaces the blob's data (the sizes must match).
+inline void SetBlobData(Blob* blob, const std::vector<float>& values) {
+  CHECK_EQ(static_cast<int>(values.size()), blob->count()) << blob->shape_string();
+  std::copy(values.begin(), values.end(), blob->mutable_cpu_data());
+}
+
+inline std::vector<float> BlobData(const Blob& blob) {
+  return std::vector<float>(blob.cpu_data(), blob.cpu_data() + blob.count());
+}
+
+inline std::vector<float> BlobDiff(const Blob& blob) {
+  return std::vector<float>(blob.cpu_diff(), blob.cpu_diff() + blob.count());
+}
+
+inline void FillGaussian(Blob* blob, std::mt19937* rng, float stddev = 1.0f) {
+  std::normal_distribution<float> dist(0.0f, stddev);
+  float* data = blob->mutable_cpu_data();
+  for (int i = 0; i < blob->count(); ++i) data[i] = dist(*rng);
+}
+
+// Distinct values spaced `gap` apart, in random order: max-based layers then
+// have a unique argmax that a +-stepsize perturbation (stepsize < gap / 2)
+// cannot change.
+inline void FillDistinct(Blob* blob, std::mt19937* rng, float gap = 0.05f) {
+  std::vector<float> values(blob->count());
+  for (int i = 0; i < blob->count(); ++i) values[i] = (i - blob->count() / 2) * gap;
+  std::shuffle(values.begin(), values.end(), *rng);
+  SetBlobData(blob, values);
+}
+
+// Elementwise comparison with a message naming the first mismatch.
+inline void ExpectBlobNear(const std::vector<float>& expected, const Blob& actual,
+                           float tolerance = 1e-5f) {
+  ASSERT_EQ(static_cast<int>(expected.size()), actual.count()) << actual.shape_string();
+  for (int i = 0; i < actual.count(); ++i) {
+    EXPECT_NEAR(expected[i], actual.cpu_data()[i], tolerance) << "at index " << i;
+  }
+}
+
+}  // namespace test
 }  // namespace nereus
 
 #endif  // NEREUS_TESTS_GRADIENT_CHECKER_H_
