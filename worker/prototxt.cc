@@ -17,12 +17,23 @@ namespace {
 // common "has no field named" message rewritten to name the field first.
 class ErrorCollector : public google::protobuf::io::ErrorCollector {
  public:
-  explicit ErrorCollector(std::string source) : source_(std::move(source)) {}
+  ErrorCollector(std::string source, const std::string& text) : source_(std::move(source)) {
+    std::istringstream in(text);
+    for (std::string l; std::getline(in, l);) lines_.push_back(l);
+  }
 
   void AddError(int line, google::protobuf::io::ColumnNumber column,
                 const std::string& message) override {
     if (!errors_.empty()) errors_ += "\n";
-    errors_ += Where(line, column) + Rewrite(message);
+    std::string field;
+    const std::string rewritten = Rewrite(message, &field);
+    // The parser points after an unknown field's name; point at the name.
+    if (!field.empty() && line >= 0 && static_cast<size_t>(line) < lines_.size()) {
+      const std::string& l = lines_[line];
+      const size_t at = l.rfind(field, column >= 0 ? static_cast<size_t>(column) : std::string::npos);
+      if (at != std::string::npos) column = static_cast<int>(at);
+    }
+    errors_ += Where(line, column) + rewritten;
   }
   void AddWarning(int line, google::protobuf::io::ColumnNumber column,
                   const std::string& message) override {
@@ -36,10 +47,11 @@ class ErrorCollector : public google::protobuf::io::ErrorCollector {
     if (line < 0) return source_ + ": ";
     return source_ + ":" + std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": ";
   }
-  static std::string Rewrite(const std::string& message) {
+  static std::string Rewrite(const std::string& message, std::string* field) {
     static const std::regex kNoField(R"re(Message type "([^"]+)" has no field named "([^"]+)"\.?)re");
     std::smatch m;
     if (std::regex_match(message, m, kNoField)) {
+      *field = m[2].str();
       return "unknown field \"" + m[2].str() + "\" in " + m[1].str() +
              " (not a Caffe field, or not supported by Nereus)";
     }
@@ -47,13 +59,14 @@ class ErrorCollector : public google::protobuf::io::ErrorCollector {
   }
 
   std::string source_;
+  std::vector<std::string> lines_;
   std::string errors_;
 };
 
 Status ParseWithInfo(const std::string& text, const std::string& source,
                      google::protobuf::Message* message,
                      google::protobuf::TextFormat::ParseInfoTree* info) {
-  ErrorCollector collector(source);
+  ErrorCollector collector(source, text);
   google::protobuf::TextFormat::Parser parser;
   parser.RecordErrorsTo(&collector);
   parser.AllowUnknownField(false);
