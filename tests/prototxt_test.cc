@@ -1,5 +1,6 @@
 #include "worker/prototxt.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -81,6 +82,13 @@ TEST(PrototxtTest, LeNetParsesAndCountsParameters) {
   EXPECT_EQ((*net)->num_learnable_scalars(), 431080);
   EXPECT_EQ((*net)->learnable_params().size(), 8u);
   EXPECT_EQ((*net)->params_lr()[1], 2.0f);
+
+  // With all-zero images the logits are all equal (ip2's bias starts at 0),
+  // so the softmax loss is exactly ln(10); backward runs through every layer.
+  auto loss = (*net)->ForwardBackward();
+  ASSERT_TRUE(loss.ok()) << loss.status();
+  EXPECT_NEAR(*loss, std::log(10.0f), 1e-5);
+  EXPECT_GT((*net)->learnable_params()[7]->asum_diff(), 0.0f);  // ip2 bias gradient.
 }
 
 TEST(PrototxtTest, Cifar10QuickParsesAndCountsParameters) {
