@@ -188,6 +188,24 @@ TEST_F(DataLayerTest, RandSkipSkipsOwnRecordsFromItsOwnEngine) {
   EXPECT_EQ(ForwardLabels(&layer), (std::vector<int>{1 + 2 * skip, 3 + 2 * skip}));
 }
 
+TEST_F(DataLayerTest, CorruptRecordIsFatalAtForwardNamingKeyAndDatabase) {
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  const std::string source = MakeDb("db", 4);
+  {
+    auto db = LmdbDatabase::Open(source, DbMode::kWrite);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE((*db)->PutBatch({{"00000002", std::string("\xff\xff\xff", 3)}}).ok());
+  }
+  EXPECT_DEATH(
+      {
+        DataLayer layer(Param(source, 2));
+        if (!SetUpLayer(&layer).ok()) return;
+        ForwardLabels(&layer);  // Records 0, 1: fine.
+        ForwardLabels(&layer);  // Record 2 is not a Datum.
+      },
+      "record '00000002' of LMDB database '.*db' is not a Datum");
+}
+
 TEST_F(DataLayerTest, SetUpErrorsNameTheProblem) {
   {
     DataLayer layer(Param(dir_ + "/missing_lmdb", 2));
