@@ -36,7 +36,9 @@ class ParameterSync {  // owned by the caller, outlives the Solver
   // Called right before layer `layer`'s forward in iteration `iter` (for
   // every layer, once per iteration even with iter_size > 1, and for every
   // layer before a test pass at iteration `iter`): blocks until that layer's
-  // params hold the weights for `iter`, i.e. after `iter` updates.
+  // params hold the weights for `iter`, i.e. after `iter` updates. May be
+  // called more than once for the same (layer, iter): the later calls must
+  // return at once.
   virtual Status WaitWeights(int layer, int64_t iter) = 0;
 
   // Called after layer `layer`'s backward in iteration `iter`, for every
