@@ -93,8 +93,8 @@ TEST(ConcatLayerConfigTest, ShapeMismatch) {
   EXPECT_NE(std::string::npos, s.message().find("same shape except at concat axis 1"))
       << s.message();
   EXPECT_NE(std::string::npos, s.message().find("1 2 3 3")) << s.message();
-  ConcatLayer both(ParseLayerParameter(
-      "name: 'cat4' type: 'Concat' concat_param { axis: 1 concat_dim: 1 }"));
+  ConcatLayer both(
+      ParseLayerParameter("name: 'cat4' type: 'Concat' concat_param { axis: 1 concat_dim: 1 }"));
   s = both.SetUp({&a, &a}, {&top});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(std::string::npos, s.message().find("not both")) << s.message();
@@ -105,6 +105,7 @@ TEST(ConcatLayerDeathTest, ReshapedBottomMismatch) {
   ConcatLayer layer(ParseLayerParameter("name: 'cat4' type: 'Concat'"));
   ASSERT_TRUE(layer.SetUp({&a, &b}, {&top}).ok());
   b.Reshape(1, 1, 3, 2);
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
   EXPECT_DEATH(layer.Forward({&a, &b}, {&top}), "layer cat4 \\(Concat\\): all inputs must have");
 }
 
@@ -119,8 +120,8 @@ class EltwiseLayerTest : public ::testing::Test {
     SetBlobData(&c_, {0.5f, 2, 1});
   }
   std::vector<float> Run(const std::string& eltwise_param) {
-    EltwiseLayer layer(ParseLayerParameter("name: 'elt' type: 'Eltwise' eltwise_param { " +
-                                           eltwise_param + " }"));
+    EltwiseLayer layer(
+        ParseLayerParameter("name: 'elt' type: 'Eltwise' eltwise_param { " + eltwise_param + " }"));
     const Status s = layer.SetUp({&a_, &b_, &c_}, {&top_});
     EXPECT_TRUE(s.ok()) << s.message();
     layer.Forward({&a_, &b_, &c_}, {&top_});
@@ -129,13 +130,14 @@ class EltwiseLayerTest : public ::testing::Test {
   Blob a_, b_, c_, top_;
 };
 
-TEST_F(EltwiseLayerTest, Prod) { EXPECT_EQ((std::vector<float>{2, -20, -18}), Run("operation: PROD")); }
+TEST_F(EltwiseLayerTest, Prod) {
+  EXPECT_EQ((std::vector<float>{2, -20, -18}), Run("operation: PROD"));
+}
 
 TEST_F(EltwiseLayerTest, Sum) {
   EXPECT_EQ((std::vector<float>{5.5f, 5, -2}), Run("operation: SUM"));
   // 1*a - 1*b + 2*c.
-  EXPECT_EQ((std::vector<float>{-2, -3, 11}),
-            Run("operation: SUM coeff: 1 coeff: -1 coeff: 2"));
+  EXPECT_EQ((std::vector<float>{-2, -3, 11}), Run("operation: SUM coeff: 1 coeff: -1 coeff: 2"));
 }
 
 TEST_F(EltwiseLayerTest, Max) { EXPECT_EQ((std::vector<float>{4, 5, 3}), Run("operation: MAX")); }
@@ -168,8 +170,8 @@ void CheckEltwiseGradient(const std::string& eltwise_param, bool distinct, uint3
     for (int i = 0; i < b.count(); ++i) b.mutable_cpu_data()[i] += 0.017f;
     for (int i = 0; i < c.count(); ++i) c.mutable_cpu_data()[i] += 0.034f;
   }
-  EltwiseLayer layer(ParseLayerParameter("name: 'elt' type: 'Eltwise' eltwise_param { " +
-                                         eltwise_param + " }"));
+  EltwiseLayer layer(
+      ParseLayerParameter("name: 'elt' type: 'Eltwise' eltwise_param { " + eltwise_param + " }"));
   GradientChecker checker(1e-2f, 1e-3f);
   checker.CheckGradientEltwise(&layer, {&a, &b, &c}, {&top});
   EXPECT_GT(checker.comparisons(), 0);
@@ -190,8 +192,8 @@ TEST(EltwiseLayerGradientTest, Max) {
 
 Status SetUpEltwise(const std::string& eltwise_param, std::vector<int> shape_b) {
   Blob a(std::vector<int>{2, 3}), b(shape_b), top;
-  EltwiseLayer layer(ParseLayerParameter("name: 'elt2' type: 'Eltwise' eltwise_param { " +
-                                         eltwise_param + " }"));
+  EltwiseLayer layer(
+      ParseLayerParameter("name: 'elt2' type: 'Eltwise' eltwise_param { " + eltwise_param + " }"));
   return layer.SetUp({&a, &b}, {&top});
 }
 

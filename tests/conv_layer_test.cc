@@ -1,12 +1,13 @@
 // Convolution: exact forward values on tiny inputs, numeric gradient checks
 // (group, pad, stride, dilation) and configuration errors.
+#include "worker/layers/conv_layer.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 #include <vector>
 
 #include "tests/gradient_checker.h"
-#include "worker/layers/conv_layer.h"
 #include "worker/layers/im2col.h"
 
 namespace nereus {
@@ -28,8 +29,8 @@ class ConvolutionLayerTest : public ::testing::Test {
  protected:
   // Sets the layer up on bottom_ (which the test has shaped and filled).
   std::unique_ptr<ConvolutionLayer> MakeLayer(const std::string& conv_param) {
-    auto layer = std::make_unique<ConvolutionLayer>(
-        ParseLayerParameter("name: 'conv' type: 'Convolution' convolution_param { " + conv_param + " }"));
+    auto layer = std::make_unique<ConvolutionLayer>(ParseLayerParameter(
+        "name: 'conv' type: 'Convolution' convolution_param { " + conv_param + " }"));
     layer->set_rng(&rng_);
     const Status status = layer->SetUp({&bottom_}, {&top_});
     EXPECT_TRUE(status.ok()) << status.message();

@@ -41,8 +41,7 @@ class GradientChecker {
  public:
   // kink / kink_range: values of a checked input within kink_range of
   // +-kink are not compared (the function has a kink there).
-  GradientChecker(float stepsize, float threshold, float kink = 0.0f,
-                  float kink_range = -1.0f)
+  GradientChecker(float stepsize, float threshold, float kink = 0.0f, float kink_range = -1.0f)
       : stepsize_(stepsize), threshold_(threshold), kink_(kink), kink_range_(kink_range) {}
 
   // Called before every Forward the checker makes.
@@ -51,8 +50,8 @@ class GradientChecker {
   // Sets the layer up, then checks the gradient of 0.5 * sum(top^2) with
   // respect to the parameters and bottom `check_bottom` (all bottoms if -1,
   // no bottom if -2).
-  void CheckGradient(Layer* layer, const std::vector<Blob*>& bottom,
-                     const std::vector<Blob*>& top, int check_bottom = -1) {
+  void CheckGradient(Layer* layer, const std::vector<Blob*>& bottom, const std::vector<Blob*>& top,
+                     int check_bottom = -1) {
     const Status status = layer->SetUp(bottom, top);
     ASSERT_TRUE(status.ok()) << status.message();
     CheckGradientSingle(layer, bottom, top, check_bottom, -1, -1, false);
@@ -211,7 +210,8 @@ inline double GradientChecker::GetObjAndGradient(const std::vector<Blob*>& top, 
 // A LayerParameter from protobuf text; aborts the test binary on a typo.
 inline caffe::LayerParameter ParseLayerParameter(const std::string& text) {
   caffe::LayerParameter param;
-  CHECK(google::protobuf::TextFormat::ParseFromString(text, &param)) << "bad test prototxt: " << text;
+  CHECK(google::protobuf::TextFormat::ParseFromString(text, &param))
+      << "bad test prototxt: " << text;
   return param;
 }
 

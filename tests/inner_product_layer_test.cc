@@ -1,12 +1,13 @@
 // InnerProduct: exact forward values (plain, transposed, other axis),
 // numeric gradients and configuration errors.
+#include "worker/layers/inner_product_layer.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 #include <vector>
 
 #include "tests/gradient_checker.h"
-#include "worker/layers/inner_product_layer.h"
 
 namespace nereus {
 namespace {
@@ -77,9 +78,9 @@ TEST(InnerProductLayerTest, ForwardAxisAndFlattening) {
     Blob bottom(2, 1, 1, 3);
     Blob top;
     SetBlobData(&bottom, {1, 2, 3, 4, 5, 6});
-    InnerProductLayer layer(IpParam(
-        "num_output: 1 weight_filler { type: 'constant' value: 1 } "
-        "bias_filler { type: 'constant' value: 0.25 }"));
+    InnerProductLayer layer(
+        IpParam("num_output: 1 weight_filler { type: 'constant' value: 1 } "
+                "bias_filler { type: 'constant' value: 0.25 }"));
     layer.set_rng(&rng);
     ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
     layer.Forward({&bottom}, {&top});
@@ -93,9 +94,9 @@ TEST(InnerProductLayerTest, Gradient) {
   Blob bottom(2, 3, 2, 2);
   Blob top;
   test::FillGaussian(&bottom, &rng);
-  InnerProductLayer layer(IpParam(
-      "num_output: 4 weight_filler { type: 'gaussian' std: 0.5 } "
-      "bias_filler { type: 'gaussian' std: 0.5 }"));
+  InnerProductLayer layer(
+      IpParam("num_output: 4 weight_filler { type: 'gaussian' std: 0.5 } "
+              "bias_filler { type: 'gaussian' std: 0.5 }"));
   layer.set_rng(&rng);
   GradientChecker checker(1e-2f, 1e-3f);
   checker.CheckGradientExhaustive(&layer, {&bottom}, {&top});
@@ -107,9 +108,9 @@ TEST(InnerProductLayerTest, GradientTransposed) {
   Blob bottom(2, 3, 2, 2);
   Blob top;
   test::FillGaussian(&bottom, &rng);
-  InnerProductLayer layer(IpParam(
-      "num_output: 4 transpose: true weight_filler { type: 'gaussian' std: 0.5 } "
-      "bias_filler { type: 'gaussian' std: 0.5 }"));
+  InnerProductLayer layer(
+      IpParam("num_output: 4 transpose: true weight_filler { type: 'gaussian' std: 0.5 } "
+              "bias_filler { type: 'gaussian' std: 0.5 }"));
   layer.set_rng(&rng);
   GradientChecker checker(1e-2f, 1e-3f);
   checker.CheckGradientExhaustive(&layer, {&bottom}, {&top});
@@ -150,9 +151,9 @@ TEST(InnerProductLayerConfigTest, Errors) {
     EXPECT_NE(std::string::npos, s.message().find("axis 4 is out of range")) << s.message();
   }
   {
-    InnerProductLayer layer(ParseLayerParameter(
-        "name: 'fc6' type: 'InnerProduct' inner_product_param { num_output: 2 "
-        "weight_filler { type: 'nonsense' } }"));
+    InnerProductLayer layer(
+        ParseLayerParameter("name: 'fc6' type: 'InnerProduct' inner_product_param { num_output: 2 "
+                            "weight_filler { type: 'nonsense' } }"));
     layer.set_rng(&rng);
     const Status s = layer.SetUp({&bottom}, {&top});
     ASSERT_FALSE(s.ok());
@@ -168,6 +169,7 @@ TEST(InnerProductLayerDeathTest, InputSizeChange) {
   layer.set_rng(&rng);
   ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
   bottom.Reshape(2, 4, 1, 1);
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
   EXPECT_DEATH(layer.Forward({&bottom}, {&top}), "layer ip \\(InnerProduct\\).*weights expect 3");
 }
 

@@ -1,4 +1,6 @@
 // LRN: exact values for both regions, numeric gradients, configuration errors.
+#include "worker/layers/lrn_layer.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -6,7 +8,6 @@
 #include <vector>
 
 #include "tests/gradient_checker.h"
-#include "worker/layers/lrn_layer.h"
 
 namespace nereus {
 namespace {

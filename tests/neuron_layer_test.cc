@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tests/gradient_checker.h"
+#include "worker/layer_registry.h"
 #include "worker/layers/neuron_layers.h"
 
 namespace nereus {
@@ -248,8 +249,8 @@ TEST(DropoutLayerTest, GradientTrain) {
 TEST(DropoutLayerConfigTest, RatioOutOfRange) {
   std::mt19937 rng(1);
   Blob bottom(std::vector<int>{4}), top;
-  DropoutLayer layer(ParseLayerParameter(
-      "name: 'drop7' type: 'Dropout' dropout_param { dropout_ratio: 1.0 }"));
+  DropoutLayer layer(
+      ParseLayerParameter("name: 'drop7' type: 'Dropout' dropout_param { dropout_ratio: 1.0 }"));
   layer.set_rng(&rng);
   const Status s = layer.SetUp({&bottom}, {&top});
   ASSERT_FALSE(s.ok());
@@ -286,7 +287,27 @@ TEST(GradientCheckerTest, FailsOnAWrongGradient) {
   }
   // Every element's derivative is 10% off, far above the 1e-3 threshold.
   ASSERT_EQ(6, failures.size());
-  EXPECT_NE(std::string::npos, std::string(failures.GetTestPartResult(0).message()).find("feat_id"));
+  EXPECT_NE(std::string::npos,
+            std::string(failures.GetTestPartResult(0).message()).find("feat_id"));
+}
+
+// ---- Registration ----
+
+TEST(RegisterComputeLayersTest, EveryTypeIsRegisteredUnderItsCaffeName) {
+  LayerRegistry registry;
+  RegisterComputeLayers(&registry);
+  const std::vector<std::string> types = {
+      "Accuracy", "Concat", "Convolution", "Dropout", "Eltwise",         "InnerProduct", "LRN",
+      "Pooling",  "ReLU",   "Sigmoid",     "Softmax", "SoftmaxWithLoss", "TanH"};
+  EXPECT_EQ(types, registry.Types());
+  for (const std::string& type : types) {
+    caffe::LayerParameter param;
+    param.set_name("l");
+    param.set_type(type);
+    StatusOr<std::unique_ptr<Layer>> layer = registry.Create(param);
+    ASSERT_TRUE(layer.ok()) << type;
+    EXPECT_EQ(type, layer.value()->type());
+  }
 }
 
 }  // namespace

@@ -1,12 +1,13 @@
 // Pooling: Caffe's output-size rounding, MAX (with and without a mask top),
 // AVE with its padding-aware divisor, global pooling, gradients and errors.
+#include "worker/layers/pooling_layer.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 #include <vector>
 
 #include "tests/gradient_checker.h"
-#include "worker/layers/pooling_layer.h"
 
 namespace nereus {
 namespace {
@@ -183,8 +184,8 @@ TEST(PoolingLayerTest, GradientAveRectangularStride) {
 Status SetUpPool(const std::string& pooling_param, int tops = 1) {
   Blob bottom(1, 1, 4, 4);
   Blob top, top2;
-  PoolingLayer layer(ParseLayerParameter("name: 'pool7' type: 'Pooling' pooling_param { " +
-                                         pooling_param + " }"));
+  PoolingLayer layer(
+      ParseLayerParameter("name: 'pool7' type: 'Pooling' pooling_param { " + pooling_param + " }"));
   std::vector<Blob*> top_vec = {&top};
   if (tops == 2) top_vec.push_back(&top2);
   return layer.SetUp({&bottom}, top_vec);

@@ -89,15 +89,14 @@ TEST(SoftmaxWithLossLayerTest, NormalizationModes) {
   EXPECT_NEAR(kLoss0, LossOf("loss_param { ignore_label: 0 }"), 1e-6f);
   EXPECT_NEAR(kLoss0, LossOf("loss_param { ignore_label: 0 normalization: VALID }"), 1e-6f);
   EXPECT_NEAR(kLoss0 / 2, LossOf("loss_param { ignore_label: 0 normalization: FULL }"), 1e-6f);
-  EXPECT_NEAR(kLoss0 / 2,
-              LossOf("loss_param { ignore_label: 0 normalization: BATCH_SIZE }"), 1e-6f);
+  EXPECT_NEAR(kLoss0 / 2, LossOf("loss_param { ignore_label: 0 normalization: BATCH_SIZE }"),
+              1e-6f);
   EXPECT_NEAR(kLoss0, LossOf("loss_param { ignore_label: 0 normalization: NONE }"), 1e-6f);
   // Legacy normalize: false means BATCH_SIZE, true means VALID; an explicit
   // normalization wins over it.
   EXPECT_NEAR(kLoss0 / 2, LossOf("loss_param { ignore_label: 0 normalize: false }"), 1e-6f);
   EXPECT_NEAR(kLoss0, LossOf("loss_param { ignore_label: 0 normalize: true }"), 1e-6f);
-  EXPECT_NEAR(kLoss0,
-              LossOf("loss_param { ignore_label: 0 normalize: false normalization: NONE }"),
+  EXPECT_NEAR(kLoss0, LossOf("loss_param { ignore_label: 0 normalize: false normalization: NONE }"),
               1e-6f);
   // All labels ignored: the normaliser is clamped to 1, the loss is 0.
   EXPECT_EQ(0.0f, LossOf("loss_param { ignore_label: 0 }", {0, 0}));
@@ -107,8 +106,8 @@ TEST(SoftmaxWithLossLayerTest, BackwardValuesAndProbTop) {
   Blob scores(std::vector<int>{2, 3}), label(std::vector<int>{2}), loss, prob;
   SetBlobData(&scores, {1, 2, 3, 1, 1, 1});
   SetBlobData(&label, {2, 0});
-  SoftmaxWithLossLayer layer(ParseLayerParameter(
-      "name: 'loss' type: 'SoftmaxWithLoss' loss_param { ignore_label: 0 }"));
+  SoftmaxWithLossLayer layer(
+      ParseLayerParameter("name: 'loss' type: 'SoftmaxWithLoss' loss_param { ignore_label: 0 }"));
   ASSERT_TRUE(layer.SetUp({&scores, &label}, {&loss, &prob}).ok());
   // Loss weight 1 for the loss, 0 for the probabilities.
   EXPECT_EQ(1.0f, layer.loss(0));
@@ -126,7 +125,8 @@ TEST(SoftmaxWithLossLayerTest, Gradient) {
   std::mt19937 rng(1701);
   Blob scores(2, 5, 2, 3), label(2, 1, 2, 3), loss;
   test::FillGaussian(&scores, &rng);
-  for (int i = 0; i < label.count(); ++i) label.mutable_cpu_data()[i] = static_cast<float>(rng() % 5);
+  for (int i = 0; i < label.count(); ++i)
+    label.mutable_cpu_data()[i] = static_cast<float>(rng() % 5);
   SoftmaxWithLossLayer layer(ParseLayerParameter("name: 'loss' type: 'SoftmaxWithLoss'"));
   GradientChecker checker(1e-2f, 1e-3f);
   checker.CheckGradientExhaustive(&layer, {&scores, &label}, {&loss}, 0);
@@ -160,6 +160,7 @@ TEST(SoftmaxWithLossLayerDeathTest, LabelOutOfRange) {
   SetBlobData(&label, {1, 3});
   SoftmaxWithLossLayer layer(ParseLayerParameter("name: 'loss3' type: 'SoftmaxWithLoss'"));
   ASSERT_TRUE(layer.SetUp({&scores, &label}, {&loss}).ok());
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
   EXPECT_DEATH(layer.Forward({&scores, &label}, {&loss}),
                "layer loss3 \\(SoftmaxWithLoss\\): label 3 at position 1 is out of range");
 }
@@ -218,8 +219,8 @@ TEST(AccuracyLayerTest, SpatialLabels) {
 
 TEST(AccuracyLayerConfigTest, TopKLargerThanClasses) {
   Blob scores(std::vector<int>{4, 3}), label(std::vector<int>{4}), top;
-  AccuracyLayer layer(ParseLayerParameter(
-      "name: 'acc5' type: 'Accuracy' accuracy_param { top_k: 5 }"));
+  AccuracyLayer layer(
+      ParseLayerParameter("name: 'acc5' type: 'Accuracy' accuracy_param { top_k: 5 }"));
   const Status s = layer.SetUp({&scores, &label}, {&top});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(std::string::npos, s.message().find("acc5")) << s.message();
@@ -232,6 +233,7 @@ TEST(AccuracyLayerDeathTest, LabelOutOfRange) {
   SetBlobData(&label, {1, 2, -1, 0});
   AccuracyLayer layer(ParseLayerParameter("name: 'acc1' type: 'Accuracy'"));
   ASSERT_TRUE(layer.SetUp({&scores, &label}, {&top}).ok());
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
   EXPECT_DEATH(layer.Forward({&scores, &label}, {&top}),
                "layer acc1 \\(Accuracy\\): label -1 at position 2 is out of range \\[0, 3\\)");
 }

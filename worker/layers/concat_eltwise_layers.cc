@@ -32,9 +32,9 @@ std::string ConcatLayer::ShapeProblem(const std::vector<Blob*>& bottom, int* axi
       if (a != *axis && bottom[i]->shape(a) != bottom[0]->shape(a)) same = false;
     }
     if (!same) {
-      return "all inputs must have the same shape except at concat axis " +
-             std::to_string(*axis) + ": bottom 0 is " + bottom[0]->shape_string() + ", bottom " +
-             std::to_string(i) + " is " + bottom[i]->shape_string();
+      return "all inputs must have the same shape except at concat axis " + std::to_string(*axis) +
+             ": bottom 0 is " + bottom[0]->shape_string() + ", bottom " + std::to_string(i) +
+             " is " + bottom[i]->shape_string();
     }
   }
   return "";
@@ -56,7 +56,8 @@ void ConcatLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Bl
   const std::string problem = ShapeProblem(bottom, &concat_axis_);
   LAYER_CHECK(problem.empty()) << problem;
   std::vector<int> top_shape = bottom[0]->shape();
-  for (size_t i = 1; i < bottom.size(); ++i) top_shape[concat_axis_] += bottom[i]->shape(concat_axis_);
+  for (size_t i = 1; i < bottom.size(); ++i)
+    top_shape[concat_axis_] += bottom[i]->shape(concat_axis_);
   top[0]->Reshape(top_shape);
   num_concats_ = bottom[0]->count(0, concat_axis_);
   concat_input_size_ = bottom[0]->count(concat_axis_ + 1);
@@ -105,9 +106,9 @@ Status EltwiseLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
   const caffe::EltwiseParameter& p = layer_param_.eltwise_param();
   op_ = p.operation();
   if (p.coeff_size() != 0 && p.coeff_size() != static_cast<int>(bottom.size())) {
-    return LayerError("Eltwise takes one coefficient per bottom blob: " +
-                      std::to_string(p.coeff_size()) + " coefficients for " +
-                      std::to_string(bottom.size()) + " bottoms");
+    return LayerError(
+        "Eltwise takes one coefficient per bottom blob: " + std::to_string(p.coeff_size()) +
+        " coefficients for " + std::to_string(bottom.size()) + " bottoms");
   }
   if (op_ != caffe::EltwiseParameter::SUM && p.coeff_size() != 0) {
     return LayerError("Eltwise only takes coefficients for the SUM operation");

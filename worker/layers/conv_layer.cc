@@ -11,9 +11,9 @@ namespace {
 
 // Reads a repeated spatial field (kernel_size, pad, stride, dilation) given
 // once for both axes or once per axis, or the explicit _h/_w pair.
-Status ReadSpatial(const char* name,
-                   const google::protobuf::RepeatedField<uint32_t>& values, bool has_h, uint32_t h,
-                   bool has_w, uint32_t w, int default_value, int* out_h, int* out_w) {
+Status ReadSpatial(const char* name, const google::protobuf::RepeatedField<uint32_t>& values,
+                   bool has_h, uint32_t h, bool has_w, uint32_t w, int default_value, int* out_h,
+                   int* out_w) {
   const std::string field(name);
   if (has_h || has_w) {
     if (!(has_h && has_w)) {
@@ -59,27 +59,27 @@ Status ConvolutionLayer::ParseGeometry(const Blob& bottom) {
   }
   const int channel_axis = bottom.CanonicalAxisIndex(p.axis());
   if (channel_axis != 1 || num_axes != 4) {
-    return LayerError("only 2-D convolution of [N, C, H, W] bottoms with axis 1 is supported; got "
-                      "bottom shape " + bottom.shape_string() + " and axis " +
-                      std::to_string(p.axis()));
+    return LayerError(
+        "only 2-D convolution of [N, C, H, W] bottoms with axis 1 is supported; got "
+        "bottom shape " +
+        bottom.shape_string() + " and axis " + std::to_string(p.axis()));
   }
   if (p.force_nd_im2col()) return LayerError("force_nd_im2col is not supported");
   auto with_name = [this](const Status& s) { return s.ok() ? s : LayerError(s.message()); };
-  RETURN_IF_ERROR(with_name(ReadSpatial("kernel", p.kernel_size(), p.has_kernel_h(),
-                                        p.kernel_h(), p.has_kernel_w(), p.kernel_w(), -1,
-                                        &geometry_.kernel_h, &geometry_.kernel_w)));
-  RETURN_IF_ERROR(with_name(ReadSpatial("pad", p.pad(), p.has_pad_h(), p.pad_h(),
-                                        p.has_pad_w(), p.pad_w(), 0, &geometry_.pad_h,
-                                        &geometry_.pad_w)));
-  RETURN_IF_ERROR(with_name(ReadSpatial("stride", p.stride(), p.has_stride_h(),
-                                        p.stride_h(), p.has_stride_w(), p.stride_w(), 1,
-                                        &geometry_.stride_h, &geometry_.stride_w)));
+  RETURN_IF_ERROR(with_name(ReadSpatial("kernel", p.kernel_size(), p.has_kernel_h(), p.kernel_h(),
+                                        p.has_kernel_w(), p.kernel_w(), -1, &geometry_.kernel_h,
+                                        &geometry_.kernel_w)));
+  RETURN_IF_ERROR(with_name(ReadSpatial("pad", p.pad(), p.has_pad_h(), p.pad_h(), p.has_pad_w(),
+                                        p.pad_w(), 0, &geometry_.pad_h, &geometry_.pad_w)));
+  RETURN_IF_ERROR(
+      with_name(ReadSpatial("stride", p.stride(), p.has_stride_h(), p.stride_h(), p.has_stride_w(),
+                            p.stride_w(), 1, &geometry_.stride_h, &geometry_.stride_w)));
   RETURN_IF_ERROR(with_name(ReadSpatial("dilation", p.dilation(), false, 0, false, 0, 1,
                                         &geometry_.dilation_h, &geometry_.dilation_w)));
   if (geometry_.kernel_h <= 0 || geometry_.kernel_w <= 0) {
-    return LayerError("kernel size must be > 0, got kernel_h=" +
-                      std::to_string(geometry_.kernel_h) +
-                      " kernel_w=" + std::to_string(geometry_.kernel_w));
+    return LayerError(
+        "kernel size must be > 0, got kernel_h=" + std::to_string(geometry_.kernel_h) +
+        " kernel_w=" + std::to_string(geometry_.kernel_w));
   }
   if (geometry_.stride_h <= 0 || geometry_.stride_w <= 0) {
     return LayerError("stride must be > 0, got stride_h=" + std::to_string(geometry_.stride_h) +

@@ -7,9 +7,7 @@ namespace layers {
 namespace {
 
 // 0 <= a < b, in one unsigned comparison (as Caffe does).
-inline bool InRange(int a, int b) {
-  return static_cast<unsigned>(a) < static_cast<unsigned>(b);
-}
+inline bool InRange(int a, int b) { return static_cast<unsigned>(a) < static_cast<unsigned>(b); }
 
 }  // namespace
 

@@ -50,8 +50,7 @@ void InnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
   const int new_K = bottom[0]->count(axis);
   LAYER_CHECK(new_K == K_) << "input size incompatible with inner product parameters: bottom "
                            << bottom[0]->shape_string() << " has " << new_K
-                           << " inputs per row from axis " << axis << ", the weights expect "
-                           << K_;
+                           << " inputs per row from axis " << axis << ", the weights expect " << K_;
   M_ = bottom[0]->count(0, axis);
   std::vector<int> top_shape(bottom[0]->shape().begin(), bottom[0]->shape().begin() + axis);
   top_shape.push_back(N_);
@@ -91,8 +90,8 @@ void InnerProductLayer::Backward_cpu(const std::vector<Blob*>& top,
                    blobs_[1]->mutable_cpu_diff());
   }
   if (propagate_down[0]) {
-    caffe_cpu_gemm(CblasNoTrans, transpose_ ? CblasTrans : CblasNoTrans, M_, K_, N_, 1.0f,
-                   top_diff, blobs_[0]->cpu_data(), 0.0f, bottom[0]->mutable_cpu_diff());
+    caffe_cpu_gemm(CblasNoTrans, transpose_ ? CblasTrans : CblasNoTrans, M_, K_, N_, 1.0f, top_diff,
+                   blobs_[0]->cpu_data(), 0.0f, bottom[0]->mutable_cpu_diff());
   }
 }
 

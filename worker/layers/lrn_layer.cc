@@ -8,8 +8,7 @@
 
 namespace nereus {
 
-Status LRNLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                  const std::vector<Blob*>& top) {
+Status LRNLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const caffe::LRNParameter& p = layer_param_.lrn_param();
   size_ = static_cast<int>(p.local_size());
   if (size_ <= 0 || size_ % 2 == 0) {
@@ -29,8 +28,7 @@ Status LRNLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
 
 void LRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   LAYER_CHECK(bottom[0]->num_axes() == 4)
-      << "input must have 4 axes (num, channels, height, width), got "
-      << bottom[0]->shape_string();
+      << "input must have 4 axes (num, channels, height, width), got " << bottom[0]->shape_string();
   channels_ = bottom[0]->shape(1);
   height_ = bottom[0]->shape(2);
   width_ = bottom[0]->shape(3);

@@ -36,7 +36,8 @@ void ReLULayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bo
   const float slope = layer_param_.relu_param().negative_slope();
   const int count = bottom[0]->count();
   for (int i = 0; i < count; ++i) {
-    bottom_diff[i] = top_diff[i] * ((in[i] > 0.0f ? 1.0f : 0.0f) + slope * (in[i] <= 0.0f ? 1.0f : 0.0f));
+    bottom_diff[i] =
+        top_diff[i] * ((in[i] > 0.0f ? 1.0f : 0.0f) + slope * (in[i] <= 0.0f ? 1.0f : 0.0f));
   }
 }
 
@@ -92,8 +93,8 @@ Status DropoutLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
   }
   scale_ = 1.0f / (1.0f - threshold_);
   scale_train_ = p.scale_train();
-  uint_threshold_ = static_cast<uint32_t>(
-      static_cast<double>(std::numeric_limits<uint32_t>::max()) * threshold_);
+  uint_threshold_ =
+      static_cast<uint32_t>(static_cast<double>(std::numeric_limits<uint32_t>::max()) * threshold_);
   if (phase_ == caffe::TRAIN) mask_rng_.seed((*rng())());
   return Status::OK();
 }

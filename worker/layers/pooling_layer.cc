@@ -11,8 +11,8 @@
 namespace nereus {
 
 int PoolingLayer::PooledSize(int input, int kernel, int pad, int stride, bool any_pad) {
-  int pooled = static_cast<int>(
-                   std::ceil(static_cast<float>(input + 2 * pad - kernel) / stride)) + 1;
+  int pooled =
+      static_cast<int>(std::ceil(static_cast<float>(input + 2 * pad - kernel) / stride)) + 1;
   // With padding (on either axis, as Caffe tests it), the last window must
   // start inside the image or the top/left padding; otherwise it would pool
   // padding only, so it is dropped.
@@ -91,7 +91,8 @@ Status PoolingLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
                       ") must be smaller than the kernel (" + std::to_string(kernel_h_) + ", " +
                       std::to_string(kernel_w_) + ")");
   }
-  if (bottom[0]->shape(2) + 2 * pad_h_ < kernel_h_ || bottom[0]->shape(3) + 2 * pad_w_ < kernel_w_) {
+  if (bottom[0]->shape(2) + 2 * pad_h_ < kernel_h_ ||
+      bottom[0]->shape(3) + 2 * pad_w_ < kernel_w_) {
     return LayerError("kernel " + std::to_string(kernel_h_) + "x" + std::to_string(kernel_w_) +
                       " is larger than the padded input " + bottom[0]->shape_string());
   }
@@ -100,8 +101,7 @@ Status PoolingLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
 
 void PoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   LAYER_CHECK(bottom[0]->num_axes() == 4)
-      << "input must have 4 axes (num, channels, height, width), got "
-      << bottom[0]->shape_string();
+      << "input must have 4 axes (num, channels, height, width), got " << bottom[0]->shape_string();
   channels_ = bottom[0]->shape(1);
   height_ = bottom[0]->shape(2);
   width_ = bottom[0]->shape(3);

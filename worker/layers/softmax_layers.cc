@@ -71,7 +71,8 @@ void SoftmaxLayer::Backward_cpu(const std::vector<Blob*>& top,
     for (int j = 0; j < inner_num_; ++j) {
       const int base = i * dim + j;
       float dot = 0.0f;
-      for (int c = 0; c < channels_; ++c) dot += dy[base + c * inner_num_] * y[base + c * inner_num_];
+      for (int c = 0; c < channels_; ++c)
+        dot += dy[base + c * inner_num_] * y[base + c * inner_num_];
       for (int c = 0; c < channels_; ++c) {
         const int k = base + c * inner_num_;
         dx[k] = (dy[k] - dot) * y[k];
@@ -105,17 +106,19 @@ Status SoftmaxWithLossLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
   has_ignore_label_ = lp.has_ignore_label();
   ignore_label_ = lp.ignore_label();
   if (!lp.has_normalization() && lp.has_normalize()) {
-    normalization_ = lp.normalize() ? caffe::LossParameter::VALID : caffe::LossParameter::BATCH_SIZE;
+    normalization_ =
+        lp.normalize() ? caffe::LossParameter::VALID : caffe::LossParameter::BATCH_SIZE;
   } else {
     normalization_ = lp.normalization();
   }
   const int axis = bottom[0]->CanonicalAxisIndex(layer_param_.softmax_param().axis());
   if (bottom[0]->count(0, axis) * bottom[0]->count(axis + 1) != bottom[1]->count()) {
-    return LayerError("number of labels must match number of predictions; e.g., if softmax "
-                      "axis == 1 and prediction shape is (N, C, H, W), label count (number of "
-                      "labels) must be N*H*W, with integer values in {0, 1, ..., C-1}; got "
-                      "prediction shape " + bottom[0]->shape_string() + " and label shape " +
-                      bottom[1]->shape_string());
+    return LayerError(
+        "number of labels must match number of predictions; e.g., if softmax "
+        "axis == 1 and prediction shape is (N, C, H, W), label count (number of "
+        "labels) must be N*H*W, with integer values in {0, 1, ..., C-1}; got "
+        "prediction shape " +
+        bottom[0]->shape_string() + " and label shape " + bottom[1]->shape_string());
   }
   return Status::OK();
 }
@@ -123,8 +126,8 @@ Status SoftmaxWithLossLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
 void SoftmaxWithLossLayer::Reshape(const std::vector<Blob*>& bottom,
                                    const std::vector<Blob*>& top) {
   LAYER_CHECK(bottom[0]->shape(0) == bottom[1]->shape(0))
-      << "the data and label should have the same first dimension: "
-      << bottom[0]->shape_string() << " vs " << bottom[1]->shape_string();
+      << "the data and label should have the same first dimension: " << bottom[0]->shape_string()
+      << " vs " << bottom[1]->shape_string();
   softmax_bottom_[0] = bottom[0];
   softmax_->Reshape(softmax_bottom_, softmax_top_);
   const int axis = bottom[0]->CanonicalAxisIndex(layer_param_.softmax_param().axis());
