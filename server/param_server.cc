@@ -201,12 +201,18 @@ void ParamServer::ApplyReady(Chunk* c) {
   while (!c->pending.empty()) {
     auto it = c->pending.begin();
     if (it->first != c->version || it->second.count < options_.num_workers) break;
-    std::vector<const float*> srcs(options_.num_workers);
-    for (int w = 0; w < options_.num_workers; ++w) srcs[w] = it->second.grads[w].floats();
-    c->average.resize(c->meta.length());
-    AverageInOrder(srcs.data(), srcs.size(), c->average.data(), c->average.size());
-    c->pending.erase(it);  // Releases the received frames.
-    Apply(c, c->average.data(), c->version);
+    if (options_.num_workers == 1) {
+      // x * (1/1) == x exactly: apply the received frame in place, no copy.
+      Apply(c, it->second.grads[0].floats(), c->version);
+      c->pending.erase(it);
+    } else {
+      std::vector<const float*> srcs(options_.num_workers);
+      for (int w = 0; w < options_.num_workers; ++w) srcs[w] = it->second.grads[w].floats();
+      c->average.resize(c->meta.length());
+      AverageInOrder(srcs.data(), srcs.size(), c->average.data(), c->average.size());
+      c->pending.erase(it);  // Releases the received frames.
+      Apply(c, c->average.data(), c->version);
+    }
     applied = true;
   }
   if (applied) AnswerPulls(c);

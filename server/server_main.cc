@@ -9,7 +9,7 @@
 #include "common/node.h"
 #include "common/node_flags.h"
 #include "server/coordinator.h"
-#include "server/param_server.h"
+#include "server/server_node.h"
 
 DEFINE_string(role, "server", "server: hold a shard of the parameters; coordinator: run the job's rendezvous.");
 DEFINE_int32(num_servers, 1, "Coordinator: number of server processes in the job.");
@@ -59,63 +59,6 @@ int RunCoordinator() {
   return st.ok() ? 0 : 1;
 }
 
-// Routes a Node's data messages into a ParamServer and its replies back out.
-class ServerNode : public ReplySink {
- public:
-  explicit ServerNode(NodeOptions options) : node_(std::move(options)) {}
-
-  int Run() {
-    Status st = node_.Start(
-        [this](const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) {
-          OnData(from, std::move(msg), partial);
-        },
-        [](const Status&) {});
-    if (!st.ok()) {
-      LOG(ERROR) << "server: " << st.message();
-      return 1;
-    }
-    {
-      ParamServerOptions o;
-      o.rank = node_.rank();
-      o.num_workers = node_.job().num_workers();
-      o.consistency = node_.job().consistency();
-      o.staleness = node_.job().staleness();
-      std::lock_guard<std::mutex> lock(mu_);
-      server_ = std::make_unique<ParamServer>(o, this);
-    }
-    ready_.notify_all();
-    st = node_.Finish();
-    if (!st.ok()) {
-      LOG(ERROR) << node_.name() << " exits: " << st.message();
-      return 1;
-    }
-    LOG(INFO) << node_.name() << " shut down cleanly";
-    return 0;
-  }
-
-  void Reply(const Endpoint& to, Message msg) override {
-    Status st = node_.Send(to, std::move(msg));
-    if (!st.ok()) LOG(WARNING) << node_.name() << ": reply to " << to << " failed: " << st.message();
-  }
-
- private:
-  void OnData(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) {
-    // Data can arrive between the start barrier and server_ being built.
-    std::unique_lock<std::mutex> lock(mu_);
-    ready_.wait(lock, [this] { return server_ != nullptr; });
-    lock.unlock();
-    pb::Role role;
-    int rank = -1;
-    if (!node_.Lookup(from, &role, &rank) || role != pb::WORKER) rank = -1;
-    server_->Handle(from, rank, std::move(msg), partial);
-  }
-
-  std::mutex mu_;
-  std::condition_variable ready_;
-  std::unique_ptr<ParamServer> server_;  // GUARDED_BY(mu_) until set, then read-only.
-  Node node_;                            // Last: stopped before server_ goes away.
-};
-
 }  // namespace
 }  // namespace nereus
 
@@ -138,5 +81,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   nereus::ServerNode server(*options);
-  return server.Run();
+  nereus::Status st = server.Run();
+  if (!st.ok()) {
+    LOG(ERROR) << "server exits: " << st.message();
+    return 1;
+  }
+  return 0;
 }
