@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include <gflags/gflags.h>
@@ -17,6 +18,9 @@ DEFINE_string(sizes, "4096,262144,4194304,67108864", "transport: tensor sizes in
 DEFINE_double(seconds, 1.0, "transport: approximate time spent on each measurement.");
 DEFINE_uint64(chunk_bytes, 1 << 20, "Tensors are cut into chunks of at most this many bytes.");
 DEFINE_int32(rtt_samples, 2000, "transport: round trips timed for the 4 KB latency.");
+DEFINE_int32(repeats, 3,
+             "transport: each measurement (ours and raw, interleaved) is repeated this many times and the best kept, "
+             "so a burst of load from other tenants of a shared machine does not decide a ratio.");
 
 namespace nereus {
 namespace bench {
@@ -227,11 +231,22 @@ int RunTransport() {
   for (auto [servers, workers] : std::vector<std::pair<int, int>>{{1, 1}, {2, 2}}) {
     for (uint64_t bytes : sizes) {
       const int iters = Iterations(bytes);
-      const double raw = RawStream(workers, servers, bytes, iters);
-      auto m = NereusThroughput(servers, workers, bytes, iters);
-      if (!m.ok()) {
-        LOG(ERROR) << "transport bench: " << m.status();
-        return 1;
+      double raw = 0;
+      std::optional<Measured> m;
+      for (int rep = 0; rep < std::max(1, FLAGS_repeats); ++rep) {
+        raw = std::max(raw, RawStream(workers, servers, bytes, iters));
+        auto once = NereusThroughput(servers, workers, bytes, iters);
+        if (!once.ok()) {
+          LOG(ERROR) << "transport bench: " << once.status();
+          return 1;
+        }
+        if (!m) {
+          m = *once;
+        } else {
+          m->push_gbps = std::max(m->push_gbps, once->push_gbps);
+          m->pull_gbps = std::max(m->pull_gbps, once->pull_gbps);
+          m->pushpull_gbps = std::max(m->pushpull_gbps, once->pushpull_gbps);
+        }
       }
       for (auto [op, gbps] : std::vector<std::pair<const char*, double>>{
                {"push", m->push_gbps}, {"pull", m->pull_gbps}, {"pushpull", m->pushpull_gbps}}) {
@@ -245,11 +260,16 @@ int RunTransport() {
       std::fflush(stdout);
     }
   }
-  const double raw_us = RawRtt(4096, FLAGS_rtt_samples);
-  auto us = NereusRtt(FLAGS_rtt_samples);
-  if (!us.ok()) {
-    LOG(ERROR) << "transport bench: " << us.status();
-    return 1;
+  double raw_us = 1e30;
+  StatusOr<double> us = 1e30;
+  for (int rep = 0; rep < std::max(1, FLAGS_repeats); ++rep) {
+    raw_us = std::min(raw_us, RawRtt(4096, FLAGS_rtt_samples));
+    auto once = NereusRtt(FLAGS_rtt_samples);
+    if (!once.ok()) {
+      LOG(ERROR) << "transport bench: " << once.status();
+      return 1;
+    }
+    us = std::min(*us, *once);
   }
   std::printf("%-9s %10d %4d %4d %7.1f us %7.1f us %7.3f\n", "rtt", 4096, 1, 1, *us, raw_us, *us / raw_us);
   Record r;

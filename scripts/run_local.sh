@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Runs a whole Nereus job on this machine: installs what is missing, builds,
+# starts a coordinator, 2 servers and 2 workers on 127.0.0.1, trains, prints
+# progress and a summary, and stops everything. Exit status 0 on success.
+#
+# Environment (all optional):
+#   NEREUS_SERVERS, NEREUS_WORKERS   job size (default 2 and 2)
+#   NEREUS_PORT                      coordinator port (default: a free one)
+#   NEREUS_WORKER_ARGS               extra flags for every worker
+#   NEREUS_SERVER_ARGS               extra flags for the coordinator and servers
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+./scripts/install_deps.sh
+./scripts/build.sh
+
+SERVERS=${NEREUS_SERVERS:-2}
+WORKERS=${NEREUS_WORKERS:-2}
+BIN="$ROOT/${NEREUS_BUILD_DIR:-build}/bin"
+PORT=${NEREUS_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
+COORD="127.0.0.1:$PORT"
+LOGDIR=$(mktemp -d "${TMPDIR:-/tmp}/nereus_run.XXXXXX")
+read -r -a SERVER_ARGS <<< "${NEREUS_SERVER_ARGS:-}"
+read -r -a WORKER_ARGS <<< "${NEREUS_WORKER_ARGS:---model=synthetic --tensors=4096x1024,1024x1024,1024,10x1024 --iterations=100 --display=25}"
+
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+
+echo "== Nereus local job: coordinator $COORD, $SERVERS server(s), $WORKERS worker(s); logs in $LOGDIR"
+"$BIN/nereus_server" --role=coordinator --coordinator="$COORD" --num_servers="$SERVERS" \
+  --num_workers="$WORKERS" "${SERVER_ARGS[@]}" >"$LOGDIR/coordinator.log" 2>&1 &
+COORD_PID=$!
+PIDS+=("$COORD_PID")
+for ((s = 0; s < SERVERS; s++)); do
+  "$BIN/nereus_server" --role=server --coordinator="$COORD" --rank="$s" "${SERVER_ARGS[@]}" \
+    >"$LOGDIR/server$s.log" 2>&1 &
+  PIDS+=($!)
+done
+WORKER_PIDS=()
+for ((w = 0; w < WORKERS; w++)); do
+  if [ "$w" -eq 0 ]; then
+    # Worker 0's progress is shown here; every log is kept in $LOGDIR.
+    "$BIN/nereus_worker" --coordinator="$COORD" --rank="$w" "${WORKER_ARGS[@]}" 2>&1 | tee "$LOGDIR/worker$w.log" &
+  else
+    "$BIN/nereus_worker" --coordinator="$COORD" --rank="$w" "${WORKER_ARGS[@]}" >"$LOGDIR/worker$w.log" 2>&1 &
+  fi
+  WORKER_PIDS+=($!)
+  PIDS+=($!)
+done
+
+status=0
+for p in "${WORKER_PIDS[@]}" "${PIDS[@]}"; do
+  wait "$p" || status=1
+done
+trap - EXIT
+if [ "$status" -ne 0 ]; then
+  echo "== FAILED: a process exited with an error; see the logs in $LOGDIR:" >&2
+  tail -n 5 "$LOGDIR"/*.log >&2
+  exit 1
+fi
+echo "== Summary"
+for ((w = 0; w < WORKERS; w++)); do grep -h "^worker $w:" "$LOGDIR/worker$w.log" || true; done
+grep -h "shut down cleanly" "$LOGDIR"/*.log | sed 's/^.*\] /  /'
+echo "== Done: every process exited cleanly"
