@@ -1,6 +1,8 @@
 #include "server/param_server.h"
 
+#include <chrono>
 #include <cstring>
+#include <ctime>
 
 #include <google/protobuf/util/message_differencer.h>
 
@@ -25,6 +27,14 @@ StatusOr<std::pair<std::vector<float>, int64_t>> ParamServer::Snapshot(int tenso
   return std::make_pair(*it->second.weights, it->second.version);
 }
 
+namespace {
+int64_t MonotonicMicros() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+}
+}  // namespace
+
 int64_t ParamServer::MinVersion(int64_t clock) const {
   switch (options_.consistency) {
     case pb::BSP: return clock;
@@ -46,14 +56,51 @@ void ParamServer::Handle(const Endpoint& from, int worker_rank, StatusOr<Message
     case pb::INIT_CHUNK: st = HandleInit(from, *msg); break;
     case pb::PUSH: st = HandlePush(from, worker_rank, *msg); break;
     case pb::PULL: st = HandlePull(from, *msg); break;
+    case pb::PING: {
+      Message pong;
+      pong.header.set_op(pb::PONG);
+      pong.header.set_request_id(h.request_id());
+      sink_->Reply(from, std::move(pong));
+      break;
+    }
     default:
       st = InvalidArgumentError(std::string("server cannot handle op ") + OpName(h.op()));
   }
   if (!st.ok()) {
-    LOG(WARNING) << "server " << options_.rank << ": refused " << OpName(h.op()) << " from " << from << ": "
-                 << st.message();
+    LOG_EVERY_N(WARNING, 100) << "server " << options_.rank << ": refused " << OpName(h.op()) << " from " << from
+                              << ": " << st.message() << " (logged every 100th refusal)";
     SendError(from, h, st);
   }
+  FlushReplies();
+}
+
+void ParamServer::FlushReplies() {
+  for (auto& [to, parts] : outbox_) {
+    if (parts.empty()) continue;
+    Message m;
+    m.header.set_op(pb::PULL_REPLY);
+    m.header.set_dtype(pb::FLOAT32);
+    if (parts.size() == 1) {
+      const pb::Part& p = parts[0].part;
+      m.header.set_request_id(p.request_id());
+      m.header.set_tensor(p.tensor());
+      m.header.set_chunk(p.chunk());
+      m.header.set_clock(p.clock());
+      m.header.set_apply_begin_us(p.apply_begin_us());
+      m.header.set_apply_us(p.apply_us());
+      m.header.set_priority(parts[0].priority);
+    } else {
+      int32_t priority = parts[0].priority;
+      for (const OutPart& o : parts) {
+        *m.header.add_parts() = o.part;
+        priority = std::min(priority, o.priority);
+      }
+      m.header.set_priority(priority);
+    }
+    for (OutPart& o : parts) m.payload.push_back(std::move(o.weights));
+    sink_->Reply(to, std::move(m));
+  }
+  outbox_.clear();
 }
 
 void ParamServer::SendError(const Endpoint& to, const pb::Header& request, const Status& status) {
@@ -150,50 +197,105 @@ Status ParamServer::HandlePush(const Endpoint& from, int worker, const Message& 
   const pb::Header& h = msg.header;
   if (worker < 0 || worker >= options_.num_workers)
     return InvalidArgumentError("PUSH from " + from + ", which is not a worker of this job");
-  ASSIGN_OR_RETURN(Chunk * c, FindChunk(h));
-  RETURN_IF_ERROR(CheckFloatPayload(h, c->meta.length()));
-  if (h.clock() < 0) return InvalidArgumentError("negative clock " + std::to_string(h.clock()));
+  if (h.dtype() != pb::FLOAT32)
+    return InvalidArgumentError("unsupported dtype " + pb::DType_Name(h.dtype()) + " for PUSH (only FLOAT32)");
+  std::vector<PushPart> parts;
+  std::vector<uint64_t> bytes;
+  if (h.parts_size() == 0) {
+    parts.push_back(PushPart{h.tensor(), h.chunk(), h.clock(), h.pull_request_id(), msg.payload});
+    bytes.push_back(h.payload_bytes());
+  } else {
+    // A merged push: one payload frame per part.
+    if (static_cast<int>(msg.payload.size()) != h.parts_size())
+      return InvalidArgumentError("merged PUSH has " + std::to_string(h.parts_size()) + " parts but " +
+                                  std::to_string(msg.payload.size()) + " payload frames");
+    for (int i = 0; i < h.parts_size(); ++i) {
+      const pb::Part& p = h.parts(i);
+      if (p.payload_bytes() != msg.payload[i].size())
+        return InvalidArgumentError("merged PUSH part " + std::to_string(i) + " says " +
+                                    std::to_string(p.payload_bytes()) + " bytes but its frame has " +
+                                    std::to_string(msg.payload[i].size()));
+      parts.push_back(PushPart{p.tensor(), p.chunk(), p.clock(), p.pull_request_id(), {msg.payload[i]}});
+      bytes.push_back(p.payload_bytes());
+    }
+  }
+  // Every part is checked before any is stored: a refused message changes nothing.
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Status st = CheckPush(worker, parts[i], bytes[i]);
+    if (!st.ok()) return parts.size() > 1 ? st.Annotate("merged PUSH part " + std::to_string(i)) : st;
+  }
+  Ack(from, pb::PUSH_ACK, h);
+  for (PushPart& p : parts) StorePush(from, worker, std::move(p));
+  return Status::OK();
+}
 
+Status ParamServer::CheckPush(int worker, const PushPart& p, uint64_t bytes) {
+  auto it = chunks_.find({p.tensor, p.chunk});
+  if (it == chunks_.end()) {
+    return NotFoundError("unknown tensor " + std::to_string(p.tensor) + " chunk " + std::to_string(p.chunk) +
+                         " (not initialized on this server)");
+  }
+  const Chunk& c = it->second;
+  const uint64_t elements = c.meta.length();
+  if (bytes != elements * sizeof(float)) {
+    return InvalidArgumentError("wrong shape: tensor " + std::to_string(p.tensor) + " chunk " +
+                                std::to_string(p.chunk) + " holds " + std::to_string(elements) + " floats (" +
+                                std::to_string(elements * sizeof(float)) + " bytes) but the payload has " +
+                                std::to_string(bytes) + " bytes");
+  }
+  if (p.clock < 0) return InvalidArgumentError("negative clock " + std::to_string(p.clock));
+  if (options_.consistency == pb::ASYNC) return Status::OK();
+  if (p.clock < c.version) {
+    return InvalidArgumentError("stale PUSH for clock " + std::to_string(p.clock) + ": tensor " +
+                                std::to_string(p.tensor) + " chunk " + std::to_string(p.chunk) +
+                                " has already applied " + std::to_string(c.version) + " update(s)");
+  }
+  if (p.clock >= c.version + options_.staleness + options_.max_clocks_ahead) {
+    return InvalidArgumentError("PUSH for clock " + std::to_string(p.clock) + " is too far ahead of version " +
+                                std::to_string(c.version));
+  }
+  auto pending = c.pending.find(p.clock);
+  if (pending != c.pending.end() && pending->second.grads[worker].size() != 0) {
+    return InvalidArgumentError("duplicate PUSH from worker " + std::to_string(worker) + " for clock " +
+                                std::to_string(p.clock));
+  }
+  return Status::OK();
+}
+
+void ParamServer::StorePush(const Endpoint& from, int worker, PushPart p) {
+  Chunk* c = &chunks_.at({p.tensor, p.chunk});
+  Buffer grad;
+  if (p.payload.size() == 1) {
+    grad = p.payload[0];  // Zero copy: keeps the received frame.
+  } else {
+    auto v = std::make_shared<std::vector<float>>(c->meta.length());
+    char* out = reinterpret_cast<char*>(v->data());
+    for (const Buffer& b : p.payload) {
+      std::memcpy(out, b.data(), b.size());
+      out += b.size();
+    }
+    grad = Buffer::Of(v);
+  }
+  if (p.pull_request_id != 0) {
+    const int32_t priority = p.tensor * 1000 + p.chunk;
+    c->pulls.push_back(PendingPull{from, p.pull_request_id, MinVersion(p.clock + 1), priority});
+  }
   if (options_.consistency == pb::ASYNC) {
-    std::vector<float> scratch;
-    const float* g = ContiguousPayload(msg, &scratch);
-    c->average.resize(c->meta.length());
-    const float* srcs[1] = {g};
     // Each worker's gradient counts 1/num_workers of a synchronous step.
     const float scale = 1.0f / static_cast<float>(options_.num_workers);
-    for (size_t i = 0; i < c->average.size(); ++i) c->average[i] = srcs[0][i] * scale;
-    Ack(from, pb::PUSH_ACK, h);
-    Apply(c, c->average.data(), h.clock());
+    c->average.resize(c->meta.length());
+    const float* g = grad.floats();
+    for (size_t i = 0; i < c->average.size(); ++i) c->average[i] = g[i] * scale;
+    Apply(c, c->average.data(), p.clock);
     AnswerPulls(c);
-    return Status::OK();
+    return;
   }
-
-  if (h.clock() < c->version) {
-    return InvalidArgumentError("stale PUSH for clock " + std::to_string(h.clock()) + ": tensor " +
-                                std::to_string(h.tensor()) + " chunk " + std::to_string(h.chunk()) +
-                                " has already applied " + std::to_string(c->version) + " update(s)");
-  }
-  if (h.clock() >= c->version + options_.staleness + options_.max_clocks_ahead) {
-    return InvalidArgumentError("PUSH for clock " + std::to_string(h.clock()) + " is too far ahead of version " +
-                                std::to_string(c->version));
-  }
-  PendingClock& p = c->pending[h.clock()];
-  if (p.grads.empty()) p.grads.resize(options_.num_workers);
-  if (p.grads[worker].size() != 0) {
-    return InvalidArgumentError("duplicate PUSH from worker " + std::to_string(worker) + " for clock " +
-                                std::to_string(h.clock()));
-  }
-  if (msg.payload.size() == 1) {
-    p.grads[worker] = msg.payload[0];  // Zero copy: keeps the received frame.
-  } else {
-    auto v = std::make_shared<std::vector<float>>();
-    ContiguousPayload(msg, v.get());
-    p.grads[worker] = Buffer::Of(v);
-  }
-  ++p.count;
-  Ack(from, pb::PUSH_ACK, h);
+  PendingClock& pending = c->pending[p.clock];
+  if (pending.grads.empty()) pending.grads.resize(options_.num_workers);
+  pending.grads[worker] = std::move(grad);
+  ++pending.count;
   ApplyReady(c);
-  return Status::OK();
+  AnswerPulls(c);  // A piggybacked pull may be answerable already.
 }
 
 void ParamServer::ApplyReady(Chunk* c) {
@@ -221,23 +323,27 @@ void ParamServer::ApplyReady(Chunk* c) {
 void ParamServer::Apply(Chunk* c, const float* diff, int64_t iter) {
   // Copy on write: a pull reply still being sent shares the old weights.
   if (c->weights.use_count() > 1) c->weights = std::make_shared<std::vector<float>>(*c->weights);
+  const int64_t begin = MonotonicMicros();
   const float rate = LearningRate(sgd_, iter);
   SgdStep(sgd_, rate, c->meta.lr_mult(), c->meta.decay_mult(), diff, c->weights->data(), c->history.data(),
           c->meta.length());
   ++c->version;
+  c->apply_begin_us = begin;
+  c->apply_us = MonotonicMicros() - begin;
 }
 
 void ParamServer::SendWeights(Chunk* c, const Endpoint& to, uint64_t request_id, int32_t priority) {
-  Message m;
-  m.header.set_op(pb::PULL_REPLY);
-  m.header.set_request_id(request_id);
-  m.header.set_tensor(c->meta.tensor());
-  m.header.set_chunk(c->meta.chunk());
-  m.header.set_clock(c->version);
-  m.header.set_priority(priority);
-  m.header.set_dtype(pb::FLOAT32);
-  m.payload.push_back(Buffer::Of(c->weights));
-  sink_->Reply(to, std::move(m));
+  OutPart o;
+  o.part.set_tensor(c->meta.tensor());
+  o.part.set_chunk(c->meta.chunk());
+  o.part.set_clock(c->version);
+  o.part.set_request_id(request_id);
+  o.part.set_payload_bytes(c->meta.length() * sizeof(float));
+  o.part.set_apply_begin_us(c->apply_begin_us);
+  o.part.set_apply_us(c->apply_us);
+  o.weights = Buffer::Of(c->weights);
+  o.priority = priority;
+  outbox_[to].push_back(std::move(o));
 }
 
 void ParamServer::AnswerPulls(Chunk* c) {

@@ -60,6 +60,21 @@ class ParamServer {
     int64_t min_version;
     int32_t priority;
   };
+  // One chunk's share of a PUSH (a whole plain PUSH, or one part of a merged one).
+  struct PushPart {
+    int tensor;
+    int chunk;
+    int64_t clock;
+    uint64_t pull_request_id;
+    std::vector<Buffer> payload;
+  };
+  // A PULL_REPLY waiting to be sent at the end of the current Handle() call;
+  // replies to one destination go out merged.
+  struct OutPart {
+    pb::Part part;
+    Buffer weights;
+    int32_t priority;
+  };
   struct Chunk {
     pb::ChunkMeta meta;
     std::shared_ptr<std::vector<float>> weights;  // Shared with pull replies in flight.
@@ -68,17 +83,22 @@ class ParamServer {
     int64_t version = 0;                           // Updates applied.
     std::map<int64_t, PendingClock> pending;       // BSP/SSP: clock -> gradients.
     std::vector<PendingPull> pulls;                // Waiting for a newer version.
+    int64_t apply_begin_us = 0;                    // Of the last update.
+    int64_t apply_us = 0;
   };
   using Key = std::pair<int, int>;  // (tensor, chunk)
 
   Status HandleInit(const Endpoint& from, const Message& msg);
   Status HandlePush(const Endpoint& from, int worker, const Message& msg);
+  Status CheckPush(int worker, const PushPart& p, uint64_t bytes);
+  void StorePush(const Endpoint& from, int worker, PushPart p);
   Status HandlePull(const Endpoint& from, const Message& msg);
   StatusOr<Chunk*> FindChunk(const pb::Header& h);
   void ApplyReady(Chunk* c);
   void Apply(Chunk* c, const float* diff, int64_t iter);
   void AnswerPulls(Chunk* c);
   void SendWeights(Chunk* c, const Endpoint& to, uint64_t request_id, int32_t priority);
+  void FlushReplies();
   void SendError(const Endpoint& to, const pb::Header& request, const Status& status);
   void Ack(const Endpoint& to, pb::Op op, const pb::Header& request);
   int64_t MinVersion(int64_t clock) const;
@@ -90,6 +110,7 @@ class ParamServer {
 
   mutable std::mutex mu_;  // Guards chunks_ against Snapshot(); Handle() holds it.
   std::map<Key, Chunk> chunks_;
+  std::map<Endpoint, std::vector<OutPart>> outbox_;  // Filled and flushed within Handle().
 };
 
 }  // namespace nereus

@@ -28,13 +28,31 @@
 
 namespace nereus {
 
+// How a worker orders its communication (see GradientsReady/WaitWeights).
+enum class Schedule {
+  kSequential,  // Push everything after the whole backward; pull everything before the next forward.
+  kWfbp,        // Push each layer when its backward ends, first in first out; its pull rides along.
+  kPriority,    // WFBP plus priorities (layers nearer the input first) and at most credit_bytes in flight per server.
+  kFull,        // Priority plus MG-WFBP merging of small layers and parallel streams.
+};
+StatusOr<Schedule> ParseSchedule(const std::string& name);  // sequential|wfbp|priority|full
+const char* ScheduleName(Schedule s);
+
 struct ClientOptions {
   std::string coordinator = "127.0.0.1:7000";  // host:port of the coordinator.
   int rank = -1;                               // -1: the coordinator assigns one.
   std::string bind_host = "127.0.0.1";
   int startup_timeout_s = 60;
   int io_threads = 1;                          // ZeroMQ I/O threads.
-  int streams = 1;                             // Connections per server.
+  int streams = 1;                             // Connections per server (used by kFull).
+  Schedule schedule = Schedule::kFull;
+  // kPriority/kFull: bytes of pushes in flight to one server at once. Smaller
+  // lets urgent partitions overtake sooner; larger keeps the link busier.
+  uint64_t credit_bytes = 4 << 20;
+  bool merge = true;                 // kFull: MG-WFBP merging (--merge=auto|off).
+  int merge_profile_iterations = 3;  // Clocks 1..N are timed before merges are planned.
+  std::string timeline;              // If set, Finish() writes a Chrome trace here ("{rank}" is replaced).
+  int timeline_every = 1;            // Keep every N-th clock in the timeline.
 };
 
 struct TensorSpec {
@@ -42,6 +60,13 @@ struct TensorSpec {
   std::vector<int64_t> shape;
   float lr_mult = 1.0f;
   float decay_mult = 1.0f;
+  // For the layer-wise API: the layer (0 = nearest the input; -1 = a layer of
+  // its own, numbered by registration order), where the weights live (written
+  // by WaitWeights) and where the gradients are read (by GradientsReady). Both
+  // buffers hold the tensor's element count and must outlive the client.
+  int layer = -1;
+  float* data = nullptr;
+  const float* diff = nullptr;
 };
 
 // The completion of one asynchronous Push or Pull. Cheap to copy; copies share
@@ -105,11 +130,28 @@ class Client {
   // the handle is done.
   virtual Handle Pull(int tensor, float* dst, int64_t clock) = 0;
 
+  // The layer-wise API (tensors registered with data and diff). Iteration
+  // `clock` of a trainer calls WaitWeights(l, clock) before layer l's forward
+  // and GradientsReady(l, clock) after layer l's backward.
+  //
+  // Hands layer `layer`'s gradients for `clock` to the scheduler and returns
+  // at once; the layer's fresh weights for clock + 1 are requested with them.
+  // The diff buffers must not change until WaitWeights(layer, clock + 1)
+  // returns. A layer without tensors is a no-op.
+  virtual Status GradientsReady(int layer, int64_t clock) = 0;
+  // Blocks until layer `layer`'s weights for `clock` are in its data buffers
+  // (only that layer's). Repeated calls for the same clock return at once.
+  virtual Status WaitWeights(int layer, int64_t clock) = 0;
+  // Records a span (e.g. a layer's forward) on this worker's timeline, in
+  // microseconds of CLOCK_MONOTONIC. No-op without options.timeline.
+  virtual void TraceSpan(const std::string& name, int64_t clock, int64_t begin_us, int64_t end_us) = 0;
+
   // Blocks until every worker has entered barrier `name`.
   virtual Status Barrier(const std::string& name) = 0;
 
-  // Tells the job this worker is done and blocks until the job shuts down
-  // (every worker finished). Call after the last handle is done.
+  // Writes the timeline (if configured), tells the job this worker is done and
+  // blocks until the job shuts down (every worker finished). Call after the
+  // last handle is done.
   virtual Status Finish() = 0;
 };
 

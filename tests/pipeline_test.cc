@@ -1,0 +1,152 @@
+// The layer-wise API end to end: every schedule gives the same weights, bit
+// for bit, on 2 servers x 3 workers (real ZeroMQ on 127.0.0.1, in one process).
+#include <cstring>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "bench/local_job.h"
+#include "common/sgd.h"
+#include "tests/process_util.h"
+#include "worker/synthetic_model.h"
+
+namespace nereus {
+namespace {
+
+constexpr int kClocks = 20;
+const char* kTensors = "1000,7,250x10,3,64x3x3x3,1,500,2";
+
+pb::SgdConfig Sgd() {
+  pb::SgdConfig sgd;
+  sgd.set_base_lr(0.05f);
+  sgd.set_lr_policy("inv");
+  sgd.set_gamma(0.001f);
+  sgd.set_power(0.75f);
+  sgd.set_momentum(0.9f);
+  sgd.set_weight_decay(0.001f);
+  sgd.set_regularization_type("L2");
+  return sgd;
+}
+
+// Trains the synthetic model through the layer-wise API; returns every
+// worker's final weights (all tensors, concatenated).
+std::vector<std::vector<float>> Train(Schedule schedule, const std::string& timeline = "") {
+  auto shapes = ParseTensorShapes(kTensors).value();
+  const int W = 3, T = static_cast<int>(shapes.size());
+  bench::LocalJobOptions o;
+  o.servers = 2;
+  o.workers = W;
+  o.job.set_chunk_bytes(1024);  // Every big tensor is split over both servers.
+  o.client.schedule = schedule;
+  o.client.credit_bytes = 2048;
+  o.client.streams = 2;
+  o.client.merge_profile_iterations = 2;
+  o.client.timeline = timeline;
+  auto job = bench::LocalJob::Start(o);
+  EXPECT_TRUE(job.ok()) << job.status();
+  if (!job.ok()) return {};
+  SyntheticModel model(SyntheticKind::kNoise, 5, 0.01f);
+  std::vector<std::vector<float>> result(W);
+  std::vector<std::thread> threads;
+  std::vector<Status> status(W);
+  for (int r = 0; r < W; ++r) {
+    threads.emplace_back([&, r] {
+      Client& c = (*job)->worker(r);
+      std::vector<std::vector<float>> w(T), g(T);
+      std::vector<const float*> init;
+      for (int t = 0; t < T; ++t) {
+        const size_t n = ElementCount(shapes[t]);
+        w[t].resize(n);
+        g[t].resize(n);
+        model.InitialWeights(t, w[t].data(), n);
+        init.push_back(w[t].data());
+        TensorSpec spec{"t" + std::to_string(t), shapes[t]};
+        spec.layer = t;
+        spec.data = w[t].data();
+        spec.diff = g[t].data();
+        auto id = c.RegisterTensor(spec);
+        if (!id.ok()) {
+          status[r] = id.status();
+          return;
+        }
+      }
+      Status st = c.Init(Sgd(), init);
+      for (int64_t clock = 0; st.ok() && clock < kClocks; ++clock) {
+        for (int l = 0; st.ok() && l < T; ++l) st = c.WaitWeights(l, clock);
+        for (int l = T - 1; st.ok() && l >= 0; --l) {
+          model.Gradient(r, clock, l, w[l].data(), g[l].data(), g[l].size());
+          st = c.GradientsReady(l, clock);
+        }
+      }
+      for (int l = 0; st.ok() && l < T; ++l) st = c.WaitWeights(l, kClocks);
+      status[r] = st;
+      for (auto& v : w) result[r].insert(result[r].end(), v.begin(), v.end());
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < W; ++r) EXPECT_TRUE(status[r].ok()) << "worker " << r << ": " << status[r];
+  EXPECT_TRUE((*job)->Finish().ok());
+  return result;
+}
+
+std::vector<float> Reference() {
+  auto shapes = ParseTensorShapes(kTensors).value();
+  SyntheticModel model(SyntheticKind::kNoise, 5, 0.01f);
+  pb::SgdConfig sgd = Sgd();
+  std::vector<float> out;
+  for (size_t t = 0; t < shapes.size(); ++t) {
+    const size_t n = ElementCount(shapes[t]);
+    std::vector<float> w(n), h(n, 0.0f), avg(n);
+    std::vector<std::vector<float>> g(3, std::vector<float>(n));
+    model.InitialWeights(t, w.data(), n);
+    for (int c = 0; c < kClocks; ++c) {
+      const float* srcs[3];
+      for (int r = 0; r < 3; ++r) {
+        model.Gradient(r, c, t, w.data(), g[r].data(), n);
+        srcs[r] = g[r].data();
+      }
+      AverageInOrder(srcs, 3, avg.data(), n);
+      SgdStep(sgd, LearningRate(sgd, c), 1.0f, 1.0f, avg.data(), w.data(), h.data(), n);
+    }
+    out.insert(out.end(), w.begin(), w.end());
+  }
+  return out;
+}
+
+TEST(PipelineTest, EveryScheduleMatchesSequentialBitForBit) {
+  const std::vector<float> expected = Reference();
+  const auto sequential = Train(Schedule::kSequential);
+  ASSERT_EQ(sequential.size(), 3u);
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_EQ(sequential[r].size(), expected.size());
+    EXPECT_EQ(std::memcmp(sequential[r].data(), expected.data(), expected.size() * sizeof(float)), 0)
+        << "sequential, worker " << r << " differs from the single-process reference";
+  }
+  for (Schedule s : {Schedule::kWfbp, Schedule::kPriority, Schedule::kFull}) {
+    const auto got = Train(s);
+    ASSERT_EQ(got.size(), 3u) << ScheduleName(s);
+    for (int r = 0; r < 3; ++r) {
+      ASSERT_EQ(got[r].size(), expected.size());
+      EXPECT_EQ(std::memcmp(got[r].data(), sequential[r].data(), expected.size() * sizeof(float)), 0)
+          << ScheduleName(s) << ", worker " << r << " differs from sequential";
+    }
+  }
+}
+
+TEST(PipelineTest, TimelineIsChromeTraceWithComputeQueueTransferAndApplySpans) {
+  testing::TempDir dir;
+  Train(Schedule::kPriority, dir.File("trace.{rank}.json"));
+  const std::string json = testing::ReadFile(dir.File("trace.1.json"));
+  ASSERT_FALSE(json.empty());
+  EXPECT_EQ(json.rfind("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [", 0), 0u);
+  for (const char* lane : {"queued in the client", "push transfer", "server apply", "pull transfer"})
+    EXPECT_NE(json.find(lane), std::string::npos) << lane;
+  EXPECT_NE(json.find("\"ph\": \"X\""), std::string::npos);
+  EXPECT_NE(json.find("\"tid\": 4, \"ts\""), std::string::npos) << "no server-apply span";
+  EXPECT_NE(json.find("\"args\": {\"name\": \"worker 1\"}"), std::string::npos);
+  // Spans of every clock are there (timeline_every = 1): the last clock's push.
+  EXPECT_NE(json.find("\"args\": {\"clock\": 19}"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace nereus

@@ -1,0 +1,48 @@
+// Timeline: spans recorded by a worker, written as Chrome trace JSON (opens in
+// Perfetto and chrome://tracing).
+#ifndef NEREUS_WORKER_TIMELINE_H_
+#define NEREUS_WORKER_TIMELINE_H_
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace nereus {
+
+// Lanes of a worker's trace (one "thread" row each in the viewer).
+enum class Lane { kCompute = 1, kQueue = 2, kPush = 3, kServerApply = 4, kPull = 5 };
+const char* LaneName(Lane lane);
+
+// Microseconds on CLOCK_MONOTONIC (shared by the processes of one host).
+int64_t MonotonicMicros();
+
+// Thread-safe. Keeps the spans of every `every`-th clock only.
+class Timeline {
+ public:
+  Timeline(int pid, int every) : pid_(pid), every_(every < 1 ? 1 : every) {}
+  bool Keeps(int64_t clock) const { return clock % every_ == 0; }
+  // A complete span [begin_us, end_us) on `lane`, tagged with its clock.
+  void Span(Lane lane, const std::string& name, int64_t clock, int64_t begin_us, int64_t end_us);
+  size_t size() const;
+  // Writes {"traceEvents": [...]} with metadata naming the process and lanes.
+  Status Write(const std::string& path) const;
+
+ private:
+  struct Event {
+    Lane lane;
+    std::string name;
+    int64_t clock;
+    int64_t ts, dur;
+  };
+  const int pid_;
+  const int every_;
+  mutable std::mutex mu_;
+  std::vector<Event> events_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace nereus
+
+#endif  // NEREUS_WORKER_TIMELINE_H_
