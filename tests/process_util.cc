@@ -32,8 +32,7 @@ std::unique_ptr<Subprocess> Subprocess::Start(const std::vector<std::string>& ar
     dup2(fd, 1);
     dup2(fd, 2);
     close(fd);
-    // Die with the test if the test process dies.
-    execv(args[0], args.data());
+    execvp(args[0], args.data());
     _exit(127);
   }
   close(fd);
