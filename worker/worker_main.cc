@@ -1,5 +1,7 @@
 // nereus_worker: a data-parallel worker. With --model=synthetic|quadratic it
-// trains a synthetic model through the parameter servers.
+// trains a synthetic model through the parameter servers; with --solver=FILE
+// it is the Caffe-style trainer (worker/train_main.cc), alone (--standalone)
+// or as a worker of a job.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,9 +15,12 @@
 #include "common/sgd.h"
 #include "nereus/client.h"
 #include "worker/synthetic_model.h"
+#ifdef NEREUS_HAVE_TRAINER
+#include "worker/train_main.h"
+#endif
 
 DEFINE_string(model, "synthetic",
-              "synthetic: gradients are coupling*w + deterministic noise from (--seed, rank, clock); quadratic: "
+              "Synthetic mode (without --solver). synthetic: gradients are coupling*w + deterministic noise from (--seed, rank, clock); quadratic: "
               "gradients of 0.5*|w - target|^2 (converges; used to check async/SSP).");
 DEFINE_string(tensors, "1000,250x10,64x3x3x3",
               "Synthetic model: comma-separated tensor shapes, dimensions joined by 'x'.");
@@ -26,8 +31,15 @@ DEFINE_int32(compute_ms, 0, "Emulated compute time per iteration, in millisecond
 DEFINE_int32(slow_rank, -1, "This worker rank sleeps --slow_ms extra per iteration (to test SSP).");
 DEFINE_int32(slow_ms, 0, "Extra emulated compute time of --slow_rank, in milliseconds.");
 DEFINE_int32(display, 10, "Print a progress line every this many iterations (0: never).");
-DEFINE_string(weights_out, "", "After training, write every tensor's final weights (float32, in order) here.");
-DEFINE_string(summary_json, "", "After training, write a JSON summary (loss, pull versions, timing) here.");
+DEFINE_string(weights_out, "",
+              "After training, write the final weights here: synthetic mode, every tensor's float32 values in "
+              "order; trainer mode (--solver), a .caffemodel of the train net.");
+DEFINE_string(summary_json, "",
+              "After training, write a JSON summary here. Synthetic mode: loss, pull versions, timing. Trainer mode: "
+              "{\"iterations\", \"train_loss\" (final smoothed loss), \"test_accuracy\", \"test_loss\" (last test of "
+              "test net 0; null where this worker does not test), \"images_per_s\" (training images of all workers "
+              "per second of wall_s), \"wall_s\" (training wall time, tests included), \"wait_s\", \"rank\", "
+              "\"workers\", \"batch_size\"}.");
 // Solver settings for the synthetic model (the prototxt solver supplies them otherwise).
 DEFINE_double(base_lr, 0.01, "Base learning rate.");
 DEFINE_string(lr_policy, "fixed", "Learning-rate policy: fixed, step, exp, inv, multistep, poly or sigmoid.");
@@ -186,9 +198,19 @@ int RunSynthetic() {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "Nereus worker.\n"
+      "  nereus_worker --solver=SOLVER.prototxt --standalone      train a Caffe net alone\n"
+      "  nereus_worker --solver=SOLVER.prototxt --coordinator=HOST:PORT [--rank=R]\n"
+      "                                                         train it as one worker of a job\n"
       "  nereus_worker --coordinator=HOST:PORT [--rank=R] --model=synthetic|quadratic [--tensors=...]");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
+  if (argc > 1) {
+    LOG(ERROR) << "unexpected argument \"" << argv[1] << "\" (flags are --name=value; see --help)";
+    return 2;
+  }
+#ifdef NEREUS_HAVE_TRAINER
+  if (!FLAGS_solver.empty()) return nereus::RunTrainerMode();
+#endif
   return nereus::RunSynthetic();
 }

@@ -1,0 +1,225 @@
+// nereus_worker --solver as real processes on 127.0.0.1: data-parallel
+// training through the servers equals standalone training on the same
+// records, and bad solver input fails with a message naming the file.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "tests/process_util.h"
+#include "tests/train_test_util.h"
+#include "worker/data/db.h"
+
+namespace nereus {
+namespace {
+
+using testing::BinaryPath;
+using testing::ClusterSpec;
+using testing::LocalCluster;
+using testing::ReadFile;
+using testing::ReadWeights;
+using testing::Subprocess;
+using testing::TempDir;
+
+void WriteText(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  ASSERT_TRUE(out.good()) << path;
+}
+
+// Runs `argv` to completion (bounded); returns the exit code.
+int RunToExit(const std::vector<std::string>& argv, const std::string& log, std::chrono::seconds timeout) {
+  auto p = Subprocess::Start(argv, log);
+  auto code = p->WaitFor(timeout);
+  EXPECT_TRUE(code.has_value()) << argv[0] << " did not exit within " << timeout.count() << " s:\n" << p->Log();
+  return code.value_or(-1);
+}
+
+// --- Equivalence ----------------------------------------------------------
+
+constexpr int kRecords = 256;  // 4 standalone batches of 64 per pass.
+constexpr int kSide = 8;
+constexpr int kClasses = 4;
+
+// kRecords 1x8x8 uint8 images; the label is the brightest quadrant, so the
+// net has something to learn.
+void WriteTinyLmdb(const std::string& path) {
+  auto db = data::LmdbDatabase::Open(path, data::DbMode::kNew);
+  ASSERT_TRUE(db.ok()) << db.status();
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int> pixel(0, 255);
+  std::vector<std::pair<std::string, std::string>> records;
+  for (int r = 0; r < kRecords; ++r) {
+    std::string bytes(kSide * kSide, '\0');
+    int sums[kClasses] = {0, 0, 0, 0};
+    for (int y = 0; y < kSide; ++y) {
+      for (int x = 0; x < kSide; ++x) {
+        const int v = pixel(rng);
+        bytes[y * kSide + x] = static_cast<char>(v);
+        sums[(y >= kSide / 2) * 2 + (x >= kSide / 2)] += v;
+      }
+    }
+    caffe::Datum datum;
+    datum.set_channels(1);
+    datum.set_height(kSide);
+    datum.set_width(kSide);
+    datum.set_data(bytes);
+    datum.set_label(static_cast<int>(std::max_element(sums, sums + kClasses) - sums));
+    char key[16];
+    std::snprintf(key, sizeof(key), "%08d", r);
+    records.emplace_back(key, datum.SerializeAsString());
+  }
+  Status st = (*db)->PutBatch(records);
+  ASSERT_TRUE(st.ok()) << st;
+}
+
+// A small conv net without dropout (nothing random after initialization);
+// the bias multipliers exercise lr_mult/decay_mult on the servers.
+std::string TinyNet(const std::string& source, int batch) {
+  return R"(name: "tiny"
+layer { name: "data" type: "Data" top: "data" top: "label"
+  transform_param { scale: 0.00390625 }
+  data_param { source: ")" + source + R"(" batch_size: )" + std::to_string(batch) + R"( backend: LMDB } }
+layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+  param { lr_mult: 1 } param { lr_mult: 2 decay_mult: 0 }
+  convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: "xavier" }
+    bias_filler { type: "constant" value: 0.1 } } }
+layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1"
+  pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "ip1" type: "InnerProduct" bottom: "pool1" top: "ip1"
+  param { lr_mult: 1 } param { lr_mult: 2 decay_mult: 0 }
+  inner_product_param { num_output: 16 weight_filler { type: "xavier" } } }
+layer { name: "relu1" type: "ReLU" bottom: "ip1" top: "ip1" }
+layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2"
+  inner_product_param { num_output: 4 weight_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label" top: "loss" }
+)";
+}
+
+std::string TinySolver(const std::string& net, int max_iter) {
+  return "net: \"" + net + "\"\n" +
+         "base_lr: 0.1\nmomentum: 0.9\nweight_decay: 0.001\nlr_policy: \"inv\"\ngamma: 0.01\npower: 0.75\n"
+         "display: 5\nmax_iter: " +
+         std::to_string(max_iter) + "\nrandom_seed: 7\nsnapshot_after_train: false\n";
+}
+
+TEST(TrainEquivalenceTest, TwoWorkersOfBatch32MatchStandaloneBatch64) {
+  TempDir dir;
+  const std::string db = dir.File("tiny_lmdb");
+  WriteTinyLmdb(db);
+  WriteText(dir.File("net64.prototxt"), TinyNet(db, 64));
+  WriteText(dir.File("net32.prototxt"), TinyNet(db, 32));
+  WriteText(dir.File("init.prototxt"), TinySolver(dir.File("net64.prototxt"), 0));
+  WriteText(dir.File("standalone.prototxt"), TinySolver(dir.File("net64.prototxt"), 20));
+  WriteText(dir.File("distributed.prototxt"), TinySolver(dir.File("net32.prototxt"), 20));
+
+  // 2 workers x batch 32 through 2 servers (small chunks: every tensor is
+  // spread over both), next to a standalone run with batch 64.
+  ClusterSpec spec;
+  spec.servers = 2;
+  spec.workers = 2;
+  spec.coordinator_flags = {"--consistency=bsp", "--chunk_bytes=128"};
+  spec.worker_flags = {"--solver=" + dir.File("distributed.prototxt")};
+  for (int w = 0; w < 2; ++w) {
+    spec.worker_rank_flags.push_back({w, {"--weights_out=" + dir.File("w" + std::to_string(w) + ".caffemodel"),
+                                          "--summary_json=" + dir.File("w" + std::to_string(w) + ".json")}});
+  }
+  LocalCluster cluster(spec, dir);
+  ASSERT_EQ(RunToExit({BinaryPath("nereus_worker"), "--standalone", "--solver=" + dir.File("standalone.prototxt"),
+                       "--weights_out=" + dir.File("standalone.caffemodel")},
+                      dir.File("standalone.log"), std::chrono::seconds(60)),
+            0)
+      << ReadFile(dir.File("standalone.log"));
+  ASSERT_EQ(RunToExit({BinaryPath("nereus_worker"), "--standalone", "--solver=" + dir.File("init.prototxt"),
+                       "--weights_out=" + dir.File("init.caffemodel")},
+                      dir.File("init.log"), std::chrono::seconds(60)),
+            0)
+      << ReadFile(dir.File("init.log"));
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(60), &report)) << report;
+  for (auto code : cluster.codes()) ASSERT_EQ(code, 0) << report;
+
+  const auto init = ReadWeights(dir.File("init.caffemodel"));
+  const auto standalone = ReadWeights(dir.File("standalone.caffemodel"));
+  const auto w0 = ReadWeights(dir.File("w0.caffemodel"));
+  const auto w1 = ReadWeights(dir.File("w1.caffemodel"));
+  ASSERT_EQ(init.size(), 6u);  // conv1, ip1, ip2: weights and biases.
+  for (const auto& json : {ReadFile(dir.File("w0.json")), ReadFile(dir.File("w1.json"))}) {
+    EXPECT_EQ(testing::JsonValue(json, "iterations"), 20) << json;
+    EXPECT_EQ(testing::JsonValue(json, "workers"), 2) << json;
+    EXPECT_EQ(testing::JsonValue(json, "batch_size"), 32) << json;
+  }
+
+  // Both workers pulled the same weights from the servers: bit for bit.
+  EXPECT_EQ(testing::MaxAbsDiff(w0, w1), 0.0);
+
+  // Tolerance. The gradients are the same sum over the same 64 records in a
+  // different order: standalone sums 64 per-record gradients in one GEMM and
+  // scales by 1/64; each worker sums 32 and scales by 1/32, the server adds
+  // the two in rank order and scales by 1/2. In float32 each sum carries a
+  // relative rounding error of order sqrt(64) * 2^-24 ~ 5e-7, and 20 momentum
+  // steps (momentum 0.9, lr up to 0.1 x lr_mult 2) carry and slightly amplify
+  // it, so with weights of order 1 we expect differences up to ~1e-6
+  // (measured: 6e-8). 2e-5 leaves room for other BLAS kernels; it is far
+  // below what a real mistake gives: the weights move by ~0.2 from their
+  // initial values (checked below), and both workers reading all records
+  // (overlapping shards) gave a difference of 6e-2.
+  const double tolerance = 2e-5;
+  const double diff = testing::MaxAbsDiff(standalone, w0);
+  EXPECT_LE(diff, tolerance) << "2 x 32 through the servers differs from standalone 64";
+  const double moved = testing::MaxAbsDiff(standalone, init);
+  EXPECT_GE(moved, 1000 * tolerance) << "training barely moved the weights: the comparison would prove nothing";
+  std::printf("max |standalone - distributed| = %g, max |final - initial| = %g, tolerance %g\n", diff, moved,
+              tolerance);
+}
+
+// --- Bad input --------------------------------------------------------------
+
+TEST(TrainBadInputTest, MissingSolverFileFailsNamingIt) {
+  TempDir dir;
+  const std::string missing = dir.File("no_such_solver.prototxt");
+  EXPECT_NE(RunToExit({BinaryPath("nereus_worker"), "--standalone", "--solver=" + missing}, dir.File("log"),
+                      std::chrono::seconds(30)),
+            0);
+  EXPECT_NE(ReadFile(dir.File("log")).find("cannot open " + missing), std::string::npos) << ReadFile(dir.File("log"));
+}
+
+TEST(TrainBadInputTest, UnknownSolverFieldFailsNamingFileAndLine) {
+  TempDir dir;
+  const std::string solver = dir.File("solver.prototxt");
+  WriteText(solver, "base_lr: 0.01\nmax_iter: 10\n  bogus_field: 3\n");
+  EXPECT_NE(RunToExit({BinaryPath("nereus_worker"), "--standalone", "--solver=" + solver}, dir.File("log"),
+                      std::chrono::seconds(30)),
+            0);
+  EXPECT_NE(ReadFile(dir.File("log")).find(solver + ":3:3: unknown field \"bogus_field\""), std::string::npos)
+      << ReadFile(dir.File("log"));
+}
+
+TEST(TrainBadInputTest, UnknownNetFieldFailsNamingNetFileAndLine) {
+  TempDir dir;
+  const std::string net = dir.File("net.prototxt");
+  WriteText(net, "name: \"n\"\nlayer {\n  name: \"ip\"\n  type: \"InnerProduct\"\n  num_outputz: 3\n}\n");
+  WriteText(dir.File("solver.prototxt"), TinySolver(net, 1));
+  EXPECT_NE(RunToExit({BinaryPath("nereus_worker"), "--standalone", "--solver=" + dir.File("solver.prototxt")},
+                      dir.File("log"), std::chrono::seconds(30)),
+            0);
+  EXPECT_NE(ReadFile(dir.File("log")).find(net + ":5:3: unknown field \"num_outputz\""), std::string::npos)
+      << ReadFile(dir.File("log"));
+}
+
+TEST(TrainBadInputTest, ResumingADistributedRunIsRefused) {
+  TempDir dir;
+  WriteText(dir.File("solver.prototxt"), TinySolver(dir.File("net.prototxt"), 1));
+  EXPECT_EQ(RunToExit({BinaryPath("nereus_worker"), "--solver=" + dir.File("solver.prototxt"),
+                       "--snapshot=" + dir.File("x.solverstate"), "--coordinator=127.0.0.1:1"},
+                      dir.File("log"), std::chrono::seconds(30)),
+            2);
+  EXPECT_NE(ReadFile(dir.File("log")).find("--snapshot resumes a --standalone run only"), std::string::npos)
+      << ReadFile(dir.File("log"));
+}
+
+}  // namespace
+}  // namespace nereus

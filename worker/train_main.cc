@@ -1,0 +1,115 @@
+// nereus_worker --solver=FILE: the Caffe-style trainer mode of nereus_worker
+// (flags and reporting; the training itself is worker/trainer_runner.h).
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include "common/node_flags.h"
+#include "worker/train_main.h"
+#include "worker/trainer_runner.h"
+
+DEFINE_string(solver, "",
+              "Trainer mode: a Caffe solver prototxt (e.g. worker/models/lenet_solver_quick.prototxt); the net and "
+              "data paths in it are relative to the working directory. Without --standalone the worker joins the "
+              "job at --coordinator and trains data-parallel: its train Data layers read records i with i mod "
+              "num_workers == rank, the prototxt batch size is per worker, and the weights live on the servers "
+              "(BSP: the same as one worker with num_workers times the batch). Worker 0 runs the test nets on the "
+              "whole test set at each test_interval and writes the snapshots; the other workers neither test nor "
+              "snapshot.");
+DEFINE_bool(standalone, false,
+            "Trainer mode: train alone, without coordinator or servers (Caffe's CPU training; the solver applies "
+            "SGD itself).");
+DEFINE_string(snapshot, "",
+              "Trainer mode, with --standalone: resume training from this .solverstate (as Caffe's --snapshot). A "
+              "distributed job cannot resume (the servers hold the momentum history); start it from the snapshot's "
+              ".caffemodel with --weights instead.");
+DEFINE_string(weights, "",
+              "Trainer mode: initialize the net from this .caffemodel (layers matched by name, as Caffe's "
+              "--weights). In a job, worker 0's weights become every worker's.");
+DECLARE_string(model);
+DECLARE_string(summary_json);
+DECLARE_string(weights_out);
+
+namespace nereus {
+namespace {
+
+bool FlagIsSet(const char* name) { return !gflags::GetCommandLineFlagInfoOrDie(name).is_default; }
+
+std::string Percent(double part, double whole) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f%%", whole > 0 ? 100.0 * part / whole : 0.0);
+  return buf;
+}
+
+}  // namespace
+
+int RunTrainerMode() {
+  if (FlagIsSet("model")) {
+    LOG(ERROR) << "--model and --solver exclude each other: --model selects the synthetic worker, --solver the "
+                  "Caffe-style trainer";
+    return 2;
+  }
+  if (FLAGS_standalone && FlagIsSet("coordinator")) {
+    LOG(ERROR) << "--standalone trains without a job; do not give --coordinator with it";
+    return 2;
+  }
+  if (!FLAGS_standalone && !FLAGS_snapshot.empty()) {
+    LOG(ERROR) << "--snapshot resumes a --standalone run only: in a job the servers hold the momentum history "
+                  "and start at clock 0; start the job from the snapshot's .caffemodel with --weights instead";
+    return 2;
+  }
+  TrainRunOptions options;
+  options.solver_file = FLAGS_solver;
+  options.standalone = FLAGS_standalone;
+  options.resume_file = FLAGS_snapshot;
+  options.weights_file = FLAGS_weights;
+  options.weights_out = FLAGS_weights_out;
+  if (!FLAGS_standalone) {
+    auto node = NodeOptionsFromFlags(pb::WORKER);
+    if (!node.ok()) {
+      LOG(ERROR) << "worker: " << node.status().message();
+      return 2;
+    }
+    options.client.coordinator = node->coordinator;
+    options.client.rank = node->rank;
+    options.client.bind_host = node->bind_host;
+    options.client.startup_timeout_s = node->startup_timeout_s;
+    options.client.io_threads = node->transport.io_threads;
+    options.client.streams = node->transport.streams_per_peer;
+  }
+
+  auto result = RunTraining(options);
+  if (!result.ok()) {
+    LOG(ERROR) << "worker: training with --solver=" << FLAGS_solver << " failed: " << result.status().message();
+    return 1;
+  }
+  const TrainSummary& s = *result;
+  if (!FLAGS_summary_json.empty()) {
+    std::ofstream out(FLAGS_summary_json);
+    out << TrainSummaryJson(s);
+    out.close();
+    if (!out) {
+      LOG(ERROR) << "worker: cannot write --summary_json=" << FLAGS_summary_json;
+      return 1;
+    }
+  }
+  std::string test = "not tested here";
+  if (s.test_accuracy || s.test_loss) {
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), "test accuracy %.4f, test loss %.4f", s.test_accuracy.value_or(NAN),
+                  s.test_loss.value_or(NAN));
+    test = buf;
+  }
+  const std::string who = FLAGS_standalone ? "standalone" : "worker " + std::to_string(s.rank);
+  std::printf("%s: %lld iterations in %.1f s, train loss %.4f, %s, %.0f images/s%s, waiting for servers %s of the "
+              "time\n",
+              who.c_str(), static_cast<long long>(s.iterations), s.wall_s, s.train_loss, test.c_str(),
+              s.images_per_s, s.num_workers > 1 ? " (all workers)" : "", Percent(s.wait_s, s.wall_s).c_str());
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace nereus

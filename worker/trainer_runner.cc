@@ -1,0 +1,162 @@
+#include "worker/trainer_runner.h"
+
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <sstream>
+#include <utility>
+
+#include "worker/client_sync.h"
+#include "worker/data/data_layer.h"
+#include "worker/layer_registry.h"
+#include "worker/prototxt.h"
+#include "worker/solver.h"
+
+namespace nereus {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The shipped layers, with the train phase's Data layers reading `shard`;
+// test Data layers read their whole database.
+LayerRegistry ShardedLayerRegistry(const data::DataLayerOptions& shard) {
+  LayerRegistry registry;
+  RegisterComputeLayers(&registry);
+  registry.Register("Data", [shard](const caffe::LayerParameter& p) -> std::unique_ptr<Layer> {
+    return std::make_unique<data::DataLayer>(p, p.phase() == caffe::TRAIN ? shard : data::DataLayerOptions());
+  });
+  return registry;
+}
+
+// Workers other than 0 neither test nor snapshot.
+void KeepTrainingOnly(caffe::SolverParameter* p) {
+  p->clear_test_net();
+  p->clear_test_net_param();
+  p->clear_test_iter();
+  p->clear_test_state();
+  p->set_test_interval(0);
+  p->set_test_initialization(false);
+  p->set_snapshot(0);
+  p->set_snapshot_after_train(false);
+}
+
+std::string JsonNumber(double v) {
+  if (!std::isfinite(v)) return "null";
+  std::ostringstream os;
+  os.precision(9);
+  os << v;
+  return os.str();
+}
+
+std::string JsonNumber(const std::optional<float>& v) { return v ? JsonNumber(*v) : "null"; }
+
+}  // namespace
+
+std::string TrainSummaryJson(const TrainSummary& s) {
+  std::ostringstream os;
+  os << "{\"iterations\": " << s.iterations << ", \"train_loss\": " << JsonNumber(s.train_loss)
+     << ", \"test_accuracy\": " << JsonNumber(s.test_accuracy) << ", \"test_loss\": " << JsonNumber(s.test_loss)
+     << ", \"images_per_s\": " << JsonNumber(s.images_per_s) << ", \"wall_s\": " << JsonNumber(s.wall_s)
+     << ", \"wait_s\": " << JsonNumber(s.wait_s) << ", \"rank\": " << s.rank << ", \"workers\": " << s.num_workers
+     << ", \"batch_size\": " << s.batch_size << "}\n";
+  return os.str();
+}
+
+StatusOr<TrainSummary> RunTraining(const TrainRunOptions& options) {
+  caffe::SolverParameter param;
+  RETURN_IF_ERROR(ReadSolverParameterFromTextFile(options.solver_file, &param));
+  if (!options.standalone && !options.resume_file.empty()) {
+    return InvalidArgumentError("resuming from " + options.resume_file +
+                                " needs a standalone run: in a job the servers hold the momentum history and "
+                                "start at clock 0 (to continue from a snapshot's weights, use its .caffemodel as "
+                                "the initial weights)");
+  }
+
+  TrainSummary summary;
+  // Declared before the client so that it is destroyed after it: on an error
+  // the client's outstanding pulls write into the solver's parameters until
+  // the client is gone.
+  std::unique_ptr<Solver> solver;
+  std::unique_ptr<Client> client;
+  std::unique_ptr<ClientParameterSync> sync;
+  data::DataLayerOptions shard;
+  if (!options.standalone) {
+    auto connected = Client::Connect(options.client);
+    if (!connected.ok()) return connected.status().Annotate("joining the job at " + options.client.coordinator);
+    client = std::move(connected).value();
+    summary.rank = client->rank();
+    summary.num_workers = client->num_workers();
+    shard.shard_index = summary.rank;
+    shard.num_shards = summary.num_workers;
+    sync = std::make_unique<ClientParameterSync>(client.get());
+    if (summary.rank != 0) KeepTrainingOnly(&param);
+    LOG(INFO) << "worker " << summary.rank << " of " << summary.num_workers << ": training data shard "
+              << shard.shard_index << "/" << shard.num_shards
+              << (summary.rank == 0 ? "; this worker runs the tests" : "; worker 0 runs the tests");
+  }
+  const std::string who = options.standalone ? "standalone" : "worker " + std::to_string(summary.rank);
+  const int workers = summary.num_workers;
+
+  SolverOptions solver_options;
+  solver_options.on_display = [&who, workers](const TrainProgress& p) {
+    std::ostringstream line;
+    line << who << ": Iteration " << p.iter << ", loss = " << p.loss << ", lr = " << p.lr << ", "
+         << static_cast<int64_t>(p.images_per_s) << " images/s";
+    if (workers > 1) line << " (job " << static_cast<int64_t>(p.images_per_s * workers) << ")";
+    const double total = p.compute_s + p.wait_s;
+    line.precision(3);
+    line << ", compute " << p.compute_s << " s, waiting for servers " << p.wait_s << " s";
+    if (total > 0) line << " (" << static_cast<int>(std::lround(100.0 * p.wait_s / total)) << "%)";
+    LOG(INFO) << line.str();
+  };
+  solver_options.on_test = [&who, &summary](const TestResult& r) {
+    std::optional<float> accuracy, loss;
+    const float a = r.Score("accuracy");
+    if (!std::isnan(a)) accuracy = a;
+    for (size_t i = 0; i < r.names.size(); ++i) {
+      if (r.loss_weights[i] != 0.0f) loss = loss.value_or(0.0f) + r.loss_weights[i] * r.mean_scores[i];
+    }
+    std::ostringstream line;
+    line << who << ": Iteration " << r.iter << ", test net #" << r.test_net_id << ":";
+    for (size_t i = 0; i < r.names.size(); ++i) line << " " << r.names[i] << " = " << r.mean_scores[i];
+    LOG(INFO) << line.str();
+    if (r.test_net_id == 0) {
+      summary.test_accuracy = accuracy;
+      summary.test_loss = loss;
+    }
+  };
+
+  const LayerRegistry registry = ShardedLayerRegistry(shard);
+  auto created = Solver::Create(param, registry, sync.get(), std::move(solver_options));
+  if (!created.ok()) return created.status().Annotate(options.solver_file);
+  solver = std::move(created).value();
+  if (sync) sync->set_net(solver->net());
+  if (!options.weights_file.empty()) {
+    RETURN_IF_ERROR(solver->net()->CopyTrainedLayersFromBinaryProto(options.weights_file));
+    LOG(INFO) << who << ": initial weights from " << options.weights_file;
+  }
+  if (!options.resume_file.empty()) RETURN_IF_ERROR(solver->Restore(options.resume_file));
+  const int64_t start_iter = solver->iter();
+
+  const auto start = Clock::now();
+  RETURN_IF_ERROR(solver->Solve());
+  if (sync) RETURN_IF_ERROR(sync->Drain());
+  summary.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  summary.iterations = solver->iter() - start_iter;
+  summary.train_loss = solver->smoothed_loss();
+  summary.wait_s = solver->total_wait_s();
+  summary.batch_size = solver->images_per_iter();
+  if (summary.wall_s > 0) {
+    summary.images_per_s =
+        static_cast<double>(summary.iterations) * summary.batch_size * summary.num_workers / summary.wall_s;
+  }
+  if (!options.weights_out.empty()) {
+    caffe::NetParameter weights;
+    solver->net()->ToProto(&weights);
+    RETURN_IF_ERROR(WriteProtoToBinaryFile(weights, options.weights_out));
+  }
+  if (client) RETURN_IF_ERROR(client->Finish().Annotate("finishing the job"));
+  return summary;
+}
+
+}  // namespace nereus
