@@ -42,6 +42,8 @@ std::vector<std::string> SplitCsv(const std::string& s);
 bool WriteJson(const std::vector<Record>& records);
 
 int RunTransport();
+// `args`: the command line as given (flags included).
+int RunPipeline(const std::vector<std::string>& args);
 
 }  // namespace bench
 }  // namespace nereus

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
@@ -60,7 +61,15 @@ int main(int argc, char** argv) {
       "Nereus benchmarks.\n"
       "  nereus_bench transport [--json=FILE] [--sizes=...]\n"
       "      push, pull and push+pull throughput (1x1 and 2x2) and the 4 KB round trip,\n"
-      "      each next to raw ZeroMQ measured in the same run (ratio = nereus / raw).");
+      "      each next to raw ZeroMQ measured in the same run (ratio = nereus / raw).\n"
+      "  nereus_bench pipeline --model=vgg19|resnet50 --workers=N --servers=M --schedule=MODE|all\n"
+      "                        [--link_mbit=R] [--device_gflops=G] [--json=FILE]\n"
+      "      workers emulate the model's per-layer compute (FLOPs / --device_gflops, slept) and push and\n"
+      "      pull through real servers. lower bound = max(compute, W * 2 * model bytes * 8 / link rate):\n"
+      "      with --link_mbit every worker's gradients and weights cross the one shaped link.");
+  // The pipeline bench re-runs itself inside a namespace with the same flags:
+  // keep them before gflags removes them from argv.
+  std::vector<std::string> original(argv, argv + argc);
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
@@ -70,6 +79,7 @@ int main(int argc, char** argv) {
   }
   const std::string what = argv[1];
   if (what == "transport") return nereus::bench::RunTransport();
-  LOG(ERROR) << "unknown benchmark \"" << what << "\" (expected transport)";
+  if (what == "pipeline") return nereus::bench::RunPipeline(original);
+  LOG(ERROR) << "unknown benchmark \"" << what << "\" (expected transport or pipeline)";
   return 2;
 }

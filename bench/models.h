@@ -1,0 +1,34 @@
+// Per-layer shapes and compute of well-known models, for the pipeline bench.
+#ifndef NEREUS_BENCH_MODELS_H_
+#define NEREUS_BENCH_MODELS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace nereus {
+namespace bench {
+
+struct ModelLayer {
+  std::string name;
+  std::vector<std::vector<int64_t>> params;  // Learnable tensors' shapes.
+  double forward_flops = 0;                  // Per sample.
+};
+
+struct ModelSpec {
+  std::string name;
+  std::vector<ModelLayer> layers;  // Layer 0 at the input.
+  uint64_t parameters() const;
+  double forward_flops() const;
+};
+
+// "vgg19" (143,667,240 parameters), "resnet50" (25,557,032; batch-norm scale
+// and shift counted with their convolution), "lenet" (431,080).
+StatusOr<ModelSpec> ModelByName(const std::string& name);
+
+}  // namespace bench
+}  // namespace nereus
+
+#endif  // NEREUS_BENCH_MODELS_H_

@@ -1,0 +1,222 @@
+// nereus_bench pipeline: workers emulate a model's per-layer compute (slept,
+// from its FLOPs at --device_gflops) and do real pushes and pulls through real
+// servers, under one schedule; reports the median iteration time against the
+// lower bound max(compute, bytes over the busiest link / its rate).
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include <gflags/gflags.h>
+
+#include "bench/bench.h"
+#include "bench/local_job.h"
+#include "bench/models.h"
+#include "bench/netns.h"
+#include "worker/timeline.h"
+
+DEFINE_string(model, "vgg19", "pipeline: vgg19, resnet50 or lenet.");
+DEFINE_int32(workers, 2, "pipeline: workers (threads of this process, each with its own client).");
+DEFINE_int32(servers, 2, "pipeline: servers.");
+DEFINE_string(schedule, "full", "pipeline: sequential, wfbp, priority, full, or all (each in turn).");
+DEFINE_double(link_mbit, 0,
+              "pipeline: if > 0, run the whole job inside a network namespace of its own whose loopback is shaped "
+              "(tc tbf) to this many Mbit/s; every byte between workers and servers crosses that one link.");
+DEFINE_double(device_gflops, 1000, "pipeline: emulated device speed; a layer's forward takes FLOPs / this.");
+DEFINE_int32(batch, 32, "pipeline: samples per worker per iteration.");
+DEFINE_int32(iterations, 8, "pipeline: iterations timed (after --warmup).");
+DEFINE_int32(warmup, 5, "pipeline: iterations not timed (merging is planned in these).");
+DEFINE_uint64(partition_bytes, 4 << 20, "pipeline: partition (chunk) size of every tensor.");
+DEFINE_uint64(credit_bytes, 8 << 20, "pipeline: bytes of pushes in flight per server (priority, full).");
+DEFINE_int32(bench_streams, 2, "pipeline: connections per server (full).");
+DEFINE_string(merge, "auto", "pipeline: auto (MG-WFBP merging in full) or off.");
+DEFINE_string(pipeline_timeline, "", "pipeline: write worker timelines here ({rank} is replaced).");
+DEFINE_bool(inside_netns, false, "pipeline: internal; set when re-run inside the shaped namespace.");
+
+namespace nereus {
+namespace bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Outcome {
+  double iteration_s = 0;  // Median.
+  double compute_s = 0;
+  double bytes_per_worker = 0;
+  double lower_bound_s = 0;
+};
+
+StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule) {
+  LocalJobOptions o;
+  o.servers = FLAGS_servers;
+  o.workers = FLAGS_workers;
+  o.job.set_chunk_bytes(FLAGS_partition_bytes);
+  o.job.set_heartbeat_timeout_ms(60000);
+  o.client.schedule = schedule;
+  o.client.credit_bytes = FLAGS_credit_bytes;
+  o.client.streams = FLAGS_bench_streams;
+  o.client.merge = FLAGS_merge != "off";
+  o.client.merge_profile_iterations = std::max(1, FLAGS_warmup - 2);
+  o.client.timeline = FLAGS_pipeline_timeline;
+  o.server_transport.streams_per_peer = schedule == Schedule::kFull ? FLAGS_bench_streams : 1;
+  ASSIGN_OR_RETURN(auto job, LocalJob::Start(o));
+  const int L = static_cast<int>(model.layers.size());
+  std::vector<double> fwd(L), bwd(L);
+  double compute = 0;
+  uint64_t bytes = 0;
+  for (int l = 0; l < L; ++l) {
+    fwd[l] = model.layers[l].forward_flops * FLAGS_batch / (FLAGS_device_gflops * 1e9);
+    bwd[l] = 2 * fwd[l];
+    compute += fwd[l] + bwd[l];
+  }
+  bytes = model.parameters() * sizeof(float);
+  const int W = FLAGS_workers;
+  const int total = FLAGS_warmup + FLAGS_iterations;
+  std::vector<std::vector<double>> times(W);
+  std::vector<Status> status(W);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < W; ++r) {
+    threads.emplace_back([&, r] {
+      Client& c = job->worker(r);
+      std::vector<std::vector<std::vector<float>>> w(L), g(L);
+      std::vector<const float*> init;
+      for (int l = 0; l < L; ++l) {
+        for (size_t p = 0; p < model.layers[l].params.size(); ++p) {
+          const auto& shape = model.layers[l].params[p];
+          uint64_t n = 1;
+          for (int64_t d : shape) n *= d;
+          w[l].emplace_back(n, 0.01f);
+          g[l].emplace_back(n, 1e-4f);
+        }
+      }
+      for (int l = 0; l < L; ++l) {
+        for (size_t p = 0; p < model.layers[l].params.size(); ++p) {
+          TensorSpec spec{model.layers[l].name + "/" + std::to_string(p), model.layers[l].params[p]};
+          spec.layer = l;
+          spec.data = w[l][p].data();
+          spec.diff = g[l][p].data();
+          init.push_back(w[l][p].data());
+          auto id = c.RegisterTensor(spec);
+          if (!id.ok()) {
+            status[r] = id.status();
+            return;
+          }
+        }
+      }
+      pb::SgdConfig sgd;
+      sgd.set_base_lr(1e-6f);
+      sgd.set_lr_policy("fixed");
+      sgd.set_momentum(0.9f);
+      Status st = c.Init(sgd, init);
+      auto sleep = [](double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); };
+      for (int64_t it = 0; st.ok() && it < total; ++it) {
+        const auto t0 = Clock::now();
+        for (int l = 0; st.ok() && l < L; ++l) {
+          st = c.WaitWeights(l, it);
+          const int64_t b = MonotonicMicros();
+          sleep(fwd[l]);  // Emulated compute, not synchronisation.
+          c.TraceSpan("forward " + model.layers[l].name, it, b, MonotonicMicros());
+        }
+        for (int l = L - 1; st.ok() && l >= 0; --l) {
+          const int64_t b = MonotonicMicros();
+          sleep(bwd[l]);
+          c.TraceSpan("backward " + model.layers[l].name, it, b, MonotonicMicros());
+          st = c.GradientsReady(l, it);
+        }
+        // The iteration ends when the next one can start its first layer.
+        if (st.ok()) st = c.WaitWeights(0, it + 1);
+        if (it >= FLAGS_warmup) times[r].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      for (int l = 1; st.ok() && l < L; ++l) st = c.WaitWeights(l, total);
+      status[r] = st;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& s : status) RETURN_IF_ERROR(s);
+  RETURN_IF_ERROR(job->Finish());
+  std::vector<double> all;
+  for (auto& v : times) all.insert(all.end(), v.begin(), v.end());
+  std::sort(all.begin(), all.end());
+  Outcome out;
+  out.iteration_s = all.empty() ? 0 : all[all.size() / 2];
+  out.compute_s = compute;
+  out.bytes_per_worker = 2.0 * bytes;  // Gradients up, weights down.
+  // Inside the namespace every byte of every worker crosses the one shaped
+  // loopback; otherwise the link is taken as free.
+  const double link_s = FLAGS_link_mbit > 0 ? W * out.bytes_per_worker * 8 / (FLAGS_link_mbit * 1e6) : 0;
+  out.lower_bound_s = std::max(compute, link_s);
+  return out;
+}
+
+int RunInside() {
+  auto model = ModelByName(FLAGS_model);
+  if (!model.ok()) {
+    LOG(ERROR) << model.status().message();
+    return 2;
+  }
+  std::vector<Schedule> schedules;
+  if (FLAGS_schedule == "all") {
+    schedules = {Schedule::kSequential, Schedule::kWfbp, Schedule::kPriority, Schedule::kFull};
+  } else {
+    auto s = ParseSchedule(FLAGS_schedule);
+    if (!s.ok()) {
+      LOG(ERROR) << s.status().message();
+      return 2;
+    }
+    schedules = {*s};
+  }
+  std::printf("%s: %.1f M parameters, %d worker(s), %d server(s), batch %d, link %s\n", model->name.c_str(),
+              model->parameters() / 1e6, FLAGS_workers, FLAGS_servers, FLAGS_batch,
+              FLAGS_link_mbit > 0 ? (std::to_string(static_cast<int>(FLAGS_link_mbit)) + " Mbit/s").c_str()
+                                  : "loopback (unshaped)");
+  std::printf("%-11s %12s %10s %10s %10s %10s\n", "schedule", "iteration_s", "compute_s", "bound_s", "x bound",
+              "samples/s");
+  std::vector<Record> records;
+  for (Schedule s : schedules) {
+    auto out = RunOne(*model, s);
+    if (!out.ok()) {
+      LOG(ERROR) << "pipeline " << ScheduleName(s) << ": " << out.status();
+      return 1;
+    }
+    const double samples = FLAGS_workers * FLAGS_batch / out->iteration_s;
+    std::printf("%-11s %12.3f %10.3f %10.3f %10.3f %10.1f\n", ScheduleName(s), out->iteration_s, out->compute_s,
+                out->lower_bound_s, out->iteration_s / out->lower_bound_s, samples);
+    std::fflush(stdout);
+    Record r;
+    r.Set("model", model->name).Set("workers", FLAGS_workers).Set("servers", FLAGS_servers);
+    r.Set("schedule", ScheduleName(s)).Set("iterations", FLAGS_iterations).Set("iteration_s", out->iteration_s);
+    r.Set("compute_s", out->compute_s).Set("bytes_per_worker", out->bytes_per_worker);
+    r.Set("lower_bound_s", out->lower_bound_s).Set("samples_per_s", samples);
+    r.Set("link_mbit", FLAGS_link_mbit);
+    records.push_back(r);
+  }
+  return WriteJson(records) ? 0 : 1;
+}
+
+}  // namespace
+
+int RunPipeline(const std::vector<std::string>& original) {
+  if (FLAGS_link_mbit <= 0 || FLAGS_inside_netns) return RunInside();
+  // Re-run this very command inside a shaped namespace of our own.
+  auto ns = NetNamespace::Create("nereus_bench_" + std::to_string(getpid()), FLAGS_link_mbit);
+  if (!ns.ok()) {
+    LOG(ERROR) << "--link_mbit needs a network namespace: " << ns.status().message();
+    return 1;
+  }
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return 1;
+  self[n] = '\0';
+  std::vector<std::string> args = {self};
+  args.insert(args.end(), original.begin() + 1, original.end());
+  args.push_back("--inside_netns");
+  std::string out;
+  const int code = RunCommand((*ns)->Wrap(args), &out);
+  std::fputs(out.c_str(), stdout);
+  return code;
+}
+
+}  // namespace bench
+}  // namespace nereus

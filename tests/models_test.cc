@@ -1,0 +1,31 @@
+#include "bench/models.h"
+
+#include <gtest/gtest.h>
+
+namespace nereus {
+namespace bench {
+namespace {
+
+TEST(ModelsTest, ParameterCountsMatchPublishedTotals) {
+  EXPECT_EQ(ModelByName("vgg19")->parameters(), 143667240u);
+  EXPECT_EQ(ModelByName("resnet50")->parameters(), 25557032u);
+  EXPECT_EQ(ModelByName("lenet")->parameters(), 431080u);
+  EXPECT_FALSE(ModelByName("alexnet").ok());
+}
+
+TEST(ModelsTest, LayerStructure) {
+  auto vgg = ModelByName("vgg19").value();
+  ASSERT_EQ(vgg.layers.size(), 19u);
+  EXPECT_EQ(vgg.layers[16].name, "fc6");
+  EXPECT_EQ(vgg.layers[16].params[0], (std::vector<int64_t>{4096, 25088}));  // 102,760,448 weights
+  // About 19.6 GMACs per image forward.
+  EXPECT_NEAR(vgg.forward_flops() / 2e9, 19.6, 0.1);
+  auto resnet = ModelByName("resnet50").value();
+  EXPECT_EQ(resnet.layers.size(), 54u);  // 53 convolutions and the classifier.
+  // ResNet-50 v1 as in Caffe (stride in the first 1x1): the paper's 3.8 billion multiply-adds.
+  EXPECT_NEAR(resnet.forward_flops() / 2e9, 3.86, 0.01);
+}
+
+}  // namespace
+}  // namespace bench
+}  // namespace nereus
