@@ -13,7 +13,8 @@ if(NOT NEREUS_WITH_TRAINER)
 endif()
 
 # Equivalence of 2 x 32 through the servers with standalone 64; bad input.
-nereus_add_test(train_worker_test SOURCES train_worker_test.cc LIBS nereus_test_process nereus_trainer TIMEOUT 180)
+nereus_add_test(train_worker_test SOURCES train_worker_test.cc LIBS nereus_test_process nereus_trainer_runner
+  TIMEOUT 180)
 add_dependencies(train_worker_test nereus_server nereus_worker)
 
 # Convergence of LeNet on MNIST (label "convergence"): standalone and 2 workers

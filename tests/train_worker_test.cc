@@ -9,9 +9,15 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
+
+#include "nereus/client.h"
 #include "tests/process_util.h"
 #include "tests/train_test_util.h"
+#include "worker/client_sync.h"
 #include "worker/data/db.h"
+#include "worker/layer_registry.h"
+#include "worker/solver.h"
 
 namespace nereus {
 namespace {
@@ -103,7 +109,7 @@ std::string TinySolver(const std::string& net, int max_iter) {
   return "net: \"" + net + "\"\n" +
          "base_lr: 0.1\nmomentum: 0.9\nweight_decay: 0.001\nlr_policy: \"inv\"\ngamma: 0.01\npower: 0.75\n"
          "display: 5\nmax_iter: " +
-         std::to_string(max_iter) + "\nrandom_seed: 7\nsnapshot_after_train: false\n";
+         std::to_string(max_iter) + "\nrandom_seed: 7\nsnapshot_after_train: false\nsolver_mode: CPU\n";
 }
 
 TEST(TrainEquivalenceTest, TwoWorkersOfBatch32MatchStandaloneBatch64) {
@@ -174,6 +180,62 @@ TEST(TrainEquivalenceTest, TwoWorkersOfBatch32MatchStandaloneBatch64) {
   EXPECT_GE(moved, 1000 * tolerance) << "training barely moved the weights: the comparison would prove nothing";
   std::printf("max |standalone - distributed| = %g, max |final - initial| = %g, tolerance %g\n", diff, moved,
               tolerance);
+}
+
+// --- Faults -----------------------------------------------------------------
+
+// This test is worker 1, training in-process through a ClientParameterSync;
+// worker 0 is a nereus_worker process. After a few iterations together,
+// server 1 is killed: the in-process Solver's Step returns a Status naming
+// it (no hang, no crash) and the worker process exits non-zero.
+TEST(TrainFaultTest, KilledServerFailsTheTrainersWithAStatusNamingIt) {
+  TempDir dir;
+  const std::string db = dir.File("tiny_lmdb");
+  WriteTinyLmdb(db);
+  WriteText(dir.File("net.prototxt"), TinyNet(db, 32));
+  WriteText(dir.File("solver.prototxt"), TinySolver(dir.File("net.prototxt"), 1000000));
+  ClusterSpec spec;
+  spec.servers = 2;
+  spec.workers = 2;
+  spec.coordinator_flags = {"--chunk_bytes=128", "--heartbeat_interval_ms=500", "--heartbeat_timeout_ms=3000"};
+  spec.worker_flags = {"--solver=" + dir.File("solver.prototxt")};
+  spec.external_workers = {1};
+  LocalCluster cluster(spec, dir);
+
+  std::unique_ptr<Solver> solver;  // Outlives the client, whose pulls write into it.
+  ClientOptions options;
+  options.coordinator = cluster.coordinator_address();
+  options.rank = 1;
+  options.startup_timeout_s = 30;
+  auto client = Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ClientParameterSync sync(client->get());
+  caffe::SolverParameter param;
+  ASSERT_TRUE(ReadSolverParameterFromTextFile(dir.File("solver.prototxt"), &param).ok());
+  param.set_display(0);
+  auto created = Solver::Create(param, DefaultLayerRegistry(), &sync);
+  ASSERT_TRUE(created.ok()) << created.status();
+  solver = std::move(created).value();
+  sync.set_net(solver->net());
+  Status st = solver->Step(5);
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_EQ(sync.tensor_names(),
+            (std::vector<std::string>{"conv1/0", "conv1/1", "ip1/0", "ip1/1", "ip2/0", "ip2/1"}));
+
+  cluster.server(1).Signal(SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  st = solver->Step(1000000);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("server 1"), std::string::npos) << st;
+  EXPECT_LT(took, 15.0);
+  client->reset();  // Leaves the job.
+
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(15), &report)) << report;
+  ASSERT_TRUE(cluster.codes()[3].has_value());  // Coordinator, servers 0 and 1, then worker 0.
+  EXPECT_NE(*cluster.codes()[3], 0) << cluster.worker(0).Log();
+  EXPECT_NE(cluster.worker(0).Log().find("server 1"), std::string::npos) << cluster.worker(0).Log();
 }
 
 // --- Bad input --------------------------------------------------------------
