@@ -104,10 +104,11 @@ int RunTrainerMode() {
     test = buf;
   }
   const std::string who = FLAGS_standalone ? "standalone" : "worker " + std::to_string(s.rank);
-  std::printf("%s: %lld iterations in %.1f s, train loss %.4f, %s, %.0f images/s%s, waiting for servers %s of the "
-              "time\n",
-              who.c_str(), static_cast<long long>(s.iterations), s.wall_s, s.train_loss, test.c_str(),
-              s.images_per_s, s.num_workers > 1 ? " (all workers)" : "", Percent(s.wait_s, s.wall_s).c_str());
+  const std::string waiting =
+      FLAGS_standalone ? "" : ", waiting for servers " + Percent(s.wait_s, s.wall_s) + " of the time";
+  std::printf("%s: %lld iterations in %.1f s, train loss %.4f, %s, %.0f images/s%s%s\n", who.c_str(),
+              static_cast<long long>(s.iterations), s.wall_s, s.train_loss, test.c_str(), s.images_per_s,
+              s.num_workers > 1 ? " (all workers)" : "", waiting.c_str());
   std::fflush(stdout);
   return 0;
 }

@@ -98,15 +98,19 @@ StatusOr<TrainSummary> RunTraining(const TrainRunOptions& options) {
   const int workers = summary.num_workers;
 
   SolverOptions solver_options;
-  solver_options.on_display = [&who, workers](const TrainProgress& p) {
+  const bool distributed = !options.standalone;
+  solver_options.on_display = [&who, workers, distributed](const TrainProgress& p) {
     std::ostringstream line;
     line << who << ": Iteration " << p.iter << ", loss = " << p.loss << ", lr = " << p.lr << ", "
          << static_cast<int64_t>(p.images_per_s) << " images/s";
     if (workers > 1) line << " (job " << static_cast<int64_t>(p.images_per_s * workers) << ")";
     const double total = p.compute_s + p.wait_s;
     line.precision(3);
-    line << ", compute " << p.compute_s << " s, waiting for servers " << p.wait_s << " s";
-    if (total > 0) line << " (" << static_cast<int>(std::lround(100.0 * p.wait_s / total)) << "%)";
+    line << ", compute " << p.compute_s << " s";
+    if (distributed) {
+      line << ", waiting for servers " << p.wait_s << " s";
+      if (total > 0) line << " (" << static_cast<int>(std::lround(100.0 * p.wait_s / total)) << "%)";
+    }
     LOG(INFO) << line.str();
   };
   solver_options.on_test = [&who, &summary](const TestResult& r) {

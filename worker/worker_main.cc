@@ -24,13 +24,15 @@ DEFINE_string(model, "synthetic",
               "gradients of 0.5*|w - target|^2 (converges; used to check async/SSP).");
 DEFINE_string(tensors, "1000,250x10,64x3x3x3",
               "Synthetic model: comma-separated tensor shapes, dimensions joined by 'x'.");
-DEFINE_int32(iterations, 20, "Training iterations (clocks).");
+DEFINE_int32(iterations, 20, "Synthetic mode: training iterations (clocks). (--solver: max_iter of the solver.)");
 DEFINE_uint64(seed, 1, "Seed of the synthetic model's initial weights and gradients.");
 DEFINE_double(coupling, 0.01, "Synthetic model: weight term of the gradient.");
 DEFINE_int32(compute_ms, 0, "Emulated compute time per iteration, in milliseconds.");
 DEFINE_int32(slow_rank, -1, "This worker rank sleeps --slow_ms extra per iteration (to test SSP).");
 DEFINE_int32(slow_ms, 0, "Extra emulated compute time of --slow_rank, in milliseconds.");
-DEFINE_int32(display, 10, "Print a progress line every this many iterations (0: never).");
+DEFINE_int32(display, 10,
+             "Synthetic mode: print a progress line every this many iterations (0: never). (--solver: the "
+             "solver's display.)");
 DEFINE_string(weights_out, "",
               "After training, write the final weights here: synthetic mode, every tensor's float32 values in "
               "order; trainer mode (--solver), a .caffemodel of the train net.");
