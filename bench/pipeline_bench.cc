@@ -15,12 +15,12 @@
 #include "bench/local_job.h"
 #include "bench/models.h"
 #include "bench/netns.h"
+#include "common/node_flags.h"
 #include "worker/timeline.h"
 
 DEFINE_string(model, "vgg19", "pipeline: vgg19, resnet50 or lenet.");
 DEFINE_int32(workers, 2, "pipeline: workers (threads of this process, each with its own client).");
 DEFINE_int32(servers, 2, "pipeline: servers.");
-DEFINE_string(schedule, "full", "pipeline: sequential, wfbp, priority, full, or all (each in turn).");
 DEFINE_double(link_mbit, 0,
               "pipeline: if > 0, run the whole job inside a network namespace of its own whose loopback is shaped "
               "(tc tbf) to this many Mbit/s; every byte between workers and servers crosses that one link.");
@@ -28,11 +28,9 @@ DEFINE_double(device_gflops, 1000, "pipeline: emulated device speed; a layer's f
 DEFINE_int32(batch, 32, "pipeline: samples per worker per iteration.");
 DEFINE_int32(iterations, 8, "pipeline: iterations timed (after --warmup).");
 DEFINE_int32(warmup, 5, "pipeline: iterations not timed (merging is planned in these).");
-DEFINE_uint64(partition_bytes, 4 << 20, "pipeline: partition (chunk) size of every tensor.");
-DEFINE_uint64(credit_bytes, 8 << 20, "pipeline: bytes of pushes in flight per server (priority, full).");
-DEFINE_int32(bench_streams, 2, "pipeline: connections per server (full).");
-DEFINE_string(merge, "auto", "pipeline: auto (MG-WFBP merging in full) or off.");
-DEFINE_string(pipeline_timeline, "", "pipeline: write worker timelines here ({rank} is replaced).");
+DEFINE_uint64(partition_bytes, 1 << 20,
+              "Tensors are cut into partitions (chunks) of at most this many bytes: the unit servers store and "
+              "update and the unit the scheduler orders.");
 DEFINE_bool(inside_netns, false, "pipeline: internal; set when re-run inside the shaped namespace.");
 
 namespace nereus {
@@ -54,13 +52,14 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule) {
   o.workers = FLAGS_workers;
   o.job.set_chunk_bytes(FLAGS_partition_bytes);
   o.job.set_heartbeat_timeout_ms(60000);
-  o.client.schedule = schedule;
-  o.client.credit_bytes = FLAGS_credit_bytes;
-  o.client.streams = FLAGS_bench_streams;
-  o.client.merge = FLAGS_merge != "off";
+  // --schedule may say "all"; the client options are those of one schedule.
+  const std::string asked = FLAGS_schedule;
+  FLAGS_schedule = ScheduleName(schedule);
+  auto client = ClientOptionsFromFlags();
+  FLAGS_schedule = asked;
+  ASSIGN_OR_RETURN(o.client, client);
   o.client.merge_profile_iterations = std::max(1, FLAGS_warmup - 2);
-  o.client.timeline = FLAGS_pipeline_timeline;
-  o.server_transport.streams_per_peer = schedule == Schedule::kFull ? FLAGS_bench_streams : 1;
+  o.server_transport.streams_per_peer = schedule == Schedule::kFull ? FLAGS_streams : 1;
   ASSIGN_OR_RETURN(auto job, LocalJob::Start(o));
   const int L = static_cast<int>(model.layers.size());
   std::vector<double> fwd(L), bwd(L);

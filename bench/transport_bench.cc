@@ -16,7 +16,7 @@
 
 DEFINE_string(sizes, "4096,262144,4194304,67108864", "transport: tensor sizes in bytes.");
 DEFINE_double(seconds, 1.0, "transport: approximate time spent on each measurement.");
-DEFINE_uint64(chunk_bytes, 1 << 20, "Tensors are cut into chunks of at most this many bytes.");
+DECLARE_uint64(partition_bytes);
 DEFINE_int32(rtt_samples, 2000, "transport: round trips timed for the 4 KB latency.");
 DEFINE_int32(repeats, 3,
              "transport: each measurement (ours and raw, interleaved) is repeated this many times and the best kept, "
@@ -129,7 +129,7 @@ StatusOr<Measured> NereusThroughput(int servers, int workers, uint64_t bytes, in
   LocalJobOptions o;
   o.servers = servers;
   o.workers = workers;
-  o.job.set_chunk_bytes(FLAGS_chunk_bytes);
+  o.job.set_chunk_bytes(FLAGS_partition_bytes);
   // Pushes may run this far ahead of the slowest worker.
   ASSIGN_OR_RETURN(auto job, LocalJob::Start(o));
   const size_t n = bytes / sizeof(float);

@@ -42,7 +42,10 @@ Status ServerNode::Run() {
 }
 
 void ServerNode::Reply(const Endpoint& to, Message msg) {
-  Status st = node_.Send(to, std::move(msg));
+  // Weights travel over the worker's parallel streams (spread by chunk);
+  // everything else on the first.
+  const int stream = msg.header.op() == pb::PULL_REPLY ? msg.header.priority() : 0;
+  Status st = node_.Send(to, std::move(msg), stream);
   if (!st.ok()) LOG(WARNING) << node_.name() << ": reply to " << to << " failed: " << st.message();
 }
 

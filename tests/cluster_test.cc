@@ -50,7 +50,7 @@ TEST(BspTest, TwoServersThreeWorkersMatchSingleProcessReferenceBitForBit) {
   spec.servers = 2;
   spec.workers = workers;
   // Small chunks: every tensor is split and spread over both servers.
-  spec.coordinator_flags = {"--chunk_bytes=1024", "--consistency=bsp"};
+  spec.coordinator_flags = {"--partition_bytes=1024", "--consistency=bsp"};
   spec.worker_flags = {"--tensors=" + tensors, "--iterations=20", "--seed=5", "--lr_policy=inv", "--base_lr=0.05",
                        "--gamma=0.001", "--power=0.75", "--momentum=0.9", "--weight_decay=0.001", "--display=0"};
   for (int w = 0; w < workers; ++w) spec.worker_rank_flags.push_back({w, {"--weights_out=" + dir.File("w" + std::to_string(w))}});

@@ -44,11 +44,11 @@ struct ClientOptions {
   std::string bind_host = "127.0.0.1";
   int startup_timeout_s = 60;
   int io_threads = 1;                          // ZeroMQ I/O threads.
-  int streams = 1;                             // Connections per server (used by kFull).
+  int streams = 2;                             // Connections per server (used by kFull).
   Schedule schedule = Schedule::kFull;
   // kPriority/kFull: bytes of pushes in flight to one server at once. Smaller
   // lets urgent partitions overtake sooner; larger keeps the link busier.
-  uint64_t credit_bytes = 4 << 20;
+  uint64_t credit_bytes = 8 << 20;
   bool merge = true;                 // kFull: MG-WFBP merging (--merge=auto|off).
   int merge_profile_iterations = 3;  // Clocks 1..N are timed before merges are planned.
   std::string timeline;              // If set, Finish() writes a Chrome trace here ("{rank}" is replaced).
