@@ -176,7 +176,8 @@ TEST(PrototxtTest, SolversParse) {
 
   caffe::SolverParameter quick;
   ASSERT_TRUE(ReadSolverParameterFromTextFile(Model("lenet_solver_quick.prototxt"), &quick).ok());
-  EXPECT_EQ(quick.max_iter(), 1000);
+  EXPECT_EQ(quick.max_iter(), 1500);
+  EXPECT_FLOAT_EQ(quick.base_lr(), 0.03f);
 
   caffe::SolverParameter cifar;
   st = ReadSolverParameterFromTextFile(Model("cifar10_quick_solver.prototxt"), &cifar);
