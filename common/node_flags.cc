@@ -18,7 +18,7 @@ DEFINE_string(schedule, "full",
               "first in first out, its pull riding along; priority: wfbp plus partitions queued by layer (the input "
               "side first) with at most --credit_bytes in flight per server; full: priority plus MG-WFBP merging "
               "of small layers (--merge) and --streams connections.");
-DEFINE_uint64(credit_bytes, 8 << 20,
+DEFINE_uint64(credit_bytes, 2 << 20,
               "Worker, priority/full: bytes of pushes in flight to one server at once. Smaller lets an urgent "
               "partition overtake sooner; larger keeps a fast link busy.");
 DEFINE_string(merge, "auto",

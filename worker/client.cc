@@ -237,7 +237,7 @@ class ClientImpl final : public Client {
       if (it == layer_index_.end()) return Status::OK();
       const int li = it->second;
       MaybePlanMerges(clock);
-      Profile(clock).ready_us[li] = now;
+      if (Profiling()) Profile(clock).ready_us[li] = now;
       LayerState& L = layers_[li];
       if (L.ready_clock >= clock) return FailedPreconditionError("GradientsReady(" + std::to_string(layer) + ", " +
                                                                  std::to_string(clock) + ") called twice");
@@ -291,14 +291,10 @@ class ClientImpl final : public Client {
       push = L.push;
     }
     Submit(std::move(work));
-    const int64_t begin = MonotonicMicros();
     Status st = pull.Wait();
     if (st.ok()) st = push.Wait();  // The diff buffers are free again.
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      Profile(clock).last_wait_us = std::max(Profile(clock).last_wait_us, MonotonicMicros());
-      wait_us_ += MonotonicMicros() - begin;
-    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (Profiling()) Profile(clock).last_wait_us = std::max(Profile(clock).last_wait_us, MonotonicMicros());
     return st;
   }
 
@@ -434,6 +430,9 @@ class ClientImpl final : public Client {
     const int n = std::max(1, options_.streams);
     return options_.schedule == Schedule::kFull ? static_cast<int>(k % n) : 0;
   }
+
+  // Whether backward times are still being recorded for the merge plan.
+  bool Profiling() const { return options_.schedule == Schedule::kFull && options_.merge && !planned_; }
 
   ClockProfile& Profile(int64_t clock) {
     ClockProfile& p = profiles_[clock];
@@ -959,7 +958,6 @@ class ClientImpl final : public Client {
   std::vector<int> group_of_;                  // GUARDED_BY(mu_)
   bool planned_ = false;                       // GUARDED_BY(mu_)
   std::map<int64_t, ClockProfile> profiles_;   // GUARDED_BY(mu_)
-  int64_t wait_us_ = 0;                        // GUARDED_BY(mu_)
   uint64_t next_request_id_ = 1;               // GUARDED_BY(mu_)
   std::map<uint64_t, Request> requests_;       // GUARDED_BY(mu_)
   Status abort_;                               // GUARDED_BY(mu_)

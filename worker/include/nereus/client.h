@@ -48,7 +48,7 @@ struct ClientOptions {
   Schedule schedule = Schedule::kFull;
   // kPriority/kFull: bytes of pushes in flight to one server at once. Smaller
   // lets urgent partitions overtake sooner; larger keeps the link busier.
-  uint64_t credit_bytes = 8 << 20;
+  uint64_t credit_bytes = 2 << 20;
   bool merge = true;                 // kFull: MG-WFBP merging (--merge=auto|off).
   int merge_profile_iterations = 3;  // Clocks 1..N are timed before merges are planned.
   std::string timeline;              // If set, Finish() writes a Chrome trace here ("{rank}" is replaced).
