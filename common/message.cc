@@ -5,10 +5,11 @@
 namespace nereus {
 
 Buffer Buffer::CopyOf(const void* data, size_t size) {
-  auto bytes = std::make_shared<std::vector<char>>(static_cast<const char*>(data),
-                                                   static_cast<const char*>(data) + size);
-  const char* p = bytes->data();
-  return Buffer(std::move(bytes), p, size);
+  // uint64_t storage: the copy is aligned for any element type we send.
+  auto words = std::make_shared<std::vector<uint64_t>>((size + 7) / 8);
+  if (size > 0) std::memcpy(words->data(), data, size);
+  const void* p = words->data();
+  return Buffer(std::move(words), p, size);
 }
 
 Buffer Buffer::Of(std::shared_ptr<const std::vector<float>> v) {

@@ -171,11 +171,19 @@ class ZmqTransport final : public Transport {
       Buffer header = Own(std::move(frames[1]));
       std::vector<Buffer> payload;
       payload.reserve(frames.size() - 2);
-      for (size_t i = 2; i < frames.size(); ++i) payload.push_back(Own(std::move(frames[i])));
+      for (size_t i = 2; i < frames.size(); ++i) payload.push_back(OwnAligned(std::move(frames[i])));
       pb::Header partial;
       StatusOr<Message> msg = DecodeMessage(header, std::move(payload), &partial);
       handler_(from, std::move(msg), partial);
     }
+  }
+
+  // Payload frames are read as floats: ZeroMQ packs small frames into one
+  // receive buffer at any offset, so a misaligned one (small by nature) is
+  // copied; large frames arrive in their own allocation and stay zero-copy.
+  static Buffer OwnAligned(zmq::message_t&& m) {
+    if (reinterpret_cast<uintptr_t>(m.data()) % 8 == 0) return Own(std::move(m));
+    return Buffer::CopyOf(m.data(), m.size());
   }
 
   static Buffer Own(zmq::message_t&& m) {
