@@ -96,7 +96,7 @@ int RunTrainerMode() {
       return 1;
     }
   }
-  std::string test = "not tested here";
+  std::string test = s.rank == 0 ? "no test in this run" : "worker 0 runs the tests";
   if (s.test_accuracy || s.test_loss) {
     char buf[96];
     std::snprintf(buf, sizeof(buf), "test accuracy %.4f, test loss %.4f", s.test_accuracy.value_or(NAN),
