@@ -81,10 +81,11 @@ double RawStream(int senders, int receivers, uint64_t bytes, int iters) {
   return 8.0 * bytes * senders * iters / s / 1e9;
 }
 
-// Median DEALER/ROUTER round trip of a `bytes` message, microseconds.
+// Median DEALER/ROUTER round trip of a `bytes` message, microseconds. Each
+// side has its own context (and I/O thread), as two nodes of a job do.
 double RawRtt(uint64_t bytes, int samples) {
-  zmq::context_t ctx(1);
-  zmq::socket_t router(ctx, zmq::socket_type::router);
+  zmq::context_t ctx(1), peer_ctx(1);
+  zmq::socket_t router(peer_ctx, zmq::socket_type::router);
   router.bind("tcp://127.0.0.1:*");
   const std::string ep = router.get(zmq::sockopt::last_endpoint);
   std::thread echo([&] {

@@ -540,14 +540,18 @@ class ClientImpl final : public Client {
       r.kind = Kind::kPull;
       r.state = pull;
       r.server = c.server;
-      r.credit = c.length * sizeof(float);
+      // A pull request is a few bytes and its reply leaves the server when
+      // the update exists: it is ordered by priority but takes no credit
+      // (holding credit while the server waits for other workers would stall
+      // the pushes that update needs).
+      r.credit = 0;
       r.dst = (dsts ? (*dsts)[i] : dst) + c.offset;
       r.length = c.length;
       r.what = "PULL of tensor \"" + tensors_[refs[i].tensor].name + "\" chunk " + std::to_string(c.chunk);
       r.clock = clock;
       r.enqueue_us = now;
       requests_.emplace(id, std::move(r));
-      Work w{c.server, Priority(base_priority, partition), c.length * sizeof(float), StreamFor(partition), id, Message()};
+      Work w{c.server, Priority(base_priority, partition), 0, StreamFor(partition), id, Message()};
       ++partition;
       w.msg.header.set_op(pb::PULL);
       w.msg.header.set_request_id(id);
@@ -918,7 +922,7 @@ class ClientImpl final : public Client {
       out += b.size();
     }
     if (timeline_) {
-      if (r.credit > 0) {  // An explicit pull: it queued here, then travelled.
+      if (r.dispatch_us > 0) {  // An explicit pull: it queued here, then travelled.
         timeline_->Span(Lane::kQueue, r.what, r.clock, r.enqueue_us, r.dispatch_us);
         timeline_->Span(Lane::kPull, r.what, r.clock, r.dispatch_us, now);
       } else if (apply_begin > 0) {  // Rode on a push: apply, then the way back.

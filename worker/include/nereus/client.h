@@ -46,7 +46,8 @@ struct ClientOptions {
   int io_threads = 1;                          // ZeroMQ I/O threads.
   int streams = 2;                             // Connections per server (used by kFull).
   Schedule schedule = Schedule::kFull;
-  // kPriority/kFull: bytes of pushes in flight to one server at once. Smaller
+  // kPriority/kFull: bytes of pushes in flight to one server at once (pull
+  // requests are ordered by the same priorities but take no credit). Smaller
   // lets urgent partitions overtake sooner; larger keeps the link busier.
   uint64_t credit_bytes = 2 << 20;
   bool merge = true;                 // kFull: MG-WFBP merging (--merge=auto|off).
