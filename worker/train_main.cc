@@ -68,17 +68,12 @@ int RunTrainerMode() {
   options.weights_file = FLAGS_weights;
   options.weights_out = FLAGS_weights_out;
   if (!FLAGS_standalone) {
-    auto node = NodeOptionsFromFlags(pb::WORKER);
-    if (!node.ok()) {
-      LOG(ERROR) << "worker: " << node.status().message();
+    auto client = ClientOptionsFromFlags();  // The shared node and scheduling flags.
+    if (!client.ok()) {
+      LOG(ERROR) << "worker: " << client.status().message();
       return 2;
     }
-    options.client.coordinator = node->coordinator;
-    options.client.rank = node->rank;
-    options.client.bind_host = node->bind_host;
-    options.client.startup_timeout_s = node->startup_timeout_s;
-    options.client.io_threads = node->transport.io_threads;
-    options.client.streams = node->transport.streams_per_peer;
+    options.client = *client;
   }
 
   auto result = RunTraining(options);
