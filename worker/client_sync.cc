@@ -20,7 +20,6 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
   names_.assign(params.size(), "");
   tensor_ids_.assign(params.size(), -1);
   pushed_iter_.assign(params.size(), -1);
-  pulls_.assign(net_->num_layers(), {});
 
   // Name each parameter after its owner layer and its index among that
   // layer's blobs (Caffe's "<layer>/<i>").
@@ -37,6 +36,12 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
     }
   }
   std::vector<const float*> initial(params.size());
+  // Each parameter belongs to its owner layer: the client pushes a layer's
+  // gradients as soon as its backward ends and fetches its weights for the
+  // next iteration in the same round trip, straight into the blob.
+  std::vector<int> owner(params.size(), -1);
+  for (int layer = 0; layer < net_->num_layers(); ++layer)
+    for (int id : net_->layer_learnable_param_ids(layer)) owner[id] = layer;
   for (size_t p = 0; p < params.size(); ++p) {
     CHECK(!names_[p].empty()) << "learnable param " << p << " has no owner layer";
     TensorSpec spec;
@@ -44,21 +49,19 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
     for (int d : params[p]->shape()) spec.shape.push_back(d);
     spec.lr_mult = lr_mult[p];
     spec.decay_mult = decay_mult[p];
+    spec.layer = owner[p];
+    spec.data = params[p]->mutable_cpu_data();
+    spec.diff = params[p]->cpu_diff();
     auto id = client_->RegisterTensor(spec);
     if (!id.ok()) return Fail(id.status().Annotate("registering " + spec.name));
     tensor_ids_[p] = *id;
     initial[p] = params[p]->cpu_data();
   }
   RETURN_IF_ERROR(Fail(client_->Init(sgd, initial)));
-
   // Every worker starts from worker 0's weights.
-  std::vector<Handle> handles;
-  for (size_t p = 0; p < params.size(); ++p) {
-    handles.push_back(client_->Pull(tensor_ids_[p], params[p]->mutable_cpu_data(), 0));
-  }
-  for (size_t p = 0; p < handles.size(); ++p) {
-    Status st = handles[p].Wait();
-    if (!st.ok()) return Fail(st.Annotate("pulling the initial weights of " + names_[p]));
+  for (int layer = 0; layer < net_->num_layers(); ++layer) {
+    Status st = client_->WaitWeights(layer, 0);
+    if (!st.ok()) return Fail(st.Annotate("pulling the initial weights of layer " + net_->layer_names()[layer]));
   }
   pull_clock_ = 0;
   initialized_ = true;
@@ -67,8 +70,6 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
 
 Status ClientParameterSync::WaitWeights(int layer, int64_t iter) {
   CHECK(initialized_) << "WaitWeights before Init";
-  CHECK_GE(layer, 0);
-  CHECK_LT(static_cast<size_t>(layer), pulls_.size());
   RETURN_IF_ERROR(status_);
   if (iter != pull_clock_) {
     return Fail(FailedPreconditionError("the weights of iteration " + std::to_string(iter) +
@@ -76,14 +77,11 @@ Status ClientParameterSync::WaitWeights(int layer, int64_t iter) {
                                         std::to_string(pull_clock_) +
                                         "; a distributed job cannot resume at a later iteration)"));
   }
-  for (Handle& h : pulls_[layer]) {
-    Status st = h.Wait();
-    if (!st.ok()) {
-      return Fail(st.Annotate("pulling the weights of layer " + net_->layer_names()[layer] + " for iteration " +
-                              std::to_string(iter)));
-    }
+  Status st = client_->WaitWeights(layer, iter);
+  if (!st.ok()) {
+    return Fail(st.Annotate("pulling the weights of layer " + net_->layer_names()[layer] + " for iteration " +
+                            std::to_string(iter)));
   }
-  pulls_[layer].clear();
   return Status::OK();
 }
 
@@ -93,8 +91,9 @@ Status ClientParameterSync::GradientsReady(int layer, int64_t iter) {
   for (int id : net_->layer_learnable_param_ids(layer)) {
     CHECK_LT(pushed_iter_[id], iter) << names_[id] << " pushed twice for iteration " << iter;
     pushed_iter_[id] = iter;
-    pushes_.push_back(client_->Push(tensor_ids_[id], params_[id]->cpu_diff(), iter));
   }
+  Status st = client_->GradientsReady(layer, iter);
+  if (!st.ok()) return Fail(st.Annotate("pushing the gradients of layer " + net_->layer_names()[layer]));
   return Status::OK();
 }
 
@@ -107,38 +106,17 @@ Status ClientParameterSync::FinishIteration(int64_t iter) {
                                 std::to_string(iter)));
     }
   }
-  for (Handle& h : pushes_) {
-    Status st = h.Wait();
-    if (!st.ok()) return Fail(st.Annotate("pushing the gradients of iteration " + std::to_string(iter)));
-  }
-  pushes_.clear();
-  // The pulls of this iteration were all waited by the forward pass; wait for
-  // any left over before their buffers are reused.
-  for (int layer = 0; layer < static_cast<int>(pulls_.size()); ++layer) {
-    RETURN_IF_ERROR(WaitWeights(layer, pull_clock_));
-  }
+  // Nothing to wait for: each layer's weights for iter + 1 were requested with
+  // its gradients, and its next forward waits for them.
   pull_clock_ = iter + 1;
-  for (int layer = 0; layer < static_cast<int>(pulls_.size()); ++layer) {
-    for (int id : net_->layer_learnable_param_ids(layer)) {
-      pulls_[layer].push_back(client_->Pull(tensor_ids_[id], params_[id]->mutable_cpu_data(), pull_clock_));
-    }
-  }
   return Status::OK();
 }
 
 Status ClientParameterSync::Drain() {
   if (!initialized_) return status_;
-  for (Handle& h : pushes_) {
-    Status st = h.Wait();
-    if (!st.ok()) Fail(st.Annotate("pushing gradients")).IgnoreError();
-  }
-  pushes_.clear();
-  for (int layer = 0; layer < static_cast<int>(pulls_.size()); ++layer) {
-    for (Handle& h : pulls_[layer]) {
-      Status st = h.Wait();
-      if (!st.ok()) Fail(st.Annotate("pulling the weights of layer " + net_->layer_names()[layer])).IgnoreError();
-    }
-    pulls_[layer].clear();
+  for (int layer = 0; layer < net_->num_layers(); ++layer) {
+    Status st = client_->WaitWeights(layer, pull_clock_);
+    if (!st.ok()) Fail(st.Annotate("pulling the weights of layer " + net_->layer_names()[layer])).IgnoreError();
   }
   return status_;
 }

@@ -78,8 +78,6 @@ class ClientParameterSync : public ParameterSync {
   std::vector<int> tensor_ids_;       // Per learnable parameter.
   std::vector<std::string> names_;    // Per learnable parameter.
   std::vector<int64_t> pushed_iter_;  // Per learnable parameter: last clock pushed.
-  std::vector<Handle> pushes_;        // Of the current iteration.
-  std::vector<std::vector<Handle>> pulls_;  // Per layer, not yet waited.
   int64_t pull_clock_ = -1;           // Clock of the weights last requested.
 };
 

@@ -1,5 +1,7 @@
 #include "worker/solver.h"
 
+#include <map>
+
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -180,6 +182,35 @@ Status Solver::Init(const LayerRegistry& registry) {
       if (!per_layer_gradients_) return Status::OK();
       return SyncCall([&] { return sync_->GradientsReady(layer, iter_); });
     });
+    // With a ParameterSync the gradients go out without being copied, and a
+    // layer's gradients of the last iteration may still be on their way until
+    // its forward of this iteration has waited for its new weights. So the
+    // diffs are not all cleared at the start of an iteration: each parameter's
+    // diff is cleared right before the backward of the last layer (in forward
+    // order) that uses it, the first to add to it.
+    const auto& params = net_->learnable_params();
+    std::map<const float*, int> param_of_diff;
+    for (size_t p = 0; p < params.size(); ++p) param_of_diff[params[p]->cpu_diff()] = static_cast<int>(p);
+    std::vector<int> last_user(params.size(), -1);
+    for (int l = 0; l < net_->num_layers(); ++l) {
+      for (const auto& b : net_->layers()[l]->blobs()) {
+        auto it = param_of_diff.find(b->cpu_diff());
+        if (it != param_of_diff.end()) last_user[it->second] = std::max(last_user[it->second], l);
+      }
+    }
+    clear_before_backward_.assign(net_->num_layers(), {});
+    for (size_t p = 0; p < params.size(); ++p) {
+      CHECK_GE(last_user[p], 0) << "learnable parameter " << p << " belongs to no layer";
+      clear_before_backward_[last_user[p]].push_back(static_cast<int>(p));
+    }
+    net_->add_before_backward([this](int layer) -> Status {
+      if (!first_sub_iter_) return Status::OK();
+      for (int p : clear_before_backward_[layer]) {
+        Blob* b = net_->learnable_params()[p];
+        caffe_set(b->count(), 0.0f, b->mutable_cpu_diff());
+      }
+      return Status::OK();
+    });
   }
   return Status::OK();
 }
@@ -235,7 +266,7 @@ Status Solver::Step(int iters) {
   int64_t iters_since_display = 0;
 
   while (iter_ < stop_iter) {
-    net_->ClearParamDiffs();
+    if (sync_ == nullptr) net_->ClearParamDiffs();  // Else layer by layer (see Init).
     if (param_.test_interval() > 0 && iter_ % param_.test_interval() == 0 &&
         (iter_ > 0 || param_.test_initialization()) && !test_nets_.empty()) {
       const auto test_start = Clock::now();

@@ -142,6 +142,9 @@ class Solver {
   // True while the last sub-iteration's backward of iter_size runs and the
   // hooks hand gradients to sync_ layer by layer.
   bool per_layer_gradients_ = false;
+  // With a ParameterSync: the learnable parameters whose diffs are cleared
+  // right before layer l's backward.
+  std::vector<std::vector<int>> clear_before_backward_;
   bool first_sub_iter_ = true;
 
   std::unique_ptr<Net> net_;
