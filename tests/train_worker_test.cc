@@ -188,6 +188,31 @@ TEST(TrainEquivalenceTest, TwoWorkersOfBatch32MatchStandaloneBatch64) {
 // worker 0 is a nereus_worker process. After a few iterations together,
 // server 1 is killed: the in-process Solver's Step returns a Status naming
 // it (no hang, no crash) and the worker process exits non-zero.
+TEST(TrainTimelineTest, TraceHasEachLayersForwardAndBackwardAndItsCommunication) {
+  TempDir dir;
+  const std::string db = dir.File("tiny_lmdb");
+  WriteTinyLmdb(db);
+  WriteText(dir.File("net.prototxt"), TinyNet(db, 16));
+  WriteText(dir.File("solver.prototxt"), TinySolver(dir.File("net.prototxt"), 6));
+  ClusterSpec spec;
+  spec.servers = 1;
+  spec.workers = 1;
+  spec.worker_flags = {"--solver=" + dir.File("solver.prototxt"), "--timeline=" + dir.File("trace.{rank}.json"),
+                       "--timeline_every=2"};
+  LocalCluster cluster(spec, dir);
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(60), &report)) << report;
+  for (auto code : cluster.codes()) ASSERT_EQ(code, 0) << report;
+  const std::string trace = ReadFile(dir.File("trace.0.json"));
+  ASSERT_FALSE(trace.empty()) << report;
+  for (const char* span : {"\"forward conv1\"", "\"backward conv1\"", "\"forward ip2\"", "\"backward ip1\"",
+                           "server apply", "pull transfer"})
+    EXPECT_NE(trace.find(span), std::string::npos) << span;
+  // --timeline_every=2 keeps clocks 0, 2, 4 only.
+  EXPECT_NE(trace.find("\"args\": {\"clock\": 4}"), std::string::npos);
+  EXPECT_EQ(trace.find("\"args\": {\"clock\": 3}"), std::string::npos);
+}
+
 TEST(TrainFaultTest, KilledServerFailsTheTrainersWithAStatusNamingIt) {
   TempDir dir;
   const std::string db = dir.File("tiny_lmdb");

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "worker/client_sync.h"
+#include "worker/timeline.h"
 #include "worker/data/data_layer.h"
 #include "worker/layer_registry.h"
 #include "worker/prototxt.h"
@@ -135,6 +136,28 @@ StatusOr<TrainSummary> RunTraining(const TrainRunOptions& options) {
   if (!created.ok()) return created.status().Annotate(options.solver_file);
   solver = std::move(created).value();
   if (sync) sync->set_net(solver->net());
+  if (client && !options.client.timeline.empty()) {
+    // Per-layer forward and backward on the timeline, next to the client's
+    // communication spans. Registered after the solver's own hooks, so a span
+    // starts once the layer's weights are in (compute, not waiting).
+    Net* net = solver->net();
+    Solver* s = solver.get();
+    auto begin = std::make_shared<int64_t>(0);
+    auto mark = [begin](int) {
+      *begin = MonotonicMicros();
+      return Status::OK();
+    };
+    auto span = [net, s, begin, c = client.get()](const char* what) {
+      return [net, s, begin, c, what](int layer) {
+        c->TraceSpan(std::string(what) + " " + net->layer_names()[layer], s->iter(), *begin, MonotonicMicros());
+        return Status::OK();
+      };
+    };
+    net->add_before_forward(mark);
+    net->add_after_forward(span("forward"));
+    net->add_before_backward(mark);
+    net->add_after_backward(span("backward"));
+  }
   if (!options.weights_file.empty()) {
     RETURN_IF_ERROR(solver->net()->CopyTrainedLayersFromBinaryProto(options.weights_file));
     LOG(INFO) << who << ": initial weights from " << options.weights_file;
