@@ -115,6 +115,32 @@ TEST(FaultTest, WorkerWithoutCoordinatorGivesUpNamingTheAddress) {
       << w->Log();
 }
 
+TEST(FaultTest, BadFlagsExitNonZeroNamingTheFlag) {
+  TempDir dir;
+  struct Case {
+    std::vector<std::string> argv;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {{testing::BinaryPath("nereus_server"), "--role=coordinator", "--consistency=eventual"},
+       "--consistency must be bsp, ssp or async, got \"eventual\""},
+      {{testing::BinaryPath("nereus_server"), "--role=replica"}, "--role must be server or coordinator"},
+      {{testing::BinaryPath("nereus_server"), "--role=coordinator", "--num_workers=0"}, "--num_workers must be >= 1"},
+      {{testing::BinaryPath("nereus_worker"), "--schedule=fast"},
+       "--schedule must be sequential, wfbp, priority or full, got \"fast\""},
+      {{testing::BinaryPath("nereus_worker"), "--streams=0"}, "--streams must be >= 1"},
+      {{testing::BinaryPath("nereus_worker"), "--tensors=10x0"}, "bad tensor shape \"10x0\""},
+      {{testing::BinaryPath("nereus_worker"), "--no_such_flag=1"}, "no_such_flag"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    auto p = Subprocess::Start(cases[i].argv, dir.File("bad" + std::to_string(i) + ".log"));
+    auto code = p->WaitFor(std::chrono::seconds(20));
+    ASSERT_TRUE(code.has_value()) << cases[i].expect;
+    EXPECT_NE(*code, 0) << cases[i].expect;
+    EXPECT_NE(p->Log().find(cases[i].expect), std::string::npos) << p->Log();
+  }
+}
+
 // Joins a job as worker 0 through a bare Node, to send whatever bytes it likes.
 class RawWorker {
  public:

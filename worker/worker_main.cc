@@ -89,16 +89,12 @@ int RunSynthetic() {
   Status st = ValidateSgdConfig(sgd);
   if (!st.ok()) return Fail(st, "solver flags");
 
-  auto node = NodeOptionsFromFlags(pb::WORKER);
-  if (!node.ok()) return Fail(node.status(), "flags");
-  ClientOptions co;
-  co.coordinator = node->coordinator;
-  co.rank = node->rank;
-  co.bind_host = node->bind_host;
-  co.startup_timeout_s = node->startup_timeout_s;
-  co.io_threads = node->transport.io_threads;
-  co.streams = node->transport.streams_per_peer;
-  auto client_or = Client::Connect(co);
+  // The shared node and scheduling flags (--schedule, --credit_bytes, ...):
+  // the synthetic model uses whole-tensor Push/Pull, ordered by the same
+  // scheduler.
+  auto co = ClientOptionsFromFlags();
+  if (!co.ok()) return Fail(co.status(), "flags");
+  auto client_or = Client::Connect(*co);
   if (!client_or.ok()) return Fail(client_or.status(), "joining the job");
   std::unique_ptr<Client> client = std::move(client_or).value();
   const int rank = client->rank();
