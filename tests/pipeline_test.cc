@@ -30,7 +30,8 @@ pb::SgdConfig Sgd() {
 
 // Trains the synthetic model through the layer-wise API; returns every
 // worker's final weights (all tensors, concatenated).
-std::vector<std::vector<float>> Train(Schedule schedule, const std::string& timeline = "") {
+std::vector<std::vector<float>> Train(Schedule schedule, const std::string& timeline = "",
+                                      ClientStats* stats = nullptr) {
   auto shapes = ParseTensorShapes(kTensors).value();
   const int W = 3, T = static_cast<int>(shapes.size());
   bench::LocalJobOptions o;
@@ -85,6 +86,7 @@ std::vector<std::vector<float>> Train(Schedule schedule, const std::string& time
   }
   for (auto& t : threads) t.join();
   for (int r = 0; r < W; ++r) EXPECT_TRUE(status[r].ok()) << "worker " << r << ": " << status[r];
+  if (stats) *stats = (*job)->worker(0).stats();
   EXPECT_TRUE((*job)->Finish().ok());
   return result;
 }
@@ -131,6 +133,20 @@ TEST(PipelineTest, EveryScheduleMatchesSequentialBitForBit) {
           << ScheduleName(s) << ", worker " << r << " differs from sequential";
     }
   }
+}
+
+TEST(PipelineTest, MergingSendsFewerPushMessagesForTheSameBytes) {
+  ClientStats priority, full;
+  Train(Schedule::kPriority, "", &priority);
+  Train(Schedule::kFull, "", &full);
+  // Same gradients, fewer messages: clocks after the first few (used to time
+  // the layers) travel merged.
+  EXPECT_EQ(full.push_bytes, priority.push_bytes);
+  EXPECT_LT(full.push_messages, priority.push_messages);
+  // Without merging: one message per chunk per clock. The 8 tensors have
+  // 4 + 1 + 10 + 1 + 7 + 1 + 2 + 1 = 27 chunks of at most 1024 bytes.
+  EXPECT_EQ(priority.push_messages, 27u * kClocks);
+  EXPECT_EQ(priority.pull_messages, 27u);  // Clock 0's prefetch; the rest ride on pushes.
 }
 
 TEST(PipelineTest, TimelineIsChromeTraceWithComputeQueueTransferAndApplySpans) {

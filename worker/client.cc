@@ -302,6 +302,14 @@ class ClientImpl final : public Client {
     if (timeline_) timeline_->Span(Lane::kCompute, name, clock, begin_us, end_us);
   }
 
+  ClientStats stats() const override {
+    ClientStats s;
+    s.push_messages = push_messages_.load();
+    s.push_bytes = push_bytes_.load();
+    s.pull_messages = pull_messages_.load();
+    return s;
+  }
+
   Status Barrier(const std::string& name) override { return node_.Barrier("user." + name, pb::WORKER); }
 
   Status Finish() override {
@@ -689,6 +697,12 @@ class ClientImpl final : public Client {
           auto it = requests_.find(shared->request_id);
           if (it != requests_.end()) it->second.dispatch_us = MonotonicMicros();
         }
+        if (shared->msg.header.op() == pb::PUSH) {
+          push_messages_.fetch_add(1);
+          push_bytes_.fetch_add(shared->msg.payload_bytes());
+        } else if (shared->msg.header.op() == pb::PULL) {
+          pull_messages_.fetch_add(1);
+        }
         Status st = node_.Send(*to, std::move(shared->msg), shared->stream);
         if (!st.ok()) LOG(ERROR) << "worker " << rank() << ": send failed: " << st;
       };
@@ -965,6 +979,7 @@ class ClientImpl final : public Client {
   uint64_t next_request_id_ = 1;               // GUARDED_BY(mu_)
   std::map<uint64_t, Request> requests_;       // GUARDED_BY(mu_)
   Status abort_;                               // GUARDED_BY(mu_)
+  std::atomic<uint64_t> push_messages_{0}, push_bytes_{0}, pull_messages_{0};
   // Last, so it is destroyed first: its threads call into the members above.
   Node node_;
 };

@@ -70,6 +70,13 @@ struct TensorSpec {
   const float* diff = nullptr;
 };
 
+// What a client has sent so far (messages and payload bytes).
+struct ClientStats {
+  uint64_t push_messages = 0;  // PUSH messages (a merged one counts once).
+  uint64_t push_bytes = 0;
+  uint64_t pull_messages = 0;  // Explicit PULL requests (pulls riding on pushes are not counted).
+};
+
 // The completion of one asynchronous Push or Pull. Cheap to copy; copies share
 // state. A default-constructed Handle is already done with OK.
 class Handle {
@@ -146,6 +153,9 @@ class Client {
   // Records a span (e.g. a layer's forward) on this worker's timeline, in
   // microseconds of CLOCK_MONOTONIC. No-op without options.timeline.
   virtual void TraceSpan(const std::string& name, int64_t clock, int64_t begin_us, int64_t end_us) = 0;
+
+  // Counters of what this client has sent. Thread-safe.
+  virtual ClientStats stats() const = 0;
 
   // Blocks until every worker has entered barrier `name`.
   virtual Status Barrier(const std::string& name) = 0;
