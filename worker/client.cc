@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -204,7 +205,7 @@ class ClientImpl final : public Client {
       std::vector<ChunkRef> refs = Refs(tensor);
       StatePtr push = std::make_shared<Handle::State>(static_cast<int>(refs.size()) + 1);
       auto guard = std::make_shared<SendGuard>(SendGuard{push});
-      BuildPushes(refs, {grad}, {tensor}, clock, /*piggyback=*/nullptr, push, guard, TensorPriority(tensor), &work);
+      BuildPushes(refs, {grad}, {tensor}, clock, /*pull_of=*/nullptr, push, guard, TensorPriority(tensor), &work);
       h = Handle(push);
     }
     Submit(std::move(work));
@@ -452,11 +453,12 @@ class ClientImpl final : public Client {
   // buffers are `grads`) to `out`: one per chunk, or merged per server up to
   // chunk_bytes when `merge` (REQUIRES(mu_)). Each message's ack completes
   // one unit of `push`; the payloads hold `guard`, which completes one more
-  // when the transport has released them all. `piggyback`, if set, gets one
-  // unit per chunk, completed when its weights for clock + 1 arrive in the
-  // tensor's data buffer.
+  // when the transport has released them all. With `pull_of`, each chunk's
+  // weights for clock + 1 ride along, land in the tensor's data buffer and
+  // complete one unit of pull_of(tensor).
   void BuildPushes(const std::vector<ChunkRef>& refs, const std::vector<const float*>& grads,
-                   const std::vector<int>& tensors, int64_t clock, const StatePtr& piggyback, const StatePtr& push,
+                   const std::vector<int>& tensors, int64_t clock,
+                   const std::function<StatePtr(int)>& pull_of, const StatePtr& push,
                    const std::shared_ptr<SendGuard>& guard, uint64_t base_priority, std::vector<Work>* out,
                    bool merge = false) {
     auto grad_of = [&](int tensor) {
@@ -475,11 +477,11 @@ class ClientImpl final : public Client {
       const uint64_t bytes = c.length * sizeof(float);
       Buffer payload(guard, grad_of(r.tensor) + c.offset, bytes);
       uint64_t pull_id = 0;
-      if (piggyback) {
+      if (pull_of) {
         pull_id = next_request_id_++;
         Request pr;
         pr.kind = Kind::kPull;
-        pr.state = piggyback;
+        pr.state = pull_of(r.tensor);
         pr.server = c.server;
         pr.dst = tensors_[r.tensor].data + c.offset;
         pr.length = c.length;
@@ -591,6 +593,7 @@ class ClientImpl final : public Client {
     auto guard = std::make_shared<SendGuard>(SendGuard{push});
     // One pull state per layer, so WaitWeights(l) waits for l alone.
     std::map<int, StatePtr> pull_of_tensor;
+    std::function<StatePtr(int)> pull_of;
     if (piggyback) {
       for (int li : which) {
         int chunks = 0;
@@ -600,56 +603,19 @@ class ClientImpl final : public Client {
         layers_[li].pull = Handle(st);
         layers_[li].pulled_clock = clock + 1;
       }
+      pull_of = [&pull_of_tensor](int tensor) { return pull_of_tensor.at(tensor); };
     }
-    // Build per layer (piggyback states differ by layer), merged per server
-    // across the group when merging.
+    // Several layers go together only in sequential mode (everything at the
+    // end of backward) or as a merge group: they share the most urgent
+    // layer's priority.
     const uint64_t base = static_cast<uint64_t>(*std::min_element(which.begin(), which.end())) << 32;
-    if (!piggyback) {
-      BuildPushes(refs, grads, tensors, clock, nullptr, push, guard, base, &built, merge);
-    } else if (!merge) {
-      for (int li : which) {
-        std::vector<ChunkRef> lr;
-        std::vector<const float*> lg;
-        std::vector<int> lt;
-        for (int t : layers_[li].tensors) {
-          for (const ChunkRef& r : Refs(t)) lr.push_back(r);
-          lg.push_back(tensors_[t].diff);
-          lt.push_back(t);
-        }
-        BuildPushes(lr, lg, lt, clock, pull_of_tensor[lt[0]], push, guard, static_cast<uint64_t>(li) << 32, &built);
-      }
-    } else {
-      BuildMergedPiggyback(refs, grads, tensors, clock, pull_of_tensor, push, guard, base, &built);
-    }
+    BuildPushes(refs, grads, tensors, clock, pull_of, push, guard, base, &built, merge);
     {
       std::lock_guard<std::mutex> lock(push->mu);
       push->pending = static_cast<int>(built.size()) + 1;
     }
     for (int li : which) layers_[li].push = Handle(push);
     for (Work& w : built) out->push_back(std::move(w));
-  }
-
-  // Merged pushes whose piggybacked pulls complete per-layer states.
-  void BuildMergedPiggyback(const std::vector<ChunkRef>& refs, const std::vector<const float*>& grads,
-                            const std::vector<int>& tensors, int64_t clock, const std::map<int, StatePtr>& pull_of,
-                            const StatePtr& push, const std::shared_ptr<SendGuard>& guard, uint64_t base,
-                            std::vector<Work>* out) {
-    // Build as one merged batch with a placeholder state, then retarget each
-    // piggybacked pull to its layer's state.
-    auto placeholder = std::make_shared<Handle::State>(1);
-    const size_t first = out->size();
-    BuildPushes(refs, grads, tensors, clock, placeholder, push, guard, base, out, /*merge=*/true);
-    for (size_t i = first; i < out->size(); ++i) {
-      const pb::Header& h = (*out)[i].msg.header;
-      auto retarget = [&](uint64_t pull_id, int tensor) {
-        if (pull_id != 0) requests_.at(pull_id).state = pull_of.at(tensor);
-      };
-      if (h.parts_size() == 0) {
-        retarget(h.pull_request_id(), h.tensor());
-      } else {
-        for (const pb::Part& p : h.parts()) retarget(p.pull_request_id(), p.tensor());
-      }
-    }
   }
 
   // Explicit pulls of comm layers `which` for `clock` (REQUIRES(mu_)).
