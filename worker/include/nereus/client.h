@@ -128,7 +128,10 @@ class Client {
 
   // Sends tensor `tensor`'s gradient for `clock`. Returns at once; `grad` must
   // stay valid and unchanged until the handle is done (the bytes are sent
-  // without copying). Done when every server holding a chunk acknowledged it.
+  // without copying). Done when every server holding a chunk acknowledged it
+  // and the transport has let go of the bytes. If the handle fails (a dead
+  // server, an aborted job), the transport may still read `grad` until the
+  // Client is destroyed.
   virtual Handle Push(int tensor, const float* grad, int64_t clock) = 0;
 
   // Fetches tensor `tensor`'s weights for `clock` into `dst` (element count of
