@@ -16,7 +16,7 @@
 #include "bench/models.h"
 #include "bench/netns.h"
 #include "common/node_flags.h"
-#include "worker/timeline.h"
+#include "worker/client/timeline.h"
 
 DEFINE_string(model, "vgg19", "pipeline: vgg19, resnet50 or lenet.");
 DEFINE_int32(workers, 2, "pipeline: workers (threads of this process, each with its own client).");

@@ -17,7 +17,7 @@ install(TARGETS nereus_server nereus_worker RUNTIME DESTINATION ${CMAKE_INSTALL_
 
 # nereus/client.h includes common/status.h and proto/nereus.pb.h (generated);
 # the paths below the include directory are the same as in the source tree.
-install(FILES ${PROJECT_SOURCE_DIR}/worker/include/nereus/client.h
+install(FILES ${PROJECT_SOURCE_DIR}/worker/client/include/nereus/client.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/nereus)
 install(FILES ${PROJECT_SOURCE_DIR}/common/status.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/common)
 install(DIRECTORY ${PROJECT_BINARY_DIR}/proto/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/proto

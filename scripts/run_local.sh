@@ -2,7 +2,7 @@
 # Runs a whole Nereus job on this machine: installs what is missing, builds,
 # starts a coordinator, 2 servers and 2 workers on 127.0.0.1, trains, prints
 # progress and a summary, and stops everything. Exit status 0 on success.
-# By default the job trains LeNet on MNIST (worker/models/
+# By default the job trains LeNet on MNIST (worker/trainer/models/
 # lenet_solver_quick.prototxt; scripts/get_mnist.sh prepares the data first);
 # the summary gives worker 0's test accuracy, the job's images/s and the wall
 # time.
@@ -11,7 +11,7 @@
 #   NEREUS_SERVERS, NEREUS_WORKERS   job size (default 2 and 2)
 #   NEREUS_PORT                      coordinator port (default: a free one)
 #   NEREUS_WORKER_ARGS               flags for every worker, replacing the default
-#                                    --solver=worker/models/lenet_solver_quick.prototxt;
+#                                    --solver=worker/trainer/models/lenet_solver_quick.prototxt;
 #                                    e.g. the synthetic model:
 #                                    NEREUS_WORKER_ARGS="--model=synthetic --iterations=100"
 #   NEREUS_SERVER_ARGS               extra flags for the coordinator and servers
@@ -35,7 +35,7 @@ PORT=${NEREUS_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127
 COORD="127.0.0.1:$PORT"
 LOGDIR=$(mktemp -d "${TMPDIR:-/tmp}/nereus_run.XXXXXX")
 read -r -a SERVER_ARGS <<< "${NEREUS_SERVER_ARGS:-}"
-read -r -a WORKER_ARGS <<< "${NEREUS_WORKER_ARGS:---solver=worker/models/lenet_solver_quick.prototxt}"
+read -r -a WORKER_ARGS <<< "${NEREUS_WORKER_ARGS:---solver=worker/trainer/models/lenet_solver_quick.prototxt}"
 # The MNIST nets need the data (idempotent: skipped when present).
 if [[ " ${WORKER_ARGS[*]} " == *--solver=*lenet* || " ${WORKER_ARGS[*]} " == *--solver=*mnist* ]]; then
   ./scripts/get_mnist.sh

@@ -1,4 +1,4 @@
-#include "worker/blob.h"
+#include "worker/trainer/blob.h"
 
 #include <gtest/gtest.h>
 

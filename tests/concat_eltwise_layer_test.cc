@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "tests/gradient_checker.h"
-#include "worker/layers/concat_eltwise_layers.h"
+#include "worker/trainer/layers/concat_eltwise_layers.h"
 
 namespace nereus {
 namespace {

@@ -1,6 +1,6 @@
 // Convolution: exact forward values on tiny inputs, numeric gradient checks
 // (group, pad, stride, dilation) and configuration errors.
-#include "worker/layers/conv_layer.h"
+#include "worker/trainer/layers/conv_layer.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "tests/gradient_checker.h"
-#include "worker/layers/im2col.h"
+#include "worker/trainer/layers/im2col.h"
 
 namespace nereus {
 namespace {

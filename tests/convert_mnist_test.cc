@@ -11,8 +11,8 @@
 #include <gtest/gtest.h>
 
 #include "proto/caffe.pb.h"
-#include "worker/data/db.h"
-#include "worker/data/idx.h"
+#include "worker/trainer/data/db.h"
+#include "worker/trainer/data/idx.h"
 
 namespace nereus {
 namespace data {

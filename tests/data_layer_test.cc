@@ -1,4 +1,4 @@
-#include "worker/data/data_layer.h"
+#include "worker/trainer/data/data_layer.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -10,9 +10,9 @@
 
 #include <gtest/gtest.h>
 
-#include "worker/blob.h"
-#include "worker/data/db.h"
-#include "worker/layer_registry.h"
+#include "worker/trainer/blob.h"
+#include "worker/trainer/data/db.h"
+#include "worker/trainer/layer_registry.h"
 
 namespace nereus {
 namespace data {

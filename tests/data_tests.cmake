@@ -1,4 +1,4 @@
-# Tests of worker/data (issue 4 item 4); included by tests/trainer_tests.cmake.
+# Tests of worker/trainer/data (issue 4 item 4); included by tests/trainer_tests.cmake.
 nereus_add_test(db_test SOURCES db_test.cc LIBS nereus_trainer TIMEOUT 60)
 nereus_add_test(idx_test SOURCES idx_test.cc LIBS nereus_trainer TIMEOUT 60)
 nereus_add_test(data_transformer_test SOURCES data_transformer_test.cc LIBS nereus_trainer TIMEOUT 60)

@@ -1,4 +1,4 @@
-#include "worker/data/data_transformer.h"
+#include "worker/trainer/data/data_transformer.h"
 
 #include <cstdlib>
 #include <filesystem>

@@ -1,4 +1,4 @@
-#include "worker/data/db.h"
+#include "worker/trainer/data/db.h"
 
 #include <cstdlib>
 #include <filesystem>

@@ -1,4 +1,4 @@
-#include "worker/filler.h"
+#include "worker/trainer/filler.h"
 
 #include <cmath>
 

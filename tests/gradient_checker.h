@@ -31,8 +31,8 @@
 #include <string>
 #include <vector>
 
-#include "worker/blob.h"
-#include "worker/layer.h"
+#include "worker/trainer/blob.h"
+#include "worker/trainer/layer.h"
 
 namespace nereus {
 namespace test {

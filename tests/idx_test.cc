@@ -1,4 +1,4 @@
-#include "worker/data/idx.h"
+#include "worker/trainer/data/idx.h"
 
 #include <cstdlib>
 #include <filesystem>

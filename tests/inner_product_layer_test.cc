@@ -1,6 +1,6 @@
 // InnerProduct: exact forward values (plain, transposed, other axis),
 // numeric gradients and configuration errors.
-#include "worker/layers/inner_product_layer.h"
+#include "worker/trainer/layers/inner_product_layer.h"
 
 #include <gtest/gtest.h>
 

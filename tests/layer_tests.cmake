@@ -1,4 +1,4 @@
-# Tests of the compute layers (worker/layers/): exact forward values, numeric
+# Tests of the compute layers (worker/trainer/layers/): exact forward values, numeric
 # gradient checks (tests/gradient_checker.h) and configuration errors.
 # Included by trainer_tests.cmake. Each runs in well under a second.
 foreach(nereus_layer_test

@@ -1,5 +1,5 @@
 // LRN: exact values for both regions, numeric gradients, configuration errors.
-#include "worker/layers/lrn_layer.h"
+#include "worker/trainer/layers/lrn_layer.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "worker/merge_plan.h"
+#include "worker/client/merge_plan.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "worker/net.h"
+#include "worker/trainer/net.h"
 
 #include <string>
 #include <vector>
@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/trainer_test_layers.h"
-#include "worker/prototxt.h"
+#include "worker/trainer/prototxt.h"
 
 namespace nereus {
 namespace {

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "tests/gradient_checker.h"
-#include "worker/layer_registry.h"
-#include "worker/layers/neuron_layers.h"
+#include "worker/trainer/layer_registry.h"
+#include "worker/trainer/layers/neuron_layers.h"
 
 namespace nereus {
 namespace {

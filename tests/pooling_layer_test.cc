@@ -1,6 +1,6 @@
 // Pooling: Caffe's output-size rounding, MAX (with and without a mask top),
 // AVE with its padding-aware divisor, global pooling, gradients and errors.
-#include "worker/layers/pooling_layer.h"
+#include "worker/trainer/layers/pooling_layer.h"
 
 #include <gtest/gtest.h>
 

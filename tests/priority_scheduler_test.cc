@@ -1,4 +1,4 @@
-#include "worker/priority_scheduler.h"
+#include "worker/client/priority_scheduler.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "worker/prototxt.h"
+#include "worker/trainer/prototxt.h"
 
 #include <cmath>
 #include <cstdio>
@@ -7,9 +7,9 @@
 
 #include <gtest/gtest.h>
 
-#include "worker/layer_registry.h"
-#include "worker/net.h"
-#include "worker/solver.h"
+#include "worker/trainer/layer_registry.h"
+#include "worker/trainer/net.h"
+#include "worker/trainer/solver.h"
 
 namespace nereus {
 namespace {
@@ -19,7 +19,7 @@ std::string SourceDir() {
   return dir != nullptr ? dir : ".";
 }
 
-std::string Model(const std::string& name) { return SourceDir() + "/worker/models/" + name; }
+std::string Model(const std::string& name) { return SourceDir() + "/worker/trainer/models/" + name; }
 
 // A Data layer stand-in with fixed top shapes, so the example nets can be
 // built without their LMDBs.
@@ -161,7 +161,7 @@ TEST(PrototxtTest, SolversParse) {
   caffe::SolverParameter lenet;
   Status st = ReadSolverParameterFromTextFile(Model("lenet_solver.prototxt"), &lenet);
   ASSERT_TRUE(st.ok()) << st;
-  EXPECT_EQ(lenet.net(), "worker/models/lenet_train_test.prototxt");
+  EXPECT_EQ(lenet.net(), "worker/trainer/models/lenet_train_test.prototxt");
   EXPECT_FLOAT_EQ(lenet.base_lr(), 0.01f);
   EXPECT_FLOAT_EQ(lenet.momentum(), 0.9f);
   EXPECT_FLOAT_EQ(lenet.weight_decay(), 0.0005f);

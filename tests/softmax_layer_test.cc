@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "tests/gradient_checker.h"
-#include "worker/layers/accuracy_layer.h"
-#include "worker/layers/softmax_layers.h"
+#include "worker/trainer/layers/accuracy_layer.h"
+#include "worker/trainer/layers/softmax_layers.h"
 
 namespace nereus {
 namespace {

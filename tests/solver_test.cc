@@ -1,4 +1,4 @@
-#include "worker/solver.h"
+#include "worker/trainer/solver.h"
 
 #include <cmath>
 #include <cstdio>
@@ -9,7 +9,7 @@
 
 #include "common/sgd.h"
 #include "tests/trainer_test_layers.h"
-#include "worker/prototxt.h"
+#include "worker/trainer/prototxt.h"
 
 namespace nereus {
 namespace {

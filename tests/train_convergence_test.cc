@@ -1,5 +1,5 @@
 // LeNet on the MNIST digits (scripts/get_mnist.sh, the ctest fixture "mnist")
-// with the shipped worker/models/lenet_solver_quick.prototxt reaches at least
+// with the shipped worker/trainer/models/lenet_solver_quick.prototxt reaches at least
 // 97% test accuracy, standalone and with 2 workers x 2 servers. Real
 // processes, bounded in time; the data paths of the shipped files are made
 // absolute, nothing else is changed.
@@ -45,9 +45,9 @@ std::string LenetSolver(const TempDir& dir) {
       ADD_FAILURE() << data << db << " is missing: run scripts/get_mnist.sh (the ctest fixture get_mnist)";
     }
   }
-  std::string net = ReadFile(src + "/worker/models/lenet_train_test.prototxt");
+  std::string net = ReadFile(src + "/worker/trainer/models/lenet_train_test.prototxt");
   net = std::regex_replace(net, std::regex("source: \"data/mnist/"), "source: \"" + data);
-  std::string solver = ReadFile(src + "/worker/models/lenet_solver_quick.prototxt");
+  std::string solver = ReadFile(src + "/worker/trainer/models/lenet_solver_quick.prototxt");
   solver = std::regex_replace(solver, std::regex("net: \"[^\"]*\""), "net: \"" + dir.File("lenet.prototxt") + "\"");
   solver = std::regex_replace(solver, std::regex("snapshot_prefix: \"[^\"]*\""),
                               "snapshot_prefix: \"" + dir.File("lenet") + "\"");

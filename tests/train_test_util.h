@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "proto/caffe.pb.h"
-#include "worker/prototxt.h"
+#include "worker/trainer/prototxt.h"
 
 namespace nereus {
 namespace testing {

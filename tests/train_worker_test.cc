@@ -14,10 +14,10 @@
 #include "nereus/client.h"
 #include "tests/process_util.h"
 #include "tests/train_test_util.h"
-#include "worker/client_sync.h"
-#include "worker/data/db.h"
-#include "worker/layer_registry.h"
-#include "worker/solver.h"
+#include "worker/param_sync/client_parameter_sync.h"
+#include "worker/trainer/data/db.h"
+#include "worker/trainer/layer_registry.h"
+#include "worker/trainer/solver.h"
 
 namespace nereus {
 namespace {

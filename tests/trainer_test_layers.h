@@ -6,10 +6,10 @@
 
 #include <vector>
 
-#include "worker/filler.h"
-#include "worker/layer.h"
-#include "worker/layer_registry.h"
-#include "worker/math_functions.h"
+#include "worker/trainer/filler.h"
+#include "worker/trainer/layer.h"
+#include "worker/trainer/layer_registry.h"
+#include "worker/trainer/math_functions.h"
 
 namespace nereus {
 namespace testing_layers {

@@ -1,4 +1,4 @@
-# Tests of the trainer core (worker/). Registered with nereus_add_test.
+# Tests of the trainer core (worker/trainer/). Registered with nereus_add_test.
 # The layer and data tests are in their own files, included last.
 # -DNEREUS_TRAINER_CORE_TESTS_ONLY=ON configures only the core's tests (useful
 # while those files list sources that are still being written).

@@ -12,7 +12,7 @@
 #include "worker/trainer_runner.h"
 
 DEFINE_string(solver, "",
-              "Trainer mode: a Caffe solver prototxt (e.g. worker/models/lenet_solver_quick.prototxt); the net and "
+              "Trainer mode: a Caffe solver prototxt (e.g. worker/trainer/models/lenet_solver_quick.prototxt); the net and "
               "data paths in it are relative to the working directory. Without --standalone the worker joins the "
               "job at --coordinator and trains data-parallel: its train Data layers read records i with i mod "
               "num_workers == rank, the prototxt batch size is per worker, and the weights live on the servers "

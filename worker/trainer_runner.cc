@@ -6,12 +6,12 @@
 #include <sstream>
 #include <utility>
 
-#include "worker/client_sync.h"
-#include "worker/timeline.h"
-#include "worker/data/data_layer.h"
-#include "worker/layer_registry.h"
-#include "worker/prototxt.h"
-#include "worker/solver.h"
+#include "worker/param_sync/client_parameter_sync.h"
+#include "worker/client/timeline.h"
+#include "worker/trainer/data/data_layer.h"
+#include "worker/trainer/layer_registry.h"
+#include "worker/trainer/prototxt.h"
+#include "worker/trainer/solver.h"
 
 namespace nereus {
 namespace {

@@ -1,0 +1,124 @@
+#include "worker/param_sync/client_parameter_sync.h"
+
+#include <utility>
+
+namespace nereus {
+
+Status ClientParameterSync::Fail(Status st) {
+  if (status_.ok() && !st.ok()) status_ = std::move(st);
+  return status_;
+}
+
+Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::vector<float>& lr_mult,
+                                 const std::vector<float>& decay_mult, const pb::SgdConfig& sgd) {
+  CHECK(net_ != nullptr) << "ClientParameterSync::set_net must be called before Init";
+  CHECK(!initialized_) << "ClientParameterSync::Init called twice";
+  CHECK_EQ(params.size(), lr_mult.size());
+  CHECK_EQ(params.size(), decay_mult.size());
+  RETURN_IF_ERROR(status_);
+  params_ = params;
+  names_.assign(params.size(), "");
+  tensor_ids_.assign(params.size(), -1);
+  pushed_iter_.assign(params.size(), -1);
+
+  // Name each parameter after its owner layer and its index among that
+  // layer's blobs (Caffe's "<layer>/<i>").
+  for (int layer = 0; layer < net_->num_layers(); ++layer) {
+    const auto& blobs = net_->layers()[layer]->blobs();
+    for (int id : net_->layer_learnable_param_ids(layer)) {
+      CHECK_GE(id, 0);
+      CHECK_LT(static_cast<size_t>(id), params.size());
+      for (size_t b = 0; b < blobs.size(); ++b) {
+        if (blobs[b].get() == params[id]) names_[id] = net_->layer_names()[layer] + "/" + std::to_string(b);
+      }
+      CHECK(!names_[id].empty()) << "learnable param " << id << " is not a blob of its owner layer "
+                                 << net_->layer_names()[layer];
+    }
+  }
+  std::vector<const float*> initial(params.size());
+  // Each parameter belongs to its owner layer: the client pushes a layer's
+  // gradients as soon as its backward ends and fetches its weights for the
+  // next iteration in the same round trip, straight into the blob.
+  std::vector<int> owner(params.size(), -1);
+  for (int layer = 0; layer < net_->num_layers(); ++layer)
+    for (int id : net_->layer_learnable_param_ids(layer)) owner[id] = layer;
+  for (size_t p = 0; p < params.size(); ++p) {
+    CHECK(!names_[p].empty()) << "learnable param " << p << " has no owner layer";
+    TensorSpec spec;
+    spec.name = names_[p];
+    for (int d : params[p]->shape()) spec.shape.push_back(d);
+    spec.lr_mult = lr_mult[p];
+    spec.decay_mult = decay_mult[p];
+    spec.layer = owner[p];
+    spec.data = params[p]->mutable_cpu_data();
+    spec.diff = params[p]->cpu_diff();
+    auto id = client_->RegisterTensor(spec);
+    if (!id.ok()) return Fail(id.status().Annotate("registering " + spec.name));
+    tensor_ids_[p] = *id;
+    initial[p] = params[p]->cpu_data();
+  }
+  RETURN_IF_ERROR(Fail(client_->Init(sgd, initial)));
+  // Every worker starts from worker 0's weights.
+  for (int layer = 0; layer < net_->num_layers(); ++layer) {
+    Status st = client_->WaitWeights(layer, 0);
+    if (!st.ok()) return Fail(st.Annotate("pulling the initial weights of layer " + net_->layer_names()[layer]));
+  }
+  pull_clock_ = 0;
+  initialized_ = true;
+  return Status::OK();
+}
+
+Status ClientParameterSync::WaitWeights(int layer, int64_t iter) {
+  CHECK(initialized_) << "WaitWeights before Init";
+  RETURN_IF_ERROR(status_);
+  if (iter != pull_clock_) {
+    return Fail(FailedPreconditionError("the weights of iteration " + std::to_string(iter) +
+                                        " were never requested (the last pull was for clock " +
+                                        std::to_string(pull_clock_) +
+                                        "; a distributed job cannot resume at a later iteration)"));
+  }
+  Status st = client_->WaitWeights(layer, iter);
+  if (!st.ok()) {
+    return Fail(st.Annotate("pulling the weights of layer " + net_->layer_names()[layer] + " for iteration " +
+                            std::to_string(iter)));
+  }
+  return Status::OK();
+}
+
+Status ClientParameterSync::GradientsReady(int layer, int64_t iter) {
+  CHECK(initialized_) << "GradientsReady before Init";
+  RETURN_IF_ERROR(status_);
+  for (int id : net_->layer_learnable_param_ids(layer)) {
+    CHECK_LT(pushed_iter_[id], iter) << names_[id] << " pushed twice for iteration " << iter;
+    pushed_iter_[id] = iter;
+  }
+  Status st = client_->GradientsReady(layer, iter);
+  if (!st.ok()) return Fail(st.Annotate("pushing the gradients of layer " + net_->layer_names()[layer]));
+  return Status::OK();
+}
+
+Status ClientParameterSync::FinishIteration(int64_t iter) {
+  CHECK(initialized_) << "FinishIteration before Init";
+  RETURN_IF_ERROR(status_);
+  for (size_t p = 0; p < params_.size(); ++p) {
+    if (pushed_iter_[p] != iter) {
+      return Fail(InternalError("no gradient of " + names_[p] + " was handed over in iteration " +
+                                std::to_string(iter)));
+    }
+  }
+  // Nothing to wait for: each layer's weights for iter + 1 were requested with
+  // its gradients, and its next forward waits for them.
+  pull_clock_ = iter + 1;
+  return Status::OK();
+}
+
+Status ClientParameterSync::Drain() {
+  if (!initialized_) return status_;
+  for (int layer = 0; layer < net_->num_layers(); ++layer) {
+    Status st = client_->WaitWeights(layer, pull_clock_);
+    if (!st.ok()) Fail(st.Annotate("pulling the weights of layer " + net_->layer_names()[layer])).IgnoreError();
+  }
+  return status_;
+}
+
+}  // namespace nereus

@@ -1,0 +1,86 @@
+// ClientParameterSync: the ParameterSync of a data-parallel worker, over the
+// worker client (nereus/client.h). Whole layers are pushed and pulled at the
+// solver's hook points:
+//   Init             registers one tensor per learnable parameter of the train
+//                    net, named "<owner layer>/<blob index>" (a parameter
+//                    shared by name is registered once, by its owner layer),
+//                    initializes the servers (worker 0's values win) and
+//                    pulls clock 0 into every parameter, waiting, so every
+//                    worker starts from worker 0's weights;
+//   GradientsReady   pushes the layer's parameter diffs for clock `iter`,
+//                    returning at once (the diffs stay valid until
+//                    FinishIteration, per the ParameterSync contract);
+//   FinishIteration  waits for this iteration's pushes, then issues the pulls
+//                    of clock iter+1 for every layer, layer 0 first, straight
+//                    into the parameters' data, without waiting;
+//   WaitWeights      waits for that layer's pulls only; repeated calls for the
+//                    same (layer, iter) return at once.
+// Until the pipelining issue lands this is the simple "push and pull whole
+// layers in the same places" version.
+//
+// Errors (a dead server, an aborted job, a refused request) come back as the
+// Status of the call that waits on them; once a call failed every later call
+// returns the same error.
+//
+// Not thread-safe: like every ParameterSync, it is called from the thread that
+// drives the Solver. The Client does the communication on its own threads.
+#ifndef NEREUS_WORKER_CLIENT_SYNC_H_
+#define NEREUS_WORKER_CLIENT_SYNC_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "nereus/client.h"
+#include "worker/trainer/net.h"
+#include "worker/trainer/parameter_sync.h"
+
+namespace nereus {
+
+class ClientParameterSync : public ParameterSync {
+ public:
+  // `client` is not owned and must outlive this object; nothing may have been
+  // registered with it yet.
+  explicit ClientParameterSync(Client* client) : client_(client) {}
+  ClientParameterSync(const ClientParameterSync&) = delete;
+  ClientParameterSync& operator=(const ClientParameterSync&) = delete;
+
+  // The train net whose layers map to parameters (Solver::net()). Required
+  // before Init; `net` must outlive this object. The Solver is created with
+  // this ParameterSync first, so the net is attached afterwards.
+  void set_net(const Net* net) { net_ = net; }
+
+  Status Init(const std::vector<Blob*>& params, const std::vector<float>& lr_mult,
+              const std::vector<float>& decay_mult, const pb::SgdConfig& sgd) override;
+  Status WaitWeights(int layer, int64_t iter) override;
+  Status GradientsReady(int layer, int64_t iter) override;
+  Status FinishIteration(int64_t iter) override;
+
+  // Waits for every outstanding push and pull, so that the parameters hold
+  // the weights of the last clock pulled (after FinishIteration(n - 1): the
+  // weights after n updates). Call before reading the final weights and
+  // before Client::Finish.
+  Status Drain();
+
+  // The tensor names registered by Init, in learnable-parameter order.
+  const std::vector<std::string>& tensor_names() const { return names_; }
+
+ private:
+  // Records the first error; returns the sticky status.
+  Status Fail(Status st);
+
+  Client* const client_;
+  const Net* net_ = nullptr;
+  Status status_;
+  bool initialized_ = false;
+  std::vector<Blob*> params_;
+  std::vector<int> tensor_ids_;       // Per learnable parameter.
+  std::vector<std::string> names_;    // Per learnable parameter.
+  std::vector<int64_t> pushed_iter_;  // Per learnable parameter: last clock pushed.
+  int64_t pull_clock_ = -1;           // Clock of the weights last requested.
+};
+
+}  // namespace nereus
+
+#endif  // NEREUS_WORKER_CLIENT_SYNC_H_

@@ -1,0 +1,237 @@
+#include "worker/trainer/data/data_layer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+namespace nereus {
+namespace data {
+
+DataLayer::DataLayer(const caffe::LayerParameter& param, DataLayerOptions options)
+    : Layer(param), options_(options) {}
+
+DataLayer::~DataLayer() { StopPrefetch(); }
+
+void DataLayer::set_options(const DataLayerOptions& options) {
+  CHECK(!thread_.joinable()) << "DataLayer::set_options after SetUp";
+  options_ = options;
+}
+
+void DataLayer::StopPrefetch() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  stopping_.store(true);
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Status DataLayer::CheckParam() const {
+  const caffe::DataParameter& p = layer_param_.data_param();
+  if (!layer_param_.has_data_param() || p.source().empty()) {
+    return LayerError("data_param.source is required (an LMDB directory)");
+  }
+  if (p.batch_size() == 0) return LayerError("data_param.batch_size must be positive");
+  if (p.has_backend() && p.backend() != caffe::DataParameter::LMDB) {
+    return LayerError("data_param.backend " + caffe::DataParameter::DB_Name(p.backend()) +
+                      " is not supported; Nereus reads LMDB only (backend: LMDB)");
+  }
+  if (p.has_scale() || p.has_mean_file() || p.has_crop_size() || p.has_mirror()) {
+    return LayerError(
+        "data_param.scale/mean_file/crop_size/mirror are deprecated; put them in transform_param");
+  }
+  if (p.force_encoded_color()) {
+    return LayerError("data_param.force_encoded_color is not supported (no encoded records)");
+  }
+  if (p.prefetch() == 0) return LayerError("data_param.prefetch must be at least 1");
+  if (options_.num_shards < 1 || options_.shard_index < 0 ||
+      options_.shard_index >= options_.num_shards) {
+    return LayerError("bad sharding: shard_index " + std::to_string(options_.shard_index) +
+                      " of num_shards " + std::to_string(options_.num_shards));
+  }
+  return Status::OK();
+}
+
+Status DataLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
+                                   const std::vector<Blob*>& top) {
+  CHECK(!thread_.joinable()) << "DataLayer set up twice";
+  RETURN_IF_ERROR(CheckParam());
+  const caffe::DataParameter& p = layer_param_.data_param();
+  batch_size_ = static_cast<int>(p.batch_size());
+  output_labels_ = top.size() > 1;
+
+  auto transformer = DataTransformer::Create(layer_param_.transform_param(), phase());
+  if (!transformer.ok()) return LayerError(transformer.status().message());
+  transformer_ = std::move(transformer).value();
+
+  auto db = LmdbDatabase::Open(p.source(), DbMode::kRead);
+  if (!db.ok()) return LayerError(db.status().message());
+  db_ = std::move(db).value();
+  auto count = db_->Count();
+  if (!count.ok()) return LayerError(count.status().message());
+  const std::size_t n = *count;
+  const auto shards = static_cast<std::size_t>(options_.num_shards);
+  const auto index = static_cast<std::size_t>(options_.shard_index);
+  shard_size_ = n > index ? (n - index + shards - 1) / shards : 0;
+  if (shard_size_ == 0) {
+    return LayerError("LMDB database '" + p.source() + "' has " + std::to_string(n) +
+                      " records, none for shard " + std::to_string(index) + " of " +
+                      std::to_string(shards));
+  }
+  auto cursor = db_->NewCursor();
+  if (!cursor.ok()) return LayerError(cursor.status().message());
+  cursor_ = std::move(cursor).value();
+  position_ = 0;
+
+  // The prefetch thread's own engine: one draw from the Net's, here, on the
+  // Net's thread.
+  prefetch_rng_.seed((*rng())());
+  if (p.rand_skip() > 0) {
+    const std::uint32_t skip = prefetch_rng_() % p.rand_skip();
+    LOG(INFO) << "layer " << layer_param_.name() << ": skipping the first " << skip
+              << " records of its shard";
+    caffe::Datum ignored;
+    std::string key;
+    for (std::uint32_t i = 0; i < skip; ++i) RETURN_IF_ERROR(NextRecord(&ignored, &key));
+  }
+
+  // The first record (not consumed) gives the shape of every record.
+  RETURN_IF_ERROR(NextRecord(nullptr, nullptr));
+  caffe::Datum first;
+  if (!first.ParseFromArray(cursor_->value().data(), static_cast<int>(cursor_->value().size()))) {
+    return LayerError("record '" + std::string(cursor_->key()) + "' of LMDB database '" +
+                      p.source() + "' is not a Datum");
+  }
+  auto shape = transformer_->InferShape(first);
+  if (!shape.ok()) {
+    return LayerError("record '" + std::string(cursor_->key()) + "' of LMDB database '" +
+                      p.source() + "': " + shape.status().message());
+  }
+  datum_shape_ = *shape;
+
+  std::vector<int> data_shape = datum_shape_;
+  data_shape[0] = batch_size_;
+  top[0]->Reshape(data_shape);
+  if (output_labels_) top[1]->Reshape(std::vector<int>{batch_size_});
+  const std::size_t per_datum = static_cast<std::size_t>(datum_shape_[1]) * datum_shape_[2] * datum_shape_[3];
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (std::uint32_t i = 0; i < p.prefetch(); ++i) {
+      auto batch = std::make_unique<Batch>();
+      batch->data.resize(per_datum * batch_size_);
+      if (output_labels_) batch->label.resize(batch_size_);
+      free_.push_back(std::move(batch));
+    }
+  }
+  LOG(INFO) << "layer " << layer_param_.name() << ": " << p.source() << ", shard "
+            << options_.shard_index << "/" << options_.num_shards << " (" << shard_size_
+            << " of " << n << " records), batch " << top[0]->shape_string();
+  thread_ = std::thread(&DataLayer::PrefetchLoop, this);
+  return Status::OK();
+}
+
+// With datum == nullptr, only moves the cursor onto this shard's next record
+// without consuming it.
+Status DataLayer::NextRecord(caffe::Datum* datum, std::string* key) {
+  const auto shards = static_cast<std::uint64_t>(options_.num_shards);
+  const auto index = static_cast<std::uint64_t>(options_.shard_index);
+  auto advance = [this] {
+    const std::uint64_t epoch = cursor_->epoch();
+    cursor_->Next();
+    position_ = cursor_->epoch() != epoch ? 0 : position_ + 1;
+  };
+  for (;;) {
+    if (!cursor_->valid()) {
+      RETURN_IF_ERROR(cursor_->status());
+      return DataLossError("LMDB database '" + db_->path() + "' became empty");
+    }
+    if (position_ % shards == index) break;
+    advance();
+  }
+  if (datum == nullptr) return Status::OK();
+  *key = std::string(cursor_->key());
+  if (!datum->ParseFromArray(cursor_->value().data(), static_cast<int>(cursor_->value().size()))) {
+    return DataLossError("record '" + *key + "' of LMDB database '" + db_->path() +
+                         "' is not a Datum");
+  }
+  advance();
+  return Status::OK();
+}
+
+Status DataLayer::FillBatch(Batch* batch) {
+  const std::size_t per_datum = batch->data.size() / static_cast<std::size_t>(batch_size_);
+  caffe::Datum datum;
+  std::string key;
+  for (int i = 0; i < batch_size_; ++i) {
+    if (stopping_.load(std::memory_order_relaxed)) return Status::OK();
+    RETURN_IF_ERROR(NextRecord(&datum, &key));
+    auto shape = transformer_->InferShape(datum);
+    if (!shape.ok() || *shape != datum_shape_) {
+      const std::string why = shape.ok() ? "its shape differs from the first record's"
+                                         : shape.status().message();
+      return DataLossError("record '" + key + "' of LMDB database '" + db_->path() + "': " + why);
+    }
+    Status s = transformer_->Transform(datum, batch->data.data() + per_datum * i, &prefetch_rng_);
+    if (!s.ok()) {
+      return DataLossError("record '" + key + "' of LMDB database '" + db_->path() + "': " +
+                           s.message());
+    }
+    if (output_labels_) batch->label[i] = static_cast<float>(datum.label());
+  }
+  return Status::OK();
+}
+
+void DataLayer::PrefetchLoop() {
+  for (;;) {
+    std::unique_ptr<Batch> batch;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stop_ || !free_.empty(); });
+      if (stop_) return;
+      batch = std::move(free_.front());
+      free_.pop_front();
+    }
+    Status s = FillBatch(batch.get());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+      if (!s.ok()) {
+        error_ = s;
+      } else {
+        full_.push_back(std::move(batch));
+      }
+    }
+    cv_.notify_all();
+    if (!s.ok()) return;
+  }
+}
+
+void DataLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  std::unique_ptr<Batch> batch;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return !full_.empty() || !error_.ok(); });
+    if (full_.empty()) {
+      LOG(FATAL) << "layer " << layer_param_.name() << " (Data): " << error_;
+    }
+    batch = std::move(full_.front());
+    full_.pop_front();
+  }
+  std::vector<int> data_shape = datum_shape_;
+  data_shape[0] = batch_size_;
+  top[0]->Reshape(data_shape);
+  std::copy(batch->data.begin(), batch->data.end(), top[0]->mutable_cpu_data());
+  if (output_labels_) {
+    top[1]->Reshape(std::vector<int>{batch_size_});
+    std::copy(batch->label.begin(), batch->label.end(), top[1]->mutable_cpu_data());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(std::move(batch));
+  }
+  cv_.notify_all();
+}
+
+}  // namespace data
+}  // namespace nereus

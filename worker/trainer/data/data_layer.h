@@ -1,0 +1,137 @@
+// DataLayer: Caffe's "Data" layer. Reads Datum records from an LMDB
+// (data_param.source) in key order, wrapping around at the end, applies
+// transform_param (DataTransformer) and fills top[0] with
+// batch_size x C x H x W floats and, when a second top is given, top[1] with
+// the batch_size labels.
+//
+// Data parallelism: with num_shards = P and shard_index = k, this layer reads
+// only the records at positions i (0-based, in key order, counted afresh each
+// pass over the database) with i mod P == k, so P workers read disjoint parts
+// that together cover the database. data_param.batch_size is per worker. The
+// trainer passes the shard through DataLayerOptions (RegisterDataLayers with
+// options, or set_options before SetUp); the default 0/1 reads everything.
+//
+// rand_skip: at set-up the layer skips rng() % rand_skip of its own records,
+// so shards stay disjoint.
+//
+// Prefetching: SetUp starts one background thread, owned by the layer, that
+// fills up to data_param.prefetch batches ahead (a bounded queue). Forward
+// takes the oldest ready batch, blocking until one is ready. The destructor
+// stops the thread (waking it wherever it waits) and joins it, so a layer may
+// be destroyed at any time, mid-epoch included. The thread uses its own
+// std::mt19937, seeded at SetUp with one draw from the Net's rng(), so runs
+// are reproducible and the Net's engine is never touched off its thread.
+//
+// Errors: bad configuration, a missing database, an empty shard or a first
+// record that cannot be used are Status errors from SetUp naming the layer.
+// A corrupt record found later by the prefetch thread is fatal at the next
+// Forward (Layer::Forward has no Status), with a message naming the database
+// and the record's key.
+//
+// Not thread-safe (like every Layer); the prefetch thread is internal.
+#ifndef NEREUS_WORKER_DATA_DATA_LAYER_H_
+#define NEREUS_WORKER_DATA_DATA_LAYER_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "proto/caffe.pb.h"
+#include "worker/trainer/data/data_transformer.h"
+#include "worker/trainer/data/db.h"
+#include "worker/trainer/layer.h"
+#include "worker/trainer/layer_registry.h"
+
+namespace nereus {
+namespace data {
+
+struct DataLayerOptions {
+  // This worker's index among num_shards readers; record i goes to worker
+  // i mod num_shards. Requires 0 <= shard_index < num_shards.
+  int shard_index = 0;
+  int num_shards = 1;
+};
+
+class DataLayer : public Layer {
+ public:
+  explicit DataLayer(const caffe::LayerParameter& param, DataLayerOptions options = {});
+  // Stops and joins the prefetch thread.
+  ~DataLayer() override;
+
+  // Only before SetUp.
+  void set_options(const DataLayerOptions& options);
+  const DataLayerOptions& options() const { return options_; }
+
+  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  // The tops are sized at set-up and by each Forward.
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
+
+  const char* type() const override { return "Data"; }
+  int ExactNumBottomBlobs() const override { return 0; }
+  int MinTopBlobs() const override { return 1; }
+  int MaxTopBlobs() const override { return 2; }
+
+  // Records in this worker's shard (per pass over the database).
+  std::size_t shard_size() const { return shard_size_; }
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override {}
+
+ private:
+  struct Batch {
+    std::vector<float> data;
+    std::vector<float> label;
+  };
+
+  // Validates data_param; returns the error naming the bad field.
+  Status CheckParam() const;
+  // Reads this shard's next record into *datum (prefetch thread and SetUp).
+  Status NextRecord(caffe::Datum* datum, std::string* key);
+  Status FillBatch(Batch* batch);
+  void PrefetchLoop();
+  void StopPrefetch();
+
+  DataLayerOptions options_;
+  int batch_size_ = 0;
+  bool output_labels_ = false;
+  std::vector<int> datum_shape_;  // {1, C, H, W} after the transform.
+  std::size_t shard_size_ = 0;
+
+  std::unique_ptr<DataTransformer> transformer_;
+  std::unique_ptr<LmdbDatabase> db_;
+  // Used by SetUp, then only by the prefetch thread.
+  std::unique_ptr<LmdbCursor> cursor_;
+  std::uint64_t position_ = 0;  // Index of cursor_'s record in the current pass.
+  std::mt19937 prefetch_rng_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;  // Signals changes of free_, full_, stop_, error_.
+  std::deque<std::unique_ptr<Batch>> free_;  // GUARDED_BY(mu_)
+  std::deque<std::unique_ptr<Batch>> full_;  // GUARDED_BY(mu_)
+  bool stop_ = false;                        // GUARDED_BY(mu_)
+  Status error_;                             // GUARDED_BY(mu_)
+  // Mirrors stop_ so the thread can leave a batch early without the lock.
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+}  // namespace data
+
+// Registers "Data" with the given sharding for every Data layer the registry
+// builds (a distributed worker passes its rank and the worker count).
+// RegisterDataLayers(registry) (layer_registry.h) uses the default 0 of 1.
+void RegisterDataLayers(LayerRegistry* registry, const data::DataLayerOptions& options);
+
+}  // namespace nereus
+
+#endif  // NEREUS_WORKER_DATA_DATA_LAYER_H_

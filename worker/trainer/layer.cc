@@ -1,0 +1,75 @@
+#include "worker/trainer/layer.h"
+
+namespace nereus {
+
+Status Layer::SetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  RETURN_IF_ERROR(CheckBlobCounts(bottom, top));
+  RETURN_IF_ERROR(LayerSetUpStatus(bottom, top));
+  Reshape(bottom, top);
+  SetLossWeights(top);
+  return Status::OK();
+}
+
+float Layer::Forward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  Reshape(bottom, top);
+  Forward_cpu(bottom, top);
+  float total = 0.0f;
+  for (size_t top_id = 0; top_id < top.size(); ++top_id) {
+    if (loss(static_cast<int>(top_id)) == 0.0f) continue;
+    const int count = top[top_id]->count();
+    total += caffe_cpu_dot(count, top[top_id]->cpu_data(), top[top_id]->cpu_diff());
+  }
+  return total;
+}
+
+void Layer::ToProto(caffe::LayerParameter* param, bool write_diff) const {
+  param->Clear();
+  param->CopyFrom(layer_param_);
+  param->clear_blobs();
+  for (const auto& blob : blobs_) blob->ToProto(param->add_blobs(), write_diff);
+}
+
+Status Layer::LayerError(const std::string& message) const {
+  return InvalidArgumentError("layer " + layer_param_.name() + " (" + layer_param_.type() +
+                              "): " + message);
+}
+
+Status Layer::CheckBlobCounts(const std::vector<Blob*>& bottom,
+                              const std::vector<Blob*>& top) const {
+  const int nb = static_cast<int>(bottom.size());
+  const int nt = static_cast<int>(top.size());
+  auto n = [](int v) { return std::to_string(v); };
+  if (ExactNumBottomBlobs() >= 0 && nb != ExactNumBottomBlobs())
+    return LayerError("takes " + n(ExactNumBottomBlobs()) + " bottom blob(s), got " + n(nb));
+  if (MinBottomBlobs() >= 0 && nb < MinBottomBlobs())
+    return LayerError("takes at least " + n(MinBottomBlobs()) + " bottom blob(s), got " + n(nb));
+  if (MaxBottomBlobs() >= 0 && nb > MaxBottomBlobs())
+    return LayerError("takes at most " + n(MaxBottomBlobs()) + " bottom blob(s), got " + n(nb));
+  if (ExactNumTopBlobs() >= 0 && nt != ExactNumTopBlobs())
+    return LayerError("produces " + n(ExactNumTopBlobs()) + " top blob(s), got " + n(nt));
+  if (MinTopBlobs() >= 0 && nt < MinTopBlobs())
+    return LayerError("produces at least " + n(MinTopBlobs()) + " top blob(s), got " + n(nt));
+  if (MaxTopBlobs() >= 0 && nt > MaxTopBlobs())
+    return LayerError("produces at most " + n(MaxTopBlobs()) + " top blob(s), got " + n(nt));
+  if (EqualNumBottomTopBlobs() && nb != nt)
+    return LayerError("needs as many top blobs as bottom blobs, got " + n(nb) + " bottom and " +
+                      n(nt) + " top");
+  return Status::OK();
+}
+
+void Layer::SetLossWeights(const std::vector<Blob*>& top) {
+  const int num_loss_weights = layer_param_.loss_weight_size();
+  if (num_loss_weights == 0) return;
+  CHECK_EQ(static_cast<size_t>(num_loss_weights), top.size())
+      << "the Net checks that loss_weight has one entry per top";
+  for (int top_id = 0; top_id < num_loss_weights; ++top_id) {
+    const float loss_weight = layer_param_.loss_weight(top_id);
+    if (loss_weight == 0.0f) continue;
+    set_loss(top_id, loss_weight);
+    const int count = top[top_id]->count();
+    float* diff = top[top_id]->mutable_cpu_diff();
+    caffe_set(count, loss_weight, diff);
+  }
+}
+
+}  // namespace nereus

@@ -1,0 +1,157 @@
+// Layer: Caffe's layer interface (set-up, reshape, forward, backward) for
+// float blobs on the CPU. A layer computes its top blobs from its bottom
+// blobs in Forward and, in Backward, the gradients of its bottoms (and
+// accumulates those of its parameter blobs) from its tops' gradients.
+//
+// Contract for implementations (the same as Caffe's):
+// - LayerSetUp reads layer_param() once, checks it and creates/fills blobs_
+//   (learnable parameters) with a Filler driven by rng(). It must not size
+//   the tops; Reshape does that and may be called many times.
+// - Backward_cpu ADDS to the parameter diffs (the solver clears them once per
+//   iteration; iter_size accumulation relies on it) and WRITES the bottom
+//   diffs.
+// - A layer that needs randomness (fillers, dropout, data) takes it from
+//   rng(), which the Net sets before SetUp; there is no global RNG.
+// - Configuration errors a prototxt can cause (a missing num_output, a bad
+//   pad) are returned as a Status from LayerSetUpStatus, naming the layer
+//   (LayerError helps); CHECK only our own invariants.
+//
+// Not thread-safe.
+#ifndef NEREUS_WORKER_LAYER_H_
+#define NEREUS_WORKER_LAYER_H_
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <glog/logging.h>
+
+#include "common/status.h"
+#include "proto/caffe.pb.h"
+#include "worker/trainer/blob.h"
+#include "worker/trainer/math_functions.h"
+
+namespace nereus {
+
+class Layer {
+ public:
+  // Does not read param.blobs(): the Net copies stored blobs into blobs()
+  // after SetUp (and reports a shape mismatch as a Status).
+  explicit Layer(const caffe::LayerParameter& param)
+      : layer_param_(param), phase_(param.phase()) {}
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  // Checks the blob counts, calls LayerSetUp then Reshape, and sets up the
+  // loss weights of the tops (a top with a non-zero loss weight gets its diff
+  // filled with that weight). Returns the first error of CheckBlobCounts or
+  // LayerSetUpStatus; a layer reports bad configuration through
+  // LayerSetUpStatus, whose default calls LayerSetUp and returns OK.
+  Status SetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
+
+  // Layer-specific set-up, Caffe's signature. Layers that can reject a
+  // prototxt value override LayerSetUpStatus instead (or as well).
+  virtual void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {}
+  // Status-returning variant called by SetUp; by default it calls LayerSetUp.
+  virtual Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+    LayerSetUp(bottom, top);
+    return Status::OK();
+  }
+
+  // Sizes the tops (and internal buffers) from the bottoms' shapes.
+  virtual void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) = 0;
+
+  // Reshape, then Forward_cpu; returns the weighted loss sum over the tops
+  // with non-zero loss weight (sum of top data * top diff, as Caffe does).
+  float Forward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
+
+  // Backward_cpu. propagate_down[i] says whether bottom[i]'s diff is needed.
+  void Backward(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                const std::vector<Blob*>& bottom) {
+    Backward_cpu(top, propagate_down, bottom);
+  }
+
+  // Learnable parameter blobs (weights, biases), shared_ptr so nets can share.
+  std::vector<std::shared_ptr<Blob>>& blobs() { return blobs_; }
+  const std::vector<std::shared_ptr<Blob>>& blobs() const { return blobs_; }
+  const caffe::LayerParameter& layer_param() const { return layer_param_; }
+  caffe::Phase phase() const { return phase_; }
+
+  // Writes the layer's parameter and its blobs (data; diff when write_diff).
+  virtual void ToProto(caffe::LayerParameter* param, bool write_diff = false) const;
+
+  float loss(int top_index) const {
+    return static_cast<size_t>(top_index) < loss_.size() ? loss_[top_index] : 0.0f;
+  }
+  void set_loss(int top_index, float value) {
+    if (loss_.size() <= static_cast<size_t>(top_index)) loss_.resize(top_index + 1, 0.0f);
+    loss_[top_index] = value;
+  }
+
+  // The layer type as written in prototxt ("Convolution"). Defaults to the
+  // parameter's type.
+  virtual const char* type() const { return layer_param_.type().c_str(); }
+
+  // Blob-count constraints; -1 means unconstrained.
+  virtual int ExactNumBottomBlobs() const { return -1; }
+  virtual int MinBottomBlobs() const { return -1; }
+  virtual int MaxBottomBlobs() const { return -1; }
+  virtual int ExactNumTopBlobs() const { return -1; }
+  virtual int MinTopBlobs() const { return -1; }
+  virtual int MaxTopBlobs() const { return -1; }
+  virtual bool EqualNumBottomTopBlobs() const { return false; }
+  // When true, the Net creates anonymous tops up to ExactNumTopBlobs /
+  // MinTopBlobs if the prototxt lists fewer.
+  virtual bool AutoTopBlobs() const { return false; }
+  // False for inputs such as labels that can never get a gradient.
+  virtual bool AllowForceBackward(int bottom_index) const { return true; }
+
+  // Whether backward should compute the gradient of blobs()[param_id].
+  bool param_propagate_down(int param_id) const {
+    return static_cast<size_t>(param_id) < param_propagate_down_.size()
+               ? param_propagate_down_[param_id]
+               : false;
+  }
+  void set_param_propagate_down(int param_id, bool value) {
+    if (param_propagate_down_.size() <= static_cast<size_t>(param_id))
+      param_propagate_down_.resize(param_id + 1, true);
+    param_propagate_down_[param_id] = value;
+  }
+
+  // The random engine layers use for fillers, dropout masks, crops and
+  // mirrors. Owned by the Net (seeded from the solver's random_seed); must be
+  // set before SetUp by whoever builds the layer.
+  void set_rng(std::mt19937* rng) { rng_ = rng; }
+  std::mt19937* rng() const {
+    CHECK(rng_ != nullptr) << "layer " << layer_param_.name() << " asked for an RNG, but none was set";
+    return rng_;
+  }
+
+ protected:
+  virtual void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) = 0;
+  virtual void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                            const std::vector<Blob*>& bottom) = 0;
+
+  // Returns InvalidArgument naming the layer when the counts break the
+  // constraints above.
+  Status CheckBlobCounts(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) const;
+  // Error helper: "layer <name> (<type>): <message>".
+  Status LayerError(const std::string& message) const;
+
+  caffe::LayerParameter layer_param_;
+  caffe::Phase phase_;
+  std::vector<std::shared_ptr<Blob>> blobs_;
+  std::vector<bool> param_propagate_down_;
+  std::vector<float> loss_;
+
+ private:
+  void SetLossWeights(const std::vector<Blob*>& top);
+
+  std::mt19937* rng_ = nullptr;
+};
+
+}  // namespace nereus
+
+#endif  // NEREUS_WORKER_LAYER_H_

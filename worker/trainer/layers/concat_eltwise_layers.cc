@@ -1,0 +1,226 @@
+#include "worker/trainer/layers/concat_eltwise_layers.h"
+
+#include <cfloat>
+#include <string>
+
+#include "worker/trainer/layers/layer_check.h"
+#include "worker/trainer/math_functions.h"
+
+namespace nereus {
+
+// ---- Concat ----
+
+std::string ConcatLayer::ShapeProblem(const std::vector<Blob*>& bottom, int* axis) const {
+  const caffe::ConcatParameter& p = layer_param_.concat_param();
+  const int num_axes = bottom[0]->num_axes();
+  if (p.has_concat_dim()) {
+    *axis = static_cast<int>(p.concat_dim());
+    if (*axis >= num_axes) {
+      return "concat_dim " + std::to_string(*axis) + " is out of range for bottom shape " +
+             bottom[0]->shape_string();
+    }
+  } else {
+    if (p.axis() < -num_axes || p.axis() >= num_axes) {
+      return "axis " + std::to_string(p.axis()) + " is out of range for bottom shape " +
+             bottom[0]->shape_string();
+    }
+    *axis = bottom[0]->CanonicalAxisIndex(p.axis());
+  }
+  for (size_t i = 1; i < bottom.size(); ++i) {
+    bool same = bottom[i]->num_axes() == num_axes;
+    for (int a = 0; same && a < num_axes; ++a) {
+      if (a != *axis && bottom[i]->shape(a) != bottom[0]->shape(a)) same = false;
+    }
+    if (!same) {
+      return "all inputs must have the same shape except at concat axis " + std::to_string(*axis) +
+             ": bottom 0 is " + bottom[0]->shape_string() + ", bottom " + std::to_string(i) +
+             " is " + bottom[i]->shape_string();
+    }
+  }
+  return "";
+}
+
+Status ConcatLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
+                                     const std::vector<Blob*>& top) {
+  const caffe::ConcatParameter& p = layer_param_.concat_param();
+  if (p.has_axis() && p.has_concat_dim()) {
+    return LayerError("either axis or concat_dim should be specified; not both");
+  }
+  int axis = 0;
+  const std::string problem = ShapeProblem(bottom, &axis);
+  if (!problem.empty()) return LayerError(problem);
+  return Status::OK();
+}
+
+void ConcatLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const std::string problem = ShapeProblem(bottom, &concat_axis_);
+  LAYER_CHECK(problem.empty()) << problem;
+  std::vector<int> top_shape = bottom[0]->shape();
+  for (size_t i = 1; i < bottom.size(); ++i)
+    top_shape[concat_axis_] += bottom[i]->shape(concat_axis_);
+  top[0]->Reshape(top_shape);
+  num_concats_ = bottom[0]->count(0, concat_axis_);
+  concat_input_size_ = bottom[0]->count(concat_axis_ + 1);
+}
+
+void ConcatLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  float* top_data = top[0]->mutable_cpu_data();
+  const int top_concat_axis = top[0]->shape(concat_axis_);
+  int offset = 0;
+  for (Blob* b : bottom) {
+    const float* bottom_data = b->cpu_data();
+    const int bottom_concat_axis = b->shape(concat_axis_);
+    const int chunk = bottom_concat_axis * concat_input_size_;
+    for (int n = 0; n < num_concats_; ++n) {
+      caffe_copy(chunk, bottom_data + n * chunk,
+                 top_data + (n * top_concat_axis + offset) * concat_input_size_);
+    }
+    offset += bottom_concat_axis;
+  }
+}
+
+void ConcatLayer::Backward_cpu(const std::vector<Blob*>& top,
+                               const std::vector<bool>& propagate_down,
+                               const std::vector<Blob*>& bottom) {
+  const float* top_diff = top[0]->cpu_diff();
+  const int top_concat_axis = top[0]->shape(concat_axis_);
+  int offset = 0;
+  for (size_t i = 0; i < bottom.size(); ++i) {
+    const int bottom_concat_axis = bottom[i]->shape(concat_axis_);
+    if (propagate_down[i]) {
+      float* bottom_diff = bottom[i]->mutable_cpu_diff();
+      const int chunk = bottom_concat_axis * concat_input_size_;
+      for (int n = 0; n < num_concats_; ++n) {
+        caffe_copy(chunk, top_diff + (n * top_concat_axis + offset) * concat_input_size_,
+                   bottom_diff + n * chunk);
+      }
+    }
+    offset += bottom_concat_axis;
+  }
+}
+
+// ---- Eltwise ----
+
+Status EltwiseLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
+                                      const std::vector<Blob*>& top) {
+  const caffe::EltwiseParameter& p = layer_param_.eltwise_param();
+  op_ = p.operation();
+  if (p.coeff_size() != 0 && p.coeff_size() != static_cast<int>(bottom.size())) {
+    return LayerError(
+        "Eltwise takes one coefficient per bottom blob: " + std::to_string(p.coeff_size()) +
+        " coefficients for " + std::to_string(bottom.size()) + " bottoms");
+  }
+  if (op_ != caffe::EltwiseParameter::SUM && p.coeff_size() != 0) {
+    return LayerError("Eltwise only takes coefficients for the SUM operation");
+  }
+  coeffs_.assign(bottom.size(), 1.0f);
+  for (int i = 0; i < p.coeff_size(); ++i) coeffs_[i] = p.coeff(i);
+  stable_prod_grad_ = p.stable_prod_grad();
+  for (size_t i = 1; i < bottom.size(); ++i) {
+    if (bottom[i]->shape() != bottom[0]->shape()) {
+      return LayerError("all bottoms must have the same shape: bottom 0 is " +
+                        bottom[0]->shape_string() + ", bottom " + std::to_string(i) + " is " +
+                        bottom[i]->shape_string());
+    }
+  }
+  return Status::OK();
+}
+
+void EltwiseLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  for (size_t i = 1; i < bottom.size(); ++i) {
+    LAYER_CHECK(bottom[i]->shape() == bottom[0]->shape())
+        << "all bottoms must have the same shape: bottom 0 is " << bottom[0]->shape_string()
+        << ", bottom " << i << " is " << bottom[i]->shape_string();
+  }
+  top[0]->ReshapeLike(*bottom[0]);
+  if (op_ == caffe::EltwiseParameter::MAX) max_idx_.resize(bottom[0]->count());
+}
+
+void EltwiseLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const int count = top[0]->count();
+  float* top_data = top[0]->mutable_cpu_data();
+  switch (op_) {
+    case caffe::EltwiseParameter::PROD:
+      caffe_mul(count, bottom[0]->cpu_data(), bottom[1]->cpu_data(), top_data);
+      for (size_t i = 2; i < bottom.size(); ++i) {
+        caffe_mul(count, top_data, bottom[i]->cpu_data(), top_data);
+      }
+      break;
+    case caffe::EltwiseParameter::SUM:
+      caffe_set(count, 0.0f, top_data);
+      for (size_t i = 0; i < bottom.size(); ++i) {
+        caffe_axpy(count, coeffs_[i], bottom[i]->cpu_data(), top_data);
+      }
+      break;
+    case caffe::EltwiseParameter::MAX: {
+      const float* a = bottom[0]->cpu_data();
+      const float* b = bottom[1]->cpu_data();
+      for (int k = 0; k < count; ++k) {
+        // Ties go to bottom 1 for the first pair, as in Caffe.
+        if (a[k] > b[k]) {
+          top_data[k] = a[k];
+          max_idx_[k] = 0;
+        } else {
+          top_data[k] = b[k];
+          max_idx_[k] = 1;
+        }
+      }
+      for (size_t i = 2; i < bottom.size(); ++i) {
+        const float* c = bottom[i]->cpu_data();
+        for (int k = 0; k < count; ++k) {
+          if (c[k] > top_data[k]) {
+            top_data[k] = c[k];
+            max_idx_[k] = static_cast<int>(i);
+          }
+        }
+      }
+      break;
+    }
+  }
+}
+
+void EltwiseLayer::Backward_cpu(const std::vector<Blob*>& top,
+                                const std::vector<bool>& propagate_down,
+                                const std::vector<Blob*>& bottom) {
+  const int count = top[0]->count();
+  const float* top_data = top[0]->cpu_data();
+  const float* top_diff = top[0]->cpu_diff();
+  for (size_t i = 0; i < bottom.size(); ++i) {
+    if (!propagate_down[i]) continue;
+    float* bottom_diff = bottom[i]->mutable_cpu_diff();
+    switch (op_) {
+      case caffe::EltwiseParameter::PROD:
+        if (stable_prod_grad_) {
+          // Product of the other bottoms, without dividing by this one.
+          bool initialized = false;
+          for (size_t j = 0; j < bottom.size(); ++j) {
+            if (j == i) continue;
+            if (!initialized) {
+              caffe_copy(count, bottom[j]->cpu_data(), bottom_diff);
+              initialized = true;
+            } else {
+              caffe_mul(count, bottom[j]->cpu_data(), bottom_diff, bottom_diff);
+            }
+          }
+        } else {
+          caffe_div(count, top_data, bottom[i]->cpu_data(), bottom_diff);
+        }
+        caffe_mul(count, bottom_diff, top_diff, bottom_diff);
+        break;
+      case caffe::EltwiseParameter::SUM:
+        if (coeffs_[i] == 1.0f) {
+          caffe_copy(count, top_diff, bottom_diff);
+        } else {
+          caffe_cpu_scale(count, coeffs_[i], top_diff, bottom_diff);
+        }
+        break;
+      case caffe::EltwiseParameter::MAX:
+        for (int k = 0; k < count; ++k) {
+          bottom_diff[k] = max_idx_[k] == static_cast<int>(i) ? top_diff[k] : 0.0f;
+        }
+        break;
+    }
+  }
+}
+
+}  // namespace nereus

@@ -1,0 +1,70 @@
+// Layers that combine several bottoms of compatible shapes into one top.
+//
+// Concat (Caffe's ConcatLayer): joins the bottoms along concat_param.axis
+// (default 1; the deprecated concat_dim is accepted, not both). All other
+// dimensions must agree.
+//
+// Eltwise (Caffe's EltwiseLayer): element-wise PROD, SUM (with one optional
+// coefficient per bottom) or MAX of bottoms of identical shape. MAX routes
+// each gradient to the bottom that supplied the maximum (on ties: bottom 1
+// over bottom 0, then the earlier bottom; Caffe's order).
+#ifndef NEREUS_WORKER_LAYERS_CONCAT_ELTWISE_LAYERS_H_
+#define NEREUS_WORKER_LAYERS_CONCAT_ELTWISE_LAYERS_H_
+
+#include <vector>
+
+#include "worker/trainer/layer.h"
+
+namespace nereus {
+
+class ConcatLayer : public Layer {
+ public:
+  explicit ConcatLayer(const caffe::LayerParameter& param) : Layer(param) {}
+
+  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+
+  const char* type() const override { return "Concat"; }
+  int MinBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+
+ private:
+  // Empty when the bottoms fit together; otherwise what is wrong.
+  std::string ShapeProblem(const std::vector<Blob*>& bottom, int* axis) const;
+
+  int concat_axis_ = 1;
+  int num_concats_ = 0;        // count(0, axis)
+  int concat_input_size_ = 0;  // count(axis + 1)
+};
+
+class EltwiseLayer : public Layer {
+ public:
+  explicit EltwiseLayer(const caffe::LayerParameter& param) : Layer(param) {}
+
+  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+
+  const char* type() const override { return "Eltwise"; }
+  int MinBottomBlobs() const override { return 2; }
+  int ExactNumTopBlobs() const override { return 1; }
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+
+ private:
+  caffe::EltwiseParameter::EltwiseOp op_ = caffe::EltwiseParameter::SUM;
+  std::vector<float> coeffs_;
+  bool stable_prod_grad_ = true;
+  std::vector<int> max_idx_;  // MAX: which bottom won, per element
+};
+
+}  // namespace nereus
+
+#endif  // NEREUS_WORKER_LAYERS_CONCAT_ELTWISE_LAYERS_H_

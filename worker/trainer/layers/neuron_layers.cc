@@ -1,0 +1,141 @@
+#include "worker/trainer/layers/neuron_layers.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "worker/trainer/math_functions.h"
+
+namespace nereus {
+
+void NeuronLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  if (top[0] != bottom[0]) top[0]->ReshapeLike(*bottom[0]);
+}
+
+// ---- ReLU ----
+
+void ReLULayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const float* in = bottom[0]->cpu_data();
+  float* out = top[0]->mutable_cpu_data();
+  const float slope = layer_param_.relu_param().negative_slope();
+  const int count = bottom[0]->count();
+  for (int i = 0; i < count; ++i) {
+    out[i] = std::max(in[i], 0.0f) + slope * std::min(in[i], 0.0f);
+  }
+}
+
+void ReLULayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                             const std::vector<Blob*>& bottom) {
+  if (!propagate_down[0]) return;
+  // In place, bottom data is the output, whose sign matches the input's for
+  // slope >= 0 (Caffe has the same property).
+  const float* in = bottom[0]->cpu_data();
+  const float* top_diff = top[0]->cpu_diff();
+  float* bottom_diff = bottom[0]->mutable_cpu_diff();
+  const float slope = layer_param_.relu_param().negative_slope();
+  const int count = bottom[0]->count();
+  for (int i = 0; i < count; ++i) {
+    bottom_diff[i] =
+        top_diff[i] * ((in[i] > 0.0f ? 1.0f : 0.0f) + slope * (in[i] <= 0.0f ? 1.0f : 0.0f));
+  }
+}
+
+// ---- Sigmoid ----
+
+void SigmoidLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const float* in = bottom[0]->cpu_data();
+  float* out = top[0]->mutable_cpu_data();
+  const int count = bottom[0]->count();
+  // 0.5 * tanh(0.5 x) + 0.5 equals the logistic function and does not
+  // overflow for large |x| (Caffe's formulation).
+  for (int i = 0; i < count; ++i) out[i] = 0.5f * std::tanh(0.5f * in[i]) + 0.5f;
+}
+
+void SigmoidLayer::Backward_cpu(const std::vector<Blob*>& top,
+                                const std::vector<bool>& propagate_down,
+                                const std::vector<Blob*>& bottom) {
+  if (!propagate_down[0]) return;
+  const float* out = top[0]->cpu_data();
+  const float* top_diff = top[0]->cpu_diff();
+  float* bottom_diff = bottom[0]->mutable_cpu_diff();
+  const int count = bottom[0]->count();
+  for (int i = 0; i < count; ++i) bottom_diff[i] = top_diff[i] * out[i] * (1.0f - out[i]);
+}
+
+// ---- TanH ----
+
+void TanHLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const float* in = bottom[0]->cpu_data();
+  float* out = top[0]->mutable_cpu_data();
+  const int count = bottom[0]->count();
+  for (int i = 0; i < count; ++i) out[i] = std::tanh(in[i]);
+}
+
+void TanHLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                             const std::vector<Blob*>& bottom) {
+  if (!propagate_down[0]) return;
+  const float* out = top[0]->cpu_data();
+  const float* top_diff = top[0]->cpu_diff();
+  float* bottom_diff = bottom[0]->mutable_cpu_diff();
+  const int count = bottom[0]->count();
+  for (int i = 0; i < count; ++i) bottom_diff[i] = top_diff[i] * (1.0f - out[i] * out[i]);
+}
+
+// ---- Dropout ----
+
+Status DropoutLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
+                                      const std::vector<Blob*>& top) {
+  const caffe::DropoutParameter& p = layer_param_.dropout_param();
+  threshold_ = p.dropout_ratio();
+  if (!(threshold_ > 0.0f && threshold_ < 1.0f)) {
+    return LayerError("dropout_ratio must be in (0, 1), got " + std::to_string(threshold_));
+  }
+  scale_ = 1.0f / (1.0f - threshold_);
+  scale_train_ = p.scale_train();
+  uint_threshold_ =
+      static_cast<uint32_t>(static_cast<double>(std::numeric_limits<uint32_t>::max()) * threshold_);
+  if (phase_ == caffe::TRAIN) mask_rng_.seed((*rng())());
+  return Status::OK();
+}
+
+void DropoutLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  NeuronLayer::Reshape(bottom, top);
+  mask_.resize(bottom[0]->count());
+}
+
+void DropoutLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const float* in = bottom[0]->cpu_data();
+  float* out = top[0]->mutable_cpu_data();
+  const int count = bottom[0]->count();
+  if (phase_ == caffe::TRAIN) {
+    const float scale = scale_train_ ? scale_ : 1.0f;
+    for (int i = 0; i < count; ++i) {
+      mask_[i] = mask_rng_() > uint_threshold_ ? 1u : 0u;
+      out[i] = in[i] * static_cast<float>(mask_[i]) * scale;
+    }
+  } else {
+    caffe_copy(count, in, out);
+    if (!scale_train_) caffe_scal(count, 1.0f / scale_, out);
+  }
+}
+
+void DropoutLayer::Backward_cpu(const std::vector<Blob*>& top,
+                                const std::vector<bool>& propagate_down,
+                                const std::vector<Blob*>& bottom) {
+  if (!propagate_down[0]) return;
+  const float* top_diff = top[0]->cpu_diff();
+  float* bottom_diff = bottom[0]->mutable_cpu_diff();
+  const int count = bottom[0]->count();
+  if (phase_ == caffe::TRAIN) {
+    const float scale = scale_train_ ? scale_ : 1.0f;
+    for (int i = 0; i < count; ++i) {
+      bottom_diff[i] = top_diff[i] * static_cast<float>(mask_[i]) * scale;
+    }
+  } else {
+    caffe_copy(count, top_diff, bottom_diff);
+    if (!scale_train_) caffe_scal(count, 1.0f / scale_, bottom_diff);
+  }
+}
+
+}  // namespace nereus

@@ -1,0 +1,238 @@
+#include "worker/trainer/layers/pooling_layer.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <string>
+
+#include "worker/trainer/layers/layer_check.h"
+#include "worker/trainer/math_functions.h"
+
+namespace nereus {
+
+int PoolingLayer::PooledSize(int input, int kernel, int pad, int stride, bool any_pad) {
+  int pooled =
+      static_cast<int>(std::ceil(static_cast<float>(input + 2 * pad - kernel) / stride)) + 1;
+  // With padding (on either axis, as Caffe tests it), the last window must
+  // start inside the image or the top/left padding; otherwise it would pool
+  // padding only, so it is dropped.
+  if (any_pad && (pooled - 1) * stride >= input + pad) --pooled;
+  return pooled;
+}
+
+Status PoolingLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
+                                      const std::vector<Blob*>& top) {
+  const caffe::PoolingParameter& p = layer_param_.pooling_param();
+  method_ = p.pool();
+  if (method_ == caffe::PoolingParameter::STOCHASTIC) {
+    return LayerError("STOCHASTIC pooling is not supported (use MAX or AVE)");
+  }
+  if (top.size() > 1 && method_ != caffe::PoolingParameter::MAX) {
+    return LayerError("only MAX pooling has a second (argmax) top");
+  }
+  if (bottom[0]->num_axes() != 4) {
+    return LayerError("input must have 4 axes (num, channels, height, width), got " +
+                      bottom[0]->shape_string());
+  }
+  global_pooling_ = p.global_pooling();
+  if (global_pooling_) {
+    if (p.has_kernel_size() || p.has_kernel_h() || p.has_kernel_w()) {
+      return LayerError("with global_pooling: true the kernel size cannot be specified");
+    }
+  } else {
+    if (p.has_kernel_size() == (p.has_kernel_h() || p.has_kernel_w())) {
+      return LayerError("the kernel size is kernel_size OR kernel_h and kernel_w, exactly one");
+    }
+    if (!p.has_kernel_size() && !(p.has_kernel_h() && p.has_kernel_w())) {
+      return LayerError("for non-square kernels both kernel_h and kernel_w are required");
+    }
+  }
+  if (p.has_pad() && (p.has_pad_h() || p.has_pad_w())) {
+    return LayerError("padding is pad OR pad_h and pad_w, not both");
+  }
+  if (p.has_pad_h() != p.has_pad_w()) return LayerError("pad_h and pad_w must be given together");
+  if (p.has_stride() && (p.has_stride_h() || p.has_stride_w())) {
+    return LayerError("stride is stride OR stride_h and stride_w, not both");
+  }
+  if (p.has_stride_h() != p.has_stride_w()) {
+    return LayerError("stride_h and stride_w must be given together");
+  }
+  if (global_pooling_) {
+    kernel_h_ = bottom[0]->shape(2);
+    kernel_w_ = bottom[0]->shape(3);
+  } else if (p.has_kernel_size()) {
+    kernel_h_ = kernel_w_ = static_cast<int>(p.kernel_size());
+  } else {
+    kernel_h_ = static_cast<int>(p.kernel_h());
+    kernel_w_ = static_cast<int>(p.kernel_w());
+  }
+  if (kernel_h_ <= 0 || kernel_w_ <= 0) {
+    return LayerError("kernel size must be > 0, got " + std::to_string(kernel_h_) + "x" +
+                      std::to_string(kernel_w_));
+  }
+  if (p.has_pad_h()) {
+    pad_h_ = static_cast<int>(p.pad_h());
+    pad_w_ = static_cast<int>(p.pad_w());
+  } else {
+    pad_h_ = pad_w_ = static_cast<int>(p.pad());
+  }
+  if (p.has_stride_h()) {
+    stride_h_ = static_cast<int>(p.stride_h());
+    stride_w_ = static_cast<int>(p.stride_w());
+  } else {
+    stride_h_ = stride_w_ = static_cast<int>(p.stride());
+  }
+  if (stride_h_ <= 0 || stride_w_ <= 0) return LayerError("stride must be > 0");
+  if (global_pooling_ && (pad_h_ != 0 || pad_w_ != 0 || stride_h_ != 1 || stride_w_ != 1)) {
+    return LayerError("with global_pooling: true only pad = 0 and stride = 1 are allowed");
+  }
+  if (pad_h_ >= kernel_h_ || pad_w_ >= kernel_w_) {
+    return LayerError("pad (" + std::to_string(pad_h_) + ", " + std::to_string(pad_w_) +
+                      ") must be smaller than the kernel (" + std::to_string(kernel_h_) + ", " +
+                      std::to_string(kernel_w_) + ")");
+  }
+  if (bottom[0]->shape(2) + 2 * pad_h_ < kernel_h_ ||
+      bottom[0]->shape(3) + 2 * pad_w_ < kernel_w_) {
+    return LayerError("kernel " + std::to_string(kernel_h_) + "x" + std::to_string(kernel_w_) +
+                      " is larger than the padded input " + bottom[0]->shape_string());
+  }
+  return Status::OK();
+}
+
+void PoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  LAYER_CHECK(bottom[0]->num_axes() == 4)
+      << "input must have 4 axes (num, channels, height, width), got " << bottom[0]->shape_string();
+  channels_ = bottom[0]->shape(1);
+  height_ = bottom[0]->shape(2);
+  width_ = bottom[0]->shape(3);
+  if (global_pooling_) {
+    kernel_h_ = height_;
+    kernel_w_ = width_;
+  }
+  LAYER_CHECK(height_ + 2 * pad_h_ >= kernel_h_ && width_ + 2 * pad_w_ >= kernel_w_)
+      << "kernel " << kernel_h_ << "x" << kernel_w_ << " is larger than the padded input "
+      << bottom[0]->shape_string();
+  const bool any_pad = pad_h_ != 0 || pad_w_ != 0;
+  pooled_h_ = PooledSize(height_, kernel_h_, pad_h_, stride_h_, any_pad);
+  pooled_w_ = PooledSize(width_, kernel_w_, pad_w_, stride_w_, any_pad);
+  const std::vector<int> top_shape = {bottom[0]->shape(0), channels_, pooled_h_, pooled_w_};
+  top[0]->Reshape(top_shape);
+  if (top.size() > 1) top[1]->Reshape(top_shape);
+  if (method_ == caffe::PoolingParameter::MAX && top.size() == 1) {
+    max_idx_.resize(top[0]->count());
+  }
+}
+
+void PoolingLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const float* bottom_data = bottom[0]->cpu_data();
+  float* top_data = top[0]->mutable_cpu_data();
+  const int top_count = top[0]->count();
+  const int planes = bottom[0]->shape(0) * channels_;
+  const int in_plane = height_ * width_;
+  const int out_plane = pooled_h_ * pooled_w_;
+  if (method_ == caffe::PoolingParameter::MAX) {
+    const bool use_top_mask = top.size() > 1;
+    float* top_mask = use_top_mask ? top[1]->mutable_cpu_data() : nullptr;
+    int* mask = use_top_mask ? nullptr : max_idx_.data();
+    caffe_set(top_count, -FLT_MAX, top_data);
+    if (use_top_mask) {
+      caffe_set(top_count, -1.0f, top_mask);
+    } else {
+      std::fill(max_idx_.begin(), max_idx_.end(), -1);
+    }
+    for (int plane = 0; plane < planes; ++plane) {
+      const float* in = bottom_data + plane * in_plane;
+      for (int ph = 0; ph < pooled_h_; ++ph) {
+        for (int pw = 0; pw < pooled_w_; ++pw) {
+          const int hstart = std::max(ph * stride_h_ - pad_h_, 0);
+          const int wstart = std::max(pw * stride_w_ - pad_w_, 0);
+          const int hend = std::min(ph * stride_h_ - pad_h_ + kernel_h_, height_);
+          const int wend = std::min(pw * stride_w_ - pad_w_ + kernel_w_, width_);
+          const int pool_index = plane * out_plane + ph * pooled_w_ + pw;
+          for (int h = hstart; h < hend; ++h) {
+            for (int w = wstart; w < wend; ++w) {
+              const int index = h * width_ + w;
+              if (in[index] > top_data[pool_index]) {
+                top_data[pool_index] = in[index];
+                if (use_top_mask) {
+                  top_mask[pool_index] = static_cast<float>(index);
+                } else {
+                  mask[pool_index] = index;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+    return;
+  }
+  // AVE.
+  for (int plane = 0; plane < planes; ++plane) {
+    const float* in = bottom_data + plane * in_plane;
+    for (int ph = 0; ph < pooled_h_; ++ph) {
+      for (int pw = 0; pw < pooled_w_; ++pw) {
+        int hstart = ph * stride_h_ - pad_h_;
+        int wstart = pw * stride_w_ - pad_w_;
+        int hend = std::min(hstart + kernel_h_, height_ + pad_h_);
+        int wend = std::min(wstart + kernel_w_, width_ + pad_w_);
+        const int pool_size = (hend - hstart) * (wend - wstart);
+        hstart = std::max(hstart, 0);
+        wstart = std::max(wstart, 0);
+        hend = std::min(hend, height_);
+        wend = std::min(wend, width_);
+        float sum = 0.0f;
+        for (int h = hstart; h < hend; ++h) {
+          for (int w = wstart; w < wend; ++w) sum += in[h * width_ + w];
+        }
+        top_data[plane * out_plane + ph * pooled_w_ + pw] = sum / pool_size;
+      }
+    }
+  }
+}
+
+void PoolingLayer::Backward_cpu(const std::vector<Blob*>& top,
+                                const std::vector<bool>& propagate_down,
+                                const std::vector<Blob*>& bottom) {
+  if (!propagate_down[0]) return;
+  const float* top_diff = top[0]->cpu_diff();
+  float* bottom_diff = bottom[0]->mutable_cpu_diff();
+  caffe_set(bottom[0]->count(), 0.0f, bottom_diff);
+  const int planes = bottom[0]->shape(0) * channels_;
+  const int in_plane = height_ * width_;
+  const int out_plane = pooled_h_ * pooled_w_;
+  if (method_ == caffe::PoolingParameter::MAX) {
+    const bool use_top_mask = top.size() > 1;
+    const float* top_mask = use_top_mask ? top[1]->cpu_data() : nullptr;
+    for (int plane = 0; plane < planes; ++plane) {
+      float* in_diff = bottom_diff + plane * in_plane;
+      for (int i = plane * out_plane; i < (plane + 1) * out_plane; ++i) {
+        const int index = use_top_mask ? static_cast<int>(top_mask[i]) : max_idx_[i];
+        if (index >= 0) in_diff[index] += top_diff[i];
+      }
+    }
+    return;
+  }
+  for (int plane = 0; plane < planes; ++plane) {
+    float* in_diff = bottom_diff + plane * in_plane;
+    for (int ph = 0; ph < pooled_h_; ++ph) {
+      for (int pw = 0; pw < pooled_w_; ++pw) {
+        int hstart = ph * stride_h_ - pad_h_;
+        int wstart = pw * stride_w_ - pad_w_;
+        int hend = std::min(hstart + kernel_h_, height_ + pad_h_);
+        int wend = std::min(wstart + kernel_w_, width_ + pad_w_);
+        const int pool_size = (hend - hstart) * (wend - wstart);
+        hstart = std::max(hstart, 0);
+        wstart = std::max(wstart, 0);
+        hend = std::min(hend, height_);
+        wend = std::min(wend, width_);
+        const float g = top_diff[plane * out_plane + ph * pooled_w_ + pw] / pool_size;
+        for (int h = hstart; h < hend; ++h) {
+          for (int w = wstart; w < wend; ++w) in_diff[h * width_ + w] += g;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace nereus

@@ -1,0 +1,217 @@
+#include "worker/trainer/layers/softmax_layers.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <string>
+
+#include "worker/trainer/layers/layer_check.h"
+#include "worker/trainer/math_functions.h"
+
+namespace nereus {
+namespace {
+
+Status CheckAxis(int axis, const Blob& blob, const char* field) {
+  if (axis < -blob.num_axes() || axis >= blob.num_axes()) {
+    return InvalidArgumentError(std::string(field) + " " + std::to_string(axis) +
+                                " is out of range for bottom shape " + blob.shape_string());
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+// ---- Softmax ----
+
+Status SoftmaxLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
+                                      const std::vector<Blob*>& top) {
+  Status axis_ok = CheckAxis(layer_param_.softmax_param().axis(), *bottom[0], "axis");
+  if (!axis_ok.ok()) return LayerError(axis_ok.message());
+  return Status::OK();
+}
+
+void SoftmaxLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const int axis = bottom[0]->CanonicalAxisIndex(layer_param_.softmax_param().axis());
+  outer_num_ = bottom[0]->count(0, axis);
+  channels_ = bottom[0]->shape(axis);
+  inner_num_ = bottom[0]->count(axis + 1);
+  if (top[0] != bottom[0]) top[0]->ReshapeLike(*bottom[0]);
+}
+
+void SoftmaxLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const float* in = bottom[0]->cpu_data();
+  float* out = top[0]->mutable_cpu_data();
+  const int dim = channels_ * inner_num_;
+  for (int i = 0; i < outer_num_; ++i) {
+    for (int j = 0; j < inner_num_; ++j) {
+      const float* x = in + i * dim + j;
+      float* y = out + i * dim + j;
+      float max_value = -FLT_MAX;
+      for (int c = 0; c < channels_; ++c) max_value = std::max(max_value, x[c * inner_num_]);
+      float sum = 0.0f;
+      for (int c = 0; c < channels_; ++c) {
+        y[c * inner_num_] = std::exp(x[c * inner_num_] - max_value);
+        sum += y[c * inner_num_];
+      }
+      for (int c = 0; c < channels_; ++c) y[c * inner_num_] /= sum;
+    }
+  }
+}
+
+void SoftmaxLayer::Backward_cpu(const std::vector<Blob*>& top,
+                                const std::vector<bool>& propagate_down,
+                                const std::vector<Blob*>& bottom) {
+  if (!propagate_down[0]) return;
+  // dx_c = y_c * (dy_c - sum_k dy_k y_k)
+  const float* y = top[0]->cpu_data();
+  const float* dy = top[0]->cpu_diff();
+  float* dx = bottom[0]->mutable_cpu_diff();
+  const int dim = channels_ * inner_num_;
+  for (int i = 0; i < outer_num_; ++i) {
+    for (int j = 0; j < inner_num_; ++j) {
+      const int base = i * dim + j;
+      float dot = 0.0f;
+      for (int c = 0; c < channels_; ++c)
+        dot += dy[base + c * inner_num_] * y[base + c * inner_num_];
+      for (int c = 0; c < channels_; ++c) {
+        const int k = base + c * inner_num_;
+        dx[k] = (dy[k] - dot) * y[k];
+      }
+    }
+  }
+}
+
+// ---- SoftmaxWithLoss ----
+
+Status SoftmaxWithLossLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
+                                              const std::vector<Blob*>& top) {
+  // Loss layers weigh their loss top 1 unless told otherwise (Caffe's
+  // LossLayer); a probability top gets weight 0.
+  if (layer_param_.loss_weight_size() == 0) {
+    layer_param_.add_loss_weight(1.0f);
+    for (size_t i = 1; i < top.size(); ++i) layer_param_.add_loss_weight(0.0f);
+  }
+  Status axis_ok = CheckAxis(layer_param_.softmax_param().axis(), *bottom[0], "softmax_param.axis");
+  if (!axis_ok.ok()) return LayerError(axis_ok.message());
+  caffe::LayerParameter softmax_param;
+  softmax_param.set_name(layer_param_.name() + "/softmax");
+  softmax_param.set_type("Softmax");
+  *softmax_param.mutable_softmax_param() = layer_param_.softmax_param();
+  softmax_ = std::make_unique<SoftmaxLayer>(softmax_param);
+  softmax_bottom_ = {bottom[0]};
+  softmax_top_ = {&prob_};
+  RETURN_IF_ERROR(softmax_->SetUp(softmax_bottom_, softmax_top_));
+
+  const caffe::LossParameter& lp = layer_param_.loss_param();
+  has_ignore_label_ = lp.has_ignore_label();
+  ignore_label_ = lp.ignore_label();
+  if (!lp.has_normalization() && lp.has_normalize()) {
+    normalization_ =
+        lp.normalize() ? caffe::LossParameter::VALID : caffe::LossParameter::BATCH_SIZE;
+  } else {
+    normalization_ = lp.normalization();
+  }
+  const int axis = bottom[0]->CanonicalAxisIndex(layer_param_.softmax_param().axis());
+  if (bottom[0]->count(0, axis) * bottom[0]->count(axis + 1) != bottom[1]->count()) {
+    return LayerError(
+        "number of labels must match number of predictions; e.g., if softmax "
+        "axis == 1 and prediction shape is (N, C, H, W), label count (number of "
+        "labels) must be N*H*W, with integer values in {0, 1, ..., C-1}; got "
+        "prediction shape " +
+        bottom[0]->shape_string() + " and label shape " + bottom[1]->shape_string());
+  }
+  return Status::OK();
+}
+
+void SoftmaxWithLossLayer::Reshape(const std::vector<Blob*>& bottom,
+                                   const std::vector<Blob*>& top) {
+  LAYER_CHECK(bottom[0]->shape(0) == bottom[1]->shape(0))
+      << "the data and label should have the same first dimension: " << bottom[0]->shape_string()
+      << " vs " << bottom[1]->shape_string();
+  softmax_bottom_[0] = bottom[0];
+  softmax_->Reshape(softmax_bottom_, softmax_top_);
+  const int axis = bottom[0]->CanonicalAxisIndex(layer_param_.softmax_param().axis());
+  outer_num_ = bottom[0]->count(0, axis);
+  channels_ = bottom[0]->shape(axis);
+  inner_num_ = bottom[0]->count(axis + 1);
+  LAYER_CHECK(outer_num_ * inner_num_ == bottom[1]->count())
+      << "number of labels must match number of predictions; prediction shape "
+      << bottom[0]->shape_string() << ", label shape " << bottom[1]->shape_string();
+  top[0]->Reshape(std::vector<int>{});
+  if (top.size() >= 2) top[1]->ReshapeLike(*bottom[0]);
+}
+
+float SoftmaxWithLossLayer::Normalizer(int valid_count) const {
+  float normalizer = 1.0f;
+  switch (normalization_) {
+    case caffe::LossParameter::FULL:
+      normalizer = static_cast<float>(outer_num_ * inner_num_);
+      break;
+    case caffe::LossParameter::VALID:
+      normalizer = static_cast<float>(valid_count);
+      break;
+    case caffe::LossParameter::BATCH_SIZE:
+      normalizer = static_cast<float>(outer_num_);
+      break;
+    case caffe::LossParameter::NONE:
+      normalizer = 1.0f;
+      break;
+  }
+  // Never divide by zero (e.g. every label ignored).
+  return std::max(1.0f, normalizer);
+}
+
+void SoftmaxWithLossLayer::Forward_cpu(const std::vector<Blob*>& bottom,
+                                       const std::vector<Blob*>& top) {
+  softmax_->Forward(softmax_bottom_, softmax_top_);
+  const float* prob = prob_.cpu_data();
+  const float* label = bottom[1]->cpu_data();
+  const int dim = prob_.count() / outer_num_;
+  double loss = 0.0;
+  int count = 0;
+  for (int i = 0; i < outer_num_; ++i) {
+    for (int j = 0; j < inner_num_; ++j) {
+      const int label_value = static_cast<int>(label[i * inner_num_ + j]);
+      if (has_ignore_label_ && label_value == ignore_label_) continue;
+      LAYER_CHECK(label_value >= 0 && label_value < channels_)
+          << "label " << label_value << " at position " << i * inner_num_ + j
+          << " is out of range [0, " << channels_ << ")";
+      loss -= std::log(std::max(prob[i * dim + label_value * inner_num_ + j], FLT_MIN));
+      ++count;
+    }
+  }
+  valid_count_ = count;
+  top[0]->mutable_cpu_data()[0] = static_cast<float>(loss) / Normalizer(count);
+  if (top.size() == 2) caffe_copy(prob_.count(), prob, top[1]->mutable_cpu_data());
+}
+
+void SoftmaxWithLossLayer::Backward_cpu(const std::vector<Blob*>& top,
+                                        const std::vector<bool>& propagate_down,
+                                        const std::vector<Blob*>& bottom) {
+  if (propagate_down.size() > 1 && propagate_down[1]) {
+    LOG(FATAL) << "layer " << layer_param_.name() << " (" << type()
+               << "): cannot backpropagate to the label input";
+  }
+  if (!propagate_down[0]) return;
+  float* bottom_diff = bottom[0]->mutable_cpu_diff();
+  const float* prob = prob_.cpu_data();
+  caffe_copy(prob_.count(), prob, bottom_diff);
+  const float* label = bottom[1]->cpu_data();
+  const int dim = prob_.count() / outer_num_;
+  int count = 0;
+  for (int i = 0; i < outer_num_; ++i) {
+    for (int j = 0; j < inner_num_; ++j) {
+      const int label_value = static_cast<int>(label[i * inner_num_ + j]);
+      if (has_ignore_label_ && label_value == ignore_label_) {
+        for (int c = 0; c < channels_; ++c) bottom_diff[i * dim + c * inner_num_ + j] = 0.0f;
+      } else {
+        bottom_diff[i * dim + label_value * inner_num_ + j] -= 1.0f;
+        ++count;
+      }
+    }
+  }
+  const float loss_weight = top[0]->cpu_diff()[0] / Normalizer(count);
+  caffe_scal(prob_.count(), loss_weight, bottom_diff);
+}
+
+}  // namespace nereus

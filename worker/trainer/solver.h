@@ -1,0 +1,163 @@
+// Solver: Caffe's SGDSolver on a train net and its test nets. Per iteration:
+// zero the diffs; forward/backward iter_size times; then Caffe's ApplyUpdate
+// order: clip the global L2 norm of the accumulated gradient
+// (clip_gradients), normalize by 1/iter_size, and per learnable parameter
+// regularize and apply momentum SGD through nereus::SgdStep with
+// nereus::LearningRate (common/sgd.h, the same code the servers run).
+// Tests at test_interval, displays at display (smoothed over average_loss),
+// snapshots weights (<prefix>_iter_N.caffemodel) and state
+// (<prefix>_iter_N.solverstate) and restores from a .solverstate.
+//
+// With a ParameterSync, the update is not applied locally: see
+// parameter_sync.h for when each method is called.
+//
+// Not thread-safe: one thread drives a Solver.
+#ifndef NEREUS_WORKER_SOLVER_H_
+#define NEREUS_WORKER_SOLVER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "proto/caffe.pb.h"
+#include "proto/nereus.pb.h"
+#include "worker/trainer/layer_registry.h"
+#include "worker/trainer/net.h"
+#include "worker/trainer/parameter_sync.h"
+
+namespace nereus {
+
+// Caffe's SGD fields of a SolverParameter as the servers' pb::SgdConfig.
+pb::SgdConfig SgdConfigFromSolverParameter(const caffe::SolverParameter& param);
+
+// Reported every `display` iterations (before that iteration's update, as
+// Caffe prints "Iteration N, loss = ...").
+struct TrainProgress {
+  int64_t iter = 0;           // The iteration being displayed (0-based).
+  float loss = 0;             // Loss smoothed over average_loss iterations.
+  float lr = 0;               // Learning rate of this iteration.
+  double images_per_s = 0;    // Over the iterations since the last display.
+  double compute_s = 0;       // Wall time minus communication wait since the last display.
+  double wait_s = 0;          // Time inside ParameterSync calls since the last display.
+  double iters_per_s = 0;
+  // The train net's outputs of this iteration: name, value, loss weight.
+  std::vector<std::string> output_names;
+  std::vector<float> output_values;
+};
+
+// Result of one test pass (Caffe's Solver::Test).
+struct TestResult {
+  int test_net_id = 0;
+  int64_t iter = 0;
+  // Mean over test_iter batches of every scalar of every output blob, in
+  // Caffe's order; names repeat for multi-element outputs.
+  std::vector<std::string> names;
+  std::vector<float> mean_scores;
+  std::vector<float> loss_weights;
+  // Mean forward loss when test_compute_loss, else 0.
+  float loss = 0;
+  // The mean score of the first output named `name`; NaN when absent.
+  float Score(const std::string& name) const;
+};
+
+struct SolverOptions {
+  // Called at each display iteration / after each test pass. When unset, the
+  // Solver LOGs Caffe-like lines.
+  std::function<void(const TrainProgress&)> on_display;
+  std::function<void(const TestResult&)> on_test;
+};
+
+class Solver {
+ public:
+  // Builds the train net and test nets named by `param` (net/net_param/
+  // train_net/train_net_param and test_net/test_net_param, resolved as Caffe
+  // does; net file paths are relative to the working directory). `sync` may
+  // be null (standalone); otherwise it must outlive the Solver. The registry
+  // is used during Create only.
+  static StatusOr<std::unique_ptr<Solver>> Create(const caffe::SolverParameter& param,
+                                                  const LayerRegistry& registry,
+                                                  ParameterSync* sync = nullptr,
+                                                  SolverOptions options = SolverOptions());
+  // Reads the solver prototxt at `path`, then Create.
+  static StatusOr<std::unique_ptr<Solver>> CreateFromFile(const std::string& path,
+                                                          const LayerRegistry& registry,
+                                                          ParameterSync* sync = nullptr,
+                                                          SolverOptions options = SolverOptions());
+  Solver(const Solver&) = delete;
+  Solver& operator=(const Solver&) = delete;
+
+  // Caffe's Solve: optional Restore, Step(max_iter - iter), the final
+  // snapshot (snapshot_after_train), a final display forward and test.
+  Status Solve(const std::string& resume_file = "");
+  // Runs `iters` iterations (tests, displays and snapshots as configured).
+  Status Step(int iters);
+  // Runs test net `test_net_id` for test_iter batches with the train net's
+  // current weights.
+  StatusOr<TestResult> Test(int test_net_id);
+  Status TestAll();
+
+  // Writes <prefix>_iter_<iter>.caffemodel and .solverstate. `model_path`
+  // and `state_path` (may be null) receive the file names. With a
+  // ParameterSync, first waits for the weights of iter() (WaitWeights for
+  // every layer); the history written is then the local one (zeros: the
+  // servers hold the momentum).
+  Status Snapshot(std::string* model_path = nullptr, std::string* state_path = nullptr);
+  // Restores iter, history and (from the learned_net it names) the weights.
+  Status Restore(const std::string& state_file);
+
+  Net* net() const { return net_.get(); }
+  const std::vector<std::unique_ptr<Net>>& test_nets() const { return test_nets_; }
+  const caffe::SolverParameter& param() const { return param_; }
+  const pb::SgdConfig& sgd_config() const { return sgd_; }
+  int64_t iter() const { return iter_; }
+  float smoothed_loss() const { return smoothed_loss_; }
+  // Momentum history, one blob per learnable parameter.
+  const std::vector<std::unique_ptr<Blob>>& history() const { return history_; }
+  // Images per iteration (batch of the first layer's first top x iter_size).
+  int images_per_iter() const { return images_per_iter_; }
+  // Total time spent inside ParameterSync calls.
+  double total_wait_s() const { return total_wait_s_; }
+
+  // The local update of one iteration, public for tests: clip, normalize,
+  // regularize and SGD on the accumulated diffs with LearningRate(iter()).
+  void ApplyUpdate();
+
+ private:
+  Solver(const caffe::SolverParameter& param, ParameterSync* sync, SolverOptions options);
+  Status Init(const LayerRegistry& registry);
+  void ClipGradients();
+  void Normalize(int param_id);
+  void UpdateSmoothedLoss(float loss, int64_t start_iter, int average_loss);
+  Status SyncCall(const std::function<Status()>& call);
+  Status WaitAllWeights();
+
+  caffe::SolverParameter param_;
+  pb::SgdConfig sgd_;
+  ParameterSync* sync_;
+  SolverOptions options_;
+  bool sync_initialized_ = false;
+  // True while the last sub-iteration's backward of iter_size runs and the
+  // hooks hand gradients to sync_ layer by layer.
+  bool per_layer_gradients_ = false;
+  // With a ParameterSync: the learnable parameters whose diffs are cleared
+  // right before layer l's backward.
+  std::vector<std::vector<int>> clear_before_backward_;
+  bool first_sub_iter_ = true;
+
+  std::unique_ptr<Net> net_;
+  std::vector<std::unique_ptr<Net>> test_nets_;
+  std::vector<std::unique_ptr<Blob>> history_;
+  int64_t iter_ = 0;
+  int current_step_ = 0;
+  std::vector<float> losses_;
+  float smoothed_loss_ = 0;
+  int images_per_iter_ = 0;
+  double total_wait_s_ = 0;
+};
+
+}  // namespace nereus
+
+#endif  // NEREUS_WORKER_SOLVER_H_
