@@ -1,0 +1,37 @@
+// Handle: the user's side of an asynchronous operation (see handle_state.h).
+#include "worker/client/handle_state.h"
+
+namespace nereus {
+
+Handle::Handle() : state_(std::make_shared<State>(0)) {}
+
+Status Handle::Wait() const {
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->cv.wait(lock, [this] { return state_->done; });
+  return state_->status;
+}
+
+bool Handle::WaitFor(std::chrono::milliseconds timeout, Status* status) const {
+  std::unique_lock<std::mutex> lock(state_->mu);
+  if (!state_->cv.wait_for(lock, timeout, [this] { return state_->done; })) return false;
+  if (status != nullptr) *status = state_->status;
+  return true;
+}
+
+bool Handle::done() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->done;
+}
+
+int64_t Handle::version() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->version;
+}
+
+Handle FailedHandle(const Status& s) {
+  auto state = std::make_shared<Handle::State>(1);
+  state->Fail(s);
+  return Handle(state);
+}
+
+}  // namespace nereus

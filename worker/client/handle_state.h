@@ -1,0 +1,64 @@
+// Handle::State: the completion shared by a Handle and the requests whose
+// replies complete it. Internal to the client library.
+#ifndef NEREUS_WORKER_CLIENT_HANDLE_STATE_H_
+#define NEREUS_WORKER_CLIENT_HANDLE_STATE_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <mutex>
+
+#include "nereus/client.h"
+
+namespace nereus {
+
+// Done once `pending` units have completed, or at the first failure. Touched
+// by the user threads that wait, the receive thread that completes units and
+// the transport threads that release payloads (SendGuard). Thread-safe.
+struct Handle::State {
+  std::mutex mu;
+  std::condition_variable cv;
+  int pending = 0;         // Completions still expected.   GUARDED_BY(mu)
+  bool done = false;       // GUARDED_BY(mu)
+  Status status;           // GUARDED_BY(mu)
+  int64_t version = std::numeric_limits<int64_t>::max();  // GUARDED_BY(mu)
+
+  explicit State(int n) : pending(n), done(n == 0) {
+    if (n == 0) version = 0;
+  }
+
+  // One unit done; `v` >= 0 is the version it carries (the smallest wins).
+  void Complete(int64_t v = -1) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (done) return;
+    if (v >= 0 && v < version) version = v;
+    if (--pending == 0) {
+      done = true;
+      cv.notify_all();
+    }
+  }
+  void Fail(const Status& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (done) return;
+    status = s;
+    done = true;
+    cv.notify_all();
+  }
+};
+
+using StatePtr = std::shared_ptr<Handle::State>;
+
+// Completes one unit of a push when the transport releases the gradient
+// bytes: payload Buffers hold a shared_ptr to it as their owner.
+struct SendGuard {
+  StatePtr state;
+  ~SendGuard() { state->Complete(); }
+};
+
+// A handle that is already done with `s`.
+Handle FailedHandle(const Status& s);
+
+}  // namespace nereus
+
+#endif  // NEREUS_WORKER_CLIENT_HANDLE_STATE_H_

@@ -1,0 +1,225 @@
+#include "worker/client/layer_pipeline.h"
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "worker/client/timeline.h"
+
+namespace nereus {
+
+LayerPipeline::LayerPipeline(const ClientOptions& options, TensorRegistry* tensors, RequestTable* requests,
+                             MessageBuilder* builder, ServerQueues* queues)
+    : options_(options),
+      tensors_(tensors),
+      requests_(requests),
+      builder_(builder),
+      queues_(queues),
+      merges_(options.schedule == Schedule::kFull && options.merge, options.merge_profile_iterations) {}
+
+Status LayerPipeline::Initialize(size_t num_initial, uint64_t chunk_bytes, int num_servers, int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(tensors_->Freeze(num_initial, chunk_bytes, num_servers));
+  rank_ = rank;
+  layered_ = tensors_->size() > 0;
+  std::map<int, std::vector<int>> by_layer;
+  for (int t = 0; t < tensors_->size(); ++t) {
+    if (tensors_->spec(t).data == nullptr) layered_ = false;
+    const int layer = tensors_->spec(t).layer >= 0 ? tensors_->spec(t).layer : t;
+    by_layer[layer].push_back(t);
+  }
+  for (auto& [layer, ts] : by_layer) {
+    layer_index_[layer] = static_cast<int>(layers_.size());
+    CommLayer L;
+    L.tensors = ts;
+    for (int t : ts) L.bytes += tensors_->elements(t) * sizeof(float);
+    layer_bytes_.push_back(L.bytes);
+    layers_.push_back(std::move(L));
+  }
+  merges_.Reset(static_cast<int>(layers_.size()));
+  initialized_ = true;
+  return Status::OK();
+}
+
+bool LayerPipeline::layered() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return layered_;
+}
+
+int LayerPipeline::num_layers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(layers_.size());
+}
+
+uint64_t LayerPipeline::TensorPriority(int tensor) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (layered_) {
+    const int layer = tensors_->spec(tensor).layer >= 0 ? tensors_->spec(tensor).layer : tensor;
+    return static_cast<uint64_t>(layer_index_.at(layer)) << 32;
+  }
+  return static_cast<uint64_t>(tensor) << 32;
+}
+
+void LayerPipeline::SetLink(const LinkModel& link) {
+  std::lock_guard<std::mutex> lock(mu_);
+  merges_.set_link(link);
+}
+
+Status LayerPipeline::CheckLayered(const char* op) const {
+  if (!initialized_) return FailedPreconditionError(std::string(op) + " before Init");
+  if (!layered_)
+    return FailedPreconditionError(std::string(op) + " needs every tensor registered with data and diff buffers");
+  return requests_->aborted();
+}
+
+int LayerPipeline::Chunks(int li) const {
+  int chunks = 0;
+  for (int t : layers_[li].tensors) chunks += static_cast<int>(tensors_->chunks(t).size());
+  return chunks;
+}
+
+void LayerPipeline::Prefetch(int layer) {
+  std::vector<QueuedMessage> work;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    BuildLayerPulls({layer}, 0, &work);
+  }
+  queues_->Submit(std::move(work));
+}
+
+Status LayerPipeline::GradientsReady(int layer, int64_t clock) {
+  const int64_t now = MonotonicMicros();
+  std::vector<QueuedMessage> work;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(CheckLayered("GradientsReady"));
+    auto it = layer_index_.find(layer);
+    if (it == layer_index_.end()) return Status::OK();
+    const int li = it->second;
+    if (merges_.WantsPlan(clock) &&
+        std::all_of(layers_.begin(), layers_.end(), [clock](const CommLayer& l) { return l.ready_clock < clock; }))
+      merges_.Plan(layer_bytes_, rank_);  // At an iteration boundary: no layer of `clock` reported yet.
+    if (merges_.profiling()) merges_.RecordReady(clock, li, now);
+    CommLayer& L = layers_[li];
+    if (L.ready_clock >= clock)
+      return FailedPreconditionError("GradientsReady(" + std::to_string(layer) + ", " + std::to_string(clock) +
+                                     ") called twice");
+    L.ready_clock = clock;
+    if (options_.schedule == Schedule::kSequential) {
+      // Everything goes out once the whole backward is done.
+      for (const CommLayer& x : layers_)
+        if (x.ready_clock < clock) return Status::OK();
+      std::vector<int> all(layers_.size());
+      for (size_t l = 0; l < all.size(); ++l) all[l] = static_cast<int>(l);
+      BuildLayerPushes(all, clock, /*piggyback=*/false, &work);
+    } else {
+      const MergeGroup& g = merges_.group_of(li);
+      for (int l = g.first; l <= g.last; ++l)
+        if (layers_[l].ready_clock < clock) return Status::OK();
+      std::vector<int> members;
+      for (int l = g.first; l <= g.last; ++l) members.push_back(l);
+      BuildLayerPushes(members, clock, /*piggyback=*/true, &work);
+    }
+  }
+  queues_->Submit(std::move(work));
+  return Status::OK();
+}
+
+Status LayerPipeline::WaitWeights(int layer, int64_t clock) {
+  Handle pull, push;
+  std::vector<QueuedMessage> work;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(CheckLayered("WaitWeights"));
+    auto it = layer_index_.find(layer);
+    if (it == layer_index_.end()) return Status::OK();
+    const int li = it->second;
+    CommLayer& L = layers_[li];
+    if (L.pulled_clock > clock)
+      return FailedPreconditionError("WaitWeights(" + std::to_string(layer) + ", " + std::to_string(clock) +
+                                     ") after the weights of clock " + std::to_string(L.pulled_clock) +
+                                     " were requested");
+    if (L.pulled_clock < clock) {
+      std::vector<int> which;
+      if (options_.schedule == Schedule::kSequential) {
+        // Everything is pulled before the forward starts.
+        for (size_t l = 0; l < layers_.size(); ++l)
+          if (layers_[l].pulled_clock < clock) which.push_back(static_cast<int>(l));
+      } else {
+        which.push_back(li);
+      }
+      BuildLayerPulls(which, clock, &work);
+    }
+    pull = L.pull;
+    push = L.push;
+  }
+  queues_->Submit(std::move(work));
+  Status st = pull.Wait();
+  if (st.ok()) st = push.Wait();  // The diff buffers are free again.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (merges_.profiling()) merges_.RecordWaitEnd(clock, MonotonicMicros());
+  return st;
+}
+
+void LayerPipeline::BuildLayerPushes(const std::vector<int>& which, int64_t clock, bool piggyback,
+                                     std::vector<QueuedMessage>* out) {
+  std::vector<ChunkRef> refs;
+  std::vector<const float*> grads;
+  std::vector<int> tensors;
+  for (int li : which) {
+    for (int t : layers_[li].tensors) {
+      for (const ChunkRef& r : tensors_->Refs(t)) refs.push_back(r);
+      grads.push_back(tensors_->spec(t).diff);
+      tensors.push_back(t);
+    }
+  }
+  const bool merge = options_.schedule == Schedule::kFull && options_.merge && which.size() > 1;
+  // The push state's units (one per message, plus the guard) are known
+  // only once the messages are built; nothing completes before Submit.
+  std::vector<QueuedMessage> built;
+  StatePtr push = std::make_shared<Handle::State>(1);
+  auto guard = std::make_shared<SendGuard>(SendGuard{push});
+  // One pull state per layer, so WaitWeights(l) waits for l alone.
+  std::map<int, StatePtr> pull_of_tensor;
+  std::function<StatePtr(int)> pull_of;
+  if (piggyback) {
+    for (int li : which) {
+      auto st = std::make_shared<Handle::State>(Chunks(li));
+      for (int t : layers_[li].tensors) pull_of_tensor[t] = st;
+      layers_[li].pull = Handle(st);
+      layers_[li].pulled_clock = clock + 1;
+    }
+    pull_of = [&pull_of_tensor](int tensor) { return pull_of_tensor.at(tensor); };
+  }
+  // Several layers go together only in sequential mode (everything at the
+  // end of backward) or as a merge group: they share the most urgent
+  // layer's priority.
+  const uint64_t base = static_cast<uint64_t>(*std::min_element(which.begin(), which.end())) << 32;
+  builder_->BuildPushes(refs, grads, tensors, clock, pull_of, push, guard, base, &built, merge);
+  {
+    std::lock_guard<std::mutex> lock(push->mu);
+    push->pending = static_cast<int>(built.size()) + 1;
+  }
+  for (int li : which) layers_[li].push = Handle(push);
+  for (QueuedMessage& w : built) out->push_back(std::move(w));
+}
+
+void LayerPipeline::BuildLayerPulls(const std::vector<int>& which, int64_t clock, std::vector<QueuedMessage>* out) {
+  int total = 0;
+  for (int li : which) total += Chunks(li);
+  // Sequential mode waits for all of them at once; otherwise per layer.
+  StatePtr all = std::make_shared<Handle::State>(total);
+  for (int li : which) {
+    StatePtr st = all;
+    if (options_.schedule != Schedule::kSequential) st = std::make_shared<Handle::State>(Chunks(li));
+    for (int t : layers_[li].tensors)
+      builder_->BuildPulls(tensors_->Refs(t), tensors_->spec(t).data, clock, st, static_cast<uint64_t>(li) << 32,
+                           out);
+    layers_[li].pull = Handle(st);
+    layers_[li].pulled_clock = clock;
+  }
+}
+
+}  // namespace nereus

@@ -1,0 +1,90 @@
+// LayerPipeline: the layer-wise API (GradientsReady / WaitWeights).
+#ifndef NEREUS_WORKER_CLIENT_LAYER_PIPELINE_H_
+#define NEREUS_WORKER_CLIENT_LAYER_PIPELINE_H_
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "nereus/client.h"
+#include "worker/client/merge_profiler.h"
+#include "worker/client/message_builder.h"
+#include "worker/client/request_table.h"
+#include "worker/client/server_queues.h"
+#include "worker/client/tensor_registry.h"
+
+namespace nereus {
+
+// Owns the comm layers (the tensors of one user layer, numbered from the
+// input), each layer's last pushed and requested clocks and the handles
+// WaitWeights waits on, and the MergeProfiler. Decides, per schedule, when a
+// layer's gradients leave (alone, as a merge group, or all at the end of
+// backward) and when its weights are requested (riding on its push, or
+// explicitly). User threads call it, concurrently; its lock guards all of
+// the above and is taken before the TensorRegistry's and RequestTable's.
+//
+// Per-layer state of new features (e.g. sufficient factors exchanged
+// between workers) belongs in CommLayer.
+class LayerPipeline {
+ public:
+  // Every pointer must outlive this object.
+  LayerPipeline(const ClientOptions& options, TensorRegistry* tensors, RequestTable* requests,
+                MessageBuilder* builder, ServerQueues* queues);
+
+  // Init: freezes the registry (see TensorRegistry::Freeze) and groups the
+  // tensors into comm layers, atomically for every other caller.
+  Status Initialize(size_t num_initial, uint64_t chunk_bytes, int num_servers, int rank);
+
+  // Whether every tensor has data and diff buffers (the layer-wise API works).
+  bool layered() const;
+  // Queue priority of tensor `tensor`'s first partition (its comm layer's, or
+  // its id's without layers), for Push and Pull.
+  uint64_t TensorPriority(int tensor) const;
+  void SetLink(const LinkModel& link);
+
+  // Requests comm layer `layer`'s weights for clock 0 (Init's prefetch).
+  void Prefetch(int layer);
+  int num_layers() const;
+
+  // See Client::GradientsReady / Client::WaitWeights.
+  Status GradientsReady(int layer, int64_t clock);
+  Status WaitWeights(int layer, int64_t clock);
+
+ private:
+  struct CommLayer {
+    std::vector<int> tensors;
+    uint64_t bytes = 0;
+    int64_t ready_clock = -1;   // Last clock GradientsReady was called for.
+    int64_t pulled_clock = -1;  // Clock whose weights were requested.
+    Handle pull;                // Weights for pulled_clock.
+    Handle push;                // Gradients of pulled_clock - 1.
+  };
+
+  Status CheckLayered(const char* op) const;  // REQUIRES(mu_)
+  int Chunks(int li) const;                   // Chunks of comm layer li's tensors.
+  // Pushes the gradients of comm layers `which` for `clock` (REQUIRES(mu_)).
+  void BuildLayerPushes(const std::vector<int>& which, int64_t clock, bool piggyback,
+                        std::vector<QueuedMessage>* out);
+  // Explicit pulls of comm layers `which` for `clock` (REQUIRES(mu_)).
+  void BuildLayerPulls(const std::vector<int>& which, int64_t clock, std::vector<QueuedMessage>* out);
+
+  const ClientOptions options_;
+  TensorRegistry* const tensors_;
+  RequestTable* const requests_;
+  MessageBuilder* const builder_;
+  ServerQueues* const queues_;
+
+  mutable std::mutex mu_;
+  bool initialized_ = false;         // GUARDED_BY(mu_)
+  bool layered_ = false;             // GUARDED_BY(mu_)
+  int rank_ = -1;                    // GUARDED_BY(mu_)
+  std::map<int, int> layer_index_;   // User layer -> comm layer.  GUARDED_BY(mu_)
+  std::vector<CommLayer> layers_;    // GUARDED_BY(mu_)
+  std::vector<uint64_t> layer_bytes_;  // Gradient bytes per comm layer.  GUARDED_BY(mu_)
+  MergeProfiler merges_;             // GUARDED_BY(mu_)
+};
+
+}  // namespace nereus
+
+#endif  // NEREUS_WORKER_CLIENT_LAYER_PIPELINE_H_

@@ -1,0 +1,67 @@
+// MessageBuilder: turns chunks into PUSH, PULL and INIT_CHUNK messages.
+#ifndef NEREUS_WORKER_CLIENT_MESSAGE_BUILDER_H_
+#define NEREUS_WORKER_CLIENT_MESSAGE_BUILDER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "nereus/client.h"
+#include "worker/client/handle_state.h"
+#include "worker/client/request_table.h"
+#include "worker/client/server_queues.h"
+#include "worker/client/tensor_registry.h"
+
+namespace nereus {
+
+// Builds the messages of one operation and registers, in the RequestTable,
+// what each reply completes. Owns nothing but the queueing policy (priority
+// and stream of each partition, from the schedule); reads the registry
+// (frozen) and registers requests. Called by user threads, concurrently.
+// The messages go to ServerQueues::Submit afterwards; nothing completes
+// before they are submitted.
+//
+// A new message kind gets a Build* function here and its reply a case in
+// ReplyRouter.
+class MessageBuilder {
+ public:
+  MessageBuilder(const ClientOptions& options, const TensorRegistry* tensors, RequestTable* requests)
+      : options_(options), tensors_(tensors), requests_(requests) {}
+
+  // Appends the PUSH messages of `refs` (chunks of `tensors`, whose gradient
+  // buffers are `grads`) to `out`: one per chunk, or merged per server up to
+  // chunk_bytes when `merge`. Each message's ack completes one unit of
+  // `push`; the payloads hold `guard`, which completes one more when the
+  // transport has released them all. With `pull_of`, each chunk's weights for
+  // clock + 1 ride along, land in the tensor's data buffer and complete one
+  // unit of pull_of(tensor).
+  void BuildPushes(const std::vector<ChunkRef>& refs, const std::vector<const float*>& grads,
+                   const std::vector<int>& tensors, int64_t clock, const std::function<StatePtr(int)>& pull_of,
+                   const StatePtr& push, const std::shared_ptr<SendGuard>& guard, uint64_t base_priority,
+                   std::vector<QueuedMessage>* out, bool merge = false);
+
+  // Appends one PULL per chunk of `refs` into `dst` (the tensor's buffer) for
+  // `clock`; each reply completes one unit of `pull`.
+  void BuildPulls(const std::vector<ChunkRef>& refs, float* dst, int64_t clock, const StatePtr& pull,
+                  uint64_t base_priority, std::vector<QueuedMessage>* out);
+
+  // Appends the INIT_CHUNK messages of `tensor` (values and solver settings);
+  // each ack completes one unit of `state`, `guard` one more.
+  void BuildInit(int tensor, const pb::SgdConfig& sgd, const float* values, const StatePtr& state,
+                 const std::shared_ptr<SendGuard>& guard, std::vector<QueuedMessage>* out);
+
+ private:
+  bool Prioritized() const;
+  // Queue order: (layer, partition) when prioritized, arrival order otherwise.
+  uint64_t Priority(uint64_t base, uint64_t partition) const { return Prioritized() ? base + partition : 0; }
+  int StreamFor(uint64_t partition) const;
+
+  const ClientOptions options_;
+  const TensorRegistry* const tensors_;
+  RequestTable* const requests_;
+};
+
+}  // namespace nereus
+
+#endif  // NEREUS_WORKER_CLIENT_MESSAGE_BUILDER_H_

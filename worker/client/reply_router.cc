@@ -1,0 +1,101 @@
+#include "worker/client/reply_router.h"
+
+#include <cstring>
+#include <string>
+
+namespace nereus {
+
+void ReplyRouter::OnData(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) {
+  if (!msg.ok()) {
+    LOG(ERROR) << "worker " << node_->rank() << ": bad message from " << from << ": " << msg.status().message();
+    Request r;
+    if (partial.request_id() != 0 && requests_->Take(partial.request_id(), &r)) {
+      r.state->Fail(msg.status());
+      Finished(r);
+    }
+    return;
+  }
+  const pb::Header& h = msg->header;
+  const int64_t now = MonotonicMicros();
+  switch (h.op()) {
+    case pb::PUSH_ACK:
+    case pb::INIT_ACK:
+    case pb::PONG: {
+      Request r;
+      if (!requests_->Take(h.request_id(), &r)) break;
+      if (timeline_ && r.kind == Request::Kind::kAck && h.op() == pb::PUSH_ACK) {
+        timeline_->Span(Lane::kQueue, r.what, r.clock, r.enqueue_us, r.dispatch_us);
+        timeline_->Span(Lane::kPush, r.what, r.clock, r.dispatch_us, now);
+      }
+      r.state->Complete();
+      Finished(r);
+      break;
+    }
+    case pb::ERROR: {
+      Request r;
+      if (!requests_->Take(h.request_id(), &r)) break;
+      const Status err = InvalidArgumentError(h.error());
+      r.state->Fail(err);
+      for (uint64_t pid : r.piggyback) {
+        Request p;
+        if (requests_->Take(pid, &p)) p.state->Fail(err.Annotate("the push carrying this pull was refused"));
+      }
+      Finished(r);
+      break;
+    }
+    case pb::PULL_REPLY: {
+      if (h.dtype() != pb::FLOAT32) {
+        LOG(ERROR) << "worker " << node_->rank() << ": PULL_REPLY with dtype " << pb::DType_Name(h.dtype());
+        break;
+      }
+      if (h.parts_size() == 0) {
+        ReceiveWeights(h.request_id(), h.clock(), h.apply_begin_us(), h.apply_us(), msg->payload, now);
+      } else {
+        if (static_cast<int>(msg->payload.size()) != h.parts_size()) {
+          LOG(ERROR) << "worker " << node_->rank() << ": merged PULL_REPLY with " << h.parts_size() << " parts and "
+                     << msg->payload.size() << " frames";
+          break;
+        }
+        for (int i = 0; i < h.parts_size(); ++i) {
+          const pb::Part& p = h.parts(i);
+          ReceiveWeights(p.request_id(), p.clock(), p.apply_begin_us(), p.apply_us(), {msg->payload[i]}, now);
+        }
+      }
+      break;
+    }
+    default:
+      LOG(WARNING) << "worker " << node_->rank() << ": unexpected " << OpName(h.op()) << " from " << from;
+  }
+}
+
+void ReplyRouter::ReceiveWeights(uint64_t id, int64_t version, int64_t apply_begin, int64_t apply_us,
+                                 const std::vector<Buffer>& payload, int64_t now) {
+  Request r;
+  if (!requests_->Take(id, &r)) return;
+  size_t bytes = 0;
+  for (const Buffer& b : payload) bytes += b.size();
+  if (bytes != r.length * sizeof(float)) {
+    r.state->Fail(DataLossError(r.what + ": reply carries " + std::to_string(bytes) + " bytes, expected " +
+                                std::to_string(r.length * sizeof(float))));
+    Finished(r);
+    return;
+  }
+  char* out = reinterpret_cast<char*>(r.dst);
+  for (const Buffer& b : payload) {
+    std::memcpy(out, b.data(), b.size());
+    out += b.size();
+  }
+  if (timeline_) {
+    if (r.dispatch_us > 0) {  // An explicit pull: it queued here, then travelled.
+      timeline_->Span(Lane::kQueue, r.what, r.clock, r.enqueue_us, r.dispatch_us);
+      timeline_->Span(Lane::kPull, r.what, r.clock, r.dispatch_us, now);
+    } else if (apply_begin > 0) {  // Rode on a push: apply, then the way back.
+      timeline_->Span(Lane::kServerApply, r.what, r.clock, apply_begin, apply_begin + apply_us);
+      timeline_->Span(Lane::kPull, r.what, r.clock, apply_begin + apply_us, now);
+    }
+  }
+  r.state->Complete(version);
+  Finished(r);
+}
+
+}  // namespace nereus

@@ -1,0 +1,48 @@
+// ReplyRouter: what the client does with each message a server sends back.
+#ifndef NEREUS_WORKER_CLIENT_REPLY_ROUTER_H_
+#define NEREUS_WORKER_CLIENT_REPLY_ROUTER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "common/message.h"
+#include "common/node.h"
+#include "worker/client/request_table.h"
+#include "worker/client/server_queues.h"
+#include "worker/client/timeline.h"
+
+namespace nereus {
+
+// Matches replies (PUSH_ACK, INIT_ACK, PONG, PULL_REPLY, ERROR) to their
+// requests: completes or fails the handles, copies pulled weights into place,
+// releases the server's credit and records the network spans on the
+// timeline. Owns nothing; runs on the Node's receive thread. A bad reply
+// fails its request (or is logged), never the process.
+//
+// Messages of a new kind (e.g. from other workers) get a case in OnData.
+class ReplyRouter {
+ public:
+  // Every pointer must outlive this object.
+  ReplyRouter(const Node* node, RequestTable* requests, ServerQueues* queues)
+      : node_(node), requests_(requests), queues_(queues) {}
+
+  // Set once by Client start-up, before any request exists.
+  void set_timeline(Timeline* timeline) { timeline_ = timeline; }
+
+  // Node::DataHandler.
+  void OnData(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial);
+
+ private:
+  void ReceiveWeights(uint64_t id, int64_t version, int64_t apply_begin, int64_t apply_us,
+                      const std::vector<Buffer>& payload, int64_t now);
+  void Finished(const Request& r) { queues_->Release(r.server, r.credit); }
+
+  const Node* const node_;
+  RequestTable* const requests_;
+  ServerQueues* const queues_;
+  Timeline* timeline_ = nullptr;
+};
+
+}  // namespace nereus
+
+#endif  // NEREUS_WORKER_CLIENT_REPLY_ROUTER_H_

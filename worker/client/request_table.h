@@ -1,0 +1,70 @@
+// RequestTable: the client's outstanding requests, by request id.
+#ifndef NEREUS_WORKER_CLIENT_REQUEST_TABLE_H_
+#define NEREUS_WORKER_CLIENT_REQUEST_TABLE_H_
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "worker/client/handle_state.h"
+
+namespace nereus {
+
+// What the reply to one request completes.
+struct Request {
+  enum class Kind {
+    kAck,   // PUSH_ACK / INIT_ACK: one unit of `state`.
+    kPull,  // PULL_REPLY (explicit, or riding on a push): a chunk into `dst`.
+    kPong,  // PONG of a calibration PING.
+  };
+  Kind kind = Kind::kAck;
+  StatePtr state;
+  int server = 0;
+  uint64_t credit = 0;   // Released to the server's queue on completion.
+  float* dst = nullptr;  // kPull: where the chunk goes.
+  uint64_t length = 0;   // kPull: chunk elements.
+  std::string what;      // For error messages and the timeline.
+  int64_t clock = 0;
+  int64_t enqueue_us = 0, dispatch_us = 0;
+  std::vector<uint64_t> piggyback;  // kAck: pulls that ride on this push.
+};
+
+// Owns every request that awaits a reply, the request ids and the job's abort
+// status. Touched by user threads (registering), the servers' queues
+// (stamping dispatch times), the receive thread (taking replies) and the
+// abort handler (failing everything). Thread-safe; its lock is a leaf.
+class RequestTable {
+ public:
+  // A fresh request id (never 0).
+  uint64_t NextId();
+
+  // Registers `r` under `id`. After FailAll the job is gone and no reply will
+  // come: r.state fails at once instead, as if FailAll had come just after.
+  void Add(uint64_t id, Request r);
+
+  // Removes request `id` into `out`; false if there is none (already failed).
+  bool Take(uint64_t id, Request* out);
+
+  // Records when request `id` left its queue (if it is still outstanding).
+  void StampDispatch(uint64_t id, int64_t us);
+
+  // Fails every outstanding request with `why` (annotated with what each
+  // was); the first `why` is kept as aborted().
+  void FailAll(const Status& why);
+
+  // OK until FailAll.
+  Status aborted() const;
+
+ private:
+  mutable std::mutex mu_;
+  uint64_t next_id_ = 1;                   // GUARDED_BY(mu_)
+  std::map<uint64_t, Request> requests_;   // GUARDED_BY(mu_)
+  Status abort_;                           // GUARDED_BY(mu_)
+};
+
+}  // namespace nereus
+
+#endif  // NEREUS_WORKER_CLIENT_REQUEST_TABLE_H_

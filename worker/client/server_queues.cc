@@ -1,0 +1,48 @@
+#include "worker/client/server_queues.h"
+
+#include <utility>
+
+#include "worker/client/timeline.h"
+
+namespace nereus {
+
+void ServerQueues::Start(int num_servers, uint64_t credit_bytes) {
+  scheduler_ = std::make_unique<PriorityScheduler>(num_servers, credit_bytes);
+}
+
+void ServerQueues::Submit(std::vector<QueuedMessage> messages) {
+  for (QueuedMessage& m : messages) {
+    PriorityScheduler::Item item;
+    item.server = m.server;
+    item.priority = m.priority;
+    item.bytes = m.bytes;
+    const Endpoint* to = &node_->server(m.server);
+    auto shared = std::make_shared<QueuedMessage>(std::move(m));
+    item.send = [this, to, shared] {
+      requests_->StampDispatch(shared->request_id, MonotonicMicros());
+      if (shared->msg.header.op() == pb::PUSH) {
+        push_messages_.fetch_add(1);
+        push_bytes_.fetch_add(shared->msg.payload_bytes());
+      } else if (shared->msg.header.op() == pb::PULL) {
+        pull_messages_.fetch_add(1);
+      }
+      Status st = node_->Send(*to, std::move(shared->msg), shared->stream);
+      if (!st.ok()) LOG(ERROR) << "worker " << node_->rank() << ": send failed: " << st;
+    };
+    scheduler_->Enqueue(std::move(item));
+  }
+}
+
+void ServerQueues::Release(int server, uint64_t credit) {
+  if (credit > 0) scheduler_->Complete(server, credit);
+}
+
+ClientStats ServerQueues::stats() const {
+  ClientStats s;
+  s.push_messages = push_messages_.load();
+  s.push_bytes = push_bytes_.load();
+  s.pull_messages = pull_messages_.load();
+  return s;
+}
+
+}  // namespace nereus

@@ -1,0 +1,61 @@
+// ServerQueues: the per-server queues between the client and the wire.
+#ifndef NEREUS_WORKER_CLIENT_SERVER_QUEUES_H_
+#define NEREUS_WORKER_CLIENT_SERVER_QUEUES_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/message.h"
+#include "common/node.h"
+#include "nereus/client.h"
+#include "worker/client/priority_scheduler.h"
+#include "worker/client/request_table.h"
+
+namespace nereus {
+
+// A built message waiting in its server's queue.
+struct QueuedMessage {
+  int server;
+  uint64_t priority;    // Smaller is more urgent (0 for everything when not prioritized).
+  uint64_t bytes;       // Payload bytes counted against the server's credit.
+  int stream;           // Connection to the server (kFull spreads partitions).
+  uint64_t request_id;  // Stamped with its dispatch time.
+  Message msg;
+};
+
+// Owns the PriorityScheduler (one queue and one credit per server) and the
+// counters of what was sent. Submit runs on user threads; messages leave on
+// whichever thread dispatches them (the submitter, or the receive thread
+// when a reply frees credit). Thread-safe.
+//
+// This is the place to change how queued messages become wire messages
+// (e.g. to coalesce small queued partitions to one server).
+class ServerQueues {
+ public:
+  // `node` and `requests` must outlive this object; Start before Submit.
+  ServerQueues(Node* node, RequestTable* requests) : node_(node), requests_(requests) {}
+
+  // Once the job is known: `credit_bytes` per server, 0 for no limit.
+  void Start(int num_servers, uint64_t credit_bytes);
+
+  // Queues `messages` in order. Never call under a lock a send can take
+  // (the scheduler may send at once, stamping the RequestTable).
+  void Submit(std::vector<QueuedMessage> messages);
+
+  // The request that held `credit` bytes on `server` completed.
+  void Release(int server, uint64_t credit);
+
+  ClientStats stats() const;
+
+ private:
+  Node* const node_;
+  RequestTable* const requests_;
+  std::unique_ptr<PriorityScheduler> scheduler_;  // Set by Start, then read-only.
+  std::atomic<uint64_t> push_messages_{0}, push_bytes_{0}, pull_messages_{0};
+};
+
+}  // namespace nereus
+
+#endif  // NEREUS_WORKER_CLIENT_SERVER_QUEUES_H_

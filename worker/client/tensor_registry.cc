@@ -1,0 +1,77 @@
+#include "worker/client/tensor_registry.h"
+
+#include <string>
+
+namespace nereus {
+namespace {
+
+uint64_t Fnv1a(uint64_t h, const void* data, size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+StatusOr<int> TensorRegistry::Register(const TensorSpec& spec) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (frozen_) return FailedPreconditionError("RegisterTensor(\"" + spec.name + "\") after Init");
+  if (spec.shape.empty()) return InvalidArgumentError("tensor \"" + spec.name + "\" has no shape");
+  uint64_t n = 1;
+  for (int64_t d : spec.shape) {
+    if (d <= 0) return InvalidArgumentError("tensor \"" + spec.name + "\" has a non-positive dimension");
+    n *= static_cast<uint64_t>(d);
+  }
+  if ((spec.data == nullptr) != (spec.diff == nullptr))
+    return InvalidArgumentError("tensor \"" + spec.name + "\": give both data and diff buffers, or neither");
+  specs_.push_back(spec);
+  elements_.push_back(n);
+  return static_cast<int>(specs_.size()) - 1;
+}
+
+Status TensorRegistry::Freeze(size_t num_initial, uint64_t chunk_bytes, int num_servers) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (frozen_) return FailedPreconditionError("Init called twice");
+  if (num_initial != specs_.size())
+    return InvalidArgumentError("Init got " + std::to_string(num_initial) + " initial values for " +
+                                std::to_string(specs_.size()) + " registered tensors");
+  ASSIGN_OR_RETURN(ShardMap map, ShardMap::Build(elements_, chunk_bytes, num_servers));
+  shards_ = std::make_unique<ShardMap>(std::move(map));
+  frozen_ = true;
+  return Status::OK();
+}
+
+bool TensorRegistry::frozen() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return frozen_;
+}
+
+Status TensorRegistry::CheckTensor(int tensor, const char* op) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!frozen_) return FailedPreconditionError(std::string(op) + " before Init");
+  if (tensor < 0 || tensor >= static_cast<int>(specs_.size()))
+    return NotFoundError("unknown tensor id " + std::to_string(tensor));
+  return Status::OK();
+}
+
+std::vector<ChunkRef> TensorRegistry::Refs(int tensor) const {
+  std::vector<ChunkRef> refs;
+  for (const ChunkPlacement& c : shards_->chunks(tensor)) refs.push_back(ChunkRef{tensor, &c});
+  return refs;
+}
+
+uint64_t TensorRegistry::Digest() const {
+  uint64_t h = 1469598103934665603ull;
+  for (const auto& t : specs_) {
+    h = Fnv1a(h, t.name.data(), t.name.size());
+    for (int64_t d : t.shape) h = Fnv1a(h, &d, sizeof(d));
+    h = Fnv1a(h, &t.lr_mult, sizeof(t.lr_mult));
+    h = Fnv1a(h, &t.decay_mult, sizeof(t.decay_mult));
+  }
+  return h == 0 ? 1 : h;
+}
+
+}  // namespace nereus

@@ -1,0 +1,60 @@
+// TensorRegistry: the tensors a worker declared and where their chunks live.
+#ifndef NEREUS_WORKER_CLIENT_TENSOR_REGISTRY_H_
+#define NEREUS_WORKER_CLIENT_TENSOR_REGISTRY_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "common/shard_map.h"
+#include "common/status.h"
+#include "nereus/client.h"
+
+namespace nereus {
+
+// One chunk of one tensor, as the servers store it.
+struct ChunkRef {
+  int tensor;
+  const ChunkPlacement* placement;
+};
+
+// Owns the TensorSpecs (RegisterTensor) and, from Init on, the ShardMap.
+// Before Freeze() it is written by user threads under its lock; Freeze()
+// (Init) makes it read-only, and from then on any thread that has seen
+// frozen() (or an OK CheckTensor) reads it without locking.
+class TensorRegistry {
+ public:
+  // Validates and appends `spec`; returns its id. Fails after Freeze().
+  StatusOr<int> Register(const TensorSpec& spec);
+
+  // Init: checks that `num_initial` values came, one per tensor, and cuts the
+  // tensors into chunks over the servers. Fails if called twice.
+  Status Freeze(size_t num_initial, uint64_t chunk_bytes, int num_servers);
+  bool frozen() const;
+
+  // OK if `tensor` is a registered id and Init has run; `op` names the caller.
+  Status CheckTensor(int tensor, const char* op) const;
+
+  // After Freeze():
+  int size() const { return static_cast<int>(specs_.size()); }
+  const TensorSpec& spec(int tensor) const { return specs_[tensor]; }
+  uint64_t elements(int tensor) const { return elements_[tensor]; }
+  const std::vector<ChunkPlacement>& chunks(int tensor) const { return shards_->chunks(tensor); }
+  std::vector<ChunkRef> Refs(int tensor) const;
+  uint64_t chunk_bytes() const { return shards_->chunk_bytes(); }
+  // FNV-1a over names, shapes and multipliers: equal across workers that
+  // registered the same model (checked by the "nereus.model" barrier).
+  uint64_t Digest() const;
+
+ private:
+  mutable std::mutex mu_;
+  bool frozen_ = false;                  // GUARDED_BY(mu_)
+  std::vector<TensorSpec> specs_;        // GUARDED_BY(mu_) until frozen, then read-only.
+  std::vector<uint64_t> elements_;       // Likewise.
+  std::unique_ptr<ShardMap> shards_;     // Set by Freeze, then read-only.
+};
+
+}  // namespace nereus
+
+#endif  // NEREUS_WORKER_CLIENT_TENSOR_REGISTRY_H_
