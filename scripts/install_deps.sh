@@ -3,7 +3,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config ccache
   libzmq3-dev cppzmq-dev
   protobuf-compiler libprotobuf-dev
   libgoogle-glog-dev libgflags-dev

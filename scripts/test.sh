@@ -12,7 +12,6 @@ ROOT=$(pwd)
 
 if [[ "${NEREUS_SKIP_TSAN:-0}" != 1 ]]; then
   echo "== ThreadSanitizer: server, client and multi-process tests"
-  cmake -S . -B build-tsan -DNEREUS_SANITIZE=thread -DNEREUS_WITH_TRAINER=OFF >/dev/null
-  cmake --build build-tsan -j "$(nproc)" >/dev/null
+  NEREUS_BUILD_DIR=build-tsan ./scripts/build.sh -DNEREUS_SANITIZE=thread -DNEREUS_WITH_TRAINER=OFF >/dev/null
   (cd build-tsan && TSAN_OPTIONS="suppressions=$ROOT/tests/tsan.supp" ctest --output-on-failure --timeout 600 -j 1)
 fi
