@@ -16,6 +16,7 @@
 #include "bench/models.h"
 #include "bench/netns.h"
 #include "common/node_flags.h"
+#include "worker/client/client_flags.h"
 #include "worker/client/timeline.h"
 
 DEFINE_string(model, "vgg19", "pipeline: vgg19, resnet50 or lenet.");

@@ -8,6 +8,7 @@
 #include <glog/logging.h>
 
 #include "common/node_flags.h"
+#include "worker/client/client_flags.h"
 #include "worker/train_main.h"
 #include "worker/trainer_runner.h"
 

@@ -12,6 +12,7 @@
 #include <glog/logging.h>
 
 #include "common/node_flags.h"
+#include "worker/client/client_flags.h"
 #include "common/sgd.h"
 #include "nereus/client.h"
 #include "worker/synthetic_model.h"

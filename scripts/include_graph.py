@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""Draws Nereus's include graph and checks that it is a tree of floors.
+
+Every C++ file sits on a floor; a file may include files of its own component
+or of a lower floor, never of a higher one nor of a sibling on its own floor:
+
+  0 proto                              proto/ (and the generated *.pb.h)
+  1 common                             common/
+  2 server, worker/client              server/ (but *_main.cc), worker/client/
+  3 worker/trainer                     worker/trainer/
+  4 worker/param_sync                  worker/param_sync/
+  5 binaries                           worker/*.{h,cc}, server/*_main.cc
+  6 bench                              bench/
+  7 tests                              tests/
+
+Only `#include "..."` lines count. A quoted include is resolved against the
+including file's folder, the repository root and the public include folders
+(worker/client/include); one that resolves nowhere is placed by its path.
+
+  include_graph.py --check              exit 1, naming every include that runs
+                                        up or sideways (and files on no floor)
+  include_graph.py --dot FILE           write the graph (graphviz dot)
+  include_graph.py --png FILE           the same, rendered by graphviz's `dot`
+  --expand DIR                          draw DIR's files (x.h with x.cc), not
+                                        DIR as one node
+  --omit COMPONENT                      leave COMPONENT (e.g. tests) out
+Python 3 standard library only; graphviz only for --png.
+"""
+
+import argparse
+import collections
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+# (component, floor), most specific prefix first. A component is one node of
+# the picture; files of one component may include each other freely.
+FLOORS = [
+    ("proto/", "proto", 0),
+    ("common/", "common", 1),
+    ("server/", "server", 2),
+    ("worker/client/", "worker/client", 2),
+    ("worker/trainer/", "worker/trainer", 3),
+    ("worker/param_sync/", "worker/param_sync", 4),
+    ("worker/", "binaries", 5),
+    ("bench/", "bench", 6),
+    ("tests/", "tests", 7),
+]
+BINARY_MAINS = re.compile(r"^server/[^/]*_main\.cc$")
+INCLUDE_DIRS = ["", "worker/client/include"]
+SOURCE_EXTENSIONS = (".h", ".hh", ".hpp", ".cc", ".cpp", ".cxx", ".c")
+SKIP_DIRS = {".git", ".ci", "build", "docs", "scripts", "third_party"}
+INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def floor_of(path):
+    """(component, floor) of a repository-relative path, or None."""
+    if BINARY_MAINS.match(path):
+        return ("binaries", 5)
+    if path.startswith("worker/client/include/"):
+        return ("worker/client", 2)
+    for prefix, component, floor in FLOORS:
+        if path.startswith(prefix):
+            return (component, floor)
+    return None
+
+
+def source_files(root):
+    for folder, dirs, files in os.walk(root):
+        rel = os.path.relpath(folder, root)
+        dirs[:] = sorted(d for d in dirs
+                         if not (rel == "." and (d in SKIP_DIRS or d.startswith("build")))
+                         and not d.startswith("."))
+        for name in sorted(files):
+            if name.endswith(SOURCE_EXTENSIONS):
+                yield os.path.normpath(os.path.join(rel, name)).replace(os.sep, "/")
+
+
+def resolve(root, including, target):
+    """Repository-relative path of an include (generated files by name)."""
+    candidates = [os.path.join(os.path.dirname(including), target)]
+    candidates += [os.path.join(d, target) for d in INCLUDE_DIRS]
+    for c in candidates:
+        c = os.path.normpath(c).replace(os.sep, "/")
+        if os.path.isfile(os.path.join(root, c)):
+            return c
+    return os.path.normpath(target).replace(os.sep, "/")
+
+
+def read_includes(root):
+    """[(file, line number, included path, as written)] over every source file."""
+    edges = []
+    for f in source_files(root):
+        with open(os.path.join(root, f), encoding="utf-8", errors="replace") as fh:
+            for number, line in enumerate(fh, 1):
+                m = INCLUDE_RE.match(line)
+                if m:
+                    edges.append((f, number, resolve(root, f, m.group(1)), m.group(1)))
+    return edges
+
+
+def violations(root, edges):
+    """Messages naming each include that breaks the floors."""
+    problems = []
+    for f in source_files(root):
+        if floor_of(f) is None:
+            problems.append("%s: on no floor (add its folder to FLOORS in scripts/include_graph.py)" % f)
+    for f, number, target, written in edges:
+        src, dst = floor_of(f), floor_of(target)
+        if src is None or dst is None or src[0] == dst[0]:
+            continue
+        what = '%s:%d: includes "%s"' % (f, number, written)
+        if written != target:
+            what += " (%s)" % target
+        if dst[1] > src[1]:
+            problems.append("%s: %s (floor %d) may not include %s (floor %d), a higher floor"
+                            % (what, src[0], src[1], dst[0], dst[1]))
+        elif dst[1] == src[1]:
+            problems.append("%s: %s and %s are siblings on floor %d and may not include each other"
+                            % (what, src[0], dst[0], src[1]))
+    return problems
+
+
+def node_of(path, expand):
+    for d in expand:
+        d = d.rstrip("/")
+        if path.startswith(d + "/"):
+            rest = path[len(d) + 1:]
+            if rest.startswith("include/"):
+                return d + "/" + rest[len("include/"):]  # A public header, e.g. nereus/client.h.
+            # One node per file stem: x.h and x.cc together.
+            return d + "/" + os.path.splitext(rest)[0]
+    component = floor_of(path)
+    if component is None:
+        return os.path.dirname(path) or path
+    # Sub-folders of the trainer are drawn as their own nodes.
+    if component[0] == "worker/trainer":
+        parts = path.split("/")
+        if len(parts) > 3:
+            return "/".join(parts[:3])
+    return component[0]
+
+
+def dot(root, edges, expand, omit=()):
+    """The graph of components (and of the files of `expand`) in graphviz dot.
+
+    Drawn top down: the includer above what it includes, so proto is the
+    ground floor. Components in `omit` (e.g. tests) are left out.
+    """
+    expand = [d.rstrip("/") for d in expand]
+    omitted = lambda path: floor_of(path) is not None and floor_of(path)[0] in omit
+    bad = set()
+    for f, _, target, _ in edges:
+        src, dst = floor_of(f), floor_of(target)
+        if src and dst and src[0] != dst[0] and dst[1] >= src[1]:
+            bad.add((node_of(f, expand), node_of(target, expand)))
+    counts = collections.Counter()
+    nodes = {}
+    for f in source_files(root):
+        if not omitted(f):
+            nodes[node_of(f, expand)] = floor_of(f)
+    for f, _, target, _ in edges:
+        if omitted(f) or omitted(target):
+            continue
+        a, b = node_of(f, expand), node_of(target, expand)
+        nodes.setdefault(b, floor_of(target))
+        if a != b:
+            counts[(a, b)] += 1
+    out = ["digraph nereus_includes {",
+           '  graph [rankdir=TB, nodesep=0.3, ranksep=0.5, fontname="Helvetica", fontsize=12, '
+           'label="Nereus include graph: an arrow runs from the includer to the included (number: #include lines)'
+           '", labelloc=t];',
+           '  node [shape=box, style="rounded,filled", fillcolor="#f4f4f4", fontname="Helvetica", fontsize=11];',
+           '  edge [color="#888888", arrowsize=0.6, fontname="Helvetica", fontsize=8];']
+    clusters = collections.defaultdict(list)
+    for n, fl in sorted(nodes.items()):
+        inside = [d for d in expand if n.startswith(d + "/")]
+        if inside:
+            clusters[inside[0]].append(n)
+            continue
+        label = n if fl is None else "%s\\nfloor %d" % (n, fl[1])
+        out.append('  "%s" [label="%s"];' % (n, label))
+    for i, d in enumerate(sorted(clusters)):
+        fl = floor_of(d + "/")
+        out.append('  subgraph cluster_%d { label="%s (floor %d)"; style="rounded,dashed"; color="#999999";'
+                   % (i, d, fl[1] if fl else -1))
+        for n in clusters[d]:
+            out.append('    "%s" [label="%s", fillcolor="#e8f0fb"];' % (n, n[len(d) + 1:]))
+        out.append("  }")
+    for (a, b), n in sorted(counts.items()):
+        attrs = ['label="%d"' % n] if n > 1 else []
+        if (a, b) in bad:
+            attrs.append("color=red, penwidth=2")
+        out.append('  "%s" -> "%s"%s;' % (a, b, " [" + ", ".join(attrs) + "]" if attrs else ""))
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."),
+                        help="repository root (default: this script's parent folder)")
+    parser.add_argument("--check", action="store_true", help="fail naming every include that breaks the floors")
+    parser.add_argument("--dot", help="write the graph in graphviz dot to this file")
+    parser.add_argument("--png", help="render the graph to this PNG with graphviz's dot")
+    parser.add_argument("--expand", action="append", default=[], help="draw this folder's files as nodes")
+    parser.add_argument("--omit", action="append", default=[], help="leave this component out of the picture")
+    args = parser.parse_args(argv)
+    root = os.path.abspath(args.root)
+    if not os.path.isdir(root):
+        parser.error("--root %s is not a folder" % root)
+    if not (args.check or args.dot or args.png):
+        parser.error("give --check, --dot FILE or --png FILE")
+    edges = read_includes(root)
+    status = 0
+    if args.dot or args.png:
+        text = dot(root, edges, args.expand, args.omit)
+        if args.dot:
+            with open(args.dot, "w") as fh:
+                fh.write(text)
+        if args.png:
+            if shutil.which("dot") is None:
+                print("include_graph.py: --png needs graphviz's `dot` (apt-get install graphviz)", file=sys.stderr)
+                return 2
+            subprocess.run(["dot", "-Tpng", "-o", args.png], input=text.encode(), check=True)
+    if args.check:
+        problems = violations(root, edges)
+        for p in problems:
+            print(p)
+        if problems:
+            print("include_graph.py: %d include(s) break the floors proto <- common <- {server, worker/client} "
+                  "<- worker/trainer <- worker/param_sync <- binaries <- bench <- tests" % len(problems),
+                  file=sys.stderr)
+            status = 1
+        else:
+            print("include_graph.py: %d includes in %d files, all down the floors"
+                  % (len(edges), len(set(e[0] for e in edges))))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

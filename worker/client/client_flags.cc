@@ -1,0 +1,44 @@
+#include "worker/client/client_flags.h"
+
+DEFINE_string(schedule, "full",
+              "Worker: how communication is ordered. sequential: push everything after the whole backward, pull "
+              "everything before the next forward (no overlap); wfbp: push each layer as soon as its backward ends, "
+              "first in first out, its pull riding along; priority: wfbp plus partitions queued by layer (the input "
+              "side first) with at most --credit_bytes in flight per server; full: priority plus MG-WFBP merging "
+              "of small layers (--merge) and --streams connections.");
+DEFINE_uint64(credit_bytes, 2 << 20,
+              "Worker, priority/full: bytes of pushes in flight to one server at once. Smaller lets an urgent "
+              "partition overtake sooner; larger keeps a fast link busy.");
+DEFINE_string(merge, "auto",
+              "Worker, full: auto measures the link (alpha, beta) at start and the backward time of each layer in "
+              "the first iterations, then merges consecutive layers by MG-WFBP's rule; off sends every layer alone.");
+DEFINE_string(timeline, "",
+              "Worker: write a Chrome trace (Perfetto, chrome://tracing) of compute, queueing, transfers and "
+              "server-side apply here at the end; {rank} in the name is replaced by the worker's rank.");
+DEFINE_int32(timeline_every, 1, "Worker: keep every N-th iteration in --timeline, so files stay small.");
+
+namespace nereus {
+
+StatusOr<ClientOptions> ClientOptionsFromFlags() {
+  ASSIGN_OR_RETURN(NodeOptions node, NodeOptionsFromFlags(pb::WORKER));
+  ClientOptions o;
+  o.coordinator = node.coordinator;
+  o.rank = node.rank;
+  o.bind_host = node.bind_host;
+  o.startup_timeout_s = node.startup_timeout_s;
+  o.io_threads = node.transport.io_threads;
+  o.streams = node.transport.streams_per_peer;
+  ASSIGN_OR_RETURN(o.schedule, ParseSchedule(FLAGS_schedule));
+  if (FLAGS_credit_bytes == 0) return InvalidArgumentError("--credit_bytes must be > 0");
+  o.credit_bytes = FLAGS_credit_bytes;
+  if (FLAGS_merge != "auto" && FLAGS_merge != "off")
+    return InvalidArgumentError("--merge must be auto or off, got \"" + FLAGS_merge + "\"");
+  o.merge = FLAGS_merge == "auto";
+  if (FLAGS_timeline_every < 1)
+    return InvalidArgumentError("--timeline_every must be >= 1, got " + std::to_string(FLAGS_timeline_every));
+  o.timeline = FLAGS_timeline;
+  o.timeline_every = FLAGS_timeline_every;
+  return o;
+}
+
+}  // namespace nereus

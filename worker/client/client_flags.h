@@ -1,0 +1,29 @@
+// The worker's communication flags (--schedule, --credit_bytes, --merge,
+// --timeline, --timeline_every) and ClientOptionsFromFlags, for the binaries
+// that make a Client (nereus_worker, nereus_bench). Linked only into
+// binaries, never into the libraries; the node flags they build on are in
+// common/node_flags.h.
+#ifndef NEREUS_WORKER_CLIENT_CLIENT_FLAGS_H_
+#define NEREUS_WORKER_CLIENT_CLIENT_FLAGS_H_
+
+#include <gflags/gflags.h>
+
+#include "common/node_flags.h"
+#include "common/status.h"
+#include "nereus/client.h"
+
+DECLARE_string(schedule);
+DECLARE_uint64(credit_bytes);
+DECLARE_string(merge);
+DECLARE_string(timeline);
+DECLARE_int32(timeline_every);
+
+namespace nereus {
+
+// A worker's ClientOptions from the flags above and the node flags; errors
+// name the bad flag.
+StatusOr<ClientOptions> ClientOptionsFromFlags();
+
+}  // namespace nereus
+
+#endif  // NEREUS_WORKER_CLIENT_CLIENT_FLAGS_H_
