@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Nereus needs, only those missing. Idempotent.
+#   --docs  also graphviz, to redraw docs/include_graph.png
+#           (scripts/include_graph.py --png); not needed to build or test.
 set -euo pipefail
 
 PACKAGES=(
@@ -11,6 +13,12 @@ PACKAGES=(
   libopenblas-dev liblmdb-dev
   iproute2 python3 nodejs npm
 )
+if [ "${1:-}" = "--docs" ]; then
+  PACKAGES+=(graphviz)
+elif [ $# -gt 0 ]; then
+  echo "usage: $0 [--docs]" >&2
+  exit 2
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
