@@ -1,0 +1,280 @@
+// Unit tests of the client library's parts (worker/client/*.h) on their own,
+// without servers: what the RequestTable, TensorRegistry, MessageBuilder and
+// MergeProfiler promise in their headers.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "worker/client/merge_profiler.h"
+#include "worker/client/message_builder.h"
+#include "worker/client/request_table.h"
+#include "worker/client/tensor_registry.h"
+
+namespace nereus {
+namespace {
+
+Request MakeRequest(const StatePtr& state, const std::string& what) {
+  Request r;
+  r.state = state;
+  r.what = what;
+  return r;
+}
+
+TEST(RequestTableTest, IdsStartAtOneAndEachRequestIsTakenOnce) {
+  RequestTable table;
+  EXPECT_EQ(table.NextId(), 1u);
+  EXPECT_EQ(table.NextId(), 2u);
+  auto state = std::make_shared<Handle::State>(1);
+  table.Add(7, MakeRequest(state, "PUSH of tensor \"w\" chunk 0"));
+  table.StampDispatch(7, 1234);
+  table.StampDispatch(8, 99);  // Unknown: ignored.
+  Request r;
+  EXPECT_FALSE(table.Take(8, &r));
+  ASSERT_TRUE(table.Take(7, &r));
+  EXPECT_EQ(r.dispatch_us, 1234);
+  EXPECT_EQ(r.what, "PUSH of tensor \"w\" chunk 0");
+  EXPECT_FALSE(table.Take(7, &r));
+  EXPECT_TRUE(table.aborted().ok());
+}
+
+TEST(RequestTableTest, FailAllFailsEveryRequestAndLaterOnesAtOnce) {
+  RequestTable table;
+  auto a = std::make_shared<Handle::State>(2);
+  auto b = std::make_shared<Handle::State>(1);
+  table.Add(1, MakeRequest(a, "PUSH of tensor \"a\" chunk 0"));
+  table.Add(2, MakeRequest(a, "PUSH of tensor \"a\" chunk 1"));
+  table.Add(3, MakeRequest(b, "PULL of tensor \"b\" chunk 0"));
+  table.FailAll(UnavailableError("server 1 died"));
+  table.FailAll(AbortedError("client destroyed"));  // The first cause is kept.
+  EXPECT_EQ(table.aborted().message(), "server 1 died");
+  const Status sa = Handle(a).Wait();
+  EXPECT_EQ(sa.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(sa.message(), "PUSH of tensor \"a\" chunk 0: server 1 died");
+  EXPECT_EQ(Handle(b).Wait().message(), "PULL of tensor \"b\" chunk 0: server 1 died");
+  Request r;
+  EXPECT_FALSE(table.Take(3, &r));
+  // Registered after the abort: no reply will come, so it fails at once.
+  auto late = std::make_shared<Handle::State>(1);
+  table.Add(4, MakeRequest(late, "PULL of tensor \"c\" chunk 2"));
+  EXPECT_TRUE(Handle(late).done());
+  EXPECT_EQ(Handle(late).Wait().message(), "PULL of tensor \"c\" chunk 2: server 1 died");
+  EXPECT_FALSE(table.Take(4, &r));
+}
+
+TensorSpec Spec(const std::string& name, std::vector<int64_t> shape) {
+  TensorSpec s;
+  s.name = name;
+  s.shape = std::move(shape);
+  return s;
+}
+
+TEST(TensorRegistryTest, RegisterRejectsBadSpecsNamingTheTensor) {
+  TensorRegistry reg;
+  EXPECT_EQ(reg.Register(Spec("a", {})).status().message(), "tensor \"a\" has no shape");
+  EXPECT_EQ(reg.Register(Spec("b", {3, 0})).status().message(), "tensor \"b\" has a non-positive dimension");
+  TensorSpec half = Spec("c", {2});
+  float data[2];
+  half.data = data;
+  EXPECT_EQ(reg.Register(half).status().message(), "tensor \"c\": give both data and diff buffers, or neither");
+  EXPECT_EQ(*reg.Register(Spec("d", {2, 3})), 0);
+  EXPECT_EQ(*reg.Register(Spec("e", {5})), 1);
+  EXPECT_EQ(reg.CheckTensor(0, "PUSH").message(), "PUSH before Init");
+  EXPECT_EQ(reg.Freeze(1, 16, 2).message(), "Init got 1 initial values for 2 registered tensors");
+  EXPECT_FALSE(reg.frozen());
+  ASSERT_TRUE(reg.Freeze(2, 16, 2).ok());
+  EXPECT_TRUE(reg.frozen());
+  EXPECT_EQ(reg.Freeze(2, 16, 2).message(), "Init called twice");
+  EXPECT_EQ(reg.Register(Spec("f", {1})).status().message(), "RegisterTensor(\"f\") after Init");
+  EXPECT_TRUE(reg.CheckTensor(1, "PULL").ok());
+  EXPECT_EQ(reg.CheckTensor(2, "PULL").code(), StatusCode::kNotFound);
+  EXPECT_EQ(reg.CheckTensor(-1, "PULL").message(), "unknown tensor id -1");
+  EXPECT_EQ(reg.elements(0), 6u);
+  // 6 floats in chunks of 16 bytes (4 floats): 4 + 2.
+  ASSERT_EQ(reg.chunks(0).size(), 2u);
+  EXPECT_EQ(reg.chunks(0)[0].length, 4u);
+  EXPECT_EQ(reg.chunks(0)[1].offset, 4u);
+  std::vector<ChunkRef> refs = reg.Refs(0);
+  ASSERT_EQ(refs.size(), 2u);
+  EXPECT_EQ(refs[1].tensor, 0);
+  EXPECT_EQ(refs[1].placement, &reg.chunks(0)[1]);
+}
+
+TEST(TensorRegistryTest, DigestDependsOnNamesShapesAndMultipliers) {
+  auto digest = [](std::vector<TensorSpec> specs) {
+    TensorRegistry reg;
+    for (const auto& s : specs) EXPECT_TRUE(reg.Register(s).ok());
+    EXPECT_TRUE(reg.Freeze(specs.size(), 16, 1).ok());
+    return reg.Digest();
+  };
+  const uint64_t base = digest({Spec("w", {2, 3}), Spec("b", {3})});
+  EXPECT_EQ(digest({Spec("w", {2, 3}), Spec("b", {3})}), base);
+  EXPECT_NE(digest({Spec("w", {3, 2}), Spec("b", {3})}), base);
+  EXPECT_NE(digest({Spec("v", {2, 3}), Spec("b", {3})}), base);
+  TensorSpec lr = Spec("b", {3});
+  lr.lr_mult = 2.0f;
+  EXPECT_NE(digest({Spec("w", {2, 3}), lr}), base);
+}
+
+// Two tensors over two servers in chunks of 8 bytes (2 floats).
+struct BuilderFixture : public ::testing::Test {
+  void SetUp() override {
+    for (int t = 0; t < 2; ++t) {
+      TensorSpec s = Spec("t" + std::to_string(t), {t == 0 ? 5 : 3});
+      s.layer = t;
+      s.data = data[t];
+      s.diff = grad[t];
+      ASSERT_TRUE(reg.Register(s).ok());
+    }
+    ASSERT_TRUE(reg.Freeze(2, 8, 2).ok());
+  }
+  ClientOptions Options(Schedule schedule) {
+    ClientOptions o;
+    o.schedule = schedule;
+    o.streams = 2;
+    return o;
+  }
+  float data[2][5] = {};
+  float grad[2][5] = {};
+  TensorRegistry reg;
+  RequestTable requests;
+};
+
+TEST_F(BuilderFixture, PushesCarryEveryChunkOnceAndRegisterTheirAcksAndPulls) {
+  for (bool merge : {false, true}) {
+    SCOPED_TRACE(merge ? "merged" : "one per chunk");
+    MessageBuilder builder(Options(Schedule::kFull), &reg, &requests);
+    std::vector<ChunkRef> refs = reg.Refs(0);
+    for (const ChunkRef& r : reg.Refs(1)) refs.push_back(r);
+    auto push = std::make_shared<Handle::State>(1);
+    auto guard = std::make_shared<SendGuard>(SendGuard{push});
+    auto pull = std::make_shared<Handle::State>(static_cast<int>(refs.size()));
+    std::vector<QueuedMessage> out;
+    builder.BuildPushes(refs, {grad[0], grad[1]}, {0, 1}, /*clock=*/7, [&](int) { return pull; }, push, guard,
+                        /*base_priority=*/uint64_t{1} << 32, &out, merge);
+    std::set<std::pair<int, int>> seen;
+    for (const QueuedMessage& m : out) {
+      const pb::Header& h = m.msg.header;
+      EXPECT_EQ(h.op(), pb::PUSH);
+      EXPECT_EQ(h.request_id(), m.request_id);
+      std::vector<pb::Part> parts(h.parts().begin(), h.parts().end());
+      if (parts.empty()) {  // A single chunk: the plain header fields.
+        pb::Part p;
+        p.set_tensor(h.tensor());
+        p.set_chunk(h.chunk());
+        p.set_clock(h.clock());
+        p.set_pull_request_id(h.pull_request_id());
+        EXPECT_EQ(h.priority(), h.tensor() * 1000 + h.chunk());
+        parts.push_back(p);
+      } else {
+        EXPECT_GT(parts.size(), 1u);
+      }
+      EXPECT_EQ(m.msg.payload.size(), parts.size());
+      EXPECT_LE(m.bytes, 8u);  // Merged up to chunk_bytes at most.
+      uint64_t bytes = 0;
+      for (size_t i = 0; i < parts.size(); ++i) {
+        const pb::Part& p = parts[i];
+        EXPECT_EQ(p.clock(), 7);
+        const ChunkPlacement& c = reg.chunks(p.tensor())[p.chunk()];
+        EXPECT_EQ(c.server, m.server);
+        EXPECT_TRUE(seen.insert({p.tensor(), p.chunk()}).second);
+        EXPECT_EQ(m.msg.payload[i].data(), static_cast<const void*>(grad[p.tensor()] + c.offset));
+        bytes += m.msg.payload[i].size();
+        Request pr;  // The pull riding on this chunk.
+        ASSERT_TRUE(requests.Take(p.pull_request_id(), &pr));
+        EXPECT_EQ(pr.kind, Request::Kind::kPull);
+        EXPECT_EQ(pr.dst, data[p.tensor()] + c.offset);
+        EXPECT_EQ(pr.length, c.length);
+        EXPECT_EQ(pr.clock, 8);
+      }
+      EXPECT_EQ(bytes, m.bytes);
+      Request ack;
+      ASSERT_TRUE(requests.Take(m.request_id, &ack));
+      EXPECT_EQ(ack.kind, Request::Kind::kAck);
+      EXPECT_EQ(ack.credit, m.bytes);
+      EXPECT_EQ(ack.piggyback.size(), parts.size());
+      EXPECT_GE(m.priority, uint64_t{1} << 32);
+    }
+    // 5 floats -> chunks of 2, 2, 1; 3 floats -> 2, 1.
+    EXPECT_EQ(seen.size(), 5u);
+    // Merging joins the two 4-byte chunks, which share a server (ShardMap
+    // places the 8-byte ones first, then fills the lighter server); the
+    // 8-byte chunks fill a message each.
+    int merged = 0;
+    for (const QueuedMessage& m : out) merged += m.msg.header.parts_size() > 1;
+    EXPECT_EQ(out.size(), merge ? 4u : 5u);
+    EXPECT_EQ(merged, merge ? 1 : 0);
+  }
+}
+
+TEST_F(BuilderFixture, PullsWithoutPrioritiesKeepArrivalOrderOnOneStream) {
+  MessageBuilder builder(Options(Schedule::kWfbp), &reg, &requests);
+  auto pull = std::make_shared<Handle::State>(3);
+  std::vector<QueuedMessage> out;
+  builder.BuildPulls(reg.Refs(0), data[0], /*clock=*/3, pull, uint64_t{5} << 32, &out);
+  ASSERT_EQ(out.size(), 3u);
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_EQ(out[i].priority, 0u);
+    EXPECT_EQ(out[i].stream, 0);
+    EXPECT_EQ(out[i].bytes, 0u);  // Pull requests take no credit.
+    EXPECT_EQ(out[i].msg.header.op(), pb::PULL);
+    EXPECT_EQ(out[i].msg.header.chunk(), static_cast<int>(i));
+    EXPECT_EQ(out[i].msg.header.clock(), 3);
+    Request r;
+    ASSERT_TRUE(requests.Take(out[i].request_id, &r));
+    EXPECT_EQ(r.dst, data[0] + reg.chunks(0)[i].offset);
+    EXPECT_EQ(r.credit, 0u);
+  }
+  MessageBuilder full(Options(Schedule::kFull), &reg, &requests);
+  out.clear();
+  full.BuildPulls(reg.Refs(0), data[0], 3, pull, uint64_t{5} << 32, &out);
+  ASSERT_EQ(out.size(), 3u);
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_EQ(out[i].priority, (uint64_t{5} << 32) + i);  // (layer, partition).
+    EXPECT_EQ(out[i].stream, static_cast<int>(i % 2));
+  }
+}
+
+TEST(MergeProfilerTest, OneGroupPerLayerUntilKClocksAreTimed) {
+  MergeProfiler off(/*enabled=*/false, 3);
+  off.Reset(3);
+  EXPECT_FALSE(off.profiling());
+  EXPECT_FALSE(off.WantsPlan(100));
+  MergeProfiler p(/*enabled=*/true, 2);
+  p.Reset(3);
+  for (int l = 0; l < 3; ++l) {
+    EXPECT_EQ(p.group_of(l).first, l);
+    EXPECT_EQ(p.group_of(l).last, l);
+  }
+  EXPECT_TRUE(p.profiling());
+  EXPECT_FALSE(p.WantsPlan(1));
+  EXPECT_FALSE(p.WantsPlan(2));
+  EXPECT_TRUE(p.WantsPlan(3));
+  // A link where one message costs far more than the bytes: merging pays.
+  p.set_link(LinkModel{1e-3, 1e-12});
+  for (int64_t clock = 1; clock <= 2; ++clock) {
+    p.RecordReady(clock, 2, 1000);
+    p.RecordReady(clock, 1, 1010);
+    p.RecordReady(clock, 0, 1020);
+    p.RecordWaitEnd(clock, 990);
+  }
+  p.Plan({400, 400, 400}, /*rank=*/0);
+  EXPECT_FALSE(p.profiling());
+  EXPECT_FALSE(p.WantsPlan(4));
+  // Every layer in exactly one group, groups in layer order.
+  int next = 0;
+  for (int l = 0; l < 3; ++l) {
+    const MergeGroup& g = p.group_of(l);
+    EXPECT_LE(g.first, l);
+    EXPECT_GE(g.last, l);
+    if (g.first == l) {
+      EXPECT_EQ(g.first, next);
+      next = g.last + 1;
+    }
+  }
+  EXPECT_EQ(next, 3);
+  EXPECT_EQ(p.group_of(2).first, 0) << "10 us of backward per layer against 1 ms per message: one group";
+}
+
+}  // namespace
+}  // namespace nereus
