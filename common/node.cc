@@ -46,6 +46,9 @@ Status Node::Start(DataHandler on_data, AbortHandler on_abort) {
   self->set_role(options_.role);
   self->set_rank(options_.rank);
   self->set_endpoint(transport_->endpoint());
+  self->set_resume(options_.resume);
+  for (int64_t clock : options_.checkpoint_clocks) self->add_checkpoint_clocks(clock);
+  self->set_checkpoint_every(options_.checkpoint_every);
   RETURN_IF_ERROR(transport_->Send(coordinator_, std::move(reg)));
   LOG(INFO) << RoleName(options_.role) << " at " << transport_->endpoint() << " registering with coordinator "
             << coordinator_;

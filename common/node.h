@@ -28,6 +28,12 @@ struct NodeOptions {
   std::string bind_host = "127.0.0.1";
   int startup_timeout_s = 60;        // For registration and the start barrier.
   ZmqTransportOptions transport;
+  // Sent with REGISTER: --resume, and a server's complete checkpoints and
+  // --checkpoint_every (the coordinator picks the newest clock every server
+  // holds and hands it out as job().start_clock()).
+  bool resume = false;
+  std::vector<int64_t> checkpoint_clocks;
+  int64_t checkpoint_every = 0;
 };
 
 // "host:port" -> "tcp://host:port"; endpoints already starting with a scheme

@@ -12,6 +12,10 @@ DEFINE_int32(io_threads, 1, "ZeroMQ I/O threads per node.");
 DEFINE_int32(streams, 2,
              "Parallel connections from this node to each peer (workers use them with --schedule=full; one flow "
              "alone does not fill a fast link).");
+DEFINE_bool(resume, false,
+            "Restart a job from its newest checkpoint (docs/RELIABILITY.md). Give it to the coordinator and to every "
+            "server and worker of the job: the coordinator picks the newest clock that every server's "
+            "--checkpoint_dir holds complete, the servers load it and the workers start at that clock.");
 namespace nereus {
 
 StatusOr<NodeOptions> NodeOptionsFromFlags(pb::Role role) {
@@ -28,6 +32,7 @@ StatusOr<NodeOptions> NodeOptionsFromFlags(pb::Role role) {
   o.startup_timeout_s = FLAGS_startup_timeout_s;
   o.transport.io_threads = FLAGS_io_threads;
   o.transport.streams_per_peer = FLAGS_streams;
+  o.resume = FLAGS_resume;
   return o;
 }
 

@@ -16,6 +16,7 @@ DECLARE_string(bind_host);
 DECLARE_int32(startup_timeout_s);
 DECLARE_int32(io_threads);
 DECLARE_int32(streams);
+DECLARE_bool(resume);
 
 namespace nereus {
 

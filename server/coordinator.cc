@@ -100,8 +100,26 @@ void Coordinator::HandleRegister(const Endpoint& from, const pb::Header& h) {
   }
   const pb::NodeInfo& n = h.nodes(0);
   if (Find(from) != nullptr) return;  // Duplicate delivery.
+  if (started_ && n.role() == pb::SERVER) {
+    // A server restarted alone. Rejoining would need every worker to roll
+    // back to the last checkpoint mid-iteration (docs/RELIABILITY.md); the job
+    // stops here instead, and a restart of every process with --resume
+    // continues from that checkpoint.
+    const std::string why = NodeName(pb::SERVER, n.rank()) + " registered again from " + from +
+                            " while the job runs: a restarted server cannot rejoin a running job (the updates "
+                            "since its last checkpoint are lost and the workers cannot roll back mid-job); "
+                            "restart every process of the job with --resume to continue from the newest checkpoint";
+    SendTo(from, pb::ERROR, why);
+    Fail(AbortedError(why));
+    return;
+  }
   if (started_) {
     SendTo(from, pb::ERROR, "the job has already started; no more nodes are accepted");
+    return;
+  }
+  if (Status st = CheckRegistration(n); !st.ok()) {
+    SendTo(from, pb::ERROR, st.message());
+    Fail(st);
     return;
   }
   if (n.role() != pb::SERVER && n.role() != pb::WORKER) {
@@ -138,6 +156,7 @@ void Coordinator::HandleRegister(const Endpoint& from, const pb::Header& h) {
   m.rank = rank;
   m.endpoint = from;
   m.last_seen = std::chrono::steady_clock::now();
+  m.checkpoint_clocks.assign(n.checkpoint_clocks().begin(), n.checkpoint_clocks().end());
   members_[from] = m;
   LOG(INFO) << "coordinator: " << NodeName(m.role, rank) << " registered from " << from << " ("
             << members_.size() << "/" << options_.job.num_servers() + options_.job.num_workers() << ")";
@@ -147,6 +166,16 @@ void Coordinator::HandleRegister(const Endpoint& from, const pb::Header& h) {
   reply.header.set_op(pb::REGISTER_REPLY);
   reply.header.set_sender_role(pb::COORDINATOR);
   *reply.header.mutable_job() = options_.job;
+  if (options_.resume) {
+    auto clock = ResumeClock();
+    if (!clock.ok()) {
+      Fail(clock.status());
+      return;
+    }
+    reply.header.mutable_job()->set_resume(true);
+    reply.header.mutable_job()->set_start_clock(*clock);
+    LOG(INFO) << "coordinator: the job resumes from the checkpoint of clock " << *clock;
+  }
   for (auto& [ep, member] : members_) {
     auto* info = reply.header.add_nodes();
     info->set_role(member.role);
@@ -162,6 +191,48 @@ void Coordinator::HandleRegister(const Endpoint& from, const pb::Header& h) {
   started_ = true;
   LOG(INFO) << "coordinator: every node registered; job started";
   cv_.notify_all();
+}
+
+Status Coordinator::CheckRegistration(const pb::NodeInfo& n) const {
+  const std::string who = n.rank() >= 0 ? NodeName(n.role(), n.rank()) : std::string("a ") + RoleName(n.role());
+  if (n.resume() != options_.resume) {
+    return InvalidArgumentError(who + " was started " + (n.resume() ? "with" : "without") +
+                                " --resume but the coordinator " + (options_.resume ? "with" : "without") +
+                                " it: give --resume to every process of the job, or to none");
+  }
+  if (n.checkpoint_every() > 0 && options_.job.consistency() != pb::BSP) {
+    return InvalidArgumentError(
+        who + " was started with --checkpoint_every=" + std::to_string(n.checkpoint_every()) +
+        " but the job's consistency is " + pb::Consistency_Name(options_.job.consistency()) +
+        ": checkpoints are refused there, since a server's chunks never stand at one clock together (SSP lets them "
+        "drift up to the staleness bound, async applies each push on arrival) and no clock boundary gives a state "
+        "the workers could restart from; use --consistency=bsp for resumable jobs");
+  }
+  return Status::OK();
+}
+
+StatusOr<int64_t> Coordinator::ResumeClock() const {
+  std::vector<const Member*> servers(options_.job.num_servers(), nullptr);
+  for (const auto& [ep, m] : members_)
+    if (m.role == pb::SERVER) servers[m.rank] = &m;
+  std::set<int64_t> common(servers[0]->checkpoint_clocks.begin(), servers[0]->checkpoint_clocks.end());
+  for (const Member* m : servers) {
+    std::set<int64_t> mine(m->checkpoint_clocks.begin(), m->checkpoint_clocks.end()), both;
+    for (int64_t c : common)
+      if (mine.count(c)) both.insert(c);
+    common.swap(both);
+  }
+  if (!common.empty()) return *common.rbegin();
+  std::ostringstream os;
+  os << "--resume: no checkpoint is complete on every server:";
+  for (const Member* m : servers) {
+    os << " " << NodeName(pb::SERVER, m->rank) << " has ";
+    if (m->checkpoint_clocks.empty()) os << "none";
+    for (size_t i = 0; i < m->checkpoint_clocks.size(); ++i) os << (i ? ", " : "clocks ") << m->checkpoint_clocks[i];
+    os << ";";
+  }
+  os << " (see each server's log for checkpoints it skipped)";
+  return NotFoundError(os.str());
 }
 
 void Coordinator::HandleBarrier(const Endpoint& from, const pb::Header& h) {

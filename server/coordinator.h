@@ -24,6 +24,9 @@ struct CoordinatorOptions {
   std::string bind = "127.0.0.1:7000";  // host:port to listen on.
   int startup_timeout_s = 60;           // Every node must register within this.
   pb::JobConfig job;                    // num_servers, num_workers, consistency, ...
+  // --resume: every node must say so too; the job starts at the newest clock
+  // that every server has a complete checkpoint of.
+  bool resume = false;
 };
 
 // Checks the job configuration a coordinator would hand out.
@@ -50,6 +53,7 @@ class Coordinator {
     Endpoint endpoint;
     std::chrono::steady_clock::time_point last_seen;
     bool done = false;
+    std::vector<int64_t> checkpoint_clocks;  // Servers, from REGISTER.
   };
   struct BarrierState {
     std::set<Endpoint> arrived;
@@ -59,6 +63,11 @@ class Coordinator {
   void OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial);
   void HandleRegister(const Endpoint& from, const pb::Header& h);
   void HandleBarrier(const Endpoint& from, const pb::Header& h);
+  // REQUIRES(mu_). Refuses a REGISTER that cannot join this job: the reason,
+  // or OK.
+  Status CheckRegistration(const pb::NodeInfo& n) const;
+  // REQUIRES(mu_). With --resume, the newest clock every server checkpointed.
+  StatusOr<int64_t> ResumeClock() const;
   void SendTo(const Endpoint& to, pb::Op op, const std::string& error = "");
   void Fail(const Status& why);                    // REQUIRES(mu_)
   std::string MissingNodes() const;                // REQUIRES(mu_)

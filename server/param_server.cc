@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <limits>
 
 #include <google/protobuf/util/message_differencer.h>
 
@@ -174,11 +175,35 @@ Status ParamServer::HandleInit(const Endpoint& from, const Message& msg) {
     return InvalidArgumentError("INIT_CHUNK carries solver settings that differ from the ones this server already has");
   auto it = chunks_.find({h.tensor(), h.chunk()});
   if (it != chunks_.end()) {
-    if (!google::protobuf::util::MessageDifferencer::Equals(it->second.meta, meta))
+    if (!google::protobuf::util::MessageDifferencer::Equals(it->second.meta, meta)) {
+      if (!it->second.initialized) {
+        return InvalidArgumentError("tensor " + std::to_string(h.tensor()) + " chunk " + std::to_string(h.chunk()) +
+                                    " differs from this server's checkpoint of clock " +
+                                    std::to_string(restored_clock_) + ": the job has " + meta.ShortDebugString() +
+                                    ", the checkpoint " + it->second.meta.ShortDebugString() +
+                                    " (resume with the same model, --partition_bytes and --num_servers)");
+      }
       return InvalidArgumentError("tensor " + std::to_string(h.tensor()) + " chunk " + std::to_string(h.chunk()) +
                                   " was already initialized with another layout");
+    }
+    if (!have_sgd_) {
+      // The first INIT_CHUNK after Restore(): the job's solver settings win.
+      if (!google::protobuf::util::MessageDifferencer::Equals(sgd_, h.sgd()))
+        LOG(INFO) << "server " << options_.rank << ": resumed with new solver settings " << h.sgd().ShortDebugString()
+                  << " (the checkpoint had " << sgd_.ShortDebugString() << ")";
+      sgd_ = h.sgd();
+      have_sgd_ = true;
+    }
+    it->second.initialized = true;
     Ack(from, pb::INIT_ACK, h);  // Idempotent re-initialization keeps the current values.
     return Status::OK();
+  }
+  if (restored_clock_ >= 0) {
+    return InvalidArgumentError("tensor " + std::to_string(h.tensor()) + " (" + meta.tensor_name() + ") chunk " +
+                                std::to_string(h.chunk()) + " is not in this server's checkpoint of clock " +
+                                std::to_string(restored_clock_) +
+                                ": the job places other chunks here than the checkpointed job did (resume with the "
+                                "same model, --partition_bytes and --num_servers)");
   }
   sgd_ = h.sgd();
   have_sgd_ = true;
@@ -189,6 +214,7 @@ Status ParamServer::HandleInit(const Endpoint& from, const Message& msg) {
   c.weights = std::make_shared<std::vector<float>>(src, src + meta.length());
   c.history.assign(meta.length(), 0.0f);
   chunks_.emplace(Key{h.tensor(), h.chunk()}, std::move(c));
+  RecountMin();
   Ack(from, pb::INIT_ACK, h);
   return Status::OK();
 }
@@ -219,6 +245,7 @@ Status ParamServer::HandlePush(const Endpoint& from, int worker, const Message& 
       bytes.push_back(p.payload_bytes());
     }
   }
+  if (!restored_checked_) RETURN_IF_ERROR(CheckRestoredInitialized());
   // Every part is checked before any is stored: a refused message changes nothing.
   for (size_t i = 0; i < parts.size(); ++i) {
     Status st = CheckPush(worker, parts[i], bytes[i]);
@@ -330,6 +357,144 @@ void ParamServer::Apply(Chunk* c, const float* diff, int64_t iter) {
   ++c->version;
   c->apply_begin_us = begin;
   c->apply_us = MonotonicMicros() - begin;
+  VersionAdvanced(c->version - 1);
+}
+
+void ParamServer::RecountMin() {
+  min_version_ = std::numeric_limits<int64_t>::max();
+  at_min_ = 0;
+  for (const auto& [key, c] : chunks_) {
+    if (c.version < min_version_) {
+      min_version_ = c.version;
+      at_min_ = 0;
+    }
+    if (c.version == min_version_) ++at_min_;
+  }
+  if (chunks_.empty()) min_version_ = 0;
+}
+
+void ParamServer::VersionAdvanced(int64_t old_version) {
+  if (old_version != min_version_ || --at_min_ > 0) return;
+  const int64_t before = min_version_;
+  RecountMin();  // Once per clock: every chunk has left the old minimum.
+  if (options_.consistency == pb::ASYNC) return;  // Versions count pushes, not clocks.
+  for (int64_t clock = before + 1; clock <= min_version_; ++clock) OnClock(clock);
+}
+
+void ParamServer::OnClock(int64_t clock) {
+  if (options_.checkpoint_every > 0 && options_.checkpoint_sink && clock % options_.checkpoint_every == 0 &&
+      clock != restored_clock_) {
+    if (options_.consistency != pb::BSP) {
+      LOG_FIRST_N(WARNING, 1) << "server " << options_.rank << ": no checkpoints under "
+                              << pb::Consistency_Name(options_.consistency)
+                              << ": the chunks of a shard reach a clock at different times";
+    } else if (min_version_ != clock || at_min_ != chunks_.size()) {
+      // Only a client that pushes before pulling can get a chunk a clock ahead.
+      LOG(WARNING) << "server " << options_.rank << ": no checkpoint at clock " << clock
+                   << ": some chunk has already applied a later update";
+    } else {
+      options_.checkpoint_sink(ExportLocked(clock));
+    }
+  }
+  if (options_.on_clock) options_.on_clock(clock);
+}
+
+std::unique_ptr<ShardState> ParamServer::ExportState() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ExportLocked(min_version_);
+}
+
+std::unique_ptr<ShardState> ParamServer::ExportLocked(int64_t clock) const {
+  auto s = std::make_unique<ShardState>();
+  s->info.set_clock(clock);
+  s->info.set_server_rank(options_.rank);
+  s->info.set_num_servers(options_.num_servers);
+  s->info.set_num_workers(options_.num_workers);
+  s->info.set_chunk_bytes(options_.chunk_bytes);
+  s->info.set_consistency(options_.consistency);
+  *s->info.mutable_sgd() = sgd_;
+  for (const auto& [key, c] : chunks_) {
+    ChunkState cs;
+    cs.meta = c.meta;
+    cs.version = c.version;
+    cs.arrays.emplace_back("weights", c.weights);  // Copy on write protects it from the next Apply.
+    // The solver's history, whatever it holds: stored by name, generically.
+    cs.arrays.emplace_back("history", std::make_shared<const std::vector<float>>(c.history));
+    s->chunks.push_back(std::move(cs));
+  }
+  return s;
+}
+
+Status ParamServer::Restore(ShardState state) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const pb::CheckpointShard& info = state.info;
+  const std::string what = "the checkpoint of clock " + std::to_string(info.clock()) + " of server " +
+                           std::to_string(info.server_rank());
+  if (!chunks_.empty()) return FailedPreconditionError("Restore after INIT_CHUNK");
+  auto differs = [&](const std::string& field, const std::string& ckpt, const std::string& job) {
+    return InvalidArgumentError(what + " was made by a job with " + field + " " + ckpt + ", this job has " + job +
+                                ": the chunks would be placed differently (resume with the same job shape)");
+  };
+  if (info.server_rank() != options_.rank)
+    return differs("server rank", std::to_string(info.server_rank()), std::to_string(options_.rank));
+  if (info.num_servers() != options_.num_servers)
+    return differs("--num_servers", std::to_string(info.num_servers()), std::to_string(options_.num_servers));
+  if (info.chunk_bytes() != options_.chunk_bytes)
+    return differs("--partition_bytes", std::to_string(info.chunk_bytes()), std::to_string(options_.chunk_bytes));
+  if (info.num_workers() != options_.num_workers)
+    return differs("--num_workers", std::to_string(info.num_workers()), std::to_string(options_.num_workers));
+  if (info.consistency() != options_.consistency)
+    return differs("--consistency", pb::Consistency_Name(info.consistency()),
+                   pb::Consistency_Name(options_.consistency));
+  std::map<Key, Chunk> chunks;
+  for (ChunkState& cs : state.chunks) {
+    const std::string name = "tensor " + std::to_string(cs.meta.tensor()) + " chunk " + std::to_string(cs.meta.chunk());
+    if (cs.version != info.clock())
+      return DataLossError(what + ": " + name + " is at version " + std::to_string(cs.version));
+    Chunk c;
+    c.meta = cs.meta;
+    c.version = cs.version;
+    c.initialized = false;
+    for (auto& [array, values] : cs.arrays) {
+      if (values->size() != cs.meta.length())
+        return DataLossError(what + ": array " + array + " of " + name + " holds " + std::to_string(values->size()) +
+                             " floats, the chunk " + std::to_string(cs.meta.length()));
+      if (array == "weights") {
+        c.weights = std::make_shared<std::vector<float>>(*values);
+      } else if (array == "history") {
+        c.history = *values;
+      } else {
+        return InvalidArgumentError(what + ": " + name + " holds solver state \"" + array +
+                                    "\" that this server does not keep (a checkpoint of a newer Nereus?)");
+      }
+    }
+    if (c.weights == nullptr) return DataLossError(what + ": " + name + " has no weights");
+    if (c.history.empty()) c.history.assign(cs.meta.length(), 0.0f);
+    if (!chunks.emplace(Key{cs.meta.tensor(), cs.meta.chunk()}, std::move(c)).second)
+      return DataLossError(what + ": " + name + " appears twice");
+  }
+  chunks_ = std::move(chunks);
+  sgd_ = info.sgd();
+  have_sgd_ = false;  // The first INIT_CHUNK's settings replace these.
+  restored_clock_ = info.clock();
+  restored_checked_ = false;
+  RecountMin();
+  LOG(INFO) << "server " << options_.rank << ": restored " << chunks_.size() << " chunk(s) from " << what;
+  return Status::OK();
+}
+
+Status ParamServer::CheckRestoredInitialized() {
+  for (const auto& [key, c] : chunks_) {
+    if (!c.initialized) {
+      return InvalidArgumentError("tensor " + std::to_string(key.first) + " (" + c.meta.tensor_name() + ") chunk " +
+                                  std::to_string(key.second) + " of this server's checkpoint of clock " +
+                                  std::to_string(restored_clock_) +
+                                  " was not initialized by the resumed job: its model differs from the "
+                                  "checkpointed one");
+    }
+  }
+  restored_checked_ = true;
+  return Status::OK();
 }
 
 void ParamServer::SendWeights(Chunk* c, const Endpoint& to, uint64_t request_id, int32_t priority) {

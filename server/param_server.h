@@ -6,6 +6,7 @@
 #define NEREUS_SERVER_PARAM_SERVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -15,6 +16,7 @@
 
 #include "common/message.h"
 #include "common/status.h"
+#include "server/checkpoint.h"
 
 namespace nereus {
 
@@ -32,6 +34,19 @@ struct ParamServerOptions {
   pb::Consistency consistency = pb::BSP;
   int staleness = 0;              // SSP: a pull for clock c accepts version >= c - staleness.
   int max_clocks_ahead = 64;      // Pushes more than this many clocks ahead are refused.
+  // BSP: every `checkpoint_every` clocks (0: never), once every chunk of this
+  // shard has applied exactly that many updates, the shard's state goes to
+  // `checkpoint_sink` (weights shared copy-on-write, history copied). Called
+  // on the Handle() thread; it may block (back-pressure).
+  int64_t checkpoint_every = 0;
+  std::function<void(std::unique_ptr<ShardState>)> checkpoint_sink;
+  // Called on the Handle() thread each time every chunk of this shard has
+  // applied at least `clock` updates (BSP/SSP; after a checkpoint of that
+  // clock was handed over). A test hook: nereus_server --crash_at_clock.
+  std::function<void(int64_t clock)> on_clock;
+  // The job's shape, recorded in checkpoints and checked when one is loaded.
+  int num_servers = 1;
+  uint64_t chunk_bytes = 0;
 };
 
 // Thread-compatible: Handle() must not be called concurrently (the node's
@@ -48,6 +63,17 @@ class ParamServer {
   // A copy of chunk (tensor, chunk)'s weights and its version (tests).
   StatusOr<std::pair<std::vector<float>, int64_t>> Snapshot(int tensor, int chunk) const;
   int num_chunks() const;
+
+  // Loads a checkpoint (before the first Handle()): the chunks, their
+  // versions, weights and history, and the solver settings. The job's
+  // INIT_CHUNKs must then name exactly these chunks with the same layout
+  // (else they are refused, naming the difference); the first INIT_CHUNK's
+  // solver settings replace the checkpoint's, as Caffe's resume takes the
+  // current solver file. Errors name what does not match the job.
+  Status Restore(ShardState state);
+
+  // This shard's state now (tests; the checkpoint hook builds the same).
+  std::unique_ptr<ShardState> ExportState() const;
 
  private:
   struct PendingClock {
@@ -85,6 +111,7 @@ class ParamServer {
     std::vector<PendingPull> pulls;                // Waiting for a newer version.
     int64_t apply_begin_us = 0;                    // Of the last update.
     int64_t apply_us = 0;
+    bool initialized = true;                       // false: restored, no INIT_CHUNK yet.
   };
   using Key = std::pair<int, int>;  // (tensor, chunk)
 
@@ -102,6 +129,12 @@ class ParamServer {
   void SendError(const Endpoint& to, const pb::Header& request, const Status& status);
   void Ack(const Endpoint& to, pb::Op op, const pb::Header& request);
   int64_t MinVersion(int64_t clock) const;
+  // Keeps min_version_/at_min_ current after c's version grew by one.
+  void VersionAdvanced(int64_t old_version);
+  void RecountMin();
+  void OnClock(int64_t clock);
+  std::unique_ptr<ShardState> ExportLocked(int64_t clock) const;
+  Status CheckRestoredInitialized();
 
   const ParamServerOptions options_;
   ReplySink* const sink_;
@@ -111,6 +144,11 @@ class ParamServer {
   mutable std::mutex mu_;  // Guards chunks_ against Snapshot(); Handle() holds it.
   std::map<Key, Chunk> chunks_;
   std::map<Endpoint, std::vector<OutPart>> outbox_;  // Filled and flushed within Handle().
+  // The smallest version over chunks_ and how many chunks have it.
+  int64_t min_version_ = 0;
+  size_t at_min_ = 0;
+  int64_t restored_clock_ = -1;        // The checkpoint loaded by Restore(), or -1.
+  bool restored_checked_ = true;       // false from Restore() until every restored chunk was initialized.
 };
 
 }  // namespace nereus

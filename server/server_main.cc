@@ -26,6 +26,16 @@ DEFINE_uint64(chunk_bytes, 0, "Coordinator: another name for --partition_bytes (
 DEFINE_int32(heartbeat_interval_ms, 1000, "Coordinator: how often every node sends a heartbeat.");
 DEFINE_int32(heartbeat_timeout_ms, 5000,
              "Coordinator: a node silent this long is declared dead and the job is aborted.");
+DEFINE_string(checkpoint_dir, "",
+              "Server: directory of this server's checkpoints (written with --checkpoint_every, read with --resume). "
+              "Servers of one job may share it: the files carry the server's rank.");
+DEFINE_int64(checkpoint_every, 0,
+             "Server: under BSP, write a checkpoint of this server's shard (weights, solver history, clock, solver "
+             "settings) every N clocks, all servers at the same clocks; 0: never. Refused under ssp and async.");
+DEFINE_int32(checkpoint_keep, 2, "Server: keep the newest K complete checkpoints, delete older ones.");
+DEFINE_int64(crash_at_clock, -1,
+             "Server, test hook: once every chunk of its shard has applied this many updates, finish writing the "
+             "checkpoints already taken and kill this process (SIGKILL); -1: never.");
 
 namespace nereus {
 namespace {
@@ -53,6 +63,7 @@ int RunCoordinator() {
   o.job.set_chunk_bytes(FLAGS_chunk_bytes != 0 ? FLAGS_chunk_bytes : FLAGS_partition_bytes);
   o.job.set_heartbeat_interval_ms(FLAGS_heartbeat_interval_ms);
   o.job.set_heartbeat_timeout_ms(FLAGS_heartbeat_timeout_ms);
+  o.resume = FLAGS_resume;
   Coordinator coordinator(o);
   Status st = coordinator.Start();
   if (!st.ok()) {
@@ -70,7 +81,8 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "Nereus parameter server.\n"
       "  nereus_server --role=coordinator --coordinator=HOST:PORT --num_servers=S --num_workers=W [--consistency=...]\n"
-      "  nereus_server --role=server --coordinator=HOST:PORT [--rank=R]");
+      "  nereus_server --role=server --coordinator=HOST:PORT [--rank=R] [--checkpoint_dir=DIR --checkpoint_every=N]\n"
+      "  add --resume to every process of a job to restart it from its newest checkpoint");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
@@ -84,7 +96,18 @@ int main(int argc, char** argv) {
     LOG(ERROR) << options.status().message();
     return 2;
   }
-  nereus::ServerNode server(*options);
+  nereus::ServerCheckpointOptions checkpoints;
+  checkpoints.dir = FLAGS_checkpoint_dir;
+  checkpoints.every = FLAGS_checkpoint_every;
+  checkpoints.keep = FLAGS_checkpoint_keep;
+  checkpoints.resume = FLAGS_resume;
+  checkpoints.crash_at_clock = FLAGS_crash_at_clock;
+  nereus::Status valid = nereus::ValidateServerCheckpointOptions(checkpoints, options->rank);
+  if (!valid.ok()) {
+    LOG(ERROR) << valid.message();
+    return 2;
+  }
+  nereus::ServerNode server(*options, checkpoints);
   nereus::Status st = server.Run();
   if (!st.ok()) {
     LOG(ERROR) << "server exits: " << st.message();

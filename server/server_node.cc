@@ -1,8 +1,21 @@
 #include "server/server_node.h"
 
+#include <csignal>
+
 namespace nereus {
 
-ServerNode::ServerNode(NodeOptions options) : node_(std::move(options)) {}
+Status ValidateServerCheckpointOptions(const ServerCheckpointOptions& o, int rank) {
+  if (o.every < 0) return InvalidArgumentError("--checkpoint_every must be >= 0, got " + std::to_string(o.every));
+  if (o.keep < 1) return InvalidArgumentError("--checkpoint_keep must be >= 1, got " + std::to_string(o.keep));
+  if ((o.every > 0 || o.resume) && o.dir.empty())
+    return InvalidArgumentError(std::string(o.resume ? "--resume" : "--checkpoint_every") + " needs --checkpoint_dir");
+  if (o.resume && rank < 0)
+    return InvalidArgumentError("a server with --resume needs its --rank: its checkpoint files are its rank's");
+  return Status::OK();
+}
+
+ServerNode::ServerNode(NodeOptions options, ServerCheckpointOptions checkpoints)
+    : node_options_(std::move(options)), checkpoints_(std::move(checkpoints)) {}
 
 ServerNode::~ServerNode() {
   {
@@ -10,34 +23,87 @@ ServerNode::~ServerNode() {
     failed_ = true;  // Releases a receive thread waiting for server_.
   }
   ready_.notify_all();
+  node_.reset();  // No Handle() after this.
+}
+
+StatusOr<std::unique_ptr<ParamServer>> ServerNode::MakeParamServer() {
+  const pb::JobConfig& job = node_->job();
+  ParamServerOptions o;
+  o.rank = node_->rank();
+  o.num_workers = job.num_workers();
+  o.consistency = job.consistency();
+  o.staleness = job.staleness();
+  o.num_servers = job.num_servers();
+  o.chunk_bytes = job.chunk_bytes();
+  if (checkpoints_.every > 0) {
+    writer_ = std::make_unique<CheckpointWriter>(checkpoints_.dir, checkpoints_.keep);
+    o.checkpoint_every = checkpoints_.every;
+    CheckpointWriter* w = writer_.get();
+    o.checkpoint_sink = [w](std::unique_ptr<ShardState> s) { w->Submit(std::move(s)); };
+  }
+  if (checkpoints_.crash_at_clock >= 0) {
+    const int64_t crash = checkpoints_.crash_at_clock;
+    const std::string name = node_->name();
+    CheckpointWriter* w = writer_.get();
+    o.on_clock = [crash, name, w](int64_t clock) {
+      if (clock != crash) return;
+      // The checkpoints of earlier clocks are complete, as they would be with
+      // a crash some time after them (the tests expect them); a crash in the
+      // middle of a write is checkpoint_test's.
+      if (w != nullptr) w->Flush().IgnoreError();
+      LOG(ERROR) << name << ": --crash_at_clock=" << crash << " reached; killing myself (SIGKILL)";
+      google::FlushLogFiles(google::GLOG_INFO);
+      std::raise(SIGKILL);
+    };
+  }
+  auto server = std::make_unique<ParamServer>(o, this);
+  if (job.resume()) {
+    auto state = ReadCheckpoint(checkpoints_.dir, job.start_clock(), o.rank);
+    if (!state.ok()) return state.status().Annotate("loading the checkpoint the job resumes from");
+    RETURN_IF_ERROR(server->Restore(std::move(state).value()));
+  }
+  return server;
 }
 
 Status ServerNode::Run() {
-  Status st = node_.Start(
+  RETURN_IF_ERROR(ValidateServerCheckpointOptions(checkpoints_, node_options_.rank));
+  node_options_.resume = checkpoints_.resume;
+  node_options_.checkpoint_every = checkpoints_.every;
+  if (checkpoints_.resume) {
+    node_options_.checkpoint_clocks = ValidCheckpoints(checkpoints_.dir, node_options_.rank);
+    std::string list;
+    for (int64_t c : node_options_.checkpoint_clocks) list += (list.empty() ? "" : ", ") + std::to_string(c);
+    LOG(INFO) << "server " << node_options_.rank << ": complete checkpoints in " << checkpoints_.dir << ": "
+              << (list.empty() ? "none" : "clocks " + list);
+  }
+  node_ = std::make_unique<Node>(node_options_);
+  Status st = node_->Start(
       [this](const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) {
         OnData(from, std::move(msg), partial);
       },
       [](const Status&) {});
-  if (!st.ok()) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      failed_ = true;
+  std::unique_ptr<ParamServer> server;
+  if (st.ok()) {
+    auto made = MakeParamServer();
+    if (made.ok()) {
+      server = std::move(made).value();
+    } else {
+      st = made.status();
     }
-    ready_.notify_all();
-    return st;
   }
   {
-    ParamServerOptions o;
-    o.rank = node_.rank();
-    o.num_workers = node_.job().num_workers();
-    o.consistency = node_.job().consistency();
-    o.staleness = node_.job().staleness();
     std::lock_guard<std::mutex> lock(mu_);
-    server_ = std::make_unique<ParamServer>(o, this);
+    server_ = std::move(server);
+    failed_ = server_ == nullptr;
   }
   ready_.notify_all();
-  st = node_.Finish();
-  if (st.ok()) LOG(INFO) << node_.name() << " shut down cleanly";
+  if (!st.ok()) return st;
+  st = node_->Finish();
+  if (writer_ != nullptr) {
+    Status written = writer_->Flush();
+    if (st.ok() && !written.ok()) st = written.Annotate("checkpoint");
+  }
+  if (st.ok()) LOG(INFO) << node_->name() << " shut down cleanly";
   return st;
 }
 
@@ -45,19 +111,20 @@ void ServerNode::Reply(const Endpoint& to, Message msg) {
   // Weights travel over the worker's parallel streams (spread by chunk);
   // everything else on the first.
   const int stream = msg.header.op() == pb::PULL_REPLY ? msg.header.priority() : 0;
-  Status st = node_.Send(to, std::move(msg), stream);
-  if (!st.ok()) LOG(WARNING) << node_.name() << ": reply to " << to << " failed: " << st.message();
+  Status st = node_->Send(to, std::move(msg), stream);
+  if (!st.ok()) LOG(WARNING) << node_->name() << ": reply to " << to << " failed: " << st.message();
 }
 
 void ServerNode::OnData(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) {
-  // Data can arrive between the start barrier and server_ being built.
+  // Data can arrive between the start barrier and server_ being built (or a
+  // checkpoint being loaded): the receive thread holds it until then.
   std::unique_lock<std::mutex> lock(mu_);
   ready_.wait(lock, [this] { return server_ != nullptr || failed_; });
   if (server_ == nullptr) return;
   lock.unlock();
   pb::Role role;
   int rank = -1;
-  if (!node_.Lookup(from, &role, &rank) || role != pb::WORKER) rank = -1;
+  if (!node_->Lookup(from, &role, &rank) || role != pb::WORKER) rank = -1;
   server_->Handle(from, rank, std::move(msg), partial);
 }
 

@@ -1,37 +1,57 @@
 // ServerNode: a parameter-server process's body — a Node joined to the job,
 // feeding a ParamServer and sending its replies. Used by nereus_server and by
-// in-process jobs (benchmarks).
+// in-process jobs (benchmarks). It owns the shard's checkpoint writer thread.
 #ifndef NEREUS_SERVER_SERVER_NODE_H_
 #define NEREUS_SERVER_SERVER_NODE_H_
 
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "common/node.h"
+#include "server/checkpoint.h"
 #include "server/param_server.h"
 
 namespace nereus {
 
+struct ServerCheckpointOptions {
+  std::string dir;            // Where checkpoints are written and read.
+  int64_t every = 0;          // Checkpoint every N clocks (BSP only); 0: never.
+  int keep = 2;               // Keep the newest K.
+  bool resume = false;        // Offer the checkpoints in `dir` and load the one the job resumes from.
+  // Test hook: once every chunk reached this clock, wait for the checkpoints
+  // already queued to be written, then SIGKILL itself. -1: never.
+  int64_t crash_at_clock = -1;
+};
+
+// Checks the options (errors name the flag).
+Status ValidateServerCheckpointOptions(const ServerCheckpointOptions& options, int rank);
+
 class ServerNode : public ReplySink {
  public:
-  explicit ServerNode(NodeOptions options);
+  explicit ServerNode(NodeOptions options, ServerCheckpointOptions checkpoints = {});
   ~ServerNode() override;
 
   // Joins the job and serves until it shuts down (OK) or aborts (the error).
-  // Blocking.
+  // Blocking. With checkpoints.resume, first looks for its complete
+  // checkpoints (warning about damaged ones) and offers them when registering.
   Status Run();
 
   void Reply(const Endpoint& to, Message msg) override;
 
  private:
   void OnData(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial);
+  StatusOr<std::unique_ptr<ParamServer>> MakeParamServer();
 
+  NodeOptions node_options_;
+  const ServerCheckpointOptions checkpoints_;
   std::mutex mu_;
   std::condition_variable ready_;
+  std::unique_ptr<CheckpointWriter> writer_;  // Set before server_; outlives it.
   std::unique_ptr<ParamServer> server_;  // GUARDED_BY(mu_) until set, then read-only.
   bool failed_ = false;                  // GUARDED_BY(mu_): Start failed; drop data.
-  Node node_;                            // Last: stopped before server_ goes away.
+  std::unique_ptr<Node> node_;           // Last: stopped before server_ goes away.
 };
 
 }  // namespace nereus
