@@ -117,6 +117,8 @@ LocalCluster::LocalCluster(const ClusterSpec& spec, const TempDir& dir) : port_(
   for (int s = 0; s < spec.servers; ++s) {
     std::vector<std::string> a = {BinaryPath("nereus_server"), "--role=server", coord, "--rank=" + std::to_string(s)};
     a.insert(a.end(), spec.server_flags.begin(), spec.server_flags.end());
+    for (const auto& [rank, flags] : spec.server_rank_flags)
+      if (rank == s) a.insert(a.end(), flags.begin(), flags.end());
     servers_.push_back(Subprocess::Start(a, dir.File("server" + std::to_string(s) + ".log")));
   }
   for (int w = 0; w < spec.workers; ++w) {

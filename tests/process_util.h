@@ -61,6 +61,8 @@ struct ClusterSpec {
   std::vector<std::string> worker_flags;
   // Extra flags for one worker rank: {rank, flags}.
   std::vector<std::pair<int, std::vector<std::string>>> worker_rank_flags;
+  // Extra flags for one server rank: {rank, flags}.
+  std::vector<std::pair<int, std::vector<std::string>>> server_rank_flags;
   // Worker ranks not started as processes (the test joins as those itself).
   std::vector<int> external_workers;
 };

@@ -297,14 +297,14 @@ TEST(TrainBadInputTest, UnknownNetFieldFailsNamingNetFileAndLine) {
       << ReadFile(dir.File("log"));
 }
 
-TEST(TrainBadInputTest, ResumingADistributedRunIsRefused) {
+TEST(TrainBadInputTest, DistributedSnapshotWithoutResumeIsRefused) {
   TempDir dir;
   WriteText(dir.File("solver.prototxt"), TinySolver(dir.File("net.prototxt"), 1));
   EXPECT_EQ(RunToExit({BinaryPath("nereus_worker"), "--solver=" + dir.File("solver.prototxt"),
                        "--snapshot=" + dir.File("x.solverstate"), "--coordinator=127.0.0.1:1"},
                       dir.File("log"), std::chrono::seconds(30)),
             2);
-  EXPECT_NE(ReadFile(dir.File("log")).find("--snapshot resumes a --standalone run only"), std::string::npos)
+  EXPECT_NE(ReadFile(dir.File("log")).find("--snapshot in a job needs --resume"), std::string::npos)
       << ReadFile(dir.File("log"));
 }
 

@@ -24,9 +24,9 @@ DEFINE_bool(standalone, false,
             "Trainer mode: train alone, without coordinator or servers (Caffe's CPU training; the solver applies "
             "SGD itself).");
 DEFINE_string(snapshot, "",
-              "Trainer mode, with --standalone: resume training from this .solverstate (as Caffe's --snapshot). A "
-              "distributed job cannot resume (the servers hold the momentum history); start it from the snapshot's "
-              ".caffemodel with --weights instead.");
+              "Trainer mode: resume training from this .solverstate (as Caffe's --snapshot). In a job, with --resume "
+              "given to every process: worker 0's snapshot of iteration N plus the servers' checkpoint of clock N "
+              "(the servers hold the weights and the momentum history) resume the job at N.");
 DEFINE_string(weights, "",
               "Trainer mode: initialize the net from this .caffemodel (layers matched by name, as Caffe's "
               "--weights). In a job, worker 0's weights become every worker's.");
@@ -57,9 +57,9 @@ int RunTrainerMode() {
     LOG(ERROR) << "--standalone trains without a job; do not give --coordinator with it";
     return 2;
   }
-  if (!FLAGS_standalone && !FLAGS_snapshot.empty()) {
-    LOG(ERROR) << "--snapshot resumes a --standalone run only: in a job the servers hold the momentum history "
-                  "and start at clock 0; start the job from the snapshot's .caffemodel with --weights instead";
+  if (!FLAGS_standalone && !FLAGS_snapshot.empty() && !FLAGS_resume) {
+    LOG(ERROR) << "--snapshot in a job needs --resume (for every process of the job): the servers hold the "
+                  "momentum history and load it from their checkpoint of the snapshot's iteration";
     return 2;
   }
   TrainRunOptions options;

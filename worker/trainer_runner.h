@@ -27,8 +27,9 @@ struct TrainRunOptions {
   std::string solver_file;  // Solver prototxt (paths in it relative to the working directory).
   bool standalone = true;   // false: join the job described by `client`.
   ClientOptions client;
-  // Resume from a .solverstate (standalone only: in a distributed job the
-  // servers hold the momentum history and start at clock 0).
+  // Resume from a .solverstate. Standalone: as Caffe. In a job (started
+  // with --resume): its iteration must be the clock the servers resumed
+  // from; the weights and the momentum history are the servers'.
   std::string resume_file;
   // Start from the weights of a .caffemodel (both modes; in a job, worker 0's
   // weights become everyone's).

@@ -137,14 +137,24 @@ int RunSynthetic() {
   };
 
   std::vector<std::pair<int64_t, int64_t>> pulls;  // (clock asked, version received)
+  // A resumed job (--resume) continues from the servers' checkpoint: its
+  // weights are those of start_clock, and the gradients of clock c depend only
+  // on (seed, rank, c) and those weights, so the run goes on as if never stopped.
+  const int64_t start_clock = client->job().start_clock();
+  if (start_clock > FLAGS_iterations) {
+    return Fail(InvalidArgumentError("the job resumes at clock " + std::to_string(start_clock) + ", after --iterations=" +
+                                     std::to_string(FLAGS_iterations)),
+                "--resume");
+  }
+  if (client->job().resume()) LOG(INFO) << "worker " << rank << ": resuming at clock " << start_clock;
   int64_t version = 0;
-  st = pull_all(0, &version);
+  st = pull_all(start_clock, &version);
   if (!st.ok()) return Fail(st, "pulling initial weights");
-  pulls.emplace_back(0, version);
+  pulls.emplace_back(start_clock, version);
   const double initial_loss = loss();
   const auto start = std::chrono::steady_clock::now();
   double comm_s = 0;
-  for (int64_t clock = 0; clock < FLAGS_iterations; ++clock) {
+  for (int64_t clock = start_clock; clock < FLAGS_iterations; ++clock) {
     int ms = FLAGS_compute_ms + (rank == FLAGS_slow_rank ? FLAGS_slow_ms : 0);
     // Emulated compute, not synchronisation.
     if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
@@ -163,7 +173,8 @@ int RunSynthetic() {
     if (FLAGS_display > 0 && (clock + 1) % FLAGS_display == 0) {
       const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       LOG(INFO) << "worker " << rank << " iteration " << clock + 1 << ", loss " << loss() << ", weights version "
-                << version << ", " << (clock + 1) / el << " it/s, communication " << 100.0 * comm_s / el << "%";
+                << version << ", " << (clock + 1 - start_clock) / el << " it/s, communication "
+                << 100.0 * comm_s / el << "%";
     }
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

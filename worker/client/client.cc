@@ -57,6 +57,7 @@ NodeOptions MakeNodeOptions(const ClientOptions& o) {
   n.rank = o.rank;
   n.bind_host = o.bind_host;
   n.startup_timeout_s = o.startup_timeout_s;
+  n.resume = o.resume;
   n.transport.io_threads = o.io_threads;
   n.transport.streams_per_peer = o.schedule == Schedule::kFull ? std::max(1, o.streams) : 1;
   return n;

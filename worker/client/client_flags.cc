@@ -26,6 +26,7 @@ StatusOr<ClientOptions> ClientOptionsFromFlags() {
   o.rank = node.rank;
   o.bind_host = node.bind_host;
   o.startup_timeout_s = node.startup_timeout_s;
+  o.resume = node.resume;
   o.io_threads = node.transport.io_threads;
   o.streams = node.transport.streams_per_peer;
   ASSIGN_OR_RETURN(o.schedule, ParseSchedule(FLAGS_schedule));

@@ -98,10 +98,11 @@ Status LayerPipeline::GradientsReady(int layer, int64_t clock) {
     auto it = layer_index_.find(layer);
     if (it == layer_index_.end()) return Status::OK();
     const int li = it->second;
-    if (merges_.WantsPlan(clock) &&
+    if (first_clock_ < 0) first_clock_ = clock;
+    if (merges_.WantsPlan(clock - first_clock_) &&
         std::all_of(layers_.begin(), layers_.end(), [clock](const CommLayer& l) { return l.ready_clock < clock; }))
       merges_.Plan(layer_bytes_, rank_);  // At an iteration boundary: no layer of `clock` reported yet.
-    if (merges_.profiling()) merges_.RecordReady(clock, li, now);
+    if (merges_.profiling()) merges_.RecordReady(clock - first_clock_, li, now);
     CommLayer& L = layers_[li];
     if (L.ready_clock >= clock)
       return FailedPreconditionError("GradientsReady(" + std::to_string(layer) + ", " + std::to_string(clock) +
@@ -137,6 +138,7 @@ Status LayerPipeline::WaitWeights(int layer, int64_t clock) {
     if (it == layer_index_.end()) return Status::OK();
     const int li = it->second;
     CommLayer& L = layers_[li];
+    if (first_clock_ < 0) first_clock_ = clock;
     if (L.pulled_clock > clock)
       return FailedPreconditionError("WaitWeights(" + std::to_string(layer) + ", " + std::to_string(clock) +
                                      ") after the weights of clock " + std::to_string(L.pulled_clock) +
@@ -159,7 +161,7 @@ Status LayerPipeline::WaitWeights(int layer, int64_t clock) {
   Status st = pull.Wait();
   if (st.ok()) st = push.Wait();  // The diff buffers are free again.
   std::lock_guard<std::mutex> lock(mu_);
-  if (merges_.profiling()) merges_.RecordWaitEnd(clock, MonotonicMicros());
+  if (merges_.profiling()) merges_.RecordWaitEnd(clock - std::max<int64_t>(first_clock_, 0), MonotonicMicros());
   return st;
 }
 

@@ -83,6 +83,9 @@ class LayerPipeline {
   std::vector<CommLayer> layers_;    // GUARDED_BY(mu_)
   std::vector<uint64_t> layer_bytes_;  // Gradient bytes per comm layer.  GUARDED_BY(mu_)
   MergeProfiler merges_;             // GUARDED_BY(mu_)
+  // The first clock asked for (0, or a resumed job's start clock): the merge
+  // profiler counts clocks from it.  GUARDED_BY(mu_)
+  int64_t first_clock_ = -1;
 };
 
 }  // namespace nereus

@@ -58,12 +58,14 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
     initial[p] = params[p]->cpu_data();
   }
   RETURN_IF_ERROR(Fail(client_->Init(sgd, initial)));
-  // Every worker starts from worker 0's weights.
+  // Every worker starts from worker 0's weights, or in a resumed job from the
+  // servers' checkpoint at the job's start clock.
+  const int64_t start = client_->job().start_clock();
   for (int layer = 0; layer < net_->num_layers(); ++layer) {
-    Status st = client_->WaitWeights(layer, 0);
+    Status st = client_->WaitWeights(layer, start);
     if (!st.ok()) return Fail(st.Annotate("pulling the initial weights of layer " + net_->layer_names()[layer]));
   }
-  pull_clock_ = 0;
+  pull_clock_ = start;
   initialized_ = true;
   return Status::OK();
 }
@@ -75,7 +77,7 @@ Status ClientParameterSync::WaitWeights(int layer, int64_t iter) {
     return Fail(FailedPreconditionError("the weights of iteration " + std::to_string(iter) +
                                         " were never requested (the last pull was for clock " +
                                         std::to_string(pull_clock_) +
-                                        "; a distributed job cannot resume at a later iteration)"));
+                                        "; a resumed job starts at the job's start clock)"));
   }
   Status st = client_->WaitWeights(layer, iter);
   if (!st.ok()) {

@@ -507,4 +507,9 @@ Status Solver::Restore(const std::string& state_file) {
   return Status::OK();
 }
 
+void Solver::StartAt(int64_t iter) {
+  CHECK(!sync_initialized_) << "Solver::StartAt after the first Step";
+  iter_ = iter;
+}
+
 }  // namespace nereus

@@ -107,6 +107,10 @@ class Solver {
   Status Snapshot(std::string* model_path = nullptr, std::string* state_path = nullptr);
   // Restores iter, history and (from the learned_net it names) the weights.
   Status Restore(const std::string& state_file);
+  // A distributed job resumed from the servers' checkpoint: the next
+  // iteration is `iter`; the weights and the history are the servers'. Only
+  // before the first Step.
+  void StartAt(int64_t iter);
 
   Net* net() const { return net_.get(); }
   const std::vector<std::unique_ptr<Net>>& test_nets() const { return test_nets_; }

@@ -96,6 +96,15 @@ Status DataLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
     for (std::uint32_t i = 0; i < skip; ++i) RETURN_IF_ERROR(NextRecord(&ignored, &key));
   }
 
+  if (options_.skip_batches > 0) {
+    const std::uint64_t skip = options_.skip_batches * static_cast<std::uint64_t>(batch_size_) % shard_size_;
+    LOG(INFO) << "layer " << layer_param_.name() << ": resuming after " << options_.skip_batches
+              << " batches; skipping " << skip << " records of its shard";
+    caffe::Datum ignored;
+    std::string key;
+    for (std::uint64_t i = 0; i < skip; ++i) RETURN_IF_ERROR(NextRecord(&ignored, &key));
+  }
+
   // The first record (not consumed) gives the shape of every record.
   RETURN_IF_ERROR(NextRecord(nullptr, nullptr));
   caffe::Datum first;

@@ -58,6 +58,10 @@ struct DataLayerOptions {
   // i mod num_shards. Requires 0 <= shard_index < num_shards.
   int shard_index = 0;
   int num_shards = 1;
+  // A resumed job: batches of this shard the run before already consumed
+  // (iterations x iter_size); SetUp skips their records (modulo the shard's
+  // size, as every pass reads the shard in the same order), after rand_skip.
+  std::uint64_t skip_batches = 0;
 };
 
 class DataLayer : public Layer {

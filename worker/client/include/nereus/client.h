@@ -54,6 +54,10 @@ struct ClientOptions {
   int merge_profile_iterations = 3;  // Clocks 1..N are timed before merges are planned.
   std::string timeline;              // If set, Finish() writes a Chrome trace here ("{rank}" is replaced).
   int timeline_every = 1;            // Keep every N-th clock in the timeline.
+  // Join a job restarted from a checkpoint (every process gets --resume):
+  // job().start_clock() is then the clock to continue from, and Pull of that
+  // clock gives the checkpointed weights.
+  bool resume = false;
 };
 
 struct TensorSpec {
