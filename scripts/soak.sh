@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# Soak test of checkpoints and resume (docs/RELIABILITY.md). Not run by CI.
+#
+#   scripts/soak.sh --minutes=M [--seed=S] [--keep_logs]
+#
+# Runs a 2 servers x 4 workers synthetic BSP job with checkpoints every 25
+# clocks, and over and over: lets it train a random 2-6 s, kills (kill -9) a
+# random worker (one round in five a server instead), waits for the job to
+# stop, and restarts every process with --resume. Per restart it checks:
+#   - the job resumed from the newest checkpoint every server held (no update
+#     lost: nothing older is taken; none applied twice: the servers' clock
+#     and the workers' start clock are that checkpoint's);
+#   - that checkpoint's weights and momentum equal, bit for bit, those of a
+#     deterministic replay (the same job run once uninterrupted at the end,
+#     checkpointing every clock the soak resumed from);
+#   - each server's and the coordinator's RSS (sampled at the kill) stays flat
+#     over the rounds (the last rounds' mean within 20% + 8 MiB of the first's).
+# The last round runs to the end; its final weights must equal the replay's.
+# Prints one line per round and a summary; exit status 0 when all checks pass.
+# Uses the binaries in ${NEREUS_BUILD_DIR:-build}/bin (scripts/build.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+MINUTES=10
+SEED=$RANDOM
+KEEP_LOGS=0
+for arg in "$@"; do
+  case "$arg" in
+    --minutes=*) MINUTES=${arg#--minutes=} ;;
+    --seed=*) SEED=${arg#--seed=} ;;
+    --keep_logs) KEEP_LOGS=1 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) echo "soak.sh: unknown argument $arg (see --help)" >&2; exit 2 ;;
+  esac
+done
+[[ "$MINUTES" =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "soak.sh: --minutes must be a number, got $MINUTES" >&2; exit 2; }
+BIN="$ROOT/${NEREUS_BUILD_DIR:-build}/bin"
+for b in nereus_server nereus_worker; do
+  [[ -x "$BIN/$b" ]] || { echo "soak.sh: $BIN/$b not found; run scripts/build.sh first" >&2; exit 2; }
+done
+RANDOM=$SEED
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/nereus_soak.XXXXXX")
+CKPT="$WORK/ckpt"
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]:-}"; do [[ -n "$p" ]] && kill -9 "$p" 2>/dev/null || true; done
+  if [[ $KEEP_LOGS == 1 ]]; then echo "soak.sh: logs in $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+SERVERS=2
+WORKERS=4
+EVERY=25
+TOTAL=1000000   # Clocks: the soak never reaches it; the last round sets its own end.
+JOB=(--partition_bytes=1024 --heartbeat_interval_ms=100 --heartbeat_timeout_ms=1000)
+MODEL=(--model=synthetic --tensors=1000,250x10,64x3x3x3,7 --seed=9 --lr_policy=inv --base_lr=0.05 --gamma=0.001
+       --power=0.75 --momentum=0.9 --weight_decay=0.001 --display=0)
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+# Newest clock that both servers' manifests name (what --resume will pick when
+# nothing is damaged).
+newest_common() {
+  comm -12 <(ls "$1" 2>/dev/null | sed -n 's/^ckpt-\([0-9]*\)\.server-0\.manifest$/\1/p' | sort) \
+           <(ls "$1" 2>/dev/null | sed -n 's/^ckpt-\([0-9]*\)\.server-1\.manifest$/\1/p' | sort) | tail -1 |
+    awk '{ print $1 + 0 }'
+}
+# The weights and history arrays of a shard file (everything after its
+# header), as a SHA-256.
+payload_sha() {
+  python3 - "$1" <<'EOF'
+import hashlib, struct, sys
+data = open(sys.argv[1], 'rb').read()
+assert data[:8] == b'NRSCKPT1', sys.argv[1]
+(n,) = struct.unpack('<I', data[8:12])
+print(hashlib.sha256(data[12 + n:]).hexdigest())
+EOF
+}
+
+# start_job LOGDIR ITERATIONS RESUME(0/1) EXTRA_SERVER_FLAGS...
+start_job() {
+  local logs=$1 iters=$2 resume=$3; shift 3
+  local port; port=$(free_port)
+  local coord=(--coordinator=127.0.0.1:$port) r=()
+  [[ $resume == 1 ]] && r=(--resume)
+  mkdir -p "$logs"
+  PIDS=()
+  nice "$BIN/nereus_server" --role=coordinator "${coord[@]}" --num_servers=$SERVERS --num_workers=$WORKERS \
+    "${JOB[@]}" "${r[@]}" >"$logs/coordinator.log" 2>&1 &
+  PIDS+=($!)
+  for s in $(seq 0 $((SERVERS - 1))); do
+    nice "$BIN/nereus_server" --role=server "${coord[@]}" --rank=$s --checkpoint_dir="$CKPT" \
+      --checkpoint_every=$EVERY "${r[@]}" "$@" >"$logs/server$s.log" 2>&1 &
+    PIDS+=($!)
+  done
+  for w in $(seq 0 $((WORKERS - 1))); do
+    nice "$BIN/nereus_worker" "${coord[@]}" --rank=$w --iterations="$iters" --compute_ms=5 "${MODEL[@]}" "${r[@]}" \
+      --weights_out="$logs/weights$w" >"$logs/worker$w.log" 2>&1 &
+    PIDS+=($!)
+  done
+}
+wait_job() {
+  local rc=0
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || rc=1; done
+  PIDS=()
+  return $rc
+}
+
+END=$(( $(date +%s) + $(awk -v m="$MINUTES" 'BEGIN { printf "%d", m * 60 }') ))
+ROUND=0
+FAIL=0
+RESUMED=()          # Clocks the job resumed from.
+declare -a RSS_S0 RSS_S1 RSS_C
+echo "soak: seed $SEED, ${MINUTES} min, work dir $WORK"
+while (( $(date +%s) < END - 20 )); do
+  LOGS="$WORK/round$ROUND"
+  EXPECT=$(newest_common "$CKPT")
+  RESUME=0
+  [[ -n "$EXPECT" ]] && RESUME=1  # Killed before the first checkpoint: start afresh.
+  start_job "$LOGS" $TOTAL $RESUME
+  sleep "$(( 2 + RANDOM % 5 ))"
+  RSS_C+=("$(rss_kib "${PIDS[0]}")")
+  RSS_S0+=("$(rss_kib "${PIDS[1]}")")
+  RSS_S1+=("$(rss_kib "${PIDS[2]}")")
+  if (( RANDOM % 5 == 0 )); then
+    VICTIM=$(( RANDOM % SERVERS )); WHO="server $VICTIM"; PID=${PIDS[$((1 + VICTIM))]}
+  else
+    VICTIM=$(( RANDOM % WORKERS )); WHO="worker $VICTIM"; PID=${PIDS[$((1 + SERVERS + VICTIM))]}
+  fi
+  kill -9 "$PID" 2>/dev/null || true
+  wait_job || true
+  STARTED=$(sed -n 's/.*resumes from the checkpoint of clock \([0-9]*\).*/\1/p' "$LOGS/coordinator.log" | head -1)
+  NOW=$(newest_common "$CKPT")
+  LINE="round $ROUND: killed $WHO; resumed from ${STARTED:-0} (expected ${EXPECT:-0}); newest checkpoint now ${NOW:-none}; RSS KiB coordinator ${RSS_C[-1]} server0 ${RSS_S0[-1]} server1 ${RSS_S1[-1]}"
+  if [[ $RESUME == 1 && "${STARTED:-x}" != "${EXPECT:-y}" ]]; then
+    LINE="$LINE  FAIL: resumed from the wrong clock"; FAIL=1
+  fi
+  if [[ $RESUME == 1 ]]; then
+    for w in $(seq 0 $((WORKERS - 1))); do
+      if ! grep -q "resuming at clock ${STARTED:-x}" "$LOGS/worker$w.log"; then
+        LINE="$LINE  FAIL: worker $w did not start at clock $STARTED"; FAIL=1
+      fi
+    done
+    RESUMED+=("$STARTED")
+  fi
+  echo "$LINE"
+  # Snapshot the checkpoints resumed from (the soak keeps the newest 2 only).
+  if [[ -n "$NOW" ]]; then
+    mkdir -p "$WORK/kept"
+    cp -n "$CKPT"/ckpt-$(printf '%012d' "$NOW").server-*.shard "$WORK/kept/" 2>/dev/null || true
+  fi
+  ROUND=$((ROUND + 1))
+done
+
+# The last round: resume and run to the end.
+FINAL=$(( $(newest_common "$CKPT") + 3 * EVERY ))
+EXPECT=$(newest_common "$CKPT")
+start_job "$WORK/final" $FINAL 1
+if ! wait_job; then echo "soak: FAIL: the final round did not finish cleanly (logs in $WORK/final)"; FAIL=1; KEEP_LOGS=1; fi
+RESUMED+=("$EXPECT")
+echo "final round: resumed from $EXPECT, ran to $FINAL"
+
+# The deterministic replay: the same job, never interrupted, to $FINAL,
+# checkpointing every $EVERY clocks (all kept).
+REPLAY="$WORK/replay"
+SAVE_CKPT=$CKPT; CKPT="$REPLAY/ckpt"
+start_job "$REPLAY" $FINAL 0 --checkpoint_keep=1000000
+if ! wait_job; then echo "soak: FAIL: the replay did not finish (logs in $REPLAY)"; FAIL=1; KEEP_LOGS=1; fi
+CKPT=$SAVE_CKPT
+CHECKED=0
+for f in "$WORK"/kept/*.shard; do
+  [[ -e "$f" ]] || continue
+  b=$(basename "$f")
+  if [[ ! -e "$REPLAY/ckpt/$b" ]]; then echo "soak: FAIL: the replay has no $b"; FAIL=1; continue; fi
+  if [[ "$(payload_sha "$f")" != "$(payload_sha "$REPLAY/ckpt/$b")" ]]; then
+    echo "soak: FAIL: $b differs from the replay's"; FAIL=1
+  fi
+  CHECKED=$((CHECKED + 1))
+done
+for w in $(seq 0 $((WORKERS - 1))); do
+  if ! cmp -s "$WORK/final/weights$w" "$REPLAY/weights$w"; then
+    echo "soak: FAIL: worker $w's final weights differ from the replay's"; FAIL=1
+  fi
+done
+
+# RSS: mean of the first 3 rounds vs the last 3.
+rss_flat() {
+  local name=$1; shift
+  local v=("$@") n=$#
+  (( n >= 6 )) || { echo "RSS $name: too few rounds to compare"; return 0; }
+  local first last
+  first=$(( (v[0] + v[1] + v[2]) / 3 )); last=$(( (v[n-1] + v[n-2] + v[n-3]) / 3 ))
+  local ok=1
+  (( last <= first * 12 / 10 + 8192 )) || ok=0
+  echo "RSS $name: first rounds ${first} KiB, last rounds ${last} KiB $([[ $ok == 1 ]] && echo flat || echo GROWING)"
+  [[ $ok == 1 ]]
+}
+rss_flat coordinator "${RSS_C[@]}" || FAIL=1
+rss_flat server0 "${RSS_S0[@]}" || FAIL=1
+rss_flat server1 "${RSS_S1[@]}" || FAIL=1
+echo "soak: $ROUND killed rounds + 1 final, final clock $FINAL, $CHECKED checkpoint shards compared with the replay" \
+     "bit for bit, resumed from clocks: ${RESUMED[*]}"
+if [[ $FAIL == 0 ]]; then echo "soak: PASS"; else echo "soak: FAIL"; KEEP_LOGS=1; fi
+exit $FAIL
