@@ -1,0 +1,244 @@
+#include "common/launch_plan.h"
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <sstream>
+
+namespace nereus {
+namespace {
+
+// Host names and addresses end up in shell command lines (ssh, srun): only
+// characters that need no quoting are accepted.
+bool IsSafeName(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == ':')) return false;
+  }
+  return true;
+}
+
+std::string Quoted(const std::string& s) { return "\"" + s + "\""; }
+
+bool ParsePositiveInt(const std::string& s, int* out) {
+  if (s.empty() || s.size() > 9) return false;
+  for (char c : s) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+  }
+  *out = std::stoi(s);
+  return *out >= 1;
+}
+
+constexpr size_t kMaxHosts = 1 << 20;
+
+// One bracket group's entries, "01-03,7" -> 01 02 03 7.
+StatusOr<std::vector<std::string>> ExpandRanges(const std::string& body, const std::string& expr) {
+  std::vector<std::string> out;
+  std::stringstream ss(body);
+  std::string entry;
+  while (std::getline(ss, entry, ',')) {
+    const size_t dash = entry.find('-');
+    const std::string lo = entry.substr(0, dash);
+    const std::string hi = dash == std::string::npos ? lo : entry.substr(dash + 1);
+    auto digits = [](const std::string& s) {
+      return !s.empty() && s.size() <= 9 &&
+             std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+    };
+    if (!digits(lo) || !digits(hi)) {
+      return InvalidArgumentError("Slurm host list " + Quoted(expr) + ": " + Quoted(entry) +
+                                  " in brackets is not a number or a range N-M");
+    }
+    const long a = std::stol(lo), b = std::stol(hi);
+    if (b < a) return InvalidArgumentError("Slurm host list " + Quoted(expr) + ": range " + Quoted(entry) + " runs backwards");
+    if (static_cast<size_t>(b - a) >= kMaxHosts) {
+      return InvalidArgumentError("Slurm host list " + Quoted(expr) + ": range " + Quoted(entry) + " is too long");
+    }
+    for (long v = a; v <= b; ++v) {
+      std::string n = std::to_string(v);
+      if (n.size() < lo.size()) n.insert(0, lo.size() - n.size(), '0');
+      out.push_back(n);
+    }
+  }
+  if (out.empty() || body.back() == ',') {
+    return InvalidArgumentError("Slurm host list " + Quoted(expr) + ": empty entry in brackets");
+  }
+  return out;
+}
+
+// One name with bracket groups, "r[1-2]n[1-2]" -> r1n1 r1n2 r2n1 r2n2.
+StatusOr<std::vector<std::string>> ExpandName(const std::string& item, const std::string& expr) {
+  std::vector<std::string> names = {""};
+  size_t i = 0;
+  while (i < item.size()) {
+    if (item[i] == '[') {
+      const size_t close = item.find(']', i);
+      if (close == std::string::npos) return InvalidArgumentError("Slurm host list " + Quoted(expr) + ": '[' without ']'");
+      ASSIGN_OR_RETURN(auto values, ExpandRanges(item.substr(i + 1, close - i - 1), expr));
+      if (names.size() * values.size() > kMaxHosts) return InvalidArgumentError("Slurm host list " + Quoted(expr) + " is too long");
+      std::vector<std::string> next;
+      for (const auto& prefix : names) {
+        for (const auto& v : values) next.push_back(prefix + v);
+      }
+      names.swap(next);
+      i = close + 1;
+    } else if (item[i] == ']') {
+      return InvalidArgumentError("Slurm host list " + Quoted(expr) + ": ']' without '['");
+    } else {
+      for (auto& n : names) n += item[i];
+      ++i;
+    }
+  }
+  for (const auto& n : names) {
+    if (!IsSafeName(n)) {
+      return InvalidArgumentError("Slurm host list " + Quoted(expr) + ": bad host name " + Quoted(n));
+    }
+  }
+  return names;
+}
+
+}  // namespace
+
+const char* LaunchRoleName(LaunchRole role) {
+  switch (role) {
+    case LaunchRole::kCoordinator: return "coordinator";
+    case LaunchRole::kServer: return "server";
+    case LaunchRole::kWorker: return "worker";
+  }
+  return "?";
+}
+
+StatusOr<std::vector<HostSpec>> ParseHostfile(const std::string& text) {
+  std::vector<HostSpec> hosts;
+  std::map<std::string, int> first_line;
+  std::stringstream in(text);
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    const size_t hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    std::stringstream fields(line);
+    std::string name;
+    if (!(fields >> name)) continue;
+    const std::string where = "hostfile line " + std::to_string(number) + ": ";
+    if (!IsSafeName(name)) {
+      return InvalidArgumentError(where + "host name " + Quoted(name) +
+                                  " may hold letters, digits and . - _ : only");
+    }
+    auto [it, inserted] = first_line.emplace(name, number);
+    if (!inserted) {
+      return InvalidArgumentError(where + "host " + Quoted(name) + " is already listed on line " +
+                                  std::to_string(it->second) + "; give it slots=N instead");
+    }
+    HostSpec h;
+    h.name = name;
+    std::string field;
+    while (fields >> field) {
+      if (field.rfind("slots=", 0) == 0) {
+        if (!ParsePositiveInt(field.substr(6), &h.slots)) {
+          return InvalidArgumentError(where + Quoted(field) + ": slots must be a whole number >= 1");
+        }
+      } else if (field.rfind("addr=", 0) == 0) {
+        h.address = field.substr(5);
+        if (!IsSafeName(h.address)) {
+          return InvalidArgumentError(where + Quoted(field) + ": the address may hold letters, digits and . - _ : only");
+        }
+      } else {
+        return InvalidArgumentError(where + "unknown field " + Quoted(field) + " (expected slots=N or addr=ADDRESS)");
+      }
+    }
+    hosts.push_back(h);
+  }
+  if (hosts.empty()) return InvalidArgumentError("the hostfile lists no host");
+  return hosts;
+}
+
+StatusOr<std::vector<std::string>> ExpandSlurmHostlist(const std::string& expr) {
+  std::vector<std::string> hosts;
+  std::string item;
+  int depth = 0;
+  auto flush = [&]() -> Status {
+    if (item.empty()) return InvalidArgumentError("Slurm host list " + Quoted(expr) + ": empty host name");
+    ASSIGN_OR_RETURN(auto names, ExpandName(item, expr));
+    hosts.insert(hosts.end(), names.begin(), names.end());
+    if (hosts.size() > kMaxHosts) return InvalidArgumentError("Slurm host list " + Quoted(expr) + " is too long");
+    item.clear();
+    return Status::OK();
+  };
+  for (char c : expr) {
+    if (c == ',' && depth == 0) {
+      RETURN_IF_ERROR(flush());
+      continue;
+    }
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (depth < 0 || depth > 1) return InvalidArgumentError("Slurm host list " + Quoted(expr) + ": unbalanced brackets");
+    item += c;
+  }
+  if (depth != 0) return InvalidArgumentError("Slurm host list " + Quoted(expr) + ": '[' without ']'");
+  RETURN_IF_ERROR(flush());
+  return hosts;
+}
+
+StatusOr<LaunchPlan> PlanLaunch(const std::vector<HostSpec>& hosts, const LaunchOptions& options) {
+  if (hosts.empty()) return InvalidArgumentError("no hosts to launch on");
+  if (options.num_servers < 1) {
+    return InvalidArgumentError("--num_servers must be >= 1, got " + std::to_string(options.num_servers));
+  }
+  if (options.num_workers < 1) {
+    return InvalidArgumentError("--num_workers must be >= 1, got " + std::to_string(options.num_workers));
+  }
+  if (options.coordinator_port < 1 || options.coordinator_port > 65535) {
+    return InvalidArgumentError("--port must be in 1..65535, got " + std::to_string(options.coordinator_port));
+  }
+  int max_slots = 0;
+  for (const auto& h : hosts) {
+    if (h.slots < 1) return InvalidArgumentError("host " + Quoted(h.name) + " has slots=" + std::to_string(h.slots) + "; slots must be >= 1");
+    if (h.address.empty()) return InvalidArgumentError("host " + Quoted(h.name) + " has no address");
+    max_slots = std::max(max_slots, h.slots);
+  }
+  // The round-robin: round r visits, in order, every host with more than r slots.
+  std::vector<int> cycle;
+  for (int round = 0; round < max_slots; ++round) {
+    for (size_t h = 0; h < hosts.size(); ++h) {
+      if (hosts[h].slots > round) cycle.push_back(static_cast<int>(h));
+    }
+  }
+  LaunchPlan plan;
+  plan.hosts = hosts;
+  plan.coordinator = hosts[0].address + ":" + std::to_string(options.coordinator_port);
+  plan.processes.push_back({LaunchRole::kCoordinator, 0, 0});
+  for (int s = 0; s < options.num_servers; ++s) {
+    plan.processes.push_back({LaunchRole::kServer, s, cycle[s % cycle.size()]});
+  }
+  for (int w = 0; w < options.num_workers; ++w) {
+    plan.processes.push_back({LaunchRole::kWorker, w, cycle[w % cycle.size()]});
+  }
+  return plan;
+}
+
+Status ResolveHostAddresses(std::vector<HostSpec>* hosts) {
+  for (auto& h : *hosts) {
+    if (!h.address.empty()) continue;
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    const int rc = getaddrinfo(h.name.c_str(), nullptr, &hints, &res);
+    if (rc != 0 || res == nullptr) {
+      return NotFoundError("cannot resolve host " + Quoted(h.name) + " to an IPv4 address (" + gai_strerror(rc) +
+                           "); give its address with addr=ADDRESS in the hostfile");
+    }
+    char buf[INET_ADDRSTRLEN] = {0};
+    const auto* sin = reinterpret_cast<const sockaddr_in*>(res->ai_addr);
+    inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof(buf));
+    freeaddrinfo(res);
+    h.address = buf;
+  }
+  return Status::OK();
+}
+
+}  // namespace nereus

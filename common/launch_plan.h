@@ -1,0 +1,80 @@
+// Role assignment for launching a job on many hosts: which host runs the
+// coordinator, each server and each worker, and which address each listens
+// on. One plan serves every launcher, so local, ssh and Slurm jobs are laid
+// out the same way (scripts/launch.sh and scripts/slurm/nereus_task.sh read it
+// through the nereus_launch_plan tool).
+//
+// The layout (Poseidon's): the coordinator on the first host; server i and
+// worker i together in the i-th slot of a round-robin over the hosts. A host's
+// `slots` is how many server+worker pairs it takes in one round (one per GPU,
+// say); a round visits the hosts in order, each taking one slot while it has
+// slots left. With more pairs than slots the rounds start over, so a host takes
+// several pairs per slot (e.g. every process of a job on one host).
+//
+// Pure functions of their arguments; no I/O but ResolveHostAddresses.
+#ifndef NEREUS_COMMON_LAUNCH_PLAN_H_
+#define NEREUS_COMMON_LAUNCH_PLAN_H_
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace nereus {
+
+struct HostSpec {
+  std::string name;     // What the launcher reaches the host by (ssh, netns, Slurm node name).
+  int slots = 1;        // Server+worker pairs per round of the round-robin (>= 1).
+  std::string address;  // Where its processes listen; empty: `name`, resolved by the launcher.
+};
+
+// Parses a hostfile: one host a line, `NAME [slots=N] [addr=ADDRESS]`;
+// `#` starts a comment; blank lines are skipped. Errors name the line. A host
+// listed twice is an error (give it slots=N instead). Names and addresses may
+// hold letters, digits and . - _ : only (they reach shell command lines).
+StatusOr<std::vector<HostSpec>> ParseHostfile(const std::string& text);
+
+// Expands a Slurm host list expression as in SLURM_JOB_NODELIST:
+// "gpu[01-03,7],login" -> gpu01 gpu02 gpu03 gpu7 login. Ranges keep their
+// zero padding; several bracket groups in one name expand as a product, the
+// last varying fastest, as Slurm does.
+StatusOr<std::vector<std::string>> ExpandSlurmHostlist(const std::string& expr);
+
+enum class LaunchRole { kCoordinator, kServer, kWorker };
+const char* LaunchRoleName(LaunchRole role);  // "coordinator", "server", "worker"
+
+struct PlannedProcess {
+  LaunchRole role;
+  int rank;  // Within its role; 0 for the coordinator.
+  int host;  // Index into LaunchPlan::hosts.
+};
+
+struct LaunchPlan {
+  std::vector<HostSpec> hosts;
+  // The coordinator first, then servers 0..S-1, then workers 0..W-1: the
+  // index of a process here is its Slurm task id (SLURM_PROCID).
+  std::vector<PlannedProcess> processes;
+  std::string coordinator;  // host:port of the coordinator, for every --coordinator.
+
+  const std::string& AddressOf(const PlannedProcess& p) const { return hosts[p.host].address; }
+};
+
+struct LaunchOptions {
+  int num_servers = 1;
+  int num_workers = 1;
+  int coordinator_port = 7000;
+};
+
+// The plan for `hosts` (every address must be set: see ResolveHostAddresses).
+// Errors: no hosts, a count below 1, a port outside 1..65535, slots below 1,
+// an empty address.
+StatusOr<LaunchPlan> PlanLaunch(const std::vector<HostSpec>& hosts, const LaunchOptions& options);
+
+// Fills each empty `address` with the host name's first IPv4 address
+// (getaddrinfo; an IP literal stays as it is). A name that does not resolve is
+// an error naming it. ZeroMQ binds to addresses, not to DNS names.
+Status ResolveHostAddresses(std::vector<HostSpec>* hosts);
+
+}  // namespace nereus
+
+#endif  // NEREUS_COMMON_LAUNCH_PLAN_H_

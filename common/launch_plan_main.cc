@@ -1,0 +1,100 @@
+// nereus_launch_plan: prints a job's role assignment (common/launch_plan.h)
+// for the launch scripts: scripts/launch.sh (hostfile, ssh or local) and
+// scripts/slurm/ (Slurm tasks). Exit status 2 with a message naming the
+// problem on bad input.
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <gflags/gflags.h>
+
+#include "common/launch_plan.h"
+
+DEFINE_string(hostfile, "", "Hosts to place the job on: one a line, NAME [slots=N] [addr=ADDRESS].");
+DEFINE_string(slurm_nodelist, "",
+              "Instead of --hostfile: a Slurm node list (SLURM_JOB_NODELIST, e.g. gpu[01-04]); one slot a node.");
+DEFINE_int32(num_servers, 1, "Number of server processes in the job.");
+DEFINE_int32(num_workers, 1, "Number of worker processes in the job.");
+DEFINE_int32(port, 7000, "Port of the coordinator, on the first host.");
+DEFINE_string(format, "table",
+              "table: one line a process, \"ROLE RANK HOST ADDRESS COORDINATOR\", the coordinator first, then "
+              "servers and workers by rank (the line's index is the Slurm task id); slurm_hostfile: the host of each "
+              "process, one a line, for SLURM_HOSTFILE with srun --distribution=arbitrary; shell: NEREUS_ROLE, "
+              "NEREUS_RANK, NEREUS_HOST, NEREUS_BIND_HOST and NEREUS_COORDINATOR of process --procid, as shell "
+              "assignments.");
+DEFINE_int32(procid, -1, "With --format=shell: the process (Slurm task id, SLURM_PROCID) to print.");
+DEFINE_int32(ntasks, -1,
+             "With --format=shell: the number of tasks the launcher started (SLURM_NTASKS); it must equal the "
+             "plan's number of processes. -1: not checked.");
+
+namespace nereus {
+namespace {
+
+int Fail(const std::string& message) {
+  std::cerr << "nereus_launch_plan: " << message << "\n";
+  return 2;
+}
+
+int Run() {
+  if (FLAGS_hostfile.empty() == FLAGS_slurm_nodelist.empty()) return Fail("give exactly one of --hostfile and --slurm_nodelist");
+  std::vector<HostSpec> hosts;
+  if (!FLAGS_hostfile.empty()) {
+    std::ifstream in(FLAGS_hostfile);
+    if (!in) return Fail("cannot read --hostfile " + FLAGS_hostfile);
+    std::stringstream text;
+    text << in.rdbuf();
+    auto parsed = ParseHostfile(text.str());
+    if (!parsed.ok()) return Fail(FLAGS_hostfile + ": " + parsed.status().message());
+    hosts = std::move(parsed).value();
+  } else {
+    auto names = ExpandSlurmHostlist(FLAGS_slurm_nodelist);
+    if (!names.ok()) return Fail(names.status().message());
+    for (const auto& n : *names) hosts.push_back({n, 1, ""});
+  }
+  Status st = ResolveHostAddresses(&hosts);
+  if (!st.ok()) return Fail(st.message());
+  auto plan = PlanLaunch(hosts, {FLAGS_num_servers, FLAGS_num_workers, FLAGS_port});
+  if (!plan.ok()) return Fail(plan.status().message());
+
+  if (FLAGS_format == "table") {
+    for (const auto& p : plan->processes) {
+      std::cout << LaunchRoleName(p.role) << " " << p.rank << " " << plan->hosts[p.host].name << " "
+                << plan->AddressOf(p) << " " << plan->coordinator << "\n";
+    }
+  } else if (FLAGS_format == "slurm_hostfile") {
+    for (const auto& p : plan->processes) std::cout << plan->hosts[p.host].name << "\n";
+  } else if (FLAGS_format == "shell") {
+    const int n = static_cast<int>(plan->processes.size());
+    const std::string layout = std::to_string(n) + " processes (1 coordinator + " + std::to_string(FLAGS_num_servers) +
+                               " servers + " + std::to_string(FLAGS_num_workers) + " workers)";
+    if (FLAGS_ntasks != -1 && FLAGS_ntasks != n) {
+      return Fail("the launcher started " + std::to_string(FLAGS_ntasks) + " tasks but the job has " + layout +
+                  "; start exactly " + std::to_string(n));
+    }
+    if (FLAGS_procid < 0 || FLAGS_procid >= n) {
+      return Fail("--procid must be in 0.." + std::to_string(n - 1) + " for a job of " + layout + ", got " +
+                  std::to_string(FLAGS_procid));
+    }
+    const auto& p = plan->processes[FLAGS_procid];
+    std::cout << "NEREUS_ROLE=" << LaunchRoleName(p.role) << "\nNEREUS_RANK=" << p.rank
+              << "\nNEREUS_HOST=" << plan->hosts[p.host].name << "\nNEREUS_BIND_HOST=" << plan->AddressOf(p)
+              << "\nNEREUS_COORDINATOR=" << plan->coordinator << "\n";
+  } else {
+    return Fail("--format must be table, slurm_hostfile or shell, got \"" + FLAGS_format + "\"");
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace nereus
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage(
+      "Prints where each process of a Nereus job runs.\n"
+      "  nereus_launch_plan --hostfile=FILE --num_servers=S --num_workers=W [--port=P] [--format=table]\n"
+      "  nereus_launch_plan --slurm_nodelist=\"$SLURM_JOB_NODELIST\" ... --format=shell --procid=\"$SLURM_PROCID\" "
+      "--ntasks=\"$SLURM_NTASKS\"");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (argc > 1) return nereus::Fail(std::string("unexpected argument \"") + argv[1] + "\"");
+  return nereus::Run();
+}

@@ -1,0 +1,159 @@
+// Role assignment (common/launch_plan.h), worked by hand: hostfiles with and
+// without slots, Slurm node lists, and the errors bad input gets.
+#include "common/launch_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace nereus {
+namespace {
+
+using Names = std::vector<std::string>;
+
+// "role rank host" of every process, in plan order.
+std::vector<std::string> Layout(const LaunchPlan& plan) {
+  std::vector<std::string> out;
+  for (const auto& p : plan.processes) {
+    out.push_back(std::string(LaunchRoleName(p.role)) + " " + std::to_string(p.rank) + " " + plan.hosts[p.host].name);
+  }
+  return out;
+}
+
+std::string ErrorOf(const std::string& hostfile) {
+  auto r = ParseHostfile(hostfile);
+  EXPECT_FALSE(r.ok()) << hostfile;
+  return r.ok() ? "" : r.status().message();
+}
+
+TEST(ParseHostfile, NamesSlotsAddressesAndComments) {
+  auto hosts = ParseHostfile(
+      "# our cluster\n"
+      "hostA slots=2\n"
+      "\n"
+      "  hostB      # one slot\n"
+      "ns-c addr=10.0.0.3 slots=3\n");
+  ASSERT_TRUE(hosts.ok()) << hosts.status();
+  ASSERT_EQ(hosts->size(), 3u);
+  EXPECT_EQ((*hosts)[0].name, "hostA");
+  EXPECT_EQ((*hosts)[0].slots, 2);
+  EXPECT_EQ((*hosts)[0].address, "");
+  EXPECT_EQ((*hosts)[1].name, "hostB");
+  EXPECT_EQ((*hosts)[1].slots, 1);
+  EXPECT_EQ((*hosts)[2].name, "ns-c");
+  EXPECT_EQ((*hosts)[2].slots, 3);
+  EXPECT_EQ((*hosts)[2].address, "10.0.0.3");
+}
+
+TEST(ParseHostfile, BadInputNamesTheLineAndTheProblem) {
+  EXPECT_EQ(ErrorOf("a\nb\na slots=2\n"), "hostfile line 3: host \"a\" is already listed on line 1; give it slots=N instead");
+  EXPECT_EQ(ErrorOf("a slots=0\n"), "hostfile line 1: \"slots=0\": slots must be a whole number >= 1");
+  EXPECT_EQ(ErrorOf("a slots=two\n"), "hostfile line 1: \"slots=two\": slots must be a whole number >= 1");
+  EXPECT_EQ(ErrorOf("a\n\nb cpus=4\n"), "hostfile line 3: unknown field \"cpus=4\" (expected slots=N or addr=ADDRESS)");
+  EXPECT_EQ(ErrorOf("a;rm\n"), "hostfile line 1: host name \"a;rm\" may hold letters, digits and . - _ : only");
+  EXPECT_EQ(ErrorOf("a addr=$(x)\n"), "hostfile line 1: \"addr=$(x)\": the address may hold letters, digits and . - _ : only");
+  EXPECT_EQ(ErrorOf("# nothing\n\n"), "the hostfile lists no host");
+}
+
+// Three hosts with 2, 1 and 3 slots: the rounds visit A B C, then A C, then C,
+// so the cycle of slots is A B C A C C. Servers 0-4 and workers 0-6 take the
+// cycle in order, wrapping after 6.
+TEST(PlanLaunch, RoundRobinOverSlots) {
+  std::vector<HostSpec> hosts = {{"A", 2, "10.0.0.1"}, {"B", 1, "10.0.0.2"}, {"C", 3, "10.0.0.3"}};
+  auto plan = PlanLaunch(hosts, {5, 7, 7100});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->coordinator, "10.0.0.1:7100");
+  EXPECT_EQ(Layout(*plan), (Names{"coordinator 0 A", "server 0 A", "server 1 B", "server 2 C", "server 3 A",
+                                  "server 4 C", "worker 0 A", "worker 1 B", "worker 2 C", "worker 3 A", "worker 4 C",
+                                  "worker 5 C", "worker 6 A"}));
+  EXPECT_EQ(plan->AddressOf(plan->processes[12]), "10.0.0.1");
+  EXPECT_EQ(plan->AddressOf(plan->processes[8]), "10.0.0.3");
+}
+
+// Poseidon's layout: one server and one worker a host.
+TEST(PlanLaunch, OneServerAndOneWorkerPerHost) {
+  std::vector<HostSpec> hosts = {{"h0", 1, "192.168.1.10"}, {"h1", 1, "192.168.1.11"}};
+  auto plan = PlanLaunch(hosts, {2, 2, 7000});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(Layout(*plan), (Names{"coordinator 0 h0", "server 0 h0", "server 1 h1", "worker 0 h0", "worker 1 h1"}));
+  EXPECT_EQ(plan->coordinator, "192.168.1.10:7000");
+}
+
+// A local job (scripts/run_local.sh): every process on the one host.
+TEST(PlanLaunch, EverythingOnOneHost) {
+  auto plan = PlanLaunch({{"127.0.0.1", 1, "127.0.0.1"}}, {2, 3, 40000});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(Layout(*plan), (Names{"coordinator 0 127.0.0.1", "server 0 127.0.0.1", "server 1 127.0.0.1",
+                                  "worker 0 127.0.0.1", "worker 1 127.0.0.1", "worker 2 127.0.0.1"}));
+  EXPECT_EQ(plan->coordinator, "127.0.0.1:40000");
+}
+
+// More servers than workers: the pairs still start at the first slot, so
+// server i and worker i share a host for every i both have.
+TEST(PlanLaunch, UnequalCountsStayPaired) {
+  std::vector<HostSpec> hosts = {{"a", 1, "1.1.1.1"}, {"b", 1, "1.1.1.2"}, {"c", 1, "1.1.1.3"}};
+  auto plan = PlanLaunch(hosts, {3, 1, 7000});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(Layout(*plan), (Names{"coordinator 0 a", "server 0 a", "server 1 b", "server 2 c", "worker 0 a"}));
+}
+
+TEST(PlanLaunch, BadOptionsAreNamed) {
+  std::vector<HostSpec> hosts = {{"a", 1, "1.1.1.1"}};
+  EXPECT_EQ(PlanLaunch(hosts, {0, 1, 7000}).status().message(), "--num_servers must be >= 1, got 0");
+  EXPECT_EQ(PlanLaunch(hosts, {1, -2, 7000}).status().message(), "--num_workers must be >= 1, got -2");
+  EXPECT_EQ(PlanLaunch(hosts, {1, 1, 70000}).status().message(), "--port must be in 1..65535, got 70000");
+  EXPECT_EQ(PlanLaunch({}, {1, 1, 7000}).status().message(), "no hosts to launch on");
+  EXPECT_EQ(PlanLaunch({{"a", 1, ""}}, {1, 1, 7000}).status().message(), "host \"a\" has no address");
+  EXPECT_EQ(PlanLaunch({{"a", 0, "1.1.1.1"}}, {1, 1, 7000}).status().message(),
+            "host \"a\" has slots=0; slots must be >= 1");
+}
+
+TEST(ExpandSlurmHostlist, RangesPaddingAndProducts) {
+  EXPECT_EQ(*ExpandSlurmHostlist("vm"), (Names{"vm"}));
+  EXPECT_EQ(*ExpandSlurmHostlist("gpu[01-03,7],login"), (Names{"gpu01", "gpu02", "gpu03", "gpu7", "login"}));
+  EXPECT_EQ(*ExpandSlurmHostlist("node[8-10]"), (Names{"node8", "node9", "node10"}));
+  EXPECT_EQ(*ExpandSlurmHostlist("n[098-101]"), (Names{"n098", "n099", "n100", "n101"}));
+  EXPECT_EQ(*ExpandSlurmHostlist("r[1-2]n[1-2],x"), (Names{"r1n1", "r1n2", "r2n1", "r2n2", "x"}));
+}
+
+TEST(ExpandSlurmHostlist, BadListsAreNamed) {
+  EXPECT_EQ(ExpandSlurmHostlist("gpu[01-03").status().message(), "Slurm host list \"gpu[01-03\": '[' without ']'");
+  EXPECT_EQ(ExpandSlurmHostlist("gpu[3-1]").status().message(), "Slurm host list \"gpu[3-1]\": range \"3-1\" runs backwards");
+  EXPECT_EQ(ExpandSlurmHostlist("gpu[a]").status().message(),
+            "Slurm host list \"gpu[a]\": \"a\" in brackets is not a number or a range N-M");
+  EXPECT_EQ(ExpandSlurmHostlist("a,,b").status().message(), "Slurm host list \"a,,b\": empty host name");
+  EXPECT_EQ(ExpandSlurmHostlist("a]").status().message(), "Slurm host list \"a]\": unbalanced brackets");
+  EXPECT_EQ(ExpandSlurmHostlist("").status().message(), "Slurm host list \"\": empty host name");
+}
+
+// A Slurm job on gpu[01-02] with 2 servers and 2 workers: 5 tasks. The task
+// id indexes the plan: task 0 the coordinator on gpu01, tasks 1-2 the servers,
+// 3-4 the workers, alternating nodes.
+TEST(SlurmLayout, TaskIdsIndexThePlan) {
+  auto names = ExpandSlurmHostlist("gpu[01-02]");
+  ASSERT_TRUE(names.ok());
+  std::vector<HostSpec> hosts;
+  for (size_t i = 0; i < names->size(); ++i) hosts.push_back({(*names)[i], 1, "10.1.0." + std::to_string(i + 1)});
+  auto plan = PlanLaunch(hosts, {2, 2, 7000});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(Layout(*plan),
+            (Names{"coordinator 0 gpu01", "server 0 gpu01", "server 1 gpu02", "worker 0 gpu01", "worker 1 gpu02"}));
+  EXPECT_EQ(plan->coordinator, "10.1.0.1:7000");
+  EXPECT_EQ(plan->AddressOf(plan->processes[4]), "10.1.0.2");
+}
+
+TEST(ResolveHostAddresses, LiteralsStayNamesResolveUnknownFails) {
+  std::vector<HostSpec> hosts = {{"localhost", 1, ""}, {"127.0.0.5", 1, ""}, {"h", 1, "10.9.9.9"}};
+  ASSERT_TRUE(ResolveHostAddresses(&hosts).ok());
+  EXPECT_EQ(hosts[0].address, "127.0.0.1");
+  EXPECT_EQ(hosts[1].address, "127.0.0.5");
+  EXPECT_EQ(hosts[2].address, "10.9.9.9");
+  std::vector<HostSpec> bad = {{"no-such-host.invalid", 1, ""}};
+  Status st = ResolveHostAddresses(&bad);
+  EXPECT_EQ(st.code(), StatusCode::kNotFound);
+  EXPECT_NE(st.message().find("cannot resolve host \"no-such-host.invalid\""), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace nereus
