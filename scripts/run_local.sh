@@ -15,6 +15,9 @@
 #                                    e.g. the synthetic model:
 #                                    NEREUS_WORKER_ARGS="--model=synthetic --iterations=100"
 #   NEREUS_SERVER_ARGS               extra flags for the coordinator and servers
+#                                    (as with scripts/launch.sh, each flag of
+#                                    either variable goes to every binary that
+#                                    defines it)
 #   OPENBLAS_NUM_THREADS             BLAS threads per worker (default: cores / workers)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,41 +44,14 @@ if [[ " ${WORKER_ARGS[*]} " == *--solver=*lenet* || " ${WORKER_ARGS[*]} " == *--
   ./scripts/get_mnist.sh
 fi
 
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-}
-trap cleanup EXIT INT TERM
-
+# The same path as a cluster job: launch.sh places the processes (all on this
+# host here), streams their output with a prefix, keeps each log in $LOGDIR
+# and stops everything when one fails or on Ctrl-C.
+echo "127.0.0.1" > "$LOGDIR/hostfile"
 echo "== Nereus local job: coordinator $COORD, $SERVERS server(s), $WORKERS worker(s); logs in $LOGDIR"
-"$BIN/nereus_server" --role=coordinator --coordinator="$COORD" --num_servers="$SERVERS" \
-  --num_workers="$WORKERS" "${SERVER_ARGS[@]}" >"$LOGDIR/coordinator.log" 2>&1 &
-COORD_PID=$!
-PIDS+=("$COORD_PID")
-for ((s = 0; s < SERVERS; s++)); do
-  "$BIN/nereus_server" --role=server --coordinator="$COORD" --rank="$s" "${SERVER_ARGS[@]}" \
-    >"$LOGDIR/server$s.log" 2>&1 &
-  PIDS+=($!)
-done
-WORKER_PIDS=()
-for ((w = 0; w < WORKERS; w++)); do
-  if [ "$w" -eq 0 ]; then
-    # Worker 0's progress is shown here; every log is kept in $LOGDIR.
-    "$BIN/nereus_worker" --coordinator="$COORD" --rank="$w" "${WORKER_ARGS[@]}" 2>&1 | tee "$LOGDIR/worker$w.log" &
-  else
-    "$BIN/nereus_worker" --coordinator="$COORD" --rank="$w" "${WORKER_ARGS[@]}" >"$LOGDIR/worker$w.log" 2>&1 &
-  fi
-  WORKER_PIDS+=($!)
-  PIDS+=($!)
-done
-
-status=0
-for p in "${WORKER_PIDS[@]}" "${PIDS[@]}"; do
-  wait "$p" || status=1
-done
-trap - EXIT
-if [ "$status" -ne 0 ]; then
+if ! ./scripts/launch.sh --hostfile="$LOGDIR/hostfile" --ssh=none --port="$PORT" --num_servers="$SERVERS" \
+    --num_workers="$WORKERS" --log_dir="$LOGDIR" --bin_dir="$BIN" --env=OPENBLAS_NUM_THREADS="$OPENBLAS_NUM_THREADS" \
+    "${SERVER_ARGS[@]}" "${WORKER_ARGS[@]}"; then
   echo "== FAILED: a process exited with an error; see the logs in $LOGDIR:" >&2
   tail -n 5 "$LOGDIR"/*.log >&2
   exit 1

@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# scripts/launch.sh: the commands it would run (--dry_run, exact), bad
+# arguments, the Slurm task view of the plan, and real jobs on a 2-host
+# emulated cluster: two network namespaces joined by a veth pair or, where
+# namespaces cannot talk here, the addresses 127.0.0.2 and 127.0.0.3. A job
+# runs to the end, a failing process stops the others, Ctrl-C stops all.
+# Exit 77 (skipped) only where neither emulation works.
+set -euo pipefail
+SRC=${NEREUS_SOURCE_DIR:?}
+BIN=${NEREUS_BIN_DIR:?}
+LAUNCH="$SRC/scripts/launch.sh"
+T=$(mktemp -d "${TMPDIR:-/tmp}/nereus_launch_test.XXXXXX")
+NETNS=()
+cleanup() {
+  local ns
+  for ns in "${NETNS[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
+  rm -rf "$T"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+# expect_eq WHAT EXPECTED ACTUAL
+expect_eq() {
+  if [ "$2" != "$3" ]; then
+    diff <(echo "$2") <(echo "$3") >&2 || true
+    fail "$1"
+  fi
+  echo "ok: $1"
+}
+
+# ---- 1. --dry_run: placement, flag routing, quoting, exactly.
+cat > "$T/hosts" <<'EOF'
+# two hosts, the second with two slots
+hostA addr=10.0.0.1
+hostB addr=10.0.0.2 slots=2
+EOF
+out=$("$LAUNCH" --hostfile="$T/hosts" --num_servers=2 --num_workers=3 --port=7100 --ssh=none \
+  --workdir="/w d" --env=OPENBLAS_NUM_THREADS=1 --dry_run --iterations=5 --consistency=ssp --startup_timeout_s=30 \
+  --bin_dir="$BIN" 2>&1) || fail "dry run exited with $?: $out"
+B=$BIN
+# Slots cycle A B B: servers A B, workers A B B. --iterations is a worker
+# flag, --consistency a server flag, --startup_timeout_s both's.
+expect_eq "dry run, --ssh=none" \
+"[coordinator@hostA] bash -c 'cd '\\''/w d'\\'' && exec env OPENBLAS_NUM_THREADS=1 $B/nereus_server --role=coordinator --coordinator=10.0.0.1:7100 --num_servers=2 --num_workers=3 --consistency=ssp --startup_timeout_s=30'
+[server 0@hostA] bash -c 'cd '\\''/w d'\\'' && exec env OPENBLAS_NUM_THREADS=1 $B/nereus_server --role=server --coordinator=10.0.0.1:7100 --rank=0 --bind_host=10.0.0.1 --consistency=ssp --startup_timeout_s=30'
+[server 1@hostB] bash -c 'cd '\\''/w d'\\'' && exec env OPENBLAS_NUM_THREADS=1 $B/nereus_server --role=server --coordinator=10.0.0.1:7100 --rank=1 --bind_host=10.0.0.2 --consistency=ssp --startup_timeout_s=30'
+[worker 0@hostA] bash -c 'cd '\\''/w d'\\'' && exec env OPENBLAS_NUM_THREADS=1 $B/nereus_worker --coordinator=10.0.0.1:7100 --rank=0 --bind_host=10.0.0.1 --iterations=5 --startup_timeout_s=30'
+[worker 1@hostB] bash -c 'cd '\\''/w d'\\'' && exec env OPENBLAS_NUM_THREADS=1 $B/nereus_worker --coordinator=10.0.0.1:7100 --rank=1 --bind_host=10.0.0.2 --iterations=5 --startup_timeout_s=30'
+[worker 2@hostB] bash -c 'cd '\\''/w d'\\'' && exec env OPENBLAS_NUM_THREADS=1 $B/nereus_worker --coordinator=10.0.0.1:7100 --rank=2 --bind_host=10.0.0.2 --iterations=5 --startup_timeout_s=30'" \
+"$out"
+
+out=$("$LAUNCH" --hostfile="$T/hosts" --num_servers=1 --num_workers=2 --ssh=ssh --ssh_opts="-p 2222" --bin_dir="$BIN" \
+  --workdir=/w --dry_run 2>&1) || fail "ssh dry run exited with $?: $out"
+expect_eq "dry run, --ssh=ssh, worker 1" \
+"[worker 1@hostB] ssh -o BatchMode=yes -p 2222 hostB 'cd /w || exit 1; exec 3<&0; $B/nereus_worker --coordinator=10.0.0.1:7000 --rank=1 --bind_host=10.0.0.2 </dev/null & p=\$!; ( read -r _ <&3; kill \$p ) >/dev/null 2>&1 & w=\$!; exec 3<&-; wait \$p; s=\$?; kill \$w 2>/dev/null; exit \$s'" \
+"$(grep '^\[worker 1@' <<< "$out")"
+
+# ---- 2. Bad arguments: exit 2 and a message naming the problem.
+expect_error() {  # WHAT EXPECTED_MESSAGE ARGS...
+  local what=$1 want=$2 got rc=0
+  shift 2
+  got=$("$LAUNCH" --bin_dir="$BIN" --dry_run "$@" 2>&1) || rc=$?
+  [ "$rc" -eq 2 ] || fail "$what: exit status $rc, not 2 ($got)"
+  expect_eq "$what" "$want" "$got"
+}
+expect_error "unknown flag" "launch.sh: --iteratons is not a flag of nereus_server or nereus_worker" \
+  --hostfile="$T/hosts" --iteratons=5
+expect_error "flag set per process" "launch.sh: --rank is set by the launcher for each process" \
+  --hostfile="$T/hosts" --rank=1
+expect_error "no hostfile" "launch.sh: --hostfile=FILE is required (one host a line, NAME [slots=N] [addr=ADDRESS])"
+expect_error "bare argument" "launch.sh: unexpected argument \"5\"; binary flags are passed as --name=value" \
+  --hostfile="$T/hosts" --iterations 5
+printf 'hostA\nhostA slots=2\n' > "$T/dup"
+expect_error "duplicate host" \
+  "nereus_launch_plan: $T/dup: hostfile line 2: host \"hostA\" is already listed on line 1; give it slots=N instead" \
+  --hostfile="$T/dup"
+expect_error "bad mode" "launch.sh: --ssh must be ssh, none or netns, got \"rsh\"" --hostfile="$T/hosts" --ssh=rsh
+
+# ---- 3. A Slurm task's view: task 3 of 1+2+2 on localhost is worker 0.
+out=$("$BIN/nereus_launch_plan" --slurm_nodelist=localhost --num_servers=2 --num_workers=2 --port=7000 \
+  --format=shell --procid=3 --ntasks=5)
+expect_eq "Slurm task 3" "NEREUS_ROLE=worker
+NEREUS_RANK=0
+NEREUS_HOST=localhost
+NEREUS_BIND_HOST=127.0.0.1
+NEREUS_COORDINATOR=127.0.0.1:7000" "$out"
+rc=0
+out=$("$BIN/nereus_launch_plan" --slurm_nodelist=localhost --num_servers=2 --num_workers=2 --format=shell \
+  --procid=3 --ntasks=6 2>&1) || rc=$?
+[ "$rc" -eq 2 ] || fail "wrong task count: exit status $rc"
+expect_eq "wrong task count" "nereus_launch_plan: the launcher started 6 tasks but the job has 5 processes (1 coordinator + 2 servers + 2 workers); start exactly 5" "$out"
+
+# ---- 4. Real jobs on two emulated hosts.
+MODE=""
+free_port() {  # ADDRESS
+  python3 -c 'import socket, sys; s = socket.socket(); s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "$1"
+}
+# Two namespaces joined by a veth pair, used only if a TCP connection
+# crosses it (some sandboxes create namespaces whose links carry nothing).
+try_netns() {
+  [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null || return 1
+  local a="nlt$$a" b="nlt$$b"
+  ip netns add "$a" 2>/dev/null || return 1
+  NETNS+=("$a")
+  ip netns add "$b" 2>/dev/null || return 1
+  NETNS+=("$b")
+  ip link add "v$$a" type veth peer name "v$$b" 2>/dev/null || return 1
+  ip link set "v$$a" netns "$a" && ip link set "v$$b" netns "$b" || return 1
+  ip -n "$a" addr add 10.213.0.1/24 dev "v$$a" && ip -n "$b" addr add 10.213.0.2/24 dev "v$$b" || return 1
+  ip -n "$a" link set "v$$a" up && ip -n "$b" link set "v$$b" up || return 1
+  ip -n "$a" link set lo up && ip -n "$b" link set lo up || return 1
+  # The listener says "ready" once it listens; the connection then has 3 s.
+  mkfifo "$T/probe"
+  ip netns exec "$b" timeout 5 python3 -c '
+import socket
+s = socket.socket(); s.bind(("10.213.0.2", 7999)); s.listen(); print("ready", flush=True)
+s.settimeout(3); c, _ = s.accept(); print("connected", flush=True)' > "$T/probe" 2>/dev/null &
+  local probe=$! line="" ok=1
+  exec {pf}< "$T/probe"
+  read -r line <&"$pf" || true
+  if [ "$line" = ready ] &&
+     ip netns exec "$a" timeout 4 python3 -c 'import socket; socket.create_connection(("10.213.0.2", 7999), timeout=3)' \
+       2>/dev/null && read -r line <&"$pf" && [ "$line" = connected ]; then
+    ok=0
+  fi
+  exec {pf}<&-
+  wait "$probe" 2>/dev/null || true
+  [ "$ok" -eq 0 ] || return 1
+  printf '%s addr=10.213.0.1\n%s addr=10.213.0.2\n' "$a" "$b" > "$T/cluster"
+  HOST_A=$a HOST_B=$b ADDR_A=10.213.0.1 ADDR_B=10.213.0.2 MODE=netns PORT=7100
+}
+try_aliases() {
+  python3 -c 'import socket; a = socket.socket(); a.bind(("127.0.0.2", 0)); a.listen()
+b = socket.socket(); b.bind(("127.0.0.3", 0)); b.connect(a.getsockname())' 2>/dev/null || return 1
+  printf '127.0.0.2\n127.0.0.3\n' > "$T/cluster"
+  HOST_A=127.0.0.2 HOST_B=127.0.0.3 ADDR_A=127.0.0.2 ADDR_B=127.0.0.3 MODE=none PORT=$(free_port 127.0.0.2)
+}
+if try_netns; then
+  echo "emulated cluster: network namespaces $HOST_A and $HOST_B"
+else
+  for ns in "${NETNS[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
+  NETNS=()
+  if try_aliases; then
+    echo "emulated cluster: network namespaces unusable here; addresses 127.0.0.2 and 127.0.0.3"
+  else
+    echo "SKIPPED: neither network namespaces nor 127.0.0.2/127.0.0.3 work here" >&2
+    exit 77
+  fi
+fi
+JOB=(--tensors=1000,250x10 --iterations=5 --display=1 --startup_timeout_s=20)
+
+# 4a. 2 servers, 2 workers, one of each a host; every process where the plan
+# puts it, and the training equal to the same job on one host.
+"$LAUNCH" --hostfile="$T/cluster" --num_servers=2 --num_workers=2 --port="$PORT" --ssh="$MODE" --bin_dir="$BIN" \
+  --log_dir="$T/logs" "${JOB[@]}" > "$T/job.out" 2>&1 || { cat "$T/job.out" >&2; fail "2-host job exited with $?"; }
+grep -q "^launch.sh: every process exited cleanly$" "$T/job.out" || fail "no clean-exit line"
+for who in "server 0@$HOST_A:$ADDR_A" "server 1@$HOST_B:$ADDR_B" "worker 0@$HOST_A:$ADDR_A" "worker 1@$HOST_B:$ADDR_B"; do
+  label=${who%:*}
+  grep -q "^\[$label\] .* at tcp://${who##*:}:[0-9]* registering with coordinator tcp://$ADDR_A:$PORT$" "$T/job.out" ||
+    { cat "$T/job.out" >&2; fail "$label did not listen on ${who##*:}"; }
+done
+echo "ok: each server and worker listened on its host's address"
+grep -q "coordinator: every worker finished; job shut down cleanly" "$T/logs/coordinator.log" || fail "coordinator log"
+summary() { sed -n 's/^.*\(worker [0-9]*\): 5 iterations in [0-9.]* s, \(loss .*\), communication.*$/\1 \2/p' "$1" | sort; }
+two_hosts=$(summary "$T/job.out")
+[ "$(wc -l <<< "$two_hosts")" -eq 2 ] || fail "expected 2 worker summaries, got: $two_hosts"
+printf '127.0.0.1\n' > "$T/one"
+"$LAUNCH" --hostfile="$T/one" --num_servers=2 --num_workers=2 --port="$(free_port 127.0.0.1)" --ssh=none \
+  --bin_dir="$BIN" "${JOB[@]}" > "$T/local.out" 2>&1 || { cat "$T/local.out" >&2; fail "1-host job exited with $?"; }
+expect_eq "2 hosts train exactly as 1 host (final losses)" "$(summary "$T/local.out")" "$two_hosts"
+
+# 4b. A process that fails stops the others at once: worker 1's host has an
+# address that is not local, so it cannot listen; the coordinator, server 0
+# and worker 0 would wait 60 s for it.
+printf '%s addr=%s\n%s addr=192.0.2.1\n' "$HOST_A" "$ADDR_A" "$HOST_B" > "$T/broken"
+start=$SECONDS
+rc=0
+"$LAUNCH" --hostfile="$T/broken" --num_servers=1 --num_workers=2 --port="$PORT" --ssh="$MODE" --bin_dir="$BIN" \
+  --tensors=1000 --startup_timeout_s=60 > "$T/broken.out" 2>&1 || rc=$?
+[ "$rc" -eq 1 ] || { cat "$T/broken.out" >&2; fail "job with a failing worker: exit status $rc, not 1"; }
+grep -q "^launch.sh: worker 1@$HOST_B exited with status 1; stopping every process$" "$T/broken.out" ||
+  { cat "$T/broken.out" >&2; fail "no line naming the failed worker"; }
+[ $((SECONDS - start)) -lt 30 ] || fail "the others were not stopped at once ($((SECONDS - start)) s)"
+if pgrep -f -- "--coordinator=$ADDR_A:$PORT" >/dev/null; then fail "processes of the failed job are left"; fi
+echo "ok: a failed worker stops the job ($((SECONDS - start)) s), nothing left running"
+
+# 4c. Ctrl-C (SIGINT to launch.sh) while the job trains stops every process.
+set -m  # launch.sh in its own process group, SIGINT not ignored
+mkfifo "$T/live"
+"$LAUNCH" --hostfile="$T/cluster" --num_servers=2 --num_workers=2 --port="$PORT" --ssh="$MODE" --bin_dir="$BIN" \
+  --tensors=1000 --iterations=100000 --compute_ms=20 --display=1 > "$T/live" 2>&1 &
+pid=$!
+set +m
+sent=0
+while read -r line; do
+  echo "$line" >> "$T/live.out"
+  if [ "$sent" -eq 0 ] && [[ "$line" == "[worker 1@$HOST_B]"*"worker 1 iteration 3,"* ]]; then
+    kill -INT "$pid"
+    sent=1
+  fi
+done < "$T/live"
+rc=0
+wait "$pid" || rc=$?
+[ "$sent" -eq 1 ] || { cat "$T/live.out" >&2; fail "the long job never reached iteration 3"; }
+[ "$rc" -eq 130 ] || { cat "$T/live.out" >&2; fail "after Ctrl-C: exit status $rc, not 130"; }
+grep -q "^launch.sh: interrupted; stopping every process$" "$T/live.out" || fail "no interruption line"
+if pgrep -f -- "--coordinator=$ADDR_A:$PORT" >/dev/null; then fail "processes left after Ctrl-C"; fi
+echo "ok: Ctrl-C stops every process"
+echo "PASS"
