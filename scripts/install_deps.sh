@@ -12,6 +12,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   libopenblas-dev liblmdb-dev
   iproute2 python3 nodejs npm
+  slurm-wlm  # tests/slurm_test.sh runs a real job under slurmctld + slurmd
 )
 if [ "${1:-}" = "--docs" ]; then
   PACKAGES+=(graphviz)

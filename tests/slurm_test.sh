@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# A real Slurm job: starts slurmctld and slurmd on this machine (one node,
+# 8 CPUs declared, configuration and state in a temporary directory,
+# AuthType=auth/none), submits scripts/slurm/nereus.sbatch for 1 coordinator +
+# 2 servers + 2 workers of the synthetic model, and checks that it ends with
+# status 0, that each task took the role the plan gives its task id, and that
+# both workers finished with the same weights. Installs slurm-wlm if missing.
+# Exit 77 (skipped) only where Slurm cannot start: not root, the package
+# cannot be installed, or a daemon exits before the job is done.
+set -euo pipefail
+SRC=${NEREUS_SOURCE_DIR:?}
+BIN=${NEREUS_BIN_DIR:?}
+T=$(mktemp -d "${TMPDIR:-/tmp}/nereus_slurm_test.XXXXXX")
+DAEMONS=()
+JOB_ID=""
+cleanup() {
+  local p
+  if [ -n "$JOB_ID" ]; then scancel "$JOB_ID" 2>/dev/null || true; fi
+  for p in "${DAEMONS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${DAEMONS[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$T"
+}
+trap cleanup EXIT
+skip() { echo "SKIPPED: $*" >&2; exit 77; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || skip "starting slurmctld and slurmd needs root"
+if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v sbatch >/dev/null; then
+  echo "installing slurm-wlm"
+  export DEBIAN_FRONTEND=noninteractive
+  { apt-get install -y -qq --no-install-recommends slurm-wlm ||
+    { apt-get update -qq && apt-get install -y -qq --no-install-recommends slurm-wlm; }; } > "$T/apt.log" 2>&1 ||
+    skip "cannot install slurm-wlm: $(tail -n 2 "$T/apt.log")"
+fi
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+CTLD_PORT=$(free_port)
+SLURMD_PORT=$(free_port)
+JOB_PORT=$(free_port)
+HOST=$(hostname -s)
+mkdir -p "$T/state" "$T/spool"
+# One node, "localhost" (resolves everywhere), 8 CPUs whatever the hardware
+# (config_overrides). MessageTimeout: sbatch retries connecting for this long
+# while slurmctld starts.
+cat > "$T/slurm.conf" <<EOF
+ClusterName=nereustest
+SlurmctldHost=$HOST(127.0.0.1)
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$SLURMD_PORT
+AuthType=auth/none
+CredType=cred/none
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation=$T/state
+SlurmdSpoolDir=$T/spool
+SlurmctldPidFile=$T/slurmctld.pid
+SlurmdPidFile=$T/slurmd.pid
+SlurmctldLogFile=$T/slurmctld.log
+SlurmdLogFile=$T/slurmd.log
+ProctrackType=proctrack/pgid
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SchedulerType=sched/builtin
+MpiDefault=none
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+ReturnToService=2
+MessageTimeout=60
+SlurmdParameters=config_overrides
+NodeName=localhost NodeAddr=127.0.0.1 CPUs=8 State=UNKNOWN
+PartitionName=nereus Nodes=localhost Default=YES MaxTime=10 State=UP
+EOF
+export SLURM_CONF="$T/slurm.conf"
+slurmctld -D -f "$SLURM_CONF" > "$T/slurmctld.out" 2>&1 &
+CTLD=$!
+DAEMONS+=("$CTLD")
+slurmd -D -f "$SLURM_CONF" -N localhost > "$T/slurmd.out" 2>&1 &
+SLURMD=$!
+DAEMONS+=("$SLURMD")
+
+# The job: sbatch waits for the controller, the job for the node to register.
+export NEREUS_ROOT="$SRC" NEREUS_BIN_DIR="$BIN"
+cd "$T"
+timeout 200 sbatch --wait --parsable --nodes=1 --output="$T/job.out" "$SRC/scripts/slurm/nereus.sbatch" \
+  --num_servers=2 --num_workers=2 --port="$JOB_PORT" --tensors=1000,250x10 --iterations=5 --display=1 \
+  --startup_timeout_s=60 > "$T/sbatch.out" 2> "$T/sbatch.err" &
+SBATCH=$!
+# Whichever ends first: a daemon (Slurm could not start: skip) or the job.
+finished=""
+rc=0
+wait -n -p finished "$CTLD" "$SLURMD" "$SBATCH" || rc=$?
+if [ "$finished" != "$SBATCH" ]; then
+  which=slurmctld
+  [ "$finished" = "$SLURMD" ] && which=slurmd
+  kill "$SBATCH" 2>/dev/null || true
+  wait "$SBATCH" 2>/dev/null || true
+  cat "$T/$which.out" "$T/$which.log" 2>/dev/null | tail -n 20 >&2
+  skip "$which exited before the job ended: Slurm cannot run here"
+fi
+JOB_ID=$(head -n 1 "$T/sbatch.out" 2>/dev/null | cut -d';' -f1)
+show() { echo "--- sbatch:" >&2; cat "$T/sbatch.out" "$T/sbatch.err" >&2; echo "--- job output:" >&2; cat "$T/job.out" >&2 || true; }
+[ "$rc" -eq 0 ] || { show; fail "sbatch --wait exited with $rc (124: no result within 200 s)"; }
+JOB_ID=""
+echo "ok: the job ended with status 0"
+
+# Task i has the role of line i of the plan: 0 the coordinator, 1-2 the
+# servers, 3-4 the workers, all on localhost.
+i=0
+for who in "coordinator 0" "server 0" "server 1" "worker 0" "worker 1"; do
+  want="$i: nereus_task.sh (task $i): $who on localhost (127.0.0.1), coordinator 127.0.0.1:$JOB_PORT"
+  grep -qxF "$want" "$T/job.out" || { show; fail "missing line: $want"; }
+  i=$((i + 1))
+done
+echo "ok: every task took its planned role"
+grep -q "^0: .*coordinator: every worker finished; job shut down cleanly$" "$T/job.out" || { show; fail "coordinator did not finish cleanly"; }
+w0=$(sed -n 's/^3: worker 0: 5 iterations in [0-9.]* s, \(loss .*\), communication.*$/\1/p' "$T/job.out")
+w1=$(sed -n 's/^4: worker 1: 5 iterations in [0-9.]* s, \(loss .*\), communication.*$/\1/p' "$T/job.out")
+[ -n "$w0" ] && [ "$w0" = "$w1" ] || { show; fail "worker summaries differ or are missing: \"$w0\" vs \"$w1\""; }
+echo "ok: both workers trained 5 iterations to the same $w0"
+echo "PASS"
