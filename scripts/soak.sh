@@ -34,7 +34,9 @@ for arg in "$@"; do
   esac
 done
 [[ "$MINUTES" =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "soak.sh: --minutes must be a number, got $MINUTES" >&2; exit 2; }
-BIN="$ROOT/${NEREUS_BUILD_DIR:-build}/bin"
+BUILD_DIR=${NEREUS_BUILD_DIR:-build}
+[[ "$BUILD_DIR" == /* ]] || BUILD_DIR="$ROOT/$BUILD_DIR"
+BIN="$BUILD_DIR/bin"
 for b in nereus_server nereus_worker; do
   [[ -x "$BIN/$b" ]] || { echo "soak.sh: $BIN/$b not found; run scripts/build.sh first" >&2; exit 2; }
 done
@@ -119,6 +121,20 @@ while (( $(date +%s) < END - 20 )); do
   RESUME=0
   [[ -n "$EXPECT" ]] && RESUME=1  # Killed before the first checkpoint: start afresh.
   start_job "$LOGS" $TOTAL $RESUME
+  # Train a random while once every worker has joined and initialized (on a
+  # loaded machine start-up alone can take seconds).
+  READY=0
+  for _ in $(seq 600); do
+    READY=$( (grep -l -E "resuming at clock|tensors, [0-9]+ parameters" "$LOGS"/worker*.log 2>/dev/null || true) | wc -l)
+    [[ $READY == "$WORKERS" ]] && break
+    sleep 0.1
+  done
+  if [[ $READY != "$WORKERS" ]]; then
+    echo "round $ROUND: FAIL: the job did not start within 60 s (logs in $LOGS)"; FAIL=1; KEEP_LOGS=1
+    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+    wait_job || true
+    break
+  fi
   sleep "$(( 2 + RANDOM % 5 ))"
   RSS_C+=("$(rss_kib "${PIDS[0]}")")
   RSS_S0+=("$(rss_kib "${PIDS[1]}")")

@@ -273,6 +273,16 @@ std::vector<int64_t> ValidCheckpoints(const std::string& dir, int rank, std::vec
 }
 
 Status PruneCheckpoints(const std::string& dir, int rank, int keep) {
+  // Temporary files of this rank are left by a crash mid-write (only this
+  // server's writer thread, which calls this, writes them).
+  if (DIR* d = ::opendir(dir.c_str())) {
+    const std::regex tmp("ckpt-\\d{12}\\.server-" + std::to_string(rank) + "\\.(shard|manifest)\\.tmp");
+    std::vector<std::string> stale;
+    while (dirent* e = ::readdir(d))
+      if (std::regex_match(e->d_name, tmp)) stale.push_back(dir + "/" + e->d_name);
+    ::closedir(d);
+    for (const std::string& path : stale) ::unlink(path.c_str());
+  }
   const std::vector<int64_t> clocks = ManifestClocks(dir, rank);
   for (size_t i = static_cast<size_t>(std::max(keep, 0)); i < clocks.size(); ++i) {
     for (const std::string& name :

@@ -64,7 +64,8 @@ StatusOr<ShardState> ReadCheckpoint(const std::string& dir, int64_t clock, int r
 std::vector<int64_t> ValidCheckpoints(const std::string& dir, int rank, std::vector<std::string>* warnings = nullptr);
 
 // Deletes server `rank`'s checkpoints in `dir` older than the `keep` newest
-// (manifest first, so a half-deleted checkpoint is never taken as complete).
+// (manifest first, so a half-deleted checkpoint is never taken as complete),
+// and its temporary files (left by a crash mid-write).
 Status PruneCheckpoints(const std::string& dir, int rank, int keep);
 
 // The writer thread of one server: Submit() queues a shard (its weights

@@ -179,9 +179,13 @@ TEST(CheckpointFileTest, PruneKeepsTheNewestK) {
   TempDir dir;
   for (int64_t c : {20, 40, 60, 80}) ASSERT_TRUE(WriteCheckpoint(dir.path(), MakeShard(c)).ok());
   ASSERT_TRUE(WriteCheckpoint(dir.path(), MakeShard(20, 0)).ok());
+  std::ofstream(dir.File(ShardFileName(100, 1) + ".tmp")) << "left by a crash mid-write";
+  std::ofstream(dir.File(ShardFileName(100, 0) + ".tmp")) << "another rank's";
   ASSERT_TRUE(PruneCheckpoints(dir.path(), 1, 2).ok());
   EXPECT_EQ(ValidCheckpoints(dir.path(), 1), (std::vector<int64_t>{80, 60}));
   EXPECT_EQ(access(dir.File(ShardFileName(40, 1)).c_str(), F_OK), -1);
+  EXPECT_EQ(access(dir.File(ShardFileName(100, 1) + ".tmp").c_str(), F_OK), -1);
+  EXPECT_EQ(access(dir.File(ShardFileName(100, 0) + ".tmp").c_str(), F_OK), 0);
   EXPECT_EQ(ValidCheckpoints(dir.path(), 0), std::vector<int64_t>{20});  // Other ranks untouched.
 }
 

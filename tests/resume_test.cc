@@ -278,10 +278,13 @@ TEST(LenetResumeTest, KilledServerThenWholeJobResumedEndsBitwiseEqual) {
   net = Replace(net, "batch_size: 64", "batch_size: 8");
   std::ofstream(dir.File("lenet.prototxt")) << net;
   for (int max_iter : {60, 100}) {
+    // The interrupted job's worker 0 also writes Caffe snapshots every 20
+    // iterations (in a job: the iteration and the weights, not the history).
     std::ofstream(dir.File("solver" + std::to_string(max_iter) + ".prototxt"))
         << "net: \"" << dir.File("lenet.prototxt") << "\"\nbase_lr: 0.01\nmomentum: 0.9\nweight_decay: 0.0005\n"
         << "lr_policy: \"inv\"\ngamma: 0.0001\npower: 0.75\ndisplay: 20\nmax_iter: " << max_iter
-        << "\nrandom_seed: 5\nsnapshot_after_train: false\nsolver_mode: CPU\n";
+        << "\nrandom_seed: 5\nsnapshot_after_train: false\nsolver_mode: CPU\n"
+        << (max_iter == 60 ? "snapshot: 20\nsnapshot_prefix: \"" + dir.File("lenet") + "\"\n" : "");
   }
   auto spec = [&](int max_iter, const std::string& weights) {
     ClusterSpec s;
@@ -303,10 +306,13 @@ TEST(LenetResumeTest, KilledServerThenWholeJobResumedEndsBitwiseEqual) {
   EXPECT_EQ(codes[2], 128 + 9) << report;
   for (int s = 0; s < 2; ++s) EXPECT_EQ(ValidCheckpoints(ckpt.path(), s), (std::vector<int64_t>{40, 20}));
 
+  // The distributed snapshot: worker 0's .solverstate of iteration 40 plus
+  // the servers' checkpoint of clock 40.
   ClusterSpec resume = spec(100, "resumed.caffemodel");
   resume.server_flags = {"--checkpoint_dir=" + ckpt.path(), "--checkpoint_every=20", "--resume"};
   resume.coordinator_flags.push_back("--resume");
   resume.worker_flags.push_back("--resume");
+  resume.worker_rank_flags.push_back({0, {"--snapshot=" + dir.File("lenet_iter_40.solverstate")}});
   codes = RunJob(resume, resume_logs, &report);
   ExpectAllZero(codes, report);
   const std::string w1 = ReadFile(resume_logs.File("worker1.log"));
@@ -315,6 +321,21 @@ TEST(LenetResumeTest, KilledServerThenWholeJobResumedEndsBitwiseEqual) {
   const auto resumed = ReadWeights(dir.File("resumed.caffemodel"));
   ASSERT_EQ(ref.size(), 8u);  // conv1, conv2, ip1, ip2: weights and biases.
   EXPECT_TRUE(ref == resumed) << "largest difference " << testing::MaxAbsDiff(ref, resumed);
+
+  // A snapshot of another iteration than the servers' checkpoint is refused,
+  // naming both (the servers now hold clocks 100 and 80).
+  TempDir mismatch_logs;
+  ClusterSpec mismatch = spec(100, "mismatch.caffemodel");
+  mismatch.server_flags = resume.server_flags;
+  mismatch.coordinator_flags.push_back("--resume");
+  mismatch.worker_flags.push_back("--resume");
+  mismatch.worker_rank_flags.push_back({0, {"--snapshot=" + dir.File("lenet_iter_20.solverstate")}});
+  codes = RunJob(mismatch, mismatch_logs, &report);
+  EXPECT_NE(codes[3], 0) << report;
+  const std::string w0 = ReadFile(mismatch_logs.File("worker0.log"));
+  EXPECT_TRUE(Contains(w0, "lenet_iter_20.solverstate is at iteration 20 but the servers resumed from their "
+                           "checkpoint of clock 100"))
+      << w0;
 }
 
 }  // namespace
