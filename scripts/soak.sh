@@ -55,7 +55,9 @@ SERVERS=2
 WORKERS=4
 EVERY=25
 TOTAL=1000000   # Clocks: the soak never reaches it; the last round sets its own end.
-JOB=(--partition_bytes=1024 --heartbeat_interval_ms=100 --heartbeat_timeout_ms=1000)
+# Heartbeats: a killed process is noticed within 5 s; a shorter timeout gives
+# false "dead" verdicts on a machine loaded far beyond its cores.
+JOB=(--partition_bytes=1024 --heartbeat_interval_ms=200 --heartbeat_timeout_ms=5000)
 MODEL=(--model=synthetic --tensors=1000,250x10,64x3x3x3,7 --seed=9 --lr_policy=inv --base_lr=0.05 --gamma=0.001
        --power=0.75 --momentum=0.9 --weight_decay=0.001 --display=0)
 
