@@ -73,13 +73,11 @@ newest_common() {
 # The weights and history arrays of a shard file (everything after its
 # header), as a SHA-256.
 payload_sha() {
-  python3 - "$1" <<'EOF'
-import hashlib, struct, sys
-data = open(sys.argv[1], 'rb').read()
-assert data[:8] == b'NRSCKPT1', sys.argv[1]
-(n,) = struct.unpack('<I', data[8:12])
-print(hashlib.sha256(data[12 + n:]).hexdigest())
-EOF
+  local magic n
+  magic=$(head -c 8 "$1")
+  [[ "$magic" == NRSCKPT1 ]] || { echo "not a checkpoint shard: $1" >&2; return 1; }
+  n=$(od -An -tu4 -j8 -N4 "$1" | tr -d ' ')
+  tail -c +$((13 + n)) "$1" | sha256sum | cut -d' ' -f1
 }
 
 # start_job LOGDIR ITERATIONS RESUME(0/1) EXTRA_SERVER_FLAGS...
