@@ -2,6 +2,7 @@
 #ifndef NEREUS_BENCH_BENCH_H_
 #define NEREUS_BENCH_BENCH_H_
 
+#include <cstdint>
 #include <map>
 #include <sstream>
 #include <string>
@@ -41,9 +42,41 @@ std::vector<std::string> SplitCsv(const std::string& s);
 // Writes `records` as a JSON array to --json (if set). False on I/O error.
 bool WriteJson(const std::vector<Record>& records);
 
-int RunTransport();
-// `args`: the command line as given (flags included).
-int RunPipeline(const std::vector<std::string>& args);
+// The rows of one run, written to `path` (--json; empty: nowhere) as a JSON
+// array after every Add, so whatever was measured before a run is cut short
+// (a stuck phase, a crash) is on disk and the file is always valid JSON.
+class JsonRows {
+ public:
+  explicit JsonRows(std::string path) : path_(std::move(path)) {}
+  // Appends `r` and rewrites the file (a temporary renamed over it). False
+  // (logged) on I/O error.
+  bool Add(const Record& r);
+  const std::vector<Record>& rows() const { return rows_; }
+
+ private:
+  std::string path_;
+  std::vector<Record> rows_;
+};
+
+// How many of `items` dealt round robin over `ways` slots, the first to slot
+// `start`, land in slot `slot`. Exact when items % ways != 0 (the shares then
+// differ by one): never assume counts divide evenly.
+inline uint64_t RoundRobinShare(uint64_t items, int ways, int slot, int start) {
+  const uint64_t w = static_cast<uint64_t>(ways);
+  const uint64_t pos = (static_cast<uint64_t>(slot) + w - static_cast<uint64_t>(start) % w) % w;
+  return items / w + (pos < items % w ? 1 : 0);
+}
+
+class Watchdog;
+
+// What every subcommand gets from main.
+struct BenchContext {
+  std::vector<std::string> args;  // The command line as given (flags included).
+  Watchdog* watchdog = nullptr;   // Name each phase: watchdog->Phase("...").
+};
+
+int RunTransport(BenchContext& ctx);
+int RunPipeline(BenchContext& ctx);
 
 }  // namespace bench
 }  // namespace nereus

@@ -1,5 +1,9 @@
 // nereus_bench: synthetic throughput benchmarks.
 //   nereus_bench transport [--json=FILE]   push/pull vs raw ZeroMQ
+//   nereus_bench pipeline  [--json=FILE]   a model's iteration under a schedule
+//   nereus_bench list                      the subcommands, one a line
+// A new subcommand goes into kSubcommands below and gets a line in
+// tests/bench_smoke_test.py (bench_smoke_test fails until it has one).
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -9,8 +13,12 @@
 #include <glog/logging.h>
 
 #include "bench/bench.h"
+#include "bench/watchdog.h"
 
-DEFINE_string(json, "", "Write the results as a JSON array to this file.");
+DEFINE_string(json, "", "Write the results as a JSON array to this file (rewritten after every row).");
+DEFINE_double(phase_timeout_s, 300,
+              "Every phase of a benchmark (one measurement, one job's start or end) must finish within this many "
+              "seconds, or nereus_bench names the stuck phase and exits with status 3. 0 disables the bound.");
 
 namespace nereus {
 namespace bench {
@@ -53,12 +61,52 @@ bool WriteJson(const std::vector<Record>& records) {
   return true;
 }
 
+bool JsonRows::Add(const Record& r) {
+  rows_.push_back(r);
+  if (path_.empty()) return true;
+  const std::string tmp = path_ + ".partial";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << "[\n";
+    for (size_t i = 0; i < rows_.size(); ++i) out << "  " << rows_[i].ToJson() << (i + 1 < rows_.size() ? ",\n" : "\n");
+    out << "]\n";
+    out.flush();
+    if (!out) {
+      LOG(ERROR) << "cannot write " << tmp << " (for --json=" << path_ << ")";
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path_.c_str()) != 0) {
+    LOG(ERROR) << "cannot rename " << tmp << " to " << path_;
+    return false;
+  }
+  return true;
+}
+
+namespace {
+
+struct Subcommand {
+  const char* name;
+  int (*run)(BenchContext& ctx);
+};
+
+// Every subcommand of nereus_bench. `nereus_bench list` prints these names,
+// and bench_smoke_test checks that each has a smoke run.
+constexpr Subcommand kSubcommands[] = {
+    {"transport", RunTransport},
+    {"pipeline", RunPipeline},
+};
+
+}  // namespace
+
 }  // namespace bench
 }  // namespace nereus
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "Nereus benchmarks.\n"
+      "  nereus_bench list\n"
+      "      the subcommands, one a line.\n"
       "  nereus_bench transport [--json=FILE] [--sizes=...]\n"
       "      push, pull and push+pull throughput (1x1 and 2x2) and the 4 KB round trip,\n"
       "      each next to raw ZeroMQ measured in the same run (ratio = nereus / raw).\n"
@@ -74,12 +122,24 @@ int main(int argc, char** argv) {
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
   if (argc < 2) {
-    LOG(ERROR) << "name a benchmark: transport (see --help)";
+    LOG(ERROR) << "name a benchmark: transport, pipeline, ... (nereus_bench list; see --help)";
     return 2;
   }
   const std::string what = argv[1];
-  if (what == "transport") return nereus::bench::RunTransport();
-  if (what == "pipeline") return nereus::bench::RunPipeline(original);
-  LOG(ERROR) << "unknown benchmark \"" << what << "\" (expected transport or pipeline)";
+  std::string names;
+  for (const auto& sub : nereus::bench::kSubcommands) names += (names.empty() ? "" : ", ") + std::string(sub.name);
+  if (what == "list") {
+    for (const auto& sub : nereus::bench::kSubcommands) std::printf("%s\n", sub.name);
+    return 0;
+  }
+  for (const auto& sub : nereus::bench::kSubcommands) {
+    if (what != sub.name) continue;
+    nereus::bench::Watchdog watchdog(FLAGS_phase_timeout_s);
+    nereus::bench::BenchContext ctx;
+    ctx.args = original;
+    ctx.watchdog = &watchdog;
+    return sub.run(ctx);
+  }
+  LOG(ERROR) << "unknown benchmark \"" << what << "\" (expected one of: " << names << ")";
   return 2;
 }

@@ -15,6 +15,7 @@
 #include "bench/local_job.h"
 #include "bench/models.h"
 #include "bench/netns.h"
+#include "bench/watchdog.h"
 #include "common/node_flags.h"
 #include "worker/client/client_flags.h"
 #include "worker/client/timeline.h"
@@ -32,6 +33,7 @@ DEFINE_int32(warmup, 5, "pipeline: iterations not timed (merging is planned in t
 DEFINE_uint64(partition_bytes, 1 << 20,
               "Tensors are cut into partitions (chunks) of at most this many bytes: the unit servers store and "
               "update and the unit the scheduler orders.");
+DECLARE_string(json);
 DEFINE_bool(inside_netns, false, "pipeline: internal; set when re-run inside the shaped namespace.");
 
 namespace nereus {
@@ -47,7 +49,9 @@ struct Outcome {
   double lower_bound_s = 0;
 };
 
-StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule) {
+StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, Watchdog* wd) {
+  const std::string phase = std::string("pipeline ") + model.name + " " + ScheduleName(schedule);
+  wd->Phase(phase + ": job start");
   LocalJobOptions o;
   o.servers = FLAGS_servers;
   o.workers = FLAGS_workers;
@@ -77,6 +81,7 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule) {
   std::vector<std::vector<double>> times(W);
   std::vector<Status> status(W);
   std::vector<std::thread> threads;
+  wd->Phase(phase + ": INIT and " + std::to_string(total) + " iterations");
   for (int r = 0; r < W; ++r) {
     threads.emplace_back([&, r] {
       Client& c = job->worker(r);
@@ -135,6 +140,7 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule) {
   }
   for (auto& t : threads) t.join();
   for (auto& s : status) RETURN_IF_ERROR(s);
+  wd->Phase(phase + ": job finish");
   RETURN_IF_ERROR(job->Finish());
   std::vector<double> all;
   for (auto& v : times) all.insert(all.end(), v.begin(), v.end());
@@ -150,7 +156,7 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule) {
   return out;
 }
 
-int RunInside() {
+int RunInside(Watchdog* wd) {
   auto model = ModelByName(FLAGS_model);
   if (!model.ok()) {
     LOG(ERROR) << model.status().message();
@@ -173,9 +179,9 @@ int RunInside() {
                                   : "loopback (unshaped)");
   std::printf("%-11s %12s %10s %10s %10s %10s\n", "schedule", "iteration_s", "compute_s", "bound_s", "x bound",
               "samples/s");
-  std::vector<Record> records;
+  JsonRows json(FLAGS_json);
   for (Schedule s : schedules) {
-    auto out = RunOne(*model, s);
+    auto out = RunOne(*model, s, wd);
     if (!out.ok()) {
       LOG(ERROR) << "pipeline " << ScheduleName(s) << ": " << out.status();
       return 1;
@@ -190,15 +196,19 @@ int RunInside() {
     r.Set("compute_s", out->compute_s).Set("bytes_per_worker", out->bytes_per_worker);
     r.Set("lower_bound_s", out->lower_bound_s).Set("samples_per_s", samples);
     r.Set("link_mbit", FLAGS_link_mbit);
-    records.push_back(r);
+    if (!json.Add(r)) return 1;
   }
-  return WriteJson(records) ? 0 : 1;
+  wd->Idle();
+  if (!FLAGS_json.empty()) std::printf("wrote %s\n", FLAGS_json.c_str());
+  return 0;
 }
 
 }  // namespace
 
-int RunPipeline(const std::vector<std::string>& original) {
-  if (FLAGS_link_mbit <= 0 || FLAGS_inside_netns) return RunInside();
+int RunPipeline(BenchContext& ctx) {
+  const std::vector<std::string>& original = ctx.args;
+  if (FLAGS_link_mbit <= 0 || FLAGS_inside_netns) return RunInside(ctx.watchdog);
+  ctx.watchdog->Phase("pipeline: creating the shaped namespace");
   // Re-run this very command inside a shaped namespace of our own.
   auto ns = NetNamespace::Create("nereus_bench_" + std::to_string(getpid()), FLAGS_link_mbit);
   if (!ns.ok()) {
@@ -212,6 +222,8 @@ int RunPipeline(const std::vector<std::string>& original) {
   std::vector<std::string> args = {self};
   args.insert(args.end(), original.begin() + 1, original.end());
   args.push_back("--inside_netns");
+  // The run inside bounds its own phases (same --phase_timeout_s).
+  ctx.watchdog->Idle();
   std::string out;
   const int code = RunCommand((*ns)->Wrap(args), &out);
   std::fputs(out.c_str(), stdout);

@@ -20,9 +20,8 @@ ServerNode::ServerNode(NodeOptions options, ServerCheckpointOptions checkpoints)
 ServerNode::~ServerNode() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    failed_ = true;  // Releases a receive thread waiting for server_.
+    failed_ = true;  // Data still arriving is dropped.
   }
-  ready_.notify_all();
   node_.reset();  // No Handle() after this.
 }
 
@@ -95,8 +94,18 @@ Status ServerNode::Run() {
     std::lock_guard<std::mutex> lock(mu_);
     server_ = std::move(server);
     failed_ = server_ == nullptr;
+    if (failed_) {
+      early_.clear();
+    } else {
+      // Under mu_: a message arriving meanwhile queues behind these, so the
+      // ParamServer sees everything in arrival order, one call at a time.
+      if (!early_.empty())
+        LOG(INFO) << node_->name() << ": handling " << early_.size() << " message(s) that came before it was ready";
+      for (Early& e : early_) Dispatch(e.from, std::move(e.msg), e.partial);
+      early_.clear();
+      ready_.store(true, std::memory_order_release);
+    }
   }
-  ready_.notify_all();
   if (!st.ok()) return st;
   st = node_->Finish();
   if (writer_ != nullptr) {
@@ -117,11 +126,19 @@ void ServerNode::Reply(const Endpoint& to, Message msg) {
 
 void ServerNode::OnData(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) {
   // Data can arrive between the start barrier and server_ being built (or a
-  // checkpoint being loaded): the receive thread holds it until then.
-  std::unique_lock<std::mutex> lock(mu_);
-  ready_.wait(lock, [this] { return server_ != nullptr || failed_; });
-  if (server_ == nullptr) return;
-  lock.unlock();
+  // checkpoint being loaded): it waits in early_ (see server_node.h).
+  if (!ready_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failed_) return;
+    if (!ready_.load(std::memory_order_relaxed)) {
+      early_.push_back(Early{from, std::move(msg), partial});
+      return;
+    }
+  }
+  Dispatch(from, std::move(msg), partial);
+}
+
+void ServerNode::Dispatch(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) {
   pb::Role role;
   int rank = -1;
   if (!node_->Lookup(from, &role, &rank) || role != pb::WORKER) rank = -1;

@@ -4,7 +4,8 @@
 #ifndef NEREUS_SERVER_SERVER_NODE_H_
 #define NEREUS_SERVER_SERVER_NODE_H_
 
-#include <condition_variable>
+#include <atomic>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -41,16 +42,29 @@ class ServerNode : public ReplySink {
   void Reply(const Endpoint& to, Message msg) override;
 
  private:
+  // A data message that came before the ParamServer existed.
+  struct Early {
+    Endpoint from;
+    StatusOr<Message> msg;
+    pb::Header partial;
+  };
   void OnData(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial);
+  void Dispatch(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial);
   StatusOr<std::unique_ptr<ParamServer>> MakeParamServer();
 
   NodeOptions node_options_;
   const ServerCheckpointOptions checkpoints_;
+  // A worker may send (INIT_CHUNK, PUSH) as soon as it has its own
+  // REGISTER_REPLY, before this node has handled its own and built server_
+  // (or loaded its checkpoint). Such messages wait in early_, in arrival
+  // order, and Run hands them to the ParamServer before any later one; the
+  // receive thread never blocks (it must read this node's REGISTER_REPLY).
   std::mutex mu_;
-  std::condition_variable ready_;
   std::unique_ptr<CheckpointWriter> writer_;  // Set before server_; outlives it.
-  std::unique_ptr<ParamServer> server_;  // GUARDED_BY(mu_) until set, then read-only.
+  std::unique_ptr<ParamServer> server_;  // GUARDED_BY(mu_) until ready_, then read-only.
+  std::deque<Early> early_;              // GUARDED_BY(mu_)
   bool failed_ = false;                  // GUARDED_BY(mu_): Start failed; drop data.
+  std::atomic<bool> ready_{false};       // server_ built and early_ drained.
   std::unique_ptr<Node> node_;           // Last: stopped before server_ goes away.
 };
 

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""bench_smoke_test: every nereus_bench subcommand, run with tiny settings.
+
+A benchmark nobody runs rots or hangs unseen (issue 7: `transport` waited for
+ever in its raw baseline). This runs each subcommand once or more with tiny
+settings, each bounded by --phase_timeout_s and a wall-clock limit, and checks
+that it exits 0 and writes the JSON rows it should.
+
+TO ADD A SUBCOMMAND: append its runs to RUNS below (name, arguments, and a
+check of its JSON rows). `nereus_bench list` names every subcommand, and this
+test fails for any subcommand that has no run here.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+PHASE_TIMEOUT_S = "60"
+RUN_TIMEOUT_S = 300  # Each run; on an idle 2-core machine the whole test takes about 30 s.
+SIZES = [4096, 262144, 4194304, 67108864]  # --small (sanitizer builds): the first two.
+
+
+def check_transport(rows):
+    want = {(op, b, s, w) for op in ("push", "pull", "pushpull") for b in SIZES for s, w in ((1, 1), (2, 2))}
+    got = {(r["op"], r["bytes"], r["servers"], r["workers"]) for r in rows if r["op"] != "rtt"}
+    assert got == want, "transport rows: missing %s, unexpected %s" % (sorted(want - got), sorted(got - want))
+    for r in rows:
+        if r["op"] == "rtt":
+            assert r["us"] > 0 and r["raw_us"] > 0, r
+        else:
+            assert r["gbps"] > 0 and r["raw_gbps"] > 0, r
+    assert sum(r["op"] == "rtt" for r in rows) == 1, "transport: expected one rtt row"
+
+
+def check_pipeline(workers, servers, schedules):
+    def check(rows):
+        assert [r["schedule"] for r in rows] == schedules, [r["schedule"] for r in rows]
+        for r in rows:
+            assert r["workers"] == workers and r["servers"] == servers, r
+            assert r["iteration_s"] > 0 and r["lower_bound_s"] > 0, r
+    return check
+
+
+ALL_SCHEDULES = ["sequential", "wfbp", "priority", "full"]
+
+# (subcommand, arguments, check of the JSON rows). Keep each run to seconds.
+RUNS = [
+    ("transport", ["--sizes=" + ",".join(map(str, SIZES)), "--seconds=0.002", "--min_iterations=2",
+                   "--repeats=1", "--rtt_samples=20"],
+     check_transport),
+    ("pipeline", ["--model=lenet", "--workers=1", "--servers=1", "--schedule=all", "--iterations=2", "--warmup=3",
+                  "--device_gflops=100000"], check_pipeline(1, 1, ALL_SCHEDULES)),
+    ("pipeline", ["--model=lenet", "--workers=2", "--servers=2", "--schedule=all", "--iterations=2", "--warmup=3",
+                  "--device_gflops=100000"], check_pipeline(2, 2, ALL_SCHEDULES)),
+]
+
+
+def run(bench, sub, args, json_path):
+    cmd = [bench, sub] + args + ["--phase_timeout_s=" + PHASE_TIMEOUT_S, "--json=" + json_path]
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S, text=True)
+    return p, time.monotonic() - t0, " ".join(cmd)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bench", required=True, help="path to nereus_bench")
+    ap.add_argument("--small", action="store_true", help="small tensors only (sanitizer builds are slow)")
+    opts = ap.parse_args()
+    if opts.small:
+        del SIZES[2:]
+        RUNS[0][1][0] = "--sizes=" + ",".join(map(str, SIZES))
+    failures = []
+    listed = subprocess.run([opts.bench, "list"], stdout=subprocess.PIPE, text=True, timeout=30, check=True)
+    subcommands = listed.stdout.split()
+    covered = {sub for sub, _, _ in RUNS}
+    for sub in subcommands:
+        if sub not in covered:
+            failures.append("subcommand \"%s\" has no smoke run: add it to RUNS in %s" % (sub, __file__))
+    for sub in covered - set(subcommands):
+        failures.append("RUNS names \"%s\", which `nereus_bench list` does not know" % sub)
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (sub, args, check) in enumerate(RUNS):
+            path = os.path.join(tmp, "%d_%s.json" % (i, sub))
+            try:
+                p, secs, cmd = run(opts.bench, sub, args, path)
+            except subprocess.TimeoutExpired as e:
+                out = e.output.decode(errors="replace") if isinstance(e.output, bytes) else (e.output or "")
+                failures.append("%s: no exit within %d s:\n%s" % (sub, RUN_TIMEOUT_S, out[-4000:]))
+                continue
+            print("%-10s %5.1f s  rc %d  %s" % (sub, secs, p.returncode, cmd))
+            if p.returncode != 0:
+                failures.append("%s exited %d:\n%s" % (cmd, p.returncode, p.stdout[-4000:]))
+                continue
+            try:
+                with open(path) as f:
+                    check(json.load(f))
+            except (AssertionError, OSError, ValueError, KeyError) as e:
+                failures.append("%s: bad JSON rows: %r\n%s" % (cmd, e, p.stdout[-2000:]))
+        # The watchdog: a phase bound no phase can meet ends the run with
+        # status 3 and names the phase; the JSON, if written, stays valid.
+        path = os.path.join(tmp, "stuck.json")
+        p = subprocess.run([opts.bench, "transport", "--sizes=4096", "--repeats=1", "--phase_timeout_s=0.000001",
+                            "--json=" + path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=RUN_TIMEOUT_S)
+        if p.returncode != 3 or not re.search(r'phase "[^"]+ 1x1 4096 B, repeat 1" did not finish', p.stdout):
+            failures.append("stuck phase: expected status 3 naming the first phase, got %d:\n%s" %
+                            (p.returncode, p.stdout[-2000:]))
+        if os.path.exists(path):
+            with open(path) as f:
+                json.load(f)
+    if failures:
+        print("\n\n".join(failures), file=sys.stderr)
+        return 1
+    print("bench smoke: %d runs of %s passed" % (len(RUNS), ", ".join(subcommands)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+// ServerNode start-up: a worker may send data as soon as it has its own
+// REGISTER_REPLY, before the server has handled its own. Here a fake
+// coordinator (which also plays worker 0, so everything it sends travels on
+// one connection, in order) sends INIT_CHUNK and PUSH before the server's
+// REGISTER_REPLY. The server must keep them and handle them, in order, once
+// it is ready: not block its receive thread (the REGISTER_REPLY behind them
+// would never be read) and not refuse them as "not initialized".
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "common/transport.h"
+#include "server/server_node.h"
+
+namespace nereus {
+namespace {
+
+// Messages the fake coordinator received (heartbeats left out).
+class Inbox {
+ public:
+  void Put(StatusOr<Message> m) {
+    if (m.ok() && m->header.op() == pb::HEARTBEAT) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    q_.push_back(std::move(m));
+    cv_.notify_all();
+  }
+  StatusOr<Message> Next() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, std::chrono::seconds(30), [&] { return !q_.empty(); }))
+      return DeadlineExceededError("nothing received within 30 s");
+    StatusOr<Message> m = std::move(q_.front());
+    q_.pop_front();
+    return m;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<StatusOr<Message>> q_;
+};
+
+Buffer Floats(std::vector<float> v) { return Buffer::Of(std::make_shared<const std::vector<float>>(std::move(v))); }
+
+TEST(ServerNodeTest, DataBeforeOwnRegisterReplyIsHandledInOrder) {
+  Inbox inbox;
+  auto coordinator = NewZmqTransport(ZmqTransportOptions());
+  ASSERT_TRUE(coordinator
+                  ->Start("tcp://127.0.0.1:0",
+                          [&](const Endpoint&, StatusOr<Message> m, const pb::Header&) { inbox.Put(std::move(m)); })
+                  .ok());
+  const Endpoint self = coordinator->endpoint();
+
+  NodeOptions no;
+  no.coordinator = self;
+  no.role = pb::SERVER;
+  no.rank = 0;
+  no.startup_timeout_s = 10;
+  ServerNode server(no);
+  Status run_status = InternalError("Run did not return");
+  std::thread run([&] { run_status = server.Run(); });
+  Endpoint server_ep;
+  // However the test ends: tell the server to shut down, then join it.
+  struct Stopper {
+    Transport* t;
+    Endpoint* to;
+    std::thread* run;
+    ~Stopper() {
+      if (!to->empty()) {
+        Message shutdown;
+        shutdown.header.set_op(pb::SHUTDOWN);
+        (void)t->Send(*to, std::move(shutdown));
+      }
+      if (run->joinable()) run->join();
+    }
+  } stopper{coordinator.get(), &server_ep, &run};
+
+  auto reg = inbox.Next();
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  ASSERT_EQ(reg->header.op(), pb::REGISTER);
+  ASSERT_EQ(reg->header.nodes_size(), 1);
+  server_ep = reg->header.nodes(0).endpoint();
+
+  // 1. INIT_CHUNK of tensor 0 chunk 0 = {1, 2, 3, 4}.
+  Message init;
+  init.header.set_op(pb::INIT_CHUNK);
+  init.header.set_request_id(11);
+  init.header.set_dtype(pb::FLOAT32);
+  auto* meta = init.header.mutable_chunk_meta();
+  meta->set_length(4);
+  meta->set_lr_mult(1.0f);
+  meta->set_decay_mult(1.0f);
+  meta->set_tensor_name("t");
+  init.header.mutable_sgd()->set_base_lr(0.5f);
+  init.header.mutable_sgd()->set_lr_policy("fixed");
+  init.payload.push_back(Floats({1, 2, 3, 4}));
+  ASSERT_TRUE(coordinator->Send(server_ep, std::move(init)).ok());
+  // 2. PUSH of clock 0 with a pull of clock 1 riding on it.
+  Message push;
+  push.header.set_op(pb::PUSH);
+  push.header.set_request_id(12);
+  push.header.set_dtype(pb::FLOAT32);
+  push.header.set_sender_role(pb::WORKER);
+  push.header.set_pull_request_id(13);
+  push.payload.push_back(Floats({1, 1, 2, 2}));
+  ASSERT_TRUE(coordinator->Send(server_ep, std::move(push)).ok());
+  // 3. Only now the server's REGISTER_REPLY: a job of one server and one
+  // worker, the worker being this fake coordinator's endpoint.
+  Message reply;
+  reply.header.set_op(pb::REGISTER_REPLY);
+  reply.header.mutable_job()->set_num_servers(1);
+  reply.header.mutable_job()->set_num_workers(1);
+  reply.header.mutable_job()->set_chunk_bytes(1 << 20);
+  reply.header.mutable_job()->set_consistency(pb::BSP);
+  reply.header.mutable_job()->set_heartbeat_interval_ms(1000);
+  reply.header.mutable_job()->set_heartbeat_timeout_ms(60000);
+  auto* s = reply.header.add_nodes();
+  s->set_role(pb::SERVER);
+  s->set_rank(0);
+  s->set_endpoint(server_ep);
+  auto* w = reply.header.add_nodes();
+  w->set_role(pb::WORKER);
+  w->set_rank(0);
+  w->set_endpoint(self);
+  ASSERT_TRUE(coordinator->Send(server_ep, std::move(reply)).ok());
+
+  std::vector<pb::Op> ops;
+  std::vector<float> weights;
+  for (int i = 0; i < 3; ++i) {
+    auto m = inbox.Next();
+    ASSERT_TRUE(m.ok()) << m.status() << " (after " << ops.size() << " replies)";
+    ops.push_back(m->header.op());
+    ASSERT_NE(m->header.op(), pb::ERROR) << m->header.error();
+    if (m->header.op() == pb::PULL_REPLY) {
+      EXPECT_EQ(m->header.request_id(), 13u);
+      EXPECT_EQ(m->header.clock(), 1);
+      ASSERT_EQ(m->payload.size(), 1u);
+      ASSERT_EQ(m->payload[0].size(), 4 * sizeof(float));
+      weights.assign(m->payload[0].floats(), m->payload[0].floats() + 4);
+    }
+  }
+  EXPECT_EQ(ops, (std::vector<pb::Op>{pb::INIT_ACK, pb::PUSH_ACK, pb::PULL_REPLY}));
+  // Caffe's step with momentum 0: w - 0.5 * g, exact in binary.
+  EXPECT_EQ(weights, (std::vector<float>{0.5f, 1.5f, 2.0f, 3.0f}));
+
+  Message shutdown;
+  shutdown.header.set_op(pb::SHUTDOWN);
+  ASSERT_TRUE(coordinator->Send(server_ep, std::move(shutdown)).ok());
+  run.join();
+  EXPECT_TRUE(run_status.ok()) << run_status;
+}
+
+}  // namespace
+}  // namespace nereus
