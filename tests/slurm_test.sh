@@ -4,7 +4,8 @@
 # AuthType=auth/none), submits scripts/slurm/nereus.sbatch for 1 coordinator +
 # 2 servers + 2 workers of the synthetic model, and checks that it ends with
 # status 0, that each task took the role the plan gives its task id, and that
-# both workers finished with the same weights. Installs slurm-wlm if missing.
+# both workers finished with the same weights; then that a failing task ends
+# the whole job at once. Installs slurm-wlm if missing.
 # Exit 77 (skipped) only where Slurm cannot start: not root, the package
 # cannot be installed, or a daemon exits before the job is done.
 set -euo pipefail
@@ -118,4 +119,23 @@ w0=$(sed -n 's/^3: worker 0: 5 iterations in [0-9.]* s, \(loss .*\), communicati
 w1=$(sed -n 's/^4: worker 1: 5 iterations in [0-9.]* s, \(loss .*\), communication.*$/\1/p' "$T/job.out")
 [ -n "$w0" ] && [ "$w0" = "$w1" ] || { show; fail "worker summaries differ or are missing: \"$w0\" vs \"$w1\""; }
 echo "ok: both workers trained 5 iterations to the same $w0"
+
+# A task that fails ends the whole job at once (srun --kill-on-bad-exit):
+# the coordinator refuses --consistency=bogus; Slurm terminates the others,
+# which would otherwise wait 600 s for it.
+start=$SECONDS
+rc=0
+timeout 200 sbatch --wait --parsable --nodes=1 --output="$T/bad.out" "$SRC/scripts/slurm/nereus.sbatch" \
+  --num_servers=2 --num_workers=2 --port="$JOB_PORT" --tensors=1000 --consistency=bogus --startup_timeout_s=600 \
+  > "$T/sbatch.out" 2> "$T/sbatch.err" || rc=$?
+JOB_ID=$(head -n 1 "$T/sbatch.out" 2>/dev/null | cut -d';' -f1)
+elapsed=$((SECONDS - start))
+{ [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ]; } || { cat "$T/bad.out" >&2; fail "job with a failing coordinator: sbatch status $rc"; }
+grep -q '^0: .*--consistency must be bsp, ssp or async, got "bogus"$' "$T/bad.out" ||
+  { cat "$T/bad.out" >&2; fail "the coordinator's error is not in the job output"; }
+grep -Eq '^srun: error: localhost: tasks? [0-9,-]+: Terminated$' "$T/bad.out" ||
+  { cat "$T/bad.out" >&2; fail "srun did not terminate the other tasks"; }
+[ "$elapsed" -lt 150 ] || { cat "$T/bad.out" >&2; fail "the other tasks were not stopped ($elapsed s)"; }
+JOB_ID=""
+echo "ok: a failing task ends the job (status $rc, $elapsed s)"
 echo "PASS"
