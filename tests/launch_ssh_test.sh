@@ -13,7 +13,8 @@ LAUNCH="$SRC/scripts/launch.sh"
 T=$(mktemp -d "${TMPDIR:-/tmp}/nereus_ssh_test.XXXXXX")
 SSHD_PID=""
 cleanup() {
-  if [ -n "$SSHD_PID" ]; then kill "$SSHD_PID" 2>/dev/null || true; wait "$SSHD_PID" 2>/dev/null || true; fi
+  # SIGKILL: on SIGTERM sshd logs to its stderr, a pipe nobody may read any more.
+  if [ -n "$SSHD_PID" ]; then kill -KILL "$SSHD_PID" 2>/dev/null || true; wait "$SSHD_PID" 2>/dev/null || true; fi
   rm -rf "$T"
 }
 trap cleanup EXIT
