@@ -102,15 +102,16 @@ void Coordinator::HandleRegister(const Endpoint& from, const pb::Header& h) {
   if (Find(from) != nullptr) return;  // Duplicate delivery.
   if (started_ && n.role() == pb::SERVER) {
     // A server restarted alone. Rejoining would need every worker to roll
-    // back to the last checkpoint mid-iteration (docs/RELIABILITY.md); the job
-    // stops here instead, and a restart of every process with --resume
-    // continues from that checkpoint.
+    // back to the last checkpoint mid-iteration (docs/RELIABILITY.md): it is
+    // refused, with what to do instead. The job itself is left alone: an
+    // unauthenticated REGISTER must not be able to stop it; the dead server's
+    // silence does, after --heartbeat_timeout_ms.
     const std::string why = NodeName(pb::SERVER, n.rank()) + " registered again from " + from +
                             " while the job runs: a restarted server cannot rejoin a running job (the updates "
                             "since its last checkpoint are lost and the workers cannot roll back mid-job); "
                             "restart every process of the job with --resume to continue from the newest checkpoint";
+    LOG_EVERY_N(WARNING, 100) << "coordinator: refused: " << why << " (logged every 100th time)";
     SendTo(from, pb::ERROR, why);
-    Fail(AbortedError(why));
     return;
   }
   if (started_) {
