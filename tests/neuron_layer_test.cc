@@ -297,8 +297,12 @@ TEST(RegisterComputeLayersTest, EveryTypeIsRegisteredUnderItsCaffeName) {
   LayerRegistry registry;
   RegisterComputeLayers(&registry);
   const std::vector<std::string> types = {
-      "Accuracy", "Concat", "Convolution", "Dropout", "Eltwise",         "InnerProduct", "LRN",
-      "Pooling",  "ReLU",   "Sigmoid",     "Softmax", "SoftmaxWithLoss", "TanH"};
+      "AbsVal",  "Accuracy",  "ArgMax",  "BNLL",    "BatchNorm",     "Concat",
+      "Convolution", "Deconvolution", "Dropout", "ELU", "Eltwise", "EuclideanLoss",
+      "Exp",     "Flatten",   "InnerProduct", "Input", "LRN",        "Log",
+      "PReLU",   "Pooling",   "Power",   "ReLU",    "Reshape",       "Scale",
+      "Sigmoid", "SigmoidCrossEntropyLoss", "Silence", "Slice", "Softmax", "SoftmaxWithLoss",
+      "Split",   "TanH",      "Threshold"};
   EXPECT_EQ(types, registry.Types());
   for (const std::string& type : types) {
     caffe::LayerParameter param;

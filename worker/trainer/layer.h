@@ -108,6 +108,14 @@ class Layer {
   // False for inputs such as labels that can never get a gradient.
   virtual bool AllowForceBackward(int bottom_index) const { return true; }
 
+  // Whether blobs()[blob_id] is state the layer itself updates in Forward
+  // (BatchNorm's running mean, variance and count) rather than a parameter
+  // the solver learns from a gradient. Such blobs are still Net learnable
+  // params (with lr_mult 0, so .caffemodel and .solverstate files match
+  // Caffe's), but a data-parallel job keeps them local to each worker: they
+  // are never pushed as gradients nor overwritten by a pull.
+  virtual bool IsLocalState(int blob_id) const { return false; }
+
   // Whether backward should compute the gradient of blobs()[param_id].
   bool param_propagate_down(int param_id) const {
     return static_cast<size_t>(param_id) < param_propagate_down_.size()

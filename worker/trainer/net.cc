@@ -5,46 +5,11 @@
 #include <sstream>
 
 #include "worker/trainer/math_functions.h"
+#include "worker/trainer/split_layer.h"
+#include "worker/trainer/upgrade_net.h"
 
 namespace nereus {
 namespace {
-
-// Caffe's SplitLayer: copies its bottom to every top (sharing the data) and
-// sums the tops' gradients into the bottom's. Created by the Net for blobs
-// used more than once; never listed in a LayerRegistry.
-class SplitLayer : public Layer {
- public:
-  using Layer::Layer;
-  const char* type() const override { return "Split"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int MinTopBlobs() const override { return 1; }
-
-  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
-    for (Blob* t : top) {
-      CHECK_NE(t, bottom[0]) << "layer " << layer_param_.name()
-                             << ": a Split layer does not allow in-place computation";
-      t->ReshapeLike(*bottom[0]);
-      t->ShareData(*bottom[0]);
-    }
-  }
-
- protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
-    for (Blob* t : top) t->ShareData(*bottom[0]);
-  }
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override {
-    if (!propagate_down[0]) return;
-    const int count = bottom[0]->count();
-    float* bottom_diff = bottom[0]->mutable_cpu_diff();
-    if (top.size() == 1) {
-      caffe_copy(count, top[0]->cpu_diff(), bottom_diff);
-      return;
-    }
-    caffe_add(count, top[0]->cpu_diff(), top[1]->cpu_diff(), bottom_diff);
-    for (size_t i = 2; i < top.size(); ++i) caffe_axpy(count, 1.0f, top[i]->cpu_diff(), bottom_diff);
-  }
-};
 
 std::string SplitLayerName(const std::string& layer_name, const std::string& blob_name, int blob_idx) {
   std::ostringstream os;
@@ -656,6 +621,7 @@ Status Net::CopyTrainedLayersFrom(const caffe::NetParameter& param) {
 Status Net::CopyTrainedLayersFromBinaryProto(const std::string& path) {
   caffe::NetParameter param;
   RETURN_IF_ERROR(ReadProtoFromBinaryFile(path, &param));
+  RETURN_IF_ERROR(UpgradeNetAsNeeded(path, &param));  // weights saved by an old Caffe
   return CopyTrainedLayersFrom(param).Annotate(path);
 }
 

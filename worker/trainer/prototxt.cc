@@ -1,5 +1,6 @@
 #include "worker/trainer/prototxt.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <regex>
@@ -9,6 +10,8 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
+
+#include "worker/trainer/upgrade_net.h"
 
 namespace nereus {
 namespace {
@@ -84,9 +87,12 @@ void FillLayerLines(const google::protobuf::TextFormat::ParseInfoTree& info,
                     const caffe::NetParameter& param, const std::string& source,
                     PrototxtLocations* locations) {
   locations->source = source;
-  locations->layer_lines.assign(param.layer_size(), 0);
-  const auto* field = caffe::NetParameter::descriptor()->FindFieldByName("layer");
-  for (int i = 0; i < param.layer_size(); ++i) {
+  // A V1 net lists `layers`, upgraded one for one to `layer`.
+  const bool v1 = param.layers_size() > 0 && param.layer_size() == 0;
+  const int count = v1 ? param.layers_size() : param.layer_size();
+  locations->layer_lines.assign(count, 0);
+  const auto* field = caffe::NetParameter::descriptor()->FindFieldByName(v1 ? "layers" : "layer");
+  for (int i = 0; i < count; ++i) {
     const auto loc = info.GetLocation(field, i);
     if (loc.line >= 0) locations->layer_lines[i] = loc.line + 1;
   }
@@ -114,7 +120,7 @@ Status ParseNetParameter(const std::string& text, const std::string& source,
   google::protobuf::TextFormat::ParseInfoTree info;
   RETURN_IF_ERROR(ParseWithInfo(text, source, param, &info));
   if (locations != nullptr) FillLayerLines(info, *param, source, locations);
-  return Status::OK();
+  return UpgradeNetAsNeeded(source, param);
 }
 
 Status ReadNetParameterFromTextFile(const std::string& path, caffe::NetParameter* param,
@@ -143,9 +149,16 @@ Status ParseSolverParameter(const std::string& text, const std::string& source,
         FillLayerLines(*tree, net, source, net_param_locations);
       } else {
         net_param_locations->source = source;
-        net_param_locations->layer_lines.assign(net.layer_size(), 0);
+        net_param_locations->layer_lines.assign(std::max(net.layer_size(), net.layers_size()), 0);
       }
     }
+  }
+  if (param->has_net_param()) RETURN_IF_ERROR(UpgradeNetAsNeeded(source, param->mutable_net_param()));
+  if (param->has_train_net_param()) {
+    RETURN_IF_ERROR(UpgradeNetAsNeeded(source, param->mutable_train_net_param()));
+  }
+  for (auto& test_net : *param->mutable_test_net_param()) {
+    RETURN_IF_ERROR(UpgradeNetAsNeeded(source, &test_net));
   }
   return Status::OK();
 }

@@ -122,13 +122,15 @@ Status ConvolutionLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
                      (geometry_.dilation_h * (geometry_.kernel_h - 1) + 1));
   const int out_w = (bottom[0]->shape(3) + 2 * geometry_.pad_w -
                      (geometry_.dilation_w * (geometry_.kernel_w - 1) + 1));
-  if (out_h < 0 || out_w < 0) {
+  if (!reverse_dimensions() && (out_h < 0 || out_w < 0)) {
     return LayerError("the (dilated) kernel is larger than the padded input " +
                       bottom[0]->shape_string());
   }
 
-  const std::vector<int> weight_shape = {num_output_, channels / group_, geometry_.kernel_h,
-                                         geometry_.kernel_w};
+  const std::vector<int> weight_shape =
+      reverse_dimensions()
+          ? std::vector<int>{channels, num_output_ / group_, geometry_.kernel_h, geometry_.kernel_w}
+          : std::vector<int>{num_output_, channels / group_, geometry_.kernel_h, geometry_.kernel_w};
   if (!blobs_.empty()) {
     // Parameters already present (shared or loaded): keep them, check shape.
     if (blobs_[0]->shape() != weight_shape) {

@@ -33,7 +33,11 @@ class ConvolutionLayer : public Layer {
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 
- private:
+ protected:
+  // Deconvolution swaps the roles of input and output: its weights are
+  // [C, num_output/group, kernel_h, kernel_w] and its output is larger.
+  virtual bool reverse_dimensions() const { return false; }
+
   // Reads kernel/pad/stride/dilation/group from convolution_param.
   Status ParseGeometry(const Blob& bottom);
 

@@ -1,30 +1,56 @@
 // Registers every compute layer under its Caffe type string.
 #include "worker/trainer/layer_registry.h"
 #include "worker/trainer/layers/accuracy_layer.h"
+#include "worker/trainer/layers/batch_norm_layer.h"
 #include "worker/trainer/layers/concat_eltwise_layers.h"
 #include "worker/trainer/layers/conv_layer.h"
+#include "worker/trainer/layers/deconv_layer.h"
+#include "worker/trainer/layers/elementwise_layers.h"
 #include "worker/trainer/layers/inner_product_layer.h"
+#include "worker/trainer/layers/loss_layers.h"
 #include "worker/trainer/layers/lrn_layer.h"
 #include "worker/trainer/layers/neuron_layers.h"
 #include "worker/trainer/layers/pooling_layer.h"
+#include "worker/trainer/layers/shape_layers.h"
 #include "worker/trainer/layers/softmax_layers.h"
+#include "worker/trainer/split_layer.h"
 
 namespace nereus {
 
 void RegisterComputeLayers(LayerRegistry* registry) {
+  registry->Register<AbsValLayer>("AbsVal");
   registry->Register<AccuracyLayer>("Accuracy");
+  registry->Register<ArgMaxLayer>("ArgMax");
+  registry->Register<BatchNormLayer>("BatchNorm");
+  registry->Register<BNLLLayer>("BNLL");
   registry->Register<ConcatLayer>("Concat");
   registry->Register<ConvolutionLayer>("Convolution");
+  registry->Register<DeconvolutionLayer>("Deconvolution");
   registry->Register<DropoutLayer>("Dropout");
   registry->Register<EltwiseLayer>("Eltwise");
+  registry->Register<ELULayer>("ELU");
+  registry->Register<EuclideanLossLayer>("EuclideanLoss");
+  registry->Register<ExpLayer>("Exp");
+  registry->Register<FlattenLayer>("Flatten");
   registry->Register<InnerProductLayer>("InnerProduct");
+  registry->Register<InputLayer>("Input");
+  registry->Register<LogLayer>("Log");
   registry->Register<LRNLayer>("LRN");
   registry->Register<PoolingLayer>("Pooling");
+  registry->Register<PowerLayer>("Power");
+  registry->Register<PReLULayer>("PReLU");
   registry->Register<ReLULayer>("ReLU");
+  registry->Register<ReshapeLayer>("Reshape");
+  registry->Register<ScaleLayer>("Scale");
+  registry->Register<SigmoidCrossEntropyLossLayer>("SigmoidCrossEntropyLoss");
   registry->Register<SigmoidLayer>("Sigmoid");
+  registry->Register<SilenceLayer>("Silence");
+  registry->Register<SliceLayer>("Slice");
   registry->Register<SoftmaxLayer>("Softmax");
   registry->Register<SoftmaxWithLossLayer>("SoftmaxWithLoss");
+  registry->Register<SplitLayer>("Split");
   registry->Register<TanHLayer>("TanH");
+  registry->Register<ThresholdLayer>("Threshold");
 }
 
 }  // namespace nereus

@@ -1,0 +1,20 @@
+# Layers added for issue 12 (worker/trainer/layers/): exact values, numeric
+# gradient checks (tests/gradient_checker.h) and configuration errors. Each
+# runs in a few seconds at most.
+if(NOT NEREUS_WITH_TRAINER OR NEREUS_TRAINER_CORE_TESTS_ONLY)
+  return()
+endif()
+foreach(nereus_layer_test
+    elementwise_layer_test
+    shape_layer_test
+    loss_layer_test
+    batch_norm_layer_test)
+  nereus_add_test(${nereus_layer_test} SOURCES ${nereus_layer_test}.cc LIBS nereus_trainer
+    TIMEOUT 60 LABELS layers)
+endforeach()
+
+# Old-format (V1) nets upgraded as Caffe does; trains the V1 and V2 LeNet for
+# 6 iterations each on a generated LMDB (about 2 s).
+nereus_add_test(upgrade_net_test SOURCES upgrade_net_test.cc LIBS nereus_trainer TIMEOUT 120
+  LABELS layers)
+

@@ -1,0 +1,329 @@
+#include "worker/trainer/layers/batch_norm_layer.h"
+
+#include <cmath>
+#include <string>
+
+#include "worker/trainer/filler.h"
+#include "worker/trainer/layers/layer_check.h"
+#include "worker/trainer/math_functions.h"
+
+namespace nereus {
+
+// ---- BatchNorm ----
+
+Status BatchNormLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
+                                        const std::vector<Blob*>& top) {
+  const caffe::BatchNormParameter& p = layer_param_.batch_norm_param();
+  use_global_stats_ = p.has_use_global_stats() ? p.use_global_stats() : phase_ == caffe::TEST;
+  moving_average_fraction_ = p.moving_average_fraction();
+  eps_ = p.eps();
+  if (bottom[0]->num_axes() == 0) return LayerError("the bottom must have at least one axis");
+  channels_ = bottom[0]->num_axes() == 1 ? 1 : bottom[0]->shape(1);
+  const std::vector<std::vector<int>> shapes = {{channels_}, {channels_}, {1}};
+  if (!blobs_.empty()) {
+    for (int i = 0; i < 3; ++i) {
+      if (blobs_[i]->shape() != shapes[i]) {
+        return LayerError("existing blob " + std::to_string(i) + " has shape " +
+                          blobs_[i]->shape_string() + ", expected " +
+                          Blob(shapes[i]).shape_string());
+      }
+    }
+  } else {
+    for (const auto& shape : shapes) {
+      blobs_.push_back(std::make_shared<Blob>(shape));
+      caffe_set(blobs_.back()->count(), 0.0f, blobs_.back()->mutable_cpu_data());
+    }
+  }
+  // The statistics are not learned: lr_mult 0 (added when the prototxt gives
+  // no param spec for them, as Caffe does; a non-zero one is an error).
+  for (int i = 0; i < 3; ++i) {
+    if (layer_param_.param_size() == i) {
+      layer_param_.add_param()->set_lr_mult(0.0f);
+    } else if (layer_param_.param(i).lr_mult() != 0.0f) {
+      return LayerError("cannot configure batch normalization statistics as layer parameters "
+                        "(param " + std::to_string(i) + " has lr_mult " +
+                        std::to_string(layer_param_.param(i).lr_mult()) + "; it must be 0)");
+    }
+  }
+  param_propagate_down_.assign(3, false);
+  return Status::OK();
+}
+
+void BatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const int channels = bottom[0]->num_axes() == 1 ? 1 : bottom[0]->shape(1);
+  LAYER_CHECK(channels == channels_) << "the bottom has " << channels << " channels, the layer "
+                                     << channels_;
+  if (top[0] != bottom[0]) top[0]->ReshapeLike(*bottom[0]);
+  num_ = bottom[0]->shape(0);
+  spatial_ = bottom[0]->count() / (num_ * channels_ == 0 ? 1 : num_ * channels_);
+  mean_.resize(channels_);
+  variance_.resize(channels_);
+  x_norm_.resize(bottom[0]->count());
+}
+
+void BatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const int count = bottom[0]->count();
+  if (bottom[0] != top[0]) caffe_copy(count, bottom[0]->cpu_data(), top[0]->mutable_cpu_data());
+  float* y = top[0]->mutable_cpu_data();
+  const int m = num_ * spatial_;
+  const float inv_m = 1.0f / static_cast<float>(m);
+  // Per-channel sum of f(y) / m, summed per (n, c) row first, as Caffe's two
+  // matrix-vector products do.
+  auto channel_mean = [&](bool squared, float* out) {
+    for (int c = 0; c < channels_; ++c) out[c] = 0.0f;
+    for (int n = 0; n < num_; ++n) {
+      for (int c = 0; c < channels_; ++c) {
+        const float* row = y + (n * channels_ + c) * spatial_;
+        float sum = 0.0f;
+        for (int s = 0; s < spatial_; ++s) sum += squared ? row[s] * row[s] : row[s];
+        out[c] += sum * inv_m;
+      }
+    }
+  };
+  if (use_global_stats_) {
+    const float stored = blobs_[2]->cpu_data()[0];
+    const float factor = stored == 0.0f ? 0.0f : 1.0f / stored;
+    caffe_cpu_scale(channels_, factor, blobs_[0]->cpu_data(), mean_.data());
+    caffe_cpu_scale(channels_, factor, blobs_[1]->cpu_data(), variance_.data());
+  } else {
+    channel_mean(false, mean_.data());
+  }
+  for (int n = 0; n < num_; ++n) {
+    for (int c = 0; c < channels_; ++c) {
+      float* row = y + (n * channels_ + c) * spatial_;
+      for (int s = 0; s < spatial_; ++s) row[s] -= mean_[c];
+    }
+  }
+  if (!use_global_stats_) {
+    channel_mean(true, variance_.data());
+    float* stats_count = blobs_[2]->mutable_cpu_data();
+    stats_count[0] = stats_count[0] * moving_average_fraction_ + 1.0f;
+    caffe_cpu_axpby(channels_, 1.0f, mean_.data(), moving_average_fraction_,
+                    blobs_[0]->mutable_cpu_data());
+    const float bias_correction = m > 1 ? static_cast<float>(m) / (m - 1) : 1.0f;
+    caffe_cpu_axpby(channels_, bias_correction, variance_.data(), moving_average_fraction_,
+                    blobs_[1]->mutable_cpu_data());
+  }
+  for (int c = 0; c < channels_; ++c) variance_[c] = std::sqrt(variance_[c] + eps_);
+  for (int n = 0; n < num_; ++n) {
+    for (int c = 0; c < channels_; ++c) {
+      float* row = y + (n * channels_ + c) * spatial_;
+      for (int s = 0; s < spatial_; ++s) row[s] /= variance_[c];
+    }
+  }
+  caffe_copy(count, y, x_norm_.data());
+}
+
+void BatchNormLayer::Backward_cpu(const std::vector<Blob*>& top,
+                                  const std::vector<bool>& propagate_down,
+                                  const std::vector<Blob*>& bottom) {
+  if (!propagate_down[0]) return;
+  const int count = bottom[0]->count();
+  const float* dy = top[0]->cpu_diff();
+  if (bottom[0] == top[0]) {
+    x_norm_diff_.assign(dy, dy + count);
+    dy = x_norm_diff_.data();
+  }
+  float* dx = bottom[0]->mutable_cpu_diff();
+  auto for_each = [&](auto f) {
+    for (int n = 0; n < num_; ++n) {
+      for (int c = 0; c < channels_; ++c) {
+        const int base = (n * channels_ + c) * spatial_;
+        for (int s = 0; s < spatial_; ++s) f(base + s, c);
+      }
+    }
+  };
+  if (use_global_stats_) {
+    for_each([&](int i, int c) { dx[i] = dy[i] / variance_[c]; });
+    return;
+  }
+  // With y = (x - mean) / sqrt(var + eps):
+  // dE/dx = (dE/dy - mean(dE/dy) - mean(dE/dy * y) * y) / sqrt(var + eps),
+  // the means over each channel's m values.
+  const float* y = x_norm_.data();
+  std::vector<float> sum_dy_y(channels_, 0.0f);
+  std::vector<float> sum_dy(channels_, 0.0f);
+  for (int n = 0; n < num_; ++n) {
+    for (int c = 0; c < channels_; ++c) {
+      const int base = (n * channels_ + c) * spatial_;
+      float a = 0.0f, b = 0.0f;
+      for (int s = 0; s < spatial_; ++s) {
+        a += dy[base + s] * y[base + s];
+        b += dy[base + s];
+      }
+      sum_dy_y[c] += a;
+      sum_dy[c] += b;
+    }
+  }
+  const float inv_m = 1.0f / static_cast<float>(num_ * spatial_);
+  for_each([&](int i, int c) {
+    dx[i] = (dy[i] - inv_m * (y[i] * sum_dy_y[c] + sum_dy[c])) / variance_[c];
+  });
+}
+
+// ---- Scale ----
+
+Status ScaleLayer::CheckScaleShape(const Blob& bottom, const Blob& scale) const {
+  if (bottom.num_axes() < axis_ + scale.num_axes()) {
+    return InvalidArgumentError("scale blob's shape " + scale.shape_string() +
+                                " extends past bottom[0]'s shape " + bottom.shape_string() +
+                                " from axis " + std::to_string(axis_));
+  }
+  for (int i = 0; i < scale.num_axes(); ++i) {
+    if (bottom.shape(axis_ + i) != scale.shape(i)) {
+      return InvalidArgumentError("dimension mismatch between bottom[0]->shape(" +
+                                  std::to_string(axis_ + i) + ") and scale->shape(" +
+                                  std::to_string(i) + "): bottom " + bottom.shape_string() +
+                                  ", scale " + scale.shape_string());
+    }
+  }
+  return Status::OK();
+}
+
+Status ScaleLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
+                                    const std::vector<Blob*>& top) {
+  const caffe::ScaleParameter& p = layer_param_.scale_param();
+  const Blob& in = *bottom[0];
+  if (p.axis() < -in.num_axes() || p.axis() >= std::max(in.num_axes(), 1)) {
+    return LayerError("axis " + std::to_string(p.axis()) + " is out of range for bottom shape " +
+                      in.shape_string());
+  }
+  axis_ = in.num_axes() == 0 ? 0 : in.CanonicalAxisIndex(p.axis());
+  bias_term_ = p.bias_term();
+  std::vector<int> shape;
+  if (bottom.size() == 1) {
+    if (p.num_axes() < -1) return LayerError("num_axes must be non-negative, or -1 for all");
+    const int end = p.num_axes() == -1 ? in.num_axes() : axis_ + p.num_axes();
+    if (end > in.num_axes()) {
+      return LayerError("scale blob's shape extends past bottom[0]'s shape " + in.shape_string() +
+                        " (axis " + std::to_string(axis_) + ", num_axes " +
+                        std::to_string(p.num_axes()) + ")");
+    }
+    shape.assign(in.shape().begin() + axis_, in.shape().begin() + end);
+  } else {
+    if (bottom[1]->num_axes() == 0) axis_ = 0;
+    Status fits = CheckScaleShape(in, *bottom[1]);
+    if (!fits.ok()) return LayerError(fits.message());
+    shape = bottom[1]->shape();
+  }
+  const size_t expected_blobs = (bottom.size() == 1 ? 1 : 0) + (bias_term_ ? 1 : 0);
+  if (!blobs_.empty()) {
+    if (blobs_.size() != expected_blobs) {
+      return LayerError("has " + std::to_string(blobs_.size()) + " blobs, expected " +
+                        std::to_string(expected_blobs));
+    }
+    for (const auto& blob : blobs_) {
+      if (blob->shape() != shape) {
+        return LayerError("existing blob has shape " + blob->shape_string() + ", expected " +
+                          Blob(shape).shape_string());
+      }
+    }
+  } else {
+    if (bottom.size() == 1) {
+      blobs_.push_back(std::make_shared<Blob>(shape));
+      caffe::FillerParameter filler;
+      if (p.has_filler()) {
+        filler = p.filler();
+      } else {
+        filler.set_type("constant");
+        filler.set_value(1.0f);
+      }
+      Status filled = FillBlob(filler, blobs_.back().get(), rng());
+      if (!filled.ok()) return LayerError("scale_param.filler: " + filled.message());
+    }
+    if (bias_term_) {
+      blobs_.push_back(std::make_shared<Blob>(shape));
+      caffe::FillerParameter filler;
+      if (p.has_bias_filler()) {
+        filler = p.bias_filler();
+      } else {
+        filler.set_type("constant");
+        filler.set_value(0.0f);
+      }
+      Status filled = FillBlob(filler, blobs_.back().get(), rng());
+      if (!filled.ok()) return LayerError("scale_param.bias_filler: " + filled.message());
+    }
+  }
+  bias_index_ = bias_term_ ? static_cast<int>(blobs_.size()) - 1 : -1;
+  param_propagate_down_.assign(blobs_.size(), true);
+  return Status::OK();
+}
+
+void ScaleLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Blob& scale = bottom.size() > 1 ? *bottom[1] : *blobs_[0];
+  axis_ = scale.num_axes() == 0
+              ? 0
+              : bottom[0]->CanonicalAxisIndex(layer_param_.scale_param().axis());
+  Status fits = CheckScaleShape(*bottom[0], scale);
+  LAYER_CHECK(fits.ok()) << fits.message();
+  outer_dim_ = bottom[0]->count(0, axis_);
+  scale_dim_ = scale.count();
+  inner_dim_ = bottom[0]->count(axis_ + scale.num_axes());
+  if (top[0] != bottom[0]) top[0]->ReshapeLike(*bottom[0]);
+}
+
+void ScaleLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  if (bottom[0] == top[0]) {
+    bottom_copy_.assign(bottom[0]->cpu_data(), bottom[0]->cpu_data() + bottom[0]->count());
+  }
+  const float* scale = bottom.size() > 1 ? bottom[1]->cpu_data() : blobs_[0]->cpu_data();
+  const float* bias = bias_term_ ? blobs_[bias_index_]->cpu_data() : nullptr;
+  const float* in = bottom[0]->cpu_data();
+  float* out = top[0]->mutable_cpu_data();
+  for (int n = 0; n < outer_dim_; ++n) {
+    for (int d = 0; d < scale_dim_; ++d) {
+      const int base = (n * scale_dim_ + d) * inner_dim_;
+      const float factor = scale[d];
+      for (int j = 0; j < inner_dim_; ++j) out[base + j] = in[base + j] * factor;
+      if (bias != nullptr) {
+        for (int j = 0; j < inner_dim_; ++j) out[base + j] += bias[d];
+      }
+    }
+  }
+}
+
+void ScaleLayer::Backward_cpu(const std::vector<Blob*>& top,
+                              const std::vector<bool>& propagate_down,
+                              const std::vector<Blob*>& bottom) {
+  const float* dy = top[0]->cpu_diff();
+  const bool scale_is_param = bottom.size() == 1;
+  // Parameter gradients first: in place, dy and the bottom diff are one buffer.
+  if (bias_term_ && param_propagate_down(bias_index_)) {
+    float* bias_diff = blobs_[bias_index_]->mutable_cpu_diff();
+    for (int n = 0; n < outer_dim_; ++n) {
+      for (int d = 0; d < scale_dim_; ++d) {
+        const float* row = dy + (n * scale_dim_ + d) * inner_dim_;
+        float sum = 0.0f;
+        for (int j = 0; j < inner_dim_; ++j) sum += row[j];
+        bias_diff[d] += sum;
+      }
+    }
+  }
+  if ((scale_is_param && param_propagate_down(0)) || (!scale_is_param && propagate_down[1])) {
+    const float* x = bottom[0] == top[0] ? bottom_copy_.data() : bottom[0]->cpu_data();
+    float* scale_diff = scale_is_param ? blobs_[0]->mutable_cpu_diff() : bottom[1]->mutable_cpu_diff();
+    // A learned scale accumulates (Backward adds to parameter diffs); a
+    // bottom's gradient is written.
+    if (!scale_is_param) caffe_set(scale_dim_, 0.0f, scale_diff);
+    for (int n = 0; n < outer_dim_; ++n) {
+      for (int d = 0; d < scale_dim_; ++d) {
+        const int base = (n * scale_dim_ + d) * inner_dim_;
+        float sum = 0.0f;
+        for (int j = 0; j < inner_dim_; ++j) sum += dy[base + j] * x[base + j];
+        scale_diff[d] += sum;
+      }
+    }
+  }
+  if (propagate_down[0]) {
+    const float* scale = scale_is_param ? blobs_[0]->cpu_data() : bottom[1]->cpu_data();
+    float* dx = bottom[0]->mutable_cpu_diff();
+    for (int n = 0; n < outer_dim_; ++n) {
+      for (int d = 0; d < scale_dim_; ++d) {
+        const int base = (n * scale_dim_ + d) * inner_dim_;
+        for (int j = 0; j < inner_dim_; ++j) dx[base + j] = dy[base + j] * scale[d];
+      }
+    }
+  }
+}
+
+}  // namespace nereus

@@ -1,0 +1,36 @@
+// Deconvolution: Caffe's DeconvolutionLayer, the transpose of Convolution
+// (its forward is Convolution's backward with respect to the input), for
+// 2-D [N, C, H, W] bottoms. Same convolution_param; the output is
+//   H_out = stride_h * (H - 1) + dilation_h * (kernel_h - 1) + 1 - 2 * pad_h.
+// Parameters: blobs()[0] weights [C, num_output/group, kernel_h, kernel_w],
+// blobs()[1] bias [num_output] when bias_term.
+#ifndef NEREUS_WORKER_LAYERS_DECONV_LAYER_H_
+#define NEREUS_WORKER_LAYERS_DECONV_LAYER_H_
+
+#include <vector>
+
+#include "worker/trainer/layers/conv_layer.h"
+
+namespace nereus {
+
+class DeconvolutionLayer : public ConvolutionLayer {
+ public:
+  explicit DeconvolutionLayer(const caffe::LayerParameter& param) : ConvolutionLayer(param) {}
+
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  const char* type() const override { return "Deconvolution"; }
+
+ protected:
+  bool reverse_dimensions() const override { return true; }
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+
+ private:
+  int in_channels_ = 0;     // C of the bottom
+  int in_spatial_dim_ = 0;  // H * W of the bottom
+};
+
+}  // namespace nereus
+
+#endif  // NEREUS_WORKER_LAYERS_DECONV_LAYER_H_

@@ -1,0 +1,339 @@
+#include "worker/trainer/layers/elementwise_layers.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "worker/trainer/filler.h"
+#include "worker/trainer/layers/layer_check.h"
+#include "worker/trainer/math_functions.h"
+
+namespace nereus {
+namespace {
+
+// The input of a layer's forward, valid in backward: the bottom itself, or
+// the copy the forward kept when running in place.
+const float* SavedInput(const Blob& bottom, const Blob& top, const std::vector<float>& copy) {
+  return &bottom == &top ? copy.data() : bottom.cpu_data();
+}
+
+void SaveInputIfInPlace(const Blob& bottom, const Blob& top, std::vector<float>* copy) {
+  if (&bottom != &top) return;
+  copy->assign(bottom.cpu_data(), bottom.cpu_data() + bottom.count());
+}
+
+}  // namespace
+
+// ---- AbsVal ----
+
+Status AbsValLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
+                                     const std::vector<Blob*>& top) {
+  if (bottom[0] == top[0]) return LayerError("AbsVal does not allow in-place computation");
+  return Status::OK();
+}
+
+void AbsValLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const float* in = bottom[0]->cpu_data();
+  float* out = top[0]->mutable_cpu_data();
+  for (int i = 0; i < bottom[0]->count(); ++i) out[i] = std::fabs(in[i]);
+}
+
+void AbsValLayer::Backward_cpu(const std::vector<Blob*>& top,
+                               const std::vector<bool>& propagate_down,
+                               const std::vector<Blob*>& bottom) {
+  if (!propagate_down[0]) return;
+  const float* in = bottom[0]->cpu_data();
+  const float* top_diff = top[0]->cpu_diff();
+  float* bottom_diff = bottom[0]->mutable_cpu_diff();
+  for (int i = 0; i < bottom[0]->count(); ++i) {
+    const float sign = static_cast<float>((0.0f < in[i]) - (in[i] < 0.0f));
+    bottom_diff[i] = top_diff[i] * sign;
+  }
+}
+
+// ---- BNLL ----
+
+namespace {
+constexpr float kBNLLThreshold = 50.0f;  // Caffe's: exp() of more would overflow
+}  // namespace
+
+void BNLLLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  SaveInputIfInPlace(*bottom[0], *top[0], &bottom_copy_);
+  const float* in = bottom[0]->cpu_data();
+  float* out = top[0]->mutable_cpu_data();
+  for (int i = 0; i < bottom[0]->count(); ++i) {
+    const float x = in[i];
+    out[i] = x > 0.0f ? x + std::log(1.0f + std::exp(-x)) : std::log(1.0f + std::exp(x));
+  }
+}
+
+void BNLLLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                             const std::vector<Blob*>& bottom) {
+  if (!propagate_down[0]) return;
+  const float* in = SavedInput(*bottom[0], *top[0], bottom_copy_);
+  const float* top_diff = top[0]->cpu_diff();
+  float* bottom_diff = bottom[0]->mutable_cpu_diff();
+  for (int i = 0; i < bottom[0]->count(); ++i) {
+    const float e = std::exp(std::min(in[i], kBNLLThreshold));
+    bottom_diff[i] = top_diff[i] * e / (e + 1.0f);
+  }
+}
+
+// ---- ELU ----
+
+void ELULayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const float* in = bottom[0]->cpu_data();
+  float* out = top[0]->mutable_cpu_data();
+  const float alpha = layer_param_.elu_param().alpha();
+  for (int i = 0; i < bottom[0]->count(); ++i) {
+    out[i] = std::max(in[i], 0.0f) + alpha * (std::exp(std::min(in[i], 0.0f)) - 1.0f);
+  }
+}
+
+void ELULayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                            const std::vector<Blob*>& bottom) {
+  if (!propagate_down[0]) return;
+  const float* in = bottom[0]->cpu_data();
+  const float* out = top[0]->cpu_data();
+  const float* top_diff = top[0]->cpu_diff();
+  float* bottom_diff = bottom[0]->mutable_cpu_diff();
+  const float alpha = layer_param_.elu_param().alpha();
+  for (int i = 0; i < bottom[0]->count(); ++i) {
+    bottom_diff[i] = in[i] > 0.0f ? top_diff[i] : top_diff[i] * (out[i] + alpha);
+  }
+}
+
+// ---- Exp ----
+
+Status ExpLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
+                                  const std::vector<Blob*>& top) {
+  const caffe::ExpParameter& p = layer_param_.exp_param();
+  const float base = p.base();
+  if (base != -1.0f && !(base > 0.0f)) {
+    return LayerError("exp_param.base must be strictly positive (or -1 for e), got " +
+                      std::to_string(base));
+  }
+  const float log_base = base == -1.0f ? 1.0f : std::log(base);
+  inner_scale_ = log_base * p.scale();
+  outer_scale_ = p.shift() == 0.0f ? 1.0f : std::exp(log_base * p.shift());
+  return Status::OK();
+}
+
+void ExpLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const float* in = bottom[0]->cpu_data();
+  float* out = top[0]->mutable_cpu_data();
+  for (int i = 0; i < bottom[0]->count(); ++i) {
+    float v = inner_scale_ == 1.0f ? in[i] : inner_scale_ * in[i];
+    v = std::exp(v);
+    out[i] = outer_scale_ == 1.0f ? v : outer_scale_ * v;
+  }
+}
+
+void ExpLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                            const std::vector<Blob*>& bottom) {
+  if (!propagate_down[0]) return;
+  const float* out = top[0]->cpu_data();
+  const float* top_diff = top[0]->cpu_diff();
+  float* bottom_diff = bottom[0]->mutable_cpu_diff();
+  for (int i = 0; i < bottom[0]->count(); ++i) {
+    bottom_diff[i] = top_diff[i] * out[i];
+    if (inner_scale_ != 1.0f) bottom_diff[i] *= inner_scale_;
+  }
+}
+
+// ---- Log ----
+
+Status LogLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
+                                  const std::vector<Blob*>& top) {
+  const caffe::LogParameter& p = layer_param_.log_param();
+  const float base = p.base();
+  if (base != -1.0f && !(base > 0.0f)) {
+    return LayerError("log_param.base must be strictly positive (or -1 for e), got " +
+                      std::to_string(base));
+  }
+  const float log_base = base == -1.0f ? 1.0f : std::log(base);
+  if (!std::isfinite(log_base) || log_base == 0.0f) {
+    return LayerError("log_param.base " + std::to_string(base) + " has no usable logarithm");
+  }
+  base_scale_ = 1.0f / log_base;
+  input_scale_ = p.scale();
+  input_shift_ = p.shift();
+  return Status::OK();
+}
+
+void LogLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  SaveInputIfInPlace(*bottom[0], *top[0], &bottom_copy_);
+  const float* in = bottom[0]->cpu_data();
+  float* out = top[0]->mutable_cpu_data();
+  for (int i = 0; i < bottom[0]->count(); ++i) {
+    out[i] = std::log(input_scale_ * in[i] + input_shift_);
+    if (base_scale_ != 1.0f) out[i] *= base_scale_;
+  }
+}
+
+void LogLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                            const std::vector<Blob*>& bottom) {
+  if (!propagate_down[0]) return;
+  const float* in = SavedInput(*bottom[0], *top[0], bottom_copy_);
+  const float* top_diff = top[0]->cpu_diff();
+  float* bottom_diff = bottom[0]->mutable_cpu_diff();
+  const float numerator = input_scale_ * base_scale_;
+  for (int i = 0; i < bottom[0]->count(); ++i) {
+    bottom_diff[i] = top_diff[i] * numerator / (input_scale_ * in[i] + input_shift_);
+  }
+}
+
+// ---- Power ----
+
+Status PowerLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
+                                    const std::vector<Blob*>& top) {
+  const caffe::PowerParameter& p = layer_param_.power_param();
+  power_ = p.power();
+  scale_ = p.scale();
+  shift_ = p.shift();
+  return Status::OK();
+}
+
+void PowerLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  SaveInputIfInPlace(*bottom[0], *top[0], &bottom_copy_);
+  const float* in = bottom[0]->cpu_data();
+  float* out = top[0]->mutable_cpu_data();
+  const int count = bottom[0]->count();
+  if (scale_ * power_ == 0.0f) {
+    // The output does not depend on the input.
+    const float value = power_ == 0.0f ? 1.0f : std::pow(shift_, power_);
+    caffe_set(count, value, out);
+    return;
+  }
+  for (int i = 0; i < count; ++i) {
+    const float base = scale_ * in[i] + shift_;
+    out[i] = power_ == 1.0f ? base : std::pow(base, power_);
+  }
+}
+
+void PowerLayer::Backward_cpu(const std::vector<Blob*>& top,
+                              const std::vector<bool>& propagate_down,
+                              const std::vector<Blob*>& bottom) {
+  if (!propagate_down[0]) return;
+  const float* in = SavedInput(*bottom[0], *top[0], bottom_copy_);
+  const float* top_diff = top[0]->cpu_diff();
+  float* bottom_diff = bottom[0]->mutable_cpu_diff();
+  const int count = bottom[0]->count();
+  const float diff_scale = power_ * scale_;
+  for (int i = 0; i < count; ++i) {
+    // dy/dx = power * scale * (shift + scale * x) ^ (power - 1)
+    float d;
+    if (diff_scale == 0.0f) {
+      d = 0.0f;
+    } else if (power_ == 1.0f) {
+      d = diff_scale;
+    } else if (power_ == 2.0f) {
+      d = diff_scale * (scale_ * in[i] + shift_);
+    } else {
+      d = diff_scale * std::pow(scale_ * in[i] + shift_, power_ - 1.0f);
+    }
+    bottom_diff[i] = top_diff[i] * d;
+  }
+}
+
+// ---- Threshold ----
+
+void ThresholdLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const float* in = bottom[0]->cpu_data();
+  float* out = top[0]->mutable_cpu_data();
+  const float threshold = layer_param_.threshold_param().threshold();
+  for (int i = 0; i < bottom[0]->count(); ++i) out[i] = in[i] > threshold ? 1.0f : 0.0f;
+}
+
+void ThresholdLayer::Backward_cpu(const std::vector<Blob*>& top,
+                                  const std::vector<bool>& propagate_down,
+                                  const std::vector<Blob*>& bottom) {
+  LAYER_CHECK(!propagate_down[0]) << "Threshold has no gradient; set propagate_down: false";
+}
+
+// ---- PReLU ----
+
+Status PReLULayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
+                                    const std::vector<Blob*>& top) {
+  if (bottom[0]->num_axes() < 2) {
+    return LayerError("the bottom must have at least 2 axes (channels are axis 1), got " +
+                      bottom[0]->shape_string());
+  }
+  const caffe::PReLUParameter& p = layer_param_.prelu_param();
+  channel_shared_ = p.channel_shared();
+  const int channels = bottom[0]->shape(1);
+  const std::vector<int> shape =
+      channel_shared_ ? std::vector<int>{} : std::vector<int>{channels};
+  if (!blobs_.empty()) {
+    if (blobs_[0]->shape() != shape) {
+      return LayerError("existing slope blob has shape " + blobs_[0]->shape_string() +
+                        ", expected " + Blob(shape).shape_string());
+    }
+  } else {
+    blobs_.push_back(std::make_shared<Blob>(shape));
+    caffe::FillerParameter filler;
+    if (p.has_filler()) {
+      filler = p.filler();
+    } else {
+      filler.set_type("constant");
+      filler.set_value(0.25f);
+    }
+    Status filled = FillBlob(filler, blobs_[0].get(), rng());
+    if (!filled.ok()) return LayerError("prelu_param.filler: " + filled.message());
+  }
+  param_propagate_down_.assign(blobs_.size(), true);
+  return Status::OK();
+}
+
+void PReLULayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  LAYER_CHECK(bottom[0]->num_axes() >= 2) << "the bottom must have at least 2 axes, got "
+                                          << bottom[0]->shape_string();
+  LAYER_CHECK(channel_shared_ || bottom[0]->shape(1) == blobs_[0]->count())
+      << "the bottom has " << bottom[0]->shape(1) << " channels, the slopes "
+      << blobs_[0]->count();
+  NeuronLayer::Reshape(bottom, top);
+}
+
+void PReLULayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  SaveInputIfInPlace(*bottom[0], *top[0], &bottom_copy_);
+  const float* in = bottom[0]->cpu_data();
+  float* out = top[0]->mutable_cpu_data();
+  const float* slope = blobs_[0]->cpu_data();
+  const int count = bottom[0]->count();
+  const int channels = bottom[0]->shape(1);
+  const int dim = bottom[0]->count(2);
+  const int div_factor = channel_shared_ ? channels : 1;
+  for (int i = 0; i < count; ++i) {
+    const int c = (i / dim) % channels / div_factor;
+    out[i] = std::max(in[i], 0.0f) + slope[c] * std::min(in[i], 0.0f);
+  }
+}
+
+void PReLULayer::Backward_cpu(const std::vector<Blob*>& top,
+                              const std::vector<bool>& propagate_down,
+                              const std::vector<Blob*>& bottom) {
+  const float* in = SavedInput(*bottom[0], *top[0], bottom_copy_);
+  const float* slope = blobs_[0]->cpu_data();
+  const float* top_diff = top[0]->cpu_diff();
+  const int count = bottom[0]->count();
+  const int channels = bottom[0]->shape(1);
+  const int dim = bottom[0]->count(2);
+  const int div_factor = channel_shared_ ? channels : 1;
+  if (param_propagate_down(0)) {
+    float* slope_diff = blobs_[0]->mutable_cpu_diff();
+    for (int i = 0; i < count; ++i) {
+      const int c = (i / dim) % channels / div_factor;
+      slope_diff[c] += top_diff[i] * in[i] * (in[i] <= 0.0f ? 1.0f : 0.0f);
+    }
+  }
+  if (propagate_down[0]) {
+    float* bottom_diff = bottom[0]->mutable_cpu_diff();
+    for (int i = 0; i < count; ++i) {
+      const int c = (i / dim) % channels / div_factor;
+      bottom_diff[i] = top_diff[i] * ((in[i] > 0.0f ? 1.0f : 0.0f) +
+                                      slope[c] * (in[i] <= 0.0f ? 1.0f : 0.0f));
+    }
+  }
+}
+
+}  // namespace nereus

@@ -1,0 +1,138 @@
+// Layers that move or reshape data without arithmetic, as Caffe's:
+//   Flatten: top = bottom with axes [axis, end_axis] merged into one; shares
+//            the bottom's memory (not in place).
+//   Reshape: top = bottom with the shape reshape_param gives (0 copies a
+//            bottom dimension, one -1 is inferred; axis/num_axes choose the
+//            bottom axes replaced); shares the bottom's memory.
+//   Slice:   splits the bottom along `axis` (or the deprecated slice_dim) at
+//            slice_point (or into equal parts, one per top).
+//   Silence: consumes its bottoms, produces nothing; backward writes zeros.
+//   Input:   no bottoms; tops of input_param.shape (one shape for all tops or
+//            one per top), filled by the caller (deploy nets, tests).
+//   ArgMax:  the indices (and with out_max_val the values) of the top_k
+//            largest entries per item, or along `axis`; no gradient.
+// (Split, which the Net also inserts itself, is worker/trainer/split_layer.h.)
+#ifndef NEREUS_WORKER_LAYERS_SHAPE_LAYERS_H_
+#define NEREUS_WORKER_LAYERS_SHAPE_LAYERS_H_
+
+#include <vector>
+
+#include "worker/trainer/layer.h"
+
+namespace nereus {
+
+class FlattenLayer : public Layer {
+ public:
+  explicit FlattenLayer(const caffe::LayerParameter& param) : Layer(param) {}
+  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  const char* type() const override { return "Flatten"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+};
+
+class ReshapeLayer : public Layer {
+ public:
+  explicit ReshapeLayer(const caffe::LayerParameter& param) : Layer(param) {}
+  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  const char* type() const override { return "Reshape"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override {}
+
+ private:
+  // The top shape for `bottom`, or an error naming the mismatch.
+  StatusOr<std::vector<int>> TopShape(const Blob& bottom) const;
+};
+
+class SliceLayer : public Layer {
+ public:
+  explicit SliceLayer(const caffe::LayerParameter& param) : Layer(param) {}
+  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  const char* type() const override { return "Slice"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int MinTopBlobs() const override { return 1; }
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+
+ private:
+  // Sizes of the tops along the slice axis for `bottom`, or an error.
+  StatusOr<std::vector<int>> TopSizes(const Blob& bottom, int num_tops) const;
+  int SliceAxis(const Blob& bottom) const;
+
+  int slice_axis_ = 1;
+  int num_slices_ = 0;
+  int slice_size_ = 0;
+};
+
+class SilenceLayer : public Layer {
+ public:
+  explicit SilenceLayer(const caffe::LayerParameter& param) : Layer(param) {}
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
+  const char* type() const override { return "Silence"; }
+  int MinBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 0; }
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+};
+
+class InputLayer : public Layer {
+ public:
+  explicit InputLayer(const caffe::LayerParameter& param) : Layer(param) {}
+  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  // The caller shapes and fills the tops.
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
+  const char* type() const override { return "Input"; }
+  int ExactNumBottomBlobs() const override { return 0; }
+  int MinTopBlobs() const override { return 1; }
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override {}
+};
+
+class ArgMaxLayer : public Layer {
+ public:
+  explicit ArgMaxLayer(const caffe::LayerParameter& param) : Layer(param) {}
+  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  const char* type() const override { return "ArgMax"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+  bool AllowForceBackward(int bottom_index) const override { return false; }
+
+ protected:
+  // Ties go to the larger index (Caffe sorts (value, index) pairs).
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  // No gradient: asking for one is fatal, naming the layer.
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+
+ private:
+  bool out_max_val_ = false;
+  int top_k_ = 1;
+  bool has_axis_ = false;
+  int axis_ = 0;
+};
+
+}  // namespace nereus
+
+#endif  // NEREUS_WORKER_LAYERS_SHAPE_LAYERS_H_
