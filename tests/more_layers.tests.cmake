@@ -18,3 +18,8 @@ endforeach()
 nereus_add_test(upgrade_net_test SOURCES upgrade_net_test.cc LIBS nereus_trainer TIMEOUT 120
   LABELS layers)
 
+# BatchNorm statistics stay local to each worker in a 2 x 2 job (about 5 s).
+nereus_add_test(batch_norm_job_test SOURCES batch_norm_job_test.cc
+  LIBS nereus_test_process nereus_trainer TIMEOUT 180 LABELS layers)
+add_dependencies(batch_norm_job_test nereus_server nereus_worker)
+

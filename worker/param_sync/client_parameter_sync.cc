@@ -35,15 +35,28 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
                                  << net_->layer_names()[layer];
     }
   }
-  std::vector<const float*> initial(params.size());
   // Each parameter belongs to its owner layer: the client pushes a layer's
   // gradients as soon as its backward ends and fetches its weights for the
-  // next iteration in the same round trip, straight into the blob.
+  // next iteration in the same round trip, straight into the blob. A layer's
+  // local state (BatchNorm's statistics, Layer::IsLocalState) is not
+  // registered: it stays this worker's own, never pushed nor pulled.
   std::vector<int> owner(params.size(), -1);
-  for (int layer = 0; layer < net_->num_layers(); ++layer)
-    for (int id : net_->layer_learnable_param_ids(layer)) owner[id] = layer;
+  local_.assign(params.size(), false);
+  for (int layer = 0; layer < net_->num_layers(); ++layer) {
+    const auto& blobs = net_->layers()[layer]->blobs();
+    for (int id : net_->layer_learnable_param_ids(layer)) {
+      owner[id] = layer;
+      for (size_t b = 0; b < blobs.size(); ++b) {
+        if (blobs[b].get() == params[id] && net_->layers()[layer]->IsLocalState(static_cast<int>(b))) {
+          local_[id] = true;
+        }
+      }
+    }
+  }
+  std::vector<const float*> initial;  // per registered tensor, in id order
   for (size_t p = 0; p < params.size(); ++p) {
     CHECK(!names_[p].empty()) << "learnable param " << p << " has no owner layer";
+    if (local_[p]) continue;
     TensorSpec spec;
     spec.name = names_[p];
     for (int d : params[p]->shape()) spec.shape.push_back(d);
@@ -54,8 +67,9 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
     spec.diff = params[p]->cpu_diff();
     auto id = client_->RegisterTensor(spec);
     if (!id.ok()) return Fail(id.status().Annotate("registering " + spec.name));
+    CHECK_EQ(static_cast<size_t>(*id), initial.size()) << "tensor ids are not consecutive";
     tensor_ids_[p] = *id;
-    initial[p] = params[p]->cpu_data();
+    initial.push_back(params[p]->cpu_data());
   }
   RETURN_IF_ERROR(Fail(client_->Init(sgd, initial)));
   // Every worker starts from worker 0's weights, or in a resumed job from the
@@ -103,7 +117,7 @@ Status ClientParameterSync::FinishIteration(int64_t iter) {
   CHECK(initialized_) << "FinishIteration before Init";
   RETURN_IF_ERROR(status_);
   for (size_t p = 0; p < params_.size(); ++p) {
-    if (pushed_iter_[p] != iter) {
+    if (!local_[p] && pushed_iter_[p] != iter) {
       return Fail(InternalError("no gradient of " + names_[p] + " was handed over in iteration " +
                                 std::to_string(iter)));
     }

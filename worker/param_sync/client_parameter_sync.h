@@ -6,7 +6,13 @@
 //                    shared by name is registered once, by its owner layer),
 //                    initializes the servers (worker 0's values win) and
 //                    pulls clock 0 into every parameter, waiting, so every
-//                    worker starts from worker 0's weights;
+//                    worker starts from worker 0's weights. A layer's local
+//                    state (Layer::IsLocalState: BatchNorm's mean, variance
+//                    and count) is not registered: like Caffe's multi-GPU
+//                    training, each worker keeps its own, updated by its
+//                    forward passes; it is never pushed as a gradient nor
+//                    overwritten by a pull (worker 0's is the one tested and
+//                    snapshotted);
 //   GradientsReady   pushes the layer's parameter diffs for clock `iter`,
 //                    returning at once (the diffs stay valid until
 //                    FinishIteration, per the ParameterSync contract);
@@ -63,8 +69,11 @@ class ClientParameterSync : public ParameterSync {
   // before Client::Finish.
   Status Drain();
 
-  // The tensor names registered by Init, in learnable-parameter order.
+  // "<owner layer>/<blob index>" of every learnable parameter, in
+  // learnable-parameter order (local state included; is_local says which
+  // were not registered).
   const std::vector<std::string>& tensor_names() const { return names_; }
+  bool is_local(int param_id) const { return local_[param_id]; }
 
  private:
   // Records the first error; returns the sticky status.
@@ -78,6 +87,7 @@ class ClientParameterSync : public ParameterSync {
   std::vector<int> tensor_ids_;       // Per learnable parameter.
   std::vector<std::string> names_;    // Per learnable parameter.
   std::vector<int64_t> pushed_iter_;  // Per learnable parameter: last clock pushed.
+  std::vector<bool> local_;           // Per learnable parameter: local state, not synced.
   int64_t pull_clock_ = -1;           // Clock of the weights last requested.
 };
 
