@@ -4,6 +4,7 @@
 #include <cstring>
 #include <ctime>
 #include <limits>
+#include <utility>
 
 #include <google/protobuf/util/message_differencer.h>
 
@@ -348,12 +349,22 @@ void ParamServer::ApplyReady(Chunk* c) {
 }
 
 void ParamServer::Apply(Chunk* c, const float* diff, int64_t iter) {
-  // Copy on write: a pull reply still being sent shares the old weights.
-  if (c->weights.use_count() > 1) c->weights = std::make_shared<std::vector<float>>(*c->weights);
   const int64_t begin = MonotonicMicros();
   const float rate = LearningRate(sgd_, iter);
-  SgdStep(sgd_, rate, c->meta.lr_mult(), c->meta.decay_mult(), diff, c->weights->data(), c->history.data(),
-          c->meta.length());
+  if (c->weights.use_count() == 1) {
+    SgdStep(sgd_, rate, c->meta.lr_mult(), c->meta.decay_mult(), diff, c->weights->data(), c->history.data(),
+            c->meta.length());
+  } else {
+    // A pull reply still being sent (or a checkpoint being written) shares
+    // the weights: write the update out of place, into the spare buffer if
+    // nothing holds that one any more (no copy, no allocation), else into a
+    // new one; the old weights become the spare.
+    if (c->spare == nullptr || c->spare.use_count() > 1)
+      c->spare = std::make_shared<std::vector<float>>(c->meta.length());
+    SgdStepTo(sgd_, rate, c->meta.lr_mult(), c->meta.decay_mult(), diff, c->weights->data(), c->spare->data(),
+              c->history.data(), c->meta.length());
+    std::swap(c->weights, c->spare);
+  }
   ++c->version;
   c->apply_begin_us = begin;
   c->apply_us = MonotonicMicros() - begin;

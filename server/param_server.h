@@ -104,6 +104,9 @@ class ParamServer {
   struct Chunk {
     pb::ChunkMeta meta;
     std::shared_ptr<std::vector<float>> weights;  // Shared with pull replies in flight.
+    // The buffer an update writes into when `weights` is still shared: the
+    // previous weights, reused once no reply or checkpoint holds them.
+    std::shared_ptr<std::vector<float>> spare;
     std::vector<float> history;
     std::vector<float> average;                    // Scratch for the averaged gradient.
     int64_t version = 0;                           // Updates applied.
