@@ -23,3 +23,9 @@ nereus_add_test(batch_norm_job_test SOURCES batch_norm_job_test.cc
   LIBS nereus_test_process nereus_trainer TIMEOUT 180 LABELS layers)
 add_dependencies(batch_norm_job_test nereus_server nereus_worker)
 
+# ResNet-50 and GoogLeNet: parameter counts, and 2 iterations standalone and
+# 2 workers x 2 servers each on generated images (label "zoo": about a
+# minute on 2 cores).
+nereus_add_test(zoo_models_test SOURCES zoo_models_test.cc
+  LIBS nereus_test_process nereus_trainer TIMEOUT 600 LABELS zoo)
+add_dependencies(zoo_models_test nereus_server nereus_worker)
