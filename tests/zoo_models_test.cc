@@ -9,6 +9,7 @@
 
 #include <google/protobuf/text_format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -161,7 +162,8 @@ int TrainTwoIterations(const std::string& file, const std::string& final_pool, i
   // The losses Caffe would print, for the record.
   const std::string log = ReadFile(dir.File("standalone.log"));
   for (size_t at = log.find("Iteration "); at != std::string::npos; at = log.find("Iteration ", at + 1)) {
-    std::printf("%s standalone: %s\n", file.c_str(), log.substr(at, log.find(", lr", at) - at).c_str());
+    const size_t end = std::min(log.find(", lr", at), log.find('\n', at));
+    std::printf("%s standalone: %s\n", file.c_str(), log.substr(at, end - at).c_str());
   }
   const std::string standalone = ReadFile(dir.File("standalone.json"));
   EXPECT_EQ(2, testing::JsonValue(standalone, "iterations")) << standalone;
