@@ -28,7 +28,46 @@ Status ValidateSgdConfig(const pb::SgdConfig& c) {
   if (!r.empty() && r != "L2" && r != "L1")
     return InvalidArgumentError("unknown regularization_type \"" + r + "\" (expected L1 or L2)");
   if (c.momentum() < 0) return InvalidArgumentError("momentum must be >= 0");
+  if (!pb::SolverType_IsValid(c.type()))
+    return InvalidArgumentError("unknown solver type " + std::to_string(static_cast<int>(c.type())));
+  // Caffe's constructor checks of AdaGrad and RMSProp.
+  if ((c.type() == pb::SOLVER_ADAGRAD || c.type() == pb::SOLVER_RMSPROP) && c.momentum() != 0)
+    return InvalidArgumentError(std::string("momentum cannot be used with ") + SolverTypeName(c.type()) +
+                                " (got momentum " + std::to_string(c.momentum()) + ")");
+  if (c.type() == pb::SOLVER_RMSPROP && !(c.rms_decay() >= 0 && c.rms_decay() < 1))
+    return InvalidArgumentError("rms_decay should lie between 0 and 1 (RMSProp), got " +
+                                std::to_string(c.rms_decay()));
   return Status::OK();
+}
+
+namespace {
+struct SolverName {
+  pb::SolverType type;
+  const char* name;
+};
+constexpr SolverName kSolverNames[] = {
+    {pb::SOLVER_SGD, "SGD"},         {pb::SOLVER_NESTEROV, "Nesterov"}, {pb::SOLVER_ADAGRAD, "AdaGrad"},
+    {pb::SOLVER_RMSPROP, "RMSProp"}, {pb::SOLVER_ADADELTA, "AdaDelta"}, {pb::SOLVER_ADAM, "Adam"},
+};
+}  // namespace
+
+StatusOr<pb::SolverType> SolverTypeFromName(const std::string& name) {
+  for (const SolverName& s : kSolverNames) {
+    if (name == s.name) return s.type;
+  }
+  return InvalidArgumentError("unknown solver type \"" + name +
+                              "\" (expected SGD, Nesterov, AdaGrad, RMSProp, AdaDelta or Adam)");
+}
+
+const char* SolverTypeName(pb::SolverType type) {
+  for (const SolverName& s : kSolverNames) {
+    if (type == s.type) return s.name;
+  }
+  return "unknown";
+}
+
+int NumHistoryBlobs(pb::SolverType type) {
+  return type == pb::SOLVER_ADADELTA || type == pb::SOLVER_ADAM ? 2 : 1;
 }
 
 float LearningRate(const pb::SgdConfig& c, int64_t iter) {
@@ -129,6 +168,131 @@ void SgdStep(const pb::SgdConfig& c, float rate, float lr_mult, float decay_mult
 void SgdStepTo(const pb::SgdConfig& c, float rate, float lr_mult, float decay_mult, const float* diff,
                const float* data_in, float* data_out, float* history, size_t n) {
   Step(c, rate, lr_mult, decay_mult, diff, data_in, data_out, history, n);
+}
+
+namespace {
+
+enum class Reg { kNone, kL2, kL1 };
+
+// Caffe's Regularize on one element (caffe_axpy: diff = decay * x + diff).
+template <Reg R>
+inline float Regularized(float diff, float data, float decay) {
+  if (R == Reg::kNone) return diff;
+  if (R == Reg::kL2) return decay * data + diff;
+  const float sign = static_cast<float>((data > 0.0f) - (data < 0.0f));
+  return decay * sign + diff;
+}
+
+// Caffe's caffe_powx(x, 0.5): std::pow on floats, as Caffe calls it.
+inline float PowHalf(float x) { return std::pow(x, 0.5f); }
+
+template <Reg R>
+void NesterovLoop(float lr, float decay, float momentum, const float* diff, float* data, float* h, size_t n) {
+  const float one_plus = 1.0f + momentum;
+  for (size_t i = 0; i < n; ++i) {
+    const float g = Regularized<R>(diff[i], data[i], decay);
+    const float old = h[i];
+    const float now = lr * g + momentum * old;
+    h[i] = now;
+    const float u = one_plus * now - momentum * old;
+    data[i] = data[i] - u;
+  }
+}
+
+template <Reg R>
+void AdaGradLoop(float lr, float decay, float delta, const float* diff, float* data, float* h, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float g = Regularized<R>(diff[i], data[i], decay);
+    const float hist = g * g + h[i];
+    h[i] = hist;
+    const float u = lr * (g / (PowHalf(hist) + delta));
+    data[i] = data[i] - u;
+  }
+}
+
+template <Reg R>
+void RmsPropLoop(float lr, float decay, float delta, float rms_decay, const float* diff, float* data, float* h,
+                 size_t n) {
+  const float keep = 1.0f - rms_decay;
+  for (size_t i = 0; i < n; ++i) {
+    const float g = Regularized<R>(diff[i], data[i], decay);
+    const float hist = keep * (g * g) + rms_decay * h[i];
+    h[i] = hist;
+    const float u = lr * (g / (PowHalf(hist) + delta));
+    data[i] = data[i] - u;
+  }
+}
+
+template <Reg R>
+void AdaDeltaLoop(float lr, float decay, float delta, float momentum, const float* diff, float* data, float* h,
+                  float* h2, size_t n) {
+  const float keep = 1.0f - momentum;
+  for (size_t i = 0; i < n; ++i) {
+    const float g = Regularized<R>(diff[i], data[i], decay);
+    const float hist = keep * (g * g) + momentum * h[i];
+    h[i] = hist;
+    const float s = g * PowHalf((delta + h2[i]) / (delta + hist));
+    h2[i] = keep * (s * s) + momentum * h2[i];
+    data[i] = data[i] - lr * s;
+  }
+}
+
+template <Reg R>
+void AdamLoop(float scaled_lr, float decay, float delta, float beta1, float beta2, const float* diff, float* data,
+              float* m, float* v, size_t n) {
+  const float keep1 = 1.0f - beta1;
+  const float keep2 = 1.0f - beta2;
+  for (size_t i = 0; i < n; ++i) {
+    const float g = Regularized<R>(diff[i], data[i], decay);
+    const float mi = keep1 * g + beta1 * m[i];
+    m[i] = mi;
+    const float vi = keep2 * (g * g) + beta2 * v[i];
+    v[i] = vi;
+    const float u = scaled_lr * (mi / (PowHalf(vi) + delta));
+    data[i] = data[i] - u;
+  }
+}
+
+template <Reg R>
+void AdaptiveStep(const pb::SgdConfig& c, int64_t iter, float lr, float decay, const float* diff, float* data,
+                  float* h, float* h2, size_t n) {
+  switch (c.type()) {
+    case pb::SOLVER_NESTEROV: NesterovLoop<R>(lr, decay, c.momentum(), diff, data, h, n); break;
+    case pb::SOLVER_ADAGRAD: AdaGradLoop<R>(lr, decay, c.delta(), diff, data, h, n); break;
+    case pb::SOLVER_RMSPROP: RmsPropLoop<R>(lr, decay, c.delta(), c.rms_decay(), diff, data, h, n); break;
+    case pb::SOLVER_ADADELTA: AdaDeltaLoop<R>(lr, decay, c.delta(), c.momentum(), diff, data, h, h2, n); break;
+    case pb::SOLVER_ADAM: {
+      // Caffe computes the bias correction in double (pow of a float and an
+      // int) and keeps it as a float.
+      const double t = static_cast<double>(iter + 1);
+      const float correction = static_cast<float>(
+          std::sqrt(1.0 - std::pow(static_cast<double>(c.momentum2()), t)) /
+          (1.0 - std::pow(static_cast<double>(c.momentum()), t)));
+      AdamLoop<R>(lr * correction, decay, c.delta(), c.momentum(), c.momentum2(), diff, data, h, h2, n);
+      break;
+    }
+    default: LOG(FATAL) << "AdaptiveStep called for solver type " << SolverTypeName(c.type());
+  }
+}
+
+}  // namespace
+
+void SolverStep(const pb::SgdConfig& c, int64_t iter, float rate, float lr_mult, float decay_mult,
+                const float* diff, float* data, float* history, float* history2, size_t n) {
+  if (c.type() == pb::SOLVER_SGD) {
+    SgdStep(c, rate, lr_mult, decay_mult, diff, data, history, n);
+    return;
+  }
+  if (NumHistoryBlobs(c.type()) == 2) CHECK(history2 != nullptr || n == 0) << SolverTypeName(c.type());
+  const float local_rate = rate * lr_mult;
+  const float local_decay = c.weight_decay() * decay_mult;
+  if (local_decay == 0.0f) {
+    AdaptiveStep<Reg::kNone>(c, iter, local_rate, local_decay, diff, data, history, history2, n);
+  } else if (c.regularization_type() != "L1") {
+    AdaptiveStep<Reg::kL2>(c, iter, local_rate, local_decay, diff, data, history, history2, n);
+  } else {
+    AdaptiveStep<Reg::kL1>(c, iter, local_rate, local_decay, diff, data, history, history2, n);
+  }
 }
 
 void AverageInOrder(const float* const* srcs, size_t k, float* dst, size_t n) {

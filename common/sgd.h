@@ -1,10 +1,13 @@
-// Caffe's SGD semantics (REFERENCE.md section 1), shared by the parameter
-// servers and the standalone trainer so both apply bit-identical updates.
+// Caffe's solver semantics (REFERENCE.md section 1): the learning rate
+// policies and the update rules of Caffe's SGD, Nesterov, AdaGrad, RMSProp,
+// AdaDelta and Adam solvers, shared by the parameter servers and the
+// standalone trainer so both apply bit-identical updates.
 #ifndef NEREUS_COMMON_SGD_H_
 #define NEREUS_COMMON_SGD_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "common/status.h"
 #include "proto/nereus.pb.h"
@@ -12,14 +15,50 @@
 namespace nereus {
 
 // Checks that `config` names a known lr_policy and regularization type and
-// carries the fields that policy needs (e.g. stepsize > 0 for "step").
+// carries the fields that policy needs (e.g. stepsize > 0 for "step"), and
+// what Caffe's solvers check: no momentum with AdaGrad or RMSProp, rms_decay
+// in [0, 1) for RMSProp.
 Status ValidateSgdConfig(const pb::SgdConfig& config);
+
+// Caffe's solver type names ("SGD", "Nesterov", "AdaGrad", "RMSProp",
+// "AdaDelta", "Adam"; case-sensitive as in Caffe's solver registry).
+StatusOr<pb::SolverType> SolverTypeFromName(const std::string& name);
+const char* SolverTypeName(pb::SolverType type);
+
+// History blobs Caffe keeps per learnable parameter: 2 for AdaDelta (squared
+// gradients, squared updates) and Adam (m, v), else 1.
+int NumHistoryBlobs(pb::SolverType type);
+
+// One Caffe solver step of `config.type()` on `n` elements at iteration
+// `iter` (0-based; Adam's t is iter + 1): regularization, then Caffe's
+// ComputeUpdateValue for the type, then data -= update (Net::Update). Each
+// line below is one of Caffe's vector operations and rounds to float as it
+// does; g = diff + local_decay * data (L2; L1 uses sign(data)),
+// lr = rate * lr_mult, h = history, h2 = history2:
+//   SGD       h = lr * g + momentum * h;              u = h
+//   Nesterov  h' = lr * g + momentum * h;             u = (1 + momentum) * h' - momentum * h
+//   AdaGrad   h = h + g * g;                          u = lr * (g / (pow(h, 0.5) + delta))
+//   RMSProp   h = (1 - rms_decay) * g * g + rms_decay * h;
+//             u = lr * (g / (pow(h, 0.5) + delta))
+//   AdaDelta  h = (1 - momentum) * g * g + momentum * h;
+//             s = g * pow((delta + h2) / (delta + h), 0.5);
+//             h2 = (1 - momentum) * s * s + momentum * h2;  u = lr * s
+//   Adam      h = (1 - momentum) * g + momentum * h;
+//             h2 = (1 - momentum2) * g * g + momentum2 * h2;
+//             c = float(sqrt(1 - momentum2^t) / (1 - momentum^t)) (in double)
+//             u = (lr * c) * (h / (pow(h2, 0.5) + delta))
+// `history2` must hold n floats for AdaDelta and Adam and may be null
+// otherwise. `diff` is read only. Deterministic: the same inputs give the
+// same bits.
+void SolverStep(const pb::SgdConfig& config, int64_t iter, float rate, float lr_mult, float decay_mult,
+                const float* diff, float* data, float* history, float* history2, size_t n);
 
 // Caffe's learning rate at iteration `iter` (0-based, the value before the
 // iteration's increment). `config` must have passed ValidateSgdConfig.
 float LearningRate(const pb::SgdConfig& config, int64_t iter);
 
-// One Caffe SGD step on `n` elements, in Caffe's order:
+// SolverStep for type SGD (history2 unused). One Caffe SGD step on `n`
+// elements, in Caffe's order:
 //   diff    += local_decay * data          (L2; L1 uses sign(data))
 //   history  = local_rate * diff + momentum * history
 //   data    -= history

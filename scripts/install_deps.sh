@@ -10,7 +10,7 @@ PACKAGES=(
   protobuf-compiler libprotobuf-dev
   libgoogle-glog-dev libgflags-dev
   libgtest-dev libgmock-dev
-  libopenblas-dev liblmdb-dev
+  libopenblas-dev liblmdb-dev libhdf5-dev
   iproute2 python3 nodejs npm
   slurm-wlm  # tests/slurm_test.sh runs a real job under slurmctld + slurmd
 )

@@ -1,5 +1,6 @@
 #include "server/param_server.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -214,6 +215,7 @@ Status ParamServer::HandleInit(const Endpoint& from, const Message& msg) {
   const float* src = ContiguousPayload(msg, &scratch);
   c.weights = std::make_shared<std::vector<float>>(src, src + meta.length());
   c.history.assign(meta.length(), 0.0f);
+  if (NumHistoryBlobs(sgd_.type()) == 2) c.history2.assign(meta.length(), 0.0f);
   chunks_.emplace(Key{h.tensor(), h.chunk()}, std::move(c));
   RecountMin();
   Ack(from, pb::INIT_ACK, h);
@@ -351,18 +353,30 @@ void ParamServer::ApplyReady(Chunk* c) {
 void ParamServer::Apply(Chunk* c, const float* diff, int64_t iter) {
   const int64_t begin = MonotonicMicros();
   const float rate = LearningRate(sgd_, iter);
+  // A chunk restored from a checkpoint of a one-history solver and resumed
+  // with AdaDelta or Adam starts its second history at zero.
+  if (NumHistoryBlobs(sgd_.type()) == 2 && c->history2.size() != c->meta.length())
+    c->history2.assign(c->meta.length(), 0.0f);
+  float* history2 = c->history2.empty() ? nullptr : c->history2.data();
   if (c->weights.use_count() == 1) {
-    SgdStep(sgd_, rate, c->meta.lr_mult(), c->meta.decay_mult(), diff, c->weights->data(), c->history.data(),
-            c->meta.length());
+    SolverStep(sgd_, iter, rate, c->meta.lr_mult(), c->meta.decay_mult(), diff, c->weights->data(),
+               c->history.data(), history2, c->meta.length());
   } else {
     // A pull reply still being sent (or a checkpoint being written) shares
     // the weights: write the update out of place, into the spare buffer if
-    // nothing holds that one any more (no copy, no allocation), else into a
-    // new one; the old weights become the spare.
+    // nothing holds that one any more (no allocation), else into a new one;
+    // the old weights become the spare.
     if (c->spare == nullptr || c->spare.use_count() > 1)
       c->spare = std::make_shared<std::vector<float>>(c->meta.length());
-    SgdStepTo(sgd_, rate, c->meta.lr_mult(), c->meta.decay_mult(), diff, c->weights->data(), c->spare->data(),
-              c->history.data(), c->meta.length());
+    if (sgd_.type() == pb::SOLVER_SGD) {
+      SgdStepTo(sgd_, rate, c->meta.lr_mult(), c->meta.decay_mult(), diff, c->weights->data(), c->spare->data(),
+                c->history.data(), c->meta.length());
+    } else {
+      // The other solver types update in place: on a copy.
+      std::copy(c->weights->begin(), c->weights->end(), c->spare->begin());
+      SolverStep(sgd_, iter, rate, c->meta.lr_mult(), c->meta.decay_mult(), diff, c->spare->data(),
+                 c->history.data(), history2, c->meta.length());
+    }
     std::swap(c->weights, c->spare);
   }
   ++c->version;
@@ -431,6 +445,9 @@ std::unique_ptr<ShardState> ParamServer::ExportLocked(int64_t clock) const {
     cs.arrays.emplace_back("weights", c.weights);  // Copy on write protects it from the next Apply.
     // The solver's history, whatever it holds: stored by name, generically.
     cs.arrays.emplace_back("history", std::make_shared<const std::vector<float>>(c.history));
+    // AdaDelta and Adam: Caffe's second history ("update history").
+    if (!c.history2.empty())
+      cs.arrays.emplace_back("update_history", std::make_shared<const std::vector<float>>(c.history2));
     s->chunks.push_back(std::move(cs));
   }
   return s;
@@ -474,6 +491,8 @@ Status ParamServer::Restore(ShardState state) {
         c.weights = std::make_shared<std::vector<float>>(*values);
       } else if (array == "history") {
         c.history = *values;
+      } else if (array == "update_history") {
+        c.history2 = *values;
       } else {
         return InvalidArgumentError(what + ": " + name + " holds solver state \"" + array +
                                     "\" that this server does not keep (a checkpoint of a newer Nereus?)");

@@ -1,7 +1,8 @@
 // ParamServer: one shard of the parameters. Holds the chunks placed on it
-// (weights and momentum history), collects the workers' gradients, applies
-// Caffe's SGD step once per chunk per clock, and answers pulls as soon as the
-// requested version exists.
+// (weights and the solver's history: one or two arrays per chunk), collects
+// the workers' gradients, applies Caffe's solver step (common/sgd.h
+// SolverStep, of the type INIT_CHUNK's SgdConfig names) once per chunk per
+// clock, and answers pulls as soon as the requested version exists.
 #ifndef NEREUS_SERVER_PARAM_SERVER_H_
 #define NEREUS_SERVER_PARAM_SERVER_H_
 
@@ -107,7 +108,8 @@ class ParamServer {
     // The buffer an update writes into when `weights` is still shared: the
     // previous weights, reused once no reply or checkpoint holds them.
     std::shared_ptr<std::vector<float>> spare;
-    std::vector<float> history;
+    std::vector<float> history;                    // Caffe's history of the solver type.
+    std::vector<float> history2;                   // AdaDelta and Adam: the second history; else empty.
     std::vector<float> average;                    // Scratch for the averaged gradient.
     int64_t version = 0;                           // Updates applied.
     std::map<int64_t, PendingClock> pending;       // BSP/SSP: clock -> gradients.

@@ -186,7 +186,7 @@ TEST(PrototxtTest, SolversParse) {
   EXPECT_FLOAT_EQ(cifar.weight_decay(), 0.004f);
   EXPECT_EQ(cifar.lr_policy(), "fixed");
   EXPECT_EQ(cifar.max_iter(), 4000);
-  EXPECT_EQ(cifar.snapshot_format(), caffe::SolverParameter::BINARYPROTO);
+  EXPECT_EQ(cifar.snapshot_format(), caffe::SolverParameter::HDF5);  // Caffe's file, unchanged.
 }
 
 TEST(PrototxtTest, UnknownFieldIsAnErrorWithNameAndLine) {
@@ -204,24 +204,39 @@ TEST(PrototxtTest, UnknownFieldIsAnErrorWithNameAndLine) {
   Status st = ParseNetParameter(text, "lenet.prototxt", &param);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("lenet.prototxt:7:5: unknown field \"foo\" in caffe.ConvolutionParameter"),
+  EXPECT_NE(st.message().find("lenet.prototxt:7:5: unknown field \"foo\" in caffe.ConvolutionParameter: not a "
+                              "Caffe field"),
             std::string::npos)
       << st;
 
-  // A Caffe field Nereus does not support (not in our caffe.proto) fails the same way.
+  // A Caffe field Nereus does not support (not in our caffe.proto) fails the
+  // same way, and the message says it is a Caffe field.
   caffe::NetParameter p2;
   st = ParseNetParameter("layer {\n  name: \"x\"\n  hdf5_data_param { source: \"a\" }\n}\n", "n.prototxt", &p2);
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("n.prototxt:3:3: unknown field \"hdf5_data_param\" in caffe.LayerParameter"),
+  EXPECT_NE(st.message().find("n.prototxt:3:3: unknown field \"hdf5_data_param\" in caffe.LayerParameter: a Caffe "
+                              "field that Nereus does not support"),
             std::string::npos)
       << st;
 
   caffe::SolverParameter solver;
-  st = ParseSolverParameter("base_lr: 0.1\ndelta: 1e-8\n", "s.prototxt", &solver);
+  st = ParseSolverParameter("base_lr: 0.1\nweights: \"a.caffemodel\"\n", "s.prototxt", &solver);
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("s.prototxt:2:1: unknown field \"delta\" in caffe.SolverParameter"),
+  EXPECT_NE(st.message().find("s.prototxt:2:1: unknown field \"weights\" in caffe.SolverParameter: a Caffe field "
+                              "that Nereus does not support"),
             std::string::npos)
       << st;
+  st = ParseSolverParameter("base_lr: 0.1\nmomentum3: 0.5\n", "s.prototxt", &solver);
+  EXPECT_NE(st.message().find("s.prototxt:2:1: unknown field \"momentum3\" in caffe.SolverParameter: not a Caffe "
+                              "field"),
+            std::string::npos)
+      << st;
+  // Caffe's solver fields of issue 12 are read.
+  st = ParseSolverParameter("type: \"Adam\"\ndelta: 1e-6\nmomentum2: 0.99\nrms_decay: 0.9\n", "s.prototxt", &solver);
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_FLOAT_EQ(solver.delta(), 1e-6f);
+  EXPECT_FLOAT_EQ(solver.momentum2(), 0.99f);
+  EXPECT_FLOAT_EQ(solver.rms_decay(), 0.9f);
 }
 
 TEST(PrototxtTest, UnsupportedLayerTypeNamesTypeLayerAndLine) {

@@ -19,17 +19,26 @@ DEFINE_string(solver, "",
               "num_workers == rank, the prototxt batch size is per worker, and the weights live on the servers "
               "(BSP: the same as one worker with num_workers times the batch). Worker 0 runs the test nets on the "
               "whole test set at each test_interval and writes the snapshots; the other workers neither test nor "
-              "snapshot.");
+              "snapshot. Solver fields honoured: net, net_param, train_net, train_net_param, test_net, "
+              "test_net_param, train_state, test_state, test_iter, test_interval, test_compute_loss, "
+              "test_initialization, display, average_loss, max_iter, iter_size, base_lr, lr_policy, gamma, power, "
+              "stepsize, stepvalue, momentum, momentum2, weight_decay, regularization_type, clip_gradients, type "
+              "(SGD, Nesterov, AdaGrad, RMSProp, AdaDelta, Adam) or the old solver_type, delta, rms_decay, "
+              "random_seed, snapshot, snapshot_prefix, snapshot_diff, snapshot_format (BINARYPROTO or HDF5), "
+              "snapshot_after_train. Accepted without effect: solver_mode GPU and device_id (a warning; Nereus "
+              "trains on the CPU), debug_info, layer_wise_reduce (communication is always layer-wise). Any other "
+              "field is an error naming it.");
 DEFINE_bool(standalone, false,
             "Trainer mode: train alone, without coordinator or servers (Caffe's CPU training; the solver applies "
             "SGD itself).");
 DEFINE_string(snapshot, "",
-              "Trainer mode: resume training from this .solverstate (as Caffe's --snapshot). In a job, with --resume "
-              "given to every process: worker 0's snapshot of iteration N plus the servers' checkpoint of clock N "
-              "(the servers hold the weights and the momentum history) resume the job at N.");
+              "Trainer mode: resume training from this .solverstate or .solverstate.h5 (HDF5, by the .h5 ending; as "
+              "Caffe's --snapshot). In a job, with --resume given to every process: worker 0's snapshot of "
+              "iteration N plus the servers' checkpoint of clock N (the servers hold the weights and the solver's "
+              "history) resume the job at N.");
 DEFINE_string(weights, "",
-              "Trainer mode: initialize the net from this .caffemodel (layers matched by name, as Caffe's "
-              "--weights). In a job, worker 0's weights become every worker's.");
+              "Trainer mode: initialize the net from this .caffemodel or .caffemodel.h5 (HDF5, by the .h5 ending; "
+              "layers matched by name, as Caffe's --weights). In a job, worker 0's weights become every worker's.");
 DECLARE_string(model);
 DECLARE_string(summary_json);
 DECLARE_string(weights_out);

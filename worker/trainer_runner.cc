@@ -9,6 +9,7 @@
 #include "worker/param_sync/client_parameter_sync.h"
 #include "worker/client/timeline.h"
 #include "worker/trainer/data/data_layer.h"
+#include "worker/trainer/hdf5_snapshot.h"
 #include "worker/trainer/layer_registry.h"
 #include "worker/trainer/prototxt.h"
 #include "worker/trainer/solver.h"
@@ -174,7 +175,7 @@ StatusOr<TrainSummary> RunTraining(const TrainRunOptions& options) {
     net->add_after_backward(span("backward"));
   }
   if (!options.weights_file.empty()) {
-    RETURN_IF_ERROR(solver->net()->CopyTrainedLayersFromBinaryProto(options.weights_file));
+    RETURN_IF_ERROR(CopyTrainedLayersFromFile(options.weights_file, solver->net()));
     LOG(INFO) << who << ": initial weights from " << options.weights_file;
   }
   if (options.standalone && !options.resume_file.empty()) RETURN_IF_ERROR(solver->Restore(options.resume_file));

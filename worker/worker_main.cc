@@ -52,6 +52,12 @@ DEFINE_int32(stepsize, 10, "stepsize of the step/sigmoid policies.");
 DEFINE_double(momentum, 0.9, "Momentum.");
 DEFINE_double(weight_decay, 0.0005, "Weight decay.");
 DEFINE_string(regularization_type, "L2", "L2 or L1.");
+DEFINE_string(solver_type, "SGD",
+              "Synthetic mode: the servers' solver, as Caffe's type: SGD, Nesterov, AdaGrad, RMSProp, AdaDelta or "
+              "Adam (--solver: the prototxt's type).");
+DEFINE_double(delta, 1e-8, "Synthetic mode: Caffe's delta (AdaGrad, RMSProp, AdaDelta, Adam).");
+DEFINE_double(momentum2, 0.999, "Synthetic mode: Caffe's momentum2 (Adam's beta2).");
+DEFINE_double(rms_decay, 0.99, "Synthetic mode: Caffe's rms_decay (RMSProp).");
 
 namespace nereus {
 namespace {
@@ -87,6 +93,12 @@ int RunSynthetic() {
   sgd.set_momentum(FLAGS_momentum);
   sgd.set_weight_decay(FLAGS_weight_decay);
   sgd.set_regularization_type(FLAGS_regularization_type);
+  auto type = SolverTypeFromName(FLAGS_solver_type);
+  if (!type.ok()) return Fail(type.status(), "--solver_type");
+  sgd.set_type(*type);
+  sgd.set_delta(FLAGS_delta);
+  sgd.set_momentum2(FLAGS_momentum2);
+  sgd.set_rms_decay(FLAGS_rms_decay);
   Status st = ValidateSgdConfig(sgd);
   if (!st.ok()) return Fail(st, "solver flags");
 

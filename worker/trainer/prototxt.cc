@@ -9,6 +9,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/descriptor.h>
 #include <google/protobuf/text_format.h>
 
 #include "worker/trainer/upgrade_net.h"
@@ -55,10 +56,22 @@ class ErrorCollector : public google::protobuf::io::ErrorCollector {
     std::smatch m;
     if (std::regex_match(message, m, kNoField)) {
       *field = m[2].str();
-      return "unknown field \"" + m[2].str() + "\" in " + m[1].str() +
-             " (not a Caffe field, or not supported by Nereus)";
+      return "unknown field \"" + m[2].str() + "\" in " + m[1].str() + ": " + WhatField(m[1].str(), m[2].str());
     }
     return message;
+  }
+  // Whether `field` is a Caffe field of message `type` that Nereus leaves out
+  // (caffe.proto lists them in the message's caffe_fields_not_supported
+  // option) or no Caffe field at all.
+  static std::string WhatField(const std::string& type, const std::string& field) {
+    const auto* desc = google::protobuf::DescriptorPool::generated_pool()->FindMessageTypeByName(type);
+    if (desc != nullptr) {
+      std::istringstream names(desc->options().GetExtension(caffe::caffe_fields_not_supported));
+      for (std::string name; names >> name;) {
+        if (name == field) return "a Caffe field that Nereus does not support";
+      }
+    }
+    return "not a Caffe field (Nereus reads Caffe's own field names)";
   }
 
   std::string source_;

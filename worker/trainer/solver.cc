@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/sgd.h"
+#include "worker/trainer/hdf5_snapshot.h"
 #include "worker/trainer/math_functions.h"
 #include "worker/trainer/prototxt.h"
 
@@ -22,8 +23,34 @@ double SecondsSince(Clock::time_point t) {
 
 }  // namespace
 
+StatusOr<pb::SolverType> SolverTypeOf(const caffe::SolverParameter& param) {
+  if (param.has_solver_type()) {
+    // Caffe's UpgradeSolverType: the deprecated enum names the type.
+    if (param.has_type()) {
+      return InvalidArgumentError("the solver gives both the old solver_type (" +
+                                  caffe::SolverParameter::SolverType_Name(param.solver_type()) +
+                                  ") and type (\"" + param.type() + "\"); give only type");
+    }
+    switch (param.solver_type()) {
+      case caffe::SolverParameter::SGD: return pb::SOLVER_SGD;
+      case caffe::SolverParameter::NESTEROV: return pb::SOLVER_NESTEROV;
+      case caffe::SolverParameter::ADAGRAD: return pb::SOLVER_ADAGRAD;
+      case caffe::SolverParameter::RMSPROP: return pb::SOLVER_RMSPROP;
+      case caffe::SolverParameter::ADADELTA: return pb::SOLVER_ADADELTA;
+      case caffe::SolverParameter::ADAM: return pb::SOLVER_ADAM;
+    }
+    return InvalidArgumentError("unknown solver_type " + std::to_string(static_cast<int>(param.solver_type())));
+  }
+  return SolverTypeFromName(param.type());
+}
+
 pb::SgdConfig SgdConfigFromSolverParameter(const caffe::SolverParameter& param) {
   pb::SgdConfig c;
+  auto type = SolverTypeOf(param);
+  c.set_type(type.ok() ? *type : pb::SOLVER_SGD);
+  c.set_delta(param.delta());
+  c.set_momentum2(param.momentum2());
+  c.set_rms_decay(param.rms_decay());
   c.set_base_lr(param.base_lr());
   c.set_lr_policy(param.lr_policy());
   c.set_gamma(param.gamma());
@@ -65,16 +92,9 @@ StatusOr<std::unique_ptr<Solver>> Solver::CreateFromFile(const std::string& path
 
 Status Solver::Init(const LayerRegistry& registry) {
   const caffe::SolverParameter& p = param_;
-  // Reject what Nereus does not implement rather than silently doing SGD.
-  if (p.type() != "SGD") {
-    return InvalidArgumentError("solver type \"" + p.type() + "\" is not supported (Nereus implements SGD only)");
-  }
-  if (p.has_solver_type() && p.solver_type() != caffe::SolverParameter::SGD) {
-    return InvalidArgumentError("solver_type " + caffe::SolverParameter::SolverType_Name(p.solver_type()) +
-                                " is not supported (Nereus implements SGD only)");
-  }
-  if (p.snapshot_format() != caffe::SolverParameter::BINARYPROTO) {
-    return InvalidArgumentError("snapshot_format HDF5 is not supported; use BINARYPROTO");
+  {
+    auto type = SolverTypeOf(p);
+    if (!type.ok()) return type.status().Annotate("solver");
   }
   if (p.iter_size() < 1) return InvalidArgumentError("iter_size must be >= 1, got " + std::to_string(p.iter_size()));
   if (p.average_loss() < 1) return InvalidArgumentError("average_loss must be >= 1, got " + std::to_string(p.average_loss()));
@@ -85,7 +105,8 @@ Status Solver::Init(const LayerRegistry& registry) {
   }
   RETURN_IF_ERROR(ValidateSgdConfig(sgd_).Annotate("solver"));
   if (p.solver_mode() == caffe::SolverParameter::GPU) {
-    LOG(WARNING) << "solver_mode GPU requested: Nereus layers run on the CPU; continuing on the CPU";
+    LOG(WARNING) << "solver_mode GPU (device_id " << p.device_id()
+                 << ") requested: Nereus layers run on the CPU; continuing on the CPU";
   }
   uint64_t seed = p.random_seed() >= 0 ? static_cast<uint64_t>(p.random_seed())
                                        : static_cast<uint64_t>(Clock::now().time_since_epoch().count());
@@ -162,10 +183,14 @@ Status Solver::Init(const LayerRegistry& registry) {
     test_nets_.push_back(std::move(test_net));
   }
 
-  for (const Blob* blob : net_->learnable_params()) {
-    auto h = std::make_unique<Blob>(blob->shape());
-    caffe_set(h->count(), 0.0f, h->mutable_cpu_data());
-    history_.push_back(std::move(h));
+  // Caffe's history layout: one blob per learnable parameter, then for
+  // AdaDelta and Adam a second one per parameter after all of the first.
+  for (int k = 0; k < NumHistoryBlobs(sgd_.type()); ++k) {
+    for (const Blob* blob : net_->learnable_params()) {
+      auto h = std::make_unique<Blob>(blob->shape());
+      caffe_set(h->count(), 0.0f, h->mutable_cpu_data());
+      history_.push_back(std::move(h));
+    }
   }
   if (net_->num_layers() > 0 && !net_->top_vecs()[0].empty() && net_->top_vecs()[0][0]->num_axes() > 0) {
     images_per_iter_ = net_->top_vecs()[0][0]->shape(0) * p.iter_size();
@@ -361,15 +386,17 @@ void Solver::Normalize(int param_id) {
 void Solver::ApplyUpdate() {
   const float rate = LearningRate(sgd_, iter_);
   // Caffe's order: clip the accumulated gradient, then per parameter
-  // normalize by iter_size, regularize and update (SgdStep does the last two
-  // and data -= history, which is Caffe's ComputeUpdateValue + Net::Update).
+  // normalize by iter_size, regularize and update (SolverStep does the last
+  // two and data -= update, which is Caffe's ComputeUpdateValue + Net::Update).
   ClipGradients();
   const auto& params = net_->learnable_params();
+  const bool two = NumHistoryBlobs(sgd_.type()) == 2;
   for (size_t i = 0; i < params.size(); ++i) {
     Normalize(static_cast<int>(i));
     Blob* p = params[i];
-    SgdStep(sgd_, rate, net_->params_lr()[i], net_->params_weight_decay()[i], p->cpu_diff(),
-            p->mutable_cpu_data(), history_[i]->mutable_cpu_data(), static_cast<size_t>(p->count()));
+    float* history2 = two ? history_[params.size() + i]->mutable_cpu_data() : nullptr;
+    SolverStep(sgd_, iter_, rate, net_->params_lr()[i], net_->params_weight_decay()[i], p->cpu_diff(),
+               p->mutable_cpu_data(), history_[i]->mutable_cpu_data(), history2, static_cast<size_t>(p->count()));
   }
 }
 
@@ -435,7 +462,8 @@ Status Solver::TestAll() {
 }
 
 Status Solver::Solve(const std::string& resume_file) {
-  LOG(INFO) << "Solving " << net_->name() << ", learning rate policy: " << param_.lr_policy();
+  LOG(INFO) << "Solving " << net_->name() << " with " << SolverTypeName(sgd_.type())
+            << ", learning rate policy: " << param_.lr_policy();
   if (!resume_file.empty()) RETURN_IF_ERROR(Restore(resume_file));
   const int64_t start_iter = iter_;
   RETURN_IF_ERROR(Step(static_cast<int>(param_.max_iter() - iter_)));
@@ -468,18 +496,23 @@ Status Solver::Snapshot(std::string* model_path, std::string* state_path) {
   // are issued at the end of the previous iteration): wait for them so the
   // file holds the weights after iter_ updates.
   if (sync_initialized_) RETURN_IF_ERROR(WaitAllWeights());
+  const bool hdf5 = param_.snapshot_format() == caffe::SolverParameter::HDF5;
   const std::string base = param_.snapshot_prefix() + "_iter_" + std::to_string(iter_);
-  const std::string model_file = base + ".caffemodel";
-  const std::string state_file = base + ".solverstate";
-  caffe::NetParameter net_param;
-  net_->ToProto(&net_param, param_.snapshot_diff());
-  RETURN_IF_ERROR(WriteProtoToBinaryFile(net_param, model_file));
+  const std::string model_file = base + (hdf5 ? ".caffemodel.h5" : ".caffemodel");
+  const std::string state_file = base + (hdf5 ? ".solverstate.h5" : ".solverstate");
+  if (hdf5) {
+    RETURN_IF_ERROR(WriteNetToHdf5(*net_, model_file, param_.snapshot_diff()));
+  } else {
+    caffe::NetParameter net_param;
+    net_->ToProto(&net_param, param_.snapshot_diff());
+    RETURN_IF_ERROR(WriteProtoToBinaryFile(net_param, model_file));
+  }
   caffe::SolverState state;
   state.set_iter(static_cast<int>(iter_));
   state.set_learned_net(model_file);
   state.set_current_step(current_step_);
   for (const auto& h : history_) h->ToProto(state.add_history());
-  RETURN_IF_ERROR(WriteProtoToBinaryFile(state, state_file));
+  RETURN_IF_ERROR(hdf5 ? WriteSolverStateToHdf5(state, state_file) : WriteProtoToBinaryFile(state, state_file));
   LOG(INFO) << "Snapshotting to " << model_file << " and " << state_file;
   if (model_path != nullptr) *model_path = model_file;
   if (state_path != nullptr) *state_path = state_file;
@@ -487,15 +520,19 @@ Status Solver::Snapshot(std::string* model_path, std::string* state_path) {
 }
 
 Status Solver::Restore(const std::string& state_file) {
+  // As Caffe: a name ending in .h5 is an HDF5 state, anything else a binary proto.
   caffe::SolverState state;
-  RETURN_IF_ERROR(ReadProtoFromBinaryFile(state_file, &state));
+  RETURN_IF_ERROR(IsHdf5Path(state_file) ? ReadSolverStateFromHdf5(state_file, &state)
+                                         : ReadProtoFromBinaryFile(state_file, &state));
   if (state.history_size() != static_cast<int>(history_.size())) {
     return InvalidArgumentError(state_file + ": holds " + std::to_string(state.history_size()) +
-                                " history blobs, the net has " + std::to_string(history_.size()) +
-                                " learnable parameters");
+                                " history blobs, the " + SolverTypeName(sgd_.type()) + " solver of this net keeps " +
+                                std::to_string(history_.size()) + " (" +
+                                std::to_string(NumHistoryBlobs(sgd_.type())) + " per learnable parameter, " +
+                                std::to_string(net_->learnable_params().size()) + " parameters)");
   }
   if (state.has_learned_net()) {
-    RETURN_IF_ERROR(net_->CopyTrainedLayersFromBinaryProto(state.learned_net()));
+    RETURN_IF_ERROR(CopyTrainedLayersFromFile(state.learned_net(), net_.get()));
   }
   for (size_t i = 0; i < history_.size(); ++i) {
     Status st = history_[i]->FromProto(state.history(static_cast<int>(i)), /*reshape=*/false);

@@ -1,9 +1,11 @@
-// Solver: Caffe's SGDSolver on a train net and its test nets. Per iteration:
-// zero the diffs; forward/backward iter_size times; then Caffe's ApplyUpdate
-// order: clip the global L2 norm of the accumulated gradient
-// (clip_gradients), normalize by 1/iter_size, and per learnable parameter
-// regularize and apply momentum SGD through nereus::SgdStep with
-// nereus::LearningRate (common/sgd.h, the same code the servers run).
+// Solver: Caffe's SGD solvers (SGD, Nesterov, AdaGrad, RMSProp, AdaDelta,
+// Adam; `type` or the old `solver_type`) on a train net and its test nets.
+// Per iteration: zero the diffs; forward/backward iter_size times; then
+// Caffe's ApplyUpdate order: clip the global L2 norm of the accumulated
+// gradient (clip_gradients), normalize by 1/iter_size, and per learnable
+// parameter regularize and apply the solver's update through
+// nereus::SolverStep with nereus::LearningRate (common/sgd.h, the same code
+// the servers run).
 // Tests at test_interval, displays at display (smoothed over average_loss),
 // snapshots weights (<prefix>_iter_N.caffemodel) and state
 // (<prefix>_iter_N.solverstate) and restores from a .solverstate.
@@ -30,7 +32,12 @@
 
 namespace nereus {
 
-// Caffe's SGD fields of a SolverParameter as the servers' pb::SgdConfig.
+// The solver type a SolverParameter names: `type`, or the deprecated
+// `solver_type` enum (as Caffe's UpgradeSolverType; giving both is an error).
+StatusOr<pb::SolverType> SolverTypeOf(const caffe::SolverParameter& param);
+
+// Caffe's solver fields of a SolverParameter as the servers' pb::SgdConfig
+// (type SGD when SolverTypeOf fails; Solver::Create reports that).
 pb::SgdConfig SgdConfigFromSolverParameter(const caffe::SolverParameter& param);
 
 // Reported every `display` iterations (before that iteration's update, as
@@ -99,13 +106,16 @@ class Solver {
   StatusOr<TestResult> Test(int test_net_id);
   Status TestAll();
 
-  // Writes <prefix>_iter_<iter>.caffemodel and .solverstate. `model_path`
+  // Writes <prefix>_iter_<iter>.caffemodel and .solverstate (binary protos),
+  // or with snapshot_format HDF5 .caffemodel.h5 and .solverstate.h5 in
+  // Caffe's HDF5 layout (hdf5_snapshot.h). `model_path`
   // and `state_path` (may be null) receive the file names. With a
   // ParameterSync, first waits for the weights of iter() (WaitWeights for
   // every layer); the history written is then the local one (zeros: the
   // servers hold the momentum).
   Status Snapshot(std::string* model_path = nullptr, std::string* state_path = nullptr);
-  // Restores iter, history and (from the learned_net it names) the weights.
+  // Restores iter, history and (from the learned_net it names) the weights;
+  // a file name ending in .h5 is read as HDF5 (both the state and its net).
   Status Restore(const std::string& state_file);
   // A distributed job resumed from the servers' checkpoint: the next
   // iteration is `iter`; the weights and the history are the servers'. Only
@@ -118,7 +128,9 @@ class Solver {
   const pb::SgdConfig& sgd_config() const { return sgd_; }
   int64_t iter() const { return iter_; }
   float smoothed_loss() const { return smoothed_loss_; }
-  // Momentum history, one blob per learnable parameter.
+  // Caffe's history_: one blob per learnable parameter, then (AdaDelta,
+  // Adam) a second one per parameter, in that order; .solverstate holds them
+  // in this order.
   const std::vector<std::unique_ptr<Blob>>& history() const { return history_; }
   // Images per iteration (batch of the first layer's first top x iter_size).
   int images_per_iter() const { return images_per_iter_; }
