@@ -2,10 +2,7 @@
 # the update rules through common/sgd.h and the standalone Solver,
 # .solverstate layout, snapshot/resume, HDF5 snapshots.
 if(NEREUS_WITH_TRAINER)
-  find_package(HDF5 REQUIRED COMPONENTS C HL)
-  nereus_add_test(solvers_test SOURCES solvers_test.cc LIBS nereus_trainer_core ${HDF5_HL_LIBRARIES}
-    ${HDF5_LIBRARIES} TIMEOUT 60)
-  target_include_directories(solvers_test PRIVATE ${HDF5_INCLUDE_DIRS})
+  nereus_add_test(solvers_test SOURCES solvers_test.cc LIBS nereus_trainer_core nereus_hdf5 TIMEOUT 60)
 endif()
 
 # 2 servers x 2 workers as processes, one job per solver type (about 1 s each).

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -339,6 +340,37 @@ TEST(SolverConfigTest, StateOfAnotherSolverTypeIsRefused) {
       << st;
   std::remove(model_path.c_str());
   std::remove(state_path.c_str());
+}
+
+// caffe.proto's caffe_fields_not_supported lists only fields the message
+// does not declare: adding a field of Caffe's means taking it off the list.
+TEST(UnknownFieldTest, NoListedCaffeFieldIsDeclared) {
+  const google::protobuf::FileDescriptor* file = caffe::SolverParameter::descriptor()->file();
+  int listed = 0;
+  for (int m = 0; m < file->message_type_count(); ++m) {
+    const google::protobuf::Descriptor* d = file->message_type(m);
+    std::istringstream names(d->options().GetExtension(caffe::caffe_fields_not_supported));
+    for (std::string name; names >> name; ++listed) {
+      EXPECT_EQ(d->FindFieldByName(name), nullptr)
+          << d->full_name() << " declares " << name << " but lists it in caffe_fields_not_supported";
+    }
+  }
+  EXPECT_GT(listed, 0);
+}
+
+TEST(UnknownFieldTest, MessageSaysWhetherCaffeHasTheField) {
+  caffe::SolverParameter param;
+  Status st = ParseSolverParameter("type: \"Adam\"\nweights: \"w.caffemodel\"\n", "s.prototxt", &param);
+  EXPECT_EQ(st.message(),
+            "s.prototxt:2:1: unknown field \"weights\" in caffe.SolverParameter: a Caffe field that Nereus does not "
+            "support");
+  st = ParseSolverParameter("type: \"Adam\"\n  momentun: 0.9\n", "s.prototxt", &param);
+  EXPECT_EQ(st.message(),
+            "s.prototxt:2:3: unknown field \"momentun\" in caffe.SolverParameter: not a Caffe field (Nereus reads "
+            "Caffe's own field names)");
+  // Caffe's example solvers' fields of issue 12 parse.
+  st = ParseSolverParameter("type: \"AdaDelta\"\ndelta: 1e-6\nmomentum2: 0.999\nrms_decay: 0.98\n", "s", &param);
+  EXPECT_TRUE(st.ok()) << st;
 }
 
 // --- HDF5 snapshots (issue 11): Caffe's cifar10_full_solver.prototxt -------

@@ -2,8 +2,11 @@
 // protobuf text format, and binary protos (.caffemodel, .solverstate,
 // mean.binaryproto). Anything the text parser cannot map — an unknown field,
 // a field Nereus does not support, a bad value — is an error of the form
-//   lenet.prototxt:12:5: unknown field "foo" in caffe.ConvolutionParameter
-// never a silent skip.
+//   lenet.prototxt:12:5: unknown field "foo" in caffe.ConvolutionParameter: not a
+//   Caffe field (Nereus reads Caffe's own field names)
+// or, for a field of Caffe's that caffe.proto leaves out (its message's
+// caffe_fields_not_supported option), "...: a Caffe field that Nereus does
+// not support"; never a silent skip.
 #ifndef NEREUS_WORKER_PROTOTXT_H_
 #define NEREUS_WORKER_PROTOTXT_H_
 
