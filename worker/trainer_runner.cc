@@ -89,7 +89,8 @@ StatusOr<TrainSummary> RunTraining(const TrainRunOptions& options) {
       // A distributed snapshot: this .solverstate names the iteration, the
       // servers' checkpoint of that clock holds the weights and the history.
       caffe::SolverState state;
-      RETURN_IF_ERROR(ReadProtoFromBinaryFile(options.resume_file, &state));
+      RETURN_IF_ERROR(IsHdf5Path(options.resume_file) ? ReadSolverStateFromHdf5(options.resume_file, &state)
+                                                      : ReadProtoFromBinaryFile(options.resume_file, &state));
       if (!job.resume() || job.start_clock() != state.iter()) {
         return InvalidArgumentError(
             "--snapshot=" + options.resume_file + " is at iteration " + std::to_string(state.iter()) + " but " +
