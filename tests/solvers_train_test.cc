@@ -105,7 +105,10 @@ TEST(Hdf5TrainTest, SnapshotAndWeightsFlagsReadHdf5) {
   TempDir dir;
   const std::string db = dir.File("tiny_lmdb");
   WriteTinyLmdb(db);
-  WriteText(dir.File("net.prototxt"), TinyNet(db, 64));
+  // Batch = every record: each iteration sees the same data wherever the
+  // Data layer's cursor starts (a standalone resume, as Caffe's, starts it
+  // at the first record).
+  WriteText(dir.File("net.prototxt"), TinyNet(db, testing::kRecords));
   const std::string adam = "type: \"Adam\"\nbase_lr: 0.01\nmomentum: 0.9\nlr_policy: \"fixed\"\n";
   const std::string h5 = "snapshot: 3\nsnapshot_format: HDF5\nsnapshot_prefix: \"" + dir.File("snap") + "\"\n";
   WriteText(dir.File("six.prototxt"), TinySolver(dir.File("net.prototxt"), 6, adam) + h5);
