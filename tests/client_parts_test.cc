@@ -147,7 +147,7 @@ TEST_F(BuilderFixture, PushesCarryEveryChunkOnceAndRegisterTheirAcksAndPulls) {
     std::vector<ChunkRef> refs = reg.Refs(0);
     for (const ChunkRef& r : reg.Refs(1)) refs.push_back(r);
     auto push = std::make_shared<Handle::State>(1);
-    auto guard = std::make_shared<SendGuard>(SendGuard{push});
+    auto guard = std::make_shared<SendGuard>(push);
     auto pull = std::make_shared<Handle::State>(static_cast<int>(refs.size()));
     std::vector<QueuedMessage> out;
     builder.BuildPushes(refs, {grad[0], grad[1]}, {0, 1}, /*clock=*/7, [&](int) { return pull; }, push, guard,

@@ -132,7 +132,7 @@ class ClientImpl final : public Client {
     if (!st.ok()) return FailedHandle(st);
     std::vector<ChunkRef> refs = tensors_.Refs(tensor);
     StatePtr push = std::make_shared<Handle::State>(static_cast<int>(refs.size()) + 1);
-    auto guard = std::make_shared<SendGuard>(SendGuard{push});
+    auto guard = std::make_shared<SendGuard>(push);
     std::vector<QueuedMessage> work;
     builder_.BuildPushes(refs, {grad}, {tensor}, clock, /*pull_of=*/nullptr, push, guard,
                          pipeline_.TensorPriority(tensor), &work);
@@ -176,7 +176,7 @@ class ClientImpl final : public Client {
   Handle SendInit(int tensor, const pb::SgdConfig& sgd, const float* values) {
     const int chunks = static_cast<int>(tensors_.chunks(tensor).size());
     StatePtr state = std::make_shared<Handle::State>(chunks + 1);
-    auto guard = std::make_shared<SendGuard>(SendGuard{state});
+    auto guard = std::make_shared<SendGuard>(state);
     std::vector<QueuedMessage> work;
     builder_.BuildInit(tensor, sgd, values, state, guard, &work);
     queues_.Submit(std::move(work));

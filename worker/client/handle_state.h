@@ -8,6 +8,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include "nereus/client.h"
 
@@ -50,10 +51,17 @@ struct Handle::State {
 using StatePtr = std::shared_ptr<Handle::State>;
 
 // Completes one unit of a push when the transport releases the gradient
-// bytes: payload Buffers hold a shared_ptr to it as their owner.
+// bytes: payload Buffers hold a shared_ptr to it as their owner. Not
+// copyable nor movable: each guard completes its unit exactly once, when the
+// last Buffer lets go (a copied temporary, as `SendGuard{state}` passed to
+// make_shared made, would complete it at once, before any byte was sent).
+// Make one with std::make_shared<SendGuard>(state).
 struct SendGuard {
-  StatePtr state;
+  explicit SendGuard(StatePtr s) : state(std::move(s)) {}
+  SendGuard(const SendGuard&) = delete;
+  SendGuard& operator=(const SendGuard&) = delete;
   ~SendGuard() { state->Complete(); }
+  const StatePtr state;
 };
 
 // A handle that is already done with `s`.

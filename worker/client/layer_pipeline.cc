@@ -182,7 +182,7 @@ void LayerPipeline::BuildLayerPushes(const std::vector<int>& which, int64_t cloc
   // only once the messages are built; nothing completes before Submit.
   std::vector<QueuedMessage> built;
   StatePtr push = std::make_shared<Handle::State>(1);
-  auto guard = std::make_shared<SendGuard>(SendGuard{push});
+  auto guard = std::make_shared<SendGuard>(push);
   // One pull state per layer, so WaitWeights(l) waits for l alone.
   std::map<int, StatePtr> pull_of_tensor;
   std::function<StatePtr(int)> pull_of;
