@@ -1,5 +1,7 @@
 #include "bench/models.h"
 
+#include <cmath>
+
 namespace nereus {
 namespace bench {
 
@@ -85,6 +87,91 @@ ModelSpec Resnet50() {
   return m;
 }
 
+// A kh x kw convolution (no bias, batch norm) on an out_h x out_w map.
+ModelLayer ConvBn(const std::string& name, int kh, int kw, int cin, int cout, int out_h, int out_w) {
+  ModelLayer l;
+  l.name = name;
+  l.params = {{cout, cin, kh, kw}, {cout}, {cout}};
+  l.forward_flops = 2.0 * kh * kw * cin * cout * static_cast<double>(out_h) * out_w;
+  return l;
+}
+
+// Inception-V3 (Szegedy et al. 2016, 299 x 299 input, no auxiliary head):
+// every convolution with batch-norm scale and shift, the branches of each
+// Inception module listed one after another.
+ModelSpec InceptionV3() {
+  ModelSpec m;
+  m.name = "inception_v3";
+  auto conv = [&m](const std::string& n, int kh, int kw, int cin, int cout, int out) {
+    m.layers.push_back(ConvBn(n, kh, kw, cin, cout, out, out));
+  };
+  conv("conv1_3x3_s2", 3, 3, 3, 32, 149);
+  conv("conv2_3x3", 3, 3, 32, 32, 147);
+  conv("conv3_3x3", 3, 3, 32, 64, 147);
+  conv("conv4_1x1", 1, 1, 64, 80, 73);
+  conv("conv5_3x3", 3, 3, 80, 192, 71);
+  // 35 x 35: three modules A.
+  int cin = 192;
+  const int pool_features[3] = {32, 64, 64};
+  for (int i = 0; i < 3; ++i) {
+    const std::string n = std::string("mixed5") + static_cast<char>('b' + i) + "_";
+    conv(n + "1x1", 1, 1, cin, 64, 35);
+    conv(n + "5x5_reduce", 1, 1, cin, 48, 35);
+    conv(n + "5x5", 5, 5, 48, 64, 35);
+    conv(n + "3x3dbl_reduce", 1, 1, cin, 64, 35);
+    conv(n + "3x3dbl_1", 3, 3, 64, 96, 35);
+    conv(n + "3x3dbl_2", 3, 3, 96, 96, 35);
+    conv(n + "pool_proj", 1, 1, cin, pool_features[i], 35);
+    cin = 64 + 64 + 96 + pool_features[i];
+  }
+  // Reduction to 17 x 17.
+  conv("mixed6a_3x3_s2", 3, 3, cin, 384, 17);
+  conv("mixed6a_3x3dbl_reduce", 1, 1, cin, 64, 35);
+  conv("mixed6a_3x3dbl_1", 3, 3, 64, 96, 35);
+  conv("mixed6a_3x3dbl_2_s2", 3, 3, 96, 96, 17);
+  cin = 384 + 96 + cin;  // 768
+  // 17 x 17: four modules B with factorised 7x7 convolutions.
+  const int c7s[4] = {128, 160, 160, 192};
+  for (int i = 0; i < 4; ++i) {
+    const std::string n = std::string("mixed6") + static_cast<char>('b' + i) + "_";
+    const int c7 = c7s[i];
+    conv(n + "1x1", 1, 1, cin, 192, 17);
+    conv(n + "7x7_reduce", 1, 1, cin, c7, 17);
+    m.layers.push_back(ConvBn(n + "7x7_1x7", 1, 7, c7, c7, 17, 17));
+    m.layers.push_back(ConvBn(n + "7x7_7x1", 7, 1, c7, 192, 17, 17));
+    conv(n + "7x7dbl_reduce", 1, 1, cin, c7, 17);
+    m.layers.push_back(ConvBn(n + "7x7dbl_7x1_1", 7, 1, c7, c7, 17, 17));
+    m.layers.push_back(ConvBn(n + "7x7dbl_1x7_1", 1, 7, c7, c7, 17, 17));
+    m.layers.push_back(ConvBn(n + "7x7dbl_7x1_2", 7, 1, c7, c7, 17, 17));
+    m.layers.push_back(ConvBn(n + "7x7dbl_1x7_2", 1, 7, c7, 192, 17, 17));
+    conv(n + "pool_proj", 1, 1, cin, 192, 17);
+  }
+  // Reduction to 8 x 8.
+  conv("mixed7a_3x3_reduce", 1, 1, cin, 192, 17);
+  conv("mixed7a_3x3_s2", 3, 3, 192, 320, 8);
+  conv("mixed7a_7x7x3_reduce", 1, 1, cin, 192, 17);
+  m.layers.push_back(ConvBn("mixed7a_7x7x3_1x7", 1, 7, 192, 192, 17, 17));
+  m.layers.push_back(ConvBn("mixed7a_7x7x3_7x1", 7, 1, 192, 192, 17, 17));
+  conv("mixed7a_7x7x3_3x3_s2", 3, 3, 192, 192, 8);
+  cin = 320 + 192 + cin;  // 1280
+  // 8 x 8: two modules C with split 3x3 convolutions.
+  for (int i = 0; i < 2; ++i) {
+    const std::string n = std::string("mixed7") + static_cast<char>('b' + i) + "_";
+    conv(n + "1x1", 1, 1, cin, 320, 8);
+    conv(n + "3x3_reduce", 1, 1, cin, 384, 8);
+    m.layers.push_back(ConvBn(n + "3x3_1x3", 1, 3, 384, 384, 8, 8));
+    m.layers.push_back(ConvBn(n + "3x3_3x1", 3, 1, 384, 384, 8, 8));
+    conv(n + "3x3dbl_reduce", 1, 1, cin, 448, 8);
+    conv(n + "3x3dbl_3x3", 3, 3, 448, 384, 8);
+    m.layers.push_back(ConvBn(n + "3x3dbl_1x3", 1, 3, 384, 384, 8, 8));
+    m.layers.push_back(ConvBn(n + "3x3dbl_3x1", 3, 1, 384, 384, 8, 8));
+    conv(n + "pool_proj", 1, 1, cin, 192, 8);
+    cin = 320 + 768 + 768 + 192;  // 2048
+  }
+  m.layers.push_back(Fc("fc", cin, 1000));
+  return m;
+}
+
 ModelSpec Lenet() {
   ModelSpec m;
   m.name = "lenet";
@@ -100,8 +187,23 @@ ModelSpec Lenet() {
 StatusOr<ModelSpec> ModelByName(const std::string& name) {
   if (name == "vgg19") return Vgg19();
   if (name == "resnet50") return Resnet50();
+  if (name == "inception_v3") return InceptionV3();
   if (name == "lenet") return Lenet();
-  return InvalidArgumentError("unknown --model \"" + name + "\" (expected vgg19, resnet50 or lenet)");
+  return InvalidArgumentError("unknown --model \"" + name + "\" (expected vgg19, resnet50, inception_v3 or lenet)");
+}
+
+ModelSpec Shrink(const ModelSpec& model, double factor) {
+  ModelSpec out = model;
+  if (factor <= 1) return out;
+  for (ModelLayer& l : out.layers) {
+    for (auto& shape : l.params) {
+      uint64_t n = 1;
+      for (int64_t d : shape) n *= d;
+      shape = {static_cast<int64_t>(std::ceil(n / factor))};
+    }
+    l.forward_flops /= factor;
+  }
+  return out;
 }
 
 }  // namespace bench

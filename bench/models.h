@@ -25,8 +25,16 @@ struct ModelSpec {
 };
 
 // "vgg19" (143,667,240 parameters), "resnet50" (25,557,032; batch-norm scale
-// and shift counted with their convolution), "lenet" (431,080).
+// and shift counted with their convolution), "inception_v3" (23,834,568, the
+// same way), "lenet" (431,080).
 StatusOr<ModelSpec> ModelByName(const std::string& name);
+
+// The model shrunk by `factor` >= 1 in bytes and FLOPs alike: every tensor
+// becomes one of ceil(elements / factor) elements, every layer's FLOPs are
+// divided by factor. Compute and communication keep their ratio, so a shrunk
+// model on a link and device `factor` times slower times like the full one
+// (except the fixed cost of each message).
+ModelSpec Shrink(const ModelSpec& model, double factor);
 
 }  // namespace bench
 }  // namespace nereus

@@ -26,6 +26,19 @@ TEST(ModelsTest, LayerStructure) {
   EXPECT_NEAR(resnet.forward_flops() / 2e9, 3.86, 0.01);
 }
 
+TEST(ModelsTest, InceptionV3MatchesThePaper) {
+  auto inception = ModelByName("inception_v3").value();
+  // 94 convolutions (batch-norm scale and shift each) and the classifier,
+  // worked out by hand from the paper's modules; Keras counts 23,851,784
+  // with its moving statistics and without the scale.
+  EXPECT_EQ(inception.layers.size(), 95u);
+  EXPECT_EQ(inception.parameters(), 23834568u);
+  // The paper's "5 billion multiply-adds"; the usual count is 5.72 G.
+  EXPECT_NEAR(inception.forward_flops() / 2e9, 5.713, 0.001);
+  EXPECT_EQ(inception.layers.back().params[0], (std::vector<int64_t>{1000, 2048}));
+  EXPECT_EQ(inception.layers[5].name, "mixed5b_1x1");
+}
+
 }  // namespace
 }  // namespace bench
 }  // namespace nereus
