@@ -12,6 +12,7 @@
 #include <gflags/gflags.h>
 
 #include "bench/bench.h"
+#include "bench/emulated_worker.h"
 #include "bench/local_job.h"
 #include "bench/models.h"
 #include "bench/netns.h"
@@ -20,12 +21,13 @@
 #include "worker/client/client_flags.h"
 #include "worker/client/timeline.h"
 
-DEFINE_string(model, "vgg19", "pipeline: vgg19, resnet50 or lenet.");
+DEFINE_string(model, "vgg19", "pipeline, cluster, simulate: vgg19, resnet50, inception_v3 or lenet.");
 DEFINE_int32(workers, 2, "pipeline: workers (threads of this process, each with its own client).");
 DEFINE_int32(servers, 2, "pipeline: servers.");
 DEFINE_double(link_mbit, 0,
               "pipeline: if > 0, run the whole job inside a network namespace of its own whose loopback is shaped "
-              "(tc tbf) to this many Mbit/s; every byte between workers and servers crosses that one link.");
+              "(tc tbf) to this many Mbit/s; every byte between workers and servers crosses that one link. cluster: "
+              "every host's link, each way. simulate: the link rate predicted for.");
 DEFINE_double(device_gflops, 1000, "pipeline: emulated device speed; a layer's forward takes FLOPs / this.");
 DEFINE_int32(batch, 32, "pipeline: samples per worker per iteration.");
 DEFINE_int32(iterations, 8, "pipeline: iterations timed (after --warmup).");
@@ -39,8 +41,6 @@ DEFINE_bool(inside_netns, false, "pipeline: internal; set when re-run inside the
 namespace nereus {
 namespace bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 struct Outcome {
   double iteration_s = 0;  // Median.
@@ -66,84 +66,29 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, Watchdog* wd
   o.client.merge_profile_iterations = std::max(1, FLAGS_warmup - 2);
   o.server_transport.streams_per_peer = schedule == Schedule::kFull ? FLAGS_streams : 1;
   ASSIGN_OR_RETURN(auto job, LocalJob::Start(o));
-  const int L = static_cast<int>(model.layers.size());
-  std::vector<double> fwd(L), bwd(L);
+  EmulatedRun run;
+  run.device_gflops = FLAGS_device_gflops;
+  run.batch = FLAGS_batch;
+  run.warmup = FLAGS_warmup;
+  run.iterations = FLAGS_iterations;
+  std::vector<double> fwd, bwd;
+  LayerTimes(model, run, &fwd, &bwd);
   double compute = 0;
-  uint64_t bytes = 0;
-  for (int l = 0; l < L; ++l) {
-    fwd[l] = model.layers[l].forward_flops * FLAGS_batch / (FLAGS_device_gflops * 1e9);
-    bwd[l] = 2 * fwd[l];
-    compute += fwd[l] + bwd[l];
-  }
-  bytes = model.parameters() * sizeof(float);
+  for (size_t l = 0; l < fwd.size(); ++l) compute += fwd[l] + bwd[l];
+  const uint64_t bytes = model.parameters() * sizeof(float);
   const int W = FLAGS_workers;
-  const int total = FLAGS_warmup + FLAGS_iterations;
-  std::vector<std::vector<double>> times(W);
+  std::vector<WorkerTimes> times(W);
   std::vector<Status> status(W);
   std::vector<std::thread> threads;
-  wd->Phase(phase + ": INIT and " + std::to_string(total) + " iterations");
-  for (int r = 0; r < W; ++r) {
-    threads.emplace_back([&, r] {
-      Client& c = job->worker(r);
-      std::vector<std::vector<std::vector<float>>> w(L), g(L);
-      std::vector<const float*> init;
-      for (int l = 0; l < L; ++l) {
-        for (size_t p = 0; p < model.layers[l].params.size(); ++p) {
-          const auto& shape = model.layers[l].params[p];
-          uint64_t n = 1;
-          for (int64_t d : shape) n *= d;
-          w[l].emplace_back(n, 0.01f);
-          g[l].emplace_back(n, 1e-4f);
-        }
-      }
-      for (int l = 0; l < L; ++l) {
-        for (size_t p = 0; p < model.layers[l].params.size(); ++p) {
-          TensorSpec spec{model.layers[l].name + "/" + std::to_string(p), model.layers[l].params[p]};
-          spec.layer = l;
-          spec.data = w[l][p].data();
-          spec.diff = g[l][p].data();
-          init.push_back(w[l][p].data());
-          auto id = c.RegisterTensor(spec);
-          if (!id.ok()) {
-            status[r] = id.status();
-            return;
-          }
-        }
-      }
-      pb::SgdConfig sgd;
-      sgd.set_base_lr(1e-6f);
-      sgd.set_lr_policy("fixed");
-      sgd.set_momentum(0.9f);
-      Status st = c.Init(sgd, init);
-      auto sleep = [](double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); };
-      for (int64_t it = 0; st.ok() && it < total; ++it) {
-        const auto t0 = Clock::now();
-        for (int l = 0; st.ok() && l < L; ++l) {
-          st = c.WaitWeights(l, it);
-          const int64_t b = MonotonicMicros();
-          sleep(fwd[l]);  // Emulated compute, not synchronisation.
-          c.TraceSpan("forward " + model.layers[l].name, it, b, MonotonicMicros());
-        }
-        for (int l = L - 1; st.ok() && l >= 0; --l) {
-          const int64_t b = MonotonicMicros();
-          sleep(bwd[l]);
-          c.TraceSpan("backward " + model.layers[l].name, it, b, MonotonicMicros());
-          st = c.GradientsReady(l, it);
-        }
-        // The iteration ends when the next one can start its first layer.
-        if (st.ok()) st = c.WaitWeights(0, it + 1);
-        if (it >= FLAGS_warmup) times[r].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-      }
-      for (int l = 1; st.ok() && l < L; ++l) st = c.WaitWeights(l, total);
-      status[r] = st;
-    });
-  }
+  wd->Phase(phase + ": INIT and " + std::to_string(FLAGS_warmup + FLAGS_iterations) + " iterations");
+  for (int r = 0; r < W; ++r)
+    threads.emplace_back([&, r] { status[r] = RunEmulatedWorker(job->worker(r), model, run, &times[r]); });
   for (auto& t : threads) t.join();
   for (auto& s : status) RETURN_IF_ERROR(s);
   wd->Phase(phase + ": job finish");
   RETURN_IF_ERROR(job->Finish());
   std::vector<double> all;
-  for (auto& v : times) all.insert(all.end(), v.begin(), v.end());
+  for (auto& v : times) all.insert(all.end(), v.iteration_s.begin(), v.iteration_s.end());
   std::sort(all.begin(), all.end());
   Outcome out;
   out.iteration_s = all.empty() ? 0 : all[all.size() / 2];

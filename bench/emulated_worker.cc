@@ -1,0 +1,93 @@
+#include "bench/emulated_worker.h"
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "worker/client/timeline.h"
+
+namespace nereus {
+namespace bench {
+
+void LayerTimes(const ModelSpec& model, const EmulatedRun& run, std::vector<double>* forward,
+                std::vector<double>* backward) {
+  forward->clear();
+  backward->clear();
+  for (const ModelLayer& l : model.layers) {
+    forward->push_back(l.forward_flops * run.batch / (run.device_gflops * 1e9));
+    backward->push_back(2 * forward->back());
+  }
+}
+
+Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& run, WorkerTimes* times) {
+  using Clock = std::chrono::steady_clock;
+  const int L = static_cast<int>(model.layers.size());
+  std::vector<double> fwd, bwd;
+  LayerTimes(model, run, &fwd, &bwd);
+  std::vector<std::vector<std::vector<float>>> w(L), g(L);
+  std::vector<const float*> init;
+  for (int l = 0; l < L; ++l) {
+    for (size_t p = 0; p < model.layers[l].params.size(); ++p) {
+      uint64_t n = 1;
+      for (int64_t d : model.layers[l].params[p]) n *= d;
+      w[l].emplace_back(n, 0.01f);
+      g[l].emplace_back(n, 1e-4f);
+    }
+  }
+  for (int l = 0; l < L; ++l) {
+    for (size_t p = 0; p < model.layers[l].params.size(); ++p) {
+      TensorSpec spec{model.layers[l].name + "/" + std::to_string(p), model.layers[l].params[p]};
+      spec.layer = l;
+      spec.data = w[l][p].data();
+      spec.diff = g[l][p].data();
+      init.push_back(w[l][p].data());
+      RETURN_IF_ERROR(c.RegisterTensor(spec).status());
+    }
+  }
+  pb::SgdConfig sgd;
+  sgd.set_base_lr(1e-6f);
+  sgd.set_lr_policy("fixed");
+  sgd.set_momentum(0.9f);
+  RETURN_IF_ERROR(c.Init(sgd, init));
+  const int total = run.warmup + run.iterations;
+  auto seconds = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+  for (int64_t it = 0; it < total; ++it) {
+    const auto t0 = Clock::now();
+    double slept = 0, waited = 0;
+    for (int l = 0; l < L; ++l) {
+      const auto a = Clock::now();
+      RETURN_IF_ERROR(c.WaitWeights(l, it));
+      const auto b = Clock::now();
+      const int64_t begin = MonotonicMicros();
+      std::this_thread::sleep_for(std::chrono::duration<double>(fwd[l]));  // Emulated compute, not synchronisation.
+      c.TraceSpan("forward " + model.layers[l].name, it, begin, MonotonicMicros());
+      waited += seconds(a, b);
+      slept += seconds(b, Clock::now());
+    }
+    for (int l = L - 1; l >= 0; --l) {
+      const auto a = Clock::now();
+      const int64_t begin = MonotonicMicros();
+      std::this_thread::sleep_for(std::chrono::duration<double>(bwd[l]));
+      c.TraceSpan("backward " + model.layers[l].name, it, begin, MonotonicMicros());
+      const auto b = Clock::now();
+      RETURN_IF_ERROR(c.GradientsReady(l, it));
+      slept += seconds(a, b);
+      waited += seconds(b, Clock::now());
+    }
+    // The iteration ends when the next one can start its first layer.
+    const auto a = Clock::now();
+    RETURN_IF_ERROR(c.WaitWeights(0, it + 1));
+    const auto end = Clock::now();
+    waited += seconds(a, end);
+    if (it >= run.warmup) {
+      times->iteration_s.push_back(seconds(t0, end));
+      times->compute_s.push_back(slept);
+      times->wait_s.push_back(waited);
+    }
+  }
+  for (int l = 1; l < L; ++l) RETURN_IF_ERROR(c.WaitWeights(l, total));
+  return Status::OK();
+}
+
+}  // namespace bench
+}  // namespace nereus
