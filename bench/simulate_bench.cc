@@ -1,0 +1,127 @@
+// nereus_bench simulate: predicts the iteration time and the scaling of a
+// model's job on H hosts (one worker and one server each) with the
+// event-driven simulator (bench/simulator.h), one CSV line a configuration.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include "bench/bench.h"
+#include "bench/emulated_worker.h"
+#include "bench/models.h"
+#include "bench/simulator.h"
+#include "worker/client/client_flags.h"
+
+DEFINE_string(host_list, "", "simulate: hosts to predict, comma separated (default: --hosts).");
+DEFINE_string(link_list, "", "simulate: link rates in Mbit/s, comma separated (default: --link_mbit).");
+DEFINE_double(alpha_us, 0, "simulate: fixed cost of every message (the client's measured alpha), microseconds.");
+DEFINE_double(beta_ns, 0,
+              "simulate: seconds a byte takes on a link, in ns (the client's measured beta); 0: from the link rate, "
+              "counting TCP/IP and Ethernet headers at MTU 1500.");
+DEFINE_double(apply_ns_per_byte, 0.25,
+              "simulate: a server's apply, per byte of a partition and per worker gradient averaged, in ns.");
+DEFINE_double(compute_scale, 1,
+              "simulate: multiply every layer's compute time by this (e.g. the emulated workers' measured compute / "
+              "the nominal one, where sleeps overshoot on a loaded machine).");
+DEFINE_int32(sim_iterations, 5, "simulate: iterations simulated (the first one is not counted).");
+
+DECLARE_string(model);
+DECLARE_double(link_mbit);
+DECLARE_double(device_gflops);
+DECLARE_int32(batch);
+DECLARE_uint64(partition_bytes);
+DECLARE_int32(hosts);
+DECLARE_double(latency_us);
+DECLARE_double(model_scale);
+
+namespace nereus {
+namespace bench {
+
+int RunSimulate() {
+  auto model = ModelByName(FLAGS_model);
+  if (!model.ok()) {
+    LOG(ERROR) << model.status().message();
+    return 2;
+  }
+  auto schedule = ParseSchedule(FLAGS_schedule);
+  if (!schedule.ok()) {
+    LOG(ERROR) << schedule.status().message();
+    return 2;
+  }
+  const ModelSpec shrunk = Shrink(*model, FLAGS_model_scale);
+  EmulatedRun run;
+  run.device_gflops = FLAGS_device_gflops;
+  run.batch = FLAGS_batch;
+  std::vector<double> fwd, bwd;
+  LayerTimes(shrunk, run, &fwd, &bwd);
+  std::vector<SimLayer> layers(fwd.size());
+  for (size_t l = 0; l < layers.size(); ++l) {
+    layers[l].forward_s = fwd[l] * FLAGS_compute_scale;
+    layers[l].backward_s = bwd[l] * FLAGS_compute_scale;
+    for (const auto& shape : shrunk.layers[l].params) {
+      uint64_t n = 1;
+      for (int64_t d : shape) n *= d;
+      layers[l].tensor_elements.push_back(n);
+    }
+  }
+  std::vector<int> hosts;
+  for (const std::string& h : SplitCsv(FLAGS_host_list)) hosts.push_back(std::stoi(h));
+  if (hosts.empty()) hosts.push_back(FLAGS_hosts);
+  std::vector<double> links;
+  for (const std::string& r : SplitCsv(FLAGS_link_list)) links.push_back(std::stod(r));
+  if (links.empty()) links.push_back(FLAGS_link_mbit);
+  const double scale = std::max(1.0, FLAGS_model_scale);
+  if (!(FLAGS_compute_scale > 0)) {
+    LOG(ERROR) << "--compute_scale must be > 0";
+    return 2;
+  }
+  std::printf("model,schedule,hosts,link_mbit,model_scale,iteration_s,compute_s,wait_s,samples_per_s,efficiency\n");
+  std::vector<Record> records;
+  for (double mbit : links) {
+    SimOptions o;
+    o.schedule = *schedule;
+    if (mbit <= 0 && FLAGS_beta_ns <= 0) {
+      LOG(ERROR) << "simulate needs --link_mbit (or --link_list) > 0 or --beta_ns";
+      return 2;
+    }
+    o.link_bytes_per_s = FLAGS_beta_ns > 0 ? 1e9 / FLAGS_beta_ns : PayloadBytesPerSecond(mbit);
+    o.latency_s = FLAGS_latency_us * 1e-6;
+    o.alpha_s = FLAGS_alpha_us * 1e-6;
+    o.apply_s_per_byte = FLAGS_apply_ns_per_byte * 1e-9;
+    o.partition_bytes = std::max<uint64_t>(4, static_cast<uint64_t>(FLAGS_partition_bytes / scale));
+    o.credit_bytes = std::max<uint64_t>(4, static_cast<uint64_t>(FLAGS_credit_bytes / scale));
+    o.iterations = FLAGS_sim_iterations;
+    o.hosts = 1;
+    auto one = Simulate(layers, o);
+    if (!one.ok()) {
+      LOG(ERROR) << one.status().message();
+      return 2;
+    }
+    for (int h : hosts) {
+      o.hosts = h;
+      auto r = Simulate(layers, o);
+      if (!r.ok()) {
+        LOG(ERROR) << r.status().message();
+        return 2;
+      }
+      const double samples = h * FLAGS_batch / r->iteration_s;
+      const double efficiency = one->iteration_s / r->iteration_s;
+      std::printf("%s,%s,%d,%g,%g,%.6f,%.6f,%.6f,%.3f,%.4f\n", FLAGS_model.c_str(), ScheduleName(*schedule), h, mbit,
+                  scale, r->iteration_s, r->compute_s, r->wait_s, samples, efficiency);
+      std::fflush(stdout);
+      Record rec;
+      rec.Set("model", FLAGS_model).Set("schedule", ScheduleName(*schedule)).Set("hosts", h);
+      rec.Set("link_mbit", mbit).Set("model_scale", scale).Set("iteration_s", r->iteration_s);
+      rec.Set("compute_s", r->compute_s).Set("wait_s", r->wait_s).Set("samples_per_s", samples);
+      rec.Set("efficiency", efficiency);
+      records.push_back(rec);
+    }
+  }
+  return WriteJson(records) ? 0 : 1;
+}
+
+}  // namespace bench
+}  // namespace nereus
