@@ -77,6 +77,12 @@ struct BenchContext {
 
 int RunTransport(BenchContext& ctx);
 int RunPipeline(BenchContext& ctx);
+// The emulated multi-host cluster (cluster_bench.cc) and, internal, its
+// worker process (not listed: started by cluster only).
+int RunCluster(BenchContext& ctx);
+int RunClusterWorker();
+// The event-driven simulator (simulate_bench.cc).
+int RunSimulate(BenchContext& ctx);
 
 }  // namespace bench
 }  // namespace nereus

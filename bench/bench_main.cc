@@ -95,6 +95,8 @@ struct Subcommand {
 constexpr Subcommand kSubcommands[] = {
     {"transport", RunTransport},
     {"pipeline", RunPipeline},
+    {"cluster", RunCluster},
+    {"simulate", RunSimulate},
 };
 
 }  // namespace
@@ -114,7 +116,14 @@ int main(int argc, char** argv) {
       "                        [--link_mbit=R] [--device_gflops=G] [--json=FILE]\n"
       "      workers emulate the model's per-layer compute (FLOPs / --device_gflops, slept) and push and\n"
       "      pull through real servers. lower bound = max(compute, W * 2 * model bytes * 8 / link rate):\n"
-      "      with --link_mbit every worker's gradients and weights cross the one shaped link.");
+      "      with --link_mbit every worker's gradients and weights cross the one shaped link.\n"
+      "  nereus_bench cluster --hosts=N --link_mbit=R [--latency_us=L] --model=M --schedule=S [--model_scale=F]\n"
+      "      an emulated cluster: N network namespaces on one bridge, each link shaped to R Mbit/s both ways,\n"
+      "      one nereus_server and one emulated worker process per host (root only; exit status 77 where\n"
+      "      namespaces cannot be made). Everything made is removed at the end, also on SIGINT/SIGTERM.\n"
+      "  nereus_bench simulate --model=M --schedule=S --host_list=... --link_list=... [--alpha_us=A]\n"
+      "      [--beta_ns=B] [--apply_ns_per_byte=C] [--model_scale=F]\n"
+      "      event-driven prediction of the iteration time of the same job, one CSV line a configuration.");
   // The pipeline bench re-runs itself inside a namespace with the same flags:
   // keep them before gflags removes them from argv.
   std::vector<std::string> original(argv, argv + argc);
@@ -132,6 +141,7 @@ int main(int argc, char** argv) {
     for (const auto& sub : nereus::bench::kSubcommands) std::printf("%s\n", sub.name);
     return 0;
   }
+  if (what == "cluster_worker") return nereus::bench::RunClusterWorker();  // Started by cluster.
   for (const auto& sub : nereus::bench::kSubcommands) {
     if (what != sub.name) continue;
     nereus::bench::Watchdog watchdog(FLAGS_phase_timeout_s);

@@ -40,7 +40,8 @@ DECLARE_double(model_scale);
 namespace nereus {
 namespace bench {
 
-int RunSimulate() {
+int RunSimulate(BenchContext& ctx) {
+  (void)ctx;
   auto model = ModelByName(FLAGS_model);
   if (!model.ok()) {
     LOG(ERROR) << model.status().message();

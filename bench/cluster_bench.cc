@@ -1,0 +1,424 @@
+// nereus_bench cluster: an emulated multi-host cluster on one machine. Every
+// host is a network namespace with its own shaped veth into one bridge
+// (bench/netns.h); on each runs one nereus_server shard and one worker (this
+// binary as `cluster_worker`, emulating the model's per-layer compute as the
+// pipeline bench does), real processes; host 0 also runs the coordinator.
+// Everything made (processes, namespaces, veths, bridge) is removed at the
+// end, also on SIGINT, SIGTERM or SIGHUP.
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include "bench/bench.h"
+#include "bench/emulated_worker.h"
+#include "bench/models.h"
+#include "bench/netns.h"
+#include "common/node_flags.h"
+#include "worker/client/client_flags.h"
+
+DEFINE_int32(hosts, 2, "cluster: emulated hosts (network namespaces), each running one server and one worker.");
+DEFINE_double(latency_us, 0, "cluster: one-way latency added between two hosts (tc netem), microseconds.");
+DEFINE_double(model_scale, 1,
+              "cluster, simulate: shrink the model by this factor in bytes and FLOPs alike (every tensor to "
+              "1/factor of its elements, every layer's FLOPs / factor), so that a big model fits a small machine; "
+              "--partition_bytes and --credit_bytes are divided by it too.");
+DEFINE_int32(timeout_s, 900, "cluster: stop everything and fail if the job has not finished after this long.");
+DEFINE_string(cluster_logs, "", "cluster: keep each process's log here (default: a temporary directory, removed on success).");
+DEFINE_string(cluster_result, "", "cluster_worker: internal; where this worker writes its timings.");
+
+DECLARE_string(model);
+DECLARE_double(link_mbit);
+DECLARE_double(device_gflops);
+DECLARE_int32(batch);
+DECLARE_int32(iterations);
+DECLARE_int32(warmup);
+DECLARE_uint64(partition_bytes);
+
+namespace nereus {
+namespace bench {
+namespace {
+
+constexpr int kNoNamespaces = 77;  // Exit status: this machine cannot make the namespaces (as ctest's SKIP).
+constexpr int kCoordinatorPort = 7000;
+
+std::string Self() {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  CHECK_GT(n, 0) << "cannot read /proc/self/exe";
+  self[n] = '\0';
+  return self;
+}
+
+std::string Dir(const std::string& path) { return path.substr(0, path.rfind('/')); }
+
+uint64_t Scaled(uint64_t bytes) {
+  return std::max<uint64_t>(4, static_cast<uint64_t>(bytes / std::max(1.0, FLAGS_model_scale)));
+}
+
+struct Child {
+  std::string what;  // "coordinator", "server 3", "worker 3".
+  std::string log;
+  pid_t pid = -1;
+  bool running = false;
+  int status = 0;
+};
+
+// Starts argv with stdout and stderr to `log`, every signal unblocked.
+StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& log) {
+  const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return UnavailableError("cannot write " + log + ": " + std::strerror(errno));
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fd);
+    return UnavailableError(std::string("fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
+    _exit(127);
+  }
+  close(fd);
+  return pid;
+}
+
+std::string Tail(const std::string& path, size_t bytes = 1500) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string s = ss.str();
+  return s.size() > bytes ? "..." + s.substr(s.size() - bytes) : s;
+}
+
+// The job's processes; owns them until each has been reaped.
+class Supervisor {
+ public:
+  explicit Supervisor(const sigset_t& signals) : signals_(signals) {}
+  ~Supervisor() { StopAll(); }
+
+  Status Start(const std::string& what, const std::vector<std::string>& argv, const std::string& log) {
+    Child c;
+    c.what = what;
+    c.log = log;
+    ASSIGN_OR_RETURN(c.pid, Spawn(argv, log));
+    c.running = true;
+    children_.push_back(c);
+    return Status::OK();
+  }
+
+  // Waits until every child has exited; returns the signal that interrupted
+  // (0 if none). Fails at the first child that exits non-zero, or at the
+  // deadline, after stopping the others.
+  Status Wait(time_t deadline, int* interrupted) {
+    *interrupted = 0;
+    while (Running() > 0) {
+      const time_t left = deadline - time(nullptr);
+      if (left <= 0) {
+        StopAll();
+        return DeadlineExceededError("the job did not finish within --timeout_s=" + std::to_string(FLAGS_timeout_s));
+      }
+      timespec ts{left, 0};
+      siginfo_t info;
+      const int sig = sigtimedwait(&signals_, &info, &ts);
+      if (sig < 0) continue;  // EAGAIN (deadline checked above) or EINTR.
+      if (sig != SIGCHLD) {
+        *interrupted = sig;
+        LOG(WARNING) << "cluster: " << strsignal(sig) << ", stopping every process and removing the namespaces";
+        StopAll();
+        return AbortedError(std::string("interrupted by ") + strsignal(sig));
+      }
+      Status st = Reap();
+      if (!st.ok()) {
+        StopAll();
+        return st;
+      }
+    }
+    return Status::OK();
+  }
+
+  // SIGTERM to every live child, SIGKILL after 5 s, all reaped.
+  void StopAll() {
+    if (Running() == 0) return;
+    for (Child& c : children_)
+      if (c.running) kill(c.pid, SIGTERM);
+    const time_t deadline = time(nullptr) + 5;
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    while (Running() > 0 && time(nullptr) < deadline) {
+      timespec ts{1, 0};
+      siginfo_t info;
+      sigtimedwait(&chld, &info, &ts);
+      Status ignored = Reap();
+      (void)ignored;
+    }
+    for (Child& c : children_) {
+      if (!c.running) continue;
+      kill(c.pid, SIGKILL);
+      waitpid(c.pid, &c.status, 0);
+      c.running = false;
+    }
+  }
+
+  const std::vector<Child>& children() const { return children_; }
+
+ private:
+  int Running() const {
+    int n = 0;
+    for (const Child& c : children_) n += c.running;
+    return n;
+  }
+
+  // Reaps every child that has exited; the first failure is returned.
+  Status Reap() {
+    Status first;
+    for (Child& c : children_) {
+      if (!c.running) continue;
+      const pid_t r = waitpid(c.pid, &c.status, WNOHANG);
+      if (r != c.pid) continue;
+      c.running = false;
+      const bool ok = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0;
+      if (!ok && first.ok()) {
+        const std::string how = WIFEXITED(c.status) ? "exited with status " + std::to_string(WEXITSTATUS(c.status))
+                                                    : std::string("was killed by ") + strsignal(WTERMSIG(c.status));
+        first = AbortedError(c.what + " " + how + "; the end of its log (" + c.log + "):\n" + Tail(c.log));
+      }
+    }
+    return first;
+  }
+
+  const sigset_t signals_;
+  std::vector<Child> children_;
+};
+
+struct Timings {
+  std::vector<double> iteration_s, compute_s, wait_s;
+};
+
+// Reads the lines "RESULT <iteration_s> <compute_s> <wait_s>" a worker wrote.
+Status ReadResults(const std::string& path, Timings* t) {
+  std::ifstream in(path);
+  if (!in) return NotFoundError("worker wrote no results to " + path);
+  std::string word;
+  double i, c, w;
+  while (in >> word >> i >> c >> w) {
+    if (word != "RESULT") return DataLossError("bad line in " + path);
+    t->iteration_s.push_back(i);
+    t->compute_s.push_back(c);
+    t->wait_s.push_back(w);
+  }
+  return Status::OK();
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double Mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / v.size();
+}
+
+}  // namespace
+
+int RunClusterWorker() {
+  auto model = ModelByName(FLAGS_model);
+  if (!model.ok()) {
+    LOG(ERROR) << model.status().message();
+    return 2;
+  }
+  const ModelSpec shrunk = Shrink(*model, FLAGS_model_scale);
+  auto options = ClientOptionsFromFlags();
+  if (!options.ok()) {
+    LOG(ERROR) << options.status().message();
+    return 2;
+  }
+  options->merge_profile_iterations = std::max(1, FLAGS_warmup - 2);
+  auto client = Client::Connect(*options);
+  if (!client.ok()) {
+    LOG(ERROR) << "cluster worker: " << client.status();
+    return 1;
+  }
+  EmulatedRun run;
+  run.device_gflops = FLAGS_device_gflops;
+  run.batch = FLAGS_batch;
+  run.warmup = FLAGS_warmup;
+  run.iterations = FLAGS_iterations;
+  WorkerTimes times;
+  Status st = RunEmulatedWorker(**client, shrunk, run, &times);
+  Status fin = (*client)->Finish();
+  if (st.ok()) st = fin;
+  if (!st.ok()) {
+    LOG(ERROR) << "cluster worker: " << st;
+    return 1;
+  }
+  std::ofstream out(FLAGS_cluster_result);
+  for (size_t i = 0; i < times.iteration_s.size(); ++i)
+    out << "RESULT " << times.iteration_s[i] << " " << times.compute_s[i] << " " << times.wait_s[i] << "\n";
+  return out ? 0 : 1;
+}
+
+int RunCluster(BenchContext& ctx) {
+  (void)ctx;
+  if (geteuid() != 0) {
+    LOG(ERROR) << "nereus_bench cluster must run as root: it creates network namespaces, veth pairs, a bridge and tc "
+                  "qdiscs, which need CAP_NET_ADMIN (try sudo)";
+    return kNoNamespaces;
+  }
+  auto model = ModelByName(FLAGS_model);
+  if (!model.ok()) {
+    LOG(ERROR) << model.status().message();
+    return 2;
+  }
+  auto schedule = ParseSchedule(FLAGS_schedule);
+  if (!schedule.ok()) {
+    LOG(ERROR) << schedule.status().message();
+    return 2;
+  }
+  if (FLAGS_hosts < 1 || FLAGS_hosts > 250) {
+    LOG(ERROR) << "--hosts must be 1..250, got " << FLAGS_hosts;
+    return 2;
+  }
+  if (FLAGS_link_mbit < 0 || FLAGS_latency_us < 0 || FLAGS_model_scale < 1 || FLAGS_device_gflops <= 0) {
+    LOG(ERROR) << "need --link_mbit >= 0, --latency_us >= 0, --model_scale >= 1 and --device_gflops > 0";
+    return 2;
+  }
+  // From here every signal that would end us is taken in order, by
+  // sigtimedwait, so the cleanup below always runs.
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&signals, s);
+  sigprocmask(SIG_BLOCK, &signals, nullptr);
+  RemoveStaleNamespaces("nrc");
+  const std::string prefix = "nrc" + std::to_string(getpid()) + "_";
+  const int H = FLAGS_hosts;
+  auto net = EmulatedNetwork::Create(prefix, H, FLAGS_link_mbit, FLAGS_latency_us);
+  if (!net.ok()) {
+    LOG(ERROR) << "cluster: cannot make the emulated network: " << net.status().message();
+    return net.status().code() == StatusCode::kInvalidArgument ? 2 : kNoNamespaces;
+  }
+  std::string logs = FLAGS_cluster_logs;
+  bool own_logs = false;
+  if (!logs.empty() && mkdir(logs.c_str(), 0755) != 0 && errno != EEXIST) {
+    PLOG(ERROR) << "cannot make --cluster_logs=" << logs;
+    return 1;
+  }
+  if (logs.empty()) {
+    char tmpl[] = "/tmp/nereus_cluster_XXXXXX";
+    if (!mkdtemp(tmpl)) {
+      PLOG(ERROR) << "mkdtemp";
+      return 1;
+    }
+    logs = tmpl;
+    own_logs = true;
+  }
+  const std::string bin = Dir(Self()), self = Self();
+  const std::string coordinator = EmulatedNetwork::Address(0) + ":" + std::to_string(kCoordinatorPort);
+  const int streams = *schedule == Schedule::kFull ? FLAGS_streams : 1;
+  const std::string common_flags = "--coordinator=" + coordinator;
+  std::vector<std::string> worker_results;
+  int interrupted = 0;
+  Status st;
+  {
+    Supervisor jobs(signals);
+    st = jobs.Start("coordinator",
+                    (*net)->Wrap(0, {bin + "/nereus_server", "--role=coordinator", common_flags,
+                                     "--num_servers=" + std::to_string(H), "--num_workers=" + std::to_string(H),
+                                     "--partition_bytes=" + std::to_string(Scaled(FLAGS_partition_bytes)),
+                                     "--heartbeat_timeout_ms=60000"}),
+                    logs + "/coordinator.log");
+    for (int h = 0; st.ok() && h < H; ++h) {
+      const std::string host = "--bind_host=" + EmulatedNetwork::Address(h), rank = "--rank=" + std::to_string(h);
+      st = jobs.Start("server " + std::to_string(h),
+                      (*net)->Wrap(h, {bin + "/nereus_server", "--role=server", common_flags, host, rank,
+                                       "--streams=" + std::to_string(streams)}),
+                      logs + "/server" + std::to_string(h) + ".log");
+      if (!st.ok()) break;
+      worker_results.push_back(logs + "/worker" + std::to_string(h) + ".result");
+      std::vector<std::string> argv = {self,
+                                       "cluster_worker",
+                                       common_flags,
+                                       host,
+                                       rank,
+                                       "--streams=" + std::to_string(streams),
+                                       "--model=" + FLAGS_model,
+                                       "--model_scale=" + std::to_string(FLAGS_model_scale),
+                                       "--device_gflops=" + std::to_string(FLAGS_device_gflops),
+                                       "--batch=" + std::to_string(FLAGS_batch),
+                                       "--warmup=" + std::to_string(FLAGS_warmup),
+                                       "--iterations=" + std::to_string(FLAGS_iterations),
+                                       "--schedule=" + FLAGS_schedule,
+                                       "--credit_bytes=" + std::to_string(Scaled(FLAGS_credit_bytes)),
+                                       "--merge=" + FLAGS_merge,
+                                       "--cluster_result=" + worker_results.back()};
+      if (!FLAGS_timeline.empty()) argv.push_back("--timeline=" + FLAGS_timeline);
+      st = jobs.Start("worker " + std::to_string(h), (*net)->Wrap(h, argv), logs + "/worker" + std::to_string(h) + ".log");
+    }
+    if (st.ok()) st = jobs.Wait(time(nullptr) + FLAGS_timeout_s, &interrupted);
+    // ~Supervisor stops and reaps whatever still runs before the network goes.
+  }
+  Timings t;
+  for (const std::string& r : worker_results)
+    if (st.ok()) st = ReadResults(r, &t);
+  net->reset();  // Namespaces, veths and bridge.
+  if (!st.ok()) {
+    LOG(ERROR) << "cluster: " << st.message() << " (logs in " << logs << ")";
+    return interrupted ? 128 + interrupted : 1;
+  }
+  if (own_logs) RunCommand({"rm", "-rf", logs}, nullptr);
+  const ModelSpec shrunk = Shrink(*model, FLAGS_model_scale);
+  EmulatedRun run;
+  run.device_gflops = FLAGS_device_gflops;
+  run.batch = FLAGS_batch;
+  std::vector<double> fwd, bwd;
+  LayerTimes(shrunk, run, &fwd, &bwd);
+  double compute = 0;
+  for (size_t l = 0; l < fwd.size(); ++l) compute += fwd[l] + bwd[l];
+  const double iteration = Median(t.iteration_s);
+  const double samples = H * FLAGS_batch / iteration;
+  // Medians over every worker's timed iterations (sleeps overshoot on a
+  // loaded machine: the measured compute is what the workers really did).
+  const double measured = Median(t.compute_s), wait = Median(t.wait_s);
+  std::printf("%-12s hosts %d schedule %-10s link %g Mbit/s scale %g: iteration %.4f s (compute %.4f s, measured "
+              "compute %.4f s, waiting %.4f s), %.2f samples/s\n",
+              FLAGS_model.c_str(), H, FLAGS_schedule.c_str(), FLAGS_link_mbit, FLAGS_model_scale, iteration, compute,
+              measured, wait, samples);
+  Record r;
+  r.Set("model", FLAGS_model).Set("hosts", H).Set("schedule", FLAGS_schedule).Set("link_mbit", FLAGS_link_mbit);
+  r.Set("latency_us", FLAGS_latency_us).Set("model_scale", FLAGS_model_scale);
+  r.Set("device_gflops", FLAGS_device_gflops).Set("batch", FLAGS_batch).Set("iterations", FLAGS_iterations);
+  r.Set("iteration_s", iteration).Set("mean_iteration_s", Mean(t.iteration_s)).Set("compute_s", compute);
+  r.Set("measured_compute_s", measured).Set("wait_s", wait).Set("samples_per_s", samples);
+  return WriteJson({r}) ? 0 : 1;
+}
+
+}  // namespace bench
+}  // namespace nereus
