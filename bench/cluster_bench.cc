@@ -417,6 +417,7 @@ int RunCluster(BenchContext& ctx) {
   r.Set("device_gflops", FLAGS_device_gflops).Set("batch", FLAGS_batch).Set("iterations", FLAGS_iterations);
   r.Set("iteration_s", iteration).Set("mean_iteration_s", Mean(t.iteration_s)).Set("compute_s", compute);
   r.Set("measured_compute_s", measured).Set("wait_s", wait).Set("samples_per_s", samples);
+  r.Set("layers", static_cast<int>(shrunk.layers.size()));
   return WriteJson({r}) ? 0 : 1;
 }
 

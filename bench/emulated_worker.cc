@@ -51,6 +51,18 @@ Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& r
   RETURN_IF_ERROR(c.Init(sgd, init));
   const int total = run.warmup + run.iterations;
   auto seconds = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+  // Each layer's compute ends at a deadline, not after a sleep of its own:
+  // on a loaded machine every sleep overshoots (by milliseconds), and over a
+  // model's hundreds of layers that would add up. The deadlines run on from
+  // layer to layer; they restart from now only after a wait that blocked
+  // (longer than kBlocked), as the device would have idled.
+  const auto kBlocked = std::chrono::milliseconds(1);
+  auto deadline = Clock::now();
+  auto compute = [&](double s, Clock::time_point ready, bool blocked) {
+    if (blocked || deadline < ready - std::chrono::milliseconds(50)) deadline = ready;
+    deadline += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+    std::this_thread::sleep_until(deadline);  // Emulated compute, not synchronisation.
+  };
   for (int64_t it = 0; it < total; ++it) {
     const auto t0 = Clock::now();
     double slept = 0, waited = 0;
@@ -59,7 +71,7 @@ Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& r
       RETURN_IF_ERROR(c.WaitWeights(l, it));
       const auto b = Clock::now();
       const int64_t begin = MonotonicMicros();
-      std::this_thread::sleep_for(std::chrono::duration<double>(fwd[l]));  // Emulated compute, not synchronisation.
+      compute(fwd[l], b, b - a > kBlocked);
       c.TraceSpan("forward " + model.layers[l].name, it, begin, MonotonicMicros());
       waited += seconds(a, b);
       slept += seconds(b, Clock::now());
@@ -67,7 +79,7 @@ Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& r
     for (int l = L - 1; l >= 0; --l) {
       const auto a = Clock::now();
       const int64_t begin = MonotonicMicros();
-      std::this_thread::sleep_for(std::chrono::duration<double>(bwd[l]));
+      compute(bwd[l], a, false);
       c.TraceSpan("backward " + model.layers[l].name, it, begin, MonotonicMicros());
       const auto b = Clock::now();
       RETURN_IF_ERROR(c.GradientsReady(l, it));
@@ -79,6 +91,7 @@ Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& r
     RETURN_IF_ERROR(c.WaitWeights(0, it + 1));
     const auto end = Clock::now();
     waited += seconds(a, end);
+    if (end - a > kBlocked) deadline = end;
     if (it >= run.warmup) {
       times->iteration_s.push_back(seconds(t0, end));
       times->compute_s.push_back(slept);

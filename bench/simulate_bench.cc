@@ -26,6 +26,9 @@ DEFINE_double(apply_ns_per_byte, 0.25,
 DEFINE_double(compute_scale, 1,
               "simulate: multiply every layer's compute time by this (e.g. the emulated workers' measured compute / "
               "the nominal one, where sleeps overshoot on a loaded machine).");
+DEFINE_double(layer_overhead_us, 0,
+              "simulate: added to every layer's forward and backward, in microseconds (what each of the emulated "
+              "workers' sleeps overshoots on a loaded machine: (measured - nominal compute) / (2 x layers)).");
 DEFINE_int32(sim_iterations, 5, "simulate: iterations simulated (the first one is not counted).");
 
 DECLARE_string(model);
@@ -60,8 +63,8 @@ int RunSimulate(BenchContext& ctx) {
   LayerTimes(shrunk, run, &fwd, &bwd);
   std::vector<SimLayer> layers(fwd.size());
   for (size_t l = 0; l < layers.size(); ++l) {
-    layers[l].forward_s = fwd[l] * FLAGS_compute_scale;
-    layers[l].backward_s = bwd[l] * FLAGS_compute_scale;
+    layers[l].forward_s = fwd[l] * FLAGS_compute_scale + FLAGS_layer_overhead_us * 1e-6;
+    layers[l].backward_s = bwd[l] * FLAGS_compute_scale + FLAGS_layer_overhead_us * 1e-6;
     for (const auto& shape : shrunk.layers[l].params) {
       uint64_t n = 1;
       for (int64_t d : shape) n *= d;
