@@ -34,7 +34,7 @@ SHRINK="${SHRINK:-128}"
 SLOW="${SLOW:-2}"
 BATCH="${BATCH:-32}"
 WARMUP="${WARMUP:-3}"
-ITERATIONS="${ITERATIONS:-5}"
+ITERATIONS="${ITERATIONS:-4}"
 # MG-WFBP merging under full (--merge). auto measures the link at start; on a
 # loaded 2-core machine it measures CPU wake-up latency (tens of ms) as the
 # link's alpha and merges every layer into one group (README).
@@ -207,6 +207,7 @@ MODELS_DONE=$(cat "$OUT/models.txt")
 N=$(echo $MODELS_DONE | wc -w)
 {
   echo "set terminal pngcairo size $((N * 420)),800 font 'sans,9'"
+  echo "set termoption noenhanced"
   echo "set output '$OUT/scaling.png'"
   echo "set datafile missing '?'"
   echo "set multiplot layout 2,$N title 'Emulated cluster (1 worker + 1 server a host, 3 TFLOP/s, 10G-eq), slowed ${FACTOR}x'"
@@ -223,6 +224,7 @@ N=$(echo $MODELS_DONE | wc -w)
   echo "unset multiplot"
   if [ -f "$OUT/predictions.csv" ]; then
     echo "set terminal pngcairo size $((N * 420)),420 font 'sans,9'"
+    echo "set termoption noenhanced"
     echo "set output '$OUT/predicted.png'"
     echo "set multiplot layout 1,$N title 'Simulator: scaling efficiency, real speed (3 TFLOP/s per worker)'"
     for m in $MODELS_DONE; do
