@@ -15,11 +15,12 @@ install(TARGETS nereus_worker_client nereus_common nereus_proto EXPORT NereusTar
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS nereus_server nereus_worker RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-# nereus/client.h includes common/status.h and proto/nereus.pb.h (generated);
+# nereus/client.h includes common/status.h, common/hybcomm.h and proto/nereus.pb.h (generated);
 # the paths below the include directory are the same as in the source tree.
 install(FILES ${PROJECT_SOURCE_DIR}/worker/client/include/nereus/client.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/nereus)
-install(FILES ${PROJECT_SOURCE_DIR}/common/status.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/common)
+install(FILES ${PROJECT_SOURCE_DIR}/common/status.h ${PROJECT_SOURCE_DIR}/common/hybcomm.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/common)
 install(DIRECTORY ${PROJECT_BINARY_DIR}/proto/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/proto
   FILES_MATCHING PATTERN "*.pb.h" PATTERN "CMakeFiles" EXCLUDE)
 

@@ -7,15 +7,19 @@
 //   LayerPipeline   GradientsReady / WaitWeights  (layer_pipeline.h)
 //   MergeProfiler   MG-WFBP timing and groups     (merge_profiler.h)
 //   ReplyRouter     replies -> handles            (reply_router.h)
+//   FactorExchange  sufficient factors among the workers (factor_exchange.h)
 // and the Node (common/node.h) for membership, barriers and the transport.
 #include "nereus/client.h"
 
 #include <algorithm>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "common/node.h"
+#include "common/hybcomm.h"
+#include "worker/client/factor_exchange.h"
 #include "worker/client/handle_state.h"
 #include "worker/client/layer_pipeline.h"
 #include "worker/client/merge_profiler.h"
@@ -71,20 +75,34 @@ class ClientImpl final : public Client {
       : options_(o),
         queues_(&node_, &requests_),
         builder_(o, &tensors_, &requests_),
-        pipeline_(o, &tensors_, &requests_, &builder_, &queues_),
+        factors_(
+            &requests_, [this](const Endpoint& to, Message m) { return node_.Send(to, std::move(m)); },
+            [this](const Endpoint& from, int* rank) {
+              pb::Role role;
+              return node_.Lookup(from, &role, rank) && role == pb::WORKER;
+            }),
+        pipeline_(o, &tensors_, &requests_, &builder_, &queues_, &factors_),
         router_(&node_, &requests_, &queues_),
-        node_(MakeNodeOptions(o)) {}
+        node_(MakeNodeOptions(o)) {
+    router_.set_factors(&factors_);
+  }
 
-  ~ClientImpl() override { requests_.FailAll(AbortedError("client destroyed")); }
+  ~ClientImpl() override {
+    requests_.FailAll(AbortedError("client destroyed"));
+    factors_.Abort(AbortedError("client destroyed"));
+  }
 
   Status Start() {
     RETURN_IF_ERROR(node_.Start(
         [this](const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) {
           router_.OnData(from, std::move(msg), partial);
         },
-        [this](const Status& why) { requests_.FailAll(why); }));
+        [this](const Status& why) {
+          requests_.FailAll(why);
+          factors_.Abort(why);
+        }));
     const bool prioritized = options_.schedule == Schedule::kPriority || options_.schedule == Schedule::kFull;
-    queues_.Start(node_.job().num_servers(), prioritized ? options_.credit_bytes : 0);
+    queues_.Start(node_.job().num_servers(), node_.job().num_workers(), prioritized ? options_.credit_bytes : 0);
     if (!options_.timeline.empty()) {
       timeline_path_ = options_.timeline;
       const size_t at = timeline_path_.find("{rank}");
@@ -104,7 +122,10 @@ class ClientImpl final : public Client {
 
   Status Init(const pb::SgdConfig& sgd, const std::vector<const float*>& initial) override {
     RETURN_IF_ERROR(pipeline_.Initialize(initial.size(), node_.job().chunk_bytes(), num_servers(), rank()));
-    RETURN_IF_ERROR(node_.Barrier("nereus.model", pb::WORKER, tensors_.Digest()));
+    ASSIGN_OR_RETURN(const uint64_t sfb_digest, ChooseSfb(sgd));
+    // Every worker must send the same tensors as factors and apply them with
+    // the same solver settings: the digest covers both.
+    RETURN_IF_ERROR(node_.Barrier("nereus.model", pb::WORKER, tensors_.Digest() ^ sfb_digest));
     if (rank() == 0) {
       std::vector<Handle> handles;
       for (int t = 0; t < tensors_.size(); ++t) handles.push_back(SendInit(t, sgd, initial[t]));
@@ -161,6 +182,11 @@ class ClientImpl final : public Client {
 
   ClientStats stats() const override { return queues_.stats(); }
 
+  std::vector<int> sfb_tensors() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sfb_tensors_;
+  }
+
   Status Barrier(const std::string& name) override { return node_.Barrier("user." + name, pb::WORKER); }
 
   Status Finish() override {
@@ -173,6 +199,56 @@ class ClientImpl final : public Client {
   }
 
  private:
+  // HybComm: which tensors registered with factors go as factors (worker 0
+  // logs the table), configures the FactorExchange and the LayerPipeline.
+  // Returns a digest of the choice (0 when nothing goes as factors).
+  StatusOr<uint64_t> ChooseSfb(const pb::SgdConfig& sgd) {
+    std::vector<int> eligible;
+    std::vector<FcLayerShape> shapes;
+    for (int t = 0; t < tensors_.size(); ++t) {
+      const TensorSpec& s = tensors_.spec(t);
+      if (s.factor_rows <= 0) continue;
+      eligible.push_back(t);
+      shapes.push_back({s.name, s.shape[0], s.shape[1], s.factor_rows});
+    }
+    if (eligible.empty()) return uint64_t{0};
+    if (!pipeline_.layered())
+      return InvalidArgumentError("tensor \"" + tensors_.spec(eligible[0]).name +
+                                  "\" has factors but not every tensor has data and diff buffers (the layer-wise API)");
+    ASSIGN_OR_RETURN(auto choices,
+                     DecideHybComm(options_.sfb, num_workers(), num_servers(), node_.job().consistency(), shapes));
+    if (rank() == 0) LOG(INFO) << "worker 0: " << FormatHybCommTable(options_.sfb, num_workers(), num_servers(), choices);
+    std::vector<int> chosen;
+    std::vector<FactorExchange::TensorInfo> infos;
+    uint64_t digest = 0;
+    for (size_t i = 0; i < choices.size(); ++i) {
+      if (!choices[i].sfb) continue;
+      const int t = eligible[i];
+      const TensorSpec& s = tensors_.spec(t);
+      chosen.push_back(t);
+      FactorExchange::TensorInfo info;
+      info.id = t;
+      info.name = s.name;
+      info.shape = {s.shape[0], s.shape[1]};
+      info.batch = s.factor_rows;
+      info.lr_mult = s.lr_mult;
+      info.decay_mult = s.decay_mult;
+      info.data = s.data;
+      info.left = s.factor_left;
+      info.right = s.factor_right;
+      infos.push_back(info);
+      digest = (digest ^ (static_cast<uint64_t>(t) + 0x5fb)) * 1099511628211ull;
+    }
+    // Each worker applies the SFB updates itself: with the same solver settings.
+    if (!chosen.empty())
+      for (unsigned char c : sgd.SerializeAsString()) digest = (digest ^ c) * 1099511628211ull;
+    factors_.Configure(sgd, num_workers(), rank(), num_servers(), std::move(infos));
+    pipeline_.SetSfbTensors(chosen);
+    std::lock_guard<std::mutex> lock(mu_);
+    sfb_tensors_ = chosen;
+    return digest;
+  }
+
   Handle SendInit(int tensor, const pb::SgdConfig& sgd, const float* values) {
     const int chunks = static_cast<int>(tensors_.chunks(tensor).size());
     StatePtr state = std::make_shared<Handle::State>(chunks + 1);
@@ -186,10 +262,13 @@ class ClientImpl final : public Client {
   const ClientOptions options_;
   std::unique_ptr<Timeline> timeline_;  // Set by Start, then read-only; internally synchronized.
   std::string timeline_path_;           // options_.timeline with {rank} filled in.
+  mutable std::mutex mu_;
+  std::vector<int> sfb_tensors_;        // GUARDED_BY(mu_): set by Init.
   TensorRegistry tensors_;
   RequestTable requests_;
   ServerQueues queues_;
   MessageBuilder builder_;
+  FactorExchange factors_;
   LayerPipeline pipeline_;
   ReplyRouter router_;
   // Last, so it is destroyed first: its threads call into the members above.

@@ -16,6 +16,12 @@ DEFINE_string(timeline, "",
               "Worker: write a Chrome trace (Perfetto, chrome://tracing) of compute, queueing, transfers and "
               "server-side apply here at the end; {rank} in the name is replaced by the worker's rank.");
 DEFINE_int32(timeline_every, 1, "Worker: keep every N-th iteration in --timeline, so files stay small.");
+DEFINE_string(sfb, "auto",
+              "Worker: sufficient-factor broadcasting of fully connected weights (BSP only). auto: per layer, "
+              "HybComm's cost rule (factors to every other worker when 2K(P1-1)(M+N) <= 2MN(P1+P2-2)/P2, K the "
+              "batch, P1 workers, P2 servers; worker 0 logs the table; SSP/async fall back to the servers); on: "
+              "every fully connected weight as factors (refused under SSP/async); off: everything through the "
+              "servers.");
 
 namespace nereus {
 
@@ -39,6 +45,7 @@ StatusOr<ClientOptions> ClientOptionsFromFlags() {
     return InvalidArgumentError("--timeline_every must be >= 1, got " + std::to_string(FLAGS_timeline_every));
   o.timeline = FLAGS_timeline;
   o.timeline_every = FLAGS_timeline_every;
+  ASSIGN_OR_RETURN(o.sfb, ParseSfbMode(FLAGS_sfb));
   return o;
 }
 

@@ -1,5 +1,5 @@
 // The worker's communication flags (--schedule, --credit_bytes, --merge,
-// --timeline, --timeline_every) and ClientOptionsFromFlags, for the binaries
+// --timeline, --timeline_every, --sfb) and ClientOptionsFromFlags, for the binaries
 // that make a Client (nereus_worker, nereus_bench). Linked only into
 // binaries, never into the libraries; the node flags they build on are in
 // common/node_flags.h.
@@ -17,6 +17,7 @@ DECLARE_uint64(credit_bytes);
 DECLARE_string(merge);
 DECLARE_string(timeline);
 DECLARE_int32(timeline_every);
+DECLARE_string(sfb);
 
 namespace nereus {
 

@@ -11,12 +11,13 @@
 namespace nereus {
 
 LayerPipeline::LayerPipeline(const ClientOptions& options, TensorRegistry* tensors, RequestTable* requests,
-                             MessageBuilder* builder, ServerQueues* queues)
+                             MessageBuilder* builder, ServerQueues* queues, FactorExchange* factors)
     : options_(options),
       tensors_(tensors),
       requests_(requests),
       builder_(builder),
       queues_(queues),
+      factors_(factors),
       merges_(options.schedule == Schedule::kFull && options.merge, options.merge_profile_iterations) {}
 
 Status LayerPipeline::Initialize(size_t num_initial, uint64_t chunk_bytes, int num_servers, int rank) {
@@ -67,6 +68,20 @@ void LayerPipeline::SetLink(const LinkModel& link) {
   merges_.set_link(link);
 }
 
+void LayerPipeline::SetSfbTensors(const std::vector<int>& which) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sfb_.assign(tensors_->size(), false);
+  for (int t : which) sfb_[t] = true;
+  // Merge planning weighs what goes to the servers.
+  for (size_t li = 0; li < layers_.size(); ++li) {
+    uint64_t bytes = 0;
+    for (int t : layers_[li].tensors)
+      if (!sfb_[t]) bytes += tensors_->elements(t) * sizeof(float);
+    layers_[li].bytes = bytes;
+    layer_bytes_[li] = bytes;
+  }
+}
+
 Status LayerPipeline::CheckLayered(const char* op) const {
   if (!initialized_) return FailedPreconditionError(std::string(op) + " before Init");
   if (!layered_)
@@ -74,9 +89,10 @@ Status LayerPipeline::CheckLayered(const char* op) const {
   return requests_->aborted();
 }
 
-int LayerPipeline::Chunks(int li) const {
+int LayerPipeline::Chunks(int li, bool with_sfb) const {
   int chunks = 0;
-  for (int t : layers_[li].tensors) chunks += static_cast<int>(tensors_->chunks(t).size());
+  for (int t : layers_[li].tensors)
+    if (with_sfb || !Sfb(t)) chunks += static_cast<int>(tensors_->chunks(t).size());
   return chunks;
 }
 
@@ -130,6 +146,7 @@ Status LayerPipeline::GradientsReady(int layer, int64_t clock) {
 
 Status LayerPipeline::WaitWeights(int layer, int64_t clock) {
   Handle pull, push;
+  std::vector<int> sfb;
   std::vector<QueuedMessage> work;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -156,10 +173,14 @@ Status LayerPipeline::WaitWeights(int layer, int64_t clock) {
     }
     pull = L.pull;
     push = L.push;
+    for (int t : L.tensors)
+      if (Sfb(t)) sfb.push_back(t);
   }
   queues_->Submit(std::move(work));
   Status st = pull.Wait();
   if (st.ok()) st = push.Wait();  // The diff buffers are free again.
+  // SFB tensors: every worker's factors of clock - 1, one GEMM, one SGD step.
+  for (size_t i = 0; st.ok() && i < sfb.size(); ++i) st = factors_->Advance(sfb[i], clock);
   std::lock_guard<std::mutex> lock(mu_);
   if (merges_.profiling()) merges_.RecordWaitEnd(clock - std::max<int64_t>(first_clock_, 0), MonotonicMicros());
   return st;
@@ -172,6 +193,7 @@ void LayerPipeline::BuildLayerPushes(const std::vector<int>& which, int64_t cloc
   std::vector<int> tensors;
   for (int li : which) {
     for (int t : layers_[li].tensors) {
+      if (Sfb(t)) continue;  // Its factors go to the other workers (below).
       for (const ChunkRef& r : tensors_->Refs(t)) refs.push_back(r);
       grads.push_back(tensors_->spec(t).diff);
       tensors.push_back(t);
@@ -200,6 +222,13 @@ void LayerPipeline::BuildLayerPushes(const std::vector<int>& which, int64_t cloc
   // layer's priority.
   const uint64_t base = static_cast<uint64_t>(*std::min_element(which.begin(), which.end())) << 32;
   builder_->BuildPushes(refs, grads, tensors, clock, pull_of, push, guard, base, &built, merge);
+  for (int li : which)
+    for (int t : layers_[li].tensors) {
+      if (!Sfb(t)) continue;
+      auto sent = factors_->BuildSends(t, clock, base, push, &built);
+      // Only a second GradientsReady of the clock fails, and that is refused earlier.
+      CHECK(sent.ok()) << sent.status();
+    }
   {
     std::lock_guard<std::mutex> lock(push->mu);
     push->pending = static_cast<int>(built.size()) + 1;
@@ -209,15 +238,18 @@ void LayerPipeline::BuildLayerPushes(const std::vector<int>& which, int64_t cloc
 }
 
 void LayerPipeline::BuildLayerPulls(const std::vector<int>& which, int64_t clock, std::vector<QueuedMessage>* out) {
+  // SFB tensors take their weights from the servers for clock 0 only.
+  const bool with_sfb = clock == 0;
   int total = 0;
-  for (int li : which) total += Chunks(li);
+  for (int li : which) total += Chunks(li, with_sfb);
   // Sequential mode waits for all of them at once; otherwise per layer.
   StatePtr all = std::make_shared<Handle::State>(total);
   for (int li : which) {
     StatePtr st = all;
-    if (options_.schedule != Schedule::kSequential) st = std::make_shared<Handle::State>(Chunks(li));
+    if (options_.schedule != Schedule::kSequential) st = std::make_shared<Handle::State>(Chunks(li, with_sfb));
     for (int t : layers_[li].tensors)
-      builder_->BuildPulls(tensors_->Refs(t), tensors_->spec(t).data, clock, st, static_cast<uint64_t>(li) << 32,
+      if (with_sfb || !Sfb(t))
+        builder_->BuildPulls(tensors_->Refs(t), tensors_->spec(t).data, clock, st, static_cast<uint64_t>(li) << 32,
                            out);
     layers_[li].pull = Handle(st);
     layers_[li].pulled_clock = clock;

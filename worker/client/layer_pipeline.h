@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "nereus/client.h"
+#include "worker/client/factor_exchange.h"
 #include "worker/client/merge_profiler.h"
 #include "worker/client/message_builder.h"
 #include "worker/client/request_table.h"
@@ -30,7 +31,7 @@ class LayerPipeline {
  public:
   // Every pointer must outlive this object.
   LayerPipeline(const ClientOptions& options, TensorRegistry* tensors, RequestTable* requests,
-                MessageBuilder* builder, ServerQueues* queues);
+                MessageBuilder* builder, ServerQueues* queues, FactorExchange* factors = nullptr);
 
   // Init: freezes the registry (see TensorRegistry::Freeze) and groups the
   // tensors into comm layers, atomically for every other caller.
@@ -42,6 +43,10 @@ class LayerPipeline {
   // its id's without layers), for Push and Pull.
   uint64_t TensorPriority(int tensor) const;
   void SetLink(const LinkModel& link);
+  // After Initialize, before Prefetch: the tensors whose gradients travel as
+  // sufficient factors (FactorExchange) instead of through the servers. Their
+  // weights come from the servers for clock 0 only.
+  void SetSfbTensors(const std::vector<int>& tensors);
 
   // Requests comm layer `layer`'s weights for clock 0 (Init's prefetch).
   void Prefetch(int layer);
@@ -62,7 +67,10 @@ class LayerPipeline {
   };
 
   Status CheckLayered(const char* op) const;  // REQUIRES(mu_)
-  int Chunks(int li) const;                   // Chunks of comm layer li's tensors.
+  // Chunks of comm layer li's tensors (those through the servers, plus the
+  // SFB tensors' when `with_sfb`).
+  int Chunks(int li, bool with_sfb = false) const;
+  bool Sfb(int tensor) const { return !sfb_.empty() && sfb_[tensor]; }  // REQUIRES(mu_)
   // Pushes the gradients of comm layers `which` for `clock` (REQUIRES(mu_)).
   void BuildLayerPushes(const std::vector<int>& which, int64_t clock, bool piggyback,
                         std::vector<QueuedMessage>* out);
@@ -74,6 +82,7 @@ class LayerPipeline {
   RequestTable* const requests_;
   MessageBuilder* const builder_;
   ServerQueues* const queues_;
+  FactorExchange* const factors_;
 
   mutable std::mutex mu_;
   bool initialized_ = false;         // GUARDED_BY(mu_)
@@ -86,6 +95,7 @@ class LayerPipeline {
   // The first clock asked for (0, or a resumed job's start clock): the merge
   // profiler counts clocks from it.  GUARDED_BY(mu_)
   int64_t first_clock_ = -1;
+  std::vector<bool> sfb_;            // Per tensor.  GUARDED_BY(mu_)
 };
 
 }  // namespace nereus

@@ -18,6 +18,14 @@ void ReplyRouter::OnData(const Endpoint& from, StatusOr<Message> msg, const pb::
   const pb::Header& h = msg->header;
   const int64_t now = MonotonicMicros();
   switch (h.op()) {
+    case pb::FACTORS:
+      if (factors_ != nullptr) {
+        factors_->OnFactors(from, *msg);
+      } else {
+        LOG(WARNING) << "worker " << node_->rank() << ": FACTORS from " << from << " before start-up";
+      }
+      break;
+    case pb::FACTORS_ACK:
     case pb::PUSH_ACK:
     case pb::INIT_ACK:
     case pb::PONG: {

@@ -7,17 +7,19 @@
 
 #include "common/message.h"
 #include "common/node.h"
+#include "worker/client/factor_exchange.h"
 #include "worker/client/request_table.h"
 #include "worker/client/server_queues.h"
 #include "worker/client/timeline.h"
 
 namespace nereus {
 
-// Matches replies (PUSH_ACK, INIT_ACK, PONG, PULL_REPLY, ERROR) to their
+// Matches replies (PUSH_ACK, INIT_ACK, PONG, PULL_REPLY, FACTORS_ACK, ERROR) to their
 // requests: completes or fails the handles, copies pulled weights into place,
 // releases the server's credit and records the network spans on the
-// timeline. Owns nothing; runs on the Node's receive thread. A bad reply
-// fails its request (or is logged), never the process.
+// timeline; hands other workers' FACTORS to the FactorExchange. Owns
+// nothing; runs on the Node's receive thread. A bad reply fails its request
+// (or is logged), never the process.
 //
 // Messages of a new kind (e.g. from other workers) get a case in OnData.
 class ReplyRouter {
@@ -28,6 +30,8 @@ class ReplyRouter {
 
   // Set once by Client start-up, before any request exists.
   void set_timeline(Timeline* timeline) { timeline_ = timeline; }
+  // Set once at construction: where FACTORS from other workers go.
+  void set_factors(FactorExchange* factors) { factors_ = factors; }
 
   // Node::DataHandler.
   void OnData(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial);
@@ -41,6 +45,7 @@ class ReplyRouter {
   RequestTable* const requests_;
   ServerQueues* const queues_;
   Timeline* timeline_ = nullptr;
+  FactorExchange* factors_ = nullptr;
 };
 
 }  // namespace nereus

@@ -17,7 +17,7 @@ namespace nereus {
 
 // A built message waiting in its server's queue.
 struct QueuedMessage {
-  int server;
+  int server;           // Destination: server `server`, or worker `server - num_servers` above that.
   uint64_t priority;    // Smaller is more urgent (0 for everything when not prioritized).
   uint64_t bytes;       // Payload bytes counted against the server's credit.
   int stream;           // Connection to the server (kFull spreads partitions).
@@ -37,8 +37,11 @@ class ServerQueues {
   // `node` and `requests` must outlive this object; Start before Submit.
   ServerQueues(Node* node, RequestTable* requests) : node_(node), requests_(requests) {}
 
-  // Once the job is known: `credit_bytes` per server, 0 for no limit.
-  void Start(int num_servers, uint64_t credit_bytes);
+  // Once the job is known: `credit_bytes` per destination, 0 for no limit.
+  // Destinations 0..num_servers-1 are the servers, num_servers + w is worker
+  // w (sufficient factors go to the other workers with the same priorities
+  // and credit as pushes).
+  void Start(int num_servers, int num_workers, uint64_t credit_bytes);
 
   // Queues `messages` in order. Never call under a lock a send can take
   // (the scheduler may send at once, stamping the RequestTable).
@@ -53,7 +56,9 @@ class ServerQueues {
   Node* const node_;
   RequestTable* const requests_;
   std::unique_ptr<PriorityScheduler> scheduler_;  // Set by Start, then read-only.
+  int num_servers_ = 0;                           // Likewise.
   std::atomic<uint64_t> push_messages_{0}, push_bytes_{0}, pull_messages_{0};
+  std::atomic<uint64_t> factor_messages_{0}, factor_bytes_{0};
 };
 
 }  // namespace nereus

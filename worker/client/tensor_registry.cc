@@ -27,6 +27,12 @@ StatusOr<int> TensorRegistry::Register(const TensorSpec& spec) {
   }
   if ((spec.data == nullptr) != (spec.diff == nullptr))
     return InvalidArgumentError("tensor \"" + spec.name + "\": give both data and diff buffers, or neither");
+  if (spec.factor_rows < 0 || (spec.factor_rows > 0 && (spec.factor_left == nullptr || spec.factor_right == nullptr)))
+    return InvalidArgumentError("tensor \"" + spec.name + "\": sufficient factors need factor_rows > 0 and both " +
+                                "factor_left and factor_right");
+  if (spec.factor_rows > 0 && (spec.shape.size() != 2 || spec.data == nullptr))
+    return InvalidArgumentError("tensor \"" + spec.name + "\": sufficient factors need a 2-D weight (rows x cols) " +
+                                "registered with data and diff buffers");
   specs_.push_back(spec);
   elements_.push_back(n);
   return static_cast<int>(specs_.size()) - 1;

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "common/hybcomm.h"
 #include "common/status.h"
 #include "proto/nereus.pb.h"
 
@@ -58,6 +59,12 @@ struct ClientOptions {
   // job().start_clock() is then the clock to continue from, and Pull of that
   // clock gives the checkpointed weights.
   bool resume = false;
+  // Sufficient-factor broadcasting (--sfb) for tensors registered with
+  // factors: kAuto applies HybComm's cost rule (common/hybcomm.h) per tensor
+  // with the job's workers, servers and the tensor's factor_rows; kOn sends
+  // every such tensor as factors; kOff never does. Under SSP/async kAuto
+  // falls back to the servers and kOn makes Init fail.
+  SfbMode sfb = SfbMode::kAuto;
 };
 
 struct TensorSpec {
@@ -72,6 +79,18 @@ struct TensorSpec {
   int layer = -1;
   float* data = nullptr;
   const float* diff = nullptr;
+  // Sufficient factors (layer-wise API, a 2-D rows x cols weight of a fully
+  // connected layer): the gradient of one clock is left^T * right, with
+  // left = factor_rows x rows and right = factor_rows x cols (row-major).
+  // For Caffe's InnerProduct: the top diff and the bottom data (swapped with
+  // transpose). When given (factor_rows > 0, both pointers), the tensor may
+  // travel as factors to the other workers instead of through the servers
+  // (ClientOptions::sfb); then the buffers must hold the clock's factors when
+  // GradientsReady is called for its layer (they are copied there), and
+  // WaitWeights applies every worker's factors of the previous clock.
+  int64_t factor_rows = 0;
+  const float* factor_left = nullptr;
+  const float* factor_right = nullptr;
 };
 
 // What a client has sent so far (messages and payload bytes).
@@ -79,6 +98,8 @@ struct ClientStats {
   uint64_t push_messages = 0;  // PUSH messages (a merged one counts once).
   uint64_t push_bytes = 0;
   uint64_t pull_messages = 0;  // Explicit PULL requests (pulls riding on pushes are not counted).
+  uint64_t factor_messages = 0;  // FACTORS messages to other workers (one per peer, tensor and clock).
+  uint64_t factor_bytes = 0;
 };
 
 // The completion of one asynchronous Push or Pull. Cheap to copy; copies share
@@ -163,6 +184,10 @@ class Client {
 
   // Counters of what this client has sent. Thread-safe.
   virtual ClientStats stats() const = 0;
+
+  // After Init: the tensors whose gradients travel as sufficient factors
+  // (the HybComm choice), in id order.
+  virtual std::vector<int> sfb_tensors() const = 0;
 
   // Blocks until every worker has entered barrier `name`.
   virtual Status Barrier(const std::string& name) = 0;

@@ -1,0 +1,202 @@
+#include "worker/client/factor_exchange.h"
+
+#include <cstring>
+#include <utility>
+
+#include "worker/client/timeline.h"
+
+namespace nereus {
+
+FactorExchange::~FactorExchange() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (applier_.joinable()) applier_.join();
+}
+
+void FactorExchange::Configure(const pb::SgdConfig& sgd, int num_workers, int rank, int num_servers,
+                               std::vector<TensorInfo> tensors) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sgd_ = sgd;
+  num_workers_ = num_workers;
+  rank_ = rank;
+  num_servers_ = num_servers;
+  for (TensorInfo& t : tensors) {
+    State s;
+    s.history.assign(static_cast<size_t>(t.shape.rows * t.shape.cols), 0.0f);
+    const int id = t.id;
+    s.info = std::move(t);
+    tensors_.emplace(id, std::move(s));
+  }
+  if (!tensors_.empty() && !applier_.joinable()) applier_ = std::thread([this] { ApplyLoop(); });
+}
+
+void FactorExchange::ApplyLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] { return stopping_ || !abort_.ok() || !ready_.empty(); });
+    if (stopping_ || !abort_.ok()) return;
+    const auto [tensor, c] = ready_.front();
+    ready_.pop_front();
+    State& s = tensors_.at(tensor);
+    Clock ready = std::move(s.pending.at(c));
+    s.pending.erase(c);
+    lock.unlock();
+    // Every worker applies the same factors in rank order: identical bits.
+    std::vector<const Factors*> by_rank;
+    for (const Factors& f : ready.by_rank) by_rank.push_back(&f);
+    ApplySufficientFactors(sgd_, c, s.info.lr_mult, s.info.decay_mult, by_rank, s.info.shape, s.info.data,
+                           s.history.data(), &s.scratch);
+    lock.lock();
+    s.applied = c + 1;
+    cv_.notify_all();
+  }
+}
+
+bool FactorExchange::Has(int tensor) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return tensors_.count(tensor) > 0;
+}
+
+int64_t FactorExchange::applied(int tensor) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tensors_.find(tensor);
+  return it == tensors_.end() ? -1 : it->second.applied;
+}
+
+Status FactorExchange::Store(int sender, int tensor, int64_t clock, Factors f) {
+  State& s = tensors_.at(tensor);
+  if (sender != rank_ && (clock < s.applied || clock > s.applied + 1))
+    return InvalidArgumentError("factors of " + s.info.name + " for clock " + std::to_string(clock) + " from worker " +
+                                std::to_string(sender) + ": this worker has applied " + std::to_string(s.applied) +
+                                " update(s) and accepts clocks " + std::to_string(s.applied) + " and " +
+                                std::to_string(s.applied + 1) + " only (BSP)");
+  Clock& c = s.pending[clock];
+  if (c.by_rank.empty()) c.by_rank.resize(num_workers_);
+  if (c.by_rank[sender].k != 0)
+    return InvalidArgumentError("factors of " + s.info.name + " for clock " + std::to_string(clock) +
+                                " from worker " + std::to_string(sender) + " came twice");
+  c.by_rank[sender] = std::move(f);
+  // Clocks complete in order: this worker hands over clock c + 1 only once
+  // clock c is applied (WaitWeights(c + 1) comes first).
+  if (++c.count == num_workers_) {
+    ready_.emplace_back(tensor, clock);
+    cv_.notify_all();
+  }
+  return Status::OK();
+}
+
+StatusOr<int> FactorExchange::BuildSends(int tensor, int64_t clock, uint64_t priority, const StatePtr& push,
+                                         std::vector<QueuedMessage>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  State& s = tensors_.at(tensor);
+  const TensorInfo& t = s.info;
+  if (clock <= s.own_clock)
+    return FailedPreconditionError("factors of " + t.name + " for clock " + std::to_string(clock) +
+                                   " handed over twice");
+  // One copy, shared by every message and this worker's own part.
+  const size_t nl = static_cast<size_t>(t.batch * t.shape.rows), nr = static_cast<size_t>(t.batch * t.shape.cols);
+  auto copy = std::make_shared<std::vector<float>>(nl + nr);
+  std::memcpy(copy->data(), t.left, nl * sizeof(float));
+  std::memcpy(copy->data() + nl, t.right, nr * sizeof(float));
+  Factors own;
+  own.k = t.batch;
+  own.left = Buffer(copy, copy->data(), nl * sizeof(float));
+  own.right = Buffer(copy, copy->data() + nl, nr * sizeof(float));
+  s.own_clock = clock;
+  Status st = Store(rank_, tensor, clock, own);
+  if (!st.ok()) return FailedPreconditionError(st.message());
+  const int64_t now = MonotonicMicros();
+  int sent = 0;
+  for (int w = 0; w < num_workers_; ++w) {
+    if (w == rank_) continue;
+    QueuedMessage q;
+    q.server = num_servers_ + w;
+    q.priority = priority;
+    q.bytes = (nl + nr) * sizeof(float);
+    q.stream = 0;
+    q.request_id = requests_->NextId();
+    q.msg = FactorsMessage(tensor, clock, own);
+    q.msg.header.set_request_id(q.request_id);
+    q.msg.header.set_priority(static_cast<int32_t>(priority >> 32));
+    Request r;
+    r.kind = Request::Kind::kAck;
+    r.state = push;
+    r.server = q.server;
+    r.credit = q.bytes;
+    r.what = "factors of \"" + t.name + "\" to worker " + std::to_string(w);
+    r.clock = clock;
+    r.enqueue_us = now;
+    requests_->Add(q.request_id, std::move(r));
+    out->push_back(std::move(q));
+    ++sent;
+  }
+  return sent;
+}
+
+Status FactorExchange::Advance(int tensor, int64_t clock) {
+  std::unique_lock<std::mutex> lock(mu_);
+  State& s = tensors_.at(tensor);
+  if (s.applied >= clock) return abort_;
+  if (s.own_clock < clock - 1)
+    return FailedPreconditionError("the weights of " + s.info.name + " for clock " + std::to_string(clock) +
+                                   " need this worker's factors of clock " + std::to_string(clock - 1) +
+                                   ", which were never handed over (GradientsReady)");
+  cv_.wait(lock, [&] { return !abort_.ok() || s.applied >= clock; });
+  return abort_;
+}
+
+Status FactorExchange::Refuse(const Endpoint& from, const pb::Header& h, const std::string& why) {
+  LOG(ERROR) << "worker " << rank_ << ": refused FACTORS from " << from << ": " << why;
+  Message e;
+  e.header.set_op(pb::ERROR);
+  e.header.set_error_op(pb::FACTORS);
+  e.header.set_request_id(h.request_id());
+  e.header.set_error(why);
+  return reply_(from, std::move(e));
+}
+
+void FactorExchange::OnFactors(const Endpoint& from, const Message& msg) {
+  const pb::Header& h = msg.header;
+  int sender = -1;
+  Status st;
+  if (!worker_rank_(from, &sender) || sender < 0 || sender >= num_workers_ || sender == rank_) {
+    st = Refuse(from, h, "FACTORS from " + from + ", which is not another worker of this job");
+  } else {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto it = tensors_.find(h.tensor());
+    if (it == tensors_.end()) {
+      lock.unlock();
+      st = Refuse(from, h, "FACTORS for tensor " + std::to_string(h.tensor()) +
+                               ", which is not a sufficient-factor tensor of this job");
+    } else {
+      auto f = ParseFactors(msg, it->second.info.shape, "\"" + it->second.info.name + "\"");
+      Status stored = f.ok() ? Store(sender, h.tensor(), h.clock(), std::move(f).value()) : f.status();
+      lock.unlock();
+      if (!stored.ok()) {
+        st = Refuse(from, h, stored.message());
+      } else {
+        Message ack;
+        ack.header.set_op(pb::FACTORS_ACK);
+        ack.header.set_request_id(h.request_id());
+        ack.header.set_tensor(h.tensor());
+        ack.header.set_clock(h.clock());
+        st = reply_(from, std::move(ack));
+      }
+    }
+  }
+  if (!st.ok()) LOG(ERROR) << "worker " << rank_ << ": reply to " << from << " failed: " << st;
+}
+
+void FactorExchange::Abort(const Status& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!abort_.ok()) return;
+    abort_ = why;
+  }
+  cv_.notify_all();
+}
+
+}  // namespace nereus

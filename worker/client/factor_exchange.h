@@ -1,0 +1,137 @@
+// FactorExchange: sufficient-factor broadcasting among the workers
+// (common/sfb.h) for the tensors HybComm sent that way.
+#ifndef NEREUS_WORKER_CLIENT_FACTOR_EXCHANGE_H_
+#define NEREUS_WORKER_CLIENT_FACTOR_EXCHANGE_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/message.h"
+#include "common/sfb.h"
+#include "common/status.h"
+#include "worker/client/handle_state.h"
+#include "worker/client/request_table.h"
+#include "worker/client/server_queues.h"
+
+namespace nereus {
+
+// Owns, per SFB tensor, the factors received for the clocks not yet applied
+// (by clock, by worker rank), the momentum history and the number of updates
+// applied to the tensor's data buffer, and the applier thread. Its lock
+// guards all of that and is taken after the LayerPipeline's and before the
+// RequestTable's.
+//
+// Threads: the user threads build sends (GradientsReady, under the
+// LayerPipeline's lock) and wait (WaitWeights, no client lock held); the
+// Node's receive thread stores peers' factors (OnFactors); the abort handler
+// wakes every waiter (Abort). The applier thread (started by Configure when
+// there are SFB tensors, joined by the destructor) applies a clock's update
+// as soon as every worker's factors of it are here, so the GEMM overlaps the
+// rest of the backward and the next forward up to the layer: a tensor's data
+// is written only between its GradientsReady(c) and WaitWeights(c + 1), when
+// the trainer does not read it.
+class FactorExchange {
+ public:
+  // Replies (FACTORS_ACK, ERROR) to a peer; called on the receive thread.
+  using ReplyFn = std::function<Status(const Endpoint& to, Message msg)>;
+  // The worker rank of the node at `from`; false if it is not a worker of the job.
+  using WorkerRankFn = std::function<bool(const Endpoint& from, int* rank)>;
+
+  // `requests` must outlive this object.
+  FactorExchange(RequestTable* requests, ReplyFn reply, WorkerRankFn worker_rank)
+      : requests_(requests), reply_(std::move(reply)), worker_rank_(std::move(worker_rank)) {}
+  ~FactorExchange();  // Stops and joins the applier thread.
+  FactorExchange(const FactorExchange&) = delete;
+  FactorExchange& operator=(const FactorExchange&) = delete;
+
+  struct TensorInfo {
+    int id = -1;
+    std::string name;
+    FactorShape shape;     // The weight: rows x cols.
+    int64_t batch = 0;     // K: rows of this worker's factors.
+    float lr_mult = 1.0f, decay_mult = 1.0f;
+    float* data = nullptr;          // The weights (updated by Advance).
+    const float* left = nullptr;    // batch x rows, read at BuildSends.
+    const float* right = nullptr;   // batch x cols.
+  };
+
+  // Init, before any peer can send factors (every worker's Init ends at a
+  // common barrier). Every tensor's data holds the weights of clock 0.
+  // Destinations of messages to worker w are num_servers + w (ServerQueues).
+  void Configure(const pb::SgdConfig& sgd, int num_workers, int rank, int num_servers,
+                 std::vector<TensorInfo> tensors);
+  bool Has(int tensor) const;
+
+  // GradientsReady(clock): copies this worker's factors of `tensor` (the
+  // trainer overwrites its buffers in the next forward), keeps them as its
+  // own part of `clock`'s update and appends one FACTORS message per other
+  // worker to `out`, each registered so that its FACTORS_ACK completes one
+  // unit of `push` (an ERROR fails it) and releases `bytes` of credit.
+  // Returns the number of messages appended. FailedPrecondition if this
+  // worker already handed over factors of `tensor` for `clock`.
+  StatusOr<int> BuildSends(int tensor, int64_t clock, uint64_t priority, const StatePtr& push,
+                           std::vector<QueuedMessage>* out);
+
+  // WaitWeights(clock): blocks until `tensor`'s data holds `clock` updates
+  // (each clock c is applied once every worker's factors of c are here).
+  // Returns at once if it already does; the abort status if the job fails
+  // while waiting; FailedPrecondition if this worker never handed over its
+  // own factors of a clock that is needed.
+  Status Advance(int tensor, int64_t clock);
+
+  // Receive thread: a FACTORS message. Stores it and answers FACTORS_ACK, or
+  // refuses it with ERROR (naming why) and changes nothing: a sender that is
+  // not another worker of the job, an unknown tensor, frames of the wrong
+  // size (ParseFactors), a clock outside [applied, applied + 1], a duplicate.
+  void OnFactors(const Endpoint& from, const Message& msg);
+
+  // The job failed: every Advance returns `why` from now on.
+  void Abort(const Status& why);
+
+  // For tests and the log: updates applied to `tensor`.
+  int64_t applied(int tensor) const;
+
+ private:
+  struct Clock {
+    std::vector<Factors> by_rank;  // k == 0: not here yet.
+    int count = 0;
+  };
+  struct State {
+    TensorInfo info;
+    int64_t applied = 0;           // Updates in info.data.
+    std::vector<float> history;    // Momentum, rows * cols.
+    std::map<int64_t, Clock> pending;
+    int64_t own_clock = -1;        // Last clock this worker handed over.
+    FactorScratch scratch;         // The applier's.
+  };
+  Status Refuse(const Endpoint& from, const pb::Header& h, const std::string& why);
+  // Stores, and queues the clock for the applier once it is complete.
+  Status Store(int sender, int tensor, int64_t clock, Factors f);  // REQUIRES(mu_)
+  void ApplyLoop();
+
+  RequestTable* const requests_;
+  const ReplyFn reply_;
+  const WorkerRankFn worker_rank_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  pb::SgdConfig sgd_;                 // Set by Configure, then read-only.
+  int num_workers_ = 0, rank_ = -1, num_servers_ = 0;  // Likewise.
+  std::map<int, State> tensors_;      // GUARDED_BY(mu_) (the map's shape is fixed by Configure).
+  Status abort_;                      // GUARDED_BY(mu_)
+  std::deque<std::pair<int, int64_t>> ready_;  // (tensor, clock) complete, in order.  GUARDED_BY(mu_)
+  bool stopping_ = false;             // GUARDED_BY(mu_)
+  std::thread applier_;
+};
+
+}  // namespace nereus
+
+#endif  // NEREUS_WORKER_CLIENT_FACTOR_EXCHANGE_H_
