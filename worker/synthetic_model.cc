@@ -67,6 +67,24 @@ void SyntheticModel::Gradient(int rank, int64_t clock, int tensor, const float* 
   }
 }
 
+void SyntheticModel::Factors(int rank, int64_t clock, int tensor, int64_t k, int64_t rows, int64_t cols, float* left,
+                             float* right) const {
+  const float scale = 1.0f / static_cast<float>(k);
+  const uint64_t r = static_cast<uint64_t>(rank) + 1, c = static_cast<uint64_t>(clock);
+  for (int64_t i = 0; i < k * rows; ++i) left[i] = scale * Uniform(seed_, 0x1f00 + r, c, tensor, i);
+  for (int64_t i = 0; i < k * cols; ++i) right[i] = Uniform(seed_, 0x2f00 + r, c, tensor, i);
+}
+
+void SyntheticModel::FactorProduct(int64_t k, int64_t rows, int64_t cols, const float* left, const float* right,
+                                   float* g) {
+  for (int64_t i = 0; i < rows * cols; ++i) g[i] = 0.0f;
+  for (int64_t s = 0; s < k; ++s)
+    for (int64_t i = 0; i < rows; ++i) {
+      const float u = left[s * rows + i];
+      for (int64_t j = 0; j < cols; ++j) g[i * cols + j] += u * right[s * cols + j];
+    }
+}
+
 double SyntheticModel::Loss(int tensor, const float* w, size_t n) const {
   double s = 0;
   for (size_t i = 0; i < n; ++i) {

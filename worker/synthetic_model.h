@@ -32,6 +32,14 @@ class SyntheticModel {
   void InitialWeights(int tensor, float* w, size_t n) const;
   // The gradient of worker `rank` at `clock` given the weights it holds.
   void Gradient(int rank, int64_t clock, int tensor, const float* w, float* g, size_t n) const;
+  // A fully connected tensor (rows x cols) whose gradient is left^T * right:
+  // worker `rank`'s factors at `clock`, k rows each (left k x rows, right
+  // k x cols), deterministic noise (left scaled by 1/k).
+  void Factors(int rank, int64_t clock, int tensor, int64_t k, int64_t rows, int64_t cols, float* left,
+               float* right) const;
+  // g = left^T * right, summed over the k rows in order (what a trainer's
+  // backward computes for itself).
+  static void FactorProduct(int64_t k, int64_t rows, int64_t cols, const float* left, const float* right, float* g);
   // 0.5 * |w - target|^2 for kQuadratic; 0.5 * |w|^2 for kNoise.
   double Loss(int tensor, const float* w, size_t n) const;
 

@@ -28,6 +28,10 @@ DEFINE_string(tensors, "1000,250x10,64x3x3x3",
 DEFINE_int32(iterations, 20, "Synthetic mode: training iterations (clocks). (--solver: max_iter of the solver.)");
 DEFINE_uint64(seed, 1, "Seed of the synthetic model's initial weights and gradients.");
 DEFINE_double(coupling, 0.01, "Synthetic model: weight term of the gradient.");
+DEFINE_int32(fc_batch, 0,
+             "Synthetic model: if > 0, every 2-D tensor (rows x cols) is a fully connected weight whose gradient is "
+             "left^T * right, two factors of this many rows (noise from --seed, rank, clock), and the worker uses "
+             "the layer-wise API (one layer per tensor) so that --sfb can send those factors to the other workers.");
 DEFINE_int32(compute_ms, 0, "Emulated compute time per iteration, in milliseconds.");
 DEFINE_int32(slow_rank, -1, "This worker rank sleeps --slow_ms extra per iteration (to test SSP).");
 DEFINE_int32(slow_ms, 0, "Extra emulated compute time of --slow_rank, in milliseconds.");
@@ -114,18 +118,35 @@ int RunSynthetic() {
 
   SyntheticModel model(kind, FLAGS_seed, static_cast<float>(FLAGS_coupling));
   const size_t T = shapes->size();
-  std::vector<std::vector<float>> w(T), g(T);
+  const bool layered = FLAGS_fc_batch > 0;
+  const int64_t K = FLAGS_fc_batch;
+  std::vector<std::vector<float>> w(T), g(T), left(T), right(T);
   std::vector<const float*> init(T);
   uint64_t total = 0;
   for (size_t t = 0; t < T; ++t) {
-    auto id = client->RegisterTensor({"t" + std::to_string(t), (*shapes)[t], 1.0f, 1.0f});
-    if (!id.ok()) return Fail(id.status(), "registering tensors");
-    const uint64_t n = ElementCount((*shapes)[t]);
+    const std::vector<int64_t>& shape = (*shapes)[t];
+    const uint64_t n = ElementCount(shape);
     total += n;
     w[t].resize(n);
     g[t].resize(n);
     model.InitialWeights(static_cast<int>(t), w[t].data(), n);
     init[t] = w[t].data();
+    TensorSpec spec{"t" + std::to_string(t), shape, 1.0f, 1.0f};
+    if (layered) {
+      // Layer t holds tensor t; 2-D tensors are fully connected weights.
+      spec.layer = static_cast<int>(t);
+      spec.data = w[t].data();
+      spec.diff = g[t].data();
+      if (shape.size() == 2) {
+        left[t].resize(K * shape[0]);
+        right[t].resize(K * shape[1]);
+        spec.factor_rows = K;
+        spec.factor_left = left[t].data();
+        spec.factor_right = right[t].data();
+      }
+    }
+    auto id = client->RegisterTensor(spec);
+    if (!id.ok()) return Fail(id.status(), "registering tensors");
   }
   st = client->Init(sgd, init);
   if (!st.ok()) return Fail(st, "Init");
@@ -160,7 +181,15 @@ int RunSynthetic() {
   }
   if (client->job().resume()) LOG(INFO) << "worker " << rank << ": resuming at clock " << start_clock;
   int64_t version = 0;
-  st = pull_all(start_clock, &version);
+  // The layer-wise API: GradientsReady from the last tensor to the first
+  // after "backward", then WaitWeights(t, clock + 1) for every tensor.
+  auto wait_all = [&](int64_t clock) -> Status {
+    for (size_t t = 0; t < T; ++t) RETURN_IF_ERROR(client->WaitWeights(static_cast<int>(t), clock));
+    return Status::OK();
+  };
+  if (layered && start_clock > 0)
+    return Fail(InvalidArgumentError("--fc_batch (the layer-wise API) cannot resume a job yet"), "--resume");
+  st = layered ? wait_all(0) : pull_all(start_clock, &version);
   if (!st.ok()) return Fail(st, "pulling initial weights");
   pulls.emplace_back(start_clock, version);
   const double initial_loss = loss();
@@ -170,17 +199,39 @@ int RunSynthetic() {
     int ms = FLAGS_compute_ms + (rank == FLAGS_slow_rank ? FLAGS_slow_ms : 0);
     // Emulated compute, not synchronisation.
     if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-    for (size_t t = 0; t < T; ++t) model.Gradient(rank, clock, static_cast<int>(t), w[t].data(), g[t].data(), g[t].size());
-    const auto c0 = std::chrono::steady_clock::now();
-    std::vector<Handle> hs;
-    for (size_t t = 0; t < T; ++t) hs.push_back(client->Push(static_cast<int>(t), g[t].data(), clock));
-    for (auto& h : hs) {
-      st = h.Wait();
-      if (!st.ok()) return Fail(st, "push");
+    for (size_t t = 0; t < T; ++t) {
+      const std::vector<int64_t>& shape = (*shapes)[t];
+      if (layered && shape.size() == 2) {
+        model.Factors(rank, clock, static_cast<int>(t), K, shape[0], shape[1], left[t].data(), right[t].data());
+        SyntheticModel::FactorProduct(K, shape[0], shape[1], left[t].data(), right[t].data(), g[t].data());
+      } else {
+        model.Gradient(rank, clock, static_cast<int>(t), w[t].data(), g[t].data(), g[t].size());
+      }
     }
-    st = pull_all(clock + 1, &version);
-    if (!st.ok()) return Fail(st, "pull");
-    comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+    if (layered) {
+      for (size_t t = T; t-- > 0;) {
+        st = client->GradientsReady(static_cast<int>(t), clock);
+        if (!st.ok()) return Fail(st, "handing over gradients");
+      }
+      // The weights of the next clock (an SFB tensor's are updated in place
+      // until then: nothing may read them before).
+      const auto c0 = std::chrono::steady_clock::now();
+      st = wait_all(clock + 1);
+      if (!st.ok()) return Fail(st, "waiting for weights");
+      comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+      version = clock + 1;
+    } else {
+      const auto c0 = std::chrono::steady_clock::now();
+      std::vector<Handle> hs;
+      for (size_t t = 0; t < T; ++t) hs.push_back(client->Push(static_cast<int>(t), g[t].data(), clock));
+      for (auto& h : hs) {
+        st = h.Wait();
+        if (!st.ok()) return Fail(st, "push");
+      }
+      st = pull_all(clock + 1, &version);
+      if (!st.ok()) return Fail(st, "pull");
+      comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+    }
     pulls.emplace_back(clock + 1, version);
     if (FLAGS_display > 0 && (clock + 1) % FLAGS_display == 0) {
       const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -206,7 +257,12 @@ int RunSynthetic() {
         << ", \"pulls\": [";
     for (size_t i = 0; i < pulls.size(); ++i)
       out << (i ? ", " : "") << "[" << pulls[i].first << ", " << pulls[i].second << "]";
-    out << "]}\n";
+    const ClientStats stats = client->stats();
+    out << "], \"sfb_tensors\": [";
+    const std::vector<int> sfb = client->sfb_tensors();
+    for (size_t i = 0; i < sfb.size(); ++i) out << (i ? ", " : "") << sfb[i];
+    out << "], \"push_bytes\": " << stats.push_bytes << ", \"factor_messages\": " << stats.factor_messages
+        << ", \"factor_bytes\": " << stats.factor_bytes << "}\n";
     if (!out) return Fail(UnavailableError("cannot write " + FLAGS_summary_json), "--summary_json");
   }
   std::printf("worker %d: %d iterations in %.3f s, loss %.6g -> %.6g, communication %.1f%% of the time\n", rank,
