@@ -83,7 +83,9 @@ TEST(LenetConvergenceTest, TwoWorkersTwoServers) {
   ClusterSpec spec;
   spec.servers = 2;
   spec.workers = 2;
-  spec.worker_flags = {"--solver=" + solver};
+  // HybComm chooses per layer (issue 8): ip1 (500 x 800, batch 64) as
+  // sufficient factors, ip2 (10 x 500) through the servers.
+  spec.worker_flags = {"--solver=" + solver, "--sfb=auto"};
   for (int w = 0; w < 2; ++w)
     spec.worker_rank_flags.push_back({w, {"--summary_json=" + dir.File("w" + std::to_string(w) + ".json")}});
   const auto start = std::chrono::steady_clock::now();
@@ -93,6 +95,10 @@ TEST(LenetConvergenceTest, TwoWorkersTwoServers) {
   for (auto code : cluster.codes()) ASSERT_EQ(code, 0) << report;
   std::printf("2 workers x 2 servers: %.1f s\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  const std::string log0 = cluster.worker(0).Log();
+  EXPECT_NE(log0.find("HybComm (--sfb=auto, 2 worker(s), 2 server(s))"), std::string::npos) << log0;
+  EXPECT_TRUE(std::regex_search(log0, std::regex("ip1/0 +500x800 +64 .* SFB +auto"))) << log0;
+  EXPECT_TRUE(std::regex_search(log0, std::regex("ip2/0 +10x500 +64 .* PS +auto"))) << log0;
   // Worker 0 tests on the whole test set; worker 1 does not test.
   ExpectConverged(ReadFile(dir.File("w0.json")), "worker 0");
   const std::string w1 = ReadFile(dir.File("w1.json"));

@@ -107,6 +107,8 @@ StatusOr<TrainSummary> RunTraining(const TrainRunOptions& options) {
                 << " from the servers' checkpoint";
     }
     sync = std::make_unique<ClientParameterSync>(client.get());
+    // Sufficient factors carry the gradient of one forward/backward, unclipped.
+    sync->set_factors_allowed(param.iter_size() == 1 && param.clip_gradients() < 0);
     if (summary.rank != 0) KeepTrainingOnly(&param);
     LOG(INFO) << "worker " << summary.rank << " of " << summary.num_workers << ": training data shard "
               << shard.shard_index << "/" << shard.num_shards

@@ -54,6 +54,16 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
     }
   }
   std::vector<const float*> initial;  // per registered tensor, in id order
+  // A parameter shared with another layer sums two layers' gradients: not one
+  // pair of factors.
+  std::vector<bool> shared(params.size(), false);
+  for (size_t i = 0; i < net_->params().size(); ++i) {
+    const int o = net_->param_owners()[i];
+    if (o < 0) continue;
+    for (size_t p = 0; p < params.size(); ++p)
+      if (params[p] == net_->params()[o].get() || params[p] == net_->params()[i].get()) shared[p] = true;
+  }
+  factors_.assign(params.size(), Layer::GradientFactors());
   for (size_t p = 0; p < params.size(); ++p) {
     CHECK(!names_[p].empty()) << "learnable param " << p << " has no owner layer";
     if (local_[p]) continue;
@@ -65,6 +75,16 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
     spec.layer = owner[p];
     spec.data = params[p]->mutable_cpu_data();
     spec.diff = params[p]->cpu_diff();
+    const int layer = owner[p];
+    const int blob = std::stoi(names_[p].substr(names_[p].rfind('/') + 1));
+    Layer::GradientFactors f;
+    if (factors_allowed_ && !shared[p] && params[p]->num_axes() == 2 &&
+        net_->layers()[layer]->WeightGradientFactors(blob, net_->bottom_vecs()[layer], net_->top_vecs()[layer], &f)) {
+      spec.factor_rows = f.rows;
+      spec.factor_left = f.left;
+      spec.factor_right = f.right;
+      factors_[p] = f;
+    }
     auto id = client_->RegisterTensor(spec);
     if (!id.ok()) return Fail(id.status().Annotate("registering " + spec.name));
     CHECK_EQ(static_cast<size_t>(*id), initial.size()) << "tensor ids are not consecutive";
@@ -107,6 +127,15 @@ Status ClientParameterSync::GradientsReady(int layer, int64_t iter) {
   for (int id : net_->layer_learnable_param_ids(layer)) {
     CHECK_LT(pushed_iter_[id], iter) << names_[id] << " pushed twice for iteration " << iter;
     pushed_iter_[id] = iter;
+    if (factors_[id].rows == 0) continue;
+    // The client reads the factors where they were registered: they must not have moved.
+    Layer::GradientFactors now;
+    const int blob = std::stoi(names_[id].substr(names_[id].rfind('/') + 1));
+    if (!net_->layers()[layer]->WeightGradientFactors(blob, net_->bottom_vecs()[layer], net_->top_vecs()[layer], &now) ||
+        now.rows != factors_[id].rows || now.left != factors_[id].left || now.right != factors_[id].right) {
+      return Fail(FailedPreconditionError("the sufficient factors of " + names_[id] +
+                                          " moved or changed shape after Init (was the net reshaped?)"));
+    }
   }
   Status st = client_->GradientsReady(layer, iter);
   if (!st.ok()) return Fail(st.Annotate("pushing the gradients of layer " + net_->layer_names()[layer]));

@@ -57,6 +57,12 @@ class ClientParameterSync : public ParameterSync {
   // this ParameterSync first, so the net is attached afterwards.
   void set_net(const Net* net) { net_ = net; }
 
+  // Whether a layer's weight gradient may be handed over as sufficient
+  // factors (Layer::WeightGradientFactors; the client's --sfb decides which
+  // go that way). Only true when the diff equals the factor product: the
+  // caller turns it off for iter_size > 1 and gradient clipping. Before Init.
+  void set_factors_allowed(bool allowed) { factors_allowed_ = allowed; }
+
   Status Init(const std::vector<Blob*>& params, const std::vector<float>& lr_mult,
               const std::vector<float>& decay_mult, const pb::SgdConfig& sgd) override;
   Status WaitWeights(int layer, int64_t iter) override;
@@ -89,6 +95,9 @@ class ClientParameterSync : public ParameterSync {
   std::vector<int64_t> pushed_iter_;  // Per learnable parameter: last clock pushed.
   std::vector<bool> local_;           // Per learnable parameter: local state, not synced.
   int64_t pull_clock_ = -1;           // Clock of the weights last requested.
+  bool factors_allowed_ = true;
+  // Per learnable parameter: the factors registered with the client (rows 0: none).
+  std::vector<Layer::GradientFactors> factors_;
 };
 
 }  // namespace nereus

@@ -116,6 +116,22 @@ class Layer {
   // are never pushed as gradients nor overwritten by a pull.
   virtual bool IsLocalState(int blob_id) const { return false; }
 
+  // Sufficient factors (REFERENCE.md section 2): after this layer's backward,
+  // the gradient of blobs()[param] over the batch is left^T * right, left =
+  // rows x (the weight's first dimension), right = rows x (its second), both
+  // row-major views into `bottom` and `top` (valid until their next
+  // forward/backward). Layers whose weight gradient is such a product
+  // (InnerProduct) fill `out` and return true; the rest return false.
+  struct GradientFactors {
+    int rows = 0;
+    const float* left = nullptr;
+    const float* right = nullptr;
+  };
+  virtual bool WeightGradientFactors(int param, const std::vector<Blob*>& bottom, const std::vector<Blob*>& top,
+                                     GradientFactors* out) const {
+    return false;
+  }
+
   // Whether backward should compute the gradient of blobs()[param_id].
   bool param_propagate_down(int param_id) const {
     return static_cast<size_t>(param_id) < param_propagate_down_.size()

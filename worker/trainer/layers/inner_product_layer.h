@@ -23,6 +23,11 @@ class InnerProductLayer : public Layer {
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
 
+  // The weight's gradient is top_diff^T * bottom_data (M_ rows: count(0,
+  // axis)), or bottom_data^T * top_diff with transpose.
+  bool WeightGradientFactors(int param, const std::vector<Blob*>& bottom, const std::vector<Blob*>& top,
+                             GradientFactors* out) const override;
+
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
