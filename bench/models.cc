@@ -46,9 +46,9 @@ ModelLayer Fc(const std::string& name, int in, int out) {
   return l;
 }
 
-ModelSpec Vgg19() {
+ModelSpec Vgg19(int classes = 1000) {
   ModelSpec m;
-  m.name = "vgg19";
+  m.name = classes == 1000 ? "vgg19" : "vgg19_22k";
   // (channels, convolutions) per block; spatial size halves after each block.
   const int blocks[5][2] = {{64, 2}, {128, 2}, {256, 4}, {512, 4}, {512, 4}};
   int cin = 3, size = 224;
@@ -62,7 +62,7 @@ ModelSpec Vgg19() {
   }
   m.layers.push_back(Fc("fc6", 512 * 7 * 7, 4096));
   m.layers.push_back(Fc("fc7", 4096, 4096));
-  m.layers.push_back(Fc("fc8", 4096, 1000));
+  m.layers.push_back(Fc("fc8", 4096, classes));
   return m;
 }
 
@@ -186,10 +186,12 @@ ModelSpec Lenet() {
 
 StatusOr<ModelSpec> ModelByName(const std::string& name) {
   if (name == "vgg19") return Vgg19();
+  // Poseidon's VGG19-22K: VGG19 with ImageNet-22K's 21,841-way classifier.
+  if (name == "vgg19_22k") return Vgg19(21841);
   if (name == "resnet50") return Resnet50();
   if (name == "inception_v3") return InceptionV3();
   if (name == "lenet") return Lenet();
-  return InvalidArgumentError("unknown --model \"" + name + "\" (expected vgg19, resnet50, inception_v3 or lenet)");
+  return InvalidArgumentError("unknown --model \"" + name + "\" (expected vgg19, vgg19_22k, resnet50, inception_v3 or lenet)");
 }
 
 ModelSpec Shrink(const ModelSpec& model, double factor) {

@@ -24,7 +24,8 @@ struct ModelSpec {
   double forward_flops() const;
 };
 
-// "vgg19" (143,667,240 parameters), "resnet50" (25,557,032; batch-norm scale
+// "vgg19" (143,667,240 parameters), "vgg19_22k" (VGG19 with a 21,841-way
+// classifier: 229,052,817), "resnet50" (25,557,032; batch-norm scale
 // and shift counted with their convolution), "inception_v3" (23,834,568, the
 // same way), "lenet" (431,080).
 StatusOr<ModelSpec> ModelByName(const std::string& name);

@@ -21,7 +21,7 @@
 #include "worker/client/client_flags.h"
 #include "worker/client/timeline.h"
 
-DEFINE_string(model, "vgg19", "pipeline, cluster, simulate: vgg19, resnet50, inception_v3 or lenet.");
+DEFINE_string(model, "vgg19", "pipeline, cluster, simulate: vgg19, vgg19_22k, resnet50, inception_v3 or lenet.");
 DEFINE_int32(workers, 2, "pipeline: workers (threads of this process, each with its own client).");
 DEFINE_int32(servers, 2, "pipeline: servers.");
 DEFINE_double(link_mbit, 0,

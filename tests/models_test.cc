@@ -10,6 +10,8 @@ TEST(ModelsTest, ParameterCountsMatchPublishedTotals) {
   EXPECT_EQ(ModelByName("vgg19")->parameters(), 143667240u);
   EXPECT_EQ(ModelByName("resnet50")->parameters(), 25557032u);
   EXPECT_EQ(ModelByName("lenet")->parameters(), 431080u);
+  // VGG19-22K (Poseidon): fc8 becomes 4096 x 21841, about 229M in all.
+  EXPECT_EQ(ModelByName("vgg19_22k")->parameters(), 143667240u - 4097000u + 89482577u);
   EXPECT_FALSE(ModelByName("alexnet").ok());
 }
 
