@@ -7,6 +7,7 @@ nereus_add_test(sfb_cluster_test SOURCES sfb_cluster_test.cc LIBS nereus_test_pr
 add_dependencies(sfb_cluster_test nereus_server nereus_worker)
 # The trainer: LeNet 2 x 2, 50 iterations, --sfb=on against --sfb=off.
 if(NEREUS_WITH_TRAINER)
+  nereus_add_test(sfb_layer_test SOURCES sfb_layer_test.cc LIBS nereus_trainer TIMEOUT 60)
   nereus_add_test(sfb_train_test SOURCES sfb_train_test.cc LIBS nereus_test_process nereus_trainer TIMEOUT 420)
   add_dependencies(sfb_train_test nereus_server nereus_worker)
 endif()

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <random>
+#include <regex>
 
 #include <gtest/gtest.h>
 
@@ -81,13 +82,15 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label" top: 
 struct Trained {
   std::map<std::string, std::vector<float>> w0, w1;
   std::string log0;
+  std::vector<double> losses;  // Worker 0's displayed losses, every 10 iterations.
 };
 
-Trained Train(const TempDir& dir, const std::string& sfb) {
-  const std::string solver = dir.File("solver_" + sfb + ".prototxt");
+Trained Train(const TempDir& dir, const std::string& sfb, int iterations) {
+  const std::string name = sfb + std::to_string(iterations);
+  const std::string solver = dir.File("solver_" + name + ".prototxt");
   std::ofstream(solver) << "net: \"" << dir.File("lenet.prototxt") << "\"\n"
                         << "base_lr: 0.01\nmomentum: 0.9\nweight_decay: 0.0005\nlr_policy: \"inv\"\n"
-                        << "gamma: 0.0001\npower: 0.75\ndisplay: 10\nmax_iter: 50\nrandom_seed: 1\n"
+                        << "gamma: 0.0001\npower: 0.75\ndisplay: 10\nmax_iter: " << iterations << "\nrandom_seed: 1\n"
                         << "snapshot_after_train: false\nsolver_mode: CPU\n";
   ClusterSpec spec;
   spec.servers = 2;
@@ -95,15 +98,18 @@ Trained Train(const TempDir& dir, const std::string& sfb) {
   spec.coordinator_flags = {"--consistency=bsp"};
   spec.worker_flags = {"--solver=" + solver, "--sfb=" + sfb};
   for (int w = 0; w < 2; ++w)
-    spec.worker_rank_flags.push_back({w, {"--weights_out=" + dir.File(sfb + std::to_string(w) + ".caffemodel")}});
+    spec.worker_rank_flags.push_back({w, {"--weights_out=" + dir.File(name + "_" + std::to_string(w) + ".caffemodel")}});
   LocalCluster cluster(spec, dir);
   std::string report;
   Trained t;
   EXPECT_TRUE(cluster.WaitAll(std::chrono::seconds(200), &report)) << report;
   for (auto code : cluster.codes()) EXPECT_EQ(code, 0) << report;
-  t.w0 = ReadWeights(dir.File(sfb + "0.caffemodel"));
-  t.w1 = ReadWeights(dir.File(sfb + "1.caffemodel"));
+  t.w0 = ReadWeights(dir.File(name + "_0.caffemodel"));
+  t.w1 = ReadWeights(dir.File(name + "_1.caffemodel"));
   t.log0 = cluster.worker(0).Log();
+  const std::regex loss_re("worker 0: Iteration \\d+, loss = ([-+0-9.eE]+)");
+  for (std::sregex_iterator it(t.log0.begin(), t.log0.end(), loss_re), end; it != end; ++it)
+    t.losses.push_back(std::stod((*it)[1]));
   return t;
 }
 
@@ -111,8 +117,8 @@ TEST(SfbTrainTest, LenetTwoByTwoOnTracksOffFor50Iterations) {
   TempDir dir;
   WriteLmdb(dir.File("lmdb"));
   std::ofstream(dir.File("lenet.prototxt")) << Lenet(dir.File("lmdb"));
-  const Trained off = Train(dir, "off");
-  const Trained on = Train(dir, "on");
+  const Trained off = Train(dir, "off", 50);
+  const Trained on = Train(dir, "on", 50);
   ASSERT_EQ(on.w0.size(), 8u);  // conv1, conv2, ip1, ip2: weights and biases.
 
   // Every worker holds the same replica, the factor-updated ip1/ip2 included.
@@ -120,23 +126,40 @@ TEST(SfbTrainTest, LenetTwoByTwoOnTracksOffFor50Iterations) {
   EXPECT_EQ(testing::MaxAbsDiff(off.w0, off.w1), 0.0);
   // The table: both fully connected weights go as factors under --sfb=on.
   EXPECT_NE(on.log0.find("HybComm (--sfb=on, 2 worker(s), 2 server(s))"), std::string::npos) << on.log0;
-  EXPECT_NE(on.log0.find("ip1/0"), std::string::npos);
-  EXPECT_NE(on.log0.find("ip2/0"), std::string::npos);
+  EXPECT_TRUE(std::regex_search(on.log0, std::regex("ip1/0 +500x800 +64 .* SFB +--sfb=on"))) << on.log0;
+  EXPECT_TRUE(std::regex_search(on.log0, std::regex("ip2/0 +10x500 +64 .* SFB +--sfb=on"))) << on.log0;
 
-  // Tolerance. Only the order of summation of ip1's and ip2's gradients
-  // differs: one GEMM over both workers' 2 x 64 factor rows, scaled by 1/2,
-  // against each worker's 64-row GEMM averaged by the server. In float32 each
-  // sum carries a relative error of order sqrt(128) * 2^-24 ~ 7e-7. Through
-  // 50 steps (lr <= 0.01 x lr_mult 2, momentum 0.9) and backpropagation into
-  // the convolutions, which turns the weight differences into gradient
-  // differences of the same relative size, we expect differences of order
-  // 1e-6 on weights of order 0.1 (measured on this machine: see the printout).
-  // 1e-4 leaves room for other BLAS kernels and thread counts; the weights
-  // move by 1000 times that (checked), and a mistake such as applying one
-  // worker's factors only moves them by > 1e-2.
-  const double tolerance = 1e-4;
-  const double diff = testing::MaxAbsDiff(on.w0, off.w0);
+  // Over 50 iterations: the loss worker 0 prints (iterations 0, 10, ..., 40)
+  // agrees to 1e-3 relative. Only the order of summation of
+  // ip1's and ip2's gradients differs (one GEMM over both workers' 2 x 64
+  // factor rows, scaled by 1/2, against each worker's 64-row GEMM averaged by
+  // the server), a relative difference of order sqrt(128) * 2^-24 ~ 7e-7 per
+  // step. The weights then track each other to ~1e-8 for the first ten
+  // iterations (checked below) but not bit for bit, and LeNet's ReLUs and max
+  // pooling amplify such differences discontinuously: measured, the weights
+  // differ by 3e-8 after 10 iterations, 2e-4 after 17, 1e-3 after 25 and 7e-3
+  // after 50 (the same with only ip1 as factors; the initial-to-final move is
+  // 7e-2). The loss, an average over the batch, stays close: measured 1.7e-4
+  // relative at most (iteration 30); we allow 1e-3.
+  ASSERT_EQ(on.losses.size(), 5u) << on.log0;
+  ASSERT_EQ(off.losses.size(), 5u) << off.log0;
+  for (size_t i = 0; i < on.losses.size(); ++i) {
+    EXPECT_NEAR(on.losses[i], off.losses[i], 1e-3 * std::fabs(off.losses[i])) << "display " << i;
+    std::printf("iteration %zu: loss on %.6g, off %.6g\n", 10 * i, on.losses[i], off.losses[i]);
+  }
+  std::printf("max |on - off| after 50 iterations: %g\n", testing::MaxAbsDiff(on.w0, off.w0));
+
+  // Weights, before any discontinuity: 10 iterations. Each step's gradient
+  // differs by ~7e-7 relative; with lr 0.01 x lr_mult 2, momentum 0.9 (x10)
+  // and gradients of order 1, ten steps move weights of order 0.1 by at most
+  // ~10 x 0.2 x 7e-7 ~ 1.4e-6. We allow 2e-6 (measured: 3e-8); one worker's
+  // factors missing, or a clock applied twice, moves them by > 1e-3.
+  const Trained off10 = Train(dir, "off", 10);
+  const Trained on10 = Train(dir, "on", 10);
+  const double tolerance = 2e-6;
+  const double diff = testing::MaxAbsDiff(on10.w0, off10.w0);
   EXPECT_LE(diff, tolerance);
+  EXPECT_EQ(testing::MaxAbsDiff(on10.w0, on10.w1), 0.0);
   // The initial weights: the same solver, 0 iterations, standalone.
   std::ofstream(dir.File("init.prototxt")) << "net: \"" << dir.File("lenet.prototxt") << "\"\n"
                                            << "base_lr: 0.01\nlr_policy: \"fixed\"\nmax_iter: 0\nrandom_seed: 1\n"
@@ -146,9 +169,9 @@ TEST(SfbTrainTest, LenetTwoByTwoOnTracksOffFor50Iterations) {
                                           "--weights_out=" + dir.File("init.caffemodel")},
                                          dir.File("init.log"));
   ASSERT_EQ(init->WaitFor(std::chrono::seconds(60)), 0) << init->Log();
-  const double moved = testing::MaxAbsDiff(on.w0, ReadWeights(dir.File("init.caffemodel")));
-  EXPECT_GE(moved, 100 * tolerance) << "training barely moved the weights: the comparison would prove nothing";
-  std::printf("max |on - off| after 50 iterations = %g (tolerance %g), max |final - initial| = %g\n", diff,
+  const double moved = testing::MaxAbsDiff(on10.w0, ReadWeights(dir.File("init.caffemodel")));
+  EXPECT_GE(moved, 1000 * tolerance) << "training barely moved the weights: the comparison would prove nothing";
+  std::printf("after 10 iterations: max |on - off| = %g (tolerance %g), max |final - initial| = %g\n", diff,
               tolerance, moved);
 }
 
