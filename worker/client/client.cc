@@ -215,9 +215,17 @@ class ClientImpl final : public Client {
     if (!pipeline_.layered())
       return InvalidArgumentError("tensor \"" + tensors_.spec(eligible[0]).name +
                                   "\" has factors but not every tensor has data and diff buffers (the layer-wise API)");
+    SfbMode mode = options_.sfb;
+    if (node_.job().start_clock() > 0) {
+      // A resumed job restarts from the servers' checkpoint; SFB replicas are not in it.
+      if (mode == SfbMode::kOn)
+        return InvalidArgumentError("--sfb=on cannot resume a job from a checkpoint (use --sfb=off or auto)");
+      if (rank() == 0) LOG(INFO) << "worker 0: resumed job: every tensor goes through the servers (--sfb=off)";
+      mode = SfbMode::kOff;
+    }
     ASSIGN_OR_RETURN(auto choices,
-                     DecideHybComm(options_.sfb, num_workers(), num_servers(), node_.job().consistency(), shapes));
-    if (rank() == 0) LOG(INFO) << "worker 0: " << FormatHybCommTable(options_.sfb, num_workers(), num_servers(), choices);
+                     DecideHybComm(mode, num_workers(), num_servers(), node_.job().consistency(), shapes));
+    if (rank() == 0) LOG(INFO) << "worker 0: " << FormatHybCommTable(mode, num_workers(), num_servers(), choices);
     std::vector<int> chosen;
     std::vector<FactorExchange::TensorInfo> infos;
     uint64_t digest = 0;
