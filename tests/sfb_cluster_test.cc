@@ -209,6 +209,10 @@ TEST(SfbClusterTest, DeadPeerFailsTheWaitNamingIt) {
   sgd.set_momentum(0.9f);
   sgd.set_weight_decay(0.0005f);
   sgd.set_regularization_type("L2");
+  sgd.set_type(pb::SOLVER_SGD);
+  sgd.set_delta(1e-8f);
+  sgd.set_momentum2(0.999f);
+  sgd.set_rms_decay(0.99f);
   ASSERT_TRUE((*client)->Init(sgd, {w.data()}).ok());
   EXPECT_EQ((*client)->sfb_tensors(), std::vector<int>{0});
   int64_t clock = 0;

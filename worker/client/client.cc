@@ -216,6 +216,14 @@ class ClientImpl final : public Client {
       return InvalidArgumentError("tensor \"" + tensors_.spec(eligible[0]).name +
                                   "\" has factors but not every tensor has data and diff buffers (the layer-wise API)");
     SfbMode mode = options_.sfb;
+    if (sgd.type() != pb::SOLVER_SGD) {
+      // ApplySufficientFactors runs Caffe's SGD step only.
+      if (mode == SfbMode::kOn)
+        return InvalidArgumentError("--sfb=on supports solver type SGD only, got " + pb::SolverType_Name(sgd.type()));
+      if (rank() == 0) LOG(INFO) << "worker 0: solver " << pb::SolverType_Name(sgd.type())
+                                 << ": every tensor goes through the servers (SFB applies SGD only)";
+      mode = SfbMode::kOff;
+    }
     if (node_.job().start_clock() > 0) {
       // A resumed job restarts from the servers' checkpoint; SFB replicas are not in it.
       if (mode == SfbMode::kOn)
