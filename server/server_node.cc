@@ -76,6 +76,7 @@ Status ServerNode::Run() {
               << (list.empty() ? "none" : "clocks " + list);
   }
   node_ = std::make_unique<Node>(node_options_);
+  live_node_ = node_.get();
   Status st = node_->Start(
       [this](const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) {
         OnData(from, std::move(msg), partial);
@@ -120,8 +121,8 @@ void ServerNode::Reply(const Endpoint& to, Message msg) {
   // Weights travel over the worker's parallel streams (spread by chunk);
   // everything else on the first.
   const int stream = msg.header.op() == pb::PULL_REPLY ? msg.header.priority() : 0;
-  Status st = node_->Send(to, std::move(msg), stream);
-  if (!st.ok()) LOG(WARNING) << node_->name() << ": reply to " << to << " failed: " << st.message();
+  Status st = live_node_->Send(to, std::move(msg), stream);
+  if (!st.ok()) LOG(WARNING) << live_node_->name() << ": reply to " << to << " failed: " << st.message();
 }
 
 void ServerNode::OnData(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) {
@@ -141,7 +142,7 @@ void ServerNode::OnData(const Endpoint& from, StatusOr<Message> msg, const pb::H
 void ServerNode::Dispatch(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) {
   pb::Role role;
   int rank = -1;
-  if (!node_->Lookup(from, &role, &rank) || role != pb::WORKER) rank = -1;
+  if (!live_node_->Lookup(from, &role, &rank) || role != pb::WORKER) rank = -1;
   server_->Handle(from, rank, std::move(msg), partial);
 }
 

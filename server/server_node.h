@@ -66,6 +66,10 @@ class ServerNode : public ReplySink {
   bool failed_ = false;                  // GUARDED_BY(mu_): Start failed; drop data.
   std::atomic<bool> ready_{false};       // server_ built and early_ drained.
   std::unique_ptr<Node> node_;           // Last: stopped before server_ goes away.
+  // node_.get(), for the receive thread (OnData, Reply): ~ServerNode's
+  // node_.reset() nulls node_ before ~Node has stopped that thread, which may
+  // still be in OnData or Reply (a SIGSEGV at shutdown under load).
+  Node* live_node_ = nullptr;
 };
 
 }  // namespace nereus
