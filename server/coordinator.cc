@@ -158,6 +158,7 @@ void Coordinator::HandleRegister(const Endpoint& from, const pb::Header& h) {
   m.endpoint = from;
   m.last_seen = std::chrono::steady_clock::now();
   m.checkpoint_clocks.assign(n.checkpoint_clocks().begin(), n.checkpoint_clocks().end());
+  m.checkpoint_every = n.checkpoint_every();
   members_[from] = m;
   LOG(INFO) << "coordinator: " << NodeName(m.role, rank) << " registered from " << from << " ("
             << members_.size() << "/" << options_.job.num_servers() + options_.job.num_workers() << ")";
@@ -167,6 +168,9 @@ void Coordinator::HandleRegister(const Endpoint& from, const pb::Header& h) {
   reply.header.set_op(pb::REGISTER_REPLY);
   reply.header.set_sender_role(pb::COORDINATOR);
   *reply.header.mutable_job() = options_.job;
+  for (const auto& [ep, member] : members_)
+    if (member.checkpoint_every > reply.header.job().checkpoint_every())
+      reply.header.mutable_job()->set_checkpoint_every(member.checkpoint_every);
   if (options_.resume) {
     auto clock = ResumeClock();
     if (!clock.ok()) {

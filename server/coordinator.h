@@ -54,6 +54,7 @@ class Coordinator {
     std::chrono::steady_clock::time_point last_seen;
     bool done = false;
     std::vector<int64_t> checkpoint_clocks;  // Servers, from REGISTER.
+    int64_t checkpoint_every = 0;            // Servers, from REGISTER.
   };
   struct BarrierState {
     std::set<Endpoint> arrived;

@@ -298,8 +298,17 @@ TEST(LenetResumeTest, KilledServerThenWholeJobResumedEndsBitwiseEqual) {
     return s;
   };
   std::string report;
-  auto codes = RunJob(spec(100, "ref.caffemodel"), ref_logs, &report);
+  // The uninterrupted run checkpoints too (into its own directory): a job
+  // whose servers checkpoint keeps every tensor on the servers (--sfb=auto
+  // would otherwise send ip1/ip2 as sufficient factors, which rounds
+  // differently).
+  TempDir ref_ckpt;
+  ClusterSpec ref_job = spec(100, "ref.caffemodel");
+  ref_job.server_flags = {"--checkpoint_dir=" + ref_ckpt.path(), "--checkpoint_every=20"};
+  auto codes = RunJob(ref_job, ref_logs, &report);
   ExpectAllZero(codes, report);
+  EXPECT_TRUE(Contains(ReadFile(ref_logs.File("worker0.log")),
+                       "servers checkpoint: every tensor goes through the servers (--sfb=off)"));
 
   ClusterSpec crash = spec(60, "crash.caffemodel");
   crash.server_flags = {"--checkpoint_dir=" + ckpt.path(), "--checkpoint_every=20"};

@@ -230,6 +230,14 @@ class ClientImpl final : public Client {
         return InvalidArgumentError("--sfb=on cannot resume a job from a checkpoint (use --sfb=off or auto)");
       if (rank() == 0) LOG(INFO) << "worker 0: resumed job: every tensor goes through the servers (--sfb=off)";
       mode = SfbMode::kOff;
+    } else if (node_.job().checkpoint_every() > 0) {
+      // The servers checkpoint what they hold; SFB replicas would be missing from it.
+      if (mode == SfbMode::kOn)
+        return InvalidArgumentError("--sfb=on cannot be used while the servers checkpoint (--checkpoint_every=" +
+                                    std::to_string(node_.job().checkpoint_every()) +
+                                    "): SFB replicas are not in the checkpoints (use --sfb=off or auto)");
+      if (rank() == 0) LOG(INFO) << "worker 0: servers checkpoint: every tensor goes through the servers (--sfb=off)";
+      mode = SfbMode::kOff;
     }
     ASSIGN_OR_RETURN(auto choices,
                      DecideHybComm(mode, num_workers(), num_servers(), node_.job().consistency(), shapes));
