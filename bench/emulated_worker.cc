@@ -58,10 +58,15 @@ Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& r
   // (longer than kBlocked), as the device would have idled.
   const auto kBlocked = std::chrono::milliseconds(1);
   auto deadline = Clock::now();
+  // Returns the compute the device did: from where the layer's compute
+  // started (the previous deadline, or `ready` after a reset) to now. A short
+  // wait the deadline absorbed counts as compute, not twice.
   auto compute = [&](double s, Clock::time_point ready, bool blocked) {
     if (blocked || deadline < ready - std::chrono::milliseconds(50)) deadline = ready;
+    const auto start = deadline;
     deadline += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
     std::this_thread::sleep_until(deadline);  // Emulated compute, not synchronisation.
+    return std::chrono::duration<double>(Clock::now() - start).count();
   };
   for (int64_t it = 0; it < total; ++it) {
     const auto t0 = Clock::now();
@@ -71,19 +76,17 @@ Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& r
       RETURN_IF_ERROR(c.WaitWeights(l, it));
       const auto b = Clock::now();
       const int64_t begin = MonotonicMicros();
-      compute(fwd[l], b, b - a > kBlocked);
+      slept += compute(fwd[l], b, b - a > kBlocked);
       c.TraceSpan("forward " + model.layers[l].name, it, begin, MonotonicMicros());
       waited += seconds(a, b);
-      slept += seconds(b, Clock::now());
     }
     for (int l = L - 1; l >= 0; --l) {
       const auto a = Clock::now();
       const int64_t begin = MonotonicMicros();
-      compute(bwd[l], a, false);
+      slept += compute(bwd[l], a, false);
       c.TraceSpan("backward " + model.layers[l].name, it, begin, MonotonicMicros());
       const auto b = Clock::now();
       RETURN_IF_ERROR(c.GradientsReady(l, it));
-      slept += seconds(a, b);
       waited += seconds(b, Clock::now());
     }
     // The iteration ends when the next one can start its first layer.

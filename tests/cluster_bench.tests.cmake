@@ -7,3 +7,6 @@ nereus_add_test(cluster_emulation_test SOURCES cluster_emulation_test.cc LIBS ne
                 TIMEOUT 180)
 add_dependencies(cluster_emulation_test nereus_bench nereus_server)
 set_tests_properties(cluster_emulation_test PROPERTIES SKIP_RETURN_CODE 77)
+if(NEREUS_SANITIZE)
+  target_compile_definitions(cluster_emulation_test PRIVATE NEREUS_SANITIZED_BUILD)
+endif()

@@ -111,8 +111,10 @@ TEST(ClusterEmulationTest, RunsCleansUpAndMatchesTheSimulator) {
   o.partition_bytes = (1 << 20) / kScale;
   o.credit_bytes = (2 << 20) / kScale;
   auto predicted = bench::Simulate(layers, o).value();
+#ifndef NEREUS_SANITIZED_BUILD
   EXPECT_LT(std::abs(predicted.iteration_s - measured) / measured, kBound)
       << "predicted " << predicted.iteration_s << " s, measured " << measured << " s";
+#endif  // Under a sanitizer the client's own CPU time is several times larger: the run and its cleanup are checked, not the timing.
   std::printf("2 hosts: measured %.4f s, predicted %.4f s (%+.1f%%)\n", measured, predicted.iteration_s,
               100 * (predicted.iteration_s - measured) / measured);
 }

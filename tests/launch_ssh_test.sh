@@ -62,15 +62,21 @@ exec {log}<&-
 SSH_OPTS="-p $PORT -i $T/id -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR"
 printf '127.0.0.1\n127.0.0.2\n' > "$T/hosts"
 JOB=(--tensors=1000,250x10 --iterations=5 --startup_timeout_s=60)
+# ssh starts each remote process with a fresh environment: a sanitizer build's
+# options (TSan's suppressions file, in CI) must travel as --env.
+SAN_ENV=()
+for v in TSAN_OPTIONS ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS; do
+  [ -z "${!v:-}" ] || SAN_ENV+=("--env=$v=${!v}")
+done
 JOB_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$LAUNCH" --hostfile="$T/hosts" --num_servers=2 --num_workers=2 --port="$JOB_PORT" --ssh=ssh --ssh_opts="$SSH_OPTS" \
-  --bin_dir="$BIN" --workdir="$T" "${JOB[@]}" > "$T/job.out" 2>&1 || { cat "$T/job.out" >&2; fail "ssh job exited with $?"; }
+  --bin_dir="$BIN" --workdir="$T" "${SAN_ENV[@]}" "${JOB[@]}" > "$T/job.out" 2>&1 || { rc=$?; cat "$T/job.out" >&2; fail "ssh job exited with $rc"; }
 grep -q "^\[worker 1@127.0.0.2\] .* at tcp://127.0.0.2:[0-9]* registering with coordinator tcp://127.0.0.1:$JOB_PORT$" \
   "$T/job.out" || { cat "$T/job.out" >&2; fail "worker 1 did not run on 127.0.0.2"; }
 summary() { sed -n 's/^.*\(worker [0-9]*\): 5 iterations in [0-9.]* s, \(loss .*\), communication.*$/\1 \2/p' "$1" | sort; }
 printf '127.0.0.1\n' > "$T/one"
 "$LAUNCH" --hostfile="$T/one" --num_servers=2 --num_workers=2 --port="$JOB_PORT" --ssh=none --bin_dir="$BIN" \
-  "${JOB[@]}" > "$T/local.out" 2>&1 || { cat "$T/local.out" >&2; fail "local job exited with $?"; }
+  "${JOB[@]}" > "$T/local.out" 2>&1 || { rc=$?; cat "$T/local.out" >&2; fail "local job exited with $rc"; }
 [ "$(summary "$T/job.out" | wc -l)" -eq 2 ] || { cat "$T/job.out" >&2; fail "expected 2 worker summaries"; }
 [ "$(summary "$T/job.out")" = "$(summary "$T/local.out")" ] || fail "ssh job and local job differ"
 echo "ok: a 2-host job over ssh trains as on one host"
@@ -80,7 +86,7 @@ echo "ok: a 2-host job over ssh trains as on one host"
 set -m
 mkfifo "$T/live"
 "$LAUNCH" --hostfile="$T/hosts" --num_servers=2 --num_workers=2 --port="$JOB_PORT" --ssh=ssh --ssh_opts="$SSH_OPTS" \
-  --bin_dir="$BIN" --tensors=1000 --iterations=100000 --compute_ms=20 --display=1 > "$T/live" 2>&1 &
+  --bin_dir="$BIN" "${SAN_ENV[@]}" --tensors=1000 --iterations=100000 --compute_ms=20 --display=1 > "$T/live" 2>&1 &
 pid=$!
 set +m
 sent=0
