@@ -5,6 +5,8 @@
 #include <cstring>
 #include <ctime>
 #include <limits>
+#include <set>
+#include <tuple>
 #include <utility>
 
 #include <google/protobuf/util/message_differencer.h>
@@ -77,6 +79,15 @@ void ParamServer::Handle(const Endpoint& from, int worker_rank, StatusOr<Message
   FlushReplies();
 }
 
+// The distinct request ids of a batch's parts, in order (empty: not a batch).
+static std::vector<uint64_t> BatchIds(const pb::Header& h) {
+  std::vector<uint64_t> ids;
+  for (const pb::Part& p : h.parts())
+    if (p.request_id() != 0 && std::find(ids.begin(), ids.end(), p.request_id()) == ids.end())
+      ids.push_back(p.request_id());
+  return ids;
+}
+
 void ParamServer::FlushReplies() {
   for (auto& [to, parts] : outbox_) {
     if (parts.empty()) continue;
@@ -115,6 +126,8 @@ void ParamServer::SendError(const Endpoint& to, const pb::Header& request, const
   m.header.set_chunk(request.chunk());
   m.header.set_clock(request.clock());
   m.header.set_error("server " + std::to_string(options_.rank) + ": " + status.message());
+  // A batch is refused whole: the ERROR names every unit in it.
+  for (uint64_t id : BatchIds(request)) m.header.add_parts()->set_request_id(id);
   sink_->Reply(to, std::move(m));
 }
 
@@ -126,6 +139,8 @@ void ParamServer::Ack(const Endpoint& to, pb::Op op, const pb::Header& request) 
   m.header.set_chunk(request.chunk());
   m.header.set_clock(request.clock());
   m.header.set_priority(request.priority());
+  // A batch is acked once, naming every unit in it.
+  for (uint64_t id : BatchIds(request)) m.header.add_parts()->set_request_id(id);
   sink_->Reply(to, std::move(m));
 }
 
@@ -222,6 +237,20 @@ Status ParamServer::HandleInit(const Endpoint& from, const Message& msg) {
   return Status::OK();
 }
 
+// A PUSH or PULL with parts either gives every part a request id (a batch)
+// or none (a merged PUSH); anything else is refused.
+static Status CheckBatchIds(const pb::Header& h, bool* batch) {
+  int with = 0;
+  for (const pb::Part& p : h.parts()) with += p.request_id() != 0 ? 1 : 0;
+  *batch = with > 0;
+  if (with != 0 && with != h.parts_size())
+    return InvalidArgumentError("batched " + std::string(OpName(h.op())) + " with " + std::to_string(h.parts_size()) +
+                                " parts, only " + std::to_string(with) + " of which carry a request id");
+  if (with == 0 && h.op() == pb::PULL)
+    return InvalidArgumentError("PULL with " + std::to_string(h.parts_size()) + " parts and no request ids");
+  return Status::OK();
+}
+
 Status ParamServer::HandlePush(const Endpoint& from, int worker, const Message& msg) {
   const pb::Header& h = msg.header;
   if (worker < 0 || worker >= options_.num_workers)
@@ -230,20 +259,30 @@ Status ParamServer::HandlePush(const Endpoint& from, int worker, const Message& 
     return InvalidArgumentError("unsupported dtype " + pb::DType_Name(h.dtype()) + " for PUSH (only FLOAT32)");
   std::vector<PushPart> parts;
   std::vector<uint64_t> bytes;
+  bool batch = false;
   if (h.parts_size() == 0) {
     parts.push_back(PushPart{h.tensor(), h.chunk(), h.clock(), h.pull_request_id(), msg.payload});
     bytes.push_back(h.payload_bytes());
   } else {
-    // A merged push: one payload frame per part.
+    // A merged push or a batch: one payload frame per part.
+    RETURN_IF_ERROR(CheckBatchIds(h, &batch));
+    const std::string what = batch ? "batched PUSH" : "merged PUSH";
     if (static_cast<int>(msg.payload.size()) != h.parts_size())
-      return InvalidArgumentError("merged PUSH has " + std::to_string(h.parts_size()) + " parts but " +
+      return InvalidArgumentError(what + " has " + std::to_string(h.parts_size()) + " parts but " +
                                   std::to_string(msg.payload.size()) + " payload frames");
+    std::set<std::tuple<int, int, int64_t>> seen;
     for (int i = 0; i < h.parts_size(); ++i) {
       const pb::Part& p = h.parts(i);
       if (p.payload_bytes() != msg.payload[i].size())
-        return InvalidArgumentError("merged PUSH part " + std::to_string(i) + " says " +
+        return InvalidArgumentError(what + " part " + std::to_string(i) + " says " +
                                     std::to_string(p.payload_bytes()) + " bytes but its frame has " +
                                     std::to_string(msg.payload[i].size()));
+      // Two gradients of one chunk and clock from one worker would both pass
+      // the duplicate check below (it looks at what is already stored).
+      if (!seen.emplace(p.tensor(), p.chunk(), p.clock()).second)
+        return InvalidArgumentError(what + " part " + std::to_string(i) + " repeats tensor " +
+                                    std::to_string(p.tensor()) + " chunk " + std::to_string(p.chunk()) +
+                                    " for clock " + std::to_string(p.clock()));
       parts.push_back(PushPart{p.tensor(), p.chunk(), p.clock(), p.pull_request_id(), {msg.payload[i]}});
       bytes.push_back(p.payload_bytes());
     }
@@ -252,7 +291,9 @@ Status ParamServer::HandlePush(const Endpoint& from, int worker, const Message& 
   // Every part is checked before any is stored: a refused message changes nothing.
   for (size_t i = 0; i < parts.size(); ++i) {
     Status st = CheckPush(worker, parts[i], bytes[i]);
-    if (!st.ok()) return parts.size() > 1 ? st.Annotate("merged PUSH part " + std::to_string(i)) : st;
+    if (!st.ok())
+      return parts.size() > 1 ? st.Annotate((batch ? "batched PUSH part " : "merged PUSH part ") + std::to_string(i))
+                              : st;
   }
   Ack(from, pb::PUSH_ACK, h);
   for (PushPart& p : parts) StorePush(from, worker, std::move(p));
@@ -556,14 +597,46 @@ void ParamServer::AnswerPulls(Chunk* c) {
 
 Status ParamServer::HandlePull(const Endpoint& from, const Message& msg) {
   const pb::Header& h = msg.header;
-  ASSIGN_OR_RETURN(Chunk * c, FindChunk(h));
   if (msg.payload_bytes() != 0) return InvalidArgumentError("PULL must not carry a payload");
-  const int64_t min_version = MinVersion(h.clock());
-  if (c->version >= min_version) {
-    SendWeights(c, from, h.request_id(), h.priority());
-  } else {
-    // Answered by AnswerPulls the moment the update lands: no polling.
-    c->pulls.push_back(PendingPull{from, h.request_id(), min_version, h.priority()});
+  if (h.parts_size() == 0) {
+    ASSIGN_OR_RETURN(Chunk * c, FindChunk(h));
+    const int64_t min_version = MinVersion(h.clock());
+    if (c->version >= min_version) {
+      SendWeights(c, from, h.request_id(), h.priority());
+    } else {
+      // Answered by AnswerPulls the moment the update lands: no polling.
+      c->pulls.push_back(PendingPull{from, h.request_id(), min_version, h.priority()});
+    }
+    return Status::OK();
+  }
+  // A batch of pulls: every part is checked before any is answered; those
+  // whose version exists go back together in one PULL_REPLY (FlushReplies),
+  // the others each as soon as their update lands.
+  bool batch = false;
+  RETURN_IF_ERROR(CheckBatchIds(h, &batch));
+  std::vector<Chunk*> chunks;
+  for (int i = 0; i < h.parts_size(); ++i) {
+    const pb::Part& p = h.parts(i);
+    if (p.payload_bytes() != 0)
+      return InvalidArgumentError("batched PULL part " + std::to_string(i) + " says " +
+                                  std::to_string(p.payload_bytes()) + " payload bytes (a PULL carries none)");
+    auto it = chunks_.find({p.tensor(), p.chunk()});
+    if (it == chunks_.end())
+      return NotFoundError("batched PULL part " + std::to_string(i) + ": unknown tensor " +
+                           std::to_string(p.tensor()) + " chunk " + std::to_string(p.chunk()) +
+                           " (not initialized on this server)");
+    chunks.push_back(&it->second);
+  }
+  for (int i = 0; i < h.parts_size(); ++i) {
+    const pb::Part& p = h.parts(i);
+    Chunk* c = chunks[i];
+    const int32_t priority = p.tensor() * 1000 + p.chunk();
+    const int64_t min_version = MinVersion(p.clock());
+    if (c->version >= min_version) {
+      SendWeights(c, from, p.request_id(), priority);
+    } else {
+      c->pulls.push_back(PendingPull{from, p.request_id(), min_version, priority});
+    }
   }
   return Status::OK();
 }
