@@ -9,6 +9,7 @@
 #include "worker/client/merge_profiler.h"
 #include "worker/client/message_builder.h"
 #include "worker/client/request_table.h"
+#include "worker/client/server_queues.h"
 #include "worker/client/tensor_registry.h"
 
 namespace nereus {
@@ -232,6 +233,69 @@ TEST_F(BuilderFixture, PullsWithoutPrioritiesKeepArrivalOrderOnOneStream) {
   for (size_t i = 0; i < out.size(); ++i) {
     EXPECT_EQ(out[i].priority, (uint64_t{5} << 32) + i);  // (layer, partition).
     EXPECT_EQ(out[i].stream, static_cast<int>(i % 2));
+  }
+}
+
+TEST_F(BuilderFixture, CoalescedUnitsKeepEachUnitsRequestIdPartsAndFramesInOrder) {
+  MessageBuilder builder(Options(Schedule::kFull), &reg, &requests);
+  std::vector<ChunkRef> refs = reg.Refs(0);
+  for (const ChunkRef& r : reg.Refs(1)) refs.push_back(r);
+  auto push = std::make_shared<Handle::State>(1);
+  auto guard = std::make_shared<SendGuard>(push);
+  auto pull = std::make_shared<Handle::State>(static_cast<int>(refs.size()));
+  std::vector<QueuedMessage> out;
+  builder.BuildPushes(refs, {grad[0], grad[1]}, {0, 1}, 7, [&](int) { return pull; }, push, guard,
+                      uint64_t{1} << 32, &out, /*merge=*/true);
+  // The units of the server that holds the merged one, plus a plain one.
+  std::vector<QueuedMessage> units;
+  int server = -1;
+  for (const QueuedMessage& m : out)
+    if (m.msg.header.parts_size() > 1) server = m.server;
+  ASSERT_GE(server, 0);
+  for (QueuedMessage& m : out)
+    if (m.server == server) units.push_back(std::move(m));
+  ASSERT_GE(units.size(), 2u);
+  std::vector<std::pair<uint64_t, const void*>> expect;  // (request id, frame) in order.
+  uint64_t bytes = 0;
+  for (const QueuedMessage& u : units) {
+    EXPECT_EQ(u.batch_bytes, u.bytes);  // A push adds its payload to a batch.
+    bytes += u.bytes;
+    for (const Buffer& b : u.msg.payload) expect.emplace_back(u.request_id, b.data());
+  }
+  const QueuedMessage batch = CoalesceUnits(std::move(units));
+  const pb::Header& h = batch.msg.header;
+  EXPECT_EQ(h.op(), pb::PUSH);
+  EXPECT_EQ(h.request_id(), 0u);
+  EXPECT_EQ(batch.server, server);
+  EXPECT_EQ(batch.bytes, bytes);
+  ASSERT_EQ(h.parts_size(), static_cast<int>(expect.size()));
+  ASSERT_EQ(batch.msg.payload.size(), expect.size());
+  for (int i = 0; i < h.parts_size(); ++i) {
+    EXPECT_EQ(h.parts(i).request_id(), expect[i].first) << i;
+    EXPECT_EQ(batch.msg.payload[i].data(), expect[i].second) << i;  // Still zero-copy.
+    EXPECT_EQ(h.parts(i).payload_bytes(), batch.msg.payload[i].size());
+    EXPECT_EQ(h.parts(i).clock(), 7);
+    EXPECT_NE(h.parts(i).pull_request_id(), 0u);
+  }
+
+  // Pulls: one part per chunk, no payload; a pull adds its reply's size.
+  std::vector<QueuedMessage> pulls;
+  builder.BuildPulls(reg.Refs(0), data[0], 3, pull, 0, &pulls);
+  std::vector<QueuedMessage> to0;
+  for (QueuedMessage& m : pulls) {
+    EXPECT_EQ(m.batch_bytes, reg.chunks(0)[m.msg.header.chunk()].length * sizeof(float));
+    if (m.server == pulls[0].server) to0.push_back(std::move(m));
+  }
+  std::vector<uint64_t> ids;
+  for (const QueuedMessage& m : to0) ids.push_back(m.request_id);
+  const QueuedMessage pulled = CoalesceUnits(std::move(to0));
+  EXPECT_EQ(pulled.msg.header.op(), pb::PULL);
+  EXPECT_TRUE(pulled.msg.payload.empty());
+  ASSERT_EQ(pulled.msg.header.parts_size(), static_cast<int>(ids.size()));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(pulled.msg.header.parts(i).request_id(), ids[i]);
+    EXPECT_EQ(pulled.msg.header.parts(i).clock(), 3);
+    EXPECT_EQ(pulled.msg.header.parts(i).tensor(), 0);
   }
 }
 

@@ -31,7 +31,8 @@ pb::SgdConfig Sgd() {
 // Trains the synthetic model through the layer-wise API; returns every
 // worker's final weights (all tensors, concatenated).
 std::vector<std::vector<float>> Train(Schedule schedule, const std::string& timeline = "",
-                                      ClientStats* stats = nullptr) {
+                                      ClientStats* stats = nullptr,
+                                      uint64_t batch_bytes = ClientOptions().batch_bytes) {
   auto shapes = ParseTensorShapes(kTensors).value();
   const int W = 3, T = static_cast<int>(shapes.size());
   bench::LocalJobOptions o;
@@ -43,6 +44,7 @@ std::vector<std::vector<float>> Train(Schedule schedule, const std::string& time
   o.client.streams = 2;
   o.client.merge_profile_iterations = 2;
   o.client.timeline = timeline;
+  o.client.batch_bytes = batch_bytes;
   auto job = bench::LocalJob::Start(o);
   EXPECT_TRUE(job.ok()) << job.status();
   if (!job.ok()) return {};
@@ -137,8 +139,8 @@ TEST(PipelineTest, EveryScheduleMatchesSequentialBitForBit) {
 
 TEST(PipelineTest, MergingSendsFewerPushMessagesForTheSameBytes) {
   ClientStats priority, full;
-  Train(Schedule::kPriority, "", &priority);
-  Train(Schedule::kFull, "", &full);
+  Train(Schedule::kPriority, "", &priority, /*batch_bytes=*/0);
+  Train(Schedule::kFull, "", &full, /*batch_bytes=*/0);
   // Same gradients, fewer messages: clocks after the first few (used to time
   // the layers) travel merged.
   EXPECT_EQ(full.push_bytes, priority.push_bytes);
@@ -147,6 +149,34 @@ TEST(PipelineTest, MergingSendsFewerPushMessagesForTheSameBytes) {
   // 4 + 1 + 10 + 1 + 7 + 1 + 2 + 1 = 27 chunks of at most 1024 bytes.
   EXPECT_EQ(priority.push_messages, 27u * kClocks);
   EXPECT_EQ(priority.pull_messages, 27u);  // Clock 0's prefetch; the rest ride on pushes.
+}
+
+// Batching small queued units (--batch_bytes) changes how many messages go,
+// never the weights: every schedule with batching on gives, bit for bit, the
+// weights of batching off, and sends the same bytes in fewer messages.
+TEST(PipelineTest, BatchingSendsFewerMessagesAndTheSameWeightsBitForBit) {
+  ClientStats off;
+  const auto plain = Train(Schedule::kPriority, "", &off, /*batch_bytes=*/0);
+  ASSERT_EQ(plain.size(), 3u);
+  EXPECT_EQ(off.batches, 0u);
+  for (Schedule s : {Schedule::kSequential, Schedule::kWfbp, Schedule::kPriority, Schedule::kFull}) {
+    ClientStats on;
+    const auto got = Train(s, "", &on, /*batch_bytes=*/64 << 10);
+    ASSERT_EQ(got.size(), 3u) << ScheduleName(s);
+    for (int r = 0; r < 3; ++r) {
+      ASSERT_EQ(got[r].size(), plain[r].size());
+      EXPECT_EQ(std::memcmp(got[r].data(), plain[r].data(), plain[r].size() * sizeof(float)), 0)
+          << ScheduleName(s) << " with batching, worker " << r << " differs from priority without";
+    }
+    EXPECT_GT(on.batches, 0u) << ScheduleName(s);
+    if (s != Schedule::kPriority) continue;
+    // The same units and bytes; each batch of k units is one message.
+    EXPECT_EQ(on.push_bytes, off.push_bytes);
+    EXPECT_LT(on.push_messages, off.push_messages);
+    EXPECT_LT(on.pull_messages, off.pull_messages);  // Clock 0's prefetch, batched.
+    EXPECT_EQ(on.push_messages + on.pull_messages + on.batched_units - on.batches,
+              off.push_messages + off.pull_messages);
+  }
 }
 
 TEST(PipelineTest, TimelineIsChromeTraceWithComputeQueueTransferAndApplySpans) {

@@ -102,7 +102,8 @@ class ClientImpl final : public Client {
           factors_.Abort(why);
         }));
     const bool prioritized = options_.schedule == Schedule::kPriority || options_.schedule == Schedule::kFull;
-    queues_.Start(node_.job().num_servers(), node_.job().num_workers(), prioritized ? options_.credit_bytes : 0);
+    queues_.Start(node_.job().num_servers(), node_.job().num_workers(), prioritized ? options_.credit_bytes : 0,
+                  options_.batch_bytes);
     if (!options_.timeline.empty()) {
       timeline_path_ = options_.timeline;
       const size_t at = timeline_path_.find("{rank}");

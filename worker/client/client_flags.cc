@@ -9,6 +9,12 @@ DEFINE_string(schedule, "full",
 DEFINE_uint64(credit_bytes, 2 << 20,
               "Worker, priority/full: bytes of pushes in flight to one server at once. Smaller lets an urgent "
               "partition overtake sooner; larger keeps a fast link busy.");
+DEFINE_uint64(batch_bytes, 64 << 10,
+              "Worker, every schedule: small pushes (or pulls) queued for one server at the moment one of them may "
+              "leave (the --credit_bytes window is full, or they were handed over together) go as one message of at "
+              "most this many bytes, in priority order; the server acks a batch once and answers its pulls in one "
+              "reply. A push or pull of this size or more always goes alone; nothing waits for a batch to fill. "
+              "Independent of --merge. 0: off (one message per partition or merged push).");
 DEFINE_string(merge, "auto",
               "Worker, full: auto measures the link (alpha, beta) at start and the backward time of each layer in "
               "the first iterations, then merges consecutive layers by MG-WFBP's rule; off sends every layer alone.");
@@ -38,6 +44,7 @@ StatusOr<ClientOptions> ClientOptionsFromFlags() {
   ASSIGN_OR_RETURN(o.schedule, ParseSchedule(FLAGS_schedule));
   if (FLAGS_credit_bytes == 0) return InvalidArgumentError("--credit_bytes must be > 0");
   o.credit_bytes = FLAGS_credit_bytes;
+  o.batch_bytes = FLAGS_batch_bytes;
   if (FLAGS_merge != "auto" && FLAGS_merge != "off")
     return InvalidArgumentError("--merge must be auto or off, got \"" + FLAGS_merge + "\"");
   o.merge = FLAGS_merge == "auto";

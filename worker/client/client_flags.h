@@ -1,4 +1,4 @@
-// The worker's communication flags (--schedule, --credit_bytes, --merge,
+// The worker's communication flags (--schedule, --credit_bytes, --batch_bytes, --merge,
 // --timeline, --timeline_every, --sfb) and ClientOptionsFromFlags, for the binaries
 // that make a Client (nereus_worker, nereus_bench). Linked only into
 // binaries, never into the libraries; the node flags they build on are in
@@ -14,6 +14,7 @@
 
 DECLARE_string(schedule);
 DECLARE_uint64(credit_bytes);
+DECLARE_uint64(batch_bytes);
 DECLARE_string(merge);
 DECLARE_string(timeline);
 DECLARE_int32(timeline_every);

@@ -93,6 +93,7 @@ void MessageBuilder::BuildPushes(const std::vector<ChunkRef>& refs, const std::v
   }
   for (size_t i = first; i < out->size(); ++i) {
     requests_->Add((*out)[i].request_id, std::move(acks[i - first]));
+    (*out)[i].batch_bytes = (*out)[i].bytes;
     // Single-part messages use the plain header fields.
     pb::Header& h = (*out)[i].msg.header;
     if (h.parts_size() != 1) continue;
@@ -130,6 +131,7 @@ void MessageBuilder::BuildPulls(const std::vector<ChunkRef>& refs, float* dst, i
     requests_->Add(id, std::move(r));
     QueuedMessage w{c.server, Priority(base_priority, partition), 0, StreamFor(partition), id, Message()};
     ++partition;
+    w.batch_bytes = c.length * sizeof(float);  // The reply's size.
     w.msg.header.set_op(pb::PULL);
     w.msg.header.set_request_id(id);
     w.msg.header.set_tensor(ref.tensor);

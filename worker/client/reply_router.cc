@@ -1,6 +1,7 @@
 #include "worker/client/reply_router.h"
 
 #include <cstring>
+#include <map>
 #include <string>
 
 namespace nereus {
@@ -25,8 +26,13 @@ void ReplyRouter::OnData(const Endpoint& from, StatusOr<Message> msg, const pb::
         LOG(WARNING) << "worker " << node_->rank() << ": FACTORS from " << from << " before start-up";
       }
       break;
-    case pb::FACTORS_ACK:
     case pb::PUSH_ACK:
+      if (h.parts_size() > 0) {  // A batch: one ack for every unit in it.
+        AckBatch(h, now);
+        break;
+      }
+      [[fallthrough]];
+    case pb::FACTORS_ACK:
     case pb::INIT_ACK:
     case pb::PONG: {
       Request r;
@@ -40,15 +46,15 @@ void ReplyRouter::OnData(const Endpoint& from, StatusOr<Message> msg, const pb::
       break;
     }
     case pb::ERROR: {
-      Request r;
-      if (!requests_->Take(h.request_id(), &r)) break;
       const Status err = InvalidArgumentError(h.error());
-      r.state->Fail(err);
-      for (uint64_t pid : r.piggyback) {
-        Request p;
-        if (requests_->Take(pid, &p)) p.state->Fail(err.Annotate("the push carrying this pull was refused"));
+      if (h.parts_size() == 0) {
+        Fail(h.request_id(), err);
+        break;
       }
-      Finished(r);
+      // A refused batch: every unit in it.
+      std::map<int, uint64_t> credit;
+      for (const pb::Part& p : h.parts()) Fail(p.request_id(), err.Annotate("refused with its batch"), &credit);
+      for (const auto& [server, bytes] : credit) queues_->Release(server, bytes);
       break;
     }
     case pb::PULL_REPLY: {
@@ -74,6 +80,38 @@ void ReplyRouter::OnData(const Endpoint& from, StatusOr<Message> msg, const pb::
     default:
       LOG(WARNING) << "worker " << node_->rank() << ": unexpected " << OpName(h.op()) << " from " << from;
   }
+}
+
+void ReplyRouter::Fail(uint64_t id, const Status& err, std::map<int, uint64_t>* credit) {
+  Request r;
+  if (!requests_->Take(id, &r)) return;
+  r.state->Fail(err);
+  for (uint64_t pid : r.piggyback) {
+    Request p;
+    if (requests_->Take(pid, &p)) p.state->Fail(err.Annotate("the push carrying this pull was refused"));
+  }
+  if (credit != nullptr) {
+    (*credit)[r.server] += r.credit;
+  } else {
+    Finished(r);
+  }
+}
+
+void ReplyRouter::AckBatch(const pb::Header& h, int64_t now) {
+  // Every unit's credit goes back at once, so the queue refills with one
+  // dispatch (and may batch again) instead of one per unit.
+  std::map<int, uint64_t> credit;
+  for (const pb::Part& p : h.parts()) {
+    Request r;
+    if (!requests_->Take(p.request_id(), &r)) continue;
+    if (timeline_ && r.kind == Request::Kind::kAck) {
+      timeline_->Span(Lane::kQueue, r.what, r.clock, r.enqueue_us, r.dispatch_us);
+      timeline_->Span(Lane::kPush, r.what, r.clock, r.dispatch_us, now);
+    }
+    r.state->Complete();
+    credit[r.server] += r.credit;
+  }
+  for (const auto& [server, bytes] : credit) queues_->Release(server, bytes);
 }
 
 void ReplyRouter::ReceiveWeights(uint64_t id, int64_t version, int64_t apply_begin, int64_t apply_us,

@@ -3,6 +3,7 @@
 #define NEREUS_WORKER_CLIENT_REPLY_ROUTER_H_
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "common/message.h"
@@ -40,6 +41,11 @@ class ReplyRouter {
   void ReceiveWeights(uint64_t id, int64_t version, int64_t apply_begin, int64_t apply_us,
                       const std::vector<Buffer>& payload, int64_t now);
   void Finished(const Request& r) { queues_->Release(r.server, r.credit); }
+  // Fails request `id` and the pulls riding on it; its credit is released,
+  // or added to `credit` (by server) for the caller to release.
+  void Fail(uint64_t id, const Status& err, std::map<int, uint64_t>* credit = nullptr);
+  // The PUSH_ACK of a batch: completes every unit it lists.
+  void AckBatch(const pb::Header& h, int64_t now);
 
   const Node* const node_;
   RequestTable* const requests_;

@@ -23,15 +23,27 @@ struct QueuedMessage {
   int stream;           // Connection to the server (kFull spreads partitions).
   uint64_t request_id;  // Stamped with its dispatch time.
   Message msg;
+  // What this unit adds to a batch (--batch_bytes): a PUSH's payload bytes,
+  // the weights a PULL asks for. 0: never batched (INIT_CHUNK, FACTORS).
+  uint64_t batch_bytes = 0;
 };
+
+// The batch of `units` (two or more PUSHes, or two or more PULLs, to one
+// server, in the order given) as one wire message: every unit's parts (a
+// plain unit becomes one part) with the unit's request id on each, the
+// payload frames in the same order, header request_id 0, the first unit's
+// destination and stream, the smallest header priority. The units' requests
+// stay separate in the RequestTable (see nereus.proto, Header.parts).
+QueuedMessage CoalesceUnits(std::vector<QueuedMessage> units);
 
 // Owns the PriorityScheduler (one queue and one credit per server) and the
 // counters of what was sent. Submit runs on user threads; messages leave on
 // whichever thread dispatches them (the submitter, or the receive thread
 // when a reply frees credit). Thread-safe.
 //
-// This is the place to change how queued messages become wire messages
-// (e.g. to coalesce small queued partitions to one server).
+// Small PUSHes (or PULLs) queued together for one server leave as one
+// message of at most `batch_bytes` (Start): see PriorityScheduler and
+// CoalesceUnits.
 class ServerQueues {
  public:
   // `node` and `requests` must outlive this object; Start before Submit.
@@ -41,7 +53,9 @@ class ServerQueues {
   // Destinations 0..num_servers-1 are the servers, num_servers + w is worker
   // w (sufficient factors go to the other workers with the same priorities
   // and credit as pushes).
-  void Start(int num_servers, int num_workers, uint64_t credit_bytes);
+  // `batch_bytes` > 0 batches small queued units per server up to that many
+  // bytes (0: every unit alone).
+  void Start(int num_servers, int num_workers, uint64_t credit_bytes, uint64_t batch_bytes = 0);
 
   // Queues `messages` in order. Never call under a lock a send can take
   // (the scheduler may send at once, stamping the RequestTable).
@@ -59,6 +73,10 @@ class ServerQueues {
   int num_servers_ = 0;                           // Likewise.
   std::atomic<uint64_t> push_messages_{0}, push_bytes_{0}, pull_messages_{0};
   std::atomic<uint64_t> factor_messages_{0}, factor_bytes_{0};
+  std::atomic<uint64_t> batches_{0}, batched_units_{0};
+
+  void Count(const Message& msg);
+  void SendBatch(std::vector<PriorityScheduler::Item>* batch);
 };
 
 }  // namespace nereus

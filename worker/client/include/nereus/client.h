@@ -51,6 +51,11 @@ struct ClientOptions {
   // requests are ordered by the same priorities but take no credit). Smaller
   // lets urgent partitions overtake sooner; larger keeps the link busier.
   uint64_t credit_bytes = 2 << 20;
+  // Every schedule: small PUSHes (or PULLs) queued for one server at the
+  // moment one of them may leave (the credit is in use, or they were
+  // submitted together) go as one message of at most this many bytes, taken
+  // in priority order; a unit of this size or more always goes alone. 0: off.
+  uint64_t batch_bytes = 64 << 10;
   bool merge = true;                 // kFull: MG-WFBP merging (--merge=auto|off).
   int merge_profile_iterations = 3;  // Clocks 1..N are timed before merges are planned.
   std::string timeline;              // If set, Finish() writes a Chrome trace here ("{rank}" is replaced).
@@ -95,11 +100,13 @@ struct TensorSpec {
 
 // What a client has sent so far (messages and payload bytes).
 struct ClientStats {
-  uint64_t push_messages = 0;  // PUSH messages (a merged one counts once).
+  uint64_t push_messages = 0;  // PUSH messages on the wire (a merged one or a batch counts once).
   uint64_t push_bytes = 0;
-  uint64_t pull_messages = 0;  // Explicit PULL requests (pulls riding on pushes are not counted).
+  uint64_t pull_messages = 0;  // Explicit PULL messages (a batch counts once; pulls riding on pushes are not counted).
   uint64_t factor_messages = 0;  // FACTORS messages to other workers (one per peer, tensor and clock).
   uint64_t factor_bytes = 0;
+  uint64_t batches = 0;        // PUSH or PULL messages that carried a batch of queued units (batch_bytes).
+  uint64_t batched_units = 0;  // Units (messages the builder made) that left inside those batches.
 };
 
 // The completion of one asynchronous Push or Pull. Cheap to copy; copies share
