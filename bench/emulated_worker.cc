@@ -69,6 +69,7 @@ Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& r
     return std::chrono::duration<double>(Clock::now() - start).count();
   };
   for (int64_t it = 0; it < total; ++it) {
+    if (it == run.warmup) times->timed_begin = c.stats();
     const auto t0 = Clock::now();
     double slept = 0, waited = 0;
     for (int l = 0; l < L; ++l) {
@@ -101,6 +102,7 @@ Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& r
       times->wait_s.push_back(waited);
     }
   }
+  times->timed_end = c.stats();
   for (int l = 1; l < L; ++l) RETURN_IF_ERROR(c.WaitWeights(l, total));
   return Status::OK();
 }

@@ -25,6 +25,7 @@ struct WorkerTimes {
   std::vector<double> iteration_s;  // From its first layer's wait to the next iteration's.
   std::vector<double> compute_s;    // Slept (emulated compute).
   std::vector<double> wait_s;       // Blocked in WaitWeights and GradientsReady.
+  ClientStats timed_begin, timed_end;  // The client's counters around the timed iterations.
 };
 
 // Emulated forward and backward seconds of each layer.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include <gflags/gflags.h>
@@ -35,6 +36,12 @@ DEFINE_int32(warmup, 5, "pipeline: iterations not timed (merging is planned in t
 DEFINE_uint64(partition_bytes, 1 << 20,
               "Tensors are cut into partitions (chunks) of at most this many bytes: the unit servers store and "
               "update and the unit the scheduler orders.");
+DEFINE_string(batch_sweep, "",
+              "pipeline: comma-separated --batch_bytes values (e.g. 0,65536) to run every schedule with, one after "
+              "the other within each round (empty: --batch_bytes alone).");
+DEFINE_int32(rounds, 1,
+             "pipeline: run every (schedule, --batch_sweep value) this many times, interleaved round by round, so "
+             "the settings compared share the machine's slow and fast moments; each run is its own row.");
 DECLARE_string(json);
 DEFINE_bool(inside_netns, false, "pipeline: internal; set when re-run inside the shaped namespace.");
 
@@ -47,10 +54,13 @@ struct Outcome {
   double compute_s = 0;
   double bytes_per_worker = 0;
   double lower_bound_s = 0;
+  // Per worker per timed iteration (mean over workers).
+  double push_messages = 0, pull_messages = 0, batches = 0, batched_units = 0;
 };
 
-StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, Watchdog* wd) {
-  const std::string phase = std::string("pipeline ") + model.name + " " + ScheduleName(schedule);
+StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, uint64_t batch_bytes, Watchdog* wd) {
+  const std::string phase = std::string("pipeline ") + model.name + " " + ScheduleName(schedule) +
+                            " batch_bytes=" + std::to_string(batch_bytes);
   wd->Phase(phase + ": job start");
   LocalJobOptions o;
   o.servers = FLAGS_servers;
@@ -59,9 +69,12 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, Watchdog* wd
   o.job.set_heartbeat_timeout_ms(60000);
   // --schedule may say "all"; the client options are those of one schedule.
   const std::string asked = FLAGS_schedule;
+  const uint64_t asked_batch = FLAGS_batch_bytes;
   FLAGS_schedule = ScheduleName(schedule);
+  FLAGS_batch_bytes = batch_bytes;
   auto client = ClientOptionsFromFlags();
   FLAGS_schedule = asked;
+  FLAGS_batch_bytes = asked_batch;
   ASSIGN_OR_RETURN(o.client, client);
   o.client.merge_profile_iterations = std::max(1, FLAGS_warmup - 2);
   o.server_transport.streams_per_peer = schedule == Schedule::kFull ? FLAGS_streams : 1;
@@ -98,6 +111,13 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, Watchdog* wd
   // loopback; otherwise the link is taken as free.
   const double link_s = FLAGS_link_mbit > 0 ? W * out.bytes_per_worker * 8 / (FLAGS_link_mbit * 1e6) : 0;
   out.lower_bound_s = std::max(compute, link_s);
+  const double per = static_cast<double>(W) * std::max(1, FLAGS_iterations);
+  for (const WorkerTimes& t : times) {
+    out.push_messages += (t.timed_end.push_messages - t.timed_begin.push_messages) / per;
+    out.pull_messages += (t.timed_end.pull_messages - t.timed_begin.pull_messages) / per;
+    out.batches += (t.timed_end.batches - t.timed_begin.batches) / per;
+    out.batched_units += (t.timed_end.batched_units - t.timed_begin.batched_units) / per;
+  }
   return out;
 }
 
@@ -118,30 +138,56 @@ int RunInside(Watchdog* wd) {
     }
     schedules = {*s};
   }
+  std::vector<uint64_t> sweep = {FLAGS_batch_bytes};
+  if (!FLAGS_batch_sweep.empty()) {
+    sweep.clear();
+    for (const std::string& v : SplitCsv(FLAGS_batch_sweep)) {
+      char* end = nullptr;
+      const unsigned long long b = std::strtoull(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0') {
+        LOG(ERROR) << "--batch_sweep: \"" << v << "\" is not a byte count";
+        return 2;
+      }
+      sweep.push_back(b);
+    }
+  }
+  if (FLAGS_rounds < 1) {
+    LOG(ERROR) << "--rounds must be >= 1";
+    return 2;
+  }
   std::printf("%s: %.1f M parameters, %d worker(s), %d server(s), batch %d, link %s\n", model->name.c_str(),
               model->parameters() / 1e6, FLAGS_workers, FLAGS_servers, FLAGS_batch,
               FLAGS_link_mbit > 0 ? (std::to_string(static_cast<int>(FLAGS_link_mbit)) + " Mbit/s").c_str()
                                   : "loopback (unshaped)");
-  std::printf("%-11s %12s %10s %10s %10s %10s\n", "schedule", "iteration_s", "compute_s", "bound_s", "x bound",
-              "samples/s");
+  std::printf("%-11s %7s %12s %10s %10s %10s %10s %9s %9s\n", "schedule", "batch_B", "iteration_s", "compute_s",
+              "bound_s", "x bound", "samples/s", "push/it", "pull/it");
   JsonRows json(FLAGS_json);
-  for (Schedule s : schedules) {
-    auto out = RunOne(*model, s, wd);
-    if (!out.ok()) {
-      LOG(ERROR) << "pipeline " << ScheduleName(s) << ": " << out.status();
-      return 1;
+  for (int round = 0; round < FLAGS_rounds; ++round) {
+    for (Schedule s : schedules) {
+      for (uint64_t batch_bytes : sweep) {
+        auto out = RunOne(*model, s, batch_bytes, wd);
+        if (!out.ok()) {
+          LOG(ERROR) << "pipeline " << ScheduleName(s) << " batch_bytes=" << batch_bytes << ": " << out.status();
+          return 1;
+        }
+        const double samples = FLAGS_workers * FLAGS_batch / out->iteration_s;
+        std::printf("%-11s %7llu %12.3f %10.3f %10.3f %10.3f %10.1f %9.1f %9.1f\n", ScheduleName(s),
+                    static_cast<unsigned long long>(batch_bytes), out->iteration_s, out->compute_s,
+                    out->lower_bound_s, out->iteration_s / out->lower_bound_s, samples, out->push_messages,
+                    out->pull_messages);
+        std::fflush(stdout);
+        Record r;
+        r.Set("model", model->name).Set("workers", FLAGS_workers).Set("servers", FLAGS_servers);
+        r.Set("schedule", ScheduleName(s)).Set("iterations", FLAGS_iterations).Set("iteration_s", out->iteration_s);
+        r.Set("compute_s", out->compute_s).Set("bytes_per_worker", out->bytes_per_worker);
+        r.Set("lower_bound_s", out->lower_bound_s).Set("samples_per_s", samples);
+        r.Set("link_mbit", FLAGS_link_mbit);
+        r.Set("batch_bytes", static_cast<unsigned long long>(batch_bytes)).Set("round", round);
+        r.Set("push_messages_per_iter", out->push_messages).Set("pull_messages_per_iter", out->pull_messages);
+        r.Set("batches_per_iter", out->batches).Set("batched_units_per_iter", out->batched_units);
+        if (!json.Add(r)) return 1;
+      }
     }
-    const double samples = FLAGS_workers * FLAGS_batch / out->iteration_s;
-    std::printf("%-11s %12.3f %10.3f %10.3f %10.3f %10.1f\n", ScheduleName(s), out->iteration_s, out->compute_s,
-                out->lower_bound_s, out->iteration_s / out->lower_bound_s, samples);
-    std::fflush(stdout);
-    Record r;
-    r.Set("model", model->name).Set("workers", FLAGS_workers).Set("servers", FLAGS_servers);
-    r.Set("schedule", ScheduleName(s)).Set("iterations", FLAGS_iterations).Set("iteration_s", out->iteration_s);
-    r.Set("compute_s", out->compute_s).Set("bytes_per_worker", out->bytes_per_worker);
-    r.Set("lower_bound_s", out->lower_bound_s).Set("samples_per_s", samples);
-    r.Set("link_mbit", FLAGS_link_mbit);
-    if (!json.Add(r)) return 1;
   }
   wd->Idle();
   if (!FLAGS_json.empty()) std::printf("wrote %s\n", FLAGS_json.c_str());

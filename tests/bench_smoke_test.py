@@ -48,6 +48,16 @@ def check_pipeline(workers, servers, schedules):
 ALL_SCHEDULES = ["sequential", "wfbp", "priority", "full"]
 
 
+def check_pipeline_sweep(rows):
+    # --batch_sweep=0,65536 --rounds=2: the two settings interleaved, round by round.
+    got = [(r["round"], r["batch_bytes"]) for r in rows]
+    assert got == [(0, 0), (0, 65536), (1, 0), (1, 65536)], got
+    for r in rows:
+        assert r["iteration_s"] > 0 and r["push_messages_per_iter"] > 0, r
+        if r["batch_bytes"] == 0:
+            assert r["batches_per_iter"] == 0, r
+
+
 def check_rows_timed(rows):
     assert rows, "no rows"
     for r in rows:
@@ -62,6 +72,8 @@ RUNS = [
                   "--device_gflops=100000"], check_pipeline(1, 1, ALL_SCHEDULES)),
     ("pipeline", ["--model=lenet", "--workers=2", "--servers=2", "--schedule=all", "--iterations=2", "--warmup=3",
                   "--device_gflops=100000"], check_pipeline(2, 2, ALL_SCHEDULES)),
+    ("pipeline", ["--model=lenet", "--workers=2", "--servers=2", "--schedule=full", "--iterations=2", "--warmup=3",
+                  "--device_gflops=100000", "--batch_sweep=0,65536", "--rounds=2"], check_pipeline_sweep),
     # Needs root (network namespaces); exit 77 elsewhere, reported below.
     ("cluster", ["--model=lenet", "--hosts=2", "--link_mbit=100", "--schedule=full", "--iterations=2", "--warmup=2",
                  "--device_gflops=100000", "--timeout_s=120"], check_rows_timed),
