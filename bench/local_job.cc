@@ -1,5 +1,7 @@
 #include "bench/local_job.h"
 
+#include "common/curve_keys.h"
+
 namespace nereus {
 namespace bench {
 
@@ -15,6 +17,10 @@ StatusOr<std::unique_ptr<LocalJob>> LocalJob::Start(LocalJobOptions o) {
   if (co.job.chunk_bytes() == 0) co.job.set_chunk_bytes(1 << 20);
   if (co.job.heartbeat_interval_ms() == 0) co.job.set_heartbeat_interval_ms(1000);
   if (co.job.heartbeat_timeout_ms() == 0) co.job.set_heartbeat_timeout_ms(10000);
+  if (!o.curve_dir.empty()) {
+    ASSIGN_OR_RETURN(co.curve, LoadCurveKeys(o.curve_dir, CurveKeyName(pb::COORDINATOR, 0)));
+    o.client.curve_dir = o.curve_dir;
+  }
   job->coordinator_ = std::make_unique<Coordinator>(co);
   RETURN_IF_ERROR(job->coordinator_->Start());
   const std::string address = job->coordinator_->endpoint();
@@ -28,6 +34,9 @@ StatusOr<std::unique_ptr<LocalJob>> LocalJob::Start(LocalJobOptions o) {
     no.role = pb::SERVER;
     no.rank = s;
     no.transport = o.server_transport;
+    if (!o.curve_dir.empty()) {
+      ASSIGN_OR_RETURN(no.transport.curve, LoadCurveKeys(o.curve_dir, CurveKeyName(pb::SERVER, s)));
+    }
     job->servers_.push_back(std::make_unique<ServerNode>(no));
     job->server_threads_.emplace_back([srv = job->servers_.back().get()] {
       Status st = srv->Run();

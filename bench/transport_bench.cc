@@ -5,9 +5,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <thread>
+#include <tuple>
 
 #include <gflags/gflags.h>
 #include <zmq.hpp>
@@ -16,12 +19,16 @@
 #include "bench/local_job.h"
 #include "bench/raw_zmq.h"
 #include "bench/watchdog.h"
+#include "common/curve_keys.h"
 
 DEFINE_string(sizes, "4096,262144,4194304,67108864", "transport: tensor sizes in bytes.");
 DEFINE_double(seconds, 1.0, "transport: approximate time spent on each measurement.");
 DECLARE_uint64(partition_bytes);
 DECLARE_string(json);
 DEFINE_int32(min_iterations, 4, "transport: operations per measurement at least (large sizes get this many).");
+DEFINE_bool(curve, false,
+            "transport: also measure Nereus with CURVE (every connection encrypted and authenticated, as with "
+            "--curve_dir) and print its throughput next to plain TCP's, measured in the same run.");
 DEFINE_int32(rtt_samples, 2000, "transport: round trips timed for the 4 KB latency.");
 DEFINE_string(raw_baseline, "fair",
               "transport: the raw ZeroMQ baseline. fair: raw ZeroMQ moving the same chunks between the same nodes "
@@ -68,9 +75,10 @@ struct Measured {
 // Nereus throughput for one size and topology. `phase` names this
 // measurement; each of its steps is a watchdog phase.
 StatusOr<Measured> NereusThroughput(int servers, int workers, uint64_t bytes, int iters, Watchdog* wd,
-                                    const std::string& phase) {
+                                    const std::string& phase, const std::string& curve_dir = "") {
   wd->Phase(phase + ": job start and INIT");
   LocalJobOptions o;
+  o.curve_dir = curve_dir;
   o.servers = servers;
   o.workers = workers;
   o.job.set_chunk_bytes(FLAGS_partition_bytes);
@@ -174,6 +182,23 @@ StatusOr<double> NereusRtt(int samples, Watchdog* wd, const std::string& phase) 
   return us[us.size() / 2];
 }
 
+// A scratch directory of CURVE keys for --curve, removed at exit.
+class CurveKeyDir {
+ public:
+  CurveKeyDir() {
+    char tmpl[] = "/tmp/nereus_bench_keys.XXXXXX";
+    CHECK(mkdtemp(tmpl) != nullptr) << "mkdtemp: " << std::strerror(errno);
+    path_ = std::string(tmpl) + "/keys";
+    Status st = WriteJobKeys(path_, 2, 2);
+    CHECK(st.ok()) << st;
+  }
+  ~CurveKeyDir() { std::filesystem::remove_all(std::filesystem::path(path_).parent_path()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 }  // namespace
 
 int RunTransport(BenchContext& ctx) {
@@ -197,6 +222,8 @@ int RunTransport(BenchContext& ctx) {
     LOG(ERROR) << "--raw_baseline must be fair or stream, got \"" << FLAGS_raw_baseline << "\"";
     return 2;
   }
+  std::optional<CurveKeyDir> keys;
+  if (FLAGS_curve) keys.emplace();
   JsonRows json(FLAGS_json);
   std::printf("raw baseline: %s (bench/raw_zmq.h); cpu = process CPU seconds per GB of tensor bytes moved\n",
               FLAGS_raw_baseline.c_str());
@@ -212,7 +239,7 @@ int RunTransport(BenchContext& ctx) {
   for (auto [servers, workers] : std::vector<std::pair<int, int>>{{1, 1}, {2, 2}}) {
     for (uint64_t bytes : sizes) {
       const int iters = Iterations(bytes);
-      Measured raw{}, ours{};
+      Measured raw{}, ours{}, curve{};
       for (int rep = 0; rep < std::max(1, FLAGS_repeats); ++rep) {
         const std::string what = std::to_string(servers) + "x" + std::to_string(workers) + " " +
                                  std::to_string(bytes) + " B, repeat " + std::to_string(rep + 1);
@@ -240,6 +267,14 @@ int RunTransport(BenchContext& ctx) {
         best(&ours.push, once->push);
         best(&ours.pull, once->pull);
         best(&ours.pushpull, once->pushpull);
+        if (keys) {
+          // Interleaved with the plain runs, so both see the same machine load.
+          auto cv = NereusThroughput(servers, workers, bytes, iters, wd, "nereus+curve " + what, keys->path());
+          if (!cv.ok()) return fail(cv.status());
+          best(&curve.push, cv->push);
+          best(&curve.pull, cv->pull);
+          best(&curve.pushpull, cv->pushpull);
+        }
       }
       const std::tuple<const char*, OpFigures, OpFigures> rows[] = {
           {"push", ours.push, raw.push}, {"pull", ours.pull, raw.pull}, {"pushpull", ours.pushpull, raw.pushpull}};
@@ -253,6 +288,22 @@ int RunTransport(BenchContext& ctx) {
         r.Set("cpu_s_per_gb", mine.cpu_s_per_gb).Set("raw_cpu_s_per_gb", base.cpu_s_per_gb);
         r.Set("raw_baseline", FLAGS_raw_baseline);
         if (!json.Add(r)) return 1;
+      }
+      if (keys) {
+        // Second numeric column: plain Nereus (not raw ZeroMQ); ratio = CURVE / plain.
+        const std::tuple<const char*, OpFigures, OpFigures> cv_rows[] = {{"push+cv", curve.push, ours.push},
+                                                                         {"pull+cv", curve.pull, ours.pull},
+                                                                         {"pp+cv", curve.pushpull, ours.pushpull}};
+        for (const auto& [op, mine, plain] : cv_rows) {
+          std::printf("%-9s %10llu %4d %4d %7.2f Gb %7.2f Gb %7.3f %9.3f %9.3f  (CURVE vs plain Nereus)\n", op,
+                      static_cast<unsigned long long>(bytes), servers, workers, mine.gbps, plain.gbps,
+                      mine.gbps / plain.gbps, mine.cpu_s_per_gb, plain.cpu_s_per_gb);
+          Record r;
+          r.Set("op", op).Set("bytes", bytes).Set("servers", servers).Set("workers", workers);
+          r.Set("gbps", mine.gbps).Set("plain_gbps", plain.gbps).Set("ratio", mine.gbps / plain.gbps);
+          r.Set("cpu_s_per_gb", mine.cpu_s_per_gb).Set("plain_cpu_s_per_gb", plain.cpu_s_per_gb).Set("curve", 1);
+          if (!json.Add(r)) return 1;
+        }
       }
       std::fflush(stdout);
     }

@@ -9,6 +9,23 @@ std::string NormalizeEndpoint(const std::string& address) {
   return "tcp://" + address;
 }
 
+bool IsLoopbackHost(const std::string& host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || host.compare(0, 4, "127.") == 0;
+}
+
+Status CheckBindHost(const std::string& host, bool curve) {
+  if (host.empty()) return InvalidArgumentError("--bind_host is empty: give the address peers reach this node at");
+  if (host == "0.0.0.0" || host == "*" || host == "::" || host == "[::]")
+    return InvalidArgumentError("--bind_host=" + host +
+                                " is a wildcard, but a node's bind address is also the address its peers answer "
+                                "it at: give this host's own address");
+  if (!IsLoopbackHost(host) && !curve)
+    LOG(WARNING) << "listening on " << host << " without --curve_dir: this job is open to anyone who can reach "
+                 << host << " (they can register, push gradients and read the weights); make keys with "
+                    "nereus_keygen and pass --curve_dir to every process";
+  return Status::OK();
+}
+
 Node::Node(NodeOptions options) : options_(std::move(options)), transport_(NewZmqTransport(options_.transport)) {}
 
 Node::~Node() {
@@ -34,6 +51,8 @@ Status Node::Start(DataHandler on_data, AbortHandler on_abort) {
   on_data_ = std::move(on_data);
   on_abort_ = std::move(on_abort);
   coordinator_ = NormalizeEndpoint(options_.coordinator);
+  RETURN_IF_ERROR(CheckBindHost(options_.bind_host, options_.transport.curve.has_value()));
+  refusals_ = std::make_unique<RefusalLog>(std::string(RoleName(options_.role)) + " at " + options_.bind_host);
   RETURN_IF_ERROR(transport_->Start("tcp://" + options_.bind_host + ":0",
                                     [this](const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) {
                                       OnMessage(from, std::move(msg), partial);
@@ -123,6 +142,21 @@ void Node::Abort(const Status& why) {
 }
 
 void Node::OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) {
+  if (from != coordinator_) {
+    // Only members of the job are heard (and so answered): a stranger's
+    // message never reaches the server or the client, and costs at most a
+    // rate-limited log line.
+    bool member;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      member = registered_ && by_endpoint_.count(from) > 0;
+    }
+    if (!member) {
+      refusals_->Refuse(from, std::string("refused a message (") + (msg.ok() ? OpName(msg->header.op()) : "undecodable") +
+                                  "): the sender is not a member of this job");
+      return;
+    }
+  }
   if (!msg.ok() || from != coordinator_) {
     if (on_data_) on_data_(from, std::move(msg), partial);
     return;

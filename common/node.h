@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/message.h"
+#include "common/refusal_log.h"
 #include "common/status.h"
 #include "common/transport.h"
 
@@ -39,6 +40,13 @@ struct NodeOptions {
 // "host:port" -> "tcp://host:port"; endpoints already starting with a scheme
 // are returned as they are.
 std::string NormalizeEndpoint(const std::string& address);
+
+// 127.x.x.x, ::1 or localhost.
+bool IsLoopbackHost(const std::string& host);
+// A node's bind host must be an address its peers can answer (not a
+// wildcard); a non-loopback one without CURVE (`curve` false) logs a warning
+// that the job is open to anyone who can reach it.
+Status CheckBindHost(const std::string& host, bool curve);
 
 class Node {
  public:
@@ -105,6 +113,7 @@ class Node {
   pb::JobConfig job_;
   std::vector<Endpoint> servers_, workers_;
   std::map<Endpoint, std::pair<pb::Role, int>> by_endpoint_;
+  std::unique_ptr<RefusalLog> refusals_;  // Set by Start() before the transport runs.
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -1,5 +1,7 @@
 #include "common/node_flags.h"
 
+#include "common/curve_keys.h"
+
 DEFINE_string(coordinator, "127.0.0.1:7000",
               "host:port of the job's coordinator. The coordinator listens there; servers and workers register there.");
 DEFINE_int32(rank, -1,
@@ -16,6 +18,10 @@ DEFINE_bool(resume, false,
             "Restart a job from its newest checkpoint (docs/RELIABILITY.md). Give it to the coordinator and to every "
             "server and worker of the job: the coordinator picks the newest clock that every server's "
             "--checkpoint_dir holds complete, the servers load it and the workers start at that clock.");
+DEFINE_string(curve_dir, "",
+              "Directory of the job's CURVE keys (made by nereus_keygen DIR --servers=S --workers=W). Every process "
+              "of a job gets the same directory: connections are then encrypted and only the job's keys are "
+              "admitted. Empty: plain TCP, open to anyone who can reach the ports (fine on 127.0.0.1).");
 namespace nereus {
 
 StatusOr<NodeOptions> NodeOptionsFromFlags(pb::Role role) {
@@ -33,6 +39,10 @@ StatusOr<NodeOptions> NodeOptionsFromFlags(pb::Role role) {
   o.transport.io_threads = FLAGS_io_threads;
   o.transport.streams_per_peer = FLAGS_streams;
   o.resume = FLAGS_resume;
+  if (!FLAGS_curve_dir.empty()) {
+    if (FLAGS_rank < 0) return InvalidArgumentError("--curve_dir needs an explicit --rank (it picks the node's key pair)");
+    ASSIGN_OR_RETURN(o.transport.curve, LoadCurveKeys(FLAGS_curve_dir, CurveKeyName(role, FLAGS_rank)));
+  }
   return o;
 }
 

@@ -17,6 +17,7 @@ DECLARE_int32(startup_timeout_s);
 DECLARE_int32(io_threads);
 DECLARE_int32(streams);
 DECLARE_bool(resume);
+DECLARE_string(curve_dir);
 
 namespace nereus {
 

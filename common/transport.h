@@ -3,8 +3,11 @@
 #ifndef NEREUS_COMMON_TRANSPORT_H_
 #define NEREUS_COMMON_TRANSPORT_H_
 
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,7 +17,11 @@
 namespace nereus {
 
 // Called on the transport's receive thread, once per received message, in
-// arrival order. `from` is the sender's endpoint (replies go there). `msg` is
+// arrival order. `from` is the sender's endpoint (replies go there); the
+// transport has checked that its host is the address the message came from
+// (a peer cannot make this node connect to a third party), and drops, with a
+// rate-limited log line, messages whose identity is not a tcp endpoint of the
+// sending host. `msg` is
 // an error when the message could not be decoded (see DecodeMessage); then
 // `partial` holds whatever of its header could be read.
 using ReceiveHandler =
@@ -48,11 +55,32 @@ class Transport {
   virtual void Stop() = 0;
 };
 
+// ZeroMQ CURVE keys of a job (z85 text, 40 characters each; see
+// common/curve_keys.h for where they come from). Every node's receiving socket
+// serves with the job's key pair; every node connects with its own pair, and
+// a ZAP handler admits only the public keys in `members`.
+struct CurveKeys {
+  std::string job_public, job_secret;
+  std::string node_public, node_secret;
+  std::map<std::string, std::string> members;  // Public key -> key name ("worker-1").
+};
+
+// What one received message may hold. A peer that announces a larger frame
+// is disconnected by ZeroMQ before anything is allocated (ZMQ_MAXMSGSIZE); a
+// message over the frame count or total is drained and refused.
+constexpr uint64_t kDefaultMaxFrameBytes = uint64_t{256} << 20;
+constexpr int kDefaultMaxFrames = 65536;
+constexpr uint64_t kDefaultMaxMessageBytes = uint64_t{4} << 30;
+
 struct ZmqTransportOptions {
   int io_threads = 1;          // ZeroMQ I/O threads.
   int streams_per_peer = 1;    // Parallel connections to each peer.
   int linger_ms = 2000;        // How long Stop() waits for queued messages.
   int send_hwm = 0;            // Messages queued per connection before Send blocks; 0 = no limit.
+  uint64_t max_frame_bytes = kDefaultMaxFrameBytes;
+  int max_frames = kDefaultMaxFrames;  // Payload frames plus the header frame.
+  uint64_t max_message_bytes = kDefaultMaxMessageBytes;
+  std::optional<CurveKeys> curve;      // Unset: plain TCP, anyone who can connect is heard.
 };
 
 std::unique_ptr<Transport> NewZmqTransport(const ZmqTransportOptions& options);

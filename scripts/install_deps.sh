@@ -13,6 +13,7 @@ PACKAGES=(
   libopenblas-dev liblmdb-dev libhdf5-dev
   iproute2 python3 nodejs npm
   slurm-wlm  # tests/slurm_test.sh runs a real job under slurmctld + slurmd
+  clang libclang-rt-dev
 )
 if [ "${1:-}" = "--docs" ]; then
   PACKAGES+=(graphviz)

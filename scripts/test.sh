@@ -2,13 +2,20 @@
 # Installs what is missing, builds, and runs every test through ctest; then
 # runs the server/client concurrency tests again under ThreadSanitizer
 # (skip that stage with NEREUS_SKIP_TSAN=1; ./scripts/sanitize.sh also runs
-# ASan+UBSan over everything).
+# ASan+UBSan over everything). Before that, scripts/fuzz.sh fuzzes the message
+# decoder and the server for NEREUS_FUZZ_RUNS inputs (default 200000; skip
+# with NEREUS_SKIP_FUZZ=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 ./scripts/install_deps.sh
 ./scripts/build.sh
 (cd "${NEREUS_BUILD_DIR:-build}" && ctest --output-on-failure --timeout 600 -j "$(nproc)" "$@")
+
+if [[ "${NEREUS_SKIP_FUZZ:-0}" != 1 ]]; then
+  echo "== libFuzzer: message decoder and server handling (scripts/fuzz.sh)"
+  ./scripts/fuzz.sh --runs="${NEREUS_FUZZ_RUNS:-200000}"
+fi
 
 if [[ "${NEREUS_SKIP_TSAN:-0}" != 1 ]]; then
   echo "== ThreadSanitizer: server, client and multi-process tests"

@@ -12,6 +12,9 @@ Status ValidateJobConfig(const pb::JobConfig& job) {
   if (job.consistency() == pb::CONSISTENCY_UNSPECIFIED) return InvalidArgumentError("consistency model not set");
   if (job.staleness() < 0) return InvalidArgumentError("--staleness must be >= 0, got " + std::to_string(job.staleness()));
   if (job.chunk_bytes() < 4) return InvalidArgumentError("--chunk_bytes must be >= 4, got " + std::to_string(job.chunk_bytes()));
+  if (job.chunk_bytes() > kDefaultMaxFrameBytes)
+    return InvalidArgumentError("--partition_bytes must be <= " + std::to_string(kDefaultMaxFrameBytes) +
+                                " (the largest frame a node accepts), got " + std::to_string(job.chunk_bytes()));
   if (job.heartbeat_interval_ms() < 1 || job.heartbeat_timeout_ms() <= job.heartbeat_interval_ms())
     return InvalidArgumentError("--heartbeat_timeout_ms must exceed --heartbeat_interval_ms (got " +
                                 std::to_string(job.heartbeat_timeout_ms()) + " and " +
@@ -19,13 +22,28 @@ Status ValidateJobConfig(const pb::JobConfig& job) {
   return Status::OK();
 }
 
+namespace {
+ZmqTransportOptions CoordinatorTransport(const CoordinatorOptions& o) {
+  ZmqTransportOptions t;
+  t.curve = o.curve;
+  return t;
+}
+}  // namespace
+
 Coordinator::Coordinator(CoordinatorOptions options)
-    : options_(std::move(options)), transport_(NewZmqTransport(ZmqTransportOptions{})) {}
+    : options_(std::move(options)), transport_(NewZmqTransport(CoordinatorTransport(options_))), refusals_("coordinator") {}
 
 Coordinator::~Coordinator() { transport_->Stop(); }
 
 Status Coordinator::Start() {
   RETURN_IF_ERROR(ValidateJobConfig(options_.job));
+  {
+    const std::string ep = NormalizeEndpoint(options_.bind);
+    const size_t scheme = ep.find("://"), colon = ep.rfind(':');
+    if (ep.compare(0, 6, "tcp://") == 0 && colon > scheme + 3)
+      RETURN_IF_ERROR(CheckBindHost(ep.substr(scheme + 3, colon - scheme - 3), options_.curve.has_value())
+                          .Annotate("--coordinator"));
+  }
   Status st = transport_->Start(NormalizeEndpoint(options_.bind),
                                 [this](const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) {
                                   OnMessage(from, std::move(msg), partial);
@@ -53,7 +71,7 @@ void Coordinator::SendTo(const Endpoint& to, pb::Op op, const std::string& error
 
 void Coordinator::OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) {
   if (!msg.ok()) {
-    LOG(WARNING) << "coordinator: refused a message from " << from << ": " << msg.status().message();
+    refusals_.Refuse(from, "refused a message: " + msg.status().message());
     Message err;
     err.header.set_op(pb::ERROR);
     err.header.set_error_op(partial.op());
@@ -89,7 +107,7 @@ void Coordinator::OnMessage(const Endpoint& from, StatusOr<Message> msg, const p
       break;
     }
     default:
-      LOG(WARNING) << "coordinator: unexpected " << OpName(h.op()) << " from " << from;
+      refusals_.Refuse(from, std::string("refused a message: unexpected ") + OpName(h.op()));
   }
 }
 
@@ -242,8 +260,12 @@ StatusOr<int64_t> Coordinator::ResumeClock() const {
 
 void Coordinator::HandleBarrier(const Endpoint& from, const pb::Header& h) {
   Member* m = Find(from);
-  if (m == nullptr || !started_) {
-    SendTo(from, pb::ERROR, "BARRIER from a node that is not in the job");
+  if (m == nullptr) {  // Not a member: not answered.
+    refusals_.Refuse(from, "refused a message: BARRIER from a node that is not in the job");
+    return;
+  }
+  if (!started_) {
+    SendTo(from, pb::ERROR, "BARRIER before the job started");
     return;
   }
   BarrierState& b = barriers_[h.barrier_name()];

@@ -10,11 +10,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "common/message.h"
+#include "common/refusal_log.h"
 #include "common/status.h"
 #include "common/transport.h"
 
@@ -27,6 +29,7 @@ struct CoordinatorOptions {
   // --resume: every node must say so too; the job starts at the newest clock
   // that every server has a complete checkpoint of.
   bool resume = false;
+  std::optional<CurveKeys> curve;       // Set: CURVE with the job's keys (--curve_dir).
 };
 
 // Checks the job configuration a coordinator would hand out.
@@ -76,6 +79,7 @@ class Coordinator {
 
   const CoordinatorOptions options_;
   std::unique_ptr<Transport> transport_;
+  RefusalLog refusals_;  // Strangers' and bad messages, rate-limited.
 
   std::mutex mu_;
   std::condition_variable cv_;

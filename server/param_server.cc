@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstring>
 #include <ctime>
 #include <limits>
@@ -15,7 +16,8 @@
 
 namespace nereus {
 
-ParamServer::ParamServer(ParamServerOptions options, ReplySink* sink) : options_(options), sink_(sink) {
+ParamServer::ParamServer(ParamServerOptions options, ReplySink* sink)
+    : options_(options), sink_(sink), refusals_("server " + std::to_string(options.rank)) {
   CHECK(sink_ != nullptr);
   CHECK_GE(options_.num_workers, 1);
 }
@@ -40,6 +42,12 @@ int64_t MonotonicMicros() {
 }
 }  // namespace
 
+// A piggybacked pull's priority: tensor-major, as the client orders them
+// (clamped: a peer's numbers must not overflow).
+static int32_t PullPriority(int64_t tensor, int64_t chunk) {
+  return static_cast<int32_t>(std::clamp<int64_t>(tensor * 1000 + chunk, INT32_MIN, INT32_MAX));
+}
+
 int64_t ParamServer::MinVersion(int64_t clock) const {
   switch (options_.consistency) {
     case pb::BSP: return clock;
@@ -51,7 +59,7 @@ int64_t ParamServer::MinVersion(int64_t clock) const {
 void ParamServer::Handle(const Endpoint& from, int worker_rank, StatusOr<Message> msg, const pb::Header& partial) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!msg.ok()) {
-    LOG(WARNING) << "server " << options_.rank << ": refused a message from " << from << ": " << msg.status().message();
+    refusals_.Refuse(from, "refused a message: " + msg.status().message());
     SendError(from, partial, msg.status());
     return;
   }
@@ -68,12 +76,19 @@ void ParamServer::Handle(const Endpoint& from, int worker_rank, StatusOr<Message
       sink_->Reply(from, std::move(pong));
       break;
     }
+    case pb::ERROR:
+    case pb::INIT_ACK:
+    case pb::PUSH_ACK:
+    case pb::PULL_REPLY:
+    case pb::PONG:
+      // A reply is never answered (two nodes must not bounce ERRORs forever).
+      refusals_.Refuse(from, std::string("refused ") + OpName(h.op()) + ": a server sends replies, it takes none");
+      return;
     default:
       st = InvalidArgumentError(std::string("server cannot handle op ") + OpName(h.op()));
   }
   if (!st.ok()) {
-    LOG_EVERY_N(WARNING, 100) << "server " << options_.rank << ": refused " << OpName(h.op()) << " from " << from
-                              << ": " << st.message() << " (logged every 100th refusal)";
+    refusals_.Refuse(from, std::string("refused ") + OpName(h.op()) + ": " + st.message());
     SendError(from, h, st);
   }
   FlushReplies();
@@ -158,7 +173,8 @@ static Status CheckFloatPayload(const pb::Header& h, uint64_t elements) {
     return InvalidArgumentError("unsupported dtype " + pb::DType_Name(h.dtype()) + " for " + OpName(h.op()) +
                                 " (only FLOAT32)");
   }
-  if (h.payload_bytes() != elements * sizeof(float)) {
+  // Divided, not multiplied: a lying element count must not wrap around.
+  if (h.payload_bytes() % sizeof(float) != 0 || h.payload_bytes() / sizeof(float) != elements) {
     return InvalidArgumentError("wrong shape: tensor " + std::to_string(h.tensor()) + " chunk " +
                                 std::to_string(h.chunk()) + " holds " + std::to_string(elements) + " floats (" +
                                 std::to_string(elements * sizeof(float)) + " bytes) but the payload has " +
@@ -254,7 +270,7 @@ static Status CheckBatchIds(const pb::Header& h, bool* batch) {
 Status ParamServer::HandlePush(const Endpoint& from, int worker, const Message& msg) {
   const pb::Header& h = msg.header;
   if (worker < 0 || worker >= options_.num_workers)
-    return InvalidArgumentError("PUSH from " + from + ", which is not a worker of this job");
+    return InvalidArgumentError("PUSH from " + EscapeBytes(from) + ", which is not a worker of this job");
   if (h.dtype() != pb::FLOAT32)
     return InvalidArgumentError("unsupported dtype " + pb::DType_Name(h.dtype()) + " for PUSH (only FLOAT32)");
   std::vector<PushPart> parts;
@@ -308,13 +324,14 @@ Status ParamServer::CheckPush(int worker, const PushPart& p, uint64_t bytes) {
   }
   const Chunk& c = it->second;
   const uint64_t elements = c.meta.length();
-  if (bytes != elements * sizeof(float)) {
+  if (bytes % sizeof(float) != 0 || bytes / sizeof(float) != elements) {
     return InvalidArgumentError("wrong shape: tensor " + std::to_string(p.tensor) + " chunk " +
                                 std::to_string(p.chunk) + " holds " + std::to_string(elements) + " floats (" +
                                 std::to_string(elements * sizeof(float)) + " bytes) but the payload has " +
                                 std::to_string(bytes) + " bytes");
   }
   if (p.clock < 0) return InvalidArgumentError("negative clock " + std::to_string(p.clock));
+  if (p.clock > kMaxClock) return InvalidArgumentError("clock " + std::to_string(p.clock) + " is out of range");
   if (options_.consistency == pb::ASYNC) return Status::OK();
   if (p.clock < c.version) {
     return InvalidArgumentError("stale PUSH for clock " + std::to_string(p.clock) + ": tensor " +
@@ -348,7 +365,7 @@ void ParamServer::StorePush(const Endpoint& from, int worker, PushPart p) {
     grad = Buffer::Of(v);
   }
   if (p.pull_request_id != 0) {
-    const int32_t priority = p.tensor * 1000 + p.chunk;
+    const int32_t priority = PullPriority(p.tensor, p.chunk);
     c->pulls.push_back(PendingPull{from, p.pull_request_id, MinVersion(p.clock + 1), priority});
   }
   if (options_.consistency == pb::ASYNC) {
@@ -600,6 +617,8 @@ Status ParamServer::HandlePull(const Endpoint& from, const Message& msg) {
   if (msg.payload_bytes() != 0) return InvalidArgumentError("PULL must not carry a payload");
   if (h.parts_size() == 0) {
     ASSIGN_OR_RETURN(Chunk * c, FindChunk(h));
+    if (h.clock() < 0 || h.clock() > kMaxClock)
+      return InvalidArgumentError("PULL for clock " + std::to_string(h.clock()) + " is out of range");
     const int64_t min_version = MinVersion(h.clock());
     if (c->version >= min_version) {
       SendWeights(c, from, h.request_id(), h.priority());
@@ -620,6 +639,9 @@ Status ParamServer::HandlePull(const Endpoint& from, const Message& msg) {
     if (p.payload_bytes() != 0)
       return InvalidArgumentError("batched PULL part " + std::to_string(i) + " says " +
                                   std::to_string(p.payload_bytes()) + " payload bytes (a PULL carries none)");
+    if (p.clock() < 0 || p.clock() > kMaxClock)
+      return InvalidArgumentError("batched PULL part " + std::to_string(i) + " for clock " +
+                                  std::to_string(p.clock()) + " is out of range");
     auto it = chunks_.find({p.tensor(), p.chunk()});
     if (it == chunks_.end())
       return NotFoundError("batched PULL part " + std::to_string(i) + ": unknown tensor " +

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/message.h"
+#include "common/refusal_log.h"
 #include "common/status.h"
 #include "server/checkpoint.h"
 
@@ -49,6 +50,10 @@ struct ParamServerOptions {
   int num_servers = 1;
   uint64_t chunk_bytes = 0;
 };
+
+// Clocks beyond this are refused (a peer's number must not overflow the
+// server's arithmetic; 2^40 clocks is centuries of training).
+constexpr int64_t kMaxClock = int64_t{1} << 40;
 
 // Thread-compatible: Handle() must not be called concurrently (the node's
 // receive thread is the only caller). Snapshot() may be called from any thread.
@@ -154,6 +159,7 @@ class ParamServer {
   size_t at_min_ = 0;
   int64_t restored_clock_ = -1;        // The checkpoint loaded by Restore(), or -1.
   bool restored_checked_ = true;       // false from Restore() until every restored chunk was initialized.
+  RefusalLog refusals_;  // Refused requests, rate-limited per peer.
 };
 
 }  // namespace nereus

@@ -6,6 +6,7 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include "common/curve_keys.h"
 #include "common/node.h"
 #include "common/node_flags.h"
 #include "server/coordinator.h"
@@ -64,6 +65,14 @@ int RunCoordinator() {
   o.job.set_heartbeat_interval_ms(FLAGS_heartbeat_interval_ms);
   o.job.set_heartbeat_timeout_ms(FLAGS_heartbeat_timeout_ms);
   o.resume = FLAGS_resume;
+  if (!FLAGS_curve_dir.empty()) {
+    auto keys = LoadCurveKeys(FLAGS_curve_dir, CurveKeyName(pb::COORDINATOR, 0));
+    if (!keys.ok()) {
+      LOG(ERROR) << keys.status().message();
+      return 2;
+    }
+    o.curve = std::move(keys).value();
+  }
   Coordinator coordinator(o);
   Status st = coordinator.Start();
   if (!st.ok()) {

@@ -140,9 +140,15 @@ void ServerNode::OnData(const Endpoint& from, StatusOr<Message> msg, const pb::H
 }
 
 void ServerNode::Dispatch(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) {
+  // Node passes on members only; of those, only workers send requests to a
+  // server. Anything else is dropped unanswered: answering a server (or a
+  // stranger using its identity) could start an endless exchange of ERRORs.
   pb::Role role;
   int rank = -1;
-  if (!live_node_->Lookup(from, &role, &rank) || role != pb::WORKER) rank = -1;
+  if (!live_node_->Lookup(from, &role, &rank) || role != pb::WORKER) {
+    refusals_.Refuse(from, "refused a message: only workers send requests to a server");
+    return;
+  }
   server_->Handle(from, rank, std::move(msg), partial);
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/node.h"
+#include "common/refusal_log.h"
 #include "server/checkpoint.h"
 #include "server/param_server.h"
 
@@ -65,6 +66,7 @@ class ServerNode : public ReplySink {
   std::deque<Early> early_;              // GUARDED_BY(mu_)
   bool failed_ = false;                  // GUARDED_BY(mu_): Start failed; drop data.
   std::atomic<bool> ready_{false};       // server_ built and early_ drained.
+  RefusalLog refusals_{"server"};        // Messages from members that are not workers.
   std::unique_ptr<Node> node_;           // Last: stopped before server_ goes away.
   // node_.get(), for the receive thread (OnData, Reply): ~ServerNode's
   // node_.reset() nulls node_ before ~Node has stopped that thread, which may

@@ -14,9 +14,11 @@
 #include <algorithm>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/curve_keys.h"
 #include "common/node.h"
 #include "common/hybcomm.h"
 #include "worker/client/factor_exchange.h"
@@ -54,8 +56,9 @@ Client::~Client() = default;
 
 namespace {
 
-NodeOptions MakeNodeOptions(const ClientOptions& o) {
+NodeOptions MakeNodeOptions(const ClientOptions& o, std::optional<CurveKeys> curve) {
   NodeOptions n;
+  n.transport.curve = std::move(curve);
   n.coordinator = o.coordinator;
   n.role = pb::WORKER;
   n.rank = o.rank;
@@ -71,7 +74,7 @@ NodeOptions MakeNodeOptions(const ClientOptions& o) {
 // ReplyRouter) and FailAll (via RequestTable).
 class ClientImpl final : public Client {
  public:
-  explicit ClientImpl(const ClientOptions& o)
+  ClientImpl(const ClientOptions& o, std::optional<CurveKeys> curve)
       : options_(o),
         queues_(&node_, &requests_),
         builder_(o, &tensors_, &requests_),
@@ -83,7 +86,7 @@ class ClientImpl final : public Client {
             }),
         pipeline_(o, &tensors_, &requests_, &builder_, &queues_, &factors_),
         router_(&node_, &requests_, &queues_),
-        node_(MakeNodeOptions(o)) {
+        node_(MakeNodeOptions(o, std::move(curve))) {
     router_.set_factors(&factors_);
   }
 
@@ -305,7 +308,13 @@ class ClientImpl final : public Client {
 StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   if (options.credit_bytes == 0 && (options.schedule == Schedule::kPriority || options.schedule == Schedule::kFull))
     return InvalidArgumentError("--credit_bytes must be > 0 with --schedule=priority or full");
-  auto client = std::make_unique<ClientImpl>(options);
+  std::optional<CurveKeys> curve;
+  if (!options.curve_dir.empty()) {
+    if (options.rank < 0)
+      return InvalidArgumentError("--curve_dir needs an explicit --rank (it picks the worker's key pair)");
+    ASSIGN_OR_RETURN(curve, LoadCurveKeys(options.curve_dir, CurveKeyName(pb::WORKER, options.rank)));
+  }
+  auto client = std::make_unique<ClientImpl>(options, std::move(curve));
   RETURN_IF_ERROR(client->Start());
   return std::unique_ptr<Client>(std::move(client));
 }

@@ -37,6 +37,7 @@ StatusOr<ClientOptions> ClientOptionsFromFlags() {
   o.coordinator = node.coordinator;
   o.rank = node.rank;
   o.bind_host = node.bind_host;
+  o.curve_dir = FLAGS_curve_dir;
   o.startup_timeout_s = node.startup_timeout_s;
   o.resume = node.resume;
   o.io_threads = node.transport.io_threads;

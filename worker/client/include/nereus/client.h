@@ -43,6 +43,9 @@ struct ClientOptions {
   std::string coordinator = "127.0.0.1:7000";  // host:port of the coordinator.
   int rank = -1;                               // -1: the coordinator assigns one.
   std::string bind_host = "127.0.0.1";
+  // If set: the job's CURVE keys (nereus_keygen); every connection is
+  // encrypted and only the job's keys are admitted. Needs rank >= 0.
+  std::string curve_dir;
   int startup_timeout_s = 60;
   int io_threads = 1;                          // ZeroMQ I/O threads.
   int streams = 2;                             // Connections per server (used by kFull).
