@@ -149,6 +149,12 @@ void Node::OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Head
     bool member;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (!registered_ && early_.size() < kMaxEarlyMessages) {
+        // A peer that got the address book first may already send (its
+        // REGISTER_REPLY arrived before ours): held until ours is here.
+        early_.push_back(EarlyMessage{from, std::move(msg), partial});
+        return;
+      }
       member = registered_ && by_endpoint_.count(from) > 0;
     }
     if (!member) {
@@ -164,6 +170,8 @@ void Node::OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Head
   const pb::Header& h = msg->header;
   switch (h.op()) {
     case pb::REGISTER_REPLY: {
+      std::vector<EarlyMessage> early;
+      {
       std::lock_guard<std::mutex> lock(mu_);
       if (registered_) break;
       job_ = h.job();
@@ -181,6 +189,11 @@ void Node::OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Head
         registered_ = true;
       }
       cv_.notify_all();
+      early.swap(early_);
+      }
+      // Messages that came before the address book, now judged by it
+      // (without the lock: the handler may block).
+      for (EarlyMessage& e : early) OnMessage(e.from, std::move(e.msg), e.partial);
       break;
     }
     case pb::ERROR: {

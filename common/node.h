@@ -114,6 +114,14 @@ class Node {
   std::vector<Endpoint> servers_, workers_;
   std::map<Endpoint, std::pair<pb::Role, int>> by_endpoint_;
   std::unique_ptr<RefusalLog> refusals_;  // Set by Start() before the transport runs.
+  // Data that arrived before this node's REGISTER_REPLY (bounded).
+  struct EarlyMessage {
+    Endpoint from;
+    StatusOr<Message> msg;
+    pb::Header partial;
+  };
+  static constexpr size_t kMaxEarlyMessages = 4096;
+  std::vector<EarlyMessage> early_;  // GUARDED_BY(mu_)
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -122,7 +122,8 @@ void ServerNode::Reply(const Endpoint& to, Message msg) {
   // everything else on the first.
   const int stream = msg.header.op() == pb::PULL_REPLY ? msg.header.priority() : 0;
   Status st = live_node_->Send(to, std::move(msg), stream);
-  if (!st.ok()) LOG(WARNING) << live_node_->name() << ": reply to " << to << " failed: " << st.message();
+  // Rate-limited: at shutdown every queued request's reply fails.
+  if (!st.ok()) reply_failures_.Refuse(to, "could not be answered: " + st.message());
 }
 
 void ServerNode::OnData(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) {

@@ -67,6 +67,7 @@ class ServerNode : public ReplySink {
   bool failed_ = false;                  // GUARDED_BY(mu_): Start failed; drop data.
   std::atomic<bool> ready_{false};       // server_ built and early_ drained.
   RefusalLog refusals_{"server"};        // Messages from members that are not workers.
+  RefusalLog reply_failures_{"server"};  // Replies the transport did not take.
   std::unique_ptr<Node> node_;           // Last: stopped before server_ goes away.
   // node_.get(), for the receive thread (OnData, Reply): ~ServerNode's
   // node_.reset() nulls node_ before ~Node has stopped that thread, which may
