@@ -164,7 +164,7 @@ class ZmqTransport final : public Transport {
       peer->socket.set(zmq::sockopt::linger, options_.linger_ms);
       peer->socket.set(zmq::sockopt::reconnect_ivl, 100);
       SetClientKeys(&peer->socket);
-      peer->socket.connect(to);
+      peer->socket.connect(SourceBound(to));
     } catch (const zmq::error_t& e) {
       return InvalidArgumentError("cannot connect to \"" + to + "\": " + e.what());
     }
@@ -246,6 +246,23 @@ class ZmqTransport final : public Transport {
       StatusOr<Message> msg = DecodeMessage(header, std::move(payload), &partial);
       handler_(from, std::move(msg), partial);
     }
+  }
+
+  // `to` with this node's own host as the connection's source address
+  // (ZeroMQ's "tcp://source;destination"): the receiver checks that a
+  // message's identity (our endpoint) names the host it comes from, and on a
+  // host with several addresses the kernel would otherwise pick the source by
+  // route (a process bound to 127.0.0.2, or to a cluster's second network,
+  // connects from another address).
+  std::string SourceBound(const std::string& to) const {
+    const std::string kScheme = "tcp://";
+    const size_t colon = endpoint_.rfind(':');
+    if (to.compare(0, kScheme.size(), kScheme) != 0 || endpoint_.compare(0, kScheme.size(), kScheme) != 0 ||
+        colon == std::string::npos || colon <= kScheme.size())
+      return to;
+    const std::string host = endpoint_.substr(kScheme.size(), colon - kScheme.size());
+    if (host == "*" || host == "0.0.0.0" || host == "[::]") return to;
+    return kScheme + host + ":0;" + to.substr(kScheme.size());
   }
 
   // A reply goes to the sender's identity, so the identity must name the

@@ -13,6 +13,7 @@ PACKAGES=(
   libopenblas-dev liblmdb-dev libhdf5-dev
   iproute2 python3 nodejs npm
   slurm-wlm  # tests/slurm_test.sh runs a real job under slurmctld + slurmd
+  openssh-server openssh-client  # tests/launch_ssh_test.sh: a job over ssh to 127.0.0.1 and 127.0.0.2
   clang libclang-rt-dev
 )
 if [ "${1:-}" = "--docs" ]; then

@@ -178,6 +178,26 @@ TEST(TransportLimitsTest, AnIdentityNamingAnotherHostIsDropped) {
   EXPECT_EQ(inbox.pending(), 0u);
 }
 
+// A node bound to a second address of its host (127.0.0.2 here; a cluster's
+// second network in practice) connects from that address, so its messages
+// pass the identity check: the kernel would otherwise pick 127.0.0.1 as the
+// source (route to 127.0.0.1), and every message would be dropped.
+TEST(TransportLimitsTest, ANodeBoundToASecondAddressSendsFromIt) {
+  Inbox inbox;
+  std::unique_ptr<Transport> sender = NewZmqTransport({});
+  ASSERT_TRUE(sender->Start("tcp://127.0.0.2:0", [](const Endpoint&, StatusOr<Message>, const pb::Header&) {}).ok());
+  ASSERT_EQ(sender->endpoint().rfind("tcp://127.0.0.2:", 0), 0u) << sender->endpoint();
+  Message m;
+  m.header.set_op(pb::PULL);
+  m.header.set_request_id(42);
+  ASSERT_TRUE(sender->Send(inbox.endpoint(), std::move(m)).ok());
+  Inbox::Got g = inbox.Next();
+  EXPECT_EQ(g.from, sender->endpoint());
+  EXPECT_EQ(g.error, "");
+  EXPECT_EQ(g.request_id, 42u);
+  sender->Stop();
+}
+
 TEST(NodeTest, WildcardBindIsRefusedAndPublicBindWarns) {
   Status st = CheckBindHost("0.0.0.0", false);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
