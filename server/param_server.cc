@@ -500,7 +500,12 @@ std::unique_ptr<ShardState> ParamServer::ExportLocked(int64_t clock) const {
     ChunkState cs;
     cs.meta = c.meta;
     cs.version = c.version;
-    cs.arrays.emplace_back("weights", c.weights);  // Copy on write protects it from the next Apply.
+    // A copy, as the histories: sharing the buffer copy-on-write (as pull
+    // replies do) would let the next Apply write in place as soon as the
+    // writer thread dropped it, and use_count() (a relaxed load) gives no
+    // happens-before with the writer's last read (TSan: a race in the
+    // update loop against CheckpointWriter's thread).
+    cs.arrays.emplace_back("weights", std::make_shared<const std::vector<float>>(*c.weights));
     // The solver's history, whatever it holds: stored by name, generically.
     cs.arrays.emplace_back("history", std::make_shared<const std::vector<float>>(c.history));
     // AdaDelta and Adam: Caffe's second history ("update history").

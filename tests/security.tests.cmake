@@ -2,6 +2,9 @@
 # a network fuzz of a live server, keys.
 nereus_add_test(security_test SOURCES security_test.cc LIBS nereus_test_process nereus_server_lib cppzmq TIMEOUT 240)
 add_dependencies(security_test nereus_keygen nereus_server nereus_worker)
+if(NEREUS_SANITIZE)
+  target_compile_definitions(security_test PRIVATE NEREUS_SANITIZED_BUILD)
+endif()
 
 # The fuzz target (tests/fuzz_message.cc). Every build replays its seed corpus
 # once without libFuzzer; scripts/fuzz.sh builds the real fuzzer with clang
