@@ -10,7 +10,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 ./scripts/install_deps.sh
-./scripts/build.sh
+# Line tables only (-g1): backtraces and sanitizer reports keep file:line, and
+# the build takes about a third less time than with full debug info.
+LINES_ONLY=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG")
+./scripts/build.sh "${LINES_ONLY[@]}"
 (cd "${NEREUS_BUILD_DIR:-build}" && ctest --output-on-failure --timeout 600 -j "$(nproc)" "$@")
 
 if [[ "${NEREUS_SKIP_FUZZ:-0}" != 1 ]]; then
@@ -20,6 +23,6 @@ fi
 
 if [[ "${NEREUS_SKIP_TSAN:-0}" != 1 ]]; then
   echo "== ThreadSanitizer: server, client and multi-process tests"
-  NEREUS_BUILD_DIR=build-tsan ./scripts/build.sh -DNEREUS_SANITIZE=thread -DNEREUS_WITH_TRAINER=OFF >/dev/null
+  NEREUS_BUILD_DIR=build-tsan ./scripts/build.sh -DNEREUS_SANITIZE=thread -DNEREUS_WITH_TRAINER=OFF "${LINES_ONLY[@]}" >/dev/null
   (cd build-tsan && TSAN_OPTIONS="suppressions=$ROOT/tests/tsan.supp" ctest --output-on-failure --timeout 600 -j 1)
 fi
