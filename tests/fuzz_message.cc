@@ -12,7 +12,8 @@
 //   2-byte little-endian length and that many bytes. Frame 0 is the header.
 //
 // With NEREUS_FUZZ_WRITE_SEEDS=DIR set, LLVMFuzzerInitialize writes the seed
-// corpus (real messages: INIT, PUSH, merged PUSH, PULL, PING) there and exits;
+// corpus (real messages: INIT, PUSH, merged PUSH, PULL, batched PULL, PING)
+// there and exits;
 // tests/fuzz_corpus/ holds its output.
 #include <cstddef>
 #include <cstdint>
@@ -94,6 +95,19 @@ Message MergedPush(int64_t clock) {
   return m;
 }
 
+// A batch of pulls (the client's --batch_bytes): one PULL, a part per unit.
+Message BatchedPull(int64_t clock) {
+  Message m;
+  m.header.set_op(pb::PULL);
+  for (int t = 0; t < 2; ++t) {
+    pb::Part* p = m.header.add_parts();
+    p->set_tensor(t);
+    p->set_clock(clock);
+    p->set_request_id(50 + t);
+  }
+  return m;
+}
+
 Message Simple(pb::Op op, int64_t clock) {
   Message m;
   m.header.set_op(op);
@@ -124,6 +138,7 @@ void WriteSeeds(const std::string& dir) {
     Append(&s, 1, Push(0, 8, 0, 12));
     Append(&s, 0, MergedPush(1));
     Append(&s, 0, Simple(pb::PULL, 1));
+    Append(&s, 1, BatchedPull(1));
     Append(&s, 0, Simple(pb::PING, 0));
     Append(&s, 0, Init(2, 16));
     seeds.push_back(s);
