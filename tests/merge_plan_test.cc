@@ -15,6 +15,104 @@ TEST(FitLinkModelTest, RecoversALine) {
   EXPECT_FALSE(FitLinkModel({{1000, 1.0}, {1000, 2.0}}).ok());
 }
 
+// The true link: alpha 1 ms, beta 1 us/byte (2, 3 and 5 ms at 1, 2 and 4 KB).
+// Two of three repeats of the small sizes were delayed by CPU wake-ups of
+// 25-30 ms, and one 4 KB ping by 40 ms: the medians (27, 28, 6 ms) would fit
+// alpha = 38 ms and beta = -7.57 us/byte; the minima give the line exactly.
+TEST(FitLinkRobustTest, MinimumIgnoresWakeUpsAndOutliers) {
+  std::vector<PingSample> pings = {
+      {0, 1000, 2e-3}, {0, 1000, 32e-3}, {0, 1000, 27e-3},  //
+      {0, 2000, 28e-3}, {0, 2000, 3e-3}, {0, 2000, 33e-3},  //
+      {0, 4000, 5e-3}, {0, 4000, 45e-3}, {0, 4000, 6e-3},
+  };
+  LinkFit fit = FitLinkRobust(pings);
+  EXPECT_FALSE(fit.fell_back);
+  EXPECT_FALSE(fit.alpha_bounded);
+  EXPECT_TRUE(fit.note.empty());
+  EXPECT_NEAR(fit.model.alpha, 1e-3, 1e-12);
+  EXPECT_NEAR(fit.model.beta, 1e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(fit.min_round_trip, 2e-3);
+}
+
+// Minima (after one 50 ms outlier at 2 KB is dropped) of 2, 9 and 4 ms at 1,
+// 2 and 3 KB. By hand: mean size 2000, mean time 5 ms, slope
+// ((-1000)(-3e-3) + 0 + (1000)(-1e-3)) / (2 * 1000^2) = 1e-6 s/byte, intercept
+// 5e-3 - 2000 * 1e-6 = 3 ms, above the smallest round trip (2 ms at 1 KB): a
+// message cannot cost more at start-up than that whole round trip, so alpha
+// is bounded to 2 ms; beta stays 1 us/byte.
+TEST(FitLinkRobustTest, AlphaNeverExceedsTheSmallestRoundTrip) {
+  std::vector<PingSample> pings = {
+      {0, 1000, 2e-3}, {0, 1000, 2.5e-3}, {0, 2000, 50e-3}, {0, 2000, 9e-3}, {0, 3000, 4e-3}, {0, 3000, 4.2e-3},
+  };
+  LinkFit fit = FitLinkRobust(pings);
+  EXPECT_FALSE(fit.fell_back);
+  EXPECT_TRUE(fit.alpha_bounded);
+  EXPECT_NEAR(fit.fitted_alpha, 3e-3, 1e-12);
+  EXPECT_DOUBLE_EQ(fit.model.alpha, 2e-3);
+  EXPECT_NEAR(fit.model.beta, 1e-6, 1e-15);
+  EXPECT_NE(fit.note.find("smallest round trip 2000 us"), std::string::npos) << fit.note;
+}
+
+// Minima of 5, 4 and 3 ms at 1, 2 and 4 KB: by hand (mean size 2333.3 bytes,
+// mean time 4 ms) the slope is ((-1333.3)(1e-3) + (-333.3)(0) +
+// (1666.7)(-1e-3)) / 4.6667e6 = -3 / 4.6667e6 = -643 ns/byte. A link does
+// not get faster with bigger messages: the fit is implausible and the default
+// (100 us, 0.8 ns/byte) is used, with a note naming the measured figures.
+TEST(FitLinkRobustTest, NegativeBetaFallsBackToTheDefault) {
+  std::vector<PingSample> pings = {{0, 1000, 5e-3}, {0, 2000, 4e-3}, {0, 4000, 3e-3}, {0, 4000, 3.5e-3}};
+  LinkFit fit = FitLinkRobust(pings);
+  EXPECT_TRUE(fit.fell_back);
+  EXPECT_EQ(fit.model.alpha, kDefaultLinkModel.alpha);
+  EXPECT_EQ(fit.model.beta, kDefaultLinkModel.beta);
+  EXPECT_EQ(fit.model.alpha, 100e-6);
+  EXPECT_EQ(fit.model.beta, 0.8e-9);
+  EXPECT_NEAR(fit.fitted_beta, -3.0 / 4.666666666666667e6, 1e-15);
+  EXPECT_NE(fit.note.find("beta not positive"), std::string::npos) << fit.note;
+  EXPECT_NE(fit.note.find("4 pings, 3 (target, size) minima, smallest round trip 3000 us"), std::string::npos)
+      << fit.note;
+  // A stated fallback of the caller's is used as given.
+  LinkFit other = FitLinkRobust(pings, LinkModel{1e-3, 2e-9});
+  EXPECT_EQ(other.model.alpha, 1e-3);
+  EXPECT_EQ(other.model.beta, 2e-9);
+}
+
+TEST(FitLinkRobustTest, OneSizeOrNoPingsFallsBack) {
+  LinkFit one = FitLinkRobust({{0, 1000, 2e-3}, {1, 1000, 3e-3}});
+  EXPECT_TRUE(one.fell_back);
+  EXPECT_EQ(one.model.alpha, kDefaultLinkModel.alpha);
+  EXPECT_NE(one.note.find("two different sizes"), std::string::npos) << one.note;
+  LinkFit none = FitLinkRobust({});
+  EXPECT_TRUE(none.fell_back);
+  EXPECT_EQ(none.model.beta, kDefaultLinkModel.beta);
+  // Non-positive or non-finite times are not round trips.
+  LinkFit bad = FitLinkRobust({{0, 1000, 0.0}, {0, 2000, -1.0}, {0, 4000, 1.0 / 0.0}});
+  EXPECT_TRUE(bad.fell_back);
+}
+
+// Minima are taken per target: a worker's own server (no link, 0.1 and
+// 0.2 ms) must not stand for the remote one (1.1 and 2.1 ms). By hand over
+// the four minima: mean size 1500, mean time 0.875 ms, slope
+// ((-500)(-0.775) + 500(-0.675) + (-500)(0.225) + 500(1.225)) ms / 1e6 =
+// 550 ms / 1e6 bytes = 0.55 us/byte, intercept 0.875 ms - 1500 * 0.55 us =
+// 50 us (below the smallest round trip, 100 us).
+TEST(FitLinkRobustTest, MinimaPerTargetAndNonNegativeAlpha) {
+  std::vector<PingSample> pings = {
+      {0, 1000, 0.1e-3}, {0, 1000, 0.4e-3}, {0, 2000, 0.2e-3},  //
+      {1, 1000, 1.1e-3}, {1, 2000, 2.1e-3}, {1, 2000, 7e-3},
+  };
+  LinkFit fit = FitLinkRobust(pings);
+  EXPECT_FALSE(fit.fell_back);
+  EXPECT_FALSE(fit.alpha_bounded);
+  EXPECT_NEAR(fit.model.alpha, 50e-6, 1e-12);
+  EXPECT_NEAR(fit.model.beta, 0.55e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(fit.min_round_trip, 0.1e-3);
+  // 1 and 3 ms at 1 and 2 KB: alpha -1 ms, clamped to 0; beta 2 us/byte.
+  LinkFit steep = FitLinkRobust({{0, 1000, 1e-3}, {0, 2000, 3e-3}});
+  EXPECT_FALSE(steep.fell_back);
+  EXPECT_EQ(steep.model.alpha, 0.0);
+  EXPECT_NEAR(steep.model.beta, 2e-6, 1e-15);
+}
+
 // 50 tiny layers (10 bytes each), start-up cost alpha = 1 s, beta = 1 ms/byte,
 // backward 0.1 s per layer except layers 30 and 10, whose backward takes 5 s.
 //

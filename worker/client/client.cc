@@ -138,11 +138,14 @@ class ClientImpl final : public Client {
     RETURN_IF_ERROR(node_.Barrier("nereus.init", pb::WORKER));
     const bool layered = pipeline_.layered();
     if (options_.schedule == Schedule::kFull && options_.merge && layered) {
-      auto link = CalibrateLink(&node_, &requests_);
-      if (!link.ok()) return link.status().Annotate("measuring the link for merging");
-      pipeline_.SetLink(*link);
-      LOG(INFO) << "worker " << rank() << ": link model alpha " << link->alpha * 1e6 << " us, beta "
-                << link->beta * 1e9 << " ns/byte (" << 8e-9 / std::max(link->beta, 1e-15) << " Gbit/s)";
+      auto fit = CalibrateLink(&node_, &requests_);
+      if (!fit.ok()) return fit.status().Annotate("measuring the link for merging");
+      if (fit->fell_back || fit->alpha_bounded) LOG(WARNING) << "worker " << rank() << ": " << fit->note;
+      const LinkModel& link = fit->model;
+      pipeline_.SetLink(link);
+      LOG(INFO) << "worker " << rank() << ": link model alpha " << link.alpha * 1e6 << " us, beta "
+                << link.beta * 1e9 << " ns/byte (" << 8e-9 / std::max(link.beta, 1e-15)
+                << " Gbit/s; smallest round trip " << fit->min_round_trip * 1e6 << " us)";
     }
     if (layered && options_.schedule != Schedule::kSequential) {
       // Prefetch clock 0's weights, the input layer first.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <sstream>
 
 namespace nereus {
 
@@ -20,10 +22,52 @@ StatusOr<LinkModel> FitLinkModel(const std::vector<std::pair<double, double>>& s
   LinkModel m;
   m.beta = (n * sxy - sx * sy) / den;
   m.alpha = (sy - m.beta * sx) / n;
-  // A negative start-up cost is noise around a tiny one.
-  m.alpha = std::max(0.0, m.alpha);
-  m.beta = std::max(0.0, m.beta);
   return m;
+}
+
+LinkFit FitLinkRobust(const std::vector<PingSample>& pings, const LinkModel& fallback) {
+  LinkFit fit;
+  std::map<std::pair<int, double>, double> minimum;  // (target, bytes) -> seconds.
+  for (const PingSample& p : pings) {
+    if (!std::isfinite(p.seconds) || p.seconds <= 0) continue;
+    auto [it, inserted] = minimum.emplace(std::make_pair(p.target, p.bytes), p.seconds);
+    if (!inserted) it->second = std::min(it->second, p.seconds);
+  }
+  std::vector<std::pair<double, double>> points;
+  for (const auto& [key, seconds] : minimum) points.emplace_back(key.second, seconds);
+  if (!points.empty()) {
+    fit.min_round_trip = points[0].second;
+    for (const auto& pt : points) fit.min_round_trip = std::min(fit.min_round_trip, pt.second);
+  }
+  std::ostringstream measured;
+  measured << pings.size() << " pings, " << points.size() << " (target, size) minima, smallest round trip "
+           << fit.min_round_trip * 1e6 << " us";
+  auto line = FitLinkModel(points);
+  if (line.ok()) {
+    fit.fitted_alpha = line->alpha;
+    fit.fitted_beta = line->beta;
+    measured << ", least squares alpha " << line->alpha * 1e6 << " us, beta " << line->beta * 1e9 << " ns/byte";
+  }
+  if (!line.ok() || !std::isfinite(line->alpha) || !std::isfinite(line->beta) || line->beta <= 0) {
+    fit.model = fallback;
+    fit.fell_back = true;
+    std::ostringstream note;
+    note << "implausible link calibration ("
+         << (!line.ok() ? std::string(line.status().message()) : std::string("beta not positive")) << "; "
+         << measured.str() << "): using the default alpha " << fallback.alpha * 1e6 << " us, beta "
+         << fallback.beta * 1e9 << " ns/byte";
+    fit.note = note.str();
+    return fit;
+  }
+  fit.model = *line;
+  // A negative start-up cost is noise around a tiny one.
+  fit.model.alpha = std::max(0.0, fit.model.alpha);
+  if (fit.model.alpha > fit.min_round_trip) {
+    fit.model.alpha = fit.min_round_trip;
+    fit.alpha_bounded = true;
+    fit.note = "link calibration: alpha bounded by the smallest round trip (" + measured.str() + ")";
+  }
+  return fit;
 }
 
 namespace {

@@ -3,6 +3,7 @@
 #define NEREUS_WORKER_MERGE_PLAN_H_
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -16,8 +17,42 @@ struct LinkModel {
   double beta = 0;   // Seconds per byte.
 };
 
-// Least-squares line through (bytes, seconds) samples. Needs two distinct sizes.
+// Least-squares line through (bytes, seconds) samples, unbounded (alpha or
+// beta may come out negative). Needs two distinct sizes.
 StatusOr<LinkModel> FitLinkModel(const std::vector<std::pair<double, double>>& samples);
+
+// What the planner assumes when the calibration is implausible: 100 us a
+// message (the per-message cost measured on the emulated cluster, README) and
+// 10 Gbit/s (0.8 ns/byte).
+inline constexpr LinkModel kDefaultLinkModel{100e-6, 0.8e-9};
+
+// One timed round trip of `bytes` to `target` (a server), in seconds.
+struct PingSample {
+  int target = 0;
+  double bytes = 0;
+  double seconds = 0;
+};
+
+struct LinkFit {
+  LinkModel model;
+  bool fell_back = false;      // Implausible: `model` is the fallback.
+  bool alpha_bounded = false;  // The fitted alpha exceeded the smallest round trip.
+  double fitted_alpha = 0;     // The unbounded least-squares figures (0 where there was no fit).
+  double fitted_beta = 0;
+  double min_round_trip = 0;  // The smallest per-(target, size) minimum, seconds.
+  std::string note;           // The measured figures and what was bounded or replaced; empty if neither.
+};
+
+// Robust alpha/beta from repeated pings on a loaded machine. Scheduling
+// delays only ever add to a round trip, so each (target, size) is reduced to
+// its minimum (not the median: one wake-up of tens of ms in half the repeats
+// moves a median, never a minimum). A least-squares line through those minima
+// is then bounded: alpha is clamped to [0, smallest minimum] (a message can
+// never cost more at start-up than the fastest round trip measured); a fit
+// with beta <= 0 or not finite, or fewer than two distinct sizes, is
+// implausible and `fallback` is used instead. Minima are per target, since the
+// targets are not alike (a worker's own host's server is not behind the link).
+LinkFit FitLinkRobust(const std::vector<PingSample>& pings, const LinkModel& fallback = kDefaultLinkModel);
 
 // A group of consecutive layers [first, last] sent as one message.
 struct MergeGroup {

@@ -18,13 +18,18 @@ std::vector<MergeGroup> OnePerLayer(int L) {
 
 }  // namespace
 
-StatusOr<LinkModel> CalibrateLink(Node* node, RequestTable* requests) {
+StatusOr<LinkFit> CalibrateLink(Node* node, RequestTable* requests) {
   auto scratch = std::make_shared<std::vector<float>>((2 << 20) / sizeof(float), 0.0f);
-  std::vector<std::pair<double, double>> samples;
-  for (int s = 0; s < node->job().num_servers(); ++s) {
+  std::vector<PingSample> pings;
+  const int num_servers = node->job().num_servers();
+  for (int i = 0; i < num_servers; ++i) {
+    // Workers start together after the init barrier: each begins with a
+    // different server, so that no server's link is timed by all at once.
+    const int s = (i + std::max(0, node->rank())) % num_servers;
     for (uint64_t bytes = 32 << 10; bytes <= (2u << 20); bytes *= 2) {
-      std::vector<double> times;
-      for (int rep = 0; rep < 3; ++rep) {
+      // Small pings are cheap even on a slow link: more of them.
+      const int reps = bytes <= (256u << 10) ? 7 : 3;
+      for (int rep = 0; rep < reps; ++rep) {
         const uint64_t id = requests->NextId();
         auto state = std::make_shared<Handle::State>(1);
         Request r;
@@ -40,13 +45,11 @@ StatusOr<LinkModel> CalibrateLink(Node* node, RequestTable* requests) {
         const int64_t t0 = MonotonicMicros();
         RETURN_IF_ERROR(node->Send(node->server(s), std::move(m)));
         RETURN_IF_ERROR(Handle(state).Wait());
-        times.push_back((MonotonicMicros() - t0) * 1e-6);
+        pings.push_back(PingSample{s, static_cast<double>(bytes), (MonotonicMicros() - t0) * 1e-6});
       }
-      std::sort(times.begin(), times.end());
-      samples.emplace_back(static_cast<double>(bytes), times[times.size() / 2]);
     }
   }
-  return FitLinkModel(samples);
+  return FitLinkRobust(pings);
 }
 
 void MergeProfiler::Reset(int num_layers) {

@@ -13,10 +13,12 @@
 
 namespace nereus {
 
-// Times PING round trips of 32 KB..2 MB to every server and fits
-// t(p) = alpha + beta * p (averaged over servers). Blocking; runs on the
-// thread of Init, before any layer-wise call.
-StatusOr<LinkModel> CalibrateLink(Node* node, RequestTable* requests);
+// Times PING round trips of 32 KB..2 MB to every server (7 repeats of each
+// size up to 256 KB, 3 above) and fits t(p) = alpha + beta * p through the
+// per-server, per-size minima with FitLinkRobust (bounded; the default model
+// where implausible). Blocking; runs on the thread of Init, before any
+// layer-wise call.
+StatusOr<LinkFit> CalibrateLink(Node* node, RequestTable* requests);
 
 // Owns the link model, the backward timings of clocks 1..K and the merge
 // groups of consecutive comm layers. Until the plan is made (at the first
