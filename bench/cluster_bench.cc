@@ -142,10 +142,14 @@ class Supervisor {
         StopAll();
         return DeadlineExceededError("the job did not finish within --timeout_s=" + std::to_string(FLAGS_timeout_s));
       }
-      timespec ts{left, 0};
+      // At most a second: a thread started before the signals were blocked
+      // (a library's, at load; it blocks nothing) can take a SIGCHLD that
+      // arrives while this thread is reaping, and drop it (seen: a run hung
+      // with its last server a zombie), so the children are polled too.
+      timespec ts{std::min<time_t>(left, 1), 0};
       siginfo_t info;
-      const int sig = sigtimedwait(&signals_, &info, &ts);
-      if (sig < 0) continue;  // EAGAIN (deadline checked above) or EINTR.
+      int sig = sigtimedwait(&signals_, &info, &ts);
+      if (sig < 0) sig = SIGCHLD;  // EAGAIN or EINTR: reap whatever has exited.
       if (sig != SIGCHLD) {
         *interrupted = sig;
         LOG(WARNING) << "cluster: " << strsignal(sig) << ", stopping every process and removing the namespaces";
