@@ -35,9 +35,11 @@ SLOW="${SLOW:-2}"
 BATCH="${BATCH:-32}"
 WARMUP="${WARMUP:-3}"
 ITERATIONS="${ITERATIONS:-4}"
-# MG-WFBP merging under full (--merge). auto measures the link at start; on a
-# loaded 2-core machine it measures CPU wake-up latency (tens of ms) as the
-# link's alpha and merges every layer into one group (README).
+# MG-WFBP merging under full (--merge). auto measures the link at start (the
+# fastest of repeated pings, alpha bounded by the fastest round trip); before
+# that change it took CPU wake-up latency on a loaded 2-core machine (tens of
+# ms) as the link's alpha and merged every layer into a few groups (README,
+# bench/results/scaling_v2/).
 MERGE="${MERGE:-auto}"
 # Simulator inputs: per-message cost and server apply cost measured on the
 # emulated cluster (README, "Scaling study"), and for the real-hardware
