@@ -1,5 +1,6 @@
 #include "common/node.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace nereus {
@@ -68,13 +69,27 @@ Status Node::Start(DataHandler on_data, AbortHandler on_abort) {
   self->set_resume(options_.resume);
   for (int64_t clock : options_.checkpoint_clocks) self->add_checkpoint_clocks(clock);
   self->set_checkpoint_every(options_.checkpoint_every);
-  RETURN_IF_ERROR(transport_->Send(coordinator_, std::move(reg)));
+  RETURN_IF_ERROR(transport_->Send(coordinator_, reg));
   LOG(INFO) << RoleName(options_.role) << " at " << transport_->endpoint() << " registering with coordinator "
             << coordinator_;
 
+  // REGISTER is repeated every second until the coordinator answers: a node
+  // started before the coordinator listens can hand its first REGISTER to a
+  // connection that breaks (another process briefly on that port), and
+  // ZeroMQ drops what it had queued on it. The coordinator ignores repeats,
+  // or answers them with the address book once the job has started.
   std::unique_lock<std::mutex> lock(mu_);
-  const bool done = cv_.wait_for(lock, std::chrono::seconds(options_.startup_timeout_s),
-                                 [this] { return registered_ || !register_error_.ok() || !abort_.ok(); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options_.startup_timeout_s);
+  const auto answered = [this] { return registered_ || !register_error_.ok() || !abort_.ok(); };
+  bool done = false;
+  while (!(done = cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() + kRegisterRepeat),
+                                 answered)) &&
+         std::chrono::steady_clock::now() < deadline) {
+    lock.unlock();
+    Status st = transport_->Send(coordinator_, reg);
+    if (!st.ok()) LOG(WARNING) << "repeating REGISTER: " << st;
+    lock.lock();
+  }
   if (!abort_.ok()) return abort_;
   if (!register_error_.ok()) return register_error_;
   if (!done) {

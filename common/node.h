@@ -121,6 +121,7 @@ class Node {
     pb::Header partial;
   };
   static constexpr size_t kMaxEarlyMessages = 4096;
+  static constexpr std::chrono::seconds kRegisterRepeat{1};  // REGISTER is re-sent this often until answered.
   std::vector<EarlyMessage> early_;  // GUARDED_BY(mu_)
 
   mutable std::mutex mu_;

@@ -117,7 +117,17 @@ void Coordinator::HandleRegister(const Endpoint& from, const pb::Header& h) {
     return;
   }
   const pb::NodeInfo& n = h.nodes(0);
-  if (Find(from) != nullptr) return;  // Duplicate delivery.
+  if (Find(from) != nullptr) {
+    // A repeat: the node re-sends REGISTER every second until it hears back
+    // (node.cc), since a message can be lost with a connection that breaks
+    // before the coordinator listens. Once the job has started it is given
+    // the address book again; before that it waits like the others.
+    if (started_ && register_reply_.has_value()) {
+      Status st = transport_->Send(from, *register_reply_);
+      if (!st.ok()) LOG(WARNING) << st;
+    }
+    return;
+  }
   if (started_ && n.role() == pb::SERVER) {
     // A server restarted alone. Rejoining would need every worker to roll
     // back to the last checkpoint mid-iteration (docs/RELIABILITY.md): it is
@@ -211,6 +221,7 @@ void Coordinator::HandleRegister(const Endpoint& from, const pb::Header& h) {
     Status st = transport_->Send(ep, reply);
     if (!st.ok()) LOG(WARNING) << st;
   }
+  register_reply_ = std::move(reply);
   started_ = true;
   LOG(INFO) << "coordinator: every node registered; job started";
   cv_.notify_all();

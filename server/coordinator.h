@@ -85,6 +85,9 @@ class Coordinator {
   std::condition_variable cv_;
   std::map<Endpoint, Member> members_;             // GUARDED_BY(mu_)
   bool started_ = false;                           // GUARDED_BY(mu_): address book sent
+  // The address book as sent, for a node that repeats its REGISTER because
+  // the reply (or its first REGISTER) was lost.
+  std::optional<Message> register_reply_;          // GUARDED_BY(mu_)
   int workers_done_ = 0;                           // GUARDED_BY(mu_)
   bool finished_ = false;                          // GUARDED_BY(mu_)
   Status failure_;                                 // GUARDED_BY(mu_)

@@ -101,6 +101,109 @@ TEST(FaultTest, StartupTimeoutNamesTheMissingNode) {
         << p->Log();
 }
 
+// A REGISTER that is lost on the way (this coordinator ignores the first, as
+// a connection that broke before the real one listened would lose it) is
+// repeated until the coordinator answers, so the job still starts.
+TEST(FaultTest, NodeRepeatsRegisterUntilTheCoordinatorAnswers) {
+  std::mutex mu;
+  int registers = 0;
+  std::unique_ptr<Transport> coordinator = NewZmqTransport(ZmqTransportOptions{});
+  Transport* c = coordinator.get();
+  ASSERT_TRUE(coordinator
+                  ->Start("tcp://127.0.0.1:0",
+                          [&](const Endpoint& from, StatusOr<Message> m, const pb::Header&) {
+                            if (!m.ok() || m->header.op() != pb::REGISTER) return;
+                            int n;
+                            {
+                              std::lock_guard<std::mutex> lock(mu);
+                              n = ++registers;
+                            }
+                            if (n != 2) return;
+                            Message reply;
+                            reply.header.set_op(pb::REGISTER_REPLY);
+                            reply.header.set_sender_role(pb::COORDINATOR);
+                            reply.header.mutable_job()->set_num_servers(0);
+                            reply.header.mutable_job()->set_num_workers(1);
+                            auto* info = reply.header.add_nodes();
+                            info->set_role(pb::WORKER);
+                            info->set_rank(0);
+                            info->set_endpoint(from);
+                            ASSERT_TRUE(c->Send(from, std::move(reply)).ok());
+                          })
+                  .ok());
+  NodeOptions o;
+  o.coordinator = coordinator->endpoint();
+  o.role = pb::WORKER;
+  o.rank = 0;
+  o.startup_timeout_s = 20;
+  Node node(o);
+  const Status st = node.Start([](const Endpoint&, StatusOr<Message>, const pb::Header&) {}, [](const Status&) {});
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_EQ(node.rank(), 0);
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_GE(registers, 2);
+}
+
+// The coordinator's side of the same: a node that registered, but whose
+// address book was lost, repeats REGISTER after the job has started and is
+// sent the same book again (not refused as a stranger or a second node).
+TEST(FaultTest, CoordinatorAnswersARepeatedRegisterWithTheSameAddressBook) {
+  TempDir dir;
+  ClusterSpec spec;
+  spec.servers = 1;
+  spec.workers = 1;
+  spec.external_workers = {0};
+  LocalCluster cluster(spec, dir);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Message> replies;
+  std::unique_ptr<Transport> worker = NewZmqTransport(ZmqTransportOptions{});
+  ASSERT_TRUE(worker
+                  ->Start("tcp://127.0.0.1:0",
+                          [&](const Endpoint&, StatusOr<Message> m, const pb::Header&) {
+                            if (!m.ok()) return;
+                            std::lock_guard<std::mutex> lock(mu);
+                            replies.push_back(std::move(m).value());
+                            cv.notify_all();
+                          })
+                  .ok());
+  const Endpoint coordinator = "tcp://" + cluster.coordinator_address();
+  Message reg;
+  reg.header.set_op(pb::REGISTER);
+  reg.header.set_sender_role(pb::WORKER);
+  reg.header.set_sender_rank(0);
+  auto* self = reg.header.add_nodes();
+  self->set_role(pb::WORKER);
+  self->set_rank(0);
+  self->set_endpoint(worker->endpoint());
+  auto next_reply = [&]() -> Message {
+    std::unique_lock<std::mutex> lock(mu);
+    // Heartbeats are not sent by this bare transport; only REGISTER_REPLY or ERROR come.
+    if (!cv.wait_for(lock, std::chrono::seconds(20), [&] { return !replies.empty(); })) return Message();
+    Message m = std::move(replies.front());
+    replies.pop_front();
+    return m;
+  };
+  ASSERT_TRUE(worker->Send(coordinator, reg).ok());
+  const Message first = next_reply();
+  ASSERT_EQ(first.header.op(), pb::REGISTER_REPLY) << first.header.error();
+  ASSERT_TRUE(worker->Send(coordinator, reg).ok());
+  const Message second = next_reply();
+  ASSERT_EQ(second.header.op(), pb::REGISTER_REPLY) << second.header.error();
+  EXPECT_EQ(second.header.SerializeAsString(), first.header.SerializeAsString());
+  ASSERT_EQ(first.header.nodes_size(), 2);
+
+  Message done;
+  done.header.set_op(pb::DONE);
+  done.header.set_sender_role(pb::WORKER);
+  done.header.set_sender_rank(0);
+  ASSERT_TRUE(worker->Send(coordinator, std::move(done)).ok());
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(30), &report)) << report;
+  for (auto code : cluster.codes()) EXPECT_EQ(code, 0) << report;
+  worker->Stop();
+}
+
 TEST(FaultTest, WorkerWithoutCoordinatorGivesUpNamingTheAddress) {
   TempDir dir;
   const int port = testing::FreePort();
