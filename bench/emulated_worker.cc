@@ -1,9 +1,11 @@
 #include "bench/emulated_worker.h"
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 
+#include "common/sfb.h"
 #include "worker/client/timeline.h"
 
 namespace nereus {
@@ -25,13 +27,26 @@ Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& r
   std::vector<double> fwd, bwd;
   LayerTimes(model, run, &fwd, &bwd);
   std::vector<std::vector<std::vector<float>>> w(L), g(L);
+  // Per layer: the factors of a fully connected layer's weight (else empty).
+  std::vector<std::shared_ptr<std::vector<float>>> left(L), right(L);
   std::vector<const float*> init;
+  const int64_t K = run.batch;
   for (int l = 0; l < L; ++l) {
-    for (size_t p = 0; p < model.layers[l].params.size(); ++p) {
+    const ModelLayer& layer = model.layers[l];
+    for (size_t p = 0; p < layer.params.size(); ++p) {
       uint64_t n = 1;
-      for (int64_t d : model.layers[l].params[p]) n *= d;
+      for (int64_t d : layer.params[p]) n *= d;
       w[l].emplace_back(n, 0.01f);
       g[l].emplace_back(n, 1e-4f);
+    }
+    if (layer.fully_connected && K > 0) {
+      const FactorShape shape{layer.params[0][0], layer.params[0][1]};
+      left[l] = std::make_shared<std::vector<float>>(static_cast<size_t>(K * shape.rows), 1e-2f);
+      right[l] = std::make_shared<std::vector<float>>(static_cast<size_t>(K * shape.cols), 1e-2f / K);
+      // The full-matrix path sends what the factors stand for (1e-4 each).
+      const Factors f{K, Buffer::Of(left[l]), Buffer::Of(right[l])};
+      FactorScratch scratch;
+      FactorGradient({&f}, shape, 1.0f, g[l][0].data(), &scratch);
     }
   }
   for (int l = 0; l < L; ++l) {
@@ -40,6 +55,11 @@ Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& r
       spec.layer = l;
       spec.data = w[l][p].data();
       spec.diff = g[l][p].data();
+      if (p == 0 && left[l] != nullptr) {
+        spec.factor_rows = K;
+        spec.factor_left = left[l]->data();
+        spec.factor_right = right[l]->data();
+      }
       init.push_back(w[l][p].data());
       RETURN_IF_ERROR(c.RegisterTensor(spec).status());
     }

@@ -19,6 +19,10 @@ struct EmulatedRun {
   int warmup = 5;      // Iterations not timed.
   int iterations = 8;  // Iterations timed.
 };
+// Fully connected layers' weights are registered with sufficient factors
+// (K = batch rows, as the trainer's InnerProduct does), so the client's --sfb
+// decides whether they travel as factors among the workers or through the
+// servers; the full gradient the servers get is exactly left^T * right.
 
 // Per timed iteration.
 struct WorkerTimes {

@@ -43,6 +43,7 @@ ModelLayer Fc(const std::string& name, int in, int out) {
   l.name = name;
   l.params = {{out, in}, {out}};
   l.forward_flops = 2.0 * in * out;
+  l.fully_connected = true;
   return l;
 }
 

@@ -15,6 +15,9 @@ struct ModelLayer {
   std::string name;
   std::vector<std::vector<int64_t>> params;  // Learnable tensors' shapes.
   double forward_flops = 0;                  // Per sample.
+  // A fully connected layer: params[0] is its out x in weight, whose
+  // gradient is the product of two thin factors (sufficient factors).
+  bool fully_connected = false;
 };
 
 struct ModelSpec {

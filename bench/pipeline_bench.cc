@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <gflags/gflags.h>
@@ -18,6 +20,7 @@
 #include "bench/models.h"
 #include "bench/netns.h"
 #include "bench/watchdog.h"
+#include "common/hybcomm.h"
 #include "common/node_flags.h"
 #include "worker/client/client_flags.h"
 #include "worker/client/timeline.h"
@@ -43,6 +46,8 @@ DEFINE_int32(rounds, 1,
              "pipeline: run every (schedule, --batch_sweep value) this many times, interleaved round by round, so "
              "the settings compared share the machine's slow and fast moments; each run is its own row.");
 DECLARE_string(json);
+DECLARE_string(sfb);
+DECLARE_string(link_list);
 DEFINE_bool(inside_netns, false, "pipeline: internal; set when re-run inside the shaped namespace.");
 
 namespace nereus {
@@ -52,15 +57,23 @@ namespace {
 struct Outcome {
   double iteration_s = 0;  // Median.
   double compute_s = 0;
+  // Measured from the clients' counters, per worker per timed iteration
+  // (mean over workers): what its link would carry both ways (gradients and
+  // factors sent, weights and other workers' factors received).
   double bytes_per_worker = 0;
+  double link_bytes = 0;  // Every worker's bytes, each counted once (what crosses the one shaped link).
   double lower_bound_s = 0;
   // Per worker per timed iteration (mean over workers).
   double push_messages = 0, pull_messages = 0, batches = 0, batched_units = 0;
+  double factor_messages = 0;
+  double factor_apply_s = 0;  // The client's factor GEMMs and SGD steps (a thread of its own).
+  int sfb_tensors = 0;        // Tensors the client sent as factors.
 };
 
-StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, uint64_t batch_bytes, Watchdog* wd) {
+StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, uint64_t batch_bytes, const std::string& sfb,
+                         Watchdog* wd) {
   const std::string phase = std::string("pipeline ") + model.name + " " + ScheduleName(schedule) +
-                            " batch_bytes=" + std::to_string(batch_bytes);
+                            " batch_bytes=" + std::to_string(batch_bytes) + " sfb=" + sfb;
   wd->Phase(phase + ": job start");
   LocalJobOptions o;
   o.servers = FLAGS_servers;
@@ -68,13 +81,15 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, uint64_t bat
   o.job.set_chunk_bytes(FLAGS_partition_bytes);
   o.job.set_heartbeat_timeout_ms(60000);
   // --schedule may say "all"; the client options are those of one schedule.
-  const std::string asked = FLAGS_schedule;
+  const std::string asked = FLAGS_schedule, asked_sfb = FLAGS_sfb;
   const uint64_t asked_batch = FLAGS_batch_bytes;
   FLAGS_schedule = ScheduleName(schedule);
   FLAGS_batch_bytes = batch_bytes;
+  FLAGS_sfb = sfb;
   auto client = ClientOptionsFromFlags();
   FLAGS_schedule = asked;
   FLAGS_batch_bytes = asked_batch;
+  FLAGS_sfb = asked_sfb;
   ASSIGN_OR_RETURN(o.client, client);
   o.client.merge_profile_iterations = std::max(1, FLAGS_warmup - 2);
   o.server_transport.streams_per_peer = schedule == Schedule::kFull ? FLAGS_streams : 1;
@@ -88,7 +103,6 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, uint64_t bat
   LayerTimes(model, run, &fwd, &bwd);
   double compute = 0;
   for (size_t l = 0; l < fwd.size(); ++l) compute += fwd[l] + bwd[l];
-  const uint64_t bytes = model.parameters() * sizeof(float);
   const int W = FLAGS_workers;
   std::vector<WorkerTimes> times(W);
   std::vector<Status> status(W);
@@ -98,6 +112,7 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, uint64_t bat
     threads.emplace_back([&, r] { status[r] = RunEmulatedWorker(job->worker(r), model, run, &times[r]); });
   for (auto& t : threads) t.join();
   for (auto& s : status) RETURN_IF_ERROR(s);
+  const int sfb_tensors = static_cast<int>(job->worker(0).sfb_tensors().size());
   wd->Phase(phase + ": job finish");
   RETURN_IF_ERROR(job->Finish());
   std::vector<double> all;
@@ -106,18 +121,25 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, uint64_t bat
   Outcome out;
   out.iteration_s = all.empty() ? 0 : all[all.size() / 2];
   out.compute_s = compute;
-  out.bytes_per_worker = 2.0 * bytes;  // Gradients up, weights down.
-  // Inside the namespace every byte of every worker crosses the one shaped
-  // loopback; otherwise the link is taken as free.
-  const double link_s = FLAGS_link_mbit > 0 ? W * out.bytes_per_worker * 8 / (FLAGS_link_mbit * 1e6) : 0;
-  out.lower_bound_s = std::max(compute, link_s);
+  out.sfb_tensors = sfb_tensors;
   const double per = static_cast<double>(W) * std::max(1, FLAGS_iterations);
   for (const WorkerTimes& t : times) {
-    out.push_messages += (t.timed_end.push_messages - t.timed_begin.push_messages) / per;
-    out.pull_messages += (t.timed_end.pull_messages - t.timed_begin.pull_messages) / per;
-    out.batches += (t.timed_end.batches - t.timed_begin.batches) / per;
-    out.batched_units += (t.timed_end.batched_units - t.timed_begin.batched_units) / per;
+    const ClientStats &a = t.timed_begin, &b = t.timed_end;
+    out.push_messages += (b.push_messages - a.push_messages) / per;
+    out.pull_messages += (b.pull_messages - a.pull_messages) / per;
+    out.batches += (b.batches - a.batches) / per;
+    out.batched_units += (b.batched_units - a.batched_units) / per;
+    out.factor_messages += (b.factor_messages - a.factor_messages) / per;
+    out.factor_apply_s += (b.factor_apply_us - a.factor_apply_us) * 1e-6 / per;
+    const double sent = static_cast<double>((b.push_bytes - a.push_bytes) + (b.pull_bytes - a.pull_bytes) +
+                                            (b.factor_bytes - a.factor_bytes));
+    out.link_bytes += sent * W / per;
+    out.bytes_per_worker += (sent + (b.factor_bytes_received - a.factor_bytes_received)) / per;
   }
+  // Inside the namespace every byte of every worker crosses the one shaped
+  // loopback once; otherwise the link is taken as free.
+  const double link_s = FLAGS_link_mbit > 0 ? out.link_bytes * 8 / (FLAGS_link_mbit * 1e6) : 0;
+  out.lower_bound_s = std::max(compute, link_s);
   return out;
 }
 
@@ -155,26 +177,42 @@ int RunInside(Watchdog* wd) {
     LOG(ERROR) << "--rounds must be >= 1";
     return 2;
   }
+  // --sfb may list modes (e.g. off,auto) to run side by side.
+  const std::vector<std::string> sfb_modes = SplitCsv(FLAGS_sfb);
+  for (const std::string& m : sfb_modes) {
+    auto parsed = ParseSfbMode(m);
+    if (!parsed.ok()) {
+      LOG(ERROR) << "--sfb: " << parsed.status().message();
+      return 2;
+    }
+  }
+  if (sfb_modes.empty()) {
+    LOG(ERROR) << "--sfb: give auto, off or on (or a comma-separated list of them)";
+    return 2;
+  }
   std::printf("%s: %.1f M parameters, %d worker(s), %d server(s), batch %d, link %s\n", model->name.c_str(),
               model->parameters() / 1e6, FLAGS_workers, FLAGS_servers, FLAGS_batch,
               FLAGS_link_mbit > 0 ? (std::to_string(static_cast<int>(FLAGS_link_mbit)) + " Mbit/s").c_str()
                                   : "loopback (unshaped)");
-  std::printf("%-11s %7s %12s %10s %10s %10s %10s %9s %9s\n", "schedule", "batch_B", "iteration_s", "compute_s",
-              "bound_s", "x bound", "samples/s", "push/it", "pull/it");
+  std::printf("%-11s %7s %5s %12s %10s %10s %10s %10s %9s %9s %10s %9s\n", "schedule", "batch_B", "sfb",
+              "iteration_s", "compute_s", "bound_s", "x bound", "samples/s", "push/it", "pull/it", "MB/worker",
+              "apply_s");
   JsonRows json(FLAGS_json);
   for (int round = 0; round < FLAGS_rounds; ++round) {
     for (Schedule s : schedules) {
       for (uint64_t batch_bytes : sweep) {
-        auto out = RunOne(*model, s, batch_bytes, wd);
+       for (const std::string& sfb : sfb_modes) {
+        auto out = RunOne(*model, s, batch_bytes, sfb, wd);
         if (!out.ok()) {
-          LOG(ERROR) << "pipeline " << ScheduleName(s) << " batch_bytes=" << batch_bytes << ": " << out.status();
+          LOG(ERROR) << "pipeline " << ScheduleName(s) << " batch_bytes=" << batch_bytes << " sfb=" << sfb << ": "
+                     << out.status();
           return 1;
         }
         const double samples = FLAGS_workers * FLAGS_batch / out->iteration_s;
-        std::printf("%-11s %7llu %12.3f %10.3f %10.3f %10.3f %10.1f %9.1f %9.1f\n", ScheduleName(s),
-                    static_cast<unsigned long long>(batch_bytes), out->iteration_s, out->compute_s,
+        std::printf("%-11s %7llu %5s %12.3f %10.3f %10.3f %10.3f %10.1f %9.1f %9.1f %10.1f %9.3f\n", ScheduleName(s),
+                    static_cast<unsigned long long>(batch_bytes), sfb.c_str(), out->iteration_s, out->compute_s,
                     out->lower_bound_s, out->iteration_s / out->lower_bound_s, samples, out->push_messages,
-                    out->pull_messages);
+                    out->pull_messages, out->bytes_per_worker / 1e6, out->factor_apply_s);
         std::fflush(stdout);
         Record r;
         r.Set("model", model->name).Set("workers", FLAGS_workers).Set("servers", FLAGS_servers);
@@ -185,7 +223,11 @@ int RunInside(Watchdog* wd) {
         r.Set("batch_bytes", static_cast<unsigned long long>(batch_bytes)).Set("round", round);
         r.Set("push_messages_per_iter", out->push_messages).Set("pull_messages_per_iter", out->pull_messages);
         r.Set("batches_per_iter", out->batches).Set("batched_units_per_iter", out->batched_units);
+        r.Set("sfb", sfb).Set("sfb_tensors", out->sfb_tensors).Set("link_bytes_per_iter", out->link_bytes);
+        r.Set("factor_messages_per_iter", out->factor_messages).Set("factor_apply_s", out->factor_apply_s);
+        r.Set("batch", FLAGS_batch);
         if (!json.Add(r)) return 1;
+       }
       }
     }
   }
@@ -194,31 +236,89 @@ int RunInside(Watchdog* wd) {
   return 0;
 }
 
-}  // namespace
-
-int RunPipeline(BenchContext& ctx) {
-  const std::vector<std::string>& original = ctx.args;
-  if (FLAGS_link_mbit <= 0 || FLAGS_inside_netns) return RunInside(ctx.watchdog);
-  ctx.watchdog->Phase("pipeline: creating the shaped namespace");
-  // Re-run this very command inside a shaped namespace of our own.
-  auto ns = NetNamespace::Create("nereus_bench_" + std::to_string(getpid()), FLAGS_link_mbit);
-  if (!ns.ok()) {
-    LOG(ERROR) << "--link_mbit needs a network namespace: " << ns.status().message();
-    return 1;
-  }
+// Runs the pipeline at one link rate in a child process: inside a shaped
+// namespace of its own when `mbit` > 0. Its rows go to `json` (if set).
+int RunAtRate(BenchContext& ctx, double mbit, const std::string& json) {
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (n <= 0) return 1;
   self[n] = '\0';
   std::vector<std::string> args = {self};
-  args.insert(args.end(), original.begin() + 1, original.end());
+  args.insert(args.end(), ctx.args.begin() + 1, ctx.args.end());
+  // Later flags win: this rate alone, its own JSON file.
+  std::ostringstream rate;
+  rate << mbit;
+  args.push_back("--link_mbit=" + rate.str());
+  args.push_back("--link_list=");
+  args.push_back("--json=" + json);
   args.push_back("--inside_netns");
+  std::unique_ptr<NetNamespace> ns;
+  if (mbit > 0) {
+    ctx.watchdog->Phase("pipeline: creating the namespace shaped to " + rate.str() + " Mbit/s");
+    auto created = NetNamespace::Create("nereus_bench_" + std::to_string(getpid()), mbit);
+    if (!created.ok()) {
+      LOG(ERROR) << "--link_mbit needs a network namespace: " << created.status().message();
+      return 1;
+    }
+    ns = std::move(created).value();
+    args = ns->Wrap(args);
+  }
   // The run inside bounds its own phases (same --phase_timeout_s).
   ctx.watchdog->Idle();
   std::string out;
-  const int code = RunCommand((*ns)->Wrap(args), &out);
+  const int code = RunCommand(args, &out);
   std::fputs(out.c_str(), stdout);
+  std::fflush(stdout);
   return code;
+}
+
+}  // namespace
+
+int RunPipeline(BenchContext& ctx) {
+  if (FLAGS_inside_netns) return RunInside(ctx.watchdog);
+  std::vector<double> rates;
+  for (const std::string& v : SplitCsv(FLAGS_link_list)) {
+    char* end = nullptr;
+    const double r = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || r < 0) {
+      LOG(ERROR) << "--link_list: \"" << v << "\" is not a rate in Mbit/s (0 = unshaped)";
+      return 2;
+    }
+    rates.push_back(r);
+  }
+  if (rates.empty()) {
+    if (FLAGS_link_mbit <= 0) return RunInside(ctx.watchdog);
+    return RunAtRate(ctx, FLAGS_link_mbit, FLAGS_json);
+  }
+  // One child per rate, one after the other; their rows are gathered into
+  // --json in the order run (each row carries its link_mbit).
+  std::vector<std::string> rows;
+  for (size_t i = 0; i < rates.size(); ++i) {
+    const double r = rates[i];
+    const std::string part = FLAGS_json.empty() ? "" : FLAGS_json + ".rate" + std::to_string(i);
+    const int code = RunAtRate(ctx, r, part);
+    if (!part.empty()) {
+      std::ifstream in(part);
+      for (std::string line; std::getline(in, line);) {
+        if (line.rfind("  {", 0) != 0) continue;
+        if (line.back() == ',') line.pop_back();
+        rows.push_back(line);
+      }
+      std::remove(part.c_str());
+    }
+    if (code != 0) return code;
+  }
+  if (!FLAGS_json.empty()) {
+    std::ofstream out(FLAGS_json, std::ios::trunc);
+    out << "[\n";
+    for (size_t i = 0; i < rows.size(); ++i) out << rows[i] << (i + 1 < rows.size() ? ",\n" : "\n");
+    out << "]\n";
+    if (!out) {
+      LOG(ERROR) << "cannot write --json=" << FLAGS_json;
+      return 1;
+    }
+  }
+  return 0;
 }
 
 }  // namespace bench

@@ -16,7 +16,9 @@
 #include "worker/client/client_flags.h"
 
 DEFINE_string(host_list, "", "simulate: hosts to predict, comma separated (default: --hosts).");
-DEFINE_string(link_list, "", "simulate: link rates in Mbit/s, comma separated (default: --link_mbit).");
+DEFINE_string(link_list, "",
+              "simulate, pipeline: link rates in Mbit/s, comma separated (default: --link_mbit); pipeline runs "
+              "each in turn (0 = unshaped), its rows gathered into one --json.");
 DEFINE_double(alpha_us, 0, "simulate: fixed cost of every message (the client's measured alpha), microseconds.");
 DEFINE_double(beta_ns, 0,
               "simulate: seconds a byte takes on a link, in ns (the client's measured beta); 0: from the link rate, "

@@ -58,6 +58,29 @@ def check_pipeline_sweep(rows):
             assert r["batches_per_iter"] == 0, r
 
 
+# Two link rates (the second shaped when namespaces can be made) and three
+# --sfb modes, in that order, rows gathered into one JSON.
+SFB_LINKS = [0, 1000] if os.geteuid() == 0 else [0, 0]
+
+
+def check_pipeline_sfb(rows):
+    got = [(r["link_mbit"], r["sfb"]) for r in rows]
+    want = [(l, m) for l in SFB_LINKS for m in ("off", "auto", "on")]
+    assert got == want, got
+    for i in range(0, len(rows), 3):
+        off, auto, on = rows[i:i + 3]
+        # LeNet, 3 workers, 2 servers, batch 32: HybComm sends ip1 (500x800)
+        # as factors and keeps ip2 (10x500) on the servers; on sends both.
+        assert (off["sfb_tensors"], auto["sfb_tensors"], on["sfb_tensors"]) == (0, 1, 2), rows[i:i + 3]
+        assert off["factor_messages_per_iter"] == 0 and auto["factor_messages_per_iter"] > 0, rows[i:i + 3]
+        # Off moves 2 x 431,080 floats per worker per iteration (about 3.45 MB);
+        # auto about a quarter of that, on more than auto.
+        assert 3.2e6 < off["bytes_per_worker"] < 3.7e6, off
+        assert auto["bytes_per_worker"] < 0.4 * off["bytes_per_worker"], (off, auto)
+        assert on["bytes_per_worker"] > auto["bytes_per_worker"], (auto, on)
+        assert auto["factor_apply_s"] > 0, auto
+
+
 def check_rows_timed(rows):
     assert rows, "no rows"
     for r in rows:
@@ -74,6 +97,9 @@ RUNS = [
                   "--device_gflops=100000"], check_pipeline(2, 2, ALL_SCHEDULES)),
     ("pipeline", ["--model=lenet", "--workers=2", "--servers=2", "--schedule=full", "--iterations=2", "--warmup=3",
                   "--device_gflops=100000", "--batch_sweep=0,65536", "--rounds=2"], check_pipeline_sweep),
+    ("pipeline", ["--model=lenet", "--workers=3", "--servers=2", "--schedule=full", "--iterations=3", "--warmup=3",
+                  "--device_gflops=100000", "--sfb=off,auto,on", "--link_list=" + ",".join(map(str, SFB_LINKS))],
+     check_pipeline_sfb),
     # Needs root (network namespaces); exit 77 elsewhere, reported below.
     ("cluster", ["--model=lenet", "--hosts=2", "--link_mbit=100", "--schedule=full", "--iterations=2", "--warmup=2",
                  "--device_gflops=100000", "--timeout_s=120"], check_rows_timed),

@@ -169,6 +169,36 @@ TEST(SfbClusterTest, SspFallsBackUnderAutoAndRefusesOn) {
       << cluster.worker(0).Log();
 }
 
+// SFB replicas are not in the servers' checkpoints: while the servers
+// checkpoint, --sfb=on is refused naming why, and auto keeps every tensor on
+// the servers (saying so).
+TEST(SfbClusterTest, OnIsRefusedAndAutoFallsBackWhileServersCheckpoint) {
+  for (const std::string mode : {"on", "auto"}) {
+    TempDir dir, ckpt;
+    ClusterSpec spec;
+    spec.servers = 1;
+    spec.workers = 2;
+    spec.coordinator_flags = {"--heartbeat_interval_ms=500", "--heartbeat_timeout_ms=3000"};
+    spec.server_flags = {"--checkpoint_dir=" + ckpt.path(), "--checkpoint_every=2"};
+    spec.worker_flags = {"--tensors=64x100", "--fc_batch=8", "--iterations=3", "--display=0", "--sfb=" + mode};
+    LocalCluster cluster(spec, dir);
+    std::string report;
+    ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(30), &report)) << report;
+    const std::string log0 = cluster.worker(0).Log();
+    if (mode == "on") {
+      EXPECT_NE(cluster.codes()[2], 0) << report;
+      EXPECT_NE(log0.find("--sfb=on cannot be used while the servers checkpoint (--checkpoint_every=2): SFB replicas "
+                          "are not in the checkpoints"),
+                std::string::npos)
+          << log0;
+    } else {
+      for (auto code : cluster.codes()) EXPECT_EQ(code, 0) << report;
+      EXPECT_NE(log0.find("servers checkpoint: every tensor goes through the servers (--sfb=off)"), std::string::npos)
+          << log0;
+    }
+  }
+}
+
 TEST(SfbClusterTest, DeadPeerFailsTheWaitNamingIt) {
   TempDir dir;
   ClusterSpec spec;

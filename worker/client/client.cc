@@ -187,7 +187,12 @@ class ClientImpl final : public Client {
     if (timeline_) timeline_->Span(Lane::kCompute, name, clock, begin_us, end_us);
   }
 
-  ClientStats stats() const override { return queues_.stats(); }
+  ClientStats stats() const override {
+    ClientStats s = queues_.stats();
+    s.factor_bytes_received = factors_.received_bytes();
+    s.factor_apply_us = factors_.apply_us();
+    return s;
+  }
 
   std::vector<int> sfb_tensors() const override {
     std::lock_guard<std::mutex> lock(mu_);

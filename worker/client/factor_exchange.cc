@@ -1,5 +1,6 @@
 #include "worker/client/factor_exchange.h"
 
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -47,8 +48,11 @@ void FactorExchange::ApplyLoop() {
     // Every worker applies the same factors in rank order: identical bits.
     std::vector<const Factors*> by_rank;
     for (const Factors& f : ready.by_rank) by_rank.push_back(&f);
+    const auto begin = std::chrono::steady_clock::now();
     ApplySufficientFactors(sgd_, c, s.info.lr_mult, s.info.decay_mult, by_rank, s.info.shape, s.info.data,
                            s.history.data(), &s.scratch);
+    apply_us_.fetch_add(static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - begin).count()));
     lock.lock();
     s.applied = c + 1;
     cv_.notify_all();
@@ -178,6 +182,7 @@ void FactorExchange::OnFactors(const Endpoint& from, const Message& msg) {
       if (!stored.ok()) {
         st = Refuse(from, h, stored.message());
       } else {
+        received_bytes_.fetch_add(msg.payload_bytes());
         Message ack;
         ack.header.set_op(pb::FACTORS_ACK);
         ack.header.set_request_id(h.request_id());

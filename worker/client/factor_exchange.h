@@ -3,6 +3,7 @@
 #ifndef NEREUS_WORKER_CLIENT_FACTOR_EXCHANGE_H_
 #define NEREUS_WORKER_CLIENT_FACTOR_EXCHANGE_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -96,6 +97,11 @@ class FactorExchange {
   // The job failed: every Advance returns `why` from now on.
   void Abort(const Status& why);
 
+  // Other workers' factor bytes accepted, and the time the applier spent
+  // rebuilding and applying updates (ClientStats).
+  uint64_t received_bytes() const { return received_bytes_.load(); }
+  uint64_t apply_us() const { return apply_us_.load(); }
+
   // For tests and the log: updates applied to `tensor`.
   int64_t applied(int tensor) const;
 
@@ -130,6 +136,7 @@ class FactorExchange {
   std::deque<std::pair<int, int64_t>> ready_;  // (tensor, clock) complete, in order.  GUARDED_BY(mu_)
   bool stopping_ = false;             // GUARDED_BY(mu_)
   std::thread applier_;
+  std::atomic<uint64_t> received_bytes_{0}, apply_us_{0};
 };
 
 }  // namespace nereus

@@ -126,6 +126,7 @@ void ReplyRouter::ReceiveWeights(uint64_t id, int64_t version, int64_t apply_beg
     Finished(r);
     return;
   }
+  queues_->CountPulled(bytes);
   char* out = reinterpret_cast<char*>(r.dst);
   for (const Buffer& b : payload) {
     std::memcpy(out, b.data(), b.size());

@@ -122,6 +122,7 @@ ClientStats ServerQueues::stats() const {
   s.factor_bytes = factor_bytes_.load();
   s.batches = batches_.load();
   s.batched_units = batched_units_.load();
+  s.pull_bytes = pull_bytes_.load();
   return s;
 }
 

@@ -64,6 +64,9 @@ class ServerQueues {
   // The request that held `credit` bytes on `server` completed.
   void Release(int server, uint64_t credit);
 
+  // Weights received from a server (counted by the ReplyRouter).
+  void CountPulled(uint64_t bytes) { pull_bytes_.fetch_add(bytes); }
+
   ClientStats stats() const;
 
  private:
@@ -74,6 +77,7 @@ class ServerQueues {
   std::atomic<uint64_t> push_messages_{0}, push_bytes_{0}, pull_messages_{0};
   std::atomic<uint64_t> factor_messages_{0}, factor_bytes_{0};
   std::atomic<uint64_t> batches_{0}, batched_units_{0};
+  std::atomic<uint64_t> pull_bytes_{0};
 
   void Count(const Message& msg);
   void SendBatch(std::vector<PriorityScheduler::Item>* batch);

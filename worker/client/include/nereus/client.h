@@ -101,13 +101,16 @@ struct TensorSpec {
   const float* factor_right = nullptr;
 };
 
-// What a client has sent so far (messages and payload bytes).
+// What a client has sent and received so far (messages and payload bytes).
 struct ClientStats {
   uint64_t push_messages = 0;  // PUSH messages on the wire (a merged one or a batch counts once).
   uint64_t push_bytes = 0;
   uint64_t pull_messages = 0;  // Explicit PULL messages (a batch counts once; pulls riding on pushes are not counted).
   uint64_t factor_messages = 0;  // FACTORS messages to other workers (one per peer, tensor and clock).
   uint64_t factor_bytes = 0;
+  uint64_t pull_bytes = 0;             // Weights received from the servers (pulls, and pulls riding on pushes).
+  uint64_t factor_bytes_received = 0;  // Other workers' factors accepted.
+  uint64_t factor_apply_us = 0;        // Time spent rebuilding and applying factor updates (a thread of the client).
   uint64_t batches = 0;        // PUSH or PULL messages that carried a batch of queued units (batch_bytes).
   uint64_t batched_units = 0;  // Units (messages the builder made) that left inside those batches.
 };
