@@ -5,6 +5,7 @@
 // pipeline bench does), real processes; host 0 also runs the coordinator.
 // Everything made (processes, namespaces, veths, bridge) is removed at the
 // end, also on SIGINT, SIGTERM or SIGHUP.
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -91,9 +93,7 @@ StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& l
     return UnavailableError(std::string("fork: ") + std::strerror(errno));
   }
   if (pid == 0) {
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
+    // exec resets the caught signals to their defaults; nothing is blocked.
     dup2(fd, 1);
     dup2(fd, 2);
     std::vector<char*> args;
@@ -115,10 +115,66 @@ std::string Tail(const std::string& path, size_t bytes = 1500) {
   return s.size() > bytes ? "..." + s.substr(s.size() - bytes) : s;
 }
 
+// SIGINT, SIGTERM, SIGHUP and SIGCHLD, as bytes on a pipe. The handlers are
+// the process's, so whichever thread a signal lands on (OpenBLAS starts its
+// threads at load, before main could block anything) it is neither lost nor
+// fatal. The handler can only reach the pipe through this one global fd.
+int g_signal_pipe_write = -1;
+
+extern "C" void OnSignal(int sig) {
+  const int saved = errno;
+  const unsigned char b = static_cast<unsigned char>(sig);
+  if (g_signal_pipe_write >= 0) (void)!write(g_signal_pipe_write, &b, 1);  // Full pipe: a byte is already there.
+  errno = saved;
+}
+
+class SignalPipe {
+ public:
+  static StatusOr<std::unique_ptr<SignalPipe>> Create() {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return UnavailableError(std::string("pipe2: ") + std::strerror(errno));
+    std::unique_ptr<SignalPipe> p(new SignalPipe(fds[0], fds[1]));
+    g_signal_pipe_write = fds[1];
+    struct sigaction sa {};
+    sa.sa_handler = OnSignal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaction(s, &sa, nullptr);
+    return p;
+  }
+  ~SignalPipe() {
+    struct sigaction sa {};
+    sa.sa_handler = SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaction(s, &sa, nullptr);
+    g_signal_pipe_write = -1;
+    close(read_);
+    close(write_);
+  }
+  // Waits up to `timeout_ms` (-1: no bound) for signals; returns the first
+  // that is not SIGCHLD, SIGCHLD if only children changed, 0 on timeout.
+  int Wait(int timeout_ms) {
+    pollfd p{read_, POLLIN, 0};
+    const int n = poll(&p, 1, timeout_ms);
+    if (n <= 0) return 0;
+    int got = 0;
+    unsigned char buf[64];
+    ssize_t r;
+    while ((r = read(read_, buf, sizeof(buf))) > 0)
+      for (ssize_t i = 0; i < r; ++i)
+        if (got == 0 || got == SIGCHLD) got = buf[i];
+    return got;
+  }
+
+ private:
+  SignalPipe(int r, int w) : read_(r), write_(w) {}
+  const int read_, write_;
+};
+
 // The job's processes; owns them until each has been reaped.
 class Supervisor {
  public:
-  explicit Supervisor(const sigset_t& signals) : signals_(signals) {}
+  explicit Supervisor(SignalPipe* signals) : signals_(signals) {}
   ~Supervisor() { StopAll(); }
 
   Status Start(const std::string& what, const std::vector<std::string>& argv, const std::string& log) {
@@ -142,15 +198,10 @@ class Supervisor {
         StopAll();
         return DeadlineExceededError("the job did not finish within --timeout_s=" + std::to_string(FLAGS_timeout_s));
       }
-      // At most a second: a thread started before the signals were blocked
-      // (a library's, at load; it blocks nothing) can take a SIGCHLD that
-      // arrives while this thread is reaping, and drop it (seen: a run hung
-      // with its last server a zombie), so the children are polled too.
-      timespec ts{std::min<time_t>(left, 1), 0};
-      siginfo_t info;
-      int sig = sigtimedwait(&signals_, &info, &ts);
-      if (sig < 0) sig = SIGCHLD;  // EAGAIN or EINTR: reap whatever has exited.
-      if (sig != SIGCHLD) {
+      // A child that exited before its SIGCHLD's byte was read is reaped on
+      // that byte; the deadline ends the wait otherwise.
+      const int sig = signals_->Wait(static_cast<int>(std::min<time_t>(left, 1 << 20) * 1000));
+      if (sig != 0 && sig != SIGCHLD) {
         *interrupted = sig;
         LOG(WARNING) << "cluster: " << strsignal(sig) << ", stopping every process and removing the namespaces";
         StopAll();
@@ -170,17 +221,15 @@ class Supervisor {
     if (Running() == 0) return;
     for (Child& c : children_)
       if (c.running) kill(c.pid, SIGTERM);
-    const time_t deadline = time(nullptr) + 5;
-    sigset_t chld;
-    sigemptyset(&chld);
-    sigaddset(&chld, SIGCHLD);
-    while (Running() > 0 && time(nullptr) < deadline) {
-      timespec ts{1, 0};
-      siginfo_t info;
-      sigtimedwait(&chld, &info, &ts);
-      Status ignored = Reap();
-      (void)ignored;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    Status ignored = Reap();
+    while (Running() > 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      signals_->Wait(static_cast<int>(left.count()));  // Another SIGINT here changes nothing: they are being stopped.
+      ignored = Reap();
     }
+    (void)ignored;
     for (Child& c : children_) {
       if (!c.running) continue;
       kill(c.pid, SIGKILL);
@@ -216,7 +265,7 @@ class Supervisor {
     return first;
   }
 
-  const sigset_t signals_;
+  SignalPipe* const signals_;
   std::vector<Child> children_;
 };
 
@@ -315,12 +364,13 @@ int RunCluster(BenchContext& ctx) {
     LOG(ERROR) << "need --link_mbit >= 0, --latency_us >= 0, --model_scale >= 1 and --device_gflops > 0";
     return 2;
   }
-  // From here every signal that would end us is taken in order, by
-  // sigtimedwait, so the cleanup below always runs.
-  sigset_t signals;
-  sigemptyset(&signals);
-  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&signals, s);
-  sigprocmask(SIG_BLOCK, &signals, nullptr);
+  // From here every signal that would end us arrives on the pipe, in order,
+  // so the cleanup below always runs.
+  auto signals = SignalPipe::Create();
+  if (!signals.ok()) {
+    LOG(ERROR) << "cluster: " << signals.status().message();
+    return 1;
+  }
   RemoveStaleNamespaces("nrc");
   const std::string prefix = "nrc" + std::to_string(getpid()) + "_";
   const int H = FLAGS_hosts;
@@ -352,7 +402,7 @@ int RunCluster(BenchContext& ctx) {
   int interrupted = 0;
   Status st;
   {
-    Supervisor jobs(signals);
+    Supervisor jobs(signals->get());
     st = jobs.Start("coordinator",
                     (*net)->Wrap(0, {bin + "/nereus_server", "--role=coordinator", common_flags,
                                      "--num_servers=" + std::to_string(H), "--num_workers=" + std::to_string(H),
@@ -382,6 +432,7 @@ int RunCluster(BenchContext& ctx) {
                                        "--schedule=" + FLAGS_schedule,
                                        "--credit_bytes=" + std::to_string(Scaled(FLAGS_credit_bytes)),
                                        "--merge=" + FLAGS_merge,
+                                       "--sfb=" + FLAGS_sfb,
                                        "--cluster_result=" + worker_results.back()};
       if (!FLAGS_timeline.empty()) argv.push_back("--timeline=" + FLAGS_timeline);
       st = jobs.Start("worker " + std::to_string(h), (*net)->Wrap(h, argv), logs + "/worker" + std::to_string(h) + ".log");

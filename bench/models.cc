@@ -205,6 +205,8 @@ ModelSpec Shrink(const ModelSpec& model, double factor) {
       shape = {static_cast<int64_t>(std::ceil(n / factor))};
     }
     l.forward_flops /= factor;
+    // A flat tensor has no factors: shrunk, every layer goes through the servers.
+    l.fully_connected = false;
   }
   return out;
 }

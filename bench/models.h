@@ -37,7 +37,8 @@ StatusOr<ModelSpec> ModelByName(const std::string& name);
 // becomes one of ceil(elements / factor) elements, every layer's FLOPs are
 // divided by factor. Compute and communication keep their ratio, so a shrunk
 // model on a link and device `factor` times slower times like the full one
-// (except the fixed cost of each message).
+// (except the fixed cost of each message). Shrunk tensors are flat, so no
+// layer of a shrunk model carries sufficient factors.
 ModelSpec Shrink(const ModelSpec& model, double factor);
 
 }  // namespace bench
