@@ -86,8 +86,10 @@ Status Node::Start(DataHandler on_data, AbortHandler on_abort) {
                                  answered)) &&
          std::chrono::steady_clock::now() < deadline) {
     lock.unlock();
-    Status st = transport_->Send(coordinator_, reg);
-    if (!st.ok()) LOG(WARNING) << "repeating REGISTER: " << st;
+    // Never blocks: a connection that cannot queue it (a refused CURVE
+    // handshake leaves none) must not keep Start past its deadline.
+    Status st = transport_->SendIfRoom(coordinator_, reg);
+    if (!st.ok()) VLOG(1) << "repeating REGISTER: " << st;
     lock.lock();
   }
   if (!abort_.ok()) return abort_;

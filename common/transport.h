@@ -46,6 +46,10 @@ class Transport {
   // the number configured).
   virtual Status Send(const Endpoint& to, Message msg, int stream = 0) = 0;
 
+  // Like Send, but returns Unavailable at once instead of blocking where the
+  // connection cannot queue the message (e.g. no pipe: a refused handshake).
+  virtual Status SendIfRoom(const Endpoint& to, Message msg) = 0;
+
   // Sends `frames` exactly as given, header frame included (fault injection).
   virtual Status SendFrames(const Endpoint& to, std::vector<Buffer> frames) = 0;
 

@@ -96,12 +96,11 @@ class ZmqTransport final : public Transport {
   const Endpoint& endpoint() const override { return endpoint_; }
 
   Status Send(const Endpoint& to, Message msg, int stream) override {
-    const std::string header = EncodeHeader(&msg);
-    std::vector<zmq::message_t> frames;
-    frames.reserve(1 + msg.payload.size());
-    frames.emplace_back(header.data(), header.size());
-    for (const Buffer& b : msg.payload) frames.push_back(ZeroCopyFrame(b));
-    return SendRaw(to, std::move(frames), stream);
+    return SendRaw(to, Frames(&msg), stream);
+  }
+
+  Status SendIfRoom(const Endpoint& to, Message msg) override {
+    return SendRaw(to, Frames(&msg), 0, /*dontwait=*/true);
   }
 
   Status SendFrames(const Endpoint& to, std::vector<Buffer> frames) override {
@@ -173,13 +172,27 @@ class ZmqTransport final : public Transport {
     return raw;
   }
 
-  Status SendRaw(const Endpoint& to, std::vector<zmq::message_t> frames, int stream) {
+  static std::vector<zmq::message_t> Frames(Message* msg) {
+    const std::string header = EncodeHeader(msg);
+    std::vector<zmq::message_t> frames;
+    frames.reserve(1 + msg->payload.size());
+    frames.emplace_back(header.data(), header.size());
+    for (const Buffer& b : msg->payload) frames.push_back(ZeroCopyFrame(b));
+    return frames;
+  }
+
+  // `dontwait`: give up (Unavailable) rather than block when the connection
+  // cannot queue the message; a multipart message is queued whole once its
+  // first frame is.
+  Status SendRaw(const Endpoint& to, std::vector<zmq::message_t> frames, int stream, bool dontwait = false) {
     ASSIGN_OR_RETURN(Peer * peer, GetPeer(to, stream));
     std::lock_guard<std::mutex> lock(peer->mu);
     try {
       for (size_t i = 0; i < frames.size(); ++i) {
-        const auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
-        peer->socket.send(frames[i], flags);
+        auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
+        if (i == 0 && dontwait) flags = flags | zmq::send_flags::dontwait;
+        if (!peer->socket.send(frames[i], flags))
+          return UnavailableError("send to " + to + ": no room to queue the message (no connection)");
       }
     } catch (const zmq::error_t& e) {
       return UnavailableError("send to " + to + " failed: " + e.what());
