@@ -89,7 +89,6 @@ Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& r
     return std::chrono::duration<double>(Clock::now() - start).count();
   };
   for (int64_t it = 0; it < total; ++it) {
-    if (it == run.warmup) times->timed_begin = c.stats();
     const auto t0 = Clock::now();
     double slept = 0, waited = 0;
     for (int l = 0; l < L; ++l) {
@@ -101,6 +100,10 @@ Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& r
       c.TraceSpan("forward " + model.layers[l].name, it, begin, MonotonicMicros());
       waited += seconds(a, b);
     }
+    // The byte counters are read where the traffic of earlier clocks is over:
+    // after the forward, every weight of this clock has arrived (and with it
+    // every push and factor of the clock before).
+    if (it == run.warmup) times->timed_begin = c.stats();
     for (int l = L - 1; l >= 0; --l) {
       const auto a = Clock::now();
       const int64_t begin = MonotonicMicros();
@@ -122,8 +125,8 @@ Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& r
       times->wait_s.push_back(waited);
     }
   }
-  times->timed_end = c.stats();
   for (int l = 1; l < L; ++l) RETURN_IF_ERROR(c.WaitWeights(l, total));
+  times->timed_end = c.stats();
   return Status::OK();
 }
 

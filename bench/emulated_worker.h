@@ -29,7 +29,13 @@ struct WorkerTimes {
   std::vector<double> iteration_s;  // From its first layer's wait to the next iteration's.
   std::vector<double> compute_s;    // Slept (emulated compute).
   std::vector<double> wait_s;       // Blocked in WaitWeights and GradientsReady.
-  ClientStats timed_begin, timed_end;  // The client's counters around the timed iterations.
+  // The client's counters after the forward of the first timed iteration
+  // (every pull of that clock is in, and so every push of the clock before)
+  // and after the weights of the clock after the last have arrived. Own
+  // factor messages are counted when the scheduler sends them, which can lag
+  // the wait; read the counters again once the job has finished (LocalJob::
+  // Finish) for exactly `iterations` clocks of traffic.
+  ClientStats timed_begin, timed_end;
 };
 
 // Emulated forward and backward seconds of each layer.

@@ -66,6 +66,7 @@ struct Outcome {
   // Per worker per timed iteration (mean over workers).
   double push_messages = 0, pull_messages = 0, batches = 0, batched_units = 0;
   double factor_messages = 0;
+  double factor_bytes_received = 0;  // As counted in the window (see RunOne).
   double factor_apply_s = 0;  // The client's factor GEMMs and SGD steps (a thread of its own).
   int sfb_tensors = 0;        // Tensors the client sent as factors.
 };
@@ -115,6 +116,10 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, uint64_t bat
   const int sfb_tensors = static_cast<int>(job->worker(0).sfb_tensors().size());
   wd->Phase(phase + ": job finish");
   RETURN_IF_ERROR(job->Finish());
+  // Every worker has its last weights, so every factor message of the last
+  // clock has left: the counters now hold exactly the timed clocks' traffic
+  // (nothing moves after the last weights).
+  for (int r = 0; r < W; ++r) times[r].timed_end = job->worker(r).stats();
   std::vector<double> all;
   for (auto& v : times) all.insert(all.end(), v.iteration_s.begin(), v.iteration_s.end());
   std::sort(all.begin(), all.end());
@@ -134,7 +139,12 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, uint64_t bat
     const double sent = static_cast<double>((b.push_bytes - a.push_bytes) + (b.pull_bytes - a.pull_bytes) +
                                             (b.factor_bytes - a.factor_bytes));
     out.link_bytes += sent * W / per;
-    out.bytes_per_worker += (sent + (b.factor_bytes_received - a.factor_bytes_received)) / per;
+    // What it receives of the others' factors equals what it sends them
+    // (same batch and shapes on every worker). Counted from its own sends:
+    // the received counter can miss a fast peer's factors of the first timed
+    // clock, which may arrive before this worker's window opens.
+    out.bytes_per_worker += (sent + (b.factor_bytes - a.factor_bytes)) / per;
+    out.factor_bytes_received += (b.factor_bytes_received - a.factor_bytes_received) / per;
   }
   // Inside the namespace every byte of every worker crosses the one shaped
   // loopback once; otherwise the link is taken as free.
@@ -225,7 +235,7 @@ int RunInside(Watchdog* wd) {
         r.Set("batches_per_iter", out->batches).Set("batched_units_per_iter", out->batched_units);
         r.Set("sfb", sfb).Set("sfb_tensors", out->sfb_tensors).Set("link_bytes_per_iter", out->link_bytes);
         r.Set("factor_messages_per_iter", out->factor_messages).Set("factor_apply_s", out->factor_apply_s);
-        r.Set("batch", FLAGS_batch);
+        r.Set("batch", FLAGS_batch).Set("factor_bytes_received_per_iter", out->factor_bytes_received);
         if (!json.Add(r)) return 1;
        }
       }
