@@ -23,6 +23,15 @@ Buffer Buffer::Slice(size_t offset, size_t size) const {
   return Buffer(owner_, data_ + offset, size);
 }
 
+char* CopyFrames(const std::vector<Buffer>& frames, char* out) {
+  for (const Buffer& b : frames) {
+    if (b.size() == 0) continue;
+    std::memcpy(out, b.data(), b.size());
+    out += b.size();
+  }
+  return out;
+}
+
 size_t Message::payload_bytes() const {
   size_t n = 0;
   for (const auto& b : payload) n += b.size();

@@ -46,6 +46,11 @@ struct Message {
   size_t payload_bytes() const;
 };
 
+// Copies `frames` one after the other to `out` (room for their total size);
+// returns the end. Empty frames (null data) are skipped, not handed to
+// memcpy.
+char* CopyFrames(const std::vector<Buffer>& frames, char* out);
+
 // The endpoint string of a node ("tcp://127.0.0.1:40123") doubles as its
 // transport identity.
 using Endpoint = std::string;

@@ -3,9 +3,8 @@
 # runs the server/client concurrency tests again under ThreadSanitizer
 # (skip that stage with NEREUS_SKIP_TSAN=1; ./scripts/sanitize.sh also runs
 # ASan+UBSan over everything). Before that, scripts/fuzz.sh fuzzes the message
-# decoder and the server for NEREUS_FUZZ_RUNS inputs (default 20000, ~1.5 min
-# on a loaded 2-core machine; skip
-# with NEREUS_SKIP_FUZZ=1).
+# decoder and the server for NEREUS_FUZZ_RUNS inputs (default 200000, about
+# 30 s on an idle 2-core machine; skip with NEREUS_SKIP_FUZZ=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -18,7 +17,7 @@ LINES_ONLY=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_
 
 if [[ "${NEREUS_SKIP_FUZZ:-0}" != 1 ]]; then
   echo "== libFuzzer: message decoder and server handling (scripts/fuzz.sh)"
-  ./scripts/fuzz.sh --runs="${NEREUS_FUZZ_RUNS:-20000}"
+  ./scripts/fuzz.sh --runs="${NEREUS_FUZZ_RUNS:-200000}"
 fi
 
 if [[ "${NEREUS_SKIP_TSAN:-0}" != 1 ]]; then

@@ -188,11 +188,7 @@ static Status CheckFloatPayload(const pb::Header& h, uint64_t elements) {
 static const float* ContiguousPayload(const Message& msg, std::vector<float>* scratch) {
   if (msg.payload.size() == 1) return msg.payload[0].floats();
   scratch->resize(msg.payload_bytes() / sizeof(float));
-  char* out = reinterpret_cast<char*>(scratch->data());
-  for (const Buffer& b : msg.payload) {
-    std::memcpy(out, b.data(), b.size());
-    out += b.size();
-  }
+  CopyFrames(msg.payload, reinterpret_cast<char*>(scratch->data()));
   return scratch->data();
 }
 
@@ -357,11 +353,7 @@ void ParamServer::StorePush(const Endpoint& from, int worker, PushPart p) {
     grad = p.payload[0];  // Zero copy: keeps the received frame.
   } else {
     auto v = std::make_shared<std::vector<float>>(c->meta.length());
-    char* out = reinterpret_cast<char*>(v->data());
-    for (const Buffer& b : p.payload) {
-      std::memcpy(out, b.data(), b.size());
-      out += b.size();
-    }
+    CopyFrames(p.payload, reinterpret_cast<char*>(v->data()));
     grad = Buffer::Of(v);
   }
   if (p.pull_request_id != 0) {

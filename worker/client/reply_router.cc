@@ -127,11 +127,7 @@ void ReplyRouter::ReceiveWeights(uint64_t id, int64_t version, int64_t apply_beg
     return;
   }
   queues_->CountPulled(bytes);
-  char* out = reinterpret_cast<char*>(r.dst);
-  for (const Buffer& b : payload) {
-    std::memcpy(out, b.data(), b.size());
-    out += b.size();
-  }
+  CopyFrames(payload, reinterpret_cast<char*>(r.dst));
   if (timeline_) {
     if (r.dispatch_us > 0) {  // An explicit pull: it queued here, then travelled.
       timeline_->Span(Lane::kQueue, r.what, r.clock, r.enqueue_us, r.dispatch_us);
