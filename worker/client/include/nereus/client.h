@@ -60,6 +60,12 @@ struct ClientOptions {
   // in priority order; a unit of this size or more always goes alone. 0: off.
   uint64_t batch_bytes = 64 << 10;
   bool merge = true;                 // kFull: MG-WFBP merging (--merge=auto|off).
+  // kFull with merging: plan with this link model (seconds per message and
+  // per byte) instead of timing PINGs at Init, e.g. for a link known in
+  // advance, or a test that needs the plan not to depend on timing. Both > 0
+  // to take effect.
+  double merge_alpha_s = 0;
+  double merge_beta_s_per_byte = 0;
   int merge_profile_iterations = 3;  // Clocks 1..N are timed before merges are planned.
   std::string timeline;              // If set, Finish() writes a Chrome trace here ("{rank}" is replaced).
   int timeline_every = 1;            // Keep every N-th clock in the timeline.
