@@ -50,6 +50,10 @@ REAL_ALPHA_US="${REAL_ALPHA_US:-20}"
 REAL_APPLY_NS="${REAL_APPLY_NS:-0.1}"
 FACTOR=$((SHRINK * SLOW))
 mkdir -p "$OUT"
+if ! command -v gnuplot >/dev/null 2>&1; then
+  echo "== installing gnuplot-nox for the plots" >&2
+  apt-get install -y gnuplot-nox >/dev/null || { echo "scaling.sh: needs gnuplot (apt-get install gnuplot-nox)" >&2; exit 1; }
+fi
 
 if [ "$PLOTS_ONLY" = 0 ]; then
   if "$BIN/nereus_bench" simulate --model=vgg19_22k --link_mbit=1000 --host_list=1 >/dev/null 2>&1; then
