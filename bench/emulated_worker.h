@@ -19,10 +19,6 @@ struct EmulatedRun {
   int warmup = 5;      // Iterations not timed.
   int iterations = 8;  // Iterations timed.
 };
-// Fully connected layers' weights are registered with sufficient factors
-// (K = batch rows, as the trainer's InnerProduct does), so the client's --sfb
-// decides whether they travel as factors among the workers or through the
-// servers; the full gradient the servers get is exactly left^T * right.
 
 // Per timed iteration.
 struct WorkerTimes {
@@ -42,7 +38,11 @@ struct WorkerTimes {
 void LayerTimes(const ModelSpec& model, const EmulatedRun& run, std::vector<double>* forward,
                 std::vector<double>* backward);
 
-// Runs the worker on `client` (connected, nothing registered yet).
+// Runs the worker on `client` (connected, nothing registered yet). Fully
+// connected layers' weights are registered with sufficient factors (K = batch
+// rows, as the trainer's InnerProduct does), so the client's --sfb decides
+// whether they travel as factors among the workers or through the servers;
+// the full gradient the servers get is exactly left^T * right.
 Status RunEmulatedWorker(Client& client, const ModelSpec& model, const EmulatedRun& run, WorkerTimes* times);
 
 }  // namespace bench

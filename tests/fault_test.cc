@@ -149,11 +149,7 @@ TEST(FaultTest, NodeRepeatsRegisterUntilTheCoordinatorAnswers) {
 // sent the same book again (not refused as a stranger or a second node).
 TEST(FaultTest, CoordinatorAnswersARepeatedRegisterWithTheSameAddressBook) {
   TempDir dir;
-  ClusterSpec spec;
-  spec.servers = 1;
-  spec.workers = 1;
-  spec.external_workers = {0};
-  LocalCluster cluster(spec, dir);
+  LocalCluster cluster(testing::OneServerAndTheTestAsWorker(), dir);
   std::mutex mu;
   std::condition_variable cv;
   std::deque<Message> replies;
@@ -289,11 +285,7 @@ std::string Serialize(pb::Header h) {
 
 TEST(FaultTest, ServerAnswersMalformedMessagesWithErrorsAndKeepsItsParameters) {
   TempDir dir;
-  ClusterSpec spec;
-  spec.servers = 1;
-  spec.workers = 1;
-  spec.external_workers = {0};
-  LocalCluster cluster(spec, dir);
+  LocalCluster cluster(testing::OneServerAndTheTestAsWorker(), dir);
   RawWorker raw(cluster.coordinator_address());
   ASSERT_TRUE(raw.Start().ok());
   const Endpoint server = raw.node().server(0);

@@ -67,6 +67,13 @@ struct ClusterSpec {
   std::vector<int> external_workers;
 };
 
+// One server and one worker, the worker being the test itself (rank 0).
+inline ClusterSpec OneServerAndTheTestAsWorker() {
+  ClusterSpec spec;
+  spec.external_workers = {0};
+  return spec;
+}
+
 class LocalCluster {
  public:
   LocalCluster(const ClusterSpec& spec, const TempDir& dir);

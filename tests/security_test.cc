@@ -518,11 +518,7 @@ void SendAll(zmq::socket_t& s, const std::vector<std::string>& frames) {
 
 TEST(HostileInputTest, HundredThousandBadMessagesLeaveTheServerServingAndItsWeightsAsWithout) {
   TempDir dir;
-  ClusterSpec spec;
-  spec.servers = 1;
-  spec.workers = 1;
-  spec.external_workers = {0};
-  LocalCluster cluster(spec, dir);
+  LocalCluster cluster(testing::OneServerAndTheTestAsWorker(), dir);
   RawWorker w(cluster.coordinator_address());
   ASSERT_TRUE(w.Start().ok());
   const Endpoint server = w.node().server(0);

@@ -137,12 +137,12 @@ class ClientImpl final : public Client {
     }
     RETURN_IF_ERROR(node_.Barrier("nereus.init", pb::WORKER));
     const bool layered = pipeline_.layered();
-    if (options_.schedule == Schedule::kFull && options_.merge && layered && options_.merge_alpha_s > 0 &&
-        options_.merge_beta_s_per_byte > 0) {
+    const bool merging = options_.schedule == Schedule::kFull && options_.merge && layered;
+    if (merging && options_.merge_alpha_s > 0 && options_.merge_beta_s_per_byte > 0) {
       pipeline_.SetLink(LinkModel{options_.merge_alpha_s, options_.merge_beta_s_per_byte});
       LOG(INFO) << "worker " << rank() << ": link model given: alpha " << options_.merge_alpha_s * 1e6
                 << " us, beta " << options_.merge_beta_s_per_byte * 1e9 << " ns/byte";
-    } else if (options_.schedule == Schedule::kFull && options_.merge && layered) {
+    } else if (merging) {
       auto fit = CalibrateLink(&node_, &requests_);
       if (!fit.ok()) return fit.status().Annotate("measuring the link for merging");
       if (fit->fell_back || fit->alpha_bounded) LOG(WARNING) << "worker " << rank() << ": " << fit->note;
