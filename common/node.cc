@@ -110,6 +110,7 @@ Status Node::Start(DataHandler on_data, AbortHandler on_abort) {
 Status Node::Send(const Endpoint& to, Message msg, int stream) {
   msg.header.set_sender_role(options_.role);
   msg.header.set_sender_rank(rank_);
+  msg.header.set_epoch(job_.epoch());
   return transport_->Send(to, std::move(msg), stream);
 }
 
@@ -151,7 +152,12 @@ void Node::Abort(const Status& why) {
     if (!abort_.ok() || shutdown_) return;
     abort_ = why;
   }
-  LOG(ERROR) << (rank_ >= 0 ? name() : std::string(RoleName(options_.role))) << ": job aborted: " << why.message();
+  const std::string who = rank_ >= 0 ? name() : std::string(RoleName(options_.role));
+  if (IsRollback(why)) {
+    LOG(WARNING) << who << ": " << why.message();
+  } else {
+    LOG(ERROR) << who << ": job aborted: " << why.message();
+  }
   cv_.notify_all();
   // The owner's handler may block or take locks: run it off the receive and
   // heartbeat threads. Joined by the destructor.
@@ -177,6 +183,14 @@ void Node::OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Head
     if (!member) {
       refusals_->Refuse(from, std::string("refused a message (") + (msg.ok() ? OpName(msg->header.op()) : "undecodable") +
                                   "): the sender is not a member of this job");
+      return;
+    }
+    // A member's endpoint is new in each epoch, so this only catches a peer
+    // of an earlier formation that reached a reused port.
+    if (msg.ok() && msg->header.epoch() != job_.epoch()) {
+      refusals_->Refuse(from, std::string("refused a message (") + OpName(msg->header.op()) + ") of epoch " +
+                                  std::to_string(msg->header.epoch()) + ": this job is in epoch " +
+                                  std::to_string(job_.epoch()));
       return;
     }
   }
@@ -237,6 +251,16 @@ void Node::OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Head
     case pb::ABORT:
       Abort(AbortedError(h.error()));
       break;
+    case pb::ROLLBACK: {
+      bool current;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        current = registered_ && h.epoch() > job_.epoch();
+      }
+      if (current) Abort(RollbackError("the job rolls back to its newest checkpoint (epoch " +
+                                       std::to_string(h.epoch()) + "): " + h.error()));
+      break;
+    }
     case pb::SHUTDOWN: {
       std::lock_guard<std::mutex> lock(mu_);
       shutdown_ = true;

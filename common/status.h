@@ -22,6 +22,10 @@ enum class StatusCode {
   kAborted,           // The job was aborted (another node failed).
   kDataLoss,          // A malformed message or file.
   kInternal,
+  // The job rolls back to a checkpoint (a node rejoined it): this process's
+  // part of the job is over; it joins the job again with resume, keeping its
+  // rank (see Coordinator, and the RunServer/RunTraining loops).
+  kRollback,
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -57,6 +61,8 @@ inline Status DeadlineExceededError(std::string m) { return Status(StatusCode::k
 inline Status AbortedError(std::string m) { return Status(StatusCode::kAborted, std::move(m)); }
 inline Status DataLossError(std::string m) { return Status(StatusCode::kDataLoss, std::move(m)); }
 inline Status InternalError(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
+inline Status RollbackError(std::string m) { return Status(StatusCode::kRollback, std::move(m)); }
+inline bool IsRollback(const Status& s) { return s.code() == StatusCode::kRollback; }
 
 // Holds either a value or a non-OK Status.
 template <typename T>

@@ -53,6 +53,12 @@ class Transport {
   // Sends `frames` exactly as given, header frame included (fault injection).
   virtual Status SendFrames(const Endpoint& to, std::vector<Buffer> frames) = 0;
 
+  // Closes the connection(s) to `peer`, dropping whatever is still queued
+  // for it; a later Send connects anew. For a peer that left the job (its
+  // process is gone): ZeroMQ would otherwise keep reconnecting to its address
+  // and deliver the queue to whatever binds there next.
+  virtual void Disconnect(const Endpoint& peer) = 0;
+
   // Stops the receive thread and closes every connection, waiting at most the
   // linger time for queued messages. Idempotent; after it returns the handler
   // is never called again. Must not be called from the handler.

@@ -131,6 +131,7 @@ class ZmqTransport final : public Transport {
       std::lock_guard<std::mutex> plock(peer->mu);
       peer->socket.set(zmq::sockopt::linger, options_.linger_ms);
       peer->socket.close();
+      peer->closed = true;
     }
     peers_.clear();
     StopSecurity();
@@ -138,13 +139,27 @@ class ZmqTransport final : public Transport {
     ctx_.close();
   }
 
+  void Disconnect(const Endpoint& peer_endpoint) override {
+    std::lock_guard<std::mutex> lock(peers_mu_);
+    const std::string prefix = peer_endpoint + "#";
+    for (auto it = peers_.lower_bound(prefix); it != peers_.end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
+      std::lock_guard<std::mutex> plock(it->second->mu);
+      it->second->socket.set(zmq::sockopt::linger, 0);  // Whatever is still queued for it is dropped.
+      it->second->socket.close();
+      it->second->closed = true;
+      it = peers_.erase(it);
+    }
+  }
+
  private:
+  // Shared: a sender holds its Peer while Disconnect or Stop close it.
   struct Peer {
-    std::mutex mu;  // Guards socket: ZeroMQ sockets are not thread-safe.
+    std::mutex mu;  // Guards socket and closed: ZeroMQ sockets are not thread-safe.
     zmq::socket_t socket;
+    bool closed = false;
   };
 
-  StatusOr<Peer*> GetPeer(const Endpoint& to, int stream) {
+  StatusOr<std::shared_ptr<Peer>> GetPeer(const Endpoint& to, int stream) {
     if (!started_) return FailedPreconditionError("transport not started");
     const int s = options_.streams_per_peer > 1
                       ? static_cast<int>(static_cast<unsigned>(stream) % static_cast<unsigned>(options_.streams_per_peer))
@@ -153,8 +168,8 @@ class ZmqTransport final : public Transport {
     std::lock_guard<std::mutex> lock(peers_mu_);
     if (stopped_) return FailedPreconditionError("transport stopped");
     auto it = peers_.find(key);
-    if (it != peers_.end()) return it->second.get();
-    auto peer = std::make_unique<Peer>();
+    if (it != peers_.end()) return it->second;
+    auto peer = std::make_shared<Peer>();
     try {
       peer->socket = zmq::socket_t(ctx_, zmq::socket_type::dealer);
       // Each stream needs its own identity at the receiving ROUTER.
@@ -167,9 +182,8 @@ class ZmqTransport final : public Transport {
     } catch (const zmq::error_t& e) {
       return InvalidArgumentError("cannot connect to \"" + to + "\": " + e.what());
     }
-    Peer* raw = peer.get();
-    peers_.emplace(key, std::move(peer));
-    return raw;
+    peers_.emplace(key, peer);
+    return peer;
   }
 
   static std::vector<zmq::message_t> Frames(Message* msg) {
@@ -185,8 +199,9 @@ class ZmqTransport final : public Transport {
   // cannot queue the message; a multipart message is queued whole once its
   // first frame is.
   Status SendRaw(const Endpoint& to, std::vector<zmq::message_t> frames, int stream, bool dontwait = false) {
-    ASSIGN_OR_RETURN(Peer * peer, GetPeer(to, stream));
+    ASSIGN_OR_RETURN(std::shared_ptr<Peer> peer, GetPeer(to, stream));
     std::lock_guard<std::mutex> lock(peer->mu);
+    if (peer->closed) return UnavailableError("send to " + to + ": the connection was closed");
     try {
       for (size_t i = 0; i < frames.size(); ++i) {
         auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
@@ -470,7 +485,7 @@ class ZmqTransport final : public Transport {
   std::atomic<bool> stopped_{false};
   std::mutex stop_mu_;
   std::mutex peers_mu_;  // Guards peers_.
-  std::map<std::string, std::unique_ptr<Peer>> peers_;
+  std::map<std::string, std::shared_ptr<Peer>> peers_;
   std::unique_ptr<RefusalLog> refusals_;  // Set by Start(); used by the receive thread.
   std::unique_ptr<RefusalLog> zap_refusals_, handshake_refusals_;  // Used by the security thread.
   // CURVE only: the security thread and its sockets (used by it alone once

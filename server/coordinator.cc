@@ -31,7 +31,10 @@ ZmqTransportOptions CoordinatorTransport(const CoordinatorOptions& o) {
 }  // namespace
 
 Coordinator::Coordinator(CoordinatorOptions options)
-    : options_(std::move(options)), transport_(NewZmqTransport(CoordinatorTransport(options_))), refusals_("coordinator") {}
+    : options_(std::move(options)),
+      transport_(NewZmqTransport(CoordinatorTransport(options_))),
+      refusals_("coordinator"),
+      resume_(options_.resume) {}
 
 Coordinator::~Coordinator() { transport_->Stop(); }
 
@@ -49,6 +52,10 @@ Status Coordinator::Start() {
                                   OnMessage(from, std::move(msg), partial);
                                 });
   if (!st.ok()) return st.Annotate("coordinator");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    formation_deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(options_.startup_timeout_s);
+  }
   LOG(INFO) << "coordinator listening at " << transport_->endpoint() << " for " << options_.job.num_servers()
             << " server(s) and " << options_.job.num_workers() << " worker(s)";
   return Status::OK();
@@ -64,6 +71,7 @@ void Coordinator::SendTo(const Endpoint& to, pb::Op op, const std::string& error
   m.header.set_op(op);
   m.header.set_sender_role(pb::COORDINATOR);
   m.header.set_sender_rank(0);
+  m.header.set_epoch(epoch_);
   if (!error.empty()) m.header.set_error(error);
   Status st = transport_->Send(to, std::move(m));
   if (!st.ok()) LOG(WARNING) << "coordinator: " << st;
@@ -128,19 +136,15 @@ void Coordinator::HandleRegister(const Endpoint& from, const pb::Header& h) {
     }
     return;
   }
-  if (started_ && n.role() == pb::SERVER) {
-    // A server restarted alone. Rejoining would need every worker to roll
-    // back to the last checkpoint mid-iteration (docs/RELIABILITY.md): it is
-    // refused, with what to do instead. The job itself is left alone: an
-    // unauthenticated REGISTER must not be able to stop it; the dead server's
-    // silence does, after --heartbeat_timeout_ms.
-    const std::string why = NodeName(pb::SERVER, n.rank()) + " registered again from " + from +
-                            " while the job runs: a restarted server cannot rejoin a running job (the updates "
-                            "since its last checkpoint are lost and the workers cannot roll back mid-job); "
-                            "restart every process of the job with --resume to continue from the newest checkpoint";
-    LOG_EVERY_N(WARNING, 100) << "coordinator: refused: " << why << " (logged every 100th time)";
-    SendTo(from, pb::ERROR, why);
-    return;
+  if (started_ && (n.role() == pb::SERVER || n.role() == pb::WORKER)) {
+    // A node restarted alone, with the rank of a member: it may take that
+    // member's place, rolling the job back (HandleRejoin).
+    const Member* old = nullptr;
+    for (const auto& [ep, m] : members_)
+      if (m.role == n.role() && m.rank == n.rank()) old = &m;
+    if (old != nullptr) {
+      if (!HandleRejoin(from, n, *old)) return;
+    }
   }
   if (started_) {
     SendTo(from, pb::ERROR, "the job has already started; no more nodes are accepted");
@@ -180,6 +184,11 @@ void Coordinator::HandleRegister(const Endpoint& from, const pb::Header& h) {
     SendTo(from, pb::ERROR, "all " + std::to_string(count) + " " + RoleName(n.role()) + " ranks are taken");
     return;
   }
+  if (auto prev = previous_.find({n.role(), rank}); prev != previous_.end()) {
+    // This node's previous endpoint read ROLLBACK and is gone.
+    transport_->Disconnect(prev->second);
+    previous_.erase(prev);
+  }
   Member m;
   m.role = n.role();
   m.rank = rank;
@@ -196,10 +205,12 @@ void Coordinator::HandleRegister(const Endpoint& from, const pb::Header& h) {
   reply.header.set_op(pb::REGISTER_REPLY);
   reply.header.set_sender_role(pb::COORDINATOR);
   *reply.header.mutable_job() = options_.job;
+  reply.header.mutable_job()->set_epoch(epoch_);
+  reply.header.set_epoch(epoch_);
   for (const auto& [ep, member] : members_)
     if (member.checkpoint_every > reply.header.job().checkpoint_every())
       reply.header.mutable_job()->set_checkpoint_every(member.checkpoint_every);
-  if (options_.resume) {
+  if (resume_) {
     auto clock = ResumeClock();
     if (!clock.ok()) {
       Fail(clock.status());
@@ -207,7 +218,11 @@ void Coordinator::HandleRegister(const Endpoint& from, const pb::Header& h) {
     }
     reply.header.mutable_job()->set_resume(true);
     reply.header.mutable_job()->set_start_clock(*clock);
-    LOG(INFO) << "coordinator: the job resumes from the checkpoint of clock " << *clock;
+    if (epoch_ == 0) {
+      LOG(INFO) << "coordinator: the job resumes from the checkpoint of clock " << *clock;
+    } else {
+      LOG(WARNING) << "coordinator: epoch " << epoch_ << ": the job rolled back to the checkpoint of clock " << *clock;
+    }
   }
   for (auto& [ep, member] : members_) {
     auto* info = reply.header.add_nodes();
@@ -223,15 +238,105 @@ void Coordinator::HandleRegister(const Endpoint& from, const pb::Header& h) {
   }
   register_reply_ = std::move(reply);
   started_ = true;
-  LOG(INFO) << "coordinator: every node registered; job started";
+  if (epoch_ == 0) {
+    LOG(INFO) << "coordinator: every node registered; job started";
+  } else {
+    LOG(INFO) << "coordinator: every node registered again; epoch " << epoch_ << " started";
+  }
   cv_.notify_all();
+}
+
+Status Coordinator::CheckRejoin(const pb::NodeInfo& n) const {
+  const std::string who = NodeName(n.role(), n.rank());
+  const pb::JobConfig& job = register_reply_->header.job();
+  if (job.consistency() != pb::BSP) {
+    return FailedPreconditionError(
+        who + " cannot rejoin a running " + pb::Consistency_Name(job.consistency()) +
+        " job: rejoining rolls the job back to a checkpoint, and under SSP and async no clock boundary gives a "
+        "state to roll back to (checkpoints are BSP only); restart every process of the job instead");
+  }
+  if (job.checkpoint_every() <= 0) {
+    return FailedPreconditionError(
+        who + " cannot rejoin: the job's servers write no checkpoints (--checkpoint_every), so there is no "
+              "state to roll the job back to");
+  }
+  if (!n.resume()) {
+    return FailedPreconditionError(
+        who + " registered again without --resume while the job runs: to rejoin, restart it with its flags and "
+              "--resume (it loads the checkpoint the job rolls back to)");
+  }
+  return Status::OK();
+}
+
+bool Coordinator::HandleRejoin(const Endpoint& from, const pb::NodeInfo& n, const Member& old) {
+  const std::string who = NodeName(n.role(), n.rank());
+  if (Status st = CheckRejoin(n); !st.ok()) {
+    // The job is left alone: the old member's silence (if it is dead) ends
+    // it after --heartbeat_timeout_ms, as without the restart.
+    refusals_.Refuse(from, "refused: " + st.message());
+    SendTo(from, pb::ERROR, st.message());
+    return false;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  const auto interval = std::chrono::milliseconds(options_.job.heartbeat_interval_ms());
+  const auto timeout = std::chrono::milliseconds(options_.job.heartbeat_timeout_ms());
+  const auto silent = now - old.last_seen;
+  if (silent < 2 * interval) {
+    // The member of that rank still sends heartbeats (or has just died).
+    // No answer yet: the node repeats REGISTER every second and is taken
+    // once the member is silent, or refused if it never falls silent.
+    auto it = rejoin_waiting_.find(from);
+    if (it == rejoin_waiting_.end()) {
+      if (rejoin_waiting_.size() >= kMaxRejoinWaiting) return false;
+      it = rejoin_waiting_.emplace(from, now).first;
+      LOG(INFO) << "coordinator: " << who << " registered again from " << from << "; waiting for " << who << " at "
+                << old.endpoint << " to fall silent";
+    }
+    if (now - it->second > timeout) {
+      rejoin_waiting_.erase(it);
+      const std::string why =
+          who + " is alive at " + old.endpoint + " (heard from " +
+          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
+          " ms ago): a node rejoins only in the place of a member that has fallen silent";
+      refusals_.Refuse(from, "refused: " + why);
+      SendTo(from, pb::ERROR, why);
+    }
+    return false;
+  }
+  // Roll back: a new epoch, formed as a --resume start is.
+  ++epoch_;
+  resume_ = true;
+  const std::string why = who + " rejoined from " + from + " in the place of " + old.endpoint + " (silent for " +
+                          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
+                          " ms)";
+  LOG(WARNING) << "coordinator: " << why << "; epoch " << epoch_
+               << ": every node rolls back to the newest checkpoint every server holds and registers again";
+  const Endpoint replaced = old.endpoint;  // `old` lives in members_, cleared below.
+  for (const auto& [ep, m] : members_) {
+    if (ep == replaced) continue;
+    SendTo(ep, pb::ROLLBACK, why);
+    previous_[{m.role, m.rank}] = ep;
+  }
+  transport_->Disconnect(replaced);
+  members_.clear();
+  started_ = false;
+  register_reply_.reset();
+  workers_done_ = 0;
+  barriers_.clear();
+  rejoin_waiting_.clear();
+  formation_deadline_ = now + std::chrono::seconds(options_.startup_timeout_s);
+  cv_.notify_all();
+  return true;
 }
 
 Status Coordinator::CheckRegistration(const pb::NodeInfo& n) const {
   const std::string who = n.rank() >= 0 ? NodeName(n.role(), n.rank()) : std::string("a ") + RoleName(n.role());
-  if (n.resume() != options_.resume) {
+  if (n.resume() != resume_) {
+    if (epoch_ > 0)
+      return InvalidArgumentError(who + " registered without --resume while the job re-forms after a rollback "
+                                        "(epoch " + std::to_string(epoch_) + "): restart it with --resume");
     return InvalidArgumentError(who + " was started " + (n.resume() ? "with" : "without") +
-                                " --resume but the coordinator " + (options_.resume ? "with" : "without") +
+                                " --resume but the coordinator " + (resume_ ? "with" : "without") +
                                 " it: give --resume to every process of the job, or to none");
   }
   if (n.checkpoint_every() > 0 && options_.job.consistency() != pb::BSP) {
@@ -330,7 +435,6 @@ std::string Coordinator::MissingNodes() const {
 }
 
 Status Coordinator::Run() {
-  const auto startup_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options_.startup_timeout_s);
   const auto timeout = std::chrono::milliseconds(options_.job.heartbeat_timeout_ms());
   const auto check_every = std::chrono::milliseconds(std::max(1, options_.job.heartbeat_interval_ms() / 2));
   std::unique_lock<std::mutex> lock(mu_);
@@ -339,12 +443,14 @@ Status Coordinator::Run() {
     if (!failure_.ok()) break;
     const auto now = std::chrono::steady_clock::now();
     if (!started_) {
-      if (now >= startup_deadline) {
-        Fail(DeadlineExceededError("start-up timed out after " + std::to_string(options_.startup_timeout_s) +
+      if (now >= formation_deadline_) {
+        const std::string what = epoch_ == 0 ? "start-up" : "re-forming the job after the rollback to epoch " +
+                                                                std::to_string(epoch_);
+        Fail(DeadlineExceededError(what + " timed out after " + std::to_string(options_.startup_timeout_s) +
                                    " s (--startup_timeout_s): missing " + MissingNodes()));
         break;
       }
-      cv_.wait_until(lock, startup_deadline);
+      cv_.wait_until(lock, formation_deadline_);
       continue;
     }
     for (auto& [ep, m] : members_) {

@@ -2,6 +2,14 @@
 // the address book once every node has registered (the start barrier), runs
 // barriers, watches heartbeats, and ends the job: cleanly when every worker is
 // done, or with an ABORT naming the node that failed.
+//
+// Rollback (BSP with checkpoints): a node restarted with --resume and the
+// rank of a member that has gone silent takes that member's place. The
+// coordinator starts a new epoch: it sends ROLLBACK to every other member,
+// forgets them, and forms the job again exactly as a --resume start does
+// (every node registers again, from a new endpoint; the newest checkpoint
+// every server holds is the clock the job goes on from). See
+// docs/RELIABILITY.md.
 #ifndef NEREUS_SERVER_COORDINATOR_H_
 #define NEREUS_SERVER_COORDINATOR_H_
 
@@ -67,6 +75,13 @@ class Coordinator {
   void OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial);
   void HandleRegister(const Endpoint& from, const pb::Header& h);
   void HandleBarrier(const Endpoint& from, const pb::Header& h);
+  // REQUIRES(mu_), started_. A REGISTER naming the rank of `old`, from a new
+  // endpoint. Returns true if the job rolled back and `n` is to be registered
+  // in the new epoch; false if it was refused or waits (unanswered, so that
+  // the node repeats it) for `old` to fall silent.
+  bool HandleRejoin(const Endpoint& from, const pb::NodeInfo& n, const Member& old);
+  // REQUIRES(mu_). Why a rejoin of `n` cannot be done in this job, or OK.
+  Status CheckRejoin(const pb::NodeInfo& n) const;
   // REQUIRES(mu_). Refuses a REGISTER that cannot join this job: the reason,
   // or OK.
   Status CheckRegistration(const pb::NodeInfo& n) const;
@@ -92,6 +107,17 @@ class Coordinator {
   bool finished_ = false;                          // GUARDED_BY(mu_)
   Status failure_;                                 // GUARDED_BY(mu_)
   std::map<std::string, BarrierState> barriers_;   // GUARDED_BY(mu_)
+  // Rollback state.
+  uint32_t epoch_ = 0;                             // GUARDED_BY(mu_): JobConfig.epoch of the current formation.
+  bool resume_ = false;                            // GUARDED_BY(mu_): options_.resume, then true after a rollback.
+  std::chrono::steady_clock::time_point formation_deadline_;  // GUARDED_BY(mu_): every node registered by then.
+  // Rejoining nodes waiting for the member of their rank to fall silent:
+  // when each was first heard (bounded).
+  std::map<Endpoint, std::chrono::steady_clock::time_point> rejoin_waiting_;  // GUARDED_BY(mu_)
+  static constexpr size_t kMaxRejoinWaiting = 64;
+  // Endpoints of the previous epoch, by (role, rank), still connected; each
+  // is disconnected once its node registers again (it has read ROLLBACK).
+  std::map<std::pair<int, int>, Endpoint> previous_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace nereus

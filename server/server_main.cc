@@ -116,8 +116,7 @@ int main(int argc, char** argv) {
     LOG(ERROR) << valid.message();
     return 2;
   }
-  nereus::ServerNode server(*options, checkpoints);
-  nereus::Status st = server.Run();
+  nereus::Status st = nereus::RunServer(*options, checkpoints);
   if (!st.ok()) {
     LOG(ERROR) << "server exits: " << st.message();
     return 1;

@@ -117,6 +117,19 @@ Status ServerNode::Run() {
   return st;
 }
 
+Status RunServer(const NodeOptions& options, ServerCheckpointOptions checkpoints) {
+  NodeOptions node = options;
+  while (true) {
+    auto server = std::make_unique<ServerNode>(node, checkpoints);
+    Status st = server->Run();
+    if (!IsRollback(st)) return st;
+    node.rank = server->rank();
+    checkpoints.resume = true;
+    server.reset();  // Its connections close before the new one registers.
+    LOG(WARNING) << "server " << node.rank << ": joining the job again to roll back to its checkpoint";
+  }
+}
+
 void ServerNode::Reply(const Endpoint& to, Message msg) {
   // Weights travel over the worker's parallel streams (spread by chunk);
   // everything else on the first.

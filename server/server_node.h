@@ -42,6 +42,9 @@ class ServerNode : public ReplySink {
 
   void Reply(const Endpoint& to, Message msg) override;
 
+  // The rank this server was given (after Run registered), else --rank.
+  int rank() const { return node_ != nullptr && node_->rank() >= 0 ? node_->rank() : node_options_.rank; }
+
  private:
   // A data message that came before the ParamServer existed.
   struct Early {
@@ -74,6 +77,12 @@ class ServerNode : public ReplySink {
   // still be in OnData or Reply (a SIGSEGV at shutdown under load).
   Node* live_node_ = nullptr;
 };
+
+// A server process's whole life in a job: ServerNode::Run, and each time the
+// job rolls back (IsRollback: a node rejoined), a fresh ServerNode with the
+// same rank that registers again with resume and loads the checkpoint the
+// job rolls back to. Returns the last Run's status.
+Status RunServer(const NodeOptions& options, ServerCheckpointOptions checkpoints);
 
 }  // namespace nereus
 

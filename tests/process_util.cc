@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -67,6 +68,38 @@ void Subprocess::Signal(int sig) {
 
 std::string Subprocess::Log() const { return ReadFile(log_path_); }
 
+bool Subprocess::WaitForLog(const std::string& text, std::chrono::milliseconds timeout) {
+  const int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  PCHECK(fd >= 0);
+  PCHECK(inotify_add_watch(fd, log_path_.c_str(), IN_MODIFY) >= 0) << log_path_;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool found = false;
+  while (true) {
+    // Checked after the watch is in place: a write in between wakes the poll.
+    if (Log().find(text) != std::string::npos) {
+      found = true;
+      break;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    // Wake on a write to the log or on the process's exit.
+    pollfd p[2] = {{fd, POLLIN, 0}, {pidfd_, POLLIN, 0}};
+    const int r = poll(p, status_ ? 1 : 2, static_cast<int>(left.count()));
+    if (r < 0 && errno != EINTR) break;
+    if (p[0].revents & POLLIN) {
+      char events[4096];
+      while (read(fd, events, sizeof(events)) > 0) {
+      }
+    }
+    if (!status_ && (p[1].revents & POLLIN)) {
+      found = Log().find(text) != std::string::npos;
+      break;
+    }
+  }
+  close(fd);
+  return found;
+}
+
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
@@ -124,6 +157,7 @@ LocalCluster::LocalCluster(const ClusterSpec& spec, const TempDir& dir) : port_(
   for (int w = 0; w < spec.workers; ++w) {
     if (std::count(spec.external_workers.begin(), spec.external_workers.end(), w)) {
       workers_.push_back(nullptr);
+      worker_argv_.emplace_back();
       continue;
     }
     std::vector<std::string> a = {BinaryPath("nereus_worker"), coord, "--rank=" + std::to_string(w)};
@@ -131,6 +165,7 @@ LocalCluster::LocalCluster(const ClusterSpec& spec, const TempDir& dir) : port_(
     for (const auto& [rank, flags] : spec.worker_rank_flags)
       if (rank == w) a.insert(a.end(), flags.begin(), flags.end());
     workers_.push_back(Subprocess::Start(a, dir.File("worker" + std::to_string(w) + ".log")));
+    worker_argv_.push_back(std::move(a));
   }
 }
 

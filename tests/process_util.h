@@ -26,6 +26,10 @@ class Subprocess {
   void Signal(int sig);
   std::string Log() const;
   const std::string& log_path() const { return log_path_; }
+  // Waits up to `timeout` until the log contains `text`, woken by inotify
+  // when the log is written (no polling); false if it did not appear, or the
+  // process exited without writing it.
+  bool WaitForLog(const std::string& text, std::chrono::milliseconds timeout);
 
  private:
   Subprocess(int pid, int pidfd, std::string log) : pid_(pid), pidfd_(pidfd), log_path_(std::move(log)) {}
@@ -81,6 +85,8 @@ class LocalCluster {
   Subprocess& coordinator() { return *coordinator_; }
   Subprocess& server(int r) { return *servers_.at(r); }
   Subprocess& worker(int r) { return *workers_.at(r); }
+  // The command line worker `r` was started with (to start it again).
+  const std::vector<std::string>& worker_argv(int r) const { return worker_argv_.at(r); }
   // Waits for every process; returns false if one of them has not exited by
   // the deadline (all are then killed by the destructors).
   bool WaitAll(std::chrono::milliseconds timeout, std::string* report);
@@ -91,6 +97,7 @@ class LocalCluster {
   int port_;
   std::unique_ptr<Subprocess> coordinator_;
   std::vector<std::unique_ptr<Subprocess>> servers_, workers_;
+  std::vector<std::vector<std::string>> worker_argv_;
   std::vector<std::optional<int>> codes_;
 };
 

@@ -64,7 +64,11 @@ std::string TrainSummaryJson(const TrainSummary& s) {
   return os.str();
 }
 
-StatusOr<TrainSummary> RunTraining(const TrainRunOptions& options) {
+namespace {
+
+// One formation of the job (or the standalone run). `rank` receives this
+// worker's rank once it has joined.
+StatusOr<TrainSummary> RunTrainingOnce(const TrainRunOptions& options, int* rank) {
   caffe::SolverParameter param;
   RETURN_IF_ERROR(ReadSolverParameterFromTextFile(options.solver_file, &param));
 
@@ -81,6 +85,7 @@ StatusOr<TrainSummary> RunTraining(const TrainRunOptions& options) {
     if (!connected.ok()) return connected.status().Annotate("joining the job at " + options.client.coordinator);
     client = std::move(connected).value();
     summary.rank = client->rank();
+    *rank = summary.rank;
     summary.num_workers = client->num_workers();
     shard.shard_index = summary.rank;
     shard.num_shards = summary.num_workers;
@@ -204,6 +209,24 @@ StatusOr<TrainSummary> RunTraining(const TrainRunOptions& options) {
   }
   if (client) RETURN_IF_ERROR(client->Finish().Annotate("finishing the job"));
   return summary;
+}
+
+}  // namespace
+
+StatusOr<TrainSummary> RunTraining(const TrainRunOptions& options) {
+  TrainRunOptions run = options;
+  int rank = options.client.rank;
+  while (true) {
+    auto result = RunTrainingOnce(run, &rank);
+    if (result.ok() || !IsRollback(result.status())) return result;
+    // The job rolled back (a node rejoined it): join it again with this rank
+    // and go on from the clock it rolled back to, as --resume does.
+    LOG(WARNING) << "worker " << rank << ": " << result.status().message()
+                 << "; joining the job again to roll back to its checkpoint";
+    run.client.rank = rank;
+    run.client.resume = true;
+    run.resume_file.clear();  // Its iteration is not the one the job rolls back to.
+  }
 }
 
 }  // namespace nereus

@@ -55,7 +55,10 @@ struct TrainSummary {
 };
 
 // Runs the whole training. Errors (a bad solver or net file, a missing
-// database, a dead server, an aborted job) name their cause.
+// database, a dead server, an aborted job) name their cause. When the job
+// rolls back (a node rejoined it, IsRollback), the run starts again as with
+// --resume: same rank, from the clock the job rolled back to; the summary
+// then covers the run since the last rollback.
 StatusOr<TrainSummary> RunTraining(const TrainRunOptions& options);
 
 // {"iterations", "train_loss", "test_accuracy", "test_loss", "images_per_s",

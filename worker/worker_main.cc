@@ -66,10 +66,20 @@ DEFINE_double(rms_decay, 0.99, "Synthetic mode: Caffe's rms_decay (RMSProp).");
 namespace nereus {
 namespace {
 
+// RunSyntheticJob's result when the job rolled back (IsRollback).
+constexpr int kRolledBack = -1;
+
 int Fail(const Status& st, const char* what) {
+  if (IsRollback(st)) {
+    LOG(WARNING) << "worker: " << what << ": " << st.message();
+    return kRolledBack;
+  }
   LOG(ERROR) << "worker: " << what << ": " << st.message();
   return 1;
 }
+
+int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::SgdConfig& sgd,
+                    const std::vector<std::vector<int64_t>>& shapes, int* rank_out);
 
 int RunSynthetic() {
   SyntheticKind kind;
@@ -111,20 +121,36 @@ int RunSynthetic() {
   // scheduler.
   auto co = ClientOptionsFromFlags();
   if (!co.ok()) return Fail(co.status(), "flags");
-  auto client_or = Client::Connect(*co);
+  // Each time the job rolls back (a node rejoined it), this worker joins it
+  // again with the same rank and resumes at the clock it rolled back to.
+  ClientOptions options = *co;
+  int code, rank = options.rank;
+  while ((code = RunSyntheticJob(options, kind, sgd, *shapes, &rank)) == kRolledBack) {
+    options.rank = rank;
+    options.resume = true;
+    LOG(WARNING) << "worker " << options.rank << ": joining the job again to roll back to its checkpoint";
+  }
+  return code;
+}
+
+int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::SgdConfig& sgd,
+                    const std::vector<std::vector<int64_t>>& shapes, int* rank_out) {
+  auto client_or = Client::Connect(options);
   if (!client_or.ok()) return Fail(client_or.status(), "joining the job");
   std::unique_ptr<Client> client = std::move(client_or).value();
   const int rank = client->rank();
+  *rank_out = rank;
+  Status st;
 
   SyntheticModel model(kind, FLAGS_seed, static_cast<float>(FLAGS_coupling));
-  const size_t T = shapes->size();
+  const size_t T = shapes.size();
   const bool layered = FLAGS_fc_batch > 0;
   const int64_t K = FLAGS_fc_batch;
   std::vector<std::vector<float>> w(T), g(T), left(T), right(T);
   std::vector<const float*> init(T);
   uint64_t total = 0;
   for (size_t t = 0; t < T; ++t) {
-    const std::vector<int64_t>& shape = (*shapes)[t];
+    const std::vector<int64_t>& shape = shapes[t];
     const uint64_t n = ElementCount(shape);
     total += n;
     w[t].resize(n);
@@ -200,7 +226,7 @@ int RunSynthetic() {
     // Emulated compute, not synchronisation.
     if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     for (size_t t = 0; t < T; ++t) {
-      const std::vector<int64_t>& shape = (*shapes)[t];
+      const std::vector<int64_t>& shape = shapes[t];
       if (layered && shape.size() == 2) {
         model.Factors(rank, clock, static_cast<int>(t), K, shape[0], shape[1], left[t].data(), right[t].data());
         SyntheticModel::FactorProduct(K, shape[0], shape[1], left[t].data(), right[t].data(), g[t].data());
