@@ -143,11 +143,12 @@ class ZmqTransport final : public Transport {
     std::lock_guard<std::mutex> lock(peers_mu_);
     const std::string prefix = peer_endpoint + "#";
     for (auto it = peers_.lower_bound(prefix); it != peers_.end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
-      std::lock_guard<std::mutex> plock(it->second->mu);
-      it->second->socket.set(zmq::sockopt::linger, 0);  // Whatever is still queued for it is dropped.
-      it->second->socket.close();
-      it->second->closed = true;
+      const std::shared_ptr<Peer> peer = it->second;  // Outlives the lock below.
       it = peers_.erase(it);
+      std::lock_guard<std::mutex> plock(peer->mu);
+      peer->socket.set(zmq::sockopt::linger, 0);  // Whatever is still queued for it is dropped.
+      peer->socket.close();
+      peer->closed = true;
     }
   }
 
