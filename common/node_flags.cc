@@ -17,7 +17,9 @@ DEFINE_int32(streams, 2,
 DEFINE_bool(resume, false,
             "Restart a job from its newest checkpoint (docs/RELIABILITY.md). Give it to the coordinator and to every "
             "server and worker of the job: the coordinator picks the newest clock that every server's "
-            "--checkpoint_dir holds complete, the servers load it and the workers start at that clock.");
+            "--checkpoint_dir holds complete, the servers load it and the workers start at that clock. Or, under "
+            "BSP with checkpoints, give it to one dead server or worker restarted alone (same --rank) while the job "
+            "waits for it: it rejoins and every process rolls back to that checkpoint in place.");
 DEFINE_string(curve_dir, "",
               "Directory of the job's CURVE keys (made by nereus_keygen DIR --servers=S --workers=W). Every process "
               "of a job gets the same directory: connections are then encrypted and only the job's keys are "
