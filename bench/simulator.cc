@@ -48,8 +48,6 @@ class Sim {
       w.ready_clock.assign(L_, 0);  // Clock 0's weights are there at the start.
     }
     arrived_.assign(parts_.size(), 0);
-    version_.assign(parts_.size(), 0);
-    pull_waiting_.assign(parts_.size(), std::vector<bool>(H_, false));
     server_free_.assign(H_, 0);
     up_free_.assign(H_, 0);
     down_free_.assign(H_, 0);
@@ -160,18 +158,12 @@ class Sim {
         Backward(w, layer - 1);
         return;
       }
-      ++k.clock;
       if (o_.schedule == Schedule::kSequential) {
         std::vector<int> all;
         for (int l = 0; l < L_; ++l) all.insert(all.end(), layer_parts_[l].begin(), layer_parts_[l].end());
         Push(w, all);
-        // The next forward's pulls, each behind this worker's pushes to its
-        // server (one stream per server, first in first out).
-        for (int p : all) {
-          const int s = parts_[p].server;
-          Send(w, s, kPullRequestBytes, [this, w, s, p] { OnPullRequest(w, s, p); });
-        }
       }
+      ++k.clock;
       StartForward(w, 0);
     });
   }
@@ -215,24 +207,8 @@ class Sim {
     const double end = start + parts_[p].bytes * static_cast<double>(H_) * o_.apply_s_per_byte;
     server_free_[s] = end;
     At(end, [this, s, p] {
-      ++version_[p];
-      for (int w = 0; w < H_; ++w) {
-        // The pull rode on the push, except in sequential mode: there the
-        // worker's own pull request may not be in yet.
-        if (o_.schedule == Schedule::kSequential && !pull_waiting_[p][w]) continue;
-        pull_waiting_[p][w] = false;
-        Send(s, w, parts_[p].bytes, [this, w, p] { OnWeights(w, p); });
-      }
+      for (int w = 0; w < H_; ++w) Send(s, w, parts_[p].bytes, [this, w, p] { OnWeights(w, p); });
     });
-  }
-
-  // Sequential mode: worker w asks for partition p of its current clock.
-  void OnPullRequest(int w, int s, int p) {
-    if (version_[p] < workers_[w].clock) {
-      pull_waiting_[p][w] = true;  // Answered when the update is applied.
-      return;
-    }
-    Send(s, w, parts_[p].bytes, [this, w, p] { OnWeights(w, p); });
   }
 
   void OnWeights(int w, int p) {
@@ -252,9 +228,6 @@ class Sim {
   std::vector<std::vector<int>> layer_parts_;
   std::vector<Worker> workers_;
   std::vector<int> arrived_;  // Pushes of the partition's current clock in.
-  std::vector<int64_t> version_;  // Updates the partition's server has applied.
-  std::vector<std::vector<bool>> pull_waiting_;  // [partition][worker]: sequential pull not yet answered.
-  static constexpr uint64_t kPullRequestBytes = 64;  // A PULL's header.
   std::vector<double> server_free_, up_free_, down_free_, up_busy_, down_busy_;
   uint64_t credit_ = 0;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;

@@ -20,11 +20,7 @@
 //  - the server: once every worker's gradient of a partition's clock is in,
 //    one apply of bytes x workers x apply_s_per_byte (one apply at a time per
 //    server), then the new weights go back to every worker (the pull that rode
-//    on the push), which completes that worker's layer for the next clock;
-//    sequential mode pulls apart, as the client does: once the backward is
-//    over, after its pushes, the worker sends one pull request per partition
-//    (a header's bytes, behind the pushes on the same link), and the server
-//    answers each once both the request and the update are there.
+//    on the push), which completes that worker's layer for the next clock.
 // Events due at the same time run in the order they were scheduled.
 // Merging of small layers (MG-WFBP) and the acks' own bytes are not modelled.
 #ifndef NEREUS_BENCH_SIMULATOR_H_

@@ -187,6 +187,20 @@ TEST(PipelineTest, BatchingSendsFewerMessagesAndTheSameWeightsBitForBit) {
   }
 }
 
+// Sequential mode's pulls ride on its pushes, as the other schedules' do:
+// the only PULL messages are clock 0's, exactly as many as under priority,
+// and one PUSH per chunk and clock.
+TEST(PipelineTest, SequentialPullsRideOnThePushes) {
+  ClientStats priority, sequential;
+  const auto a = Train(Schedule::kPriority, "", &priority, /*batch_bytes=*/0);
+  const auto b = Train(Schedule::kSequential, "", &sequential, /*batch_bytes=*/0);
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_GT(sequential.pull_messages, 0u);
+  EXPECT_EQ(sequential.pull_messages, priority.pull_messages);
+  EXPECT_EQ(sequential.push_messages, priority.push_messages);
+}
+
 TEST(PipelineTest, TimelineIsChromeTraceWithComputeQueueTransferAndApplySpans) {
   testing::TempDir dir;
   Train(Schedule::kPriority, dir.File("trace.{rank}.json"));

@@ -69,26 +69,20 @@ TEST(SimulatorTest, WfbpThreeLayersByHand) {
 }
 
 // sequential: all pushes leave at 9, when the whole backward ends, in layer
-// order; then the next forward's pull requests (64 bytes: 0.064 s on a link),
-// behind the pushes on the same link; a server answers a pull once both the
-// request and the update are in.
+// order, and the next forward waits for every layer.
 //  Worker 0: layer 0 to server 1 on uplink 0 9..10, layer 1 10..11, layer 2
-//   local (at 9); pull requests for layers 0 and 1 11..11.064..11.128, for
-//   layer 2 local (at 9). Worker 1: layers 0 and 1 local, layer 2 to server 0
-//   on uplink 1 9..11; its pull request for layer 2 11..11.064, the others
-//   local.
-//  t=10, 11 server 1 applies layers 0 and 1: worker 1's requests are in
-//   (local), worker 0's are not. t=11 server 0 applies layer 2: worker 0's
-//   request is in (local), worker 1's is not.
-//  t=11.064 worker 0's layer-0 request reaches server 1: its reply on uplink
-//   1 11.064..12.064; worker 1's layer-2 request reaches server 0: its reply
-//   on uplink 0, free at 11.128, 11.128..13.128. t=11.128 worker 0's layer-1
-//   request: its reply on uplink 1 behind layer 0's, 12.064..13.064.
-//  Worker 0 has every layer at 13.064, worker 1 at 13.128.
+//   local. Worker 1: layers 0 and 1 local, layer 2 to server 0 on uplink 1
+//   9..11.
+//  t=10 server 1 has layer 0 from both: worker 1 at once; worker 0's copy
+//   waits for uplink 1 (busy until 11): 11..12.
+//  t=11 server 0 has layer 2 from both: worker 0 at once, worker 1's copy on
+//   uplink 0 11..13; server 1 has layer 1: worker 1 at once, worker 0's copy
+//   on uplink 1 behind layer 0's: 12..13.
+//  Both have every layer at 13.
 TEST(SimulatorTest, SequentialThreeLayersByHand) {
   auto r = Simulate(ThreeLayers(), TwoHosts(Schedule::kSequential)).value();
-  EXPECT_NEAR(r.starts[0][1], 13.064, 1e-9);
-  EXPECT_NEAR(r.starts[1][1], 13.128, 1e-9);
+  EXPECT_DOUBLE_EQ(r.starts[0][1], 13);
+  EXPECT_DOUBLE_EQ(r.starts[1][1], 13);
 }
 
 // One host: no link. Server applies cost 1 ms a byte a worker: layer 2

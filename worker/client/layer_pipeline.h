@@ -71,9 +71,9 @@ class LayerPipeline {
   // SFB tensors' when `with_sfb`).
   int Chunks(int li, bool with_sfb = false) const;
   bool Sfb(int tensor) const { return !sfb_.empty() && sfb_[tensor]; }  // REQUIRES(mu_)
-  // Pushes the gradients of comm layers `which` for `clock` (REQUIRES(mu_)).
-  void BuildLayerPushes(const std::vector<int>& which, int64_t clock, bool piggyback,
-                        std::vector<QueuedMessage>* out);
+  // Pushes the gradients of comm layers `which` for `clock`, each carrying
+  // the pull of clock + 1 (REQUIRES(mu_)).
+  void BuildLayerPushes(const std::vector<int>& which, int64_t clock, std::vector<QueuedMessage>* out);
   // Explicit pulls of comm layers `which` for `clock` (REQUIRES(mu_)).
   void BuildLayerPulls(const std::vector<int>& which, int64_t clock, std::vector<QueuedMessage>* out);
 

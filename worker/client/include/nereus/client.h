@@ -31,7 +31,7 @@ namespace nereus {
 
 // How a worker orders its communication (see GradientsReady/WaitWeights).
 enum class Schedule {
-  kSequential,  // Push everything after the whole backward; pull everything before the next forward.
+  kSequential,  // Push everything after the whole backward (each push carries its pull); wait for everything before the next forward.
   kWfbp,        // Push each layer when its backward ends, first in first out; its pull rides along.
   kPriority,    // WFBP plus priorities (layers nearer the input first) and at most credit_bytes in flight per server.
   kFull,        // Priority plus MG-WFBP merging of small layers and parallel streams.
