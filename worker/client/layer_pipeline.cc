@@ -133,7 +133,7 @@ Status LayerPipeline::GradientsReady(int layer, int64_t clock) {
       // The next clock's pulls ride on these pushes, as in the other
       // schedules: a pull request sent apart would queue behind every push
       // to its server, and its server could answer only once the whole
-      // push is in. Measured on 2 emulated hosts (bench/results/scaling_v4),
+      // push is in. Measured on 2 emulated hosts (bench/results/scaling_v3, README),
       // that let the two workers settle half a transfer out of phase, each
       // iteration then waiting 1.5 transfers instead of 1.
       BuildLayerPushes(all, clock, &work);
