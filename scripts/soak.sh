@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Soak test of checkpoints and resume (docs/RELIABILITY.md). Not run by CI.
 #
-#   scripts/soak.sh --minutes=M [--seed=S] [--keep_logs]
+#   scripts/soak.sh --minutes=M [--seed=S] [--keep_logs] [--rejoin]
 #
 # Runs a 2 servers x 4 workers synthetic BSP job with checkpoints every 25
 # clocks, and over and over: lets it train a random 2-6 s, kills (kill -9) a
@@ -16,6 +16,16 @@
 #   - each server's and the coordinator's RSS (sampled at the kill) stays flat
 #     over the rounds (the last rounds' mean within 20% + 8 MiB of the first's).
 # The last round runs to the end; its final weights must equal the replay's.
+#
+# --rejoin: one job runs the whole time instead; each round kills (kill -9) a
+# random worker 1-3 (one round in five server 1) and restarts only that
+# process, with --resume: it rejoins and every process rolls back in place
+# (docs/RELIABILITY.md). Per round it checks that the job rolled back to a
+# checkpoint both servers hold, no older than the newest one at the kill, that
+# every worker resumed there, and compares that checkpoint with the replay;
+# worker 0, server 0 and the coordinator are never killed, and their RSS over
+# the rounds shows whether rolling back in place leaks. Then the job is
+# stopped and resumed whole for the final round, as above.
 # Prints one line per round and a summary; exit status 0 when all checks pass.
 # Uses the binaries in ${NEREUS_BUILD_DIR:-build}/bin (scripts/build.sh).
 set -euo pipefail
@@ -24,12 +34,14 @@ ROOT=$(pwd)
 MINUTES=10
 SEED=$RANDOM
 KEEP_LOGS=0
+REJOIN=0
 for arg in "$@"; do
   case "$arg" in
     --minutes=*) MINUTES=${arg#--minutes=} ;;
     --seed=*) SEED=${arg#--seed=} ;;
     --keep_logs) KEEP_LOGS=1 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    --rejoin) REJOIN=1 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "soak.sh: unknown argument $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -88,19 +100,25 @@ start_job() {
   [[ $resume == 1 ]] && r=(--resume)
   mkdir -p "$logs"
   PIDS=()
+  COORD=("${coord[@]}")
+  ITERS=$iters
   nice "$BIN/nereus_server" --role=coordinator "${coord[@]}" --num_servers=$SERVERS --num_workers=$WORKERS \
     "${JOB[@]}" "${r[@]}" >"$logs/coordinator.log" 2>&1 &
   PIDS+=($!)
-  for s in $(seq 0 $((SERVERS - 1))); do
-    nice "$BIN/nereus_server" --role=server "${coord[@]}" --rank=$s --checkpoint_dir="$CKPT" \
-      --checkpoint_every=$EVERY "${r[@]}" "$@" >"$logs/server$s.log" 2>&1 &
-    PIDS+=($!)
-  done
-  for w in $(seq 0 $((WORKERS - 1))); do
-    nice "$BIN/nereus_worker" "${coord[@]}" --rank=$w --iterations="$iters" --compute_ms=5 "${MODEL[@]}" "${r[@]}" \
-      --weights_out="$logs/weights$w" >"$logs/worker$w.log" 2>&1 &
-    PIDS+=($!)
-  done
+  for s in $(seq 0 $((SERVERS - 1))); do start_server "$logs" $s "${r[@]}" "$@"; PIDS+=($!); done
+  for w in $(seq 0 $((WORKERS - 1))); do start_worker "$logs" $w "${r[@]}"; PIDS+=($!); done
+}
+# start_server LOGDIR RANK FLAGS... / start_worker LOGDIR RANK FLAGS...: one
+# process of the job started by start_job (logs appended).
+start_server() {
+  local logs=$1 s=$2; shift 2
+  nice "$BIN/nereus_server" --role=server "${COORD[@]}" --rank=$s --checkpoint_dir="$CKPT" \
+    --checkpoint_every=$EVERY "$@" >>"$logs/server$s.log" 2>&1 &
+}
+start_worker() {
+  local logs=$1 w=$2; shift 2
+  nice "$BIN/nereus_worker" "${COORD[@]}" --rank=$w --iterations="$ITERS" --compute_ms=5 "${MODEL[@]}" "$@" \
+    --weights_out="$logs/weights$w" >>"$logs/worker$w.log" 2>&1 &
 }
 wait_job() {
   local rc=0
@@ -114,8 +132,67 @@ ROUND=0
 FAIL=0
 RESUMED=()          # Clocks the job resumed from.
 declare -a RSS_S0 RSS_S1 RSS_C
-echo "soak: seed $SEED, ${MINUTES} min, work dir $WORK"
-while (( $(date +%s) < END - 20 )); do
+echo "soak: seed $SEED, ${MINUTES} min, work dir $WORK$([[ $REJOIN == 1 ]] && echo ", rejoin")"
+declare -a RSS_W0
+if [[ $REJOIN == 1 ]]; then
+  LOGS="$WORK/rejoin"
+  start_job "$LOGS" $TOTAL 0
+  EPOCH=0
+  while (( $(date +%s) < END - 20 )); do
+    # Train a random while once every worker has (re)joined.
+    for _ in $(seq 600); do
+      [[ $( (grep -l -E "resuming at clock|tensors, [0-9]+ parameters" "$LOGS"/worker*.log 2>/dev/null || true) |
+            wc -l) == "$WORKERS" ]] && break
+      sleep 0.1
+    done
+    sleep "$(( 2 + RANDOM % 5 ))"
+    RSS_C+=("$(rss_kib "${PIDS[0]}")")
+    RSS_S0+=("$(rss_kib "${PIDS[1]}")")
+    RSS_W0+=("$(rss_kib "${PIDS[$((1 + SERVERS))]}")")
+    if (( RANDOM % 5 == 0 )); then
+      VICTIM=1; WHO="server 1"; IDX=2
+    else
+      VICTIM=$(( 1 + RANDOM % (WORKERS - 1) )); WHO="worker $VICTIM"; IDX=$((1 + SERVERS + VICTIM))
+    fi
+    EXPECT=$(newest_common "$CKPT")
+    kill -9 "${PIDS[$IDX]}" 2>/dev/null || true
+    wait "${PIDS[$IDX]}" 2>/dev/null || true
+    if [[ $WHO == server* ]]; then start_server "$LOGS" 1 --resume; else start_worker "$LOGS" "$VICTIM" --resume; fi
+    PIDS[$IDX]=$!
+    EPOCH=$((EPOCH + 1))
+    LINE="round $ROUND: killed $WHO, restarted it alone;"
+    AT=""
+    for _ in $(seq 600); do
+      AT=$(sed -n "s/.*epoch $EPOCH: the job rolled back to the checkpoint of clock \([0-9]*\).*/\1/p" \
+             "$LOGS/coordinator.log" | head -1)
+      [[ -n "$AT" ]] && break
+      sleep 0.1
+    done
+    if [[ -z "$AT" ]]; then
+      echo "$LINE FAIL: no rollback to epoch $EPOCH within 60 s (logs in $LOGS)"; FAIL=1; KEEP_LOGS=1; break
+    fi
+    LINE="$LINE epoch $EPOCH rolled back to clock $AT (newest common at the kill ${EXPECT:-none}); RSS KiB coordinator ${RSS_C[-1]} server0 ${RSS_S0[-1]} worker0 ${RSS_W0[-1]}"
+    if (( AT < ${EXPECT:-0} )); then LINE="$LINE  FAIL: an older checkpoint than the newest"; FAIL=1; fi
+    for f in "$CKPT"/ckpt-$(printf '%012d' "$AT").server-{0,1}.shard; do
+      [[ -e "$f" ]] || { LINE="$LINE  FAIL: $f is missing"; FAIL=1; }
+    done
+    mkdir -p "$WORK/kept"
+    cp -n "$CKPT"/ckpt-$(printf '%012d' "$AT").server-*.shard "$WORK/kept/" 2>/dev/null || true
+    for w in $(seq 0 $((WORKERS - 1))); do
+      for _ in $(seq 600); do
+        (( $(grep -c "resuming at clock $AT\b" "$LOGS/worker$w.log" || true) > 0 )) && break
+        sleep 0.1
+      done
+      grep -q "resuming at clock $AT\b" "$LOGS/worker$w.log" || { LINE="$LINE  FAIL: worker $w did not resume at $AT"; FAIL=1; }
+    done
+    RESUMED+=("$AT")
+    echo "$LINE"
+    ROUND=$((ROUND + 1))
+  done
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  wait_job || true
+fi
+while [[ $REJOIN == 0 ]] && (( $(date +%s) < END - 20 )); do
   LOGS="$WORK/round$ROUND"
   EXPECT=$(newest_common "$CKPT")
   RESUME=0
@@ -214,7 +291,11 @@ rss_flat() {
 }
 rss_flat coordinator "${RSS_C[@]}" || FAIL=1
 rss_flat server0 "${RSS_S0[@]}" || FAIL=1
-rss_flat server1 "${RSS_S1[@]}" || FAIL=1
+if [[ $REJOIN == 1 ]]; then
+  rss_flat worker0 "${RSS_W0[@]}" || FAIL=1
+else
+  rss_flat server1 "${RSS_S1[@]}" || FAIL=1
+fi
 echo "soak: $ROUND killed rounds + 1 final, final clock $FINAL, $CHECKED checkpoint shards compared with the replay" \
      "bit for bit, resumed from clocks: ${RESUMED[*]}"
 if [[ $FAIL == 0 ]]; then echo "soak: PASS"; else echo "soak: FAIL"; KEEP_LOGS=1; fi
