@@ -13,7 +13,7 @@
 #include "tests/process_util.h"
 #include "tests/resume_util.h"
 #include "tests/train_test_util.h"
-#include "worker/trainer/data/db.h"
+#include "tests/zoo_test_util.h"
 
 namespace nereus {
 namespace {
@@ -37,27 +37,7 @@ using testing::TempDir;
 constexpr int kRecords = 192;
 
 // kRecords 28x28 random images with labels 0..9.
-void WriteRandomMnist(const std::string& path) {
-  auto db = data::LmdbDatabase::Open(path, data::DbMode::kNew);
-  ASSERT_TRUE(db.ok()) << db.status();
-  std::mt19937 rng(11);
-  std::uniform_int_distribution<int> pixel(0, 255);
-  std::vector<std::pair<std::string, std::string>> records;
-  for (int r = 0; r < kRecords; ++r) {
-    std::string bytes(28 * 28, '\0');
-    for (char& b : bytes) b = static_cast<char>(pixel(rng));
-    caffe::Datum datum;
-    datum.set_channels(1);
-    datum.set_height(28);
-    datum.set_width(28);
-    datum.set_data(bytes);
-    datum.set_label(r % 10);
-    char key[16];
-    std::snprintf(key, sizeof(key), "%08d", r);
-    records.emplace_back(key, datum.SerializeAsString());
-  }
-  ASSERT_TRUE((*db)->PutBatch(records).ok());
-}
+void WriteRandomMnist(const std::string& path) { testing::WriteRandomImageLmdb(path, kRecords, 1, 28, 10, 11); }
 
 std::string Replace(std::string s, const std::string& from, const std::string& to) {
   for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);

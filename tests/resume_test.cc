@@ -67,6 +67,20 @@ class SyntheticResumeTest : public ::testing::Test {
       spec.worker_rank_flags.push_back({w, {"--weights_out=" + out.File(weights_prefix + std::to_string(w))}});
     return spec;
   }
+  // The 100-clock reference, never interrupted: weights in out/ref<w>.
+  void RunReference(const TempDir& out) {
+    TempDir logs;
+    std::string report;
+    ExpectAllZero(RunJob(Spec(100, "ref", out), logs, &report), report);
+  }
+  // 100 clocks, checkpoints every 20 into `ckpt`, and a job that waits 20 s
+  // for a dead node: time for its replacement to come.
+  ClusterSpec RejoinSpec(const TempDir& out, const std::string& ckpt) {
+    ClusterSpec spec = Spec(100, "rejoined", out);
+    spec.coordinator_flags = Concat({"--partition_bytes=1024", "--consistency=bsp"}, kPatientHeartbeat);
+    AddCheckpoints(&spec, ckpt, false);
+    return spec;
+  }
   void AddCheckpoints(ClusterSpec* spec, const std::string& dir, bool resume) {
     spec->server_flags = {"--checkpoint_dir=" + dir, "--checkpoint_every=20"};
     if (resume) {
@@ -188,15 +202,10 @@ TEST_F(SyntheticResumeTest, CheckpointsUnderAsyncAreRefused) {
 }
 
 TEST_F(SyntheticResumeTest, AServerRestartedAloneRejoinsAndTheJobRollsBackBitwiseEqual) {
-  TempDir out, ckpt, ref_logs, logs;
-  std::string report;
-  auto codes = RunJob(Spec(100, "ref", out), ref_logs, &report);
-  ExpectAllZero(codes, report);
-
+  TempDir out, ckpt, logs;
+  RunReference(out);
   // Server 1 is killed at clock 50 of 100; the rest of the job waits for it.
-  ClusterSpec spec = Spec(100, "rejoined", out);
-  spec.coordinator_flags = Concat({"--partition_bytes=1024", "--consistency=bsp"}, kPatientHeartbeat);
-  AddCheckpoints(&spec, ckpt.path(), false);
+  ClusterSpec spec = RejoinSpec(out, ckpt.path());
   spec.server_rank_flags.push_back({1, {"--crash_at_clock=50"}});
   LocalCluster cluster(spec, logs);
   ASSERT_EQ(cluster.server(1).WaitFor(kJobTimeout), 128 + 9) << ReadFile(logs.File("server1.log"));
@@ -205,13 +214,11 @@ TEST_F(SyntheticResumeTest, AServerRestartedAloneRejoinsAndTheJobRollsBackBitwis
   // Only the dead server is restarted by hand: it rejoins, every process
   // rolls back to clock 40 and the job runs on to 100.
   auto again = RestartServer1(cluster, ckpt.path(), logs.File("server1-again.log"), {"--resume"});
+  std::string report;
   ASSERT_TRUE(cluster.WaitAll(kJobTimeout, &report)) << report;
   EXPECT_EQ(again->WaitFor(kJobTimeout), 0) << again->Log();
-  codes = cluster.codes();
-  EXPECT_EQ(codes[0], 0) << report;
-  EXPECT_EQ(codes[1], 0) << report;
-  EXPECT_EQ(codes[3], 0) << report;
-  EXPECT_EQ(codes[4], 0) << report;
+  const auto codes = cluster.codes();
+  for (int i : {0, 1, 3, 4}) EXPECT_EQ(codes[i], 0) << "process " << i << "\n" << report;
   const std::string coordinator = ReadFile(logs.File("coordinator.log"));
   EXPECT_TRUE(Contains(coordinator, "server 1 rejoined from ")) << coordinator;
   EXPECT_TRUE(Contains(coordinator, "epoch 1: the job rolled back to the checkpoint of clock 40")) << coordinator;
@@ -229,27 +236,23 @@ TEST_F(SyntheticResumeTest, AServerRestartedAloneRejoinsAndTheJobRollsBackBitwis
 }
 
 TEST_F(SyntheticResumeTest, AWorkerRestartedAloneRejoinsAndTheJobRollsBackBitwiseEqual) {
-  TempDir out, ckpt, ref_logs, logs;
-  std::string report;
-  auto codes = RunJob(Spec(100, "ref", out), ref_logs, &report);
-  ExpectAllZero(codes, report);
-
+  TempDir out, ckpt, logs;
+  RunReference(out);
   // 30 ms of compute per clock: worker 1 is killed some time after the
   // servers' checkpoint of clock 40 and before the end.
-  ClusterSpec spec = Spec(100, "rejoined", out);
-  spec.coordinator_flags = Concat({"--partition_bytes=1024", "--consistency=bsp"}, kPatientHeartbeat);
+  ClusterSpec spec = RejoinSpec(out, ckpt.path());
   spec.worker_flags.push_back("--compute_ms=30");
-  AddCheckpoints(&spec, ckpt.path(), false);
   LocalCluster cluster(spec, logs);
-  ASSERT_TRUE(cluster.server(0).WaitForLog("checkpoint of clock 40 written", kJobTimeout)) << report;
+  ASSERT_TRUE(cluster.server(0).WaitForLog("checkpoint of clock 40 written", kJobTimeout)) << cluster.server(0).Log();
   cluster.worker(1).Signal(SIGKILL);
   ASSERT_EQ(cluster.worker(1).WaitFor(kJobTimeout), 128 + 9);
   std::vector<std::string> argv = cluster.worker_argv(1);
   argv.push_back("--resume");
   auto again = Subprocess::Start(argv, logs.File("worker1-again.log"));
+  std::string report;
   ASSERT_TRUE(cluster.WaitAll(kJobTimeout, &report)) << report;
   EXPECT_EQ(again->WaitFor(kJobTimeout), 0) << again->Log();
-  codes = cluster.codes();
+  const auto codes = cluster.codes();
   for (int i : {0, 1, 2, 3}) EXPECT_EQ(codes[i], 0) << "process " << i << "\n" << report;
   const std::string coordinator = ReadFile(logs.File("coordinator.log"));
   EXPECT_TRUE(Contains(coordinator, "worker 1 rejoined from ")) << coordinator;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tests/gradient_checker.h"
+#include "tests/zoo_test_util.h"
 #include "worker/trainer/data/db.h"
 #include "worker/trainer/layer_registry.h"
 #include "worker/trainer/net.h"
@@ -126,27 +127,7 @@ TEST(UpgradeNetTest, V1LenetIsTheV2Lenet) {
 }
 
 // 128 MNIST-shaped records (28x28, labels 0-9) in an LMDB.
-void WriteMnistLikeLmdb(const std::string& path) {
-  auto db = data::LmdbDatabase::Open(path, data::DbMode::kNew);
-  ASSERT_TRUE(db.ok()) << db.status();
-  std::mt19937 rng(3);
-  std::uniform_int_distribution<int> pixel(0, 255);
-  std::vector<std::pair<std::string, std::string>> records;
-  for (int r = 0; r < 128; ++r) {
-    std::string bytes(28 * 28, '\0');
-    for (char& b : bytes) b = static_cast<char>(pixel(rng));
-    caffe::Datum datum;
-    datum.set_channels(1);
-    datum.set_height(28);
-    datum.set_width(28);
-    datum.set_data(bytes);
-    datum.set_label(r % 10);
-    char key[16];
-    std::snprintf(key, sizeof(key), "%08d", r);
-    records.emplace_back(key, datum.SerializeAsString());
-  }
-  ASSERT_TRUE((*db)->PutBatch(records).ok());
-}
+void WriteMnistLikeLmdb(const std::string& path) { testing::WriteRandomImageLmdb(path, 128, 1, 28, 10, 3); }
 
 // Trains `net_file` for 6 iterations on `lmdb`; returns the loss of each
 // iteration and the final weights.
