@@ -200,6 +200,114 @@ TEST(FaultTest, CoordinatorAnswersARepeatedRegisterWithTheSameAddressBook) {
   worker->Stop();
 }
 
+// Epochs: a node in epoch 1 drops a member's data of another epoch, stamps
+// its own messages with epoch 1, ignores a ROLLBACK that is not newer, and
+// turns a newer one into a ROLLBACK status for its owner.
+TEST(FaultTest, NodeDropsDataOfAnotherEpochAndRollsBackOnlyOnANewerOne) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Message> at_peer;  // What the node sends its peer.
+  std::unique_ptr<Transport> peer = NewZmqTransport(ZmqTransportOptions{});
+  ASSERT_TRUE(peer->Start("tcp://127.0.0.1:0",
+                          [&](const Endpoint&, StatusOr<Message> m, const pb::Header&) {
+                            if (!m.ok()) return;
+                            std::lock_guard<std::mutex> lock(mu);
+                            at_peer.push_back(std::move(m).value());
+                            cv.notify_all();
+                          })
+                  .ok());
+  std::unique_ptr<Transport> coordinator = NewZmqTransport(ZmqTransportOptions{});
+  Transport* c = coordinator.get();
+  const Endpoint peer_ep = peer->endpoint();
+  ASSERT_TRUE(coordinator
+                  ->Start("tcp://127.0.0.1:0",
+                          [&, c](const Endpoint& from, StatusOr<Message> m, const pb::Header&) {
+                            if (!m.ok() || m->header.op() != pb::REGISTER) return;
+                            Message reply;
+                            reply.header.set_op(pb::REGISTER_REPLY);
+                            reply.header.set_sender_role(pb::COORDINATOR);
+                            reply.header.set_epoch(1);
+                            pb::JobConfig* job = reply.header.mutable_job();
+                            job->set_num_servers(0);
+                            job->set_num_workers(2);
+                            job->set_epoch(1);
+                            job->set_heartbeat_interval_ms(1000);
+                            job->set_heartbeat_timeout_ms(60000);
+                            for (int r = 0; r < 2; ++r) {
+                              auto* info = reply.header.add_nodes();
+                              info->set_role(pb::WORKER);
+                              info->set_rank(r);
+                              info->set_endpoint(r == 0 ? from : peer_ep);
+                            }
+                            (void)c->Send(from, std::move(reply));
+                          })
+                  .ok());
+  std::deque<uint32_t> data_epochs;  // Epochs of the data the node let through.
+  Status aborted;
+  int aborts = 0;
+  NodeOptions o;
+  o.coordinator = coordinator->endpoint();
+  o.role = pb::WORKER;
+  o.rank = 0;
+  o.startup_timeout_s = 20;
+  Node node(o);
+  ASSERT_TRUE(node.Start(
+                      [&](const Endpoint&, StatusOr<Message> m, const pb::Header&) {
+                        if (!m.ok()) return;
+                        std::lock_guard<std::mutex> lock(mu);
+                        data_epochs.push_back(m->header.epoch());
+                        cv.notify_all();
+                      },
+                      [&](const Status& why) {
+                        std::lock_guard<std::mutex> lock(mu);
+                        aborted = why;
+                        ++aborts;
+                        cv.notify_all();
+                      })
+                  .ok());
+  EXPECT_EQ(node.job().epoch(), 1u);
+
+  // The peer sends epoch 0, then epoch 1, on one connection (in order).
+  for (uint32_t epoch : {0u, 1u}) {
+    Message m;
+    m.header.set_op(pb::PING);
+    m.header.set_sender_role(pb::WORKER);
+    m.header.set_sender_rank(1);
+    m.header.set_epoch(epoch);
+    ASSERT_TRUE(peer->Send(node.endpoint(), std::move(m)).ok());
+  }
+  // The node's own messages carry its epoch.
+  Message pong;
+  pong.header.set_op(pb::PONG);
+  ASSERT_TRUE(node.Send(peer_ep, std::move(pong)).ok());
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return !data_epochs.empty() && !at_peer.empty(); }));
+    EXPECT_EQ(data_epochs, std::deque<uint32_t>{1u});  // Epoch 0's came first and was dropped.
+    EXPECT_EQ(at_peer.front().header.epoch(), 1u);
+  }
+
+  // ROLLBACK to epoch 1 (not newer) is ignored; to epoch 2 it ends the node's epoch.
+  for (uint32_t epoch : {1u, 2u}) {
+    Message m;
+    m.header.set_op(pb::ROLLBACK);
+    m.header.set_sender_role(pb::COORDINATOR);
+    m.header.set_epoch(epoch);
+    m.header.set_error("worker 1 rejoined");
+    ASSERT_TRUE(c->Send(node.endpoint(), std::move(m)).ok());
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return aborts > 0; }));
+    EXPECT_EQ(aborts, 1);
+    EXPECT_TRUE(IsRollback(aborted)) << aborted;
+    EXPECT_EQ(aborted.message(), "the job rolls back to its newest checkpoint (epoch 2): worker 1 rejoined");
+  }
+  EXPECT_TRUE(IsRollback(node.aborted()));
+  coordinator->Stop();
+  peer->Stop();
+}
+
 TEST(FaultTest, WorkerWithoutCoordinatorGivesUpNamingTheAddress) {
   TempDir dir;
   const int port = testing::FreePort();
