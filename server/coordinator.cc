@@ -1,5 +1,6 @@
 #include "server/coordinator.h"
 
+#include <iterator>
 #include <sstream>
 
 #include "common/node.h"
@@ -285,6 +286,11 @@ bool Coordinator::HandleRejoin(const Endpoint& from, const pb::NodeInfo& n, cons
     // The member of that rank still sends heartbeats (or has just died).
     // No answer yet: the node repeats REGISTER every second and is taken
     // once the member is silent, or refused if it never falls silent.
+    // Entries of nodes that stopped repeating (they gave up, or were
+    // strangers) go once a whole timeout has passed, so they cannot fill
+    // the table and shut out a real rejoin.
+    for (auto w = rejoin_waiting_.begin(); w != rejoin_waiting_.end();)
+      w = w->first != from && now - w->second > 2 * timeout ? rejoin_waiting_.erase(w) : std::next(w);
     auto it = rejoin_waiting_.find(from);
     if (it == rejoin_waiting_.end()) {
       if (rejoin_waiting_.size() >= kMaxRejoinWaiting) return false;
