@@ -6,6 +6,7 @@
 // Everything made (processes, namespaces, veths, bridge) is removed at the
 // end, also on SIGINT, SIGTERM or SIGHUP.
 #include <poll.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cerrno>
 #include <cstdio>
@@ -118,13 +120,21 @@ std::string Tail(const std::string& path, size_t bytes = 1500) {
 // SIGINT, SIGTERM, SIGHUP and SIGCHLD, as bytes on a pipe. The handlers are
 // the process's, so whichever thread a signal lands on (OpenBLAS starts its
 // threads at load, before main could block anything) it is neither lost nor
-// fatal. The handler can only reach the pipe through this one global fd.
-int g_signal_pipe_write = -1;
+// fatal. A handler can only reach the pipe through these globals, which hold
+// nothing while no SignalPipe exists. Lock-free atomics and sem_post are
+// async-signal-safe; a mutex is not.
+std::atomic<int> g_signal_pipe_write{-1};
+std::atomic<int> g_signal_handlers_running{0};  // Handlers between entry and return.
+std::atomic<bool> g_signal_pipe_closing{false};
+sem_t g_signal_handlers_done;                     // Posted by the last handler out once closing.
 
 extern "C" void OnSignal(int sig) {
   const int saved = errno;
+  g_signal_handlers_running.fetch_add(1);
+  const int fd = g_signal_pipe_write.load();
   const unsigned char b = static_cast<unsigned char>(sig);
-  if (g_signal_pipe_write >= 0) (void)!write(g_signal_pipe_write, &b, 1);  // Full pipe: a byte is already there.
+  if (fd >= 0) (void)!write(fd, &b, 1);  // Full pipe: a byte is already there.
+  if (g_signal_handlers_running.fetch_sub(1) == 1 && g_signal_pipe_closing.load()) sem_post(&g_signal_handlers_done);
   errno = saved;
 }
 
@@ -134,7 +144,9 @@ class SignalPipe {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return UnavailableError(std::string("pipe2: ") + std::strerror(errno));
     std::unique_ptr<SignalPipe> p(new SignalPipe(fds[0], fds[1]));
-    g_signal_pipe_write = fds[1];
+    sem_init(&g_signal_handlers_done, 0, 0);
+    g_signal_pipe_closing.store(false);
+    g_signal_pipe_write.store(fds[1]);
     struct sigaction sa {};
     sa.sa_handler = OnSignal;
     sigemptyset(&sa.sa_mask);
@@ -142,12 +154,21 @@ class SignalPipe {
     for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaction(s, &sa, nullptr);
     return p;
   }
+  // A handler may be running on another thread right now (a last SIGCHLD):
+  // the write end is closed only once no handler can still write to it, else
+  // its byte could land in whatever file reuses the descriptor.
   ~SignalPipe() {
     struct sigaction sa {};
     sa.sa_handler = SIG_DFL;
     sigemptyset(&sa.sa_mask);
     for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaction(s, &sa, nullptr);
-    g_signal_pipe_write = -1;
+    g_signal_pipe_closing.store(true);
+    g_signal_pipe_write.store(-1);
+    // A handler that enters after this sees -1 (the stores and loads are
+    // sequentially consistent); one inside posts when the last one leaves.
+    // (Not destroyed: a handler dispatched just before the restore may still
+    // post to it, harmlessly, after this returns.)
+    while (g_signal_handlers_running.load() != 0) sem_wait(&g_signal_handlers_done);
     close(read_);
     close(write_);
   }
