@@ -1,5 +1,6 @@
 #include "bench/emulated_worker.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -19,6 +20,21 @@ void LayerTimes(const ModelSpec& model, const EmulatedRun& run, std::vector<doub
     forward->push_back(l.forward_flops * run.batch / (run.device_gflops * 1e9));
     backward->push_back(2 * forward->back());
   }
+}
+
+EmulatedDevice::Clock::time_point EmulatedDevice::Begin(double seconds, Clock::time_point ready, bool blocked) {
+  // Far behind (the first layer, or after a long stall): the device idled.
+  if (!started_ || blocked || deadline_ < ready - std::chrono::milliseconds(50)) deadline_ = ready;
+  started_ = true;
+  start_ = deadline_;
+  deadline_ += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  return deadline_;
+}
+
+double EmulatedDevice::End(Clock::time_point now) {
+  const Clock::time_point from = std::max(start_, last_end_);
+  last_end_ = now;
+  return std::chrono::duration<double>(now - from).count();
 }
 
 Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& run, WorkerTimes* times) {
@@ -71,23 +87,13 @@ Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& r
   RETURN_IF_ERROR(c.Init(sgd, init));
   const int total = run.warmup + run.iterations;
   auto seconds = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
-  // Each layer's compute ends at a deadline, not after a sleep of its own:
-  // on a loaded machine every sleep overshoots (by milliseconds), and over a
-  // model's hundreds of layers that would add up. The deadlines run on from
-  // layer to layer; they restart from now only after a wait that blocked
-  // (longer than kBlocked), as the device would have idled.
-  const auto kBlocked = std::chrono::milliseconds(1);
-  auto deadline = Clock::now();
-  // Returns the compute the device did: from where the layer's compute
-  // started (the previous deadline, or `ready` after a reset) to now. A short
-  // wait the deadline absorbed counts as compute, not twice.
+  const auto kBlocked = std::chrono::milliseconds(1);  // A wait longer than this blocked.
+  EmulatedDevice device;
   auto compute = [&](double s, Clock::time_point ready, bool blocked) {
-    if (blocked || deadline < ready - std::chrono::milliseconds(50)) deadline = ready;
-    const auto start = deadline;
-    deadline += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-    std::this_thread::sleep_until(deadline);  // Emulated compute, not synchronisation.
-    return std::chrono::duration<double>(Clock::now() - start).count();
+    std::this_thread::sleep_until(device.Begin(s, ready, blocked));  // Emulated compute, not synchronisation.
+    return device.End(Clock::now());
   };
+  bool next_blocked = false;  // The wait for layer 0 of the next clock blocked.
   for (int64_t it = 0; it < total; ++it) {
     const auto t0 = Clock::now();
     double slept = 0, waited = 0;
@@ -96,7 +102,8 @@ Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& r
       RETURN_IF_ERROR(c.WaitWeights(l, it));
       const auto b = Clock::now();
       const int64_t begin = MonotonicMicros();
-      slept += compute(fwd[l], b, b - a > kBlocked);
+      slept += compute(fwd[l], b, b - a > kBlocked || (l == 0 && next_blocked));
+      next_blocked = false;
       c.TraceSpan("forward " + model.layers[l].name, it, begin, MonotonicMicros());
       waited += seconds(a, b);
     }
@@ -118,7 +125,7 @@ Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& r
     RETURN_IF_ERROR(c.WaitWeights(0, it + 1));
     const auto end = Clock::now();
     waited += seconds(a, end);
-    if (end - a > kBlocked) deadline = end;
+    if (end - a > kBlocked) next_blocked = true;
     if (it >= run.warmup) {
       times->iteration_s.push_back(seconds(t0, end));
       times->compute_s.push_back(slept);

@@ -5,6 +5,7 @@
 #ifndef NEREUS_BENCH_EMULATED_WORKER_H_
 #define NEREUS_BENCH_EMULATED_WORKER_H_
 
+#include <chrono>
 #include <vector>
 
 #include "bench/models.h"
@@ -32,6 +33,30 @@ struct WorkerTimes {
   // the wait; read the counters again once the job has finished (LocalJob::
   // Finish) for exactly `iterations` clocks of traffic.
   ClientStats timed_begin, timed_end;
+};
+
+// The emulated device's clock. Each layer's compute ends at a deadline that
+// runs on from the previous layer's: on a loaded machine every sleep
+// overshoots (by up to milliseconds), and over a model's hundreds of layers a
+// sleep of its own per layer would add them all up. The deadlines restart
+// from `ready` only after a wait that blocked, as the device would have idled.
+// What a layer reports as its compute is the time it held the device: from
+// its start, or from where the previous layer really ended if that was later
+// (an overshoot the deadline absorbed is counted once, not again by the next
+// layer), to when its sleep really returned. So an iteration's compute adds
+// up to its elapsed time less the blocked waits, whatever the overshoots.
+class EmulatedDevice {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // A layer of `seconds` may start at `ready` (`blocked`: its caller waited
+  // for it). Returns the deadline to sleep until.
+  Clock::time_point Begin(double seconds, Clock::time_point ready, bool blocked);
+  // The layer's sleep returned at `now`: the seconds it held the device.
+  double End(Clock::time_point now);
+
+ private:
+  bool started_ = false;
+  Clock::time_point deadline_{}, start_{}, last_end_{};
 };
 
 // Emulated forward and backward seconds of each layer.
