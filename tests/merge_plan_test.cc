@@ -168,5 +168,55 @@ TEST(PlanMergesTest, BusyLinkMergesEvenWithoutStartupCost) {
   EXPECT_EQ(plan[1].first, 4);
 }
 
+TEST(ChooseMergesTest, TakesMgWfbpsPlanWhenItGainsAndNotOnATie) {
+  // The fifty tiny layers above: MG-WFBP's 3 messages end at 15.91 s; one
+  // message per layer pays alpha = 1 s fifty times and ends far later.
+  {
+    const int L = 50;
+    std::vector<double> bytes(L, 10.0), tb(L, 0.1);
+    tb[30] = 5.0;
+    tb[10] = 5.0;
+    const MergeChoice c = ChooseMerges(LinkModel{1.0, 0.001}, bytes, tb);
+    EXPECT_TRUE(c.merged);
+    ASSERT_EQ(c.groups.size(), 3u);
+    EXPECT_EQ(c.groups[2].first, 31);
+    EXPECT_NEAR(c.merged_end, 14.8 + 1.11, 1e-9);
+    EXPECT_GT(c.unmerged_end, c.merged_end / (1 - kMinMergeGain));
+  }
+  // The busy link above (alpha 0): MG-WFBP merges layers 0..3, but with no
+  // start-up cost both plans end when the 5,000 bytes are through: layer 4
+  // leaves at 0.01 and every byte takes 1 ms, so 0.01 + 5 s either way. A
+  // tie: no merging.
+  {
+    std::vector<double> bytes(5, 1000.0), tb(5, 0.01);
+    const LinkModel link{0.0, 1e-3};
+    ASSERT_EQ(PlanMerges(link, bytes, tb).size(), 2u);
+    const MergeChoice c = ChooseMerges(link, bytes, tb);
+    EXPECT_FALSE(c.merged);
+    EXPECT_NEAR(c.merged_end, 5.01, 1e-9);
+    EXPECT_NEAR(c.unmerged_end, 5.01, 1e-9);
+    ASSERT_EQ(c.groups.size(), 5u);
+    for (int l = 0; l < 5; ++l) {
+      EXPECT_EQ(c.groups[l].first, l);
+      EXPECT_EQ(c.groups[l].last, l);
+    }
+  }
+  // A gain just under 1% is not taken; just over, it is. Two layers of 1000
+  // bytes, backward 1 ms each, 1 ms a byte: 1 s a message, plus alpha.
+  // Unmerged: layer 1 leaves at 0.001, layer 0 waits for it and ends at
+  // 2.001 + 2 alpha. MG-WFBP merges them (layer 0 is ready 1 ms after layer 1,
+  // sooner than alpha): one message from 0.002, ending at 2.002 + alpha. The
+  // gain (alpha - 0.001) / (2.001 + 2 alpha) reaches 1% at alpha = 0.02144:
+  // 0.93% at alpha 0.02, 1.07% at 0.023.
+  for (const double alpha : {0.02, 0.023}) {
+    std::vector<double> bytes(2, 1000.0), tb(2, 0.001);
+    const MergeChoice c = ChooseMerges(LinkModel{alpha, 1e-3}, bytes, tb);
+    EXPECT_NEAR(c.unmerged_end, 2.001 + 2 * alpha, 1e-9);
+    EXPECT_NEAR(c.merged_end, 2.002 + alpha, 1e-9);
+    EXPECT_EQ(c.merged, alpha > 0.0215) << alpha;
+    EXPECT_EQ(c.groups.size(), c.merged ? 1u : 2u) << alpha;
+  }
+}
+
 }  // namespace
 }  // namespace nereus

@@ -129,4 +129,22 @@ double ModelledFinish(const LinkModel& link, const std::vector<double>& bytes, c
   return tau_c[0] + t_c[0];
 }
 
+std::vector<MergeGroup> OnePerLayer(int layers) {
+  std::vector<MergeGroup> groups;
+  for (int l = 0; l < layers; ++l) groups.push_back(MergeGroup{l, l});
+  return groups;
+}
+
+MergeChoice ChooseMerges(const LinkModel& link, const std::vector<double>& bytes,
+                         const std::vector<double>& backward_s) {
+  MergeChoice c;
+  const int L = static_cast<int>(bytes.size());
+  std::vector<MergeGroup> plan = PlanMerges(link, bytes, backward_s);
+  c.merged_end = ModelledFinish(link, bytes, backward_s, plan);
+  c.unmerged_end = ModelledFinish(link, bytes, backward_s, OnePerLayer(L));
+  c.merged = static_cast<int>(plan.size()) < L && c.merged_end <= c.unmerged_end * (1 - kMinMergeGain);
+  c.groups = c.merged ? std::move(plan) : OnePerLayer(L);
+  return c;
+}
+
 }  // namespace nereus

@@ -8,15 +8,6 @@
 #include "worker/client/timeline.h"
 
 namespace nereus {
-namespace {
-
-std::vector<MergeGroup> OnePerLayer(int L) {
-  std::vector<MergeGroup> g;
-  for (int l = 0; l < L; ++l) g.push_back(MergeGroup{l, l});
-  return g;
-}
-
-}  // namespace
 
 StatusOr<LinkFit> CalibrateLink(Node* node, RequestTable* requests) {
   auto scratch = std::make_shared<std::vector<float>>((2 << 20) / sizeof(float), 0.0f);
@@ -97,14 +88,15 @@ void MergeProfiler::Plan(const std::vector<uint64_t>& layer_bytes, int rank) {
       tb[l] = v[v.size() / 2];
     }
   }
-  groups_ = PlanMerges(link_, bytes, tb);
+  const MergeChoice choice = ChooseMerges(link_, bytes, tb);
+  groups_ = choice.groups;
   group_of_.assign(L, 0);
   for (size_t g = 0; g < groups_.size(); ++g)
     for (int l = groups_[g].first; l <= groups_[g].last; ++l) group_of_[l] = static_cast<int>(g);
   LOG(INFO) << "worker " << rank << ": merging " << L << " layers into " << groups_.size()
-            << " groups (modelled communication end " << ModelledFinish(link_, bytes, tb, groups_) * 1e3
-            << " ms after backward start, unmerged " << ModelledFinish(link_, bytes, tb, OnePerLayer(L)) * 1e3
-            << " ms)";
+            << " groups (MG-WFBP's plan: modelled communication end " << choice.merged_end * 1e3
+            << " ms after backward start, unmerged " << choice.unmerged_end * 1e3 << " ms"
+            << (choice.merged ? ")" : "; a gain under 1% is not worth a group's costs, so no merging)");
   profiles_.clear();
 }
 
