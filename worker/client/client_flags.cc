@@ -17,7 +17,8 @@ DEFINE_uint64(batch_bytes, 64 << 10,
               "Independent of --merge. 0: off (one message per partition or merged push).");
 DEFINE_string(merge, "auto",
               "Worker, full: auto measures the link (alpha, beta) at start and the backward time of each layer in "
-              "the first iterations, then merges consecutive layers by MG-WFBP's rule; off sends every layer alone.");
+              "the first iterations, then merges consecutive layers by MG-WFBP's rule if its model says that ends the "
+              "communication at least 1% sooner (else no merging); off sends every layer alone.");
 DEFINE_string(timeline, "",
               "Worker: write a Chrome trace (Perfetto, chrome://tracing) of compute, queueing, transfers and "
               "server-side apply here at the end; {rank} in the name is replaced by the worker's rank.");
