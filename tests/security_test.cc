@@ -627,12 +627,14 @@ Handshake WaitHandshake(zmq::socket_t& mon) {
 // On a slow machine (ThreadSanitizer) libzmq sometimes gives a refused peer no
 // event at all, and a connection can sit in its handshake (libzmq's own
 // tests allow both: zeromq/libzmq#2698, #2733); such an attempt is retried
-// on a fresh socket, up to three times. Never succeeding is not enough: the
-// server must refuse, so that its log names the refusal.
-Handshake Intrude(zmq::context_t& ctx, const std::string& identity, const Endpoint& server,
-                  const std::optional<CurveKeys>& keys, const std::string& name) {
+// from a fresh context and socket, up to three times (CI once saw all three
+// retries on one context stall). Never succeeding is not enough: the server
+// must refuse, so that its log names the refusal.
+Handshake Intrude(const std::string& identity, const Endpoint& server, const std::optional<CurveKeys>& keys,
+                  const std::string& name) {
   Handshake outcome = Handshake::kNoOutcome;
   for (int attempt = 0; attempt < 3 && outcome == Handshake::kNoOutcome; ++attempt) {
+    zmq::context_t ctx(1);
     zmq::socket_t s(ctx, zmq::socket_type::dealer);
     s.set(zmq::sockopt::routing_id, identity);
     s.set(zmq::sockopt::linger, 0);
@@ -644,6 +646,7 @@ Handshake Intrude(zmq::context_t& ctx, const std::string& identity, const Endpoi
     const std::string mon = "inproc://" + name + "." + std::to_string(attempt);
     EXPECT_EQ(zmq_socket_monitor(s.handle(), mon.c_str(), ZMQ_EVENT_ALL), 0);
     zmq::socket_t mon_sock(ctx, zmq::socket_type::pair);
+    mon_sock.set(zmq::sockopt::linger, 0);
     mon_sock.connect(mon);  // Before any event: the monitor drops what nobody reads.
     s.connect(server);
     Message push = PushMessage(1);
@@ -653,6 +656,10 @@ Handshake Intrude(zmq::context_t& ctx, const std::string& identity, const Endpoi
     s.send(zmq::buffer(HeaderBytes(pb::PULL, 201)), zmq::send_flags::none);
     outcome = WaitHandshake(mon_sock);
     if (outcome == Handshake::kNoOutcome) LOG(WARNING) << name << ": no handshake outcome in 10 s; trying again";
+    // The monitor stops before its socket closes, then the sockets, then the context.
+    zmq_socket_monitor(s.handle(), nullptr, 0);
+    mon_sock.close();
+    s.close();
   }
   return outcome;
 }
@@ -697,9 +704,8 @@ TEST(CurveTest, OnlyTheJobsKeysRegisterPushOrPullAndTheWeightsStayTheirs) {
   ASSERT_EQ(w.Call(PushMessage(0)).header.op(), pb::PUSH_ACK);
 
   // Push (clock 1) and pull in worker 0's name without the job's keys.
-  zmq::context_t ctx(1);
   for (size_t i = 0; i < wrong.size(); ++i)
-    EXPECT_EQ(Intrude(ctx, w.node().endpoint() + "#5", server, wrong[i], "intruder" + std::to_string(i)),
+    EXPECT_EQ(Intrude(w.node().endpoint() + "#5", server, wrong[i], "intruder" + std::to_string(i)),
               Handshake::kRefused)
         << i;
   // Nothing of theirs arrived: clock 1 is the real worker's own push.
