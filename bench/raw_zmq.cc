@@ -14,6 +14,7 @@
 #include <zmq.hpp>
 
 #include "bench/bench.h"
+#include "common/sgd.h"
 #include "common/shard_map.h"
 
 namespace nereus {
@@ -49,8 +50,24 @@ RawHeader ReadHeader(const zmq::message_t& m) {
 // A server node: its own context, a ROUTER, one thread that answers.
 class RawServer {
  public:
-  RawServer(const std::vector<ChunkPlacement>& chunks, uint64_t elements, int workers)
-      : chunks_(chunks), weights_(elements, 0.5f), workers_(workers), ctx_(1), sock_(ctx_, zmq::socket_type::router) {
+  // `update`: also apply the update (see RawFair).
+  RawServer(const std::vector<ChunkPlacement>& chunks, uint64_t elements, int workers, const pb::SgdConfig* update)
+      : chunks_(chunks),
+        weights_(elements, 0.5f),
+        workers_(workers),
+        update_(update != nullptr),
+        ctx_(1),
+        sock_(ctx_, zmq::socket_type::router) {
+    if (update_) {
+      sgd_ = *update;
+      for (const ChunkPlacement& c : chunks_) {
+        UpdatedChunk u;
+        u.weights = std::make_shared<std::vector<float>>(weights_.begin() + c.offset,
+                                                         weights_.begin() + c.offset + c.length);
+        u.history.assign(c.length, 0.0f);
+        updated_.push_back(std::move(u));
+      }
+    }
     sock_.set(zmq::sockopt::rcvhwm, 0);
     sock_.set(zmq::sockopt::sndhwm, 0);
     sock_.bind("tcp://127.0.0.1:*");
@@ -81,14 +98,23 @@ class RawServer {
           slots.at(h.chunk) = std::move(payload);
           sock_.send(id, zmq::send_flags::sndmore);
           sock_.send(HeaderFrame(kAckMsg, h.chunk, h.seq), zmq::send_flags::none);
+          if (update_ && ++updated_.at(h.chunk).pushes == workers_) Update(h.chunk, kept);
           break;
         }
         case kPullMsg: {
           const ChunkPlacement& c = chunks_.at(h.chunk);
           sock_.send(id, zmq::send_flags::sndmore);
           sock_.send(HeaderFrame(kReplyMsg, h.chunk, h.seq), zmq::send_flags::sndmore);
-          zmq::message_t w(weights_.data() + c.offset, c.length * sizeof(float), &NoFree, nullptr);
-          sock_.send(w, zmq::send_flags::none);
+          if (update_) {
+            // Zero-copy, holding this version: the next update goes elsewhere.
+            const std::shared_ptr<std::vector<float>>& v = updated_.at(h.chunk).weights;
+            zmq::message_t w(v->data(), v->size() * sizeof(float), &ReleaseVersion,
+                             new std::shared_ptr<std::vector<float>>(v));
+            sock_.send(w, zmq::send_flags::none);
+          } else {
+            zmq::message_t w(weights_.data() + c.offset, c.length * sizeof(float), &NoFree, nullptr);
+            sock_.send(w, zmq::send_flags::none);
+          }
           break;
         }
         case kStopMsg: ++stops; break;
@@ -97,9 +123,51 @@ class RawServer {
     }
   }
 
+  // A chunk's weights under --raw_update, kept as ParamServer keeps them.
+  struct UpdatedChunk {
+    std::shared_ptr<std::vector<float>> weights, spare;
+    std::vector<float> history;
+    int pushes = 0;  // Since the last update.
+  };
+
+  static void ReleaseVersion(void*, void* hint) { delete static_cast<std::shared_ptr<std::vector<float>>*>(hint); }
+
+  // Every worker's gradient of `chunk` is in: average them in worker order
+  // (the newest each has sent) and take one SGD step, the way
+  // ParamServer::ApplyReady and Apply do: the received frame itself for one
+  // worker; in place unless a reply still holds the weights, else out of
+  // place into the spare buffer.
+  void Update(uint32_t chunk, const std::map<std::string, std::vector<zmq::message_t>>& kept) {
+    UpdatedChunk& u = updated_.at(chunk);
+    u.pushes = 0;
+    std::vector<const float*> srcs;
+    for (const auto& [worker, slots] : kept)
+      if (chunk < slots.size() && slots[chunk].size() == u.history.size() * sizeof(float))
+        srcs.push_back(slots[chunk].data<float>());
+    CHECK(!srcs.empty());
+    const float* diff = srcs[0];
+    if (srcs.size() > 1) {
+      average_.resize(u.history.size());
+      AverageInOrder(srcs.data(), srcs.size(), average_.data(), average_.size());
+      diff = average_.data();
+    }
+    if (u.weights.use_count() == 1) {
+      SgdStep(sgd_, sgd_.base_lr(), 1.0f, 1.0f, diff, u.weights->data(), u.history.data(), u.history.size());
+      return;
+    }
+    if (u.spare == nullptr || u.spare.use_count() > 1) u.spare = std::make_shared<std::vector<float>>(u.history.size());
+    SgdStepTo(sgd_, sgd_.base_lr(), 1.0f, 1.0f, diff, u.weights->data(), u.spare->data(), u.history.data(),
+              u.history.size());
+    std::swap(u.weights, u.spare);
+  }
+
   const std::vector<ChunkPlacement> chunks_;
   std::vector<float> weights_;
   const int workers_;
+  const bool update_;
+  pb::SgdConfig sgd_;
+  std::vector<UpdatedChunk> updated_;  // By chunk; empty unless update_.
+  std::vector<float> average_;
   zmq::context_t ctx_;
   zmq::socket_t sock_;
   std::string endpoint_;
@@ -208,7 +276,7 @@ struct RawJob {
 };
 
 StatusOr<std::unique_ptr<RawJob>> StartRawJob(int servers, int workers, uint64_t bytes, uint64_t chunk_bytes,
-                                              int pull_buffers) {
+                                              int pull_buffers, const pb::SgdConfig* update = nullptr) {
   if (bytes % sizeof(float) != 0) return InvalidArgumentError("raw baseline: bytes must be a multiple of 4");
   const uint64_t elements = bytes / sizeof(float);
   ASSIGN_OR_RETURN(ShardMap map, ShardMap::Build({elements}, chunk_bytes, servers));
@@ -216,7 +284,7 @@ StatusOr<std::unique_ptr<RawJob>> StartRawJob(int servers, int workers, uint64_t
   auto job = std::make_unique<RawJob>();
   std::vector<std::string> eps;
   for (int s = 0; s < servers; ++s) {
-    job->servers.push_back(std::make_unique<RawServer>(chunks, elements, workers));
+    job->servers.push_back(std::make_unique<RawServer>(chunks, elements, workers, update));
     eps.push_back(job->servers.back()->endpoint());
   }
   for (int w = 0; w < workers; ++w) {
@@ -235,8 +303,9 @@ double ProcessCpuSeconds() {
 }
 
 StatusOr<RawResult> RawFair(RawOp op, int servers, int workers, uint64_t bytes, uint64_t chunk_bytes, int iters,
-                            int window) {
-  ASSIGN_OR_RETURN(auto job, StartRawJob(servers, workers, bytes, chunk_bytes, op == RawOp::kPull ? window : 0));
+                            int window, const pb::SgdConfig* update) {
+  ASSIGN_OR_RETURN(auto job,
+                   StartRawJob(servers, workers, bytes, chunk_bytes, op == RawOp::kPull ? window : 0, update));
   RawResult r;
   const double cpu0 = ProcessCpuSeconds();
   const auto t0 = Clock::now();

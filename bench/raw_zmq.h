@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "common/status.h"
+#include "proto/nereus.pb.h"
 
 namespace nereus {
 namespace bench {
@@ -40,8 +41,17 @@ enum class RawOp { kPush, kPull, kPushPull };
 // `iters` operations of a `bytes` tensor per worker, `window` in flight
 // (push, pull) or one at a time (push+pull: the push and the pull of a clock
 // together), cut into `chunk_bytes` chunks over `servers` servers.
+//
+// `update` (null: none) makes the servers also do the one thing a parameter
+// server must do that ZeroMQ does not: once every worker has pushed a chunk,
+// average their gradients (AverageInOrder, worker order) and take one Caffe
+// SGD step with this config (SgdStep, `base_lr`), on the server's thread
+// right after the ack, keeping the weights as ParamServer does (in place, or
+// out of place into a spare buffer while a pull reply still holds them).
+// Pulls are still answered at once (no BSP wait), so this baseline never
+// waits where a Nereus server would.
 StatusOr<RawResult> RawFair(RawOp op, int servers, int workers, uint64_t bytes, uint64_t chunk_bytes, int iters,
-                            int window);
+                            int window, const pb::SgdConfig* update = nullptr);
 
 // Median microseconds of a pull round trip of one `bytes` chunk: a 16-byte
 // request, the chunk back, copied into place.

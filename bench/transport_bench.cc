@@ -34,6 +34,11 @@ DEFINE_string(raw_baseline, "fair",
               "transport: the raw ZeroMQ baseline. fair: raw ZeroMQ moving the same chunks between the same nodes "
               "with the same buffer handling and window as a Nereus job, minus Nereus (see bench/raw_zmq.h); "
               "stream: zero-copy PUSH/PULL streaming of the tensor's size one way (an upper bound).");
+DEFINE_bool(raw_update, true,
+            "transport: with --raw_baseline=fair, also measure it with the update a parameter server must make "
+            "(the workers' gradients averaged and one SGD step with momentum per chunk, on the server's thread, as "
+            "ParamServer does; pulls still answered at once) and print it as raw+upd with our ratio to it: the "
+            "share of the gap to raw ZeroMQ that is the update itself rather than Nereus.");
 DEFINE_int32(repeats, 3,
              "transport: each measurement (ours and raw, interleaved) is repeated this many times and the best kept, "
              "so a burst of load from other tenants of a shared machine does not decide a ratio.");
@@ -227,8 +232,13 @@ int RunTransport(BenchContext& ctx) {
   JsonRows json(FLAGS_json);
   std::printf("raw baseline: %s (bench/raw_zmq.h); cpu = process CPU seconds per GB of tensor bytes moved\n",
               FLAGS_raw_baseline.c_str());
-  std::printf("%-9s %10s %4s %4s %10s %10s %7s %9s %9s\n", "op", "bytes", "S", "W", "nereus", "raw zmq", "ratio",
+  const bool with_update = fair && FLAGS_raw_update;
+  if (with_update)
+    std::printf("raw+upd = the fair baseline plus the update a parameter server makes (see --raw_update)\n");
+  std::printf("%-9s %10s %4s %4s %10s %10s %7s %9s %9s", "op", "bytes", "S", "W", "nereus", "raw zmq", "ratio",
               "cpu/GB", "raw cpu");
+  if (with_update) std::printf(" %10s %7s", "raw+upd", "ratio");
+  std::printf("\n");
   auto fail = [](const Status& st) {
     LOG(ERROR) << "transport bench: " << st;
     return 1;
@@ -239,21 +249,29 @@ int RunTransport(BenchContext& ctx) {
   for (auto [servers, workers] : std::vector<std::pair<int, int>>{{1, 1}, {2, 2}}) {
     for (uint64_t bytes : sizes) {
       const int iters = Iterations(bytes);
-      Measured raw{}, ours{}, curve{};
+      Measured raw{}, upd{}, ours{}, curve{};
       for (int rep = 0; rep < std::max(1, FLAGS_repeats); ++rep) {
         const std::string what = std::to_string(servers) + "x" + std::to_string(workers) + " " +
                                  std::to_string(bytes) + " B, repeat " + std::to_string(rep + 1);
         if (fair) {
-          const std::pair<RawOp, OpFigures*> ops[] = {
-              {RawOp::kPush, &raw.push}, {RawOp::kPull, &raw.pull}, {RawOp::kPushPull, &raw.pushpull}};
-          for (auto [op, into] : ops) {
-            wd->Phase("raw zmq " + std::string(op == RawOp::kPush ? "push" : op == RawOp::kPull ? "pull" : "push+pull") +
-                      " " + what);
+          const std::tuple<RawOp, OpFigures*, OpFigures*> ops[] = {{RawOp::kPush, &raw.push, &upd.push},
+                                                                   {RawOp::kPull, &raw.pull, &upd.pull},
+                                                                   {RawOp::kPushPull, &raw.pushpull, &upd.pushpull}};
+          const pb::SgdConfig sgd = BenchSgd();
+          for (auto [op, into, into_upd] : ops) {
+            const std::string name = op == RawOp::kPush ? "push" : op == RawOp::kPull ? "pull" : "push+pull";
+            wd->Phase("raw zmq " + name + " " + what);
             auto r = RawFair(op, servers, workers, bytes, FLAGS_partition_bytes, iters, kWindow);
             if (!r.ok()) return fail(r.status());
-            const double moved = r->gbps * r->wall_s / 8.0;  // GB
-            best(into, OpFigures{r->gbps, r->cpu_s / moved});
+            best(into, OpFigures{r->gbps, r->cpu_s / (r->gbps * r->wall_s / 8.0)});
+            // A pull makes no update: its figure is the plain one's.
+            if (!FLAGS_raw_update || op == RawOp::kPull) continue;
+            wd->Phase("raw zmq+update " + name + " " + what);
+            r = RawFair(op, servers, workers, bytes, FLAGS_partition_bytes, iters, kWindow, &sgd);
+            if (!r.ok()) return fail(r.status());
+            best(into_upd, OpFigures{r->gbps, r->cpu_s / (r->gbps * r->wall_s / 8.0)});
           }
+          if (FLAGS_raw_update) upd.pull = raw.pull;
         } else {
           wd->Phase("raw zmq stream " + what);
           const RawResult r = RawStream(workers, servers, bytes, iters);
@@ -276,16 +294,24 @@ int RunTransport(BenchContext& ctx) {
           best(&curve.pushpull, cv->pushpull);
         }
       }
-      const std::tuple<const char*, OpFigures, OpFigures> rows[] = {
-          {"push", ours.push, raw.push}, {"pull", ours.pull, raw.pull}, {"pushpull", ours.pushpull, raw.pushpull}};
-      for (const auto& [op, mine, base] : rows) {
-        std::printf("%-9s %10llu %4d %4d %7.2f Gb %7.2f Gb %7.3f %9.3f %9.3f\n", op,
+      const std::tuple<const char*, OpFigures, OpFigures, OpFigures> rows[] = {
+          {"push", ours.push, raw.push, upd.push},
+          {"pull", ours.pull, raw.pull, upd.pull},
+          {"pushpull", ours.pushpull, raw.pushpull, upd.pushpull}};
+      for (const auto& [op, mine, base, base_upd] : rows) {
+        std::printf("%-9s %10llu %4d %4d %7.2f Gb %7.2f Gb %7.3f %9.3f %9.3f", op,
                     static_cast<unsigned long long>(bytes), servers, workers, mine.gbps, base.gbps,
                     mine.gbps / base.gbps, mine.cpu_s_per_gb, base.cpu_s_per_gb);
+        if (with_update) std::printf(" %7.2f Gb %7.3f", base_upd.gbps, mine.gbps / base_upd.gbps);
+        std::printf("\n");
         Record r;
         r.Set("op", op).Set("bytes", bytes).Set("servers", servers).Set("workers", workers);
         r.Set("gbps", mine.gbps).Set("raw_gbps", base.gbps).Set("ratio", mine.gbps / base.gbps);
         r.Set("cpu_s_per_gb", mine.cpu_s_per_gb).Set("raw_cpu_s_per_gb", base.cpu_s_per_gb);
+        if (with_update) {
+          r.Set("raw_update_gbps", base_upd.gbps).Set("ratio_to_raw_update", mine.gbps / base_upd.gbps);
+          r.Set("raw_update_cpu_s_per_gb", base_upd.cpu_s_per_gb);
+        }
         r.Set("raw_baseline", FLAGS_raw_baseline);
         if (!json.Add(r)) return 1;
       }

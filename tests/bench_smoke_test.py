@@ -33,6 +33,12 @@ def check_transport(rows):
             assert r["us"] > 0 and r["raw_us"] > 0, r
         else:
             assert r["gbps"] > 0 and r["raw_gbps"] > 0, r
+            # --raw_update (on by default): the baseline with the server's update; a pull makes none.
+            assert r["raw_update_gbps"] > 0, r
+            # Written to 6 significant figures.
+            assert abs(r["ratio_to_raw_update"] / (r["gbps"] / r["raw_update_gbps"]) - 1) < 1e-4, r
+            if r["op"] == "pull":
+                assert r["raw_update_gbps"] == r["raw_gbps"], r
     assert sum(r["op"] == "rtt" for r in rows) == 1, "transport: expected one rtt row"
 
 
