@@ -322,16 +322,25 @@ StatusOr<RawResult> RawFair(RawOp op, int servers, int workers, uint64_t bytes, 
   return r;
 }
 
-StatusOr<double> RawFairRtt(uint64_t bytes, int samples) {
+struct RawRttJob::Impl {
+  std::unique_ptr<RawJob> job;
+};
+
+StatusOr<std::unique_ptr<RawRttJob>> RawRttJob::Start(uint64_t bytes) {
   ASSIGN_OR_RETURN(auto job, StartRawJob(1, 1, bytes, bytes, 1));
-  std::vector<double> us;
-  for (int i = 0; i < samples + 10; ++i) {
-    const double t = job->workers[0]->PullRtt();
-    if (i >= 10) us.push_back(t);
-  }
-  std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
-  return us[us.size() / 2];
+  std::unique_ptr<RawRttJob> r(new RawRttJob);
+  r->impl_ = std::make_unique<Impl>();
+  r->impl_->job = std::move(job);
+  return r;
 }
+
+RawRttJob::RawRttJob() = default;
+
+// The worker (declared after the servers in RawJob) goes first: its STOP ends
+// the server's thread.
+RawRttJob::~RawRttJob() = default;
+
+double RawRttJob::PullMicros() { return impl_->job->workers[0]->PullRtt(); }
 
 RawResult RawStream(int senders, int receivers, uint64_t bytes, int iters) {
   zmq::context_t ctx(1);

@@ -23,6 +23,7 @@
 #define NEREUS_BENCH_RAW_ZMQ_H_
 
 #include <cstdint>
+#include <memory>
 
 #include "common/status.h"
 #include "proto/nereus.pb.h"
@@ -53,9 +54,20 @@ enum class RawOp { kPush, kPull, kPushPull };
 StatusOr<RawResult> RawFair(RawOp op, int servers, int workers, uint64_t bytes, uint64_t chunk_bytes, int iters,
                             int window, const pb::SgdConfig* update = nullptr);
 
-// Median microseconds of a pull round trip of one `bytes` chunk: a 16-byte
-// request, the chunk back, copied into place.
-StatusOr<double> RawFairRtt(uint64_t bytes, int samples);
+// One server and one worker of the fair baseline, for pull round trips of
+// one `bytes` chunk (a 16-byte request, the chunk back, copied into place),
+// timed one at a time so that they can be interleaved with Nereus's.
+class RawRttJob {
+ public:
+  static StatusOr<std::unique_ptr<RawRttJob>> Start(uint64_t bytes);
+  ~RawRttJob();
+  double PullMicros();  // One round trip, in microseconds.
+
+ private:
+  RawRttJob();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // The one-way stream baseline (see above).
 RawResult RawStream(int senders, int receivers, uint64_t bytes, int iters);
