@@ -14,7 +14,8 @@
 // flight. What it leaves out is ours to pay for: the protobuf header (a
 // 16-byte struct instead), the request table, the scheduler, the SGD step,
 // the handle and its thread hand-off (a raw worker polls its own sockets), and
-// BSP (a raw server answers a pull at once).
+// BSP (a raw server answers a pull at once). RawFair's `update` adds back the
+// one of these any parameter server pays, the update (--raw_update).
 //
 // "stream" is the first baseline: W threads stream zero-copy messages of the
 // tensor's size one way through PUSH/PULL sockets of one context. It is an
