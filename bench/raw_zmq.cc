@@ -132,11 +132,11 @@ class RawServer {
 
   static void ReleaseVersion(void*, void* hint) { delete static_cast<std::shared_ptr<std::vector<float>>*>(hint); }
 
-  // Every worker's gradient of `chunk` is in: average them in worker order
-  // (the newest each has sent) and take one SGD step, the way
-  // ParamServer::ApplyReady and Apply do: the received frame itself for one
-  // worker; in place unless a reply still holds the weights, else out of
-  // place into the spare buffer.
+  // Every worker's gradient of `chunk` is in: one SGD step on their average
+  // in worker order (the newest each has sent), the way ParamServer::Apply
+  // makes it: on the received frame itself for one worker, else averaged on
+  // the fly (SgdStepAveraged); in place unless a reply still holds the
+  // weights, else out of place into the spare buffer.
   void Update(uint32_t chunk, const std::map<std::string, std::vector<zmq::message_t>>& kept) {
     UpdatedChunk& u = updated_.at(chunk);
     u.pushes = 0;
@@ -145,20 +145,19 @@ class RawServer {
       if (chunk < slots.size() && slots[chunk].size() == u.history.size() * sizeof(float))
         srcs.push_back(slots[chunk].data<float>());
     CHECK(!srcs.empty());
-    const float* diff = srcs[0];
+    const size_t n = u.history.size();
+    const bool shared = u.weights.use_count() > 1;
+    if (shared && (u.spare == nullptr || u.spare.use_count() > 1)) u.spare = std::make_shared<std::vector<float>>(n);
+    float* out = shared ? u.spare->data() : u.weights->data();
+    const float rate = sgd_.base_lr();
     if (srcs.size() > 1) {
-      average_.resize(u.history.size());
-      AverageInOrder(srcs.data(), srcs.size(), average_.data(), average_.size());
-      diff = average_.data();
+      SgdStepAveraged(sgd_, rate, 1.0f, 1.0f, srcs.data(), srcs.size(), u.weights->data(), out, u.history.data(), n);
+    } else if (shared) {
+      SgdStepTo(sgd_, rate, 1.0f, 1.0f, srcs[0], u.weights->data(), out, u.history.data(), n);
+    } else {
+      SgdStep(sgd_, rate, 1.0f, 1.0f, srcs[0], out, u.history.data(), n);
     }
-    if (u.weights.use_count() == 1) {
-      SgdStep(sgd_, sgd_.base_lr(), 1.0f, 1.0f, diff, u.weights->data(), u.history.data(), u.history.size());
-      return;
-    }
-    if (u.spare == nullptr || u.spare.use_count() > 1) u.spare = std::make_shared<std::vector<float>>(u.history.size());
-    SgdStepTo(sgd_, sgd_.base_lr(), 1.0f, 1.0f, diff, u.weights->data(), u.spare->data(), u.history.data(),
-              u.history.size());
-    std::swap(u.weights, u.spare);
+    if (shared) std::swap(u.weights, u.spare);
   }
 
   const std::vector<ChunkPlacement> chunks_;
@@ -167,7 +166,6 @@ class RawServer {
   const bool update_;
   pb::SgdConfig sgd_;
   std::vector<UpdatedChunk> updated_;  // By chunk; empty unless update_.
-  std::vector<float> average_;
   zmq::context_t ctx_;
   zmq::socket_t sock_;
   std::string endpoint_;

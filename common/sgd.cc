@@ -112,16 +112,43 @@ inline V4 Load(const float* p) {
 }
 inline void Store(float* p, V4 v) { std::memcpy(p, &v, sizeof(v)); }
 
+// Where a step's gradient comes from: one array as it is, or the average of
+// several, made element by element with exactly AverageInOrder's operations
+// (summed in the order given, then times 1/k), so that a step on it is bitwise
+// a step on AverageInOrder's output, without writing that out and reading it
+// back.
+struct OneGradient {
+  const float* diff;
+  V4 Vec(size_t k) const { return Load(diff + k); }
+  float At(size_t i) const { return diff[i]; }
+};
+struct AveragedGradient {
+  const float* const* srcs;
+  size_t count;
+  float scale;
+  V4 Vec(size_t k) const {
+    V4 s = Load(srcs[0] + k);
+    for (size_t j = 1; j < count; ++j) s += Load(srcs[j] + k);
+    return s * scale;
+  }
+  float At(size_t i) const {
+    float s = srcs[0][i];
+    for (size_t j = 1; j < count; ++j) s += srcs[j][i];
+    return s * scale;
+  }
+};
+
 // history = rate * (decay * in + diff) + momentum * history; out = in - history
 // (decay == 0: the gradient is diff alone, as Caffe skips regularisation).
-// `in` and `out` may be the same array (in place); diff may alias neither.
-template <bool kDecay>
-void StepL2(float rate, float decay, float momentum, const float* diff, const float* in, float* out,
+// `in` and `out` may be the same array (in place); the gradient's arrays may
+// alias neither.
+template <bool kDecay, class Gradient>
+void StepL2(float rate, float decay, float momentum, const Gradient& grad, const float* in, float* out,
             float* history, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     for (size_t k = i; k < i + 8; k += 4) {
-      V4 g = Load(diff + k);
+      V4 g = grad.Vec(k);
       const V4 x = Load(in + k);
       if (kDecay) g = decay * x + g;
       const V4 h = rate * g + momentum * Load(history + k);
@@ -130,27 +157,28 @@ void StepL2(float rate, float decay, float momentum, const float* diff, const fl
     }
   }
   for (; i < n; ++i) {
-    const float g = kDecay ? decay * in[i] + diff[i] : diff[i];
+    const float g = kDecay ? decay * in[i] + grad.At(i) : grad.At(i);
     const float h = rate * g + momentum * history[i];
     history[i] = h;
     out[i] = in[i] - h;
   }
 }
 
-void Step(const pb::SgdConfig& c, float rate, float lr_mult, float decay_mult, const float* diff, const float* in,
+template <class Gradient>
+void Step(const pb::SgdConfig& c, float rate, float lr_mult, float decay_mult, const Gradient& grad, const float* in,
           float* out, float* history, size_t n) {
   const float local_rate = rate * lr_mult;
   const float local_decay = c.weight_decay() * decay_mult;
   const float momentum = c.momentum();
   const bool l1 = c.regularization_type() == "L1";
   if (local_decay == 0.0f) {
-    StepL2<false>(local_rate, local_decay, momentum, diff, in, out, history, n);
+    StepL2<false>(local_rate, local_decay, momentum, grad, in, out, history, n);
   } else if (!l1) {
-    StepL2<true>(local_rate, local_decay, momentum, diff, in, out, history, n);
+    StepL2<true>(local_rate, local_decay, momentum, grad, in, out, history, n);
   } else {
     for (size_t i = 0; i < n; ++i) {
       const float s = static_cast<float>((in[i] > 0.0f) - (in[i] < 0.0f));
-      const float g = local_decay * s + diff[i];
+      const float g = local_decay * s + grad.At(i);
       const float h = local_rate * g + momentum * history[i];
       history[i] = h;
       out[i] = in[i] - h;
@@ -162,12 +190,19 @@ void Step(const pb::SgdConfig& c, float rate, float lr_mult, float decay_mult, c
 
 void SgdStep(const pb::SgdConfig& c, float rate, float lr_mult, float decay_mult,
              const float* diff, float* data, float* history, size_t n) {
-  Step(c, rate, lr_mult, decay_mult, diff, data, data, history, n);
+  Step(c, rate, lr_mult, decay_mult, OneGradient{diff}, data, data, history, n);
 }
 
 void SgdStepTo(const pb::SgdConfig& c, float rate, float lr_mult, float decay_mult, const float* diff,
                const float* data_in, float* data_out, float* history, size_t n) {
-  Step(c, rate, lr_mult, decay_mult, diff, data_in, data_out, history, n);
+  Step(c, rate, lr_mult, decay_mult, OneGradient{diff}, data_in, data_out, history, n);
+}
+
+void SgdStepAveraged(const pb::SgdConfig& c, float rate, float lr_mult, float decay_mult, const float* const* srcs,
+                     size_t k, const float* data_in, float* data_out, float* history, size_t n) {
+  CHECK_GT(k, 0u);
+  Step(c, rate, lr_mult, decay_mult, AveragedGradient{srcs, k, 1.0f / static_cast<float>(k)}, data_in, data_out,
+       history, n);
 }
 
 namespace {

@@ -79,6 +79,15 @@ void SgdStep(const pb::SgdConfig& config, float rate, float lr_mult, float decay
 void SgdStepTo(const pb::SgdConfig& config, float rate, float lr_mult, float decay_mult, const float* diff,
                const float* data_in, float* data_out, float* history, size_t n);
 
+// SgdStepTo on the average of `k` gradients, made on the fly: bitwise equal
+// to AverageInOrder(srcs, k, avg, n) followed by SgdStepTo(..., avg, ...), in
+// one pass over the data instead of two (the average is never written out).
+// `data_in` and `data_out` may be the same array (an in-place step) but the
+// gradients may overlap neither.
+void SgdStepAveraged(const pb::SgdConfig& config, float rate, float lr_mult, float decay_mult,
+                     const float* const* srcs, size_t k, const float* data_in, float* data_out, float* history,
+                     size_t n);
+
 // dst[i] = (src_0[i] + src_1[i] + ... + src_{k-1}[i]) * (1 / k), summed in the
 // order given. Servers average the workers' gradients with this, in worker-rank
 // order, so a run's result does not depend on message arrival order.

@@ -366,7 +366,7 @@ void ParamServer::StorePush(const Endpoint& from, int worker, PushPart p) {
     c->average.resize(c->meta.length());
     const float* g = grad.floats();
     for (size_t i = 0; i < c->average.size(); ++i) c->average[i] = g[i] * scale;
-    Apply(c, c->average.data(), p.clock);
+    Apply(c, {c->average.data()}, p.clock);
     AnswerPulls(c);
     return;
   }
@@ -383,55 +383,65 @@ void ParamServer::ApplyReady(Chunk* c) {
   while (!c->pending.empty()) {
     auto it = c->pending.begin();
     if (it->first != c->version || it->second.count < options_.num_workers) break;
-    if (options_.num_workers == 1) {
-      // x * (1/1) == x exactly: apply the received frame in place, no copy.
-      Apply(c, it->second.grads[0].floats(), c->version);
-      c->pending.erase(it);
-    } else {
-      std::vector<const float*> srcs(options_.num_workers);
-      for (int w = 0; w < options_.num_workers; ++w) srcs[w] = it->second.grads[w].floats();
-      c->average.resize(c->meta.length());
-      AverageInOrder(srcs.data(), srcs.size(), c->average.data(), c->average.size());
-      c->pending.erase(it);  // Releases the received frames.
-      Apply(c, c->average.data(), c->version);
-    }
+    // The received frames themselves (one worker: x * (1/1) == x exactly, so
+    // the frame is the average); released once the update is made.
+    std::vector<const float*> srcs(options_.num_workers);
+    for (int w = 0; w < options_.num_workers; ++w) srcs[w] = it->second.grads[w].floats();
+    Apply(c, srcs, c->version);
+    c->pending.erase(it);
     applied = true;
   }
   if (applied) AnswerPulls(c);
 }
 
-void ParamServer::Apply(Chunk* c, const float* diff, int64_t iter) {
+void ParamServer::Apply(Chunk* c, const std::vector<const float*>& grads, int64_t iter) {
+  CHECK(!grads.empty());
   const int64_t begin = MonotonicMicros();
   const float rate = LearningRate(sgd_, iter);
-  // A chunk restored from a checkpoint of a one-history solver and resumed
-  // with AdaDelta or Adam starts its second history at zero.
-  if (NumHistoryBlobs(sgd_.type()) == 2 && c->history2.size() != c->meta.length())
-    c->history2.assign(c->meta.length(), 0.0f);
-  float* history2 = c->history2.empty() ? nullptr : c->history2.data();
-  if (c->weights.use_count() == 1) {
-    SolverStep(sgd_, iter, rate, c->meta.lr_mult(), c->meta.decay_mult(), diff, c->weights->data(),
-               c->history.data(), history2, c->meta.length());
-  } else {
-    // A pull reply still being sent (or a checkpoint being written) shares
-    // the weights: write the update out of place, into the spare buffer if
-    // nothing holds that one any more (no allocation), else into a new one;
-    // the old weights become the spare.
-    if (c->spare == nullptr || c->spare.use_count() > 1)
-      c->spare = std::make_shared<std::vector<float>>(c->meta.length());
-    if (sgd_.type() == pb::SOLVER_SGD) {
-      SgdStepTo(sgd_, rate, c->meta.lr_mult(), c->meta.decay_mult(), diff, c->weights->data(), c->spare->data(),
-                c->history.data(), c->meta.length());
+  const size_t n = c->meta.length();
+  const float lr_mult = c->meta.lr_mult(), decay_mult = c->meta.decay_mult();
+  // A pull reply still being sent (or a checkpoint being written) shares the
+  // weights: write the update out of place, into the spare buffer if nothing
+  // holds that one any more (no allocation), else into a new one; the old
+  // weights become the spare.
+  const bool shared = c->weights.use_count() > 1;
+  if (shared && (c->spare == nullptr || c->spare.use_count() > 1)) c->spare = std::make_shared<std::vector<float>>(n);
+  float* out = shared ? c->spare->data() : c->weights->data();
+  if (sgd_.type() == pb::SOLVER_SGD) {
+    if (grads.size() > 1) {
+      // Averaged on the fly: bitwise AverageInOrder and then the step, in one
+      // pass over the chunk instead of two.
+      SgdStepAveraged(sgd_, rate, lr_mult, decay_mult, grads.data(), grads.size(), c->weights->data(), out,
+                      c->history.data(), n);
+    } else if (shared) {
+      SgdStepTo(sgd_, rate, lr_mult, decay_mult, grads[0], c->weights->data(), out, c->history.data(), n);
     } else {
-      // The other solver types update in place: on a copy.
-      std::copy(c->weights->begin(), c->weights->end(), c->spare->begin());
-      SolverStep(sgd_, iter, rate, c->meta.lr_mult(), c->meta.decay_mult(), diff, c->spare->data(),
-                 c->history.data(), history2, c->meta.length());
+      SgdStep(sgd_, rate, lr_mult, decay_mult, grads[0], out, c->history.data(), n);
     }
-    std::swap(c->weights, c->spare);
+  } else {
+    // The other solvers step on the average, made first, and in place (on a
+    // copy when shared).
+    const float* diff = grads[0];
+    if (grads.size() > 1) {
+      c->average.resize(n);
+      AverageInOrder(grads.data(), grads.size(), c->average.data(), n);
+      diff = c->average.data();
+    }
+    // A chunk restored from a checkpoint of a one-history solver and resumed
+    // with AdaDelta or Adam starts its second history at zero.
+    if (NumHistoryBlobs(sgd_.type()) == 2 && c->history2.size() != n) c->history2.assign(n, 0.0f);
+    float* history2 = c->history2.empty() ? nullptr : c->history2.data();
+    if (shared) std::copy(c->weights->begin(), c->weights->end(), c->spare->begin());
+    SolverStep(sgd_, iter, rate, lr_mult, decay_mult, diff, out, c->history.data(), history2, n);
   }
+  if (shared) std::swap(c->weights, c->spare);
+  Applied(c, begin);
+}
+
+void ParamServer::Applied(Chunk* c, int64_t begin_us) {
   ++c->version;
-  c->apply_begin_us = begin;
-  c->apply_us = MonotonicMicros() - begin;
+  c->apply_begin_us = begin_us;
+  c->apply_us = MonotonicMicros() - begin_us;
   VersionAdvanced(c->version - 1);
 }
 

@@ -90,6 +90,43 @@ TEST(SgdVectorTest, AverageIsBitwiseTheScalarLoop) {
   }
 }
 
+// The step on gradients averaged on the fly is bitwise AverageInOrder and
+// then the step, in place and out of place, for every regularisation.
+TEST(SgdVectorTest, AveragedStepIsBitwiseAverageThenStep) {
+  std::mt19937 rng(13);
+  for (const char* reg : {"L2", "L1"}) {
+    for (float decay : {0.0f, 5e-4f}) {
+      pb::SgdConfig c;
+      c.set_lr_policy("fixed");
+      c.set_momentum(0.9f);
+      c.set_weight_decay(decay);
+      c.set_regularization_type(reg);
+      for (size_t k : {1u, 2u, 3u, 5u}) {
+        for (size_t n : {0u, 1u, 7u, 8u, 9u, 17u, 1027u}) {
+          std::vector<std::vector<float>> in;
+          std::vector<const float*> srcs;
+          for (size_t j = 0; j < k; ++j) in.push_back(Random(n, &rng, 1e-2f));
+          for (auto& v : in) srcs.push_back(v.data());
+          const auto data0 = Random(n, &rng, 1.0f), hist0 = Random(n, &rng, 1e-3f);
+          std::vector<float> avg(n), want = data0, want_h = hist0;
+          AverageInOrder(srcs.data(), k, avg.data(), n);
+          ScalarStep(c, 0.01f, 1.5f, 2.0f, avg.data(), want.data(), want_h.data(), n);
+          // In place.
+          std::vector<float> got = data0, got_h = hist0;
+          SgdStepAveraged(c, 0.01f, 1.5f, 2.0f, srcs.data(), k, got.data(), got.data(), got_h.data(), n);
+          EXPECT_TRUE(BitEqual(got, want)) << reg << " decay " << decay << " k " << k << " n " << n;
+          EXPECT_TRUE(BitEqual(got_h, want_h)) << reg << " decay " << decay << " k " << k << " n " << n;
+          // Out of place: the old weights stay as they were.
+          std::vector<float> out(n, 7.0f), out_h = hist0;
+          SgdStepAveraged(c, 0.01f, 1.5f, 2.0f, srcs.data(), k, data0.data(), out.data(), out_h.data(), n);
+          EXPECT_TRUE(BitEqual(out, want)) << reg << " decay " << decay << " k " << k << " n " << n;
+          EXPECT_TRUE(BitEqual(out_h, want_h)) << reg << " decay " << decay << " k " << k << " n " << n;
+        }
+      }
+    }
+  }
+}
+
 // Replies the server sends, kept alive like replies still in flight.
 class HoldingSink : public ReplySink {
  public:
@@ -112,10 +149,22 @@ Message Push(int64_t clock, uint64_t pull_id, const std::vector<float>& g) {
 // While replies hold earlier weights, updates go out of place (into a spare
 // buffer or a new one); each held reply keeps its own version's values, and
 // the weights stay bitwise those of in-place steps.
+void OutOfPlaceUpdates(int workers);
+
+// With several workers the update averages their gradients in rank order on
+// the fly (SgdStepAveraged); the weights must still be those of the scalar
+// average and step.
 TEST(SgdVectorTest, OutOfPlaceUpdatesKeepHeldRepliesAndExactWeights) {
+  for (int workers : {1, 2, 3}) {
+    SCOPED_TRACE(std::to_string(workers) + " worker(s)");
+    OutOfPlaceUpdates(workers);
+  }
+}
+
+void OutOfPlaceUpdates(int workers) {
   HoldingSink sink;
   ParamServerOptions o;
-  o.num_workers = 1;
+  o.num_workers = workers;
   ParamServer server(o, &sink);
   pb::SgdConfig sgd;
   sgd.set_lr_policy("fixed");
@@ -138,9 +187,19 @@ TEST(SgdVectorTest, OutOfPlaceUpdatesKeepHeldRepliesAndExactWeights) {
   std::vector<float> want = w0, hist(w0.size(), 0.0f);
   std::vector<std::vector<float>> versions;
   for (int64_t clock = 0; clock < 4; ++clock) {
-    const std::vector<float> g = {0.1f * (clock + 1), -0.2f, 0.3f, 0.0f, 1.0f};
-    server.Handle("w", 0, Push(clock, 1000 + clock, g), pb::Header());
-    ScalarStep(sgd, 0.1f, 1.0f, 1.0f, g.data(), want.data(), hist.data(), want.size());
+    // Worker r's gradient; worker 0's push carries the pull. Pushed in
+    // reverse rank order: the average must not follow arrival.
+    std::vector<std::vector<float>> g(workers);
+    for (int r = 0; r < workers; ++r) g[r] = {0.1f * (clock + 1) + 0.37f * r, -0.2f, 0.3f * (r + 1), 0.0f, 1.0f / (r + 3)};
+    for (int r = workers - 1; r >= 0; --r)
+      server.Handle("w" + std::to_string(r), r, Push(clock, r == 0 ? 1000 + clock : 0, g[r]), pb::Header());
+    std::vector<float> avg(w0.size());
+    for (size_t i = 0; i < avg.size(); ++i) {
+      float sum = g[0][i];
+      for (int r = 1; r < workers; ++r) sum += g[r][i];
+      avg[i] = sum * (1.0f / static_cast<float>(workers));
+    }
+    ScalarStep(sgd, 0.1f, 1.0f, 1.0f, avg.data(), want.data(), hist.data(), want.size());
     versions.push_back(want);
     if (clock == 1) {
       // Clock 0's reply has gone: its buffer (the spare) is free again. Clock
