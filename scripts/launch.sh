@@ -112,8 +112,19 @@ fi
 
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/nereus_launch.XXXXXX")
 [ -z "$LOG_DIR" ] || mkdir -p "$LOG_DIR"
-PIDS=() READERS=()
+PIDS=() READERS=() HOLDS=()
 declare -A LABEL_OF=()
+# This script holds each output pipe open (read-write, which never blocks)
+# from before its reader and its process start until every process has
+# ended. So neither side's open of the pipe waits for the other, and a
+# process stopped before it opened its end (a job whose first process fails
+# at once) cannot leave its reader blocked for ever. Every child closes them
+# (close_holds) or its own pipe would never reach end-of-file.
+close_holds() {
+  local h
+  for h in "${HOLDS[@]}"; do exec {h}>&-; done
+  HOLDS=()
+}
 # Stops every process and waits until each has ended. Local processes get
 # SIGTERM. Over ssh, this script closes the ssh clients' stdin: each remote
 # shell then stops its process and ssh returns once it has. A second Ctrl-C
@@ -126,7 +137,9 @@ stop_all() {
   else
     for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   fi
-  for p in "${PIDS[@]}" "${READERS[@]}"; do wait "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  close_holds  # The readers now read what is left, then end-of-file.
+  for p in "${READERS[@]}"; do wait "$p" 2>/dev/null || true; done
   rm -rf "$RUN"
 }
 trap 'echo "launch.sh: interrupted; stopping every process" >&2; stop_all; exit 130' INT TERM
@@ -143,19 +156,21 @@ for i in "${!CMDS[@]}"; do
   # Each process writes into a pipe read by its own prefixer, so its last
   # lines are out before this script returns.
   mkfifo "$RUN/out$i"
+  exec {hold}<>"$RUN/out$i"
+  HOLDS+=("$hold")
   label=${LABELS[$i]}
   if [ -n "$LOG_DIR" ]; then
-    { tee "$LOG_DIR/${LOGNAMES[$i]}.log" | sed -u "s|^|[$label] |"; } < "$RUN/out$i" 9>&- &
+    ( close_holds; { tee "$LOG_DIR/${LOGNAMES[$i]}.log" | sed -u "s|^|[$label] |"; } < "$RUN/out$i" 9>&- ) &
   else
-    sed -u "s|^|[$label] |" < "$RUN/out$i" 9>&- &
+    ( close_holds; exec sed -u "s|^|[$label] |" < "$RUN/out$i" 9>&- ) &
   fi
   READERS+=($!)
-  # Simple commands, so that $! is the process itself (bash and ip netns
-  # exec replace themselves with it), or the ssh client.
+  # Each subshell execs the command, so that $! is the process itself (bash
+  # and ip netns exec replace themselves with it), or the ssh client.
   case "$MODE" in
-    none) bash -c "${LINE_OF[$i]}" < /dev/null > "$RUN/out$i" 2>&1 9>&- & ;;
-    netns) ip netns exec "${HOST_OF[$i]}" bash -c "${LINE_OF[$i]}" < /dev/null > "$RUN/out$i" 2>&1 9>&- & ;;
-    ssh) ssh -o BatchMode=yes "${SSH_ARGS[@]}" "${HOST_OF[$i]}" "${LINE_OF[$i]}" < "$RUN/stdin" > "$RUN/out$i" 2>&1 9>&- & ;;
+    none) ( close_holds; exec bash -c "${LINE_OF[$i]}" < /dev/null > "$RUN/out$i" 2>&1 9>&- ) & ;;
+    netns) ( close_holds; exec ip netns exec "${HOST_OF[$i]}" bash -c "${LINE_OF[$i]}" < /dev/null > "$RUN/out$i" 2>&1 9>&- ) & ;;
+    ssh) ( close_holds; exec ssh -o BatchMode=yes "${SSH_ARGS[@]}" "${HOST_OF[$i]}" "${LINE_OF[$i]}" < "$RUN/stdin" > "$RUN/out$i" 2>&1 9>&- ) & ;;
   esac
   PIDS+=($!)
   LABEL_OF[$!]=$label
@@ -166,6 +181,22 @@ while [ ${#live[@]} -gt 0 ]; do
   finished=""
   status=0
   wait -n -p finished "${live[@]}" || status=$?
+  if [ -z "${finished-}" ]; then
+    # Bash 5.2's wait -n names no job (status 127, the variable unset) when
+    # the processes it is given ended before it and bash already moved them
+    # out of its job table (starting a later one does that); `wait PID` still
+    # has such a process's status. Take one that has ended (reaped: kill -0
+    # fails), else wait for the first.
+    finished=${live[0]}
+    for p in "${live[@]}"; do
+      if ! kill -0 "$p" 2>/dev/null; then
+        finished=$p
+        break
+      fi
+    done
+    status=0
+    wait "$finished" || status=$?
+  fi
   next=()
   for p in "${live[@]}"; do [ "$p" = "$finished" ] || next+=("$p"); done
   live=("${next[@]}")
@@ -175,6 +206,7 @@ while [ ${#live[@]} -gt 0 ]; do
     exit 1
   fi
 done
+close_holds
 for p in "${READERS[@]}"; do wait "$p" || true; done
 rm -rf "$RUN"
 echo "launch.sh: every process exited cleanly"

@@ -183,6 +183,25 @@ grep -q "^launch.sh: worker 1@$HOST_B exited with status 1; stopping every proce
 if pgrep -f -- "--coordinator=$ADDR_A:$PORT" >/dev/null; then fail "processes of the failed job are left"; fi
 echo "ok: a failed worker stops the job ($((SECONDS - start)) s), nothing left running"
 
+# 4b'. A process that fails at once, often before launch.sh has started the
+# rest (a flag value the coordinator and servers refuse): launch.sh used to
+# hang for ever on the output pipe of a process it stopped before that
+# process had opened it, or die in its wait loop ("finished: unbound
+# variable") when bash had already dropped the failed process from its job
+# table. Five runs, each bounded.
+bad_port=$(free_port 127.0.0.1)
+for run in 1 2 3 4 5; do
+  rc=0
+  timeout 60 "$LAUNCH" --hostfile="$T/one" --num_servers=2 --num_workers=3 --port="$bad_port" --ssh=none \
+    --bin_dir="$BIN" --consistency=bogus > "$T/early.out" 2>&1 || rc=$?
+  [ "$rc" -ne 124 ] || { cat "$T/early.out" >&2; fail "run $run: launch.sh hung after a process failed at once"; }
+  [ "$rc" -eq 1 ] || { cat "$T/early.out" >&2; fail "run $run: exit status $rc, not 1"; }
+  grep -q "^launch.sh: \(coordinator\|server [01]\)@127.0.0.1 exited with status 2; stopping every process$" \
+    "$T/early.out" || { cat "$T/early.out" >&2; fail "run $run: no line naming the process that failed"; }
+  if pgrep -f -- "--coordinator=127.0.0.1:$bad_port" >/dev/null; then fail "run $run: processes left"; fi
+done
+echo "ok: a process failing at once stops the job, 5 of 5 runs"
+
 # 4c. Ctrl-C (SIGINT to launch.sh) while the job trains stops every process.
 set -m  # launch.sh in its own process group, SIGINT not ignored
 mkfifo "$T/live"
