@@ -46,9 +46,9 @@ enum class RawOp { kPush, kPull, kPushPull };
 //
 // `update` (null: none) makes the servers also do the one thing a parameter
 // server must do that ZeroMQ does not: once every worker has pushed a chunk,
-// average their gradients (AverageInOrder, worker order) and take one Caffe
-// SGD step with this config (SgdStep, `base_lr`), on the server's thread
-// right after the ack, keeping the weights as ParamServer does (in place, or
+// take one Caffe SGD step with this config (at `base_lr`) on their gradients
+// averaged in worker order, on the server's thread right after the ack, the
+// way ParamServer::Apply makes it (SgdStep or SgdStepAveraged; in place, or
 // out of place into a spare buffer while a pull reply still holds them).
 // Pulls are still answered at once (no BSP wait), so this baseline never
 // waits where a Nereus server would.
