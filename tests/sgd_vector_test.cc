@@ -38,6 +38,15 @@ std::vector<float> Random(size_t n, std::mt19937* rng, float scale) {
   return v;
 }
 
+pb::SgdConfig MomentumSgd(const char* regularization, float weight_decay) {
+  pb::SgdConfig c;
+  c.set_lr_policy("fixed");
+  c.set_momentum(0.9f);
+  c.set_weight_decay(weight_decay);
+  c.set_regularization_type(regularization);
+  return c;
+}
+
 bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -46,11 +55,7 @@ TEST(SgdVectorTest, StepIsBitwiseTheScalarLoop) {
   std::mt19937 rng(7);
   for (const char* reg : {"L2", "L1"}) {
     for (float decay : {0.0f, 5e-4f}) {
-      pb::SgdConfig c;
-      c.set_lr_policy("fixed");
-      c.set_momentum(0.9f);
-      c.set_weight_decay(decay);
-      c.set_regularization_type(reg);
+      const pb::SgdConfig c = MomentumSgd(reg, decay);
       // Lengths around the vector width and its tail.
       for (size_t n : {0u, 1u, 3u, 4u, 7u, 8u, 9u, 15u, 16u, 17u, 1000u, 1027u}) {
         const auto diff = Random(n, &rng, 1e-2f), data0 = Random(n, &rng, 1.0f), hist0 = Random(n, &rng, 1e-3f);
@@ -96,11 +101,7 @@ TEST(SgdVectorTest, AveragedStepIsBitwiseAverageThenStep) {
   std::mt19937 rng(13);
   for (const char* reg : {"L2", "L1"}) {
     for (float decay : {0.0f, 5e-4f}) {
-      pb::SgdConfig c;
-      c.set_lr_policy("fixed");
-      c.set_momentum(0.9f);
-      c.set_weight_decay(decay);
-      c.set_regularization_type(reg);
+      const pb::SgdConfig c = MomentumSgd(reg, decay);
       for (size_t k : {1u, 2u, 3u, 5u}) {
         for (size_t n : {0u, 1u, 7u, 8u, 9u, 17u, 1027u}) {
           std::vector<std::vector<float>> in;

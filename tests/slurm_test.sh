@@ -91,9 +91,11 @@ SBATCH=$!
 finished=""
 rc=0
 wait -n -p finished "$CTLD" "$SLURMD" "$SBATCH" || rc=$?
-if [ "$finished" != "$SBATCH" ]; then
+# Unset when the one that ended did so before a later one was started (bash
+# 5.2's wait -n then names no job; see scripts/launch.sh): a daemon.
+if [ "${finished-}" != "$SBATCH" ]; then
   which=slurmctld
-  [ "$finished" = "$SLURMD" ] && which=slurmd
+  [ "${finished-}" = "$SLURMD" ] && which=slurmd
   kill "$SBATCH" 2>/dev/null || true
   wait "$SBATCH" 2>/dev/null || true
   cat "$T/$which.out" "$T/$which.log" 2>/dev/null | tail -n 20 >&2
