@@ -133,10 +133,8 @@ class RawServer {
   static void ReleaseVersion(void*, void* hint) { delete static_cast<std::shared_ptr<std::vector<float>>*>(hint); }
 
   // Every worker's gradient of `chunk` is in: one SGD step on their average
-  // in worker order (the newest each has sent), the way ParamServer::Apply
-  // makes it: on the received frame itself for one worker, else averaged on
-  // the fly (SgdStepAveraged); in place unless a reply still holds the
-  // weights, else out of place into the spare buffer.
+  // in worker order (the newest each has sent), with the functions
+  // ParamServer::Apply calls (SgdStepAveraged, UpdateHeldWeights).
   void Update(uint32_t chunk, const std::map<std::string, std::vector<zmq::message_t>>& kept) {
     UpdatedChunk& u = updated_.at(chunk);
     u.pushes = 0;
@@ -145,19 +143,10 @@ class RawServer {
       if (chunk < slots.size() && slots[chunk].size() == u.history.size() * sizeof(float))
         srcs.push_back(slots[chunk].data<float>());
     CHECK(!srcs.empty());
-    const size_t n = u.history.size();
-    const bool shared = u.weights.use_count() > 1;
-    if (shared && (u.spare == nullptr || u.spare.use_count() > 1)) u.spare = std::make_shared<std::vector<float>>(n);
-    float* out = shared ? u.spare->data() : u.weights->data();
-    const float rate = sgd_.base_lr();
-    if (srcs.size() > 1) {
-      SgdStepAveraged(sgd_, rate, 1.0f, 1.0f, srcs.data(), srcs.size(), u.weights->data(), out, u.history.data(), n);
-    } else if (shared) {
-      SgdStepTo(sgd_, rate, 1.0f, 1.0f, srcs[0], u.weights->data(), out, u.history.data(), n);
-    } else {
-      SgdStep(sgd_, rate, 1.0f, 1.0f, srcs[0], out, u.history.data(), n);
-    }
-    if (shared) std::swap(u.weights, u.spare);
+    UpdateHeldWeights(&u.weights, &u.spare, [&](const float* in, float* out) {
+      SgdStepAveraged(sgd_, sgd_.base_lr(), 1.0f, 1.0f, srcs.data(), srcs.size(), in, out, u.history.data(),
+                      u.history.size());
+    });
   }
 
   const std::vector<ChunkPlacement> chunks_;

@@ -183,7 +183,7 @@ double Median(std::vector<double> v) {
 // alternates too), so that both see the same moments of the machine: on a
 // virtual machine an idle core's wake-up alone moves a round trip from about
 // 20 us to about 100 us, which separate blocks of samples caught
-// differently (ratios of 0.3 to 5.6 between runs).
+// differently (ratios of 0.30 and 1.16 in two back-to-back runs).
 StatusOr<RttFigures> Rtt(int samples, Watchdog* wd, const std::string& phase) {
   wd->Phase(phase + ": jobs start and INIT");
   ASSIGN_OR_RETURN(auto raw, RawRttJob::Start(4096));

@@ -193,14 +193,13 @@ void SgdStep(const pb::SgdConfig& c, float rate, float lr_mult, float decay_mult
   Step(c, rate, lr_mult, decay_mult, OneGradient{diff}, data, data, history, n);
 }
 
-void SgdStepTo(const pb::SgdConfig& c, float rate, float lr_mult, float decay_mult, const float* diff,
-               const float* data_in, float* data_out, float* history, size_t n) {
-  Step(c, rate, lr_mult, decay_mult, OneGradient{diff}, data_in, data_out, history, n);
-}
-
 void SgdStepAveraged(const pb::SgdConfig& c, float rate, float lr_mult, float decay_mult, const float* const* srcs,
                      size_t k, const float* data_in, float* data_out, float* history, size_t n) {
   CHECK_GT(k, 0u);
+  if (k == 1) {
+    Step(c, rate, lr_mult, decay_mult, OneGradient{srcs[0]}, data_in, data_out, history, n);
+    return;
+  }
   Step(c, rate, lr_mult, decay_mult, AveragedGradient{srcs, k, 1.0f / static_cast<float>(k)}, data_in, data_out,
        history, n);
 }

@@ -7,7 +7,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 #include "proto/nereus.pb.h"
@@ -71,22 +74,35 @@ float LearningRate(const pb::SgdConfig& config, int64_t iter);
 void SgdStep(const pb::SgdConfig& config, float rate, float lr_mult, float decay_mult,
              const float* diff, float* data, float* history, size_t n);
 
-// The same step out of place: reads the weights from `data_in`, writes the
-// new ones to `data_out` (which must not overlap `data_in`), updates
-// `history` in place. Bitwise equal to SgdStep on a copy of `data_in`; it
-// saves that copy when the old weights must stay readable (a reply still
-// sending them).
-void SgdStepTo(const pb::SgdConfig& config, float rate, float lr_mult, float decay_mult, const float* diff,
-               const float* data_in, float* data_out, float* history, size_t n);
-
-// SgdStepTo on the average of `k` gradients, made on the fly: bitwise equal
-// to AverageInOrder(srcs, k, avg, n) followed by SgdStepTo(..., avg, ...), in
-// one pass over the data instead of two (the average is never written out).
-// `data_in` and `data_out` may be the same array (an in-place step) but the
-// gradients may overlap neither.
+// SgdStep on the average of `k` gradients, made on the fly, reading the
+// weights from `data_in` and writing them to `data_out` (the same array for
+// an in-place step; otherwise not overlapping), `history` in place. Bitwise
+// equal to AverageInOrder(srcs, k, avg, n) and then SgdStep(..., avg, ...) on
+// a copy of `data_in`, in one pass over the data instead of two (the average
+// is never written out; k == 1 steps on srcs[0] itself). Out of place saves
+// the copy when the old weights must stay readable (a reply still sending
+// them). The gradients may overlap neither array.
 void SgdStepAveraged(const pb::SgdConfig& config, float rate, float lr_mult, float decay_mult,
                      const float* const* srcs, size_t k, const float* data_in, float* data_out, float* history,
                      size_t n);
+
+// One update of weights that zero-copy replies may still hold (a server's
+// chunk): `step(in, out)` writes the new weights. When nothing else holds
+// `*weights` the step is in place (in == out); else it reads `*weights` and
+// writes `*spare` (reused when nothing holds it any more, else made anew),
+// which then becomes the weights, so a held reply keeps its version's values.
+template <class Step>
+void UpdateHeldWeights(std::shared_ptr<std::vector<float>>* weights, std::shared_ptr<std::vector<float>>* spare,
+                       Step step) {
+  float* data = (*weights)->data();
+  if (weights->use_count() == 1) {
+    step(static_cast<const float*>(data), data);
+    return;
+  }
+  if (*spare == nullptr || spare->use_count() > 1) *spare = std::make_shared<std::vector<float>>((*weights)->size());
+  step(static_cast<const float*>(data), (*spare)->data());
+  std::swap(*weights, *spare);
+}
 
 // dst[i] = (src_0[i] + src_1[i] + ... + src_{k-1}[i]) * (1 / k), summed in the
 // order given. Servers average the workers' gradients with this, in worker-rank

@@ -400,27 +400,15 @@ void ParamServer::Apply(Chunk* c, const std::vector<const float*>& grads, int64_
   const float rate = LearningRate(sgd_, iter);
   const size_t n = c->meta.length();
   const float lr_mult = c->meta.lr_mult(), decay_mult = c->meta.decay_mult();
-  // A pull reply still being sent (or a checkpoint being written) shares the
-  // weights: write the update out of place, into the spare buffer if nothing
-  // holds that one any more (no allocation), else into a new one; the old
-  // weights become the spare.
-  const bool shared = c->weights.use_count() > 1;
-  if (shared && (c->spare == nullptr || c->spare.use_count() > 1)) c->spare = std::make_shared<std::vector<float>>(n);
-  float* out = shared ? c->spare->data() : c->weights->data();
   if (sgd_.type() == pb::SOLVER_SGD) {
-    if (grads.size() > 1) {
-      // Averaged on the fly: bitwise AverageInOrder and then the step, in one
-      // pass over the chunk instead of two.
-      SgdStepAveraged(sgd_, rate, lr_mult, decay_mult, grads.data(), grads.size(), c->weights->data(), out,
-                      c->history.data(), n);
-    } else if (shared) {
-      SgdStepTo(sgd_, rate, lr_mult, decay_mult, grads[0], c->weights->data(), out, c->history.data(), n);
-    } else {
-      SgdStep(sgd_, rate, lr_mult, decay_mult, grads[0], out, c->history.data(), n);
-    }
+    // Several workers' gradients are averaged on the fly: bitwise
+    // AverageInOrder and then the step, in one pass over the chunk.
+    UpdateHeldWeights(&c->weights, &c->spare, [&](const float* in, float* out) {
+      SgdStepAveraged(sgd_, rate, lr_mult, decay_mult, grads.data(), grads.size(), in, out, c->history.data(), n);
+    });
   } else {
     // The other solvers step on the average, made first, and in place (on a
-    // copy when shared).
+    // copy of the weights when a reply holds them).
     const float* diff = grads[0];
     if (grads.size() > 1) {
       c->average.resize(n);
@@ -431,17 +419,14 @@ void ParamServer::Apply(Chunk* c, const std::vector<const float*>& grads, int64_
     // with AdaDelta or Adam starts its second history at zero.
     if (NumHistoryBlobs(sgd_.type()) == 2 && c->history2.size() != n) c->history2.assign(n, 0.0f);
     float* history2 = c->history2.empty() ? nullptr : c->history2.data();
-    if (shared) std::copy(c->weights->begin(), c->weights->end(), c->spare->begin());
-    SolverStep(sgd_, iter, rate, lr_mult, decay_mult, diff, out, c->history.data(), history2, n);
+    UpdateHeldWeights(&c->weights, &c->spare, [&](const float* in, float* out) {
+      if (in != out) std::copy(in, in + n, out);
+      SolverStep(sgd_, iter, rate, lr_mult, decay_mult, diff, out, c->history.data(), history2, n);
+    });
   }
-  if (shared) std::swap(c->weights, c->spare);
-  Applied(c, begin);
-}
-
-void ParamServer::Applied(Chunk* c, int64_t begin_us) {
   ++c->version;
-  c->apply_begin_us = begin_us;
-  c->apply_us = MonotonicMicros() - begin_us;
+  c->apply_begin_us = begin;
+  c->apply_us = MonotonicMicros() - begin;
   VersionAdvanced(c->version - 1);
 }
 

@@ -135,7 +135,6 @@ class ParamServer {
   // One update of `c` by the average of `grads` (in worker-rank order; one:
   // taken as it is).
   void Apply(Chunk* c, const std::vector<const float*>& grads, int64_t iter);
-  void Applied(Chunk* c, int64_t begin_us);  // Bookkeeping after Apply's step.
   void AnswerPulls(Chunk* c);
   void SendWeights(Chunk* c, const Endpoint& to, uint64_t request_id, int32_t priority);
   void FlushReplies();

@@ -66,7 +66,8 @@ TEST(SgdVectorTest, StepIsBitwiseTheScalarLoop) {
         EXPECT_TRUE(BitEqual(got, want)) << reg << " decay " << decay << " n " << n;
         EXPECT_TRUE(BitEqual(got_h, want_h)) << reg << " decay " << decay << " n " << n;
         std::vector<float> out(n, -1.0f), out_h = hist0;
-        SgdStepTo(c, 0.01f, 1.5f, 2.0f, diff.data(), data0.data(), out.data(), out_h.data(), n);
+        const float* one = diff.data();  // One gradient: stepped on as it is.
+        SgdStepAveraged(c, 0.01f, 1.5f, 2.0f, &one, 1, data0.data(), out.data(), out_h.data(), n);
         EXPECT_TRUE(BitEqual(out, want)) << "out of place, " << reg << " decay " << decay << " n " << n;
         EXPECT_TRUE(BitEqual(out_h, want_h)) << "out of place, " << reg << " decay " << decay << " n " << n;
       }
