@@ -4,13 +4,13 @@
 //   nereus_bench list                      the subcommands, one a line
 // A new subcommand goes into kSubcommands below and gets a line in
 // tests/bench_smoke_test.py (bench_smoke_test fails until it has one).
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
 #include <cstdio>
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include <gflags/gflags.h>
-#include <glog/logging.h>
 
 #include "bench/bench.h"
 #include "bench/watchdog.h"
@@ -51,7 +51,8 @@ bool WriteJson(const std::vector<Record>& records) {
   if (FLAGS_json.empty()) return true;
   std::ofstream out(FLAGS_json);
   out << "[\n";
-  for (size_t i = 0; i < records.size(); ++i) out << "  " << records[i].ToJson() << (i + 1 < records.size() ? ",\n" : "\n");
+  for (size_t i = 0; i < records.size(); ++i)
+    out << "  " << records[i].ToJson() << (i + 1 < records.size() ? ",\n" : "\n");
   out << "]\n";
   if (!out) {
     LOG(ERROR) << "cannot write --json=" << FLAGS_json;

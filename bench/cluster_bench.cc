@@ -5,6 +5,9 @@
 // pipeline bench does), real processes; host 0 also runs the coordinator.
 // Everything made (processes, namespaces, veths, bridge) is removed at the
 // end, also on SIGINT, SIGTERM or SIGHUP.
+#include <fcntl.h>
+#include <gflags/gflags.h>
+#include <glog/logging.h>
 #include <poll.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -15,21 +18,17 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <fcntl.h>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gflags/gflags.h>
-#include <glog/logging.h>
 
 #include "bench/bench.h"
 #include "bench/emulated_worker.h"
@@ -45,7 +44,8 @@ DEFINE_double(model_scale, 1,
               "1/factor of its elements, every layer's FLOPs / factor), so that a big model fits a small machine; "
               "--partition_bytes and --credit_bytes are divided by it too.");
 DEFINE_int32(timeout_s, 900, "cluster: stop everything and fail if the job has not finished after this long.");
-DEFINE_string(cluster_logs, "", "cluster: keep each process's log here (default: a temporary directory, removed on success).");
+DEFINE_string(cluster_logs, "",
+              "cluster: keep each process's log here (default: a temporary directory, removed on success).");
 DEFINE_string(cluster_result, "", "cluster_worker: internal; where this worker writes its timings.");
 
 DECLARE_string(model);
@@ -126,7 +126,7 @@ std::string Tail(const std::string& path, size_t bytes = 1500) {
 std::atomic<int> g_signal_pipe_write{-1};
 std::atomic<int> g_signal_handlers_running{0};  // Handlers between entry and return.
 std::atomic<bool> g_signal_pipe_closing{false};
-sem_t g_signal_handlers_done;                     // Posted by the last handler out once closing.
+sem_t g_signal_handlers_done;  // Posted by the last handler out once closing.
 
 extern "C" void OnSignal(int sig) {
   const int saved = errno;
@@ -245,7 +245,8 @@ class Supervisor {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     Status ignored = Reap();
     while (Running() > 0) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) break;
       signals_->Wait(static_cast<int>(left.count()));  // Another SIGINT here changes nothing: they are being stopped.
       ignored = Reap();
@@ -456,7 +457,8 @@ int RunCluster(BenchContext& ctx) {
                                        "--sfb=" + FLAGS_sfb,
                                        "--cluster_result=" + worker_results.back()};
       if (!FLAGS_timeline.empty()) argv.push_back("--timeline=" + FLAGS_timeline);
-      st = jobs.Start("worker " + std::to_string(h), (*net)->Wrap(h, argv), logs + "/worker" + std::to_string(h) + ".log");
+      st = jobs.Start("worker " + std::to_string(h), (*net)->Wrap(h, argv),
+                      logs + "/worker" + std::to_string(h) + ".log");
     }
     if (st.ok()) st = jobs.Wait(time(nullptr) + FLAGS_timeout_s, &interrupted);
     // ~Supervisor stops and reaps whatever still runs before the network goes.
@@ -483,10 +485,11 @@ int RunCluster(BenchContext& ctx) {
   // Medians over every worker's timed iterations (sleeps overshoot on a
   // loaded machine: the measured compute is what the workers really did).
   const double measured = Median(t.compute_s), wait = Median(t.wait_s);
-  std::printf("%-12s hosts %d schedule %-10s link %g Mbit/s scale %g: iteration %.4f s (compute %.4f s, measured "
-              "compute %.4f s, waiting %.4f s), %.2f samples/s\n",
-              FLAGS_model.c_str(), H, FLAGS_schedule.c_str(), FLAGS_link_mbit, FLAGS_model_scale, iteration, compute,
-              measured, wait, samples);
+  std::printf(
+      "%-12s hosts %d schedule %-10s link %g Mbit/s scale %g: iteration %.4f s (compute %.4f s, measured "
+      "compute %.4f s, waiting %.4f s), %.2f samples/s\n",
+      FLAGS_model.c_str(), H, FLAGS_schedule.c_str(), FLAGS_link_mbit, FLAGS_model_scale, iteration, compute, measured,
+      wait, samples);
   Record r;
   r.Set("model", FLAGS_model).Set("hosts", H).Set("schedule", FLAGS_schedule).Set("link_mbit", FLAGS_link_mbit);
   r.Set("latency_us", FLAGS_latency_us).Set("model_scale", FLAGS_model_scale);

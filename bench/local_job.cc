@@ -69,8 +69,7 @@ Status LocalJob::Finish() {
   finished_ = true;
   std::vector<Status> results(clients_.size());
   std::vector<std::thread> finishers;
-  for (size_t w = 0; w < clients_.size(); ++w)
-    finishers.emplace_back([&, w] { results[w] = clients_[w]->Finish(); });
+  for (size_t w = 0; w < clients_.size(); ++w) finishers.emplace_back([&, w] { results[w] = clients_[w]->Finish(); });
   for (auto& t : finishers) t.join();
   for (auto& t : server_threads_) t.join();
   if (coordinator_thread_.joinable()) coordinator_thread_.join();

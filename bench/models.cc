@@ -55,8 +55,8 @@ ModelSpec Vgg19(int classes = 1000) {
   int cin = 3, size = 224;
   for (int b = 0; b < 5; ++b) {
     for (int i = 0; i < blocks[b][1]; ++i) {
-      m.layers.push_back(Conv("conv" + std::to_string(b + 1) + "_" + std::to_string(i + 1), 3, cin, blocks[b][0], size,
-                              true, false));
+      m.layers.push_back(
+          Conv("conv" + std::to_string(b + 1) + "_" + std::to_string(i + 1), 3, cin, blocks[b][0], size, true, false));
       cin = blocks[b][0];
     }
     size /= 2;
@@ -192,7 +192,8 @@ StatusOr<ModelSpec> ModelByName(const std::string& name) {
   if (name == "resnet50") return Resnet50();
   if (name == "inception_v3") return InceptionV3();
   if (name == "lenet") return Lenet();
-  return InvalidArgumentError("unknown --model \"" + name + "\" (expected vgg19, vgg19_22k, resnet50, inception_v3 or lenet)");
+  return InvalidArgumentError("unknown --model \"" + name +
+                              "\" (expected vgg19, vgg19_22k, resnet50, inception_v3 or lenet)");
 }
 
 ModelSpec Shrink(const ModelSpec& model, double factor) {

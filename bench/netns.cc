@@ -1,5 +1,6 @@
 #include "bench/netns.h"
 
+#include <glog/logging.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,8 +9,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <sstream>
-
-#include <glog/logging.h>
 
 namespace nereus {
 namespace bench {
@@ -62,15 +61,16 @@ StatusOr<std::unique_ptr<NetNamespace>> NetNamespace::Create(const std::string& 
   if (rate_mbit > 0) {
     std::ostringstream rate;
     rate << static_cast<long long>(rate_mbit * 1000) << "kbit";
-    RETURN_IF_ERROR(in({"tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate", rate.str(), "burst", "256kb",
-                        "latency", "500ms"}));
+    RETURN_IF_ERROR(in(
+        {"tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate", rate.str(), "burst", "256kb", "latency", "500ms"}));
   }
   return ns;
 }
 
 NetNamespace::~NetNamespace() {
   std::string out;
-  if (RunCommand({"ip", "netns", "del", name_}, &out) != 0) LOG(ERROR) << "cannot delete namespace " << name_ << ": " << out;
+  if (RunCommand({"ip", "netns", "del", name_}, &out) != 0)
+    LOG(ERROR) << "cannot delete namespace " << name_ << ": " << out;
 }
 
 std::vector<std::string> NetNamespace::Wrap(const std::vector<std::string>& argv) const {
@@ -107,8 +107,10 @@ Status Shape(const std::string& ns, const std::string& dev, double rate_mbit, do
   // The bucket holds 2 ms at the rate (at least 64 KB: one GSO segment).
   const long long burst = std::max<long long>(64 << 10, static_cast<long long>(rate_mbit * 1e6 / 8 * 0.002));
   std::vector<std::string> tbf = {"tc", "qdisc", "add", "dev", dev};
-  if (parent == "root") tbf.push_back("root");
-  else tbf.insert(tbf.end(), {"parent", parent, "handle", "2:"});
+  if (parent == "root")
+    tbf.push_back("root");
+  else
+    tbf.insert(tbf.end(), {"parent", parent, "handle", "2:"});
   tbf.insert(tbf.end(), {"tbf", "rate", std::to_string(static_cast<long long>(rate_mbit * 1000)) + "kbit", "burst",
                          std::to_string(burst), "latency", "200ms"});
   return Run(In(ns, tbf));
@@ -122,8 +124,10 @@ StatusOr<std::unique_ptr<EmulatedNetwork>> EmulatedNetwork::Create(const std::st
   std::unique_ptr<EmulatedNetwork> net(new EmulatedNetwork());  // Deletes what was made on any failure.
   auto add = [&](const std::string& ns) -> Status {
     RETURN_IF_ERROR(Run({"ip", "netns", "add", ns}).Annotate("cannot create network namespace " + ns));
-    if (ns == prefix + "sw") net->switch_ = ns;
-    else net->hosts_.push_back(ns);
+    if (ns == prefix + "sw")
+      net->switch_ = ns;
+    else
+      net->hosts_.push_back(ns);
     return Run(In(ns, {"ip", "link", "set", "lo", "up"}));
   };
   RETURN_IF_ERROR(add(prefix + "sw"));
@@ -139,7 +143,7 @@ StatusOr<std::unique_ptr<EmulatedNetwork>> EmulatedNetwork::Create(const std::st
     RETURN_IF_ERROR(Run(In(net->switch_, {"ip", "link", "set", port, "up"})));
     RETURN_IF_ERROR(Run(In(ns, {"ip", "addr", "add", Address(h) + "/24", "dev", "eth0"})));
     RETURN_IF_ERROR(Run(In(ns, {"ip", "link", "set", "eth0", "up"})));
-    RETURN_IF_ERROR(Shape(ns, "eth0", rate_mbit, latency_us));          // What the host sends.
+    RETURN_IF_ERROR(Shape(ns, "eth0", rate_mbit, latency_us));                // What the host sends.
     RETURN_IF_ERROR(Shape(net->switch_, port, rate_mbit, /*latency_us=*/0));  // What it receives.
   }
   return net;
@@ -148,7 +152,8 @@ StatusOr<std::unique_ptr<EmulatedNetwork>> EmulatedNetwork::Create(const std::st
 EmulatedNetwork::~EmulatedNetwork() {
   for (const std::string& ns : namespaces()) {
     std::string out;
-    if (RunCommand({"ip", "netns", "del", ns}, &out) != 0) LOG(ERROR) << "cannot delete namespace " << ns << ": " << out;
+    if (RunCommand({"ip", "netns", "del", ns}, &out) != 0)
+      LOG(ERROR) << "cannot delete namespace " << ns << ": " << out;
   }
 }
 

@@ -2,6 +2,7 @@
 // from its FLOPs at --device_gflops) and do real pushes and pulls through real
 // servers, under one schedule; reports the median iteration time against the
 // lower bound max(compute, bytes over the busiest link / its rate).
+#include <gflags/gflags.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,8 +12,6 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
-
-#include <gflags/gflags.h>
 
 #include "bench/bench.h"
 #include "bench/emulated_worker.h"
@@ -67,8 +66,8 @@ struct Outcome {
   double push_messages = 0, pull_messages = 0, batches = 0, batched_units = 0;
   double factor_messages = 0;
   double factor_bytes_received = 0;  // As counted in the window (see RunOne).
-  double factor_apply_s = 0;  // The client's factor GEMMs and SGD steps (a thread of its own).
-  int sfb_tensors = 0;        // Tensors the client sent as factors.
+  double factor_apply_s = 0;         // The client's factor GEMMs and SGD steps (a thread of its own).
+  int sfb_tensors = 0;               // Tensors the client sent as factors.
 };
 
 StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, uint64_t batch_bytes, const std::string& sfb,
@@ -204,40 +203,39 @@ int RunInside(Watchdog* wd) {
               model->parameters() / 1e6, FLAGS_workers, FLAGS_servers, FLAGS_batch,
               FLAGS_link_mbit > 0 ? (std::to_string(static_cast<int>(FLAGS_link_mbit)) + " Mbit/s").c_str()
                                   : "loopback (unshaped)");
-  std::printf("%-11s %7s %5s %12s %10s %10s %10s %10s %9s %9s %10s %9s\n", "schedule", "batch_B", "sfb",
-              "iteration_s", "compute_s", "bound_s", "x bound", "samples/s", "push/it", "pull/it", "MB/worker",
-              "apply_s");
+  std::printf("%-11s %7s %5s %12s %10s %10s %10s %10s %9s %9s %10s %9s\n", "schedule", "batch_B", "sfb", "iteration_s",
+              "compute_s", "bound_s", "x bound", "samples/s", "push/it", "pull/it", "MB/worker", "apply_s");
   JsonRows json(FLAGS_json);
   for (int round = 0; round < FLAGS_rounds; ++round) {
     for (Schedule s : schedules) {
       for (uint64_t batch_bytes : sweep) {
-       for (const std::string& sfb : sfb_modes) {
-        auto out = RunOne(*model, s, batch_bytes, sfb, wd);
-        if (!out.ok()) {
-          LOG(ERROR) << "pipeline " << ScheduleName(s) << " batch_bytes=" << batch_bytes << " sfb=" << sfb << ": "
-                     << out.status();
-          return 1;
+        for (const std::string& sfb : sfb_modes) {
+          auto out = RunOne(*model, s, batch_bytes, sfb, wd);
+          if (!out.ok()) {
+            LOG(ERROR) << "pipeline " << ScheduleName(s) << " batch_bytes=" << batch_bytes << " sfb=" << sfb << ": "
+                       << out.status();
+            return 1;
+          }
+          const double samples = FLAGS_workers * FLAGS_batch / out->iteration_s;
+          std::printf("%-11s %7llu %5s %12.3f %10.3f %10.3f %10.3f %10.1f %9.1f %9.1f %10.1f %9.3f\n", ScheduleName(s),
+                      static_cast<unsigned long long>(batch_bytes), sfb.c_str(), out->iteration_s, out->compute_s,
+                      out->lower_bound_s, out->iteration_s / out->lower_bound_s, samples, out->push_messages,
+                      out->pull_messages, out->bytes_per_worker / 1e6, out->factor_apply_s);
+          std::fflush(stdout);
+          Record r;
+          r.Set("model", model->name).Set("workers", FLAGS_workers).Set("servers", FLAGS_servers);
+          r.Set("schedule", ScheduleName(s)).Set("iterations", FLAGS_iterations).Set("iteration_s", out->iteration_s);
+          r.Set("compute_s", out->compute_s).Set("bytes_per_worker", out->bytes_per_worker);
+          r.Set("lower_bound_s", out->lower_bound_s).Set("samples_per_s", samples);
+          r.Set("link_mbit", FLAGS_link_mbit);
+          r.Set("batch_bytes", static_cast<unsigned long long>(batch_bytes)).Set("round", round);
+          r.Set("push_messages_per_iter", out->push_messages).Set("pull_messages_per_iter", out->pull_messages);
+          r.Set("batches_per_iter", out->batches).Set("batched_units_per_iter", out->batched_units);
+          r.Set("sfb", sfb).Set("sfb_tensors", out->sfb_tensors).Set("link_bytes_per_iter", out->link_bytes);
+          r.Set("factor_messages_per_iter", out->factor_messages).Set("factor_apply_s", out->factor_apply_s);
+          r.Set("batch", FLAGS_batch).Set("factor_bytes_received_per_iter", out->factor_bytes_received);
+          if (!json.Add(r)) return 1;
         }
-        const double samples = FLAGS_workers * FLAGS_batch / out->iteration_s;
-        std::printf("%-11s %7llu %5s %12.3f %10.3f %10.3f %10.3f %10.1f %9.1f %9.1f %10.1f %9.3f\n", ScheduleName(s),
-                    static_cast<unsigned long long>(batch_bytes), sfb.c_str(), out->iteration_s, out->compute_s,
-                    out->lower_bound_s, out->iteration_s / out->lower_bound_s, samples, out->push_messages,
-                    out->pull_messages, out->bytes_per_worker / 1e6, out->factor_apply_s);
-        std::fflush(stdout);
-        Record r;
-        r.Set("model", model->name).Set("workers", FLAGS_workers).Set("servers", FLAGS_servers);
-        r.Set("schedule", ScheduleName(s)).Set("iterations", FLAGS_iterations).Set("iteration_s", out->iteration_s);
-        r.Set("compute_s", out->compute_s).Set("bytes_per_worker", out->bytes_per_worker);
-        r.Set("lower_bound_s", out->lower_bound_s).Set("samples_per_s", samples);
-        r.Set("link_mbit", FLAGS_link_mbit);
-        r.Set("batch_bytes", static_cast<unsigned long long>(batch_bytes)).Set("round", round);
-        r.Set("push_messages_per_iter", out->push_messages).Set("pull_messages_per_iter", out->pull_messages);
-        r.Set("batches_per_iter", out->batches).Set("batched_units_per_iter", out->batched_units);
-        r.Set("sfb", sfb).Set("sfb_tensors", out->sfb_tensors).Set("link_bytes_per_iter", out->link_bytes);
-        r.Set("factor_messages_per_iter", out->factor_messages).Set("factor_apply_s", out->factor_apply_s);
-        r.Set("batch", FLAGS_batch).Set("factor_bytes_received_per_iter", out->factor_bytes_received);
-        if (!json.Add(r)) return 1;
-       }
       }
     }
   }

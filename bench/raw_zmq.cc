@@ -10,7 +10,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
 #include <zmq.hpp>
 
 #include "bench/bench.h"
@@ -62,8 +61,8 @@ class RawServer {
       sgd_ = *update;
       for (const ChunkPlacement& c : chunks_) {
         UpdatedChunk u;
-        u.weights = std::make_shared<std::vector<float>>(weights_.begin() + c.offset,
-                                                         weights_.begin() + c.offset + c.length);
+        u.weights =
+            std::make_shared<std::vector<float>>(weights_.begin() + c.offset, weights_.begin() + c.offset + c.length);
         u.history.assign(c.length, 0.0f);
         updated_.push_back(std::move(u));
       }
@@ -117,8 +116,11 @@ class RawServer {
           }
           break;
         }
-        case kStopMsg: ++stops; break;
-        default: LOG(FATAL) << "raw baseline: unknown op " << h.op;
+        case kStopMsg:
+          ++stops;
+          break;
+        default:
+          LOG(FATAL) << "raw baseline: unknown op " << h.op;
       }
     }
   }

@@ -33,8 +33,8 @@ namespace nereus {
 namespace bench {
 
 struct RawResult {
-  double gbps = 0;         // Tensor bytes moved (both ways for push+pull), Gbit/s.
-  double cpu_s = 0;        // Process CPU seconds while it ran (all threads).
+  double gbps = 0;   // Tensor bytes moved (both ways for push+pull), Gbit/s.
+  double cpu_s = 0;  // Process CPU seconds while it ran (all threads).
   double wall_s = 0;
 };
 

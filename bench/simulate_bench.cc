@@ -1,13 +1,13 @@
 // nereus_bench simulate: predicts the iteration time and the scaling of a
 // model's job on H hosts (one worker and one server each) with the
 // event-driven simulator (bench/simulator.h), one CSV line a configuration.
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
-
-#include <gflags/gflags.h>
-#include <glog/logging.h>
 
 #include "bench/bench.h"
 #include "bench/emulated_worker.h"

@@ -145,8 +145,10 @@ class Sim {
       if (k.clock == o_.iterations) return;  // The iteration after the last: done.
     }
     At(now_ + layers_[layer].forward_s, [this, w, layer] {
-      if (layer + 1 < L_) StartForward(w, layer + 1);
-      else Backward(w, L_ - 1);
+      if (layer + 1 < L_)
+        StartForward(w, layer + 1);
+      else
+        Backward(w, L_ - 1);
     });
   }
 

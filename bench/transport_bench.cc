@@ -1,5 +1,7 @@
 // nereus_bench transport: Nereus push/pull throughput and round-trip time
 // against raw ZeroMQ on the same machine, measured in the same run.
+#include <gflags/gflags.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -11,8 +13,6 @@
 #include <optional>
 #include <thread>
 #include <tuple>
-
-#include <gflags/gflags.h>
 #include <zmq.hpp>
 
 #include "bench/bench.h"
@@ -125,45 +125,46 @@ StatusOr<Measured> NereusThroughput(int servers, int workers, uint64_t bytes, in
   wd->Phase(phase + ": push");
   // push: clocks clock..clock+iters-1, a window of pushes in flight.
   ASSIGN_OR_RETURN(m.push, timed(tensor_bytes, [&](int r) -> Status {
-    std::vector<Handle> inflight;
-    for (int i = 0; i < iters; ++i) {
-      // Workers push independently; keep them within the server's window of
-      // clocks ahead (a barrier costs a few small messages).
-      if (workers > 1 && i > 0 && i % 32 == 0) RETURN_IF_ERROR(job->worker(r).Barrier("push" + std::to_string(i)));
-      if (inflight.size() == kWindow) {
-        RETURN_IF_ERROR(inflight.front().Wait());
-        inflight.erase(inflight.begin());
-      }
-      inflight.push_back(job->worker(r).Push(0, g[r].data(), clock + i));
-    }
-    for (auto& h : inflight) RETURN_IF_ERROR(h.Wait());
-    return Status::OK();
-  }));
+                     std::vector<Handle> inflight;
+                     for (int i = 0; i < iters; ++i) {
+                       // Workers push independently; keep them within the server's window of
+                       // clocks ahead (a barrier costs a few small messages).
+                       if (workers > 1 && i > 0 && i % 32 == 0)
+                         RETURN_IF_ERROR(job->worker(r).Barrier("push" + std::to_string(i)));
+                       if (inflight.size() == kWindow) {
+                         RETURN_IF_ERROR(inflight.front().Wait());
+                         inflight.erase(inflight.begin());
+                       }
+                       inflight.push_back(job->worker(r).Push(0, g[r].data(), clock + i));
+                     }
+                     for (auto& h : inflight) RETURN_IF_ERROR(h.Wait());
+                     return Status::OK();
+                   }));
   clock += iters;
   wd->Phase(phase + ": pull");
   for (auto& d : dsts) d.assign(kWindow, std::vector<float>(n, 0.0f));
   // pull: the current version, a window of pulls in flight (into separate buffers).
   ASSIGN_OR_RETURN(m.pull, timed(tensor_bytes, [&](int r) -> Status {
-    std::vector<std::vector<float>>& dst = dsts[r];
-    std::vector<Handle> inflight(kWindow);
-    for (int i = 0; i < iters; ++i) {
-      RETURN_IF_ERROR(inflight[i % kWindow].Wait());
-      inflight[i % kWindow] = job->worker(r).Pull(0, dst[i % kWindow].data(), clock);
-    }
-    for (auto& h : inflight) RETURN_IF_ERROR(h.Wait());
-    return Status::OK();
-  }));
+                     std::vector<std::vector<float>>& dst = dsts[r];
+                     std::vector<Handle> inflight(kWindow);
+                     for (int i = 0; i < iters; ++i) {
+                       RETURN_IF_ERROR(inflight[i % kWindow].Wait());
+                       inflight[i % kWindow] = job->worker(r).Pull(0, dst[i % kWindow].data(), clock);
+                     }
+                     for (auto& h : inflight) RETURN_IF_ERROR(h.Wait());
+                     return Status::OK();
+                   }));
   wd->Phase(phase + ": push+pull");
   // push+pull: the training pattern, one clock at a time.
   ASSIGN_OR_RETURN(m.pushpull, timed(2 * tensor_bytes, [&](int r) -> Status {
-    for (int i = 0; i < iters; ++i) {
-      Handle push = job->worker(r).Push(0, g[r].data(), clock + i);
-      Handle pull = job->worker(r).Pull(0, w[r].data(), clock + i + 1);
-      RETURN_IF_ERROR(push.Wait());
-      RETURN_IF_ERROR(pull.Wait());
-    }
-    return Status::OK();
-  }));
+                     for (int i = 0; i < iters; ++i) {
+                       Handle push = job->worker(r).Push(0, g[r].data(), clock + i);
+                       Handle pull = job->worker(r).Pull(0, w[r].data(), clock + i + 1);
+                       RETURN_IF_ERROR(push.Wait());
+                       RETURN_IF_ERROR(pull.Wait());
+                     }
+                     return Status::OK();
+                   }));
   wd->Phase(phase + ": job finish");
   RETURN_IF_ERROR(job->Finish());
   return m;
@@ -278,8 +279,8 @@ int RunTransport(BenchContext& ctx) {
       const int iters = Iterations(bytes);
       Measured raw{}, upd{}, ours{}, curve{};
       for (int rep = 0; rep < std::max(1, FLAGS_repeats); ++rep) {
-        const std::string what = std::to_string(servers) + "x" + std::to_string(workers) + " " +
-                                 std::to_string(bytes) + " B, repeat " + std::to_string(rep + 1);
+        const std::string what = std::to_string(servers) + "x" + std::to_string(workers) + " " + std::to_string(bytes) +
+                                 " B, repeat " + std::to_string(rep + 1);
         if (fair) {
           const std::tuple<RawOp, OpFigures*, OpFigures*> ops[] = {{RawOp::kPush, &raw.push, &upd.push},
                                                                    {RawOp::kPull, &raw.pull, &upd.pull},
@@ -364,8 +365,8 @@ int RunTransport(BenchContext& ctx) {
   // The best of --repeats medians, each side's own best (as the throughputs).
   double raw_us = 1e30, us = 1e30;
   for (int rep = 0; rep < std::max(1, FLAGS_repeats); ++rep) {
-    auto once = Rtt(FLAGS_rtt_samples, wd, "4096 B round trips (nereus and raw zmq, alternated), repeat " +
-                                               std::to_string(rep + 1));
+    auto once = Rtt(FLAGS_rtt_samples, wd,
+                    "4096 B round trips (nereus and raw zmq, alternated), repeat " + std::to_string(rep + 1));
     if (!once.ok()) return fail(once.status());
     us = std::min(us, once->us);
     raw_us = std::min(raw_us, once->raw_us);

@@ -24,8 +24,8 @@ void Watchdog::Phase(const std::string& name) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     phase_ = name.empty() ? "(unnamed)" : name;
-    deadline_ = std::chrono::steady_clock::now() +
-                std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s_));
+    deadline_ = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                       std::chrono::duration<double>(timeout_s_));
   }
   cv_.notify_all();
 }

@@ -49,10 +49,10 @@ class Watchdog {
   const Expired expired_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::string phase_;                                // GUARDED_BY(mu_); empty: idle.
+  std::string phase_;                               // GUARDED_BY(mu_); empty: idle.
   std::chrono::steady_clock::time_point deadline_;  // GUARDED_BY(mu_)
-  bool stop_ = false;                                // GUARDED_BY(mu_)
-  std::thread thread_;                               // Owned; joined by the destructor.
+  bool stop_ = false;                               // GUARDED_BY(mu_)
+  std::thread thread_;                              // Owned; joined by the destructor.
 };
 
 }  // namespace bench

@@ -13,15 +13,17 @@ StatusOr<SfbMode> ParseSfbMode(const std::string& name) {
 
 const char* SfbModeName(SfbMode mode) {
   switch (mode) {
-    case SfbMode::kAuto: return "auto";
-    case SfbMode::kOff: return "off";
-    case SfbMode::kOn: return "on";
+    case SfbMode::kAuto:
+      return "auto";
+    case SfbMode::kOff:
+      return "off";
+    case SfbMode::kOn:
+      return "on";
   }
   return "?";
 }
 
-StatusOr<std::vector<HybCommChoice>> DecideHybComm(SfbMode mode, int workers, int servers,
-                                                   pb::Consistency consistency,
+StatusOr<std::vector<HybCommChoice>> DecideHybComm(SfbMode mode, int workers, int servers, pb::Consistency consistency,
                                                    const std::vector<FcLayerShape>& layers) {
   if (workers < 1 || servers < 1)
     return InvalidArgumentError("HybComm needs at least one worker and one server, got " + std::to_string(workers) +
@@ -81,8 +83,8 @@ std::string FormatHybCommTable(SfbMode mode, int workers, int servers, const std
   for (const HybCommChoice& c : choices) {
     const std::string shape = std::to_string(c.layer.rows) + "x" + std::to_string(c.layer.cols);
     std::snprintf(line, sizeof(line), "  %-24s %-14s %6lld %14.0f %14.0f %-4s %s\n", c.layer.name.c_str(),
-                  shape.c_str(), static_cast<long long>(c.layer.batch), c.ps_bytes, c.sfb_bytes,
-                  c.sfb ? "SFB" : "PS", c.reason.c_str());
+                  shape.c_str(), static_cast<long long>(c.layer.batch), c.ps_bytes, c.sfb_bytes, c.sfb ? "SFB" : "PS",
+                  c.reason.c_str());
     out += line;
   }
   return out;

@@ -45,8 +45,7 @@ struct HybCommChoice {
 // every layer (the reason says so) and `on` is an InvalidArgument error.
 // Errors also name a layer with a non-positive dimension or batch, and a job
 // without workers or servers.
-StatusOr<std::vector<HybCommChoice>> DecideHybComm(SfbMode mode, int workers, int servers,
-                                                   pb::Consistency consistency,
+StatusOr<std::vector<HybCommChoice>> DecideHybComm(SfbMode mode, int workers, int servers, pb::Consistency consistency,
                                                    const std::vector<FcLayerShape>& layers);
 
 // The start-up table: one line per layer (name, shape, batch, bytes per clock

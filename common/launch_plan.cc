@@ -1,9 +1,9 @@
 #include "common/launch_plan.h"
 
-#include <netdb.h>
-#include <sys/socket.h>
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cctype>
@@ -54,7 +54,8 @@ StatusOr<std::vector<std::string>> ExpandRanges(const std::string& body, const s
                                   " in brackets is not a number or a range N-M");
     }
     const long a = std::stol(lo), b = std::stol(hi);
-    if (b < a) return InvalidArgumentError("Slurm host list " + Quoted(expr) + ": range " + Quoted(entry) + " runs backwards");
+    if (b < a)
+      return InvalidArgumentError("Slurm host list " + Quoted(expr) + ": range " + Quoted(entry) + " runs backwards");
     if (static_cast<size_t>(b - a) >= kMaxHosts) {
       return InvalidArgumentError("Slurm host list " + Quoted(expr) + ": range " + Quoted(entry) + " is too long");
     }
@@ -77,9 +78,11 @@ StatusOr<std::vector<std::string>> ExpandName(const std::string& item, const std
   while (i < item.size()) {
     if (item[i] == '[') {
       const size_t close = item.find(']', i);
-      if (close == std::string::npos) return InvalidArgumentError("Slurm host list " + Quoted(expr) + ": '[' without ']'");
+      if (close == std::string::npos)
+        return InvalidArgumentError("Slurm host list " + Quoted(expr) + ": '[' without ']'");
       ASSIGN_OR_RETURN(auto values, ExpandRanges(item.substr(i + 1, close - i - 1), expr));
-      if (names.size() * values.size() > kMaxHosts) return InvalidArgumentError("Slurm host list " + Quoted(expr) + " is too long");
+      if (names.size() * values.size() > kMaxHosts)
+        return InvalidArgumentError("Slurm host list " + Quoted(expr) + " is too long");
       std::vector<std::string> next;
       for (const auto& prefix : names) {
         for (const auto& v : values) next.push_back(prefix + v);
@@ -105,9 +108,12 @@ StatusOr<std::vector<std::string>> ExpandName(const std::string& item, const std
 
 const char* LaunchRoleName(LaunchRole role) {
   switch (role) {
-    case LaunchRole::kCoordinator: return "coordinator";
-    case LaunchRole::kServer: return "server";
-    case LaunchRole::kWorker: return "worker";
+    case LaunchRole::kCoordinator:
+      return "coordinator";
+    case LaunchRole::kServer:
+      return "server";
+    case LaunchRole::kWorker:
+      return "worker";
   }
   return "?";
 }
@@ -125,8 +131,7 @@ StatusOr<std::vector<HostSpec>> ParseHostfile(const std::string& text) {
     if (!(fields >> name)) continue;
     const std::string where = "hostfile line " + std::to_string(number) + ": ";
     if (!IsSafeName(name)) {
-      return InvalidArgumentError(where + "host name " + Quoted(name) +
-                                  " may hold letters, digits and . - _ : only");
+      return InvalidArgumentError(where + "host name " + Quoted(name) + " may hold letters, digits and . - _ : only");
     }
     auto [it, inserted] = first_line.emplace(name, number);
     if (!inserted) {
@@ -144,7 +149,8 @@ StatusOr<std::vector<HostSpec>> ParseHostfile(const std::string& text) {
       } else if (field.rfind("addr=", 0) == 0) {
         h.address = field.substr(5);
         if (!IsSafeName(h.address)) {
-          return InvalidArgumentError(where + Quoted(field) + ": the address may hold letters, digits and . - _ : only");
+          return InvalidArgumentError(where + Quoted(field) +
+                                      ": the address may hold letters, digits and . - _ : only");
         }
       } else {
         return InvalidArgumentError(where + "unknown field " + Quoted(field) + " (expected slots=N or addr=ADDRESS)");
@@ -175,7 +181,8 @@ StatusOr<std::vector<std::string>> ExpandSlurmHostlist(const std::string& expr) 
     }
     if (c == '[') ++depth;
     if (c == ']') --depth;
-    if (depth < 0 || depth > 1) return InvalidArgumentError("Slurm host list " + Quoted(expr) + ": unbalanced brackets");
+    if (depth < 0 || depth > 1)
+      return InvalidArgumentError("Slurm host list " + Quoted(expr) + ": unbalanced brackets");
     item += c;
   }
   if (depth != 0) return InvalidArgumentError("Slurm host list " + Quoted(expr) + ": '[' without ']'");
@@ -196,7 +203,9 @@ StatusOr<LaunchPlan> PlanLaunch(const std::vector<HostSpec>& hosts, const Launch
   }
   int max_slots = 0;
   for (const auto& h : hosts) {
-    if (h.slots < 1) return InvalidArgumentError("host " + Quoted(h.name) + " has slots=" + std::to_string(h.slots) + "; slots must be >= 1");
+    if (h.slots < 1)
+      return InvalidArgumentError("host " + Quoted(h.name) + " has slots=" + std::to_string(h.slots) +
+                                  "; slots must be >= 1");
     if (h.address.empty()) return InvalidArgumentError("host " + Quoted(h.name) + " has no address");
     max_slots = std::max(max_slots, h.slots);
   }

@@ -2,11 +2,11 @@
 // for the launch scripts: scripts/launch.sh (hostfile, ssh or local) and
 // scripts/slurm/ (Slurm tasks). Exit status 2 with a message naming the
 // problem on bad input.
+#include <gflags/gflags.h>
+
 #include <fstream>
 #include <iostream>
 #include <sstream>
-
-#include <gflags/gflags.h>
 
 #include "common/launch_plan.h"
 
@@ -36,7 +36,8 @@ int Fail(const std::string& message) {
 }
 
 int Run() {
-  if (FLAGS_hostfile.empty() == FLAGS_slurm_nodelist.empty()) return Fail("give exactly one of --hostfile and --slurm_nodelist");
+  if (FLAGS_hostfile.empty() == FLAGS_slurm_nodelist.empty())
+    return Fail("give exactly one of --hostfile and --slurm_nodelist");
   std::vector<HostSpec> hosts;
   if (!FLAGS_hostfile.empty()) {
     std::ifstream in(FLAGS_hostfile);

@@ -46,8 +46,7 @@ std::string EncodeHeader(Message* msg) {
   return out;
 }
 
-StatusOr<Message> DecodeMessage(const Buffer& header_frame, std::vector<Buffer> payload,
-                                pb::Header* partial) {
+StatusOr<Message> DecodeMessage(const Buffer& header_frame, std::vector<Buffer> payload, pb::Header* partial) {
   Message msg;
   const bool parsed = msg.header.ParseFromArray(header_frame.data(), static_cast<int>(header_frame.size()));
   if (partial != nullptr) {
@@ -67,20 +66,23 @@ StatusOr<Message> DecodeMessage(const Buffer& header_frame, std::vector<Buffer> 
   msg.payload = std::move(payload);
   const size_t actual = msg.payload_bytes();
   if (msg.header.payload_bytes() != actual) {
-    return DataLossError("malformed message: header says payload_bytes=" +
-                         std::to_string(msg.header.payload_bytes()) + " but " +
-                         std::to_string(msg.payload.size()) + " payload frame(s) carry " + std::to_string(actual) +
-                         " bytes");
+    return DataLossError("malformed message: header says payload_bytes=" + std::to_string(msg.header.payload_bytes()) +
+                         " but " + std::to_string(msg.payload.size()) + " payload frame(s) carry " +
+                         std::to_string(actual) + " bytes");
   }
   return msg;
 }
 
 const char* RoleName(pb::Role role) {
   switch (role) {
-    case pb::COORDINATOR: return "coordinator";
-    case pb::SERVER: return "server";
-    case pb::WORKER: return "worker";
-    default: return "unknown-role";
+    case pb::COORDINATOR:
+      return "coordinator";
+    case pb::SERVER:
+      return "server";
+    case pb::WORKER:
+      return "worker";
+    default:
+      return "unknown-role";
   }
 }
 

@@ -67,8 +67,7 @@ std::string EncodeHeader(Message* msg);
 //    message names both versions).
 // On error, `partial` (if not null) receives whatever of the header parsed, so
 // the receiver can echo request_id and op in its error reply.
-StatusOr<Message> DecodeMessage(const Buffer& header_frame, std::vector<Buffer> payload,
-                                pb::Header* partial = nullptr);
+StatusOr<Message> DecodeMessage(const Buffer& header_frame, std::vector<Buffer> payload, pb::Header* partial = nullptr);
 
 const char* RoleName(pb::Role role);
 const char* OpName(pb::Op op);

@@ -21,8 +21,8 @@ Status CheckBindHost(const std::string& host, bool curve) {
                                 " is a wildcard, but a node's bind address is also the address its peers answer "
                                 "it at: give this host's own address");
   if (!IsLoopbackHost(host) && !curve)
-    LOG(WARNING) << "listening on " << host << " without --curve_dir: this job is open to anyone who can reach "
-                 << host << " (they can register, push gradients and read the weights); make keys with "
+    LOG(WARNING) << "listening on " << host << " without --curve_dir: this job is open to anyone who can reach " << host
+                 << " (they can register, push gradients and read the weights); make keys with "
                     "nereus_keygen and pass --curve_dir to every process";
   return Status::OK();
 }
@@ -181,7 +181,8 @@ void Node::OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Head
       member = registered_ && by_endpoint_.count(from) > 0;
     }
     if (!member) {
-      refusals_->Refuse(from, std::string("refused a message (") + (msg.ok() ? OpName(msg->header.op()) : "undecodable") +
+      refusals_->Refuse(from, std::string("refused a message (") +
+                                  (msg.ok() ? OpName(msg->header.op()) : "undecodable") +
                                   "): the sender is not a member of this job");
       return;
     }
@@ -203,24 +204,26 @@ void Node::OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Head
     case pb::REGISTER_REPLY: {
       std::vector<EarlyMessage> early;
       {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (registered_) break;
-      job_ = h.job();
-      servers_.assign(job_.num_servers(), "");
-      workers_.assign(job_.num_workers(), "");
-      for (const auto& n : h.nodes()) {
-        if (n.role() == pb::SERVER && n.rank() >= 0 && n.rank() < job_.num_servers()) servers_[n.rank()] = n.endpoint();
-        if (n.role() == pb::WORKER && n.rank() >= 0 && n.rank() < job_.num_workers()) workers_[n.rank()] = n.endpoint();
-        by_endpoint_[n.endpoint()] = {n.role(), n.rank()};
-        if (n.endpoint() == transport_->endpoint()) rank_ = n.rank();
-      }
-      if (rank_ < 0) {
-        register_error_ = InternalError("coordinator's address book does not list this node");
-      } else {
-        registered_ = true;
-      }
-      cv_.notify_all();
-      early.swap(early_);
+        std::lock_guard<std::mutex> lock(mu_);
+        if (registered_) break;
+        job_ = h.job();
+        servers_.assign(job_.num_servers(), "");
+        workers_.assign(job_.num_workers(), "");
+        for (const auto& n : h.nodes()) {
+          if (n.role() == pb::SERVER && n.rank() >= 0 && n.rank() < job_.num_servers())
+            servers_[n.rank()] = n.endpoint();
+          if (n.role() == pb::WORKER && n.rank() >= 0 && n.rank() < job_.num_workers())
+            workers_[n.rank()] = n.endpoint();
+          by_endpoint_[n.endpoint()] = {n.role(), n.rank()};
+          if (n.endpoint() == transport_->endpoint()) rank_ = n.rank();
+        }
+        if (rank_ < 0) {
+          register_error_ = InternalError("coordinator's address book does not list this node");
+        } else {
+          registered_ = true;
+        }
+        cv_.notify_all();
+        early.swap(early_);
       }
       // Messages that came before the address book, now judged by it
       // (without the lock: the handler may block).
@@ -257,8 +260,9 @@ void Node::OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Head
         std::lock_guard<std::mutex> lock(mu_);
         current = registered_ && h.epoch() > job_.epoch();
       }
-      if (current) Abort(RollbackError("the job rolls back to its newest checkpoint (epoch " +
-                                       std::to_string(h.epoch()) + "): " + h.error()));
+      if (current)
+        Abort(RollbackError("the job rolls back to its newest checkpoint (epoch " + std::to_string(h.epoch()) +
+                            "): " + h.error()));
       break;
     }
     case pb::SHUTDOWN: {

@@ -23,11 +23,11 @@
 namespace nereus {
 
 struct NodeOptions {
-  std::string coordinator;           // "host:port" or "tcp://host:port".
+  std::string coordinator;  // "host:port" or "tcp://host:port".
   pb::Role role = pb::WORKER;
-  int rank = -1;                     // -1: the coordinator picks.
+  int rank = -1;  // -1: the coordinator picks.
   std::string bind_host = "127.0.0.1";
-  int startup_timeout_s = 60;        // For registration and the start barrier.
+  int startup_timeout_s = 60;  // For registration and the start barrier.
   ZmqTransportOptions transport;
   // Sent with REGISTER: --resume, and a server's complete checkpoints and
   // --checkpoint_every (the coordinator picks the newest clock every server
@@ -52,8 +52,7 @@ class Node {
  public:
   // Called on the receive thread for each PUSH/PULL/INIT/... message (every op
   // that is not membership), and for messages that failed to decode.
-  using DataHandler =
-      std::function<void(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial)>;
+  using DataHandler = std::function<void(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial)>;
   // Called once, on an internal thread, when the job is aborted.
   using AbortHandler = std::function<void(const Status& why)>;
 
@@ -122,16 +121,16 @@ class Node {
   };
   static constexpr size_t kMaxEarlyMessages = 4096;
   static constexpr std::chrono::seconds kRegisterRepeat{1};  // REGISTER is re-sent this often until answered.
-  std::vector<EarlyMessage> early_;  // GUARDED_BY(mu_)
+  std::vector<EarlyMessage> early_;                          // GUARDED_BY(mu_)
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool registered_ = false;                 // GUARDED_BY(mu_)
-  Status register_error_;                   // GUARDED_BY(mu_)
-  Status abort_;                            // GUARDED_BY(mu_)
-  bool shutdown_ = false;                   // GUARDED_BY(mu_)
-  bool stopping_ = false;                   // GUARDED_BY(mu_)
-  std::map<std::string, int> barrier_released_;  // GUARDED_BY(mu_): name -> releases
+  bool registered_ = false;                         // GUARDED_BY(mu_)
+  Status register_error_;                           // GUARDED_BY(mu_)
+  Status abort_;                                    // GUARDED_BY(mu_)
+  bool shutdown_ = false;                           // GUARDED_BY(mu_)
+  bool stopping_ = false;                           // GUARDED_BY(mu_)
+  std::map<std::string, int> barrier_released_;     // GUARDED_BY(mu_): name -> releases
   std::chrono::steady_clock::time_point last_ack_;  // GUARDED_BY(mu_)
   std::thread heartbeat_;
   std::thread abort_notifier_;

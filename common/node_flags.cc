@@ -30,7 +30,8 @@ StatusOr<NodeOptions> NodeOptionsFromFlags(pb::Role role) {
   if (FLAGS_coordinator.empty()) return InvalidArgumentError("--coordinator must be host:port");
   if (FLAGS_startup_timeout_s < 1)
     return InvalidArgumentError("--startup_timeout_s must be >= 1, got " + std::to_string(FLAGS_startup_timeout_s));
-  if (FLAGS_io_threads < 1) return InvalidArgumentError("--io_threads must be >= 1, got " + std::to_string(FLAGS_io_threads));
+  if (FLAGS_io_threads < 1)
+    return InvalidArgumentError("--io_threads must be >= 1, got " + std::to_string(FLAGS_io_threads));
   if (FLAGS_streams < 1) return InvalidArgumentError("--streams must be >= 1, got " + std::to_string(FLAGS_streams));
   NodeOptions o;
   o.coordinator = FLAGS_coordinator;
@@ -42,7 +43,8 @@ StatusOr<NodeOptions> NodeOptionsFromFlags(pb::Role role) {
   o.transport.streams_per_peer = FLAGS_streams;
   o.resume = FLAGS_resume;
   if (!FLAGS_curve_dir.empty()) {
-    if (FLAGS_rank < 0) return InvalidArgumentError("--curve_dir needs an explicit --rank (it picks the node's key pair)");
+    if (FLAGS_rank < 0)
+      return InvalidArgumentError("--curve_dir needs an explicit --rank (it picks the node's key pair)");
     ASSIGN_OR_RETURN(o.transport.curve, LoadCurveKeys(FLAGS_curve_dir, CurveKeyName(role, FLAGS_rank)));
   }
   return o;

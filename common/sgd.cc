@@ -35,8 +35,7 @@ Status ValidateSgdConfig(const pb::SgdConfig& c) {
     return InvalidArgumentError(std::string("momentum cannot be used with ") + SolverTypeName(c.type()) +
                                 " (got momentum " + std::to_string(c.momentum()) + ")");
   if (c.type() == pb::SOLVER_RMSPROP && !(c.rms_decay() >= 0 && c.rms_decay() < 1))
-    return InvalidArgumentError("rms_decay should lie between 0 and 1 (RMSProp), got " +
-                                std::to_string(c.rms_decay()));
+    return InvalidArgumentError("rms_decay should lie between 0 and 1 (RMSProp), got " + std::to_string(c.rms_decay()));
   return Status::OK();
 }
 
@@ -66,9 +65,7 @@ const char* SolverTypeName(pb::SolverType type) {
   return "unknown";
 }
 
-int NumHistoryBlobs(pb::SolverType type) {
-  return type == pb::SOLVER_ADADELTA || type == pb::SOLVER_ADAM ? 2 : 1;
-}
+int NumHistoryBlobs(pb::SolverType type) { return type == pb::SOLVER_ADADELTA || type == pb::SOLVER_ADAM ? 2 : 1; }
 
 float LearningRate(const pb::SgdConfig& c, int64_t iter) {
   const std::string& p = c.lr_policy();
@@ -143,8 +140,8 @@ struct AveragedGradient {
 // `in` and `out` may be the same array (in place); the gradient's arrays may
 // alias neither.
 template <bool kDecay, class Gradient>
-void StepL2(float rate, float decay, float momentum, const Gradient& grad, const float* in, float* out,
-            float* history, size_t n) {
+void StepL2(float rate, float decay, float momentum, const Gradient& grad, const float* in, float* out, float* history,
+            size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     for (size_t k = i; k < i + 8; k += 4) {
@@ -188,8 +185,8 @@ void Step(const pb::SgdConfig& c, float rate, float lr_mult, float decay_mult, c
 
 }  // namespace
 
-void SgdStep(const pb::SgdConfig& c, float rate, float lr_mult, float decay_mult,
-             const float* diff, float* data, float* history, size_t n) {
+void SgdStep(const pb::SgdConfig& c, float rate, float lr_mult, float decay_mult, const float* diff, float* data,
+             float* history, size_t n) {
   Step(c, rate, lr_mult, decay_mult, OneGradient{diff}, data, data, history, n);
 }
 
@@ -288,31 +285,39 @@ void AdamLoop(float scaled_lr, float decay, float delta, float beta1, float beta
 }
 
 template <Reg R>
-void AdaptiveStep(const pb::SgdConfig& c, int64_t iter, float lr, float decay, const float* diff, float* data,
-                  float* h, float* h2, size_t n) {
+void AdaptiveStep(const pb::SgdConfig& c, int64_t iter, float lr, float decay, const float* diff, float* data, float* h,
+                  float* h2, size_t n) {
   switch (c.type()) {
-    case pb::SOLVER_NESTEROV: NesterovLoop<R>(lr, decay, c.momentum(), diff, data, h, n); break;
-    case pb::SOLVER_ADAGRAD: AdaGradLoop<R>(lr, decay, c.delta(), diff, data, h, n); break;
-    case pb::SOLVER_RMSPROP: RmsPropLoop<R>(lr, decay, c.delta(), c.rms_decay(), diff, data, h, n); break;
-    case pb::SOLVER_ADADELTA: AdaDeltaLoop<R>(lr, decay, c.delta(), c.momentum(), diff, data, h, h2, n); break;
+    case pb::SOLVER_NESTEROV:
+      NesterovLoop<R>(lr, decay, c.momentum(), diff, data, h, n);
+      break;
+    case pb::SOLVER_ADAGRAD:
+      AdaGradLoop<R>(lr, decay, c.delta(), diff, data, h, n);
+      break;
+    case pb::SOLVER_RMSPROP:
+      RmsPropLoop<R>(lr, decay, c.delta(), c.rms_decay(), diff, data, h, n);
+      break;
+    case pb::SOLVER_ADADELTA:
+      AdaDeltaLoop<R>(lr, decay, c.delta(), c.momentum(), diff, data, h, h2, n);
+      break;
     case pb::SOLVER_ADAM: {
       // Caffe computes the bias correction in double (pow of a float and an
       // int) and keeps it as a float.
       const double t = static_cast<double>(iter + 1);
-      const float correction = static_cast<float>(
-          std::sqrt(1.0 - std::pow(static_cast<double>(c.momentum2()), t)) /
-          (1.0 - std::pow(static_cast<double>(c.momentum()), t)));
+      const float correction = static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(c.momentum2()), t)) /
+                                                  (1.0 - std::pow(static_cast<double>(c.momentum()), t)));
       AdamLoop<R>(lr * correction, decay, c.delta(), c.momentum(), c.momentum2(), diff, data, h, h2, n);
       break;
     }
-    default: LOG(FATAL) << "AdaptiveStep called for solver type " << SolverTypeName(c.type());
+    default:
+      LOG(FATAL) << "AdaptiveStep called for solver type " << SolverTypeName(c.type());
   }
 }
 
 }  // namespace
 
-void SolverStep(const pb::SgdConfig& c, int64_t iter, float rate, float lr_mult, float decay_mult,
-                const float* diff, float* data, float* history, float* history2, size_t n) {
+void SolverStep(const pb::SgdConfig& c, int64_t iter, float rate, float lr_mult, float decay_mult, const float* diff,
+                float* data, float* history, float* history2, size_t n) {
   if (c.type() == pb::SOLVER_SGD) {
     SgdStep(c, rate, lr_mult, decay_mult, diff, data, history, n);
     return;

@@ -71,8 +71,8 @@ float LearningRate(const pb::SgdConfig& config, int64_t iter);
 // operations in the same order, no fused multiply-add), so the result is
 // bitwise that of the scalar loop. `diff` must not overlap `data` or
 // `history`.
-void SgdStep(const pb::SgdConfig& config, float rate, float lr_mult, float decay_mult,
-             const float* diff, float* data, float* history, size_t n);
+void SgdStep(const pb::SgdConfig& config, float rate, float lr_mult, float decay_mult, const float* diff, float* data,
+             float* history, size_t n);
 
 // SgdStep on the average of `k` gradients, made on the fly, reading the
 // weights from `data_in` and writing them to `data_out` (the same array for
@@ -82,9 +82,8 @@ void SgdStep(const pb::SgdConfig& config, float rate, float lr_mult, float decay
 // is never written out; k == 1 steps on srcs[0] itself). Out of place saves
 // the copy when the old weights must stay readable (a reply still sending
 // them). The gradients may overlap neither array.
-void SgdStepAveraged(const pb::SgdConfig& config, float rate, float lr_mult, float decay_mult,
-                     const float* const* srcs, size_t k, const float* data_in, float* data_out, float* history,
-                     size_t n);
+void SgdStepAveraged(const pb::SgdConfig& config, float rate, float lr_mult, float decay_mult, const float* const* srcs,
+                     size_t k, const float* data_in, float* data_out, float* history, size_t n);
 
 // One update of weights that zero-copy replies may still hold (a server's
 // chunk): `step(in, out)` writes the new weights. When nothing else holds

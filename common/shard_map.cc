@@ -5,8 +5,8 @@
 
 namespace nereus {
 
-StatusOr<ShardMap> ShardMap::Build(const std::vector<uint64_t>& tensor_elements,
-                                   uint64_t chunk_bytes, int num_servers) {
+StatusOr<ShardMap> ShardMap::Build(const std::vector<uint64_t>& tensor_elements, uint64_t chunk_bytes,
+                                   int num_servers) {
   if (num_servers < 1) return InvalidArgumentError("num_servers must be >= 1, got " + std::to_string(num_servers));
   if (chunk_bytes < sizeof(float))
     return InvalidArgumentError("chunk_bytes must be >= 4, got " + std::to_string(chunk_bytes));

@@ -27,8 +27,7 @@ class ShardMap {
   // servers differ by at most the size of one chunk (largest chunk first, onto
   // the least-loaded server, lowest rank on ties). Tensors of 0 elements get no
   // chunks. Fails if chunk_bytes < 4 or num_servers < 1.
-  static StatusOr<ShardMap> Build(const std::vector<uint64_t>& tensor_elements,
-                                  uint64_t chunk_bytes, int num_servers);
+  static StatusOr<ShardMap> Build(const std::vector<uint64_t>& tensor_elements, uint64_t chunk_bytes, int num_servers);
 
   int num_servers() const { return num_servers_; }
   int num_tensors() const { return static_cast<int>(by_tensor_.size()); }

@@ -3,24 +3,24 @@
 #ifndef NEREUS_COMMON_STATUS_H_
 #define NEREUS_COMMON_STATUS_H_
 
+#include <glog/logging.h>
+
 #include <optional>
 #include <ostream>
 #include <string>
 #include <utility>
 
-#include <glog/logging.h>
-
 namespace nereus {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,   // A caller, a flag or a file said something wrong.
-  kNotFound,          // Unknown tensor, chunk, node, file.
-  kFailedPrecondition,// Asked at the wrong time (before Start, after Stop).
-  kUnavailable,       // A peer is dead or unreachable.
-  kDeadlineExceeded,  // A timeout expired.
-  kAborted,           // The job was aborted (another node failed).
-  kDataLoss,          // A malformed message or file.
+  kInvalidArgument,     // A caller, a flag or a file said something wrong.
+  kNotFound,            // Unknown tensor, chunk, node, file.
+  kFailedPrecondition,  // Asked at the wrong time (before Start, after Stop).
+  kUnavailable,         // A peer is dead or unreachable.
+  kDeadlineExceeded,    // A timeout expired.
+  kAborted,             // The job was aborted (another node failed).
+  kDataLoss,            // A malformed message or file.
   kInternal,
   // The job rolls back to a checkpoint (a node rejoined it): this process's
   // part of the job is over; it joins the job again with resume, keeping its
@@ -75,9 +75,18 @@ class [[nodiscard]] StatusOr {
 
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
-  const T& value() const& { CHECK(ok()) << status_; return *value_; }
-  T& value() & { CHECK(ok()) << status_; return *value_; }
-  T&& value() && { CHECK(ok()) << status_; return std::move(*value_); }
+  const T& value() const& {
+    CHECK(ok()) << status_;
+    return *value_;
+  }
+  T& value() & {
+    CHECK(ok()) << status_;
+    return *value_;
+  }
+  T&& value() && {
+    CHECK(ok()) << status_;
+    return std::move(*value_);
+  }
   const T& operator*() const& { return value(); }
   T& operator*() & { return value(); }
   const T* operator->() const { return &value(); }
@@ -94,10 +103,10 @@ class [[nodiscard]] StatusOr {
 #define NEREUS_CONCAT(a, b) NEREUS_CONCAT_INNER(a, b)
 
 // Returns from the current function if `expr` is not OK.
-#define RETURN_IF_ERROR(expr)                  \
-  do {                                         \
-    ::nereus::Status _st = (expr);             \
-    if (!_st.ok()) return _st;                 \
+#define RETURN_IF_ERROR(expr)      \
+  do {                             \
+    ::nereus::Status _st = (expr); \
+    if (!_st.ok()) return _st;     \
   } while (0)
 
 #define ASSIGN_OR_RETURN_IMPL(var, lhs, expr) \
@@ -106,7 +115,6 @@ class [[nodiscard]] StatusOr {
   lhs = std::move(var).value()
 
 // ASSIGN_OR_RETURN(auto x, Foo()) declares x from a StatusOr or returns its error.
-#define ASSIGN_OR_RETURN(lhs, expr) \
-  ASSIGN_OR_RETURN_IMPL(NEREUS_CONCAT(_status_or_, __LINE__), lhs, expr)
+#define ASSIGN_OR_RETURN(lhs, expr) ASSIGN_OR_RETURN_IMPL(NEREUS_CONCAT(_status_or_, __LINE__), lhs, expr)
 
 #endif  // NEREUS_COMMON_STATUS_H_

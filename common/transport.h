@@ -24,8 +24,7 @@ namespace nereus {
 // sending host. `msg` is
 // an error when the message could not be decoded (see DecodeMessage); then
 // `partial` holds whatever of its header could be read.
-using ReceiveHandler =
-    std::function<void(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial)>;
+using ReceiveHandler = std::function<void(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial)>;
 
 class Transport {
  public:
@@ -83,14 +82,14 @@ constexpr int kDefaultMaxFrames = 65536;
 constexpr uint64_t kDefaultMaxMessageBytes = uint64_t{4} << 30;
 
 struct ZmqTransportOptions {
-  int io_threads = 1;          // ZeroMQ I/O threads.
-  int streams_per_peer = 1;    // Parallel connections to each peer.
-  int linger_ms = 2000;        // How long Stop() waits for queued messages.
-  int send_hwm = 0;            // Messages queued per connection before Send blocks; 0 = no limit.
+  int io_threads = 1;        // ZeroMQ I/O threads.
+  int streams_per_peer = 1;  // Parallel connections to each peer.
+  int linger_ms = 2000;      // How long Stop() waits for queued messages.
+  int send_hwm = 0;          // Messages queued per connection before Send blocks; 0 = no limit.
   uint64_t max_frame_bytes = kDefaultMaxFrameBytes;
   int max_frames = kDefaultMaxFrames;  // Payload frames plus the header frame.
   uint64_t max_message_bytes = kDefaultMaxMessageBytes;
-  std::optional<CurveKeys> curve;      // Unset: plain TCP, anyone who can connect is heard.
+  std::optional<CurveKeys> curve;  // Unset: plain TCP, anyone who can connect is heard.
 };
 
 std::unique_ptr<Transport> NewZmqTransport(const ZmqTransportOptions& options);

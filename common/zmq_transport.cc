@@ -17,12 +17,11 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <mutex>
-#include <cstring>
 #include <random>
 #include <thread>
-
 #include <zmq.hpp>
 
 #include "common/refusal_log.h"
@@ -64,9 +63,8 @@ class ZmqTransport final : public Transport {
         const std::string monitor_ep = "inproc://nereus.monitor." + stop_identity_;
         if (zmq_socket_monitor(router_.handle(), monitor_ep.c_str(),
                                ZMQ_EVENT_MONITOR_STOPPED | ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED |
-                                   ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
-                                   ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                                   ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
+                                   ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                                   ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
           throw zmq::error_t();
         monitor_.connect(monitor_ep);
         router_.set(zmq::sockopt::curve_server, 1);
@@ -95,9 +93,7 @@ class ZmqTransport final : public Transport {
 
   const Endpoint& endpoint() const override { return endpoint_; }
 
-  Status Send(const Endpoint& to, Message msg, int stream) override {
-    return SendRaw(to, Frames(&msg), stream);
-  }
+  Status Send(const Endpoint& to, Message msg, int stream) override { return SendRaw(to, Frames(&msg), stream); }
 
   Status SendIfRoom(const Endpoint& to, Message msg) override {
     return SendRaw(to, Frames(&msg), 0, /*dontwait=*/true);
@@ -142,7 +138,8 @@ class ZmqTransport final : public Transport {
   void Disconnect(const Endpoint& peer_endpoint) override {
     std::lock_guard<std::mutex> lock(peers_mu_);
     const std::string prefix = peer_endpoint + "#";
-    for (auto it = peers_.lower_bound(prefix); it != peers_.end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
+    for (auto it = peers_.lower_bound(prefix);
+         it != peers_.end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
       const std::shared_ptr<Peer> peer = it->second;  // Outlives the lock below.
       it = peers_.erase(it);
       std::lock_guard<std::mutex> plock(peer->mu);
@@ -162,9 +159,10 @@ class ZmqTransport final : public Transport {
 
   StatusOr<std::shared_ptr<Peer>> GetPeer(const Endpoint& to, int stream) {
     if (!started_) return FailedPreconditionError("transport not started");
-    const int s = options_.streams_per_peer > 1
-                      ? static_cast<int>(static_cast<unsigned>(stream) % static_cast<unsigned>(options_.streams_per_peer))
-                      : 0;
+    const int s =
+        options_.streams_per_peer > 1
+            ? static_cast<int>(static_cast<unsigned>(stream) % static_cast<unsigned>(options_.streams_per_peer))
+            : 0;
     const std::string key = to + "#" + std::to_string(s);
     std::lock_guard<std::mutex> lock(peers_mu_);
     if (stopped_) return FailedPreconditionError("transport stopped");
@@ -261,12 +259,12 @@ class ZmqTransport final : public Transport {
       pb::Header partial;
       if (over) {
         partial.ParsePartialFromArray(header.data(), static_cast<int>(header.size()));
-        handler_(from,
-                 DataLossError("message too large: " + std::to_string(count - 1) + " frames of " +
-                               std::to_string(bytes) + " bytes in all exceed the limit of " +
-                               std::to_string(options_.max_frames) + " frames or " +
-                               std::to_string(options_.max_message_bytes) + " bytes"),
-                 partial);
+        handler_(
+            from,
+            DataLossError("message too large: " + std::to_string(count - 1) + " frames of " + std::to_string(bytes) +
+                          " bytes in all exceed the limit of " + std::to_string(options_.max_frames) + " frames or " +
+                          std::to_string(options_.max_message_bytes) + " bytes"),
+            partial);
         continue;
       }
       std::vector<Buffer> payload;
@@ -336,7 +334,7 @@ class ZmqTransport final : public Transport {
   // The security thread: ZAP requests and the router's handshake events.
   void SecurityLoop() {
     std::map<int, std::pair<std::string, std::string>> accepted;  // fd -> (host, port) of accepted connections
-    std::string failed;                   // A handshake failure waiting for its connection's DISCONNECTED.
+    std::string failed;  // A handshake failure waiting for its connection's DISCONNECTED.
     while (true) {
       zmq::pollitem_t items[] = {{zap_.handle(), 0, ZMQ_POLLIN, 0}, {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
       try {
@@ -369,7 +367,7 @@ class ZmqTransport final : public Transport {
                          ? "its handshake failed: it does not speak CURVE (no --curve_dir?)"
                          : std::string("its handshake failed (no CURVE, or another job's keys?): ") +
                                (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "ZMTP error 0x" + Hex(value)
-                                                                         : std::string(zmq_strerror(value)));
+                                                                          : std::string(zmq_strerror(value)));
             break;
           case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
             failed.clear();  // The ZAP handler logged it, with the key.
@@ -424,8 +422,8 @@ class ZmqTransport final : public Transport {
     }
     if (status != "200") {
       zap_refusals_->Refuse(address, "refused a connection: " + std::string(mechanism) + " public key " +
-                                              (key.empty() ? std::string("(none)") : key) +
-                                              " is not one of the job's (--curve_dir)");
+                                         (key.empty() ? std::string("(none)") : key) +
+                                         " is not one of the job's (--curve_dir)");
     }
     const std::string reply[] = {"1.0", text(1), status, reason, user, ""};
     for (int i = 0; i < 6; ++i)
@@ -487,13 +485,12 @@ class ZmqTransport final : public Transport {
   std::mutex stop_mu_;
   std::mutex peers_mu_;  // Guards peers_.
   std::map<std::string, std::shared_ptr<Peer>> peers_;
-  std::unique_ptr<RefusalLog> refusals_;  // Set by Start(); used by the receive thread.
+  std::unique_ptr<RefusalLog> refusals_;                           // Set by Start(); used by the receive thread.
   std::unique_ptr<RefusalLog> zap_refusals_, handshake_refusals_;  // Used by the security thread.
   // CURVE only: the security thread and its sockets (used by it alone once
   // started; closed by it, or by Stop() if it never ran).
   zmq::socket_t zap_, monitor_;
   std::thread security_;
-
 };
 
 }  // namespace

@@ -205,22 +205,23 @@ StatusOr<ShardState> ReadCheckpoint(const std::string& dir, int64_t clock, int r
   ASSIGN_OR_RETURN(std::string mfile, ReadWholeFile(mpath));
   if (mfile.size() < 4) return DataLossError(mpath + " is truncated (" + std::to_string(mfile.size()) + " bytes)");
   const uint32_t mcrc = LoadLe32(mfile.data() + mfile.size() - 4);
-  if (Crc32c(0, mfile.data(), mfile.size() - 4) != mcrc)
-    return DataLossError(mpath + " is corrupt (CRC-32C mismatch)");
+  if (Crc32c(0, mfile.data(), mfile.size() - 4) != mcrc) return DataLossError(mpath + " is corrupt (CRC-32C mismatch)");
   pb::CheckpointManifest manifest;
   if (!manifest.ParseFromArray(mfile.data(), static_cast<int>(mfile.size() - 4)))
     return DataLossError(mpath + " does not parse as a checkpoint manifest");
-  if (manifest.clock() != clock || manifest.server_rank() != rank || manifest.shard_file() != ShardFileName(clock, rank))
+  if (manifest.clock() != clock || manifest.server_rank() != rank ||
+      manifest.shard_file() != ShardFileName(clock, rank))
     return DataLossError(mpath + " describes another checkpoint (clock " + std::to_string(manifest.clock()) +
-                         ", server " + std::to_string(manifest.server_rank()) + ", file " + manifest.shard_file() + ")");
+                         ", server " + std::to_string(manifest.server_rank()) + ", file " + manifest.shard_file() +
+                         ")");
 
   const std::string path = dir + "/" + manifest.shard_file();
   auto read = ReadWholeFile(path);
   if (!read.ok()) return DataLossError(read.status().message() + " (named by " + mpath + ")");
   const std::string& file = *read;
   if (file.size() != manifest.shard_bytes())
-    return DataLossError(path + " is truncated or overwritten: " + std::to_string(file.size()) + " bytes, its manifest says " +
-                         std::to_string(manifest.shard_bytes()));
+    return DataLossError(path + " is truncated or overwritten: " + std::to_string(file.size()) +
+                         " bytes, its manifest says " + std::to_string(manifest.shard_bytes()));
   if (Crc32c(0, file.data(), file.size()) != manifest.shard_crc32c())
     return DataLossError(path + " is corrupt: its CRC-32C does not match its manifest");
   if (file.size() < sizeof(kMagic) + 4 || std::memcmp(file.data(), kMagic, sizeof(kMagic)) != 0)
@@ -242,8 +243,8 @@ StatusOr<ShardState> ReadCheckpoint(const std::string& dir, int64_t clock, int r
     for (const pb::CheckpointArray& a : pc.arrays()) {
       const size_t bytes = a.length() * sizeof(float);
       if (a.length() > (file.size() - pos) / sizeof(float))
-        return DataLossError(path + ": array " + a.name() + " of tensor " + std::to_string(c.meta.tensor()) + " chunk " +
-                             std::to_string(c.meta.chunk()) + " runs past the end of the file");
+        return DataLossError(path + ": array " + a.name() + " of tensor " + std::to_string(c.meta.tensor()) +
+                             " chunk " + std::to_string(c.meta.chunk()) + " runs past the end of the file");
       auto v = std::make_shared<std::vector<float>>(a.length());
       std::memcpy(v->data(), file.data() + pos, bytes);
       pos += bytes;
@@ -285,8 +286,7 @@ Status PruneCheckpoints(const std::string& dir, int rank, int keep) {
   }
   const std::vector<int64_t> clocks = ManifestClocks(dir, rank);
   for (size_t i = static_cast<size_t>(std::max(keep, 0)); i < clocks.size(); ++i) {
-    for (const std::string& name :
-         {ManifestFileName(clocks[i], rank), ShardFileName(clocks[i], rank)}) {
+    for (const std::string& name : {ManifestFileName(clocks[i], rank), ShardFileName(clocks[i], rank)}) {
       const std::string path = dir + "/" + name;
       if (::unlink(path.c_str()) != 0 && errno != ENOENT)
         return UnavailableError("cannot delete " + path + ": " + ErrnoText());
@@ -336,8 +336,8 @@ void CheckpointWriter::Loop() {
     Status st = WriteCheckpoint(dir_, *state);
     if (st.ok()) st = PruneCheckpoints(dir_, info.server_rank(), keep_);
     if (st.ok()) {
-      LOG(INFO) << "server " << info.server_rank() << ": checkpoint of clock " << info.clock() << " written to "
-                << dir_ << "/" << ManifestFileName(info.clock(), info.server_rank());
+      LOG(INFO) << "server " << info.server_rank() << ": checkpoint of clock " << info.clock() << " written to " << dir_
+                << "/" << ManifestFileName(info.clock(), info.server_rank());
     } else {
       LOG(ERROR) << "server " << info.server_rank() << ": checkpoint of clock " << info.clock()
                  << " failed: " << st.message();

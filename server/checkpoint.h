@@ -58,9 +58,9 @@ Status WriteCheckpoint(const std::string& dir, const ShardState& state);
 // file exactly. Errors name the damaged file.
 StatusOr<ShardState> ReadCheckpoint(const std::string& dir, int64_t clock, int rank);
 
-// Clocks of server `rank`'s checkpoints in `dir` that verify, newest first. A manifest that is present but whose checkpoint
-// does not verify is skipped; `warnings` (may be null) receives one line per
-// skipped checkpoint naming the file and what is wrong, also logged.
+// Clocks of server `rank`'s checkpoints in `dir` that verify, newest first. A manifest that is present but whose
+// checkpoint does not verify is skipped; `warnings` (may be null) receives one line per skipped checkpoint naming the
+// file and what is wrong, also logged.
 std::vector<int64_t> ValidCheckpoints(const std::string& dir, int rank, std::vector<std::string>* warnings = nullptr);
 
 // Deletes server `rank`'s checkpoints in `dir` older than the `keep` newest

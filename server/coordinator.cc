@@ -8,11 +8,15 @@
 namespace nereus {
 
 Status ValidateJobConfig(const pb::JobConfig& job) {
-  if (job.num_servers() < 1) return InvalidArgumentError("--num_servers must be >= 1, got " + std::to_string(job.num_servers()));
-  if (job.num_workers() < 1) return InvalidArgumentError("--num_workers must be >= 1, got " + std::to_string(job.num_workers()));
+  if (job.num_servers() < 1)
+    return InvalidArgumentError("--num_servers must be >= 1, got " + std::to_string(job.num_servers()));
+  if (job.num_workers() < 1)
+    return InvalidArgumentError("--num_workers must be >= 1, got " + std::to_string(job.num_workers()));
   if (job.consistency() == pb::CONSISTENCY_UNSPECIFIED) return InvalidArgumentError("consistency model not set");
-  if (job.staleness() < 0) return InvalidArgumentError("--staleness must be >= 0, got " + std::to_string(job.staleness()));
-  if (job.chunk_bytes() < 4) return InvalidArgumentError("--chunk_bytes must be >= 4, got " + std::to_string(job.chunk_bytes()));
+  if (job.staleness() < 0)
+    return InvalidArgumentError("--staleness must be >= 0, got " + std::to_string(job.staleness()));
+  if (job.chunk_bytes() < 4)
+    return InvalidArgumentError("--chunk_bytes must be >= 4, got " + std::to_string(job.chunk_bytes()));
   if (job.chunk_bytes() > kDefaultMaxFrameBytes)
     return InvalidArgumentError("--partition_bytes must be <= " + std::to_string(kDefaultMaxFrameBytes) +
                                 " (the largest frame a node accepts), got " + std::to_string(job.chunk_bytes()));
@@ -166,8 +170,9 @@ void Coordinator::HandleRegister(const Endpoint& from, const pb::Header& h) {
     if (m.role == n.role()) taken[m.rank] = true;
   int rank = n.rank();
   if (rank >= count) {
-    SendTo(from, pb::ERROR, std::string(RoleName(n.role())) + " rank " + std::to_string(rank) + " is out of range: the job has " +
-                                std::to_string(count) + " " + RoleName(n.role()) + "(s)");
+    SendTo(from, pb::ERROR,
+           std::string(RoleName(n.role())) + " rank " + std::to_string(rank) + " is out of range: the job has " +
+               std::to_string(count) + " " + RoleName(n.role()) + "(s)");
     return;
   }
   if (rank >= 0 && taken[rank]) {
@@ -198,8 +203,8 @@ void Coordinator::HandleRegister(const Endpoint& from, const pb::Header& h) {
   m.checkpoint_clocks.assign(n.checkpoint_clocks().begin(), n.checkpoint_clocks().end());
   m.checkpoint_every = n.checkpoint_every();
   members_[from] = m;
-  LOG(INFO) << "coordinator: " << NodeName(m.role, rank) << " registered from " << from << " ("
-            << members_.size() << "/" << options_.job.num_servers() + options_.job.num_workers() << ")";
+  LOG(INFO) << "coordinator: " << NodeName(m.role, rank) << " registered from " << from << " (" << members_.size()
+            << "/" << options_.job.num_servers() + options_.job.num_workers() << ")";
   if (static_cast<int>(members_.size()) < options_.job.num_servers() + options_.job.num_workers()) return;
 
   Message reply;
@@ -258,13 +263,15 @@ Status Coordinator::CheckRejoin(const pb::NodeInfo& n) const {
   }
   if (job.checkpoint_every() <= 0) {
     return FailedPreconditionError(
-        who + " cannot rejoin: the job's servers write no checkpoints (--checkpoint_every), so there is no "
-              "state to roll the job back to");
+        who +
+        " cannot rejoin: the job's servers write no checkpoints (--checkpoint_every), so there is no "
+        "state to roll the job back to");
   }
   if (!n.resume()) {
     return FailedPreconditionError(
-        who + " registered again without --resume while the job runs: to rejoin, restart it with its flags and "
-              "--resume (it loads the checkpoint the job rolls back to)");
+        who +
+        " registered again without --resume while the job runs: to rejoin, restart it with its flags and "
+        "--resume (it loads the checkpoint the job rolls back to)");
   }
   return Status::OK();
 }
@@ -300,10 +307,9 @@ bool Coordinator::HandleRejoin(const Endpoint& from, const pb::NodeInfo& n, cons
     }
     if (now - it->second > timeout) {
       rejoin_waiting_.erase(it);
-      const std::string why =
-          who + " is alive at " + old.endpoint + " (heard from " +
-          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
-          " ms ago): a node rejoins only in the place of a member that has fallen silent";
+      const std::string why = who + " is alive at " + old.endpoint + " (heard from " +
+                              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
+                              " ms ago): a node rejoins only in the place of a member that has fallen silent";
       refusals_.Refuse(from, "refused: " + why);
       SendTo(from, pb::ERROR, why);
     }
@@ -339,8 +345,10 @@ Status Coordinator::CheckRegistration(const pb::NodeInfo& n) const {
   const std::string who = n.rank() >= 0 ? NodeName(n.role(), n.rank()) : std::string("a ") + RoleName(n.role());
   if (n.resume() != resume_) {
     if (epoch_ > 0)
-      return InvalidArgumentError(who + " registered without --resume while the job re-forms after a rollback "
-                                        "(epoch " + std::to_string(epoch_) + "): restart it with --resume");
+      return InvalidArgumentError(who +
+                                  " registered without --resume while the job re-forms after a rollback "
+                                  "(epoch " +
+                                  std::to_string(epoch_) + "): restart it with --resume");
     return InvalidArgumentError(who + " was started " + (n.resume() ? "with" : "without") +
                                 " --resume but the coordinator " + (resume_ ? "with" : "without") +
                                 " it: give --resume to every process of the job, or to none");
@@ -394,8 +402,10 @@ void Coordinator::HandleBarrier(const Endpoint& from, const pb::Header& h) {
   b.arrived.insert(from);
   if (h.model_digest() != 0) b.digests[h.model_digest()].push_back(NodeName(m->role, m->rank));
   int expected = 0;
-  if (h.barrier_group() == pb::SERVER || h.barrier_group() == pb::ROLE_UNSPECIFIED) expected += options_.job.num_servers();
-  if (h.barrier_group() == pb::WORKER || h.barrier_group() == pb::ROLE_UNSPECIFIED) expected += options_.job.num_workers();
+  if (h.barrier_group() == pb::SERVER || h.barrier_group() == pb::ROLE_UNSPECIFIED)
+    expected += options_.job.num_servers();
+  if (h.barrier_group() == pb::WORKER || h.barrier_group() == pb::ROLE_UNSPECIFIED)
+    expected += options_.job.num_workers();
   if (static_cast<int>(b.arrived.size()) < expected) return;
   if (b.digests.size() > 1) {
     std::ostringstream os;
@@ -450,8 +460,8 @@ Status Coordinator::Run() {
     const auto now = std::chrono::steady_clock::now();
     if (!started_) {
       if (now >= formation_deadline_) {
-        const std::string what = epoch_ == 0 ? "start-up" : "re-forming the job after the rollback to epoch " +
-                                                                std::to_string(epoch_);
+        const std::string what =
+            epoch_ == 0 ? "start-up" : "re-forming the job after the rollback to epoch " + std::to_string(epoch_);
         Fail(DeadlineExceededError(what + " timed out after " + std::to_string(options_.startup_timeout_s) +
                                    " s (--startup_timeout_s): missing " + MissingNodes()));
         break;

@@ -37,7 +37,7 @@ struct CoordinatorOptions {
   // --resume: every node must say so too; the job starts at the newest clock
   // that every server has a complete checkpoint of.
   bool resume = false;
-  std::optional<CurveKeys> curve;       // Set: CURVE with the job's keys (--curve_dir).
+  std::optional<CurveKeys> curve;  // Set: CURVE with the job's keys (--curve_dir).
 };
 
 // Checks the job configuration a coordinator would hand out.
@@ -88,9 +88,9 @@ class Coordinator {
   // REQUIRES(mu_). With --resume, the newest clock every server checkpointed.
   StatusOr<int64_t> ResumeClock() const;
   void SendTo(const Endpoint& to, pb::Op op, const std::string& error = "");
-  void Fail(const Status& why);                    // REQUIRES(mu_)
-  std::string MissingNodes() const;                // REQUIRES(mu_)
-  Member* Find(const Endpoint& e);                 // REQUIRES(mu_)
+  void Fail(const Status& why);      // REQUIRES(mu_)
+  std::string MissingNodes() const;  // REQUIRES(mu_)
+  Member* Find(const Endpoint& e);   // REQUIRES(mu_)
 
   const CoordinatorOptions options_;
   std::unique_ptr<Transport> transport_;
@@ -98,18 +98,18 @@ class Coordinator {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::map<Endpoint, Member> members_;             // GUARDED_BY(mu_)
-  bool started_ = false;                           // GUARDED_BY(mu_): address book sent
+  std::map<Endpoint, Member> members_;  // GUARDED_BY(mu_)
+  bool started_ = false;                // GUARDED_BY(mu_): address book sent
   // The address book as sent, for a node that repeats its REGISTER because
   // the reply (or its first REGISTER) was lost.
-  std::optional<Message> register_reply_;          // GUARDED_BY(mu_)
-  int workers_done_ = 0;                           // GUARDED_BY(mu_)
-  bool finished_ = false;                          // GUARDED_BY(mu_)
-  Status failure_;                                 // GUARDED_BY(mu_)
-  std::map<std::string, BarrierState> barriers_;   // GUARDED_BY(mu_)
+  std::optional<Message> register_reply_;         // GUARDED_BY(mu_)
+  int workers_done_ = 0;                          // GUARDED_BY(mu_)
+  bool finished_ = false;                         // GUARDED_BY(mu_)
+  Status failure_;                                // GUARDED_BY(mu_)
+  std::map<std::string, BarrierState> barriers_;  // GUARDED_BY(mu_)
   // Rollback state.
-  uint32_t epoch_ = 0;                             // GUARDED_BY(mu_): JobConfig.epoch of the current formation.
-  bool resume_ = false;                            // GUARDED_BY(mu_): options_.resume, then true after a rollback.
+  uint32_t epoch_ = 0;   // GUARDED_BY(mu_): JobConfig.epoch of the current formation.
+  bool resume_ = false;  // GUARDED_BY(mu_): options_.resume, then true after a rollback.
   std::chrono::steady_clock::time_point formation_deadline_;  // GUARDED_BY(mu_): every node registered by then.
   // Rejoining nodes waiting for the member of their rank to fall silent:
   // when each was first heard (bounded).

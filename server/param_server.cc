@@ -1,5 +1,7 @@
 #include "server/param_server.h"
 
+#include <google/protobuf/util/message_differencer.h>
+
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -9,8 +11,6 @@
 #include <set>
 #include <tuple>
 #include <utility>
-
-#include <google/protobuf/util/message_differencer.h>
 
 #include "common/sgd.h"
 
@@ -30,7 +30,8 @@ int ParamServer::num_chunks() const {
 StatusOr<std::pair<std::vector<float>, int64_t>> ParamServer::Snapshot(int tensor, int chunk) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = chunks_.find({tensor, chunk});
-  if (it == chunks_.end()) return NotFoundError("no chunk " + std::to_string(chunk) + " of tensor " + std::to_string(tensor));
+  if (it == chunks_.end())
+    return NotFoundError("no chunk " + std::to_string(chunk) + " of tensor " + std::to_string(tensor));
   return std::make_pair(*it->second.weights, it->second.version);
 }
 
@@ -50,9 +51,12 @@ static int32_t PullPriority(int64_t tensor, int64_t chunk) {
 
 int64_t ParamServer::MinVersion(int64_t clock) const {
   switch (options_.consistency) {
-    case pb::BSP: return clock;
-    case pb::SSP: return clock - options_.staleness;
-    default: return 0;  // ASYNC: whatever is there.
+    case pb::BSP:
+      return clock;
+    case pb::SSP:
+      return clock - options_.staleness;
+    default:
+      return 0;  // ASYNC: whatever is there.
   }
 }
 
@@ -66,9 +70,15 @@ void ParamServer::Handle(const Endpoint& from, int worker_rank, StatusOr<Message
   const pb::Header& h = msg->header;
   Status st;
   switch (h.op()) {
-    case pb::INIT_CHUNK: st = HandleInit(from, *msg); break;
-    case pb::PUSH: st = HandlePush(from, worker_rank, *msg); break;
-    case pb::PULL: st = HandlePull(from, *msg); break;
+    case pb::INIT_CHUNK:
+      st = HandleInit(from, *msg);
+      break;
+    case pb::PUSH:
+      st = HandlePush(from, worker_rank, *msg);
+      break;
+    case pb::PULL:
+      st = HandlePull(from, *msg);
+      break;
     case pb::PING: {
       Message pong;
       pong.header.set_op(pb::PONG);
@@ -286,15 +296,14 @@ Status ParamServer::HandlePush(const Endpoint& from, int worker, const Message& 
     for (int i = 0; i < h.parts_size(); ++i) {
       const pb::Part& p = h.parts(i);
       if (p.payload_bytes() != msg.payload[i].size())
-        return InvalidArgumentError(what + " part " + std::to_string(i) + " says " +
-                                    std::to_string(p.payload_bytes()) + " bytes but its frame has " +
-                                    std::to_string(msg.payload[i].size()));
+        return InvalidArgumentError(what + " part " + std::to_string(i) + " says " + std::to_string(p.payload_bytes()) +
+                                    " bytes but its frame has " + std::to_string(msg.payload[i].size()));
       // Two gradients of one chunk and clock from one worker would both pass
       // the duplicate check below (it looks at what is already stored).
       if (!seen.emplace(p.tensor(), p.chunk(), p.clock()).second)
         return InvalidArgumentError(what + " part " + std::to_string(i) + " repeats tensor " +
-                                    std::to_string(p.tensor()) + " chunk " + std::to_string(p.chunk()) +
-                                    " for clock " + std::to_string(p.clock()));
+                                    std::to_string(p.tensor()) + " chunk " + std::to_string(p.chunk()) + " for clock " +
+                                    std::to_string(p.clock()));
       parts.push_back(PushPart{p.tensor(), p.chunk(), p.clock(), p.pull_request_id(), {msg.payload[i]}});
       bytes.push_back(p.payload_bytes());
     }
@@ -446,7 +455,7 @@ void ParamServer::RecountMin() {
 void ParamServer::VersionAdvanced(int64_t old_version) {
   if (old_version != min_version_ || --at_min_ > 0) return;
   const int64_t before = min_version_;
-  RecountMin();  // Once per clock: every chunk has left the old minimum.
+  RecountMin();                                   // Once per clock: every chunk has left the old minimum.
   if (options_.consistency == pb::ASYNC) return;  // Versions count pushes, not clocks.
   for (int64_t clock = before + 1; clock <= min_version_; ++clock) OnClock(clock);
 }
@@ -506,8 +515,8 @@ std::unique_ptr<ShardState> ParamServer::ExportLocked(int64_t clock) const {
 Status ParamServer::Restore(ShardState state) {
   std::lock_guard<std::mutex> lock(mu_);
   const pb::CheckpointShard& info = state.info;
-  const std::string what = "the checkpoint of clock " + std::to_string(info.clock()) + " of server " +
-                           std::to_string(info.server_rank());
+  const std::string what =
+      "the checkpoint of clock " + std::to_string(info.clock()) + " of server " + std::to_string(info.server_rank());
   if (!chunks_.empty()) return FailedPreconditionError("Restore after INIT_CHUNK");
   auto differs = [&](const std::string& field, const std::string& ckpt, const std::string& job) {
     return InvalidArgumentError(what + " was made by a job with " + field + " " + ckpt + ", this job has " + job +
@@ -632,13 +641,12 @@ Status ParamServer::HandlePull(const Endpoint& from, const Message& msg) {
       return InvalidArgumentError("batched PULL part " + std::to_string(i) + " says " +
                                   std::to_string(p.payload_bytes()) + " payload bytes (a PULL carries none)");
     if (p.clock() < 0 || p.clock() > kMaxClock)
-      return InvalidArgumentError("batched PULL part " + std::to_string(i) + " for clock " +
-                                  std::to_string(p.clock()) + " is out of range");
+      return InvalidArgumentError("batched PULL part " + std::to_string(i) + " for clock " + std::to_string(p.clock()) +
+                                  " is out of range");
     auto it = chunks_.find({p.tensor(), p.chunk()});
     if (it == chunks_.end())
-      return NotFoundError("batched PULL part " + std::to_string(i) + ": unknown tensor " +
-                           std::to_string(p.tensor()) + " chunk " + std::to_string(p.chunk()) +
-                           " (not initialized on this server)");
+      return NotFoundError("batched PULL part " + std::to_string(i) + ": unknown tensor " + std::to_string(p.tensor()) +
+                           " chunk " + std::to_string(p.chunk()) + " (not initialized on this server)");
     chunks.push_back(&it->second);
   }
   for (int i = 0; i < h.parts_size(); ++i) {

@@ -34,8 +34,8 @@ struct ParamServerOptions {
   int rank = 0;
   int num_workers = 1;
   pb::Consistency consistency = pb::BSP;
-  int staleness = 0;              // SSP: a pull for clock c accepts version >= c - staleness.
-  int max_clocks_ahead = 64;      // Pushes more than this many clocks ahead are refused.
+  int staleness = 0;          // SSP: a pull for clock c accepts version >= c - staleness.
+  int max_clocks_ahead = 64;  // Pushes more than this many clocks ahead are refused.
   // BSP: every `checkpoint_every` clocks (0: never), once every chunk of this
   // shard has applied exactly that many updates, the shard's state goes to
   // `checkpoint_sink` (weights shared copy-on-write, history copied). Called
@@ -113,15 +113,15 @@ class ParamServer {
     // The buffer an update writes into when `weights` is still shared: the
     // previous weights, reused once no reply or checkpoint holds them.
     std::shared_ptr<std::vector<float>> spare;
-    std::vector<float> history;                    // Caffe's history of the solver type.
-    std::vector<float> history2;                   // AdaDelta and Adam: the second history; else empty.
-    std::vector<float> average;                    // Scratch for the averaged gradient.
-    int64_t version = 0;                           // Updates applied.
-    std::map<int64_t, PendingClock> pending;       // BSP/SSP: clock -> gradients.
-    std::vector<PendingPull> pulls;                // Waiting for a newer version.
-    int64_t apply_begin_us = 0;                    // Of the last update.
+    std::vector<float> history;               // Caffe's history of the solver type.
+    std::vector<float> history2;              // AdaDelta and Adam: the second history; else empty.
+    std::vector<float> average;               // Scratch for the averaged gradient.
+    int64_t version = 0;                      // Updates applied.
+    std::map<int64_t, PendingClock> pending;  // BSP/SSP: clock -> gradients.
+    std::vector<PendingPull> pulls;           // Waiting for a newer version.
+    int64_t apply_begin_us = 0;               // Of the last update.
     int64_t apply_us = 0;
-    bool initialized = true;                       // false: restored, no INIT_CHUNK yet.
+    bool initialized = true;  // false: restored, no INIT_CHUNK yet.
   };
   using Key = std::pair<int, int>;  // (tensor, chunk)
 
@@ -159,9 +159,9 @@ class ParamServer {
   // The smallest version over chunks_ and how many chunks have it.
   int64_t min_version_ = 0;
   size_t at_min_ = 0;
-  int64_t restored_clock_ = -1;        // The checkpoint loaded by Restore(), or -1.
-  bool restored_checked_ = true;       // false from Restore() until every restored chunk was initialized.
-  RefusalLog refusals_;  // Refused requests, rate-limited per peer.
+  int64_t restored_clock_ = -1;   // The checkpoint loaded by Restore(), or -1.
+  bool restored_checked_ = true;  // false from Restore() until every restored chunk was initialized.
+  RefusalLog refusals_;           // Refused requests, rate-limited per peer.
 };
 
 }  // namespace nereus

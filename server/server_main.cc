@@ -1,10 +1,10 @@
 // nereus_server: a parameter-server shard (--role=server) or the job's
 // coordinator (--role=coordinator).
-#include <cstdlib>
-#include <iostream>
-
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+
+#include <cstdlib>
+#include <iostream>
 
 #include "common/curve_keys.h"
 #include "common/node.h"

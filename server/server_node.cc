@@ -77,11 +77,9 @@ Status ServerNode::Run() {
   }
   node_ = std::make_unique<Node>(node_options_);
   live_node_ = node_.get();
-  Status st = node_->Start(
-      [this](const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) {
-        OnData(from, std::move(msg), partial);
-      },
-      [](const Status&) {});
+  Status st = node_->Start([this](const Endpoint& from, StatusOr<Message> msg,
+                                  const pb::Header& partial) { OnData(from, std::move(msg), partial); },
+                           [](const Status&) {});
   std::unique_ptr<ParamServer> server;
   if (st.ok()) {
     auto made = MakeParamServer();

@@ -18,10 +18,10 @@
 namespace nereus {
 
 struct ServerCheckpointOptions {
-  std::string dir;            // Where checkpoints are written and read.
-  int64_t every = 0;          // Checkpoint every N clocks (BSP only); 0: never.
-  int keep = 2;               // Keep the newest K.
-  bool resume = false;        // Offer the checkpoints in `dir` and load the one the job resumes from.
+  std::string dir;      // Where checkpoints are written and read.
+  int64_t every = 0;    // Checkpoint every N clocks (BSP only); 0: never.
+  int keep = 2;         // Keep the newest K.
+  bool resume = false;  // Offer the checkpoints in `dir` and load the one the job resumes from.
   // Test hook: once every chunk reached this clock, wait for the checkpoints
   // already queued to be written, then SIGKILL itself. -1: never.
   int64_t crash_at_clock = -1;
@@ -65,13 +65,13 @@ class ServerNode : public ReplySink {
   // receive thread never blocks (it must read this node's REGISTER_REPLY).
   std::mutex mu_;
   std::unique_ptr<CheckpointWriter> writer_;  // Set before server_; outlives it.
-  std::unique_ptr<ParamServer> server_;  // GUARDED_BY(mu_) until ready_, then read-only.
-  std::deque<Early> early_;              // GUARDED_BY(mu_)
-  bool failed_ = false;                  // GUARDED_BY(mu_): Start failed; drop data.
-  std::atomic<bool> ready_{false};       // server_ built and early_ drained.
-  RefusalLog refusals_{"server"};        // Messages from members that are not workers.
-  RefusalLog reply_failures_{"server"};  // Replies the transport did not take.
-  std::unique_ptr<Node> node_;           // Last: stopped before server_ goes away.
+  std::unique_ptr<ParamServer> server_;       // GUARDED_BY(mu_) until ready_, then read-only.
+  std::deque<Early> early_;                   // GUARDED_BY(mu_)
+  bool failed_ = false;                       // GUARDED_BY(mu_): Start failed; drop data.
+  std::atomic<bool> ready_{false};            // server_ built and early_ drained.
+  RefusalLog refusals_{"server"};             // Messages from members that are not workers.
+  RefusalLog reply_failures_{"server"};       // Replies the transport did not take.
+  std::unique_ptr<Node> node_;                // Last: stopped before server_ goes away.
   // node_.get(), for the receive thread (OnData, Reply): ~ServerNode's
   // node_.reset() nulls node_ before ~Node has stopped that thread, which may
   // still be in OnData or Reply (a SIGSEGV at shutdown under load).

@@ -27,7 +27,8 @@ std::string BatchNormNet(const std::string& source) {
   return R"(name: "bn"
 layer { name: "data" type: "Data" top: "data" top: "label"
   transform_param { scale: 0.00390625 }
-  data_param { source: ")" + source + R"(" batch_size: 8 backend: LMDB } }
+  data_param { source: ")" +
+         source + R"(" batch_size: 8 backend: LMDB } }
 layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
   convolution_param { num_output: 4 kernel_size: 3 bias_term: false weight_filler { type: "xavier" } } }
 layer { name: "bn1" type: "BatchNorm" bottom: "conv1" top: "conv1" }
@@ -44,10 +45,11 @@ TEST(BatchNormJobTest, StatisticsStayLocalToEachWorker) {
   const std::string db = dir.File("lmdb");
   testing::WriteRandomImageLmdb(db, 64, 1, 8, 4, 11);
   testing::WriteText(dir.File("net.prototxt"), BatchNormNet(db));
-  testing::WriteText(dir.File("solver.prototxt"),
-                     "net: \"" + dir.File("net.prototxt") + "\"\nbase_lr: 0.1\nmomentum: 0.9\n"
-                     "lr_policy: \"fixed\"\ndisplay: 0\nmax_iter: " + std::to_string(kIterations) +
-                     "\nrandom_seed: 3\nsnapshot_after_train: false\n");
+  testing::WriteText(dir.File("solver.prototxt"), "net: \"" + dir.File("net.prototxt") +
+                                                      "\"\nbase_lr: 0.1\nmomentum: 0.9\n"
+                                                      "lr_policy: \"fixed\"\ndisplay: 0\nmax_iter: " +
+                                                      std::to_string(kIterations) +
+                                                      "\nrandom_seed: 3\nsnapshot_after_train: false\n");
   ClusterSpec spec;
   spec.servers = 2;
   spec.workers = 2;

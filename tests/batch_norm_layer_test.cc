@@ -1,6 +1,8 @@
 // BatchNorm (batch statistics, Caffe's running sums, global statistics,
 // lr_mult 0, local state), Scale (learned, with bias_term, from a second
 // bottom, in place) and Deconvolution: exact values and numeric gradients.
+#include "worker/trainer/layers/batch_norm_layer.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +11,6 @@
 #include <vector>
 
 #include "tests/gradient_checker.h"
-#include "worker/trainer/layers/batch_norm_layer.h"
 #include "worker/trainer/layers/deconv_layer.h"
 
 namespace nereus {
@@ -78,11 +79,11 @@ TEST(BatchNormLayerTest, StatisticsCarryLrMultZero) {
   ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
   ASSERT_EQ(3, layer.layer_param().param_size());
   for (const auto& spec : layer.layer_param().param()) EXPECT_EQ(0.0f, spec.lr_mult());
-  BatchNormLayer learned(ParseLayerParameter(
-      "name: 'bn' type: 'BatchNorm' param { lr_mult: 0 } param { lr_mult: 1 }"));
-  EXPECT_EQ("layer bn (BatchNorm): cannot configure batch normalization statistics as layer "
-            "parameters (param 1 has lr_mult 1.000000; it must be 0)",
-            learned.SetUp({&bottom}, {&top}).message());
+  BatchNormLayer learned(ParseLayerParameter("name: 'bn' type: 'BatchNorm' param { lr_mult: 0 } param { lr_mult: 1 }"));
+  EXPECT_EQ(
+      "layer bn (BatchNorm): cannot configure batch normalization statistics as layer "
+      "parameters (param 1 has lr_mult 1.000000; it must be 0)",
+      learned.SetUp({&bottom}, {&top}).message());
 }
 
 TEST(BatchNormLayerTest, GradientInPlaceAndApart) {
@@ -136,8 +137,7 @@ TEST(ScaleLayerTest, LearnedScaleAndBiasPerChannel) {
   for (auto& b : layer.blobs()) caffe_set(b->count(), 0.0f, b->mutable_cpu_diff());
   layer.Backward({&top}, {true}, {&bottom});
   EXPECT_EQ((std::vector<float>{1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3}), BlobDiff(bottom));
-  EXPECT_EQ((std::vector<float>{1 + 2 + 7 + 8, 3 + 4 + 9 + 10, 5 + 6 + 11 + 12}),
-            BlobDiff(*layer.blobs()[0]));
+  EXPECT_EQ((std::vector<float>{1 + 2 + 7 + 8, 3 + 4 + 9 + 10, 5 + 6 + 11 + 12}), BlobDiff(*layer.blobs()[0]));
   EXPECT_EQ((std::vector<float>{4, 4, 4}), BlobDiff(*layer.blobs()[1]));
 }
 
@@ -172,17 +172,17 @@ TEST(ScaleLayerTest, ScaleFromASecondBottomAndItsGradient) {
   EXPECT_GT(checker.comparisons(), 0);
   Blob wrong(std::vector<int>{4});
   ScaleLayer bad(ParseLayerParameter("name: 'sc' type: 'Scale'"));
-  EXPECT_EQ("layer sc (Scale): dimension mismatch between bottom[0]->shape(1) and scale->shape(0): "
-            "bottom 2 3 2 2 (24), scale 4 (4)",
-            bad.SetUp({&bottom, &wrong}, {&top}).message());
+  EXPECT_EQ(
+      "layer sc (Scale): dimension mismatch between bottom[0]->shape(1) and scale->shape(0): "
+      "bottom 2 3 2 2 (24), scale 4 (4)",
+      bad.SetUp({&bottom, &wrong}, {&top}).message());
 }
 
 TEST(ScaleLayerTest, InPlaceMatchesApart) {
   std::mt19937 rng(44);
   Blob input(2, 3, 2, 2);
   test::FillGaussian(&input, &rng);
-  const std::string text =
-      "name: 'sc' type: 'Scale' scale_param { bias_term: true filler { type: 'gaussian' } }";
+  const std::string text = "name: 'sc' type: 'Scale' scale_param { bias_term: true filler { type: 'gaussian' } }";
   std::mt19937 rng_a(7), rng_b(7);
   ScaleLayer apart(ParseLayerParameter(text)), in_place(ParseLayerParameter(text));
   apart.set_rng(&rng_a);
@@ -212,36 +212,35 @@ TEST(DeconvolutionLayerTest, EachInputPixelPaintsAWeightedKernel) {
   Blob bottom(1, 1, 2, 2), top;
   SetBlobData(&bottom, {1, 2, 3, 4});
   std::mt19937 rng(1);
-  DeconvolutionLayer layer(ParseLayerParameter(
-      "name: 'up' type: 'Deconvolution' convolution_param { num_output: 1 kernel_size: 2 stride: 2 "
-      "bias_filler { type: 'constant' value: 0.5 } }"));
+  DeconvolutionLayer layer(
+      ParseLayerParameter("name: 'up' type: 'Deconvolution' convolution_param { num_output: 1 kernel_size: 2 stride: 2 "
+                          "bias_filler { type: 'constant' value: 0.5 } }"));
   layer.set_rng(&rng);
   ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
   EXPECT_EQ((std::vector<int>{1, 1, 4, 4}), top.shape());
   EXPECT_EQ((std::vector<int>{1, 1, 2, 2}), layer.blobs()[0]->shape());
   SetBlobData(layer.blobs()[0].get(), {1, 2, 3, 4});
   layer.Forward({&bottom}, {&top});
-  EXPECT_EQ((std::vector<float>{1.5f, 2.5f, 2.5f, 4.5f,    //
-                                3.5f, 4.5f, 6.5f, 8.5f,    //
-                                3.5f, 6.5f, 4.5f, 8.5f,    //
+  EXPECT_EQ((std::vector<float>{1.5f, 2.5f, 2.5f, 4.5f,  //
+                                3.5f, 4.5f, 6.5f, 8.5f,  //
+                                3.5f, 6.5f, 4.5f, 8.5f,  //
                                 9.5f, 12.5f, 12.5f, 16.5f}),
             BlobData(top));
 }
 
 TEST(DeconvolutionLayerTest, ShapesAndGradients) {
-  const char* configs[] = {
-      "num_output: 3 kernel_size: 3 stride: 2 pad: 1",
-      "num_output: 4 kernel_size: 2 stride: 1 group: 2",
-      "num_output: 2 kernel_h: 3 kernel_w: 2 stride_h: 1 stride_w: 2 bias_term: false"};
+  const char* configs[] = {"num_output: 3 kernel_size: 3 stride: 2 pad: 1",
+                           "num_output: 4 kernel_size: 2 stride: 1 group: 2",
+                           "num_output: 2 kernel_h: 3 kernel_w: 2 stride_h: 1 stride_w: 2 bias_term: false"};
   const std::vector<std::vector<int>> shapes = {{2, 3, 5, 5}, {2, 4, 4, 4}, {2, 2, 5, 6}};
   for (int c = 0; c < 3; ++c) {
     SCOPED_TRACE(configs[c]);
     std::mt19937 rng(45);
     Blob bottom(2, 2, 3, 3), top;
     test::FillGaussian(&bottom, &rng);
-    DeconvolutionLayer layer(ParseLayerParameter(
-        std::string("name: 'up' type: 'Deconvolution' convolution_param { ") + configs[c] +
-        " weight_filler { type: 'gaussian' } bias_filler { type: 'gaussian' } }"));
+    DeconvolutionLayer layer(
+        ParseLayerParameter(std::string("name: 'up' type: 'Deconvolution' convolution_param { ") + configs[c] +
+                            " weight_filler { type: 'gaussian' } bias_filler { type: 'gaussian' } }"));
     layer.set_rng(&rng);
     GradientChecker checker(1e-2f, 1e-2f);
     checker.CheckGradient(&layer, {&bottom}, {&top});

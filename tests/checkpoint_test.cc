@@ -2,14 +2,13 @@
 // restore, in-process.
 #include "server/checkpoint.h"
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-
-#include <gtest/gtest.h>
 
 #include "common/sgd.h"
 #include "server/param_server.h"
@@ -292,7 +291,7 @@ TEST(ParamServerCheckpointTest, CheckpointsAtClockBoundariesAndRestoresBitForBit
   ASSERT_TRUE(state.ok()) << state.status();
   ASSERT_TRUE(b.server->Restore(std::move(state).value()).ok());
   pb::SgdConfig changed = Sgd();
-  changed.set_max_iter(1000);  // The resumed job's solver settings replace the checkpoint's.
+  changed.set_max_iter(1000);                            // The resumed job's solver settings replace the checkpoint's.
   Send(b.server.get(), Init(0, {9, 9, 9}, changed), 0);  // Values ignored: the checkpoint's stay.
   ASSERT_EQ(b.sink.replies.back().header.op(), pb::INIT_ACK);
   Send(b.server.get(), Init(1, {9, 9}, changed), 0);

@@ -151,8 +151,9 @@ TEST_F(BuilderFixture, PushesCarryEveryChunkOnceAndRegisterTheirAcksAndPulls) {
     auto guard = std::make_shared<SendGuard>(push);
     auto pull = std::make_shared<Handle::State>(static_cast<int>(refs.size()));
     std::vector<QueuedMessage> out;
-    builder.BuildPushes(refs, {grad[0], grad[1]}, {0, 1}, /*clock=*/7, [&](int) { return pull; }, push, guard,
-                        /*base_priority=*/uint64_t{1} << 32, &out, merge);
+    builder.BuildPushes(
+        refs, {grad[0], grad[1]}, {0, 1}, /*clock=*/7, [&](int) { return pull; }, push, guard,
+        /*base_priority=*/uint64_t{1} << 32, &out, merge);
     std::set<std::pair<int, int>> seen;
     for (const QueuedMessage& m : out) {
       const pb::Header& h = m.msg.header;
@@ -244,8 +245,9 @@ TEST_F(BuilderFixture, CoalescedUnitsKeepEachUnitsRequestIdPartsAndFramesInOrder
   auto guard = std::make_shared<SendGuard>(push);
   auto pull = std::make_shared<Handle::State>(static_cast<int>(refs.size()));
   std::vector<QueuedMessage> out;
-  builder.BuildPushes(refs, {grad[0], grad[1]}, {0, 1}, 7, [&](int) { return pull; }, push, guard,
-                      uint64_t{1} << 32, &out, /*merge=*/true);
+  builder.BuildPushes(
+      refs, {grad[0], grad[1]}, {0, 1}, 7, [&](int) { return pull; }, push, guard, uint64_t{1} << 32, &out,
+      /*merge=*/true);
   // The units of the server that holds the merged one, plus a plain one.
   std::vector<QueuedMessage> units;
   int server = -1;

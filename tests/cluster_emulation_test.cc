@@ -2,21 +2,19 @@
 // and no process behind (also when interrupted), and the simulator predicts
 // its iteration time within a stated bound. Exits 77 (ctest: skipped) where
 // namespaces cannot be made.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/inotify.h>
-#include <poll.h>
 #include <unistd.h>
-
-#include <dirent.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <sstream>
 #include <fstream>
 #include <regex>
-
-#include <gtest/gtest.h>
+#include <sstream>
 
 #include "bench/emulated_worker.h"
 #include "bench/models.h"
@@ -36,10 +34,18 @@ const double kGflops = 3000 / kFactor, kMbit = 10000 / kFactor;
 const double kBound = 0.25;
 
 std::vector<std::string> ClusterArgs(const testing::TempDir& dir, int iterations) {
-  return {testing::BinaryPath("nereus_bench"), "cluster", "--hosts=2", "--model=resnet50",
-          "--model_scale=" + std::to_string(kScale), "--device_gflops=" + std::to_string(kGflops),
-          "--link_mbit=" + std::to_string(kMbit), "--schedule=full", "--warmup=3",
-          "--iterations=" + std::to_string(iterations), "--json=" + dir.File("result.json"), "--cluster_logs=" + dir.path(),
+  return {testing::BinaryPath("nereus_bench"),
+          "cluster",
+          "--hosts=2",
+          "--model=resnet50",
+          "--model_scale=" + std::to_string(kScale),
+          "--device_gflops=" + std::to_string(kGflops),
+          "--link_mbit=" + std::to_string(kMbit),
+          "--schedule=full",
+          "--warmup=3",
+          "--iterations=" + std::to_string(iterations),
+          "--json=" + dir.File("result.json"),
+          "--cluster_logs=" + dir.path(),
           "--timeout_s=60"};
 }
 
@@ -114,7 +120,8 @@ TEST(ClusterEmulationTest, RunsCleansUpAndMatchesTheSimulator) {
 #ifndef NEREUS_SANITIZED_BUILD
   EXPECT_LT(std::abs(predicted.iteration_s - measured) / measured, kBound)
       << "predicted " << predicted.iteration_s << " s, measured " << measured << " s";
-#endif  // Under a sanitizer the client's own CPU time is several times larger: the run and its cleanup are checked, not the timing.
+#endif  // Under a sanitizer the client's own CPU time is several times larger: the run and its cleanup are checked, not
+        // the timing.
   std::printf("2 hosts: measured %.4f s, predicted %.4f s (%+.1f%%)\n", measured, predicted.iteration_s,
               100 * (predicted.iteration_s - measured) / measured);
 }

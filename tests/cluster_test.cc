@@ -1,10 +1,10 @@
 // Whole jobs as real processes on 127.0.0.1: consistency models end to end.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <regex>
-
-#include <gtest/gtest.h>
 
 #include "common/sgd.h"
 #include "tests/process_util.h"
@@ -52,9 +52,11 @@ TEST(BspTest, TwoServersThreeWorkersMatchSingleProcessReferenceBitForBit) {
   spec.workers = workers;
   // Small chunks: every tensor is split and spread over both servers.
   spec.coordinator_flags = {"--partition_bytes=1024", "--consistency=bsp"};
-  spec.worker_flags = {"--tensors=" + tensors, "--iterations=20", "--seed=5", "--lr_policy=inv", "--base_lr=0.05",
-                       "--gamma=0.001", "--power=0.75", "--momentum=0.9", "--weight_decay=0.001", "--display=0"};
-  for (int w = 0; w < workers; ++w) spec.worker_rank_flags.push_back({w, {"--weights_out=" + dir.File("w" + std::to_string(w))}});
+  spec.worker_flags = {"--tensors=" + tensors, "--iterations=20", "--seed=5",     "--lr_policy=inv",
+                       "--base_lr=0.05",       "--gamma=0.001",   "--power=0.75", "--momentum=0.9",
+                       "--weight_decay=0.001", "--display=0"};
+  for (int w = 0; w < workers; ++w)
+    spec.worker_rank_flags.push_back({w, {"--weights_out=" + dir.File("w" + std::to_string(w))}});
   LocalCluster cluster(spec, dir);
   std::string report;
   ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(60), &report)) << report;
@@ -134,8 +136,8 @@ TEST(AsyncTest, CompletesAndConvergesOnQuadratic) {
   spec.servers = 2;
   spec.workers = 2;
   spec.coordinator_flags = {"--consistency=async", "--chunk_bytes=4096"};
-  spec.worker_flags = {"--model=quadratic", "--iterations=100", "--display=0", "--tensors=2000,30x30",
-                       "--base_lr=0.1", "--momentum=0", "--weight_decay=0"};
+  spec.worker_flags = {"--model=quadratic", "--iterations=100", "--display=0",     "--tensors=2000,30x30",
+                       "--base_lr=0.1",     "--momentum=0",     "--weight_decay=0"};
   for (int w = 0; w < 2; ++w)
     spec.worker_rank_flags.push_back({w, {"--summary_json=" + dir.File("s" + std::to_string(w) + ".json")}});
   LocalCluster cluster(spec, dir);

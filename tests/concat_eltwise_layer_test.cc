@@ -65,8 +65,7 @@ TEST(ConcatLayerTest, LegacyConcatDim) {
   Blob a(1, 1, 1, 1), b(1, 1, 1, 1), top;
   SetBlobData(&a, {1});
   SetBlobData(&b, {2});
-  ConcatLayer layer(
-      ParseLayerParameter("name: 'cat' type: 'Concat' concat_param { concat_dim: 2 }"));
+  ConcatLayer layer(ParseLayerParameter("name: 'cat' type: 'Concat' concat_param { concat_dim: 2 }"));
   ASSERT_TRUE(layer.SetUp({&a, &b}, {&top}).ok());
   layer.Forward({&a, &b}, {&top});
   EXPECT_EQ((std::vector<int>{1, 1, 2, 1}), top.shape());
@@ -90,11 +89,9 @@ TEST(ConcatLayerConfigTest, ShapeMismatch) {
   Status s = layer.SetUp({&a, &b}, {&top});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(std::string::npos, s.message().find("cat4")) << s.message();
-  EXPECT_NE(std::string::npos, s.message().find("same shape except at concat axis 1"))
-      << s.message();
+  EXPECT_NE(std::string::npos, s.message().find("same shape except at concat axis 1")) << s.message();
   EXPECT_NE(std::string::npos, s.message().find("1 2 3 3")) << s.message();
-  ConcatLayer both(
-      ParseLayerParameter("name: 'cat4' type: 'Concat' concat_param { axis: 1 concat_dim: 1 }"));
+  ConcatLayer both(ParseLayerParameter("name: 'cat4' type: 'Concat' concat_param { axis: 1 concat_dim: 1 }"));
   s = both.SetUp({&a, &a}, {&top});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(std::string::npos, s.message().find("not both")) << s.message();
@@ -120,8 +117,7 @@ class EltwiseLayerTest : public ::testing::Test {
     SetBlobData(&c_, {0.5f, 2, 1});
   }
   std::vector<float> Run(const std::string& eltwise_param) {
-    EltwiseLayer layer(
-        ParseLayerParameter("name: 'elt' type: 'Eltwise' eltwise_param { " + eltwise_param + " }"));
+    EltwiseLayer layer(ParseLayerParameter("name: 'elt' type: 'Eltwise' eltwise_param { " + eltwise_param + " }"));
     const Status s = layer.SetUp({&a_, &b_, &c_}, {&top_});
     EXPECT_TRUE(s.ok()) << s.message();
     layer.Forward({&a_, &b_, &c_}, {&top_});
@@ -130,9 +126,7 @@ class EltwiseLayerTest : public ::testing::Test {
   Blob a_, b_, c_, top_;
 };
 
-TEST_F(EltwiseLayerTest, Prod) {
-  EXPECT_EQ((std::vector<float>{2, -20, -18}), Run("operation: PROD"));
-}
+TEST_F(EltwiseLayerTest, Prod) { EXPECT_EQ((std::vector<float>{2, -20, -18}), Run("operation: PROD")); }
 
 TEST_F(EltwiseLayerTest, Sum) {
   EXPECT_EQ((std::vector<float>{5.5f, 5, -2}), Run("operation: SUM"));
@@ -143,8 +137,7 @@ TEST_F(EltwiseLayerTest, Sum) {
 TEST_F(EltwiseLayerTest, Max) { EXPECT_EQ((std::vector<float>{4, 5, 3}), Run("operation: MAX")); }
 
 TEST_F(EltwiseLayerTest, MaxBackwardRoutesToTheWinner) {
-  EltwiseLayer layer(
-      ParseLayerParameter("name: 'elt' type: 'Eltwise' eltwise_param { operation: MAX }"));
+  EltwiseLayer layer(ParseLayerParameter("name: 'elt' type: 'Eltwise' eltwise_param { operation: MAX }"));
   ASSERT_TRUE(layer.SetUp({&a_, &b_, &c_}, {&top_}).ok());
   layer.Forward({&a_, &b_, &c_}, {&top_});
   const float diff[] = {1, 2, 3};
@@ -170,8 +163,7 @@ void CheckEltwiseGradient(const std::string& eltwise_param, bool distinct, uint3
     for (int i = 0; i < b.count(); ++i) b.mutable_cpu_data()[i] += 0.017f;
     for (int i = 0; i < c.count(); ++i) c.mutable_cpu_data()[i] += 0.034f;
   }
-  EltwiseLayer layer(
-      ParseLayerParameter("name: 'elt' type: 'Eltwise' eltwise_param { " + eltwise_param + " }"));
+  EltwiseLayer layer(ParseLayerParameter("name: 'elt' type: 'Eltwise' eltwise_param { " + eltwise_param + " }"));
   GradientChecker checker(1e-2f, 1e-3f);
   checker.CheckGradientEltwise(&layer, {&a, &b, &c}, {&top});
   EXPECT_GT(checker.comparisons(), 0);
@@ -192,8 +184,7 @@ TEST(EltwiseLayerGradientTest, Max) {
 
 Status SetUpEltwise(const std::string& eltwise_param, std::vector<int> shape_b) {
   Blob a(std::vector<int>{2, 3}), b(shape_b), top;
-  EltwiseLayer layer(
-      ParseLayerParameter("name: 'elt2' type: 'Eltwise' eltwise_param { " + eltwise_param + " }"));
+  EltwiseLayer layer(ParseLayerParameter("name: 'elt2' type: 'Eltwise' eltwise_param { " + eltwise_param + " }"));
   return layer.SetUp({&a, &b}, {&top});
 }
 
@@ -201,15 +192,13 @@ TEST(EltwiseLayerConfigTest, Errors) {
   Status s = SetUpEltwise("operation: SUM", {3, 2});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(std::string::npos, s.message().find("elt2")) << s.message();
-  EXPECT_NE(std::string::npos, s.message().find("bottom 0 is 2 3 (6), bottom 1 is 3 2 (6)"))
-      << s.message();
+  EXPECT_NE(std::string::npos, s.message().find("bottom 0 is 2 3 (6), bottom 1 is 3 2 (6)")) << s.message();
   s = SetUpEltwise("operation: SUM coeff: 1", {2, 3});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(std::string::npos, s.message().find("one coefficient per bottom")) << s.message();
   s = SetUpEltwise("operation: PROD coeff: 1 coeff: 2", {2, 3});
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(std::string::npos, s.message().find("only takes coefficients for the SUM"))
-      << s.message();
+  EXPECT_NE(std::string::npos, s.message().find("only takes coefficients for the SUM")) << s.message();
   EXPECT_TRUE(SetUpEltwise("operation: MAX", {2, 3}).ok());
 }
 

@@ -29,8 +29,8 @@ class ConvolutionLayerTest : public ::testing::Test {
  protected:
   // Sets the layer up on bottom_ (which the test has shaped and filled).
   std::unique_ptr<ConvolutionLayer> MakeLayer(const std::string& conv_param) {
-    auto layer = std::make_unique<ConvolutionLayer>(ParseLayerParameter(
-        "name: 'conv' type: 'Convolution' convolution_param { " + conv_param + " }"));
+    auto layer = std::make_unique<ConvolutionLayer>(
+        ParseLayerParameter("name: 'conv' type: 'Convolution' convolution_param { " + conv_param + " }"));
     layer->set_rng(&rng_);
     const Status status = layer->SetUp({&bottom_}, {&top_});
     EXPECT_TRUE(status.ok()) << status.message();
@@ -139,9 +139,9 @@ TEST_F(ConvolutionLayerTest, TwoBottomsShareWeights) {
   SetBlobData(&bottom_, {1, 2, 3, 4});
   SetBlobData(&bottom2, {5, 6, 7, 8});
   Blob top2;
-  ConvolutionLayer layer(ParseLayerParameter(
-      "name: 'conv' type: 'Convolution' convolution_param { num_output: 1 kernel_size: 2 "
-      "weight_filler { type: 'constant' value: 1 } bias_filler { type: 'constant' value: 1 } }"));
+  ConvolutionLayer layer(
+      ParseLayerParameter("name: 'conv' type: 'Convolution' convolution_param { num_output: 1 kernel_size: 2 "
+                          "weight_filler { type: 'constant' value: 1 } bias_filler { type: 'constant' value: 1 } }"));
   layer.set_rng(&rng_);
   ASSERT_TRUE(layer.SetUp({&bottom_, &bottom2}, {&top_, &top2}).ok());
   layer.Forward({&bottom_, &bottom2}, {&top_, &top2});
@@ -152,10 +152,10 @@ TEST_F(ConvolutionLayerTest, TwoBottomsShareWeights) {
 TEST_F(ConvolutionLayerTest, GradientSimple) {
   bottom_.Reshape({2, 3, 5, 4});
   test::FillGaussian(&bottom_, &rng_);
-  ConvolutionLayer layer(ParseLayerParameter(
-      "name: 'conv' type: 'Convolution' convolution_param { num_output: 2 kernel_size: 3 "
-      "stride: 2 weight_filler { type: 'gaussian' std: 0.5 } "
-      "bias_filler { type: 'gaussian' std: 0.5 } }"));
+  ConvolutionLayer layer(
+      ParseLayerParameter("name: 'conv' type: 'Convolution' convolution_param { num_output: 2 kernel_size: 3 "
+                          "stride: 2 weight_filler { type: 'gaussian' std: 0.5 } "
+                          "bias_filler { type: 'gaussian' std: 0.5 } }"));
   layer.set_rng(&rng_);
   GradientChecker checker(1e-2f, 1e-3f);
   checker.CheckGradientExhaustive(&layer, {&bottom_}, {&top_});
@@ -165,10 +165,10 @@ TEST_F(ConvolutionLayerTest, GradientSimple) {
 TEST_F(ConvolutionLayerTest, GradientPadStrideGroup) {
   bottom_.Reshape({2, 4, 5, 5});
   test::FillGaussian(&bottom_, &rng_);
-  ConvolutionLayer layer(ParseLayerParameter(
-      "name: 'conv' type: 'Convolution' convolution_param { num_output: 4 kernel_size: 3 "
-      "pad: 1 stride: 2 group: 2 weight_filler { type: 'gaussian' std: 0.5 } "
-      "bias_filler { type: 'gaussian' std: 0.5 } }"));
+  ConvolutionLayer layer(
+      ParseLayerParameter("name: 'conv' type: 'Convolution' convolution_param { num_output: 4 kernel_size: 3 "
+                          "pad: 1 stride: 2 group: 2 weight_filler { type: 'gaussian' std: 0.5 } "
+                          "bias_filler { type: 'gaussian' std: 0.5 } }"));
   layer.set_rng(&rng_);
   GradientChecker checker(1e-2f, 1e-3f);
   checker.CheckGradientExhaustive(&layer, {&bottom_}, {&top_});
@@ -178,10 +178,10 @@ TEST_F(ConvolutionLayerTest, GradientPadStrideGroup) {
 TEST_F(ConvolutionLayerTest, GradientDilationRectangular) {
   bottom_.Reshape({1, 2, 6, 5});
   test::FillGaussian(&bottom_, &rng_);
-  ConvolutionLayer layer(ParseLayerParameter(
-      "name: 'conv' type: 'Convolution' convolution_param { num_output: 2 kernel_h: 2 "
-      "kernel_w: 3 pad_h: 1 pad_w: 0 stride_h: 1 stride_w: 2 dilation: 2 "
-      "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }"));
+  ConvolutionLayer layer(
+      ParseLayerParameter("name: 'conv' type: 'Convolution' convolution_param { num_output: 2 kernel_h: 2 "
+                          "kernel_w: 3 pad_h: 1 pad_w: 0 stride_h: 1 stride_w: 2 dilation: 2 "
+                          "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }"));
   layer.set_rng(&rng_);
   GradientChecker checker(1e-2f, 1e-3f);
   checker.CheckGradientExhaustive(&layer, {&bottom_}, {&top_});

@@ -1,5 +1,6 @@
 // Runs nereus_convert_mnist as a real process on IDX files made here and checks
 // the LMDB it writes.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -7,8 +8,6 @@
 #include <filesystem>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "proto/caffe.pb.h"
 #include "worker/trainer/data/db.h"
@@ -65,7 +64,7 @@ class ConvertMnistTest : public ::testing::Test {
 
 TEST_F(ConvertMnistTest, WritesOneDatumPerImageWithCaffeKeys) {
   RunResult r = RunConverter("--images=" + Path("images") + " --labels=" + Path("labels") +
-                    " --output=" + Path("lmdb") + " --commit_every=5");
+                             " --output=" + Path("lmdb") + " --commit_every=5");
   ASSERT_EQ(r.exit_code, 0) << r.output;
 
   auto db = LmdbDatabase::Open(Path("lmdb"), DbMode::kRead);
@@ -104,8 +103,8 @@ TEST_F(ConvertMnistTest, MissingFlagIsNamed) {
 
 TEST_F(ConvertMnistTest, CountMismatchFailsNamingFiles) {
   ASSERT_TRUE(WriteIdxLabels(Path("few_labels"), {1, 2, 3}).ok());
-  RunResult r = RunConverter("--images=" + Path("images") + " --labels=" + Path("few_labels") +
-                    " --output=" + Path("lmdb"));
+  RunResult r =
+      RunConverter("--images=" + Path("images") + " --labels=" + Path("few_labels") + " --output=" + Path("lmdb"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("holds 12 images"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(Path("few_labels")), std::string::npos) << r.output;
@@ -113,8 +112,7 @@ TEST_F(ConvertMnistTest, CountMismatchFailsNamingFiles) {
 }
 
 TEST_F(ConvertMnistTest, RefusesToOverwriteAnExistingDatabase) {
-  const std::string args =
-      "--images=" + Path("images") + " --labels=" + Path("labels") + " --output=" + Path("lmdb");
+  const std::string args = "--images=" + Path("images") + " --labels=" + Path("labels") + " --output=" + Path("lmdb");
   ASSERT_EQ(RunConverter(args).exit_code, 0);
   RunResult again = RunConverter(args);
   EXPECT_EQ(again.exit_code, 1);

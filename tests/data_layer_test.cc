@@ -1,5 +1,7 @@
 #include "worker/trainer/data/data_layer.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -7,8 +9,6 @@
 #include <set>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "worker/trainer/blob.h"
 #include "worker/trainer/data/db.h"

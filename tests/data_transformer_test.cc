@@ -1,5 +1,7 @@
 #include "worker/trainer/data/data_transformer.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -7,8 +9,6 @@
 #include <set>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace nereus {
 namespace data {
@@ -46,8 +46,7 @@ TEST(DataTransformerTest, ScaleIsExact) {
   ASSERT_TRUE(t->Transform(datum, out.data(), nullptr).ok());
   for (int c = 0; c < 2; ++c)
     for (int h = 0; h < 4; ++h)
-      for (int w = 0; w < 5; ++w)
-        EXPECT_EQ(out[(c * 4 + h) * 5 + w], Pixel(c, h, w) * 0.00390625f);
+      for (int w = 0; w < 5; ++w) EXPECT_EQ(out[(c * 4 + h) * 5 + w], Pixel(c, h, w) * 0.00390625f);
   auto shape = t->InferShape(datum);
   ASSERT_TRUE(shape.ok());
   EXPECT_EQ(*shape, (std::vector<int>{1, 2, 4, 5}));
@@ -176,8 +175,7 @@ TEST(DataTransformerTest, MirrorFlipsExactlyAndOnlyInTrain) {
     ASSERT_TRUE(t->Transform(MakeDatum(2), out.data(), &rng).ok());
     for (int c = 0; c < 2; ++c)
       for (int h = 0; h < 4; ++h)
-        for (int w = 0; w < 5; ++w)
-          ASSERT_EQ(out[(c * 4 + h) * 5 + w], Pixel(c, h, flip ? 4 - w : w)) << "draw " << i;
+        for (int w = 0; w < 5; ++w) ASSERT_EQ(out[(c * 4 + h) * 5 + w], Pixel(c, h, flip ? 4 - w : w)) << "draw " << i;
     mirrored += flip;
   }
   EXPECT_GT(mirrored, 0);

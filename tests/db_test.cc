@@ -1,11 +1,11 @@
 #include "worker/trainer/data/db.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "proto/caffe.pb.h"
 

@@ -35,8 +35,7 @@ std::vector<float> ForwardOnInput(Layer* layer) {
   return BlobData(top);
 }
 
-void ExpectNear(const std::vector<float>& expected, const std::vector<float>& actual,
-                float tolerance = 1e-5f) {
+void ExpectNear(const std::vector<float>& expected, const std::vector<float>& actual, float tolerance = 1e-5f) {
   ASSERT_EQ(expected.size(), actual.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_NEAR(expected[i], actual[i], tolerance) << "at index " << i;
@@ -111,8 +110,7 @@ TEST(AbsValLayerTest, InPlaceIsRefused) {
 
 TEST(BNLLLayerTest, ForwardGradientInPlace) {
   BNLLLayer layer(ParseLayerParameter("name: 'b' type: 'BNLL'"));
-  ExpectNear({0.12692801f, 0.47407698f, 0.69314718f, 1.31326169f, 3.04858735f},
-             ForwardOnInput(&layer));
+  ExpectNear({0.12692801f, 0.47407698f, 0.69314718f, 1.31326169f, 3.04858735f}, ForwardOnInput(&layer));
   // No overflow far out.
   Blob bottom(std::vector<int>{1, 2}), top;
   SetBlobData(&bottom, {-100.0f, 100.0f});
@@ -140,8 +138,7 @@ TEST(ExpLayerTest, ForwardAndGradient) {
   ExpLayer layer(ParseLayerParameter(text));
   ExpectNear({0.5f, 1.41421356f, 2, 4, 16}, ForwardOnInput(&layer));
   ExpLayer natural(ParseLayerParameter("name: 'x' type: 'Exp'"));
-  ExpectNear({0.13533528f, 0.60653066f, 1, 2.71828183f, 20.08553692f}, ForwardOnInput(&natural),
-             2e-5f);
+  ExpectNear({0.13533528f, 0.60653066f, 1, 2.71828183f, 20.08553692f}, ForwardOnInput(&natural), 2e-5f);
   ExpLayer g(ParseLayerParameter("name: 'x' type: 'Exp' exp_param { base: 2 scale: 0.5 shift: 1 }"));
   CheckEltwise(&g, 14);
   ExpectInPlaceMatches(Maker<ExpLayer>(text), 0.0f);
@@ -167,17 +164,15 @@ TEST(PowerLayerTest, ForwardGradientInPlace) {
   const std::string text = "name: 'p' type: 'Power' power_param { power: 2 scale: 0.5 shift: 1 }";
   PowerLayer layer(ParseLayerParameter(text));
   ExpectNear({0, 0.5625f, 1, 2.25f, 6.25f}, ForwardOnInput(&layer));
-  for (const char* param : {"power: 2 scale: 0.5 shift: 1", "power: 0.37 scale: 0.83 shift: 5",
-                            "power: 1 scale: 0.83 shift: -2.4", "power: 0 scale: 2 shift: 1",
-                            "power: 3 scale: 0 shift: 2"}) {
+  for (const char* param :
+       {"power: 2 scale: 0.5 shift: 1", "power: 0.37 scale: 0.83 shift: 5", "power: 1 scale: 0.83 shift: -2.4",
+        "power: 0 scale: 2 shift: 1", "power: 3 scale: 0 shift: 2"}) {
     SCOPED_TRACE(param);
-    PowerLayer g(ParseLayerParameter(std::string("name: 'p' type: 'Power' power_param { ") + param +
-                                     " }"));
+    PowerLayer g(ParseLayerParameter(std::string("name: 'p' type: 'Power' power_param { ") + param + " }"));
     CheckEltwise(&g, 16);
   }
   // A constant output: (0 * x + 2) ^ 3.
-  PowerLayer constant(
-      ParseLayerParameter("name: 'p' type: 'Power' power_param { power: 3 scale: 0 shift: 2 }"));
+  PowerLayer constant(ParseLayerParameter("name: 'p' type: 'Power' power_param { power: 3 scale: 0 shift: 2 }"));
   ExpectNear({8, 8, 8, 8, 8}, ForwardOnInput(&constant));
   ExpectInPlaceMatches(Maker<PowerLayer>("name: 'p' type: 'Power' power_param { power: 0.37 "
                                          "scale: 0.83 shift: 5 }"),
@@ -185,8 +180,7 @@ TEST(PowerLayerTest, ForwardGradientInPlace) {
 }
 
 TEST(ThresholdLayerTest, StrictlyAboveIsOne) {
-  ThresholdLayer layer(
-      ParseLayerParameter("name: 't' type: 'Threshold' threshold_param { threshold: -0.5 }"));
+  ThresholdLayer layer(ParseLayerParameter("name: 't' type: 'Threshold' threshold_param { threshold: -0.5 }"));
   EXPECT_EQ((std::vector<float>{0, 0, 1, 1, 1}), ForwardOnInput(&layer));
   ThresholdLayer zero(ParseLayerParameter("name: 't' type: 'Threshold'"));
   EXPECT_EQ((std::vector<float>{0, 0, 0, 1, 1}), ForwardOnInput(&zero));

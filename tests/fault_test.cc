@@ -1,13 +1,12 @@
 // Failures as real processes: a killed worker, malformed messages, a node that
 // never shows up.
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <mutex>
-
-#include <gtest/gtest.h>
 
 #include "common/node.h"
 #include "nereus/client.h"
@@ -311,8 +310,8 @@ TEST(FaultTest, NodeDropsDataOfAnotherEpochAndRollsBackOnlyOnANewerOne) {
 TEST(FaultTest, WorkerWithoutCoordinatorGivesUpNamingTheAddress) {
   TempDir dir;
   const int port = testing::FreePort();
-  auto w = testing::Subprocess::Start({testing::BinaryPath("nereus_worker"), "--coordinator=127.0.0.1:" + std::to_string(port),
-                                       "--startup_timeout_s=1"},
+  auto w = testing::Subprocess::Start({testing::BinaryPath("nereus_worker"),
+                                       "--coordinator=127.0.0.1:" + std::to_string(port), "--startup_timeout_s=1"},
                                       dir.File("w.log"));
   auto code = w->WaitFor(std::chrono::seconds(20));
   ASSERT_TRUE(code.has_value());
@@ -448,7 +447,8 @@ TEST(FaultTest, ServerAnswersMalformedMessagesWithErrorsAndKeepsItsParameters) {
     pb::Header h = push_header(12);
     h.set_tensor(5);
     std::string s = Serialize(h);
-    cases.push_back({"unknown tensor", {Buffer::CopyOf(s.data(), s.size()), Buffer::Of(grad)}, "unknown tensor 5 chunk 0"});
+    cases.push_back(
+        {"unknown tensor", {Buffer::CopyOf(s.data(), s.size()), Buffer::Of(grad)}, "unknown tensor 5 chunk 0"});
   }
   {
     pb::Header h = push_header(13);
@@ -489,7 +489,12 @@ TEST(FaultTest, ServerAnswersMalformedMessagesWithErrorsAndKeepsItsParameters) {
   ASSERT_EQ(weights.payload_bytes(), 32u);
   EXPECT_EQ(std::memcmp(weights.payload[0].data(), initial->data(), 32), 0);
   // A valid push after all that is applied normally: w -= 0.5 * 1.
-  ASSERT_TRUE(raw.node().transport()->SendFrames(server, {Buffer::CopyOf(Serialize(push_header(21)).data(), Serialize(push_header(21)).size()), Buffer::Of(grad)}).ok());
+  ASSERT_TRUE(
+      raw.node()
+          .transport()
+          ->SendFrames(server, {Buffer::CopyOf(Serialize(push_header(21)).data(), Serialize(push_header(21)).size()),
+                                Buffer::Of(grad)})
+          .ok());
   EXPECT_EQ(raw.Next().header.op(), pb::PUSH_ACK);
   Message pull2;
   pull2.header.set_op(pb::PULL);

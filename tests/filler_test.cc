@@ -1,8 +1,8 @@
 #include "worker/trainer/filler.h"
 
-#include <cmath>
-
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 namespace nereus {
 namespace {

@@ -59,8 +59,8 @@ class GradientChecker {
 
   // Sets the layer up, then checks the gradient of each top element on its
   // own (every row of the Jacobian).
-  void CheckGradientExhaustive(Layer* layer, const std::vector<Blob*>& bottom,
-                               const std::vector<Blob*>& top, int check_bottom = -1) {
+  void CheckGradientExhaustive(Layer* layer, const std::vector<Blob*>& bottom, const std::vector<Blob*>& top,
+                               int check_bottom = -1) {
     const Status status = layer->SetUp(bottom, top);
     ASSERT_TRUE(status.ok()) << status.message();
     ASSERT_GT(top.size(), 0u) << "Exhaustive mode requires at least one top blob.";
@@ -74,8 +74,7 @@ class GradientChecker {
   // For element-wise layers without parameters: top element j depends only
   // on bottom element j, so only that element is differenced and every other
   // analytic derivative must be exactly zero.
-  void CheckGradientEltwise(Layer* layer, const std::vector<Blob*>& bottom,
-                            const std::vector<Blob*>& top) {
+  void CheckGradientEltwise(Layer* layer, const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
     const Status status = layer->SetUp(bottom, top);
     ASSERT_TRUE(status.ok()) << status.message();
     ASSERT_GT(top.size(), 0u) << "Eltwise mode requires at least one top blob.";
@@ -89,9 +88,8 @@ class GradientChecker {
   // One objective (top_id < 0: 0.5 * sum of squares of all tops; otherwise
   // 2 * top[top_id][top_data_id]) against the parameters and the bottoms
   // chosen by check_bottom. The layer must already be set up.
-  void CheckGradientSingle(Layer* layer, const std::vector<Blob*>& bottom,
-                           const std::vector<Blob*>& top, int check_bottom, int top_id,
-                           int top_data_id, bool element_wise);
+  void CheckGradientSingle(Layer* layer, const std::vector<Blob*>& bottom, const std::vector<Blob*>& top,
+                           int check_bottom, int top_id, int top_data_id, bool element_wise);
 
   // Number of element comparisons made so far (tests assert it is non-zero,
   // so a checker that silently skips everything fails).
@@ -114,8 +112,8 @@ class GradientChecker {
 };
 
 inline void GradientChecker::CheckGradientSingle(Layer* layer, const std::vector<Blob*>& bottom,
-                                                 const std::vector<Blob*>& top, int check_bottom,
-                                                 int top_id, int top_data_id, bool element_wise) {
+                                                 const std::vector<Blob*>& top, int check_bottom, int top_id,
+                                                 int top_data_id, bool element_wise) {
   if (element_wise) {
     ASSERT_EQ(0u, layer->blobs().size()) << "element-wise check of a layer with parameters";
     ASSERT_LE(0, top_id);
@@ -175,16 +173,14 @@ inline void GradientChecker::CheckGradientSingle(Layer* layer, const std::vector
         const double scale = std::max({std::fabs(analytic), std::fabs(estimated), 1.0});
         ++comparisons_;
         EXPECT_NEAR(analytic, estimated, threshold_ * scale)
-            << "(top_id, top_data_id, blob_id, feat_id)=" << top_id << "," << top_data_id << ","
-            << b << "," << k << "; feat = " << feature << "; objective+ = " << positive
-            << "; objective- = " << negative;
+            << "(top_id, top_data_id, blob_id, feat_id)=" << top_id << "," << top_data_id << "," << b << "," << k
+            << "; feat = " << feature << "; objective+ = " << positive << "; objective- = " << negative;
       }
     }
   }
 }
 
-inline double GradientChecker::GetObjAndGradient(const std::vector<Blob*>& top, int top_id,
-                                                 int top_data_id) {
+inline double GradientChecker::GetObjAndGradient(const std::vector<Blob*>& top, int top_id, int top_data_id) {
   double loss = 0.0;
   if (top_id < 0) {
     for (Blob* t : top) {
@@ -210,8 +206,7 @@ inline double GradientChecker::GetObjAndGradient(const std::vector<Blob*>& top, 
 // A LayerParameter from protobuf text; aborts the test binary on a typo.
 inline caffe::LayerParameter ParseLayerParameter(const std::string& text) {
   caffe::LayerParameter param;
-  CHECK(google::protobuf::TextFormat::ParseFromString(text, &param))
-      << "bad test prototxt: " << text;
+  CHECK(google::protobuf::TextFormat::ParseFromString(text, &param)) << "bad test prototxt: " << text;
   return param;
 }
 
@@ -246,8 +241,7 @@ inline void FillDistinct(Blob* blob, std::mt19937* rng, float gap = 0.05f) {
 }
 
 // Elementwise comparison with a message naming the first mismatch.
-inline void ExpectBlobNear(const std::vector<float>& expected, const Blob& actual,
-                           float tolerance = 1e-5f) {
+inline void ExpectBlobNear(const std::vector<float>& expected, const Blob& actual, float tolerance = 1e-5f) {
   ASSERT_EQ(static_cast<int>(expected.size()), actual.count()) << actual.shape_string();
   for (int i = 0; i < actual.count(); ++i) {
     EXPECT_NEAR(expected[i], actual.cpu_data()[i], tolerance) << "at index " << i;

@@ -1,12 +1,12 @@
 #include "worker/trainer/data/idx.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace nereus {
 namespace data {
@@ -33,8 +33,7 @@ class IdxTest : public ::testing::Test {
 
 // 2 images of 2x3, written byte by byte in big-endian as LeCun describes.
 std::vector<unsigned char> GoodImages() {
-  return {0, 0, 8, 3,  0, 0, 0, 2,  0, 0, 0, 2,  0, 0, 0, 3,
-          1, 2, 3, 4, 5, 6,  250, 251, 252, 253, 254, 255};
+  return {0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 3, 1, 2, 3, 4, 5, 6, 250, 251, 252, 253, 254, 255};
 }
 std::vector<unsigned char> GoodLabels() { return {0, 0, 8, 1, 0, 0, 0, 2, 7, 3}; }
 
@@ -46,8 +45,7 @@ TEST_F(IdxTest, ReadsAGoodPair) {
   EXPECT_EQ(ds->images.count, 2u);
   EXPECT_EQ(ds->images.rows, 2u);
   EXPECT_EQ(ds->images.cols, 3u);
-  EXPECT_EQ(ds->images.pixels,
-            (std::vector<std::uint8_t>{1, 2, 3, 4, 5, 6, 250, 251, 252, 253, 254, 255}));
+  EXPECT_EQ(ds->images.pixels, (std::vector<std::uint8_t>{1, 2, 3, 4, 5, 6, 250, 251, 252, 253, 254, 255}));
   EXPECT_EQ(ds->images.image(1)[0], 250);
   EXPECT_EQ(ds->labels, (std::vector<std::uint8_t>{7, 3}));
 }
@@ -62,8 +60,7 @@ TEST_F(IdxTest, WriteThenReadIsIdentityAndBigEndian) {
   ASSERT_TRUE(WriteIdxLabels(Path("lab"), {1, 2, 3}).ok());
   std::ifstream in(Path("img"), std::ios::binary);
   std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(bytes, (std::vector<unsigned char>{0, 0, 8, 3, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 2,
-                                               9, 8, 7, 6, 5, 4}));
+  EXPECT_EQ(bytes, (std::vector<unsigned char>{0, 0, 8, 3, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 2, 9, 8, 7, 6, 5, 4}));
   auto ds = ReadIdxDataset(Path("img"), Path("lab"));
   ASSERT_TRUE(ds.ok()) << ds.status();
   EXPECT_EQ(ds->images.pixels, images.pixels);
@@ -96,8 +93,7 @@ TEST_F(IdxTest, TruncatedBodyAndHeaderAreErrors) {
   auto images = ReadIdxImages(Path("img"));
   ASSERT_FALSE(images.ok());
   EXPECT_NE(images.status().message().find("truncated"), std::string::npos) << images.status();
-  EXPECT_NE(images.status().message().find("promises 12 data bytes, the file has 11"),
-            std::string::npos)
+  EXPECT_NE(images.status().message().find("promises 12 data bytes, the file has 11"), std::string::npos)
       << images.status();
   EXPECT_NE(images.status().message().find(Path("img")), std::string::npos);
 

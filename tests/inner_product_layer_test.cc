@@ -18,8 +18,7 @@ using test::ParseLayerParameter;
 using test::SetBlobData;
 
 caffe::LayerParameter IpParam(const std::string& ip_param) {
-  return ParseLayerParameter("name: 'ip' type: 'InnerProduct' inner_product_param { " + ip_param +
-                             " }");
+  return ParseLayerParameter("name: 'ip' type: 'InnerProduct' inner_product_param { " + ip_param + " }");
 }
 
 // bottom rows [1 2 3] and [4 5 6]; W = [[1 0 -1], [.5 .5 .5]]; b = [1, -1].
@@ -122,8 +121,8 @@ TEST(InnerProductLayerTest, GradientAxis2NoBias) {
   Blob bottom(std::vector<int>{2, 3, 4});
   Blob top;
   test::FillGaussian(&bottom, &rng);
-  InnerProductLayer layer(IpParam(
-      "num_output: 3 axis: -1 bias_term: false weight_filler { type: 'gaussian' std: 0.5 }"));
+  InnerProductLayer layer(
+      IpParam("num_output: 3 axis: -1 bias_term: false weight_filler { type: 'gaussian' std: 0.5 }"));
   layer.set_rng(&rng);
   GradientChecker checker(1e-2f, 1e-3f);
   checker.CheckGradientExhaustive(&layer, {&bottom}, {&top});
@@ -143,8 +142,8 @@ TEST(InnerProductLayerConfigTest, Errors) {
     EXPECT_NE(std::string::npos, s.message().find("num_output")) << s.message();
   }
   {
-    InnerProductLayer layer(ParseLayerParameter(
-        "name: 'fc6' type: 'InnerProduct' inner_product_param { num_output: 2 axis: 4 }"));
+    InnerProductLayer layer(
+        ParseLayerParameter("name: 'fc6' type: 'InnerProduct' inner_product_param { num_output: 2 axis: 4 }"));
     layer.set_rng(&rng);
     const Status s = layer.SetUp({&bottom}, {&top});
     ASSERT_FALSE(s.ok());

@@ -47,12 +47,14 @@ TEST(ParseHostfile, NamesSlotsAddressesAndComments) {
 }
 
 TEST(ParseHostfile, BadInputNamesTheLineAndTheProblem) {
-  EXPECT_EQ(ErrorOf("a\nb\na slots=2\n"), "hostfile line 3: host \"a\" is already listed on line 1; give it slots=N instead");
+  EXPECT_EQ(ErrorOf("a\nb\na slots=2\n"),
+            "hostfile line 3: host \"a\" is already listed on line 1; give it slots=N instead");
   EXPECT_EQ(ErrorOf("a slots=0\n"), "hostfile line 1: \"slots=0\": slots must be a whole number >= 1");
   EXPECT_EQ(ErrorOf("a slots=two\n"), "hostfile line 1: \"slots=two\": slots must be a whole number >= 1");
   EXPECT_EQ(ErrorOf("a\n\nb cpus=4\n"), "hostfile line 3: unknown field \"cpus=4\" (expected slots=N or addr=ADDRESS)");
   EXPECT_EQ(ErrorOf("a;rm\n"), "hostfile line 1: host name \"a;rm\" may hold letters, digits and . - _ : only");
-  EXPECT_EQ(ErrorOf("a addr=$(x)\n"), "hostfile line 1: \"addr=$(x)\": the address may hold letters, digits and . - _ : only");
+  EXPECT_EQ(ErrorOf("a addr=$(x)\n"),
+            "hostfile line 1: \"addr=$(x)\": the address may hold letters, digits and . - _ : only");
   EXPECT_EQ(ErrorOf("# nothing\n\n"), "the hostfile lists no host");
 }
 
@@ -64,9 +66,9 @@ TEST(PlanLaunch, RoundRobinOverSlots) {
   auto plan = PlanLaunch(hosts, {5, 7, 7100});
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->coordinator, "10.0.0.1:7100");
-  EXPECT_EQ(Layout(*plan), (Names{"coordinator 0 A", "server 0 A", "server 1 B", "server 2 C", "server 3 A",
-                                  "server 4 C", "worker 0 A", "worker 1 B", "worker 2 C", "worker 3 A", "worker 4 C",
-                                  "worker 5 C", "worker 6 A"}));
+  EXPECT_EQ(Layout(*plan),
+            (Names{"coordinator 0 A", "server 0 A", "server 1 B", "server 2 C", "server 3 A", "server 4 C",
+                   "worker 0 A", "worker 1 B", "worker 2 C", "worker 3 A", "worker 4 C", "worker 5 C", "worker 6 A"}));
   EXPECT_EQ(plan->AddressOf(plan->processes[12]), "10.0.0.1");
   EXPECT_EQ(plan->AddressOf(plan->processes[8]), "10.0.0.3");
 }
@@ -119,7 +121,8 @@ TEST(ExpandSlurmHostlist, RangesPaddingAndProducts) {
 
 TEST(ExpandSlurmHostlist, BadListsAreNamed) {
   EXPECT_EQ(ExpandSlurmHostlist("gpu[01-03").status().message(), "Slurm host list \"gpu[01-03\": '[' without ']'");
-  EXPECT_EQ(ExpandSlurmHostlist("gpu[3-1]").status().message(), "Slurm host list \"gpu[3-1]\": range \"3-1\" runs backwards");
+  EXPECT_EQ(ExpandSlurmHostlist("gpu[3-1]").status().message(),
+            "Slurm host list \"gpu[3-1]\": range \"3-1\" runs backwards");
   EXPECT_EQ(ExpandSlurmHostlist("gpu[a]").status().message(),
             "Slurm host list \"gpu[a]\": \"a\" in brackets is not a number or a range N-M");
   EXPECT_EQ(ExpandSlurmHostlist("a,,b").status().message(), "Slurm host list \"a,,b\": empty host name");

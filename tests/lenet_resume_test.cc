@@ -2,12 +2,12 @@
 // and resumed from the servers' checkpoints (with worker 0's Caffe snapshot:
 // a distributed snapshot), and a dead server restarted alone that rejoins;
 // both end with the same weights, bit for bit, as an uninterrupted job.
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <random>
-
-#include <gtest/gtest.h>
 
 #include "server/checkpoint.h"
 #include "tests/process_util.h"
@@ -22,8 +22,8 @@ using testing::ClusterSpec;
 using testing::Concat;
 using testing::Contains;
 using testing::ExpectAllZero;
-using testing::kJobTimeout;
 using testing::kFastHeartbeat;
+using testing::kJobTimeout;
 using testing::kPatientHeartbeat;
 using testing::LocalCluster;
 using testing::ReadFile;
@@ -40,7 +40,8 @@ constexpr int kRecords = 192;
 void WriteRandomMnist(const std::string& path) { testing::WriteRandomImageLmdb(path, kRecords, 1, 28, 10, 11); }
 
 std::string Replace(std::string s, const std::string& from, const std::string& to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
   return s;
 }
 
@@ -120,8 +121,9 @@ TEST(LenetResumeTest, KilledServerThenWholeJobResumedEndsBitwiseEqual) {
   codes = RunJob(mismatch, mismatch_logs, &report);
   EXPECT_NE(codes[3], 0) << report;
   const std::string w0 = ReadFile(mismatch_logs.File("worker0.log"));
-  EXPECT_TRUE(Contains(w0, "lenet_iter_20.solverstate is at iteration 20 but the servers resumed from their "
-                           "checkpoint of clock 100"))
+  EXPECT_TRUE(Contains(w0,
+                       "lenet_iter_20.solverstate is at iteration 20 but the servers resumed from their "
+                       "checkpoint of clock 100"))
       << w0;
 
   // Only the dead server restarted by hand: it rejoins, both trainers roll

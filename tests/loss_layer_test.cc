@@ -40,8 +40,7 @@ TEST(EuclideanLossLayerTest, Gradient) {
   Blob a(5, 3, 2, 1), b(5, 3, 2, 1), loss;
   test::FillGaussian(&a, &rng);
   test::FillGaussian(&b, &rng);
-  EuclideanLossLayer layer(
-      ParseLayerParameter("name: 'e' type: 'EuclideanLoss' loss_weight: 3.7"));
+  EuclideanLossLayer layer(ParseLayerParameter("name: 'e' type: 'EuclideanLoss' loss_weight: 3.7"));
   GradientChecker checker(1e-2f, 1e-2f);
   checker.CheckGradientExhaustive(&layer, {&a, &b}, {&loss});
   EXPECT_GT(checker.comparisons(), 0);
@@ -69,8 +68,8 @@ TEST(SigmoidCrossEntropyLossLayerTest, BatchSizeNormalizationByDefault) {
   const float sum = kElementLoss[0] + kElementLoss[1] + kElementLoss[2] + kElementLoss[3];
   EXPECT_NEAR(sum / 2, layer.Forward({&x, &t}, {&loss}), 1e-6f);
   layer.Backward({&loss}, {true, false}, {&x, &t});
-  const std::vector<float> expected = {(kSigmoid[0] - 0) / 2, (kSigmoid[1] - 1) / 2,
-                                       (kSigmoid[2] - 1) / 2, (kSigmoid[3] - 0) / 2};
+  const std::vector<float> expected = {(kSigmoid[0] - 0) / 2, (kSigmoid[1] - 1) / 2, (kSigmoid[2] - 1) / 2,
+                                       (kSigmoid[3] - 0) / 2};
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(expected[i], x.cpu_diff()[i], 1e-6f) << i;
 }
 
@@ -81,8 +80,7 @@ TEST(SigmoidCrossEntropyLossLayerTest, IgnoreLabelWithValidNormalization) {
   SigmoidCrossEntropyLossLayer layer(ParseLayerParameter(
       "name: 's' type: 'SigmoidCrossEntropyLoss' loss_param { ignore_label: -1 normalization: VALID }"));
   ASSERT_TRUE(layer.SetUp({&x, &t}, {&loss}).ok());
-  EXPECT_NEAR((kElementLoss[0] + kElementLoss[1] + kElementLoss[3]) / 3,
-              layer.Forward({&x, &t}, {&loss}), 1e-6f);
+  EXPECT_NEAR((kElementLoss[0] + kElementLoss[1] + kElementLoss[3]) / 3, layer.Forward({&x, &t}, {&loss}), 1e-6f);
   layer.Backward({&loss}, {true, false}, {&x, &t});
   EXPECT_NEAR(kSigmoid[0] / 3, x.cpu_diff()[0], 1e-6f);
   EXPECT_EQ(0.0f, x.cpu_diff()[2]);  // ignored
@@ -90,8 +88,7 @@ TEST(SigmoidCrossEntropyLossLayerTest, IgnoreLabelWithValidNormalization) {
   SigmoidCrossEntropyLossLayer old(ParseLayerParameter(
       "name: 's' type: 'SigmoidCrossEntropyLoss' loss_param { ignore_label: -1 normalize: false }"));
   ASSERT_TRUE(old.SetUp({&x, &t}, {&loss}).ok());
-  EXPECT_NEAR((kElementLoss[0] + kElementLoss[1] + kElementLoss[3]) / 2,
-              old.Forward({&x, &t}, {&loss}), 1e-6f);
+  EXPECT_NEAR((kElementLoss[0] + kElementLoss[1] + kElementLoss[3]) / 2, old.Forward({&x, &t}, {&loss}), 1e-6f);
 }
 
 TEST(SigmoidCrossEntropyLossLayerTest, StableForLargeScoresAndGradient) {
@@ -125,7 +122,9 @@ TEST(LossWeightTest, AnyLossAndAnyLayerCountWithTheirWeight) {
     layer { name: "sce" type: "SigmoidCrossEntropyLoss" bottom: "a" bottom: "t" top: "xent"
             loss_weight: 2 }
     layer { name: "sq" type: "Power" bottom: "b" top: "b2" power_param { power: 2 } loss_weight: 0.25 }
-  )", "<string>", &param).ok());
+  )",
+                                "<string>", &param)
+                  .ok());
   LayerRegistry registry;
   RegisterComputeLayers(&registry);
   auto net = Net::Create(param, registry);

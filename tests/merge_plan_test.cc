@@ -21,9 +21,9 @@ TEST(FitLinkModelTest, RecoversALine) {
 // alpha = 38 ms and beta = -7.57 us/byte; the minima give the line exactly.
 TEST(FitLinkRobustTest, MinimumIgnoresWakeUpsAndOutliers) {
   std::vector<PingSample> pings = {
-      {0, 1000, 2e-3}, {0, 1000, 32e-3}, {0, 1000, 27e-3},  //
-      {0, 2000, 28e-3}, {0, 2000, 3e-3}, {0, 2000, 33e-3},  //
-      {0, 4000, 5e-3}, {0, 4000, 45e-3}, {0, 4000, 6e-3},
+      {0, 1000, 2e-3},  {0, 1000, 32e-3}, {0, 1000, 27e-3},  //
+      {0, 2000, 28e-3}, {0, 2000, 3e-3},  {0, 2000, 33e-3},  //
+      {0, 4000, 5e-3},  {0, 4000, 45e-3}, {0, 4000, 6e-3},
   };
   LinkFit fit = FitLinkRobust(pings);
   EXPECT_FALSE(fit.fell_back);

@@ -1,9 +1,9 @@
 #include "worker/trainer/net.h"
 
+#include <gtest/gtest.h>
+
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "tests/trainer_test_layers.h"
 #include "worker/trainer/prototxt.h"
@@ -126,10 +126,22 @@ TEST(NetTest, HooksFireInLayerOrder) {
   auto net = Build(Parse(kTwoLosses));
   ASSERT_NE(net, nullptr);
   std::vector<std::string> events;
-  net->add_before_forward([&](int l) { events.push_back("bf" + std::to_string(l)); return Status::OK(); });
-  net->add_after_forward([&](int l) { events.push_back("af" + std::to_string(l)); return Status::OK(); });
-  net->add_before_backward([&](int l) { events.push_back("bb" + std::to_string(l)); return Status::OK(); });
-  net->add_after_backward([&](int l) { events.push_back("ab" + std::to_string(l)); return Status::OK(); });
+  net->add_before_forward([&](int l) {
+    events.push_back("bf" + std::to_string(l));
+    return Status::OK();
+  });
+  net->add_after_forward([&](int l) {
+    events.push_back("af" + std::to_string(l));
+    return Status::OK();
+  });
+  net->add_before_backward([&](int l) {
+    events.push_back("bb" + std::to_string(l));
+    return Status::OK();
+  });
+  net->add_after_backward([&](int l) {
+    events.push_back("ab" + std::to_string(l));
+    return Status::OK();
+  });
   FillInput(net.get());
   ASSERT_TRUE(net->ForwardBackward().ok());
   const std::vector<std::string> expected = {"bf0", "af0", "bf1", "af1", "bf2", "af2", "bf3", "af3",

@@ -40,8 +40,7 @@ TEST(ReLULayerTest, Forward) {
 
 TEST(ReLULayerTest, LeakyForwardBackward) {
   Blob bottom, top;
-  ReLULayer layer(
-      ParseLayerParameter("name: 'relu' type: 'ReLU' relu_param { negative_slope: 0.1 }"));
+  ReLULayer layer(ParseLayerParameter("name: 'relu' type: 'ReLU' relu_param { negative_slope: 0.1 }"));
   ASSERT_TRUE(layer.SetUp({MakeInput(&bottom)}, {&top}).ok());
   layer.Forward({&bottom}, {&top});
   ExpectBlobNear({-0.2f, -0.05f, 0, 1, 3}, top);
@@ -78,8 +77,7 @@ TEST(ReLULayerTest, GradientLeaky) {
   std::mt19937 rng(1702);
   Blob bottom(2, 3, 2, 2), top;
   test::FillGaussian(&bottom, &rng);
-  ReLULayer layer(
-      ParseLayerParameter("name: 'relu' type: 'ReLU' relu_param { negative_slope: 0.01 }"));
+  ReLULayer layer(ParseLayerParameter("name: 'relu' type: 'ReLU' relu_param { negative_slope: 0.01 }"));
   GradientChecker checker(1e-2f, 1e-3f, 0.0f, 0.01f);
   checker.CheckGradientEltwise(&layer, {&bottom}, {&top});
   EXPECT_GT(checker.comparisons(), 0);
@@ -141,8 +139,8 @@ TEST(TanHLayerTest, Gradient) {
 // ---- Dropout ----
 
 caffe::LayerParameter DropoutParam(const std::string& phase, const std::string& extra = "") {
-  return ParseLayerParameter("name: 'drop' type: 'Dropout' phase: " + phase +
-                             " dropout_param { dropout_ratio: 0.25 " + extra + " }");
+  return ParseLayerParameter("name: 'drop' type: 'Dropout' phase: " + phase + " dropout_param { dropout_ratio: 0.25 " +
+                             extra + " }");
 }
 
 TEST(DropoutLayerTest, TestPhaseIsIdentity) {
@@ -249,8 +247,7 @@ TEST(DropoutLayerTest, GradientTrain) {
 TEST(DropoutLayerConfigTest, RatioOutOfRange) {
   std::mt19937 rng(1);
   Blob bottom(std::vector<int>{4}), top;
-  DropoutLayer layer(
-      ParseLayerParameter("name: 'drop7' type: 'Dropout' dropout_param { dropout_ratio: 1.0 }"));
+  DropoutLayer layer(ParseLayerParameter("name: 'drop7' type: 'Dropout' dropout_param { dropout_ratio: 1.0 }"));
   layer.set_rng(&rng);
   const Status s = layer.SetUp({&bottom}, {&top});
   ASSERT_FALSE(s.ok());
@@ -287,8 +284,7 @@ TEST(GradientCheckerTest, FailsOnAWrongGradient) {
   }
   // Every element's derivative is 10% off, far above the 1e-3 threshold.
   ASSERT_EQ(6, failures.size());
-  EXPECT_NE(std::string::npos,
-            std::string(failures.GetTestPartResult(0).message()).find("feat_id"));
+  EXPECT_NE(std::string::npos, std::string(failures.GetTestPartResult(0).message()).find("feat_id"));
 }
 
 // ---- Registration ----
@@ -296,13 +292,23 @@ TEST(GradientCheckerTest, FailsOnAWrongGradient) {
 TEST(RegisterComputeLayersTest, EveryTypeIsRegisteredUnderItsCaffeName) {
   LayerRegistry registry;
   RegisterComputeLayers(&registry);
-  const std::vector<std::string> types = {
-      "AbsVal",  "Accuracy",  "ArgMax",  "BNLL",    "BatchNorm",     "Concat",
-      "Convolution", "Deconvolution", "Dropout", "ELU", "Eltwise", "EuclideanLoss",
-      "Exp",     "Flatten",   "InnerProduct", "Input", "LRN",        "Log",
-      "PReLU",   "Pooling",   "Power",   "ReLU",    "Reshape",       "Scale",
-      "Sigmoid", "SigmoidCrossEntropyLoss", "Silence", "Slice", "Softmax", "SoftmaxWithLoss",
-      "Split",   "TanH",      "Threshold"};
+  const std::vector<std::string> types = {"AbsVal",       "Accuracy",
+                                          "ArgMax",       "BNLL",
+                                          "BatchNorm",    "Concat",
+                                          "Convolution",  "Deconvolution",
+                                          "Dropout",      "ELU",
+                                          "Eltwise",      "EuclideanLoss",
+                                          "Exp",          "Flatten",
+                                          "InnerProduct", "Input",
+                                          "LRN",          "Log",
+                                          "PReLU",        "Pooling",
+                                          "Power",        "ReLU",
+                                          "Reshape",      "Scale",
+                                          "Sigmoid",      "SigmoidCrossEntropyLoss",
+                                          "Silence",      "Slice",
+                                          "Softmax",      "SoftmaxWithLoss",
+                                          "Split",        "TanH",
+                                          "Threshold"};
   EXPECT_EQ(types, registry.Types());
   for (const std::string& type : types) {
     caffe::LayerParameter param;

@@ -3,13 +3,13 @@
 // prints when each layer's fresh weights arrived, as JSON:
 //   {"schedule": "...", "order": [layers by arrival], "ms": [per layer]}
 // Run inside a bandwidth-shaped namespace by order_test.
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
 #include <chrono>
 #include <cstdio>
 #include <mutex>
 #include <thread>
-
-#include <gflags/gflags.h>
-#include <glog/logging.h>
 
 #include "bench/local_job.h"
 

@@ -1,11 +1,10 @@
 // Under contention on a bandwidth-limited link (a namespace of our own whose
 // loopback tc shapes), layer 0's fresh weights arrive first although its
 // gradients were handed over last — with priorities, and not without them.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <regex>
-
-#include <gtest/gtest.h>
 
 #include "bench/netns.h"
 #include "tests/process_util.h"

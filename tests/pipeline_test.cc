@@ -1,9 +1,9 @@
 // The layer-wise API end to end: every schedule gives the same weights, bit
 // for bit, on 2 servers x 3 workers (real ZeroMQ on 127.0.0.1, in one process).
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "bench/local_job.h"
 #include "common/sgd.h"
@@ -30,10 +30,8 @@ pb::SgdConfig Sgd() {
 
 // Trains the synthetic model through the layer-wise API; returns every
 // worker's final weights (all tensors, concatenated).
-std::vector<std::vector<float>> Train(Schedule schedule, const std::string& timeline = "",
-                                      ClientStats* stats = nullptr,
-                                      uint64_t batch_bytes = ClientOptions().batch_bytes,
-                                      double merge_alpha_s = 0) {
+std::vector<std::vector<float>> Train(Schedule schedule, const std::string& timeline = "", ClientStats* stats = nullptr,
+                                      uint64_t batch_bytes = ClientOptions().batch_bytes, double merge_alpha_s = 0) {
   auto shapes = ParseTensorShapes(kTensors).value();
   const int W = 3, T = static_cast<int>(shapes.size());
   bench::LocalJobOptions o;

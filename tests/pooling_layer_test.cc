@@ -24,8 +24,7 @@ std::vector<float> Iota(int n, float start = 0.0f) {
 }
 
 caffe::LayerParameter PoolParam(const std::string& pooling_param) {
-  return ParseLayerParameter("name: 'pool' type: 'Pooling' pooling_param { " + pooling_param +
-                             " }");
+  return ParseLayerParameter("name: 'pool' type: 'Pooling' pooling_param { " + pooling_param + " }");
 }
 
 TEST(PoolingLayerTest, OutputSizeRoundsUpLikeCaffe) {
@@ -174,8 +173,7 @@ TEST(PoolingLayerTest, GradientAveRectangularStride) {
   Blob bottom(1, 2, 6, 5);
   Blob top;
   test::FillGaussian(&bottom, &rng);
-  PoolingLayer layer(
-      PoolParam("pool: AVE kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 1"));
+  PoolingLayer layer(PoolParam("pool: AVE kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 1"));
   GradientChecker checker(1e-2f, 1e-3f);
   checker.CheckGradientExhaustive(&layer, {&bottom}, {&top});
   EXPECT_GT(checker.comparisons(), 0);
@@ -184,8 +182,7 @@ TEST(PoolingLayerTest, GradientAveRectangularStride) {
 Status SetUpPool(const std::string& pooling_param, int tops = 1) {
   Blob bottom(1, 1, 4, 4);
   Blob top, top2;
-  PoolingLayer layer(
-      ParseLayerParameter("name: 'pool7' type: 'Pooling' pooling_param { " + pooling_param + " }"));
+  PoolingLayer layer(ParseLayerParameter("name: 'pool7' type: 'Pooling' pooling_param { " + pooling_param + " }"));
   std::vector<Blob*> top_vec = {&top};
   if (tops == 2) top_vec.push_back(&top2);
   return layer.SetUp({&bottom}, top_vec);

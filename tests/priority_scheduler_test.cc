@@ -1,9 +1,9 @@
 #include "worker/client/priority_scheduler.h"
 
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace nereus {
 namespace {

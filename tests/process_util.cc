@@ -1,6 +1,7 @@
 #include "tests/process_util.h"
 
 #include <fcntl.h>
+#include <glog/logging.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -15,8 +16,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include <glog/logging.h>
 
 namespace nereus {
 namespace testing {
@@ -80,7 +79,8 @@ bool Subprocess::WaitForLog(const std::string& text, std::chrono::milliseconds t
       found = true;
       break;
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
     // Wake on a write to the log or on the process's exit.
     pollfd p[2] = {{fd, POLLIN, 0}, {pidfd_, POLLIN, 0}};

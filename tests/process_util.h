@@ -2,9 +2,9 @@
 #ifndef NEREUS_TESTS_PROCESS_UTIL_H_
 #define NEREUS_TESTS_PROCESS_UTIL_H_
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
-#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>

@@ -1,11 +1,11 @@
 #include "worker/trainer/prototxt.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "worker/trainer/layer_registry.h"
 #include "worker/trainer/net.h"
@@ -191,13 +191,13 @@ TEST(PrototxtTest, SolversParse) {
 
 TEST(PrototxtTest, UnknownFieldIsAnErrorWithNameAndLine) {
   const std::string text =
-      "name: \"t\"\n"                      // 1
-      "layer {\n"                          // 2
-      "  name: \"conv1\"\n"                // 3
-      "  type: \"Convolution\"\n"          // 4
-      "  convolution_param {\n"            // 5
-      "    num_output: 4\n"                // 6
-      "    foo: 1\n"                       // 7
+      "name: \"t\"\n"              // 1
+      "layer {\n"                  // 2
+      "  name: \"conv1\"\n"        // 3
+      "  type: \"Convolution\"\n"  // 4
+      "  convolution_param {\n"    // 5
+      "    num_output: 4\n"        // 6
+      "    foo: 1\n"               // 7
       "  }\n"
       "}\n";
   caffe::NetParameter param;
@@ -244,7 +244,7 @@ TEST(PrototxtTest, UnsupportedLayerTypeNamesTypeLayerAndLine) {
       "name: \"t\"\n"
       "input: \"data\"\n"
       "input_shape { dim: 1 dim: 1 dim: 4 dim: 4 }\n"
-      "layer {\n"                         // 4
+      "layer {\n"  // 4
       "  name: \"up\"\n"
       "  type: \"Crop\"\n"
       "  bottom: \"data\"\n"

@@ -6,11 +6,11 @@
 // without --resume, rejoins that cannot be done, checkpoints under async).
 // The synthetic worker only (no trainer): these run under ThreadSanitizer
 // too. LeNet's are in lenet_resume_test.cc.
+#include <gtest/gtest.h>
+
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
-
-#include <gtest/gtest.h>
 
 #include "server/checkpoint.h"
 #include "tests/process_util.h"
@@ -60,9 +60,16 @@ class SyntheticResumeTest : public ::testing::Test {
     spec.servers = 2;
     spec.workers = 2;
     spec.coordinator_flags = Concat({"--partition_bytes=1024", "--consistency=bsp"}, kFastHeartbeat);
-    spec.worker_flags = {"--tensors=1000,250x10,64x3x3x3,7", "--iterations=" + std::to_string(iterations),
-                         "--seed=3", "--lr_policy=inv", "--base_lr=0.05", "--gamma=0.001", "--power=0.75",
-                         "--momentum=0.9", "--weight_decay=0.001", "--display=0"};
+    spec.worker_flags = {"--tensors=1000,250x10,64x3x3x3,7",
+                         "--iterations=" + std::to_string(iterations),
+                         "--seed=3",
+                         "--lr_policy=inv",
+                         "--base_lr=0.05",
+                         "--gamma=0.001",
+                         "--power=0.75",
+                         "--momentum=0.9",
+                         "--weight_decay=0.001",
+                         "--display=0"};
     for (int w = 0; w < 2; ++w)
       spec.worker_rank_flags.push_back({w, {"--weights_out=" + out.File(weights_prefix + std::to_string(w))}});
     return spec;
@@ -151,12 +158,14 @@ TEST_F(SyntheticResumeTest, KilledServerThenWholeJobResumedEndsBitwiseEqual) {
 
 TEST_F(SyntheticResumeTest, ResumeWithoutACommonCheckpointFailsNamingEachServer) {
   TempDir out, ckpt, logs;
-  ASSERT_TRUE(WriteCheckpoint(ckpt.path(), [] {
-                ShardState s;
-                s.info.set_clock(20);
-                s.info.set_server_rank(1);
-                return s;
-              }()).ok());
+  ASSERT_TRUE(WriteCheckpoint(ckpt.path(),
+                              [] {
+                                ShardState s;
+                                s.info.set_clock(20);
+                                s.info.set_server_rank(1);
+                                return s;
+                              }())
+                  .ok());
   ClusterSpec spec = Spec(10, "w", out);
   AddCheckpoints(&spec, ckpt.path(), true);
   std::string report;
@@ -280,9 +289,10 @@ TEST_F(SyntheticResumeTest, ARejoinThatCannotBeDoneIsRefusedAndTheJobGoesOn) {
   // Without --resume: refused at once, saying what to do.
   auto no_resume = RestartServer1(cluster, ckpt.path(), logs.File("no-resume.log"));
   EXPECT_EQ(no_resume->WaitFor(kJobTimeout), 1) << no_resume->Log();
-  EXPECT_TRUE(Contains(no_resume->Log(), "coordinator refused registration: server 1 registered again without "
-                                         "--resume while the job runs: to rejoin, restart it with its flags and "
-                                         "--resume"))
+  EXPECT_TRUE(Contains(no_resume->Log(),
+                       "coordinator refused registration: server 1 registered again without "
+                       "--resume while the job runs: to rejoin, restart it with its flags and "
+                       "--resume"))
       << no_resume->Log();
   // With --resume, but server 1 is alive: held while the heartbeat timeout
   // runs, then refused; the job is not rolled back.
@@ -306,14 +316,15 @@ TEST_F(SyntheticResumeTest, ARejoinUnderAsyncIsRefusedNamingWhy) {
   spec.worker_flags.push_back("--compute_ms=40");
   LocalCluster cluster(spec, logs);
   ASSERT_TRUE(cluster.coordinator().WaitForLog(kJobStarted, kJobTimeout)) << cluster.coordinator().Log();
-  auto again = Subprocess::Start({BinaryPath("nereus_server"), "--role=server",
-                                  "--coordinator=" + cluster.coordinator_address(), "--rank=1", "--resume",
-                                  "--checkpoint_dir=" + ckpt.path(), "--startup_timeout_s=20"},
-                                 logs.File("server1-again.log"));
+  auto again =
+      Subprocess::Start({BinaryPath("nereus_server"), "--role=server", "--coordinator=" + cluster.coordinator_address(),
+                         "--rank=1", "--resume", "--checkpoint_dir=" + ckpt.path(), "--startup_timeout_s=20"},
+                        logs.File("server1-again.log"));
   EXPECT_EQ(again->WaitFor(kJobTimeout), 1) << again->Log();
-  EXPECT_TRUE(Contains(again->Log(), "server 1 cannot rejoin a running ASYNC job: rejoining rolls the job back to a "
-                                     "checkpoint, and under SSP and async no clock boundary gives a state to roll "
-                                     "back to"))
+  EXPECT_TRUE(Contains(again->Log(),
+                       "server 1 cannot rejoin a running ASYNC job: rejoining rolls the job back to a "
+                       "checkpoint, and under SSP and async no clock boundary gives a state to roll "
+                       "back to"))
       << again->Log();
   std::string report;
   ASSERT_TRUE(cluster.WaitAll(kJobTimeout, &report)) << report;

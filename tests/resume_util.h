@@ -3,13 +3,13 @@
 #ifndef NEREUS_TESTS_RESUME_UTIL_H_
 #define NEREUS_TESTS_RESUME_UTIL_H_
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "tests/process_util.h"
 
@@ -18,8 +18,7 @@ namespace testing {
 
 inline constexpr auto kJobTimeout = std::chrono::seconds(60);
 // Short heartbeats: the killed server is declared dead within a second.
-inline const std::vector<std::string> kFastHeartbeat = {"--heartbeat_interval_ms=100",
-                                                        "--heartbeat_timeout_ms=1500"};
+inline const std::vector<std::string> kFastHeartbeat = {"--heartbeat_interval_ms=100", "--heartbeat_timeout_ms=1500"};
 
 inline std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -44,9 +43,13 @@ inline bool Contains(const std::string& text, const std::string& what) { return 
 // --resume.
 inline std::unique_ptr<Subprocess> RestartServer1(const LocalCluster& cluster, const std::string& ckpt,
                                                   const std::string& log, std::vector<std::string> extra = {}) {
-  std::vector<std::string> argv = {BinaryPath("nereus_server"), "--role=server",
-                                   "--coordinator=" + cluster.coordinator_address(), "--rank=1",
-                                   "--checkpoint_dir=" + ckpt, "--checkpoint_every=20", "--startup_timeout_s=20"};
+  std::vector<std::string> argv = {BinaryPath("nereus_server"),
+                                   "--role=server",
+                                   "--coordinator=" + cluster.coordinator_address(),
+                                   "--rank=1",
+                                   "--checkpoint_dir=" + ckpt,
+                                   "--checkpoint_every=20",
+                                   "--startup_timeout_s=20"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return Subprocess::Start(argv, log);
 }

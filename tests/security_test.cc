@@ -3,6 +3,8 @@
 // process tests run the coordinator and server as real processes on
 // 127.0.0.1; the test itself joins as the worker.
 #include <arpa/inet.h>
+#include <glog/logging.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -15,9 +17,6 @@
 #include <mutex>
 #include <random>
 #include <sstream>
-
-#include <glog/logging.h>
-#include <gtest/gtest.h>
 #include <zmq.hpp>
 
 #include "common/curve_keys.h"
@@ -66,11 +65,10 @@ class Inbox {
  public:
   explicit Inbox(ZmqTransportOptions o = {}) : t_(NewZmqTransport(o)) {
     CHECK(t_->Start("tcp://127.0.0.1:0", [this](const Endpoint& from, StatusOr<Message> m, const pb::Header&) {
-                 std::lock_guard<std::mutex> lock(mu_);
-                 got_.push_back({from, m.ok() ? "" : m.status().message(),
-                                 m.ok() ? m->header.request_id() : 0});
-                 cv_.notify_all();
-               }).ok());
+              std::lock_guard<std::mutex> lock(mu_);
+              got_.push_back({from, m.ok() ? "" : m.status().message(), m.ok() ? m->header.request_id() : 0});
+              cv_.notify_all();
+            }).ok());
   }
   struct Got {
     Endpoint from;
@@ -129,9 +127,8 @@ TEST(TransportLimitsTest, TooManyFramesAreDrainedAndRefusedNamingTheLimit) {
   for (int i = 0; i < 19; ++i) d.send(zmq::str_buffer("x"), i < 18 ? zmq::send_flags::sndmore : zmq::send_flags::none);
   Inbox::Got g = inbox.Next();
   EXPECT_EQ(g.from, "tcp://127.0.0.1:1");
-  EXPECT_EQ(g.error,
-            "message too large: 20 frames of " + std::to_string(h.size() + 19) +
-                " bytes in all exceed the limit of 8 frames or 4294967296 bytes");
+  EXPECT_EQ(g.error, "message too large: 20 frames of " + std::to_string(h.size() + 19) +
+                         " bytes in all exceed the limit of 8 frames or 4294967296 bytes");
   // The next message from the same peer is whole again.
   d.send(zmq::buffer(HeaderBytes(pb::PULL, 8)), zmq::send_flags::none);
   g = inbox.Next();
@@ -164,7 +161,7 @@ TEST(TransportLimitsTest, AnIdentityNamingAnotherHostIsDropped) {
   // chose (or is no endpoint at all): all dropped before any handler.
   std::vector<zmq::socket_t> liars;
   for (const std::string& id : {std::string("tcp://10.9.8.7:80"), std::string("tcp://127.0.0.1:notaport"),
-                               std::string("\x00\x01\xfe garbage", 12), std::string("ipc:///tmp/x:1")}) {
+                                std::string("\x00\x01\xfe garbage", 12), std::string("ipc:///tmp/x:1")}) {
     liars.push_back(Dealer(ctx, id, inbox.endpoint()));
     liars.back().send(zmq::buffer(HeaderBytes(pb::PULL, 1)), zmq::send_flags::none);
   }
@@ -480,14 +477,24 @@ class Garbage {
       // (its only chunk is tensor 0 chunk 0, at clock 1; pushes may run 64
       // ahead); header tensor and clock only count in an unmerged message.
       switch (Pick(5)) {
-        case 0: h.set_version(2 + Pick(100)); break;
-        case 1: h.set_payload_bytes(bytes + 1 + Pick(1000)); break;
-        case 2: h.clear_parts(); h.set_tensor(7 + Pick(1000)); break;
+        case 0:
+          h.set_version(2 + Pick(100));
+          break;
+        case 1:
+          h.set_payload_bytes(bytes + 1 + Pick(1000));
+          break;
+        case 2:
+          h.clear_parts();
+          h.set_tensor(7 + Pick(1000));
+          break;
         case 3:
           h.clear_parts();
-          h.set_clock(Pick(2) ? -1 - static_cast<int64_t>(Pick(1000)) : 1000 + (static_cast<int64_t>(rng_()) << Pick(40)));
+          h.set_clock(Pick(2) ? -1 - static_cast<int64_t>(Pick(1000))
+                              : 1000 + (static_cast<int64_t>(rng_()) << Pick(40)));
           break;
-        default: h.set_dtype(pb::DTYPE_UNSPECIFIED); break;
+        default:
+          h.set_dtype(pb::DTYPE_UNSPECIFIED);
+          break;
       }
     }
     std::string s;
@@ -536,8 +543,8 @@ TEST(HostileInputTest, HundredThousandBadMessagesLeaveTheServerServingAndItsWeig
   zmq::context_t ctx(1);
   std::vector<zmq::socket_t> strangers;
   const std::string port = std::to_string(testing::FreePort());
-  strangers.push_back(Dealer(ctx, "tcp://127.0.0.1:" + port, server));          // Not a member.
-  strangers.push_back(Dealer(ctx, "tcp://10.1.2.3:80", server));                // Not its host.
+  strangers.push_back(Dealer(ctx, "tcp://127.0.0.1:" + port, server));               // Not a member.
+  strangers.push_back(Dealer(ctx, "tcp://10.1.2.3:80", server));                     // Not its host.
   strangers.push_back(Dealer(ctx, std::string("\x00\xff\x01 binary", 10), server));  // Not an endpoint.
   strangers.push_back(Dealer(ctx, "tcp://127.0.0.1:" + port, cluster.coordinator_address().insert(0, "tcp://")));
   // Uses worker 0's endpoint: heard as worker 0 (without CURVE, a process on

@@ -1,9 +1,9 @@
 // SendGuard completes its push unit exactly once, when the last payload
 // Buffer lets it go, never when a temporary is made and dropped.
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <type_traits>
-
-#include <gtest/gtest.h>
 
 #include "worker/client/handle_state.h"
 

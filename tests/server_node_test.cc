@@ -5,15 +5,16 @@
 // REGISTER_REPLY. The server must keep them and handle them, in order, once
 // it is ready: not block its receive thread (the REGISTER_REPLY behind them
 // would never be read) and not refuse them as "not initialized".
+#include "server/server_node.h"
+
+#include <gtest/gtest.h>
+
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <thread>
 
-#include <gtest/gtest.h>
-
 #include "common/transport.h"
-#include "server/server_node.h"
 
 namespace nereus {
 namespace {

@@ -2,12 +2,12 @@
 // synthetic model's fully connected tensors (nereus_worker --fc_batch) sent
 // as factors (--sfb=on/auto) against the servers' full-matrix path
 // (--sfb=off), SSP's fallback and refusal, and a dead peer.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <csignal>
 #include <cstring>
 #include <regex>
-
-#include <gtest/gtest.h>
 
 #include "nereus/client.h"
 #include "tests/process_util.h"
@@ -58,13 +58,22 @@ JobResult RunJob(const std::string& sfb, const std::string& consistency = "bsp")
   spec.servers = 2;
   spec.workers = kWorkers;
   spec.coordinator_flags = {"--partition_bytes=1024", "--consistency=" + consistency, "--staleness=1"};
-  spec.worker_flags = {"--tensors=" + std::string(kTensors), "--fc_batch=" + std::to_string(kBatch),
-                       "--iterations=" + std::to_string(kClocks), "--seed=5", "--lr_policy=inv", "--base_lr=0.05",
-                       "--gamma=0.001", "--power=0.75", "--momentum=0.9", "--weight_decay=0.001", "--display=0",
+  spec.worker_flags = {"--tensors=" + std::string(kTensors),
+                       "--fc_batch=" + std::to_string(kBatch),
+                       "--iterations=" + std::to_string(kClocks),
+                       "--seed=5",
+                       "--lr_policy=inv",
+                       "--base_lr=0.05",
+                       "--gamma=0.001",
+                       "--power=0.75",
+                       "--momentum=0.9",
+                       "--weight_decay=0.001",
+                       "--display=0",
                        "--sfb=" + sfb};
   for (int w = 0; w < kWorkers; ++w)
-    spec.worker_rank_flags.push_back({w, {"--weights_out=" + dir.File("w" + std::to_string(w)),
-                                          "--summary_json=" + dir.File("s" + std::to_string(w))}});
+    spec.worker_rank_flags.push_back({w,
+                                      {"--weights_out=" + dir.File("w" + std::to_string(w)),
+                                       "--summary_json=" + dir.File("s" + std::to_string(w))}});
   LocalCluster cluster(spec, dir);
   std::string report;
   JobResult run;
@@ -145,8 +154,7 @@ TEST(SfbClusterTest, AutoSendsOnlyTheLayersTheRuleChooses) {
   EXPECT_NE(log.find("HybComm (--sfb=auto, 3 worker(s), 2 server(s))"), std::string::npos) << log;
   EXPECT_TRUE(std::regex_search(log, std::regex("t1 +64x100 +8 +76800 +20992 +SFB +auto: SFB bytes <= PS bytes")))
       << log;
-  EXPECT_TRUE(std::regex_search(log, std::regex("t2 +250x10 +8 +30000 +33280 +PS +auto: SFB bytes > PS bytes")))
-      << log;
+  EXPECT_TRUE(std::regex_search(log, std::regex("t2 +250x10 +8 +30000 +33280 +PS +auto: SFB bytes > PS bytes"))) << log;
 }
 
 TEST(SfbClusterTest, SspFallsBackUnderAutoAndRefusesOn) {
@@ -206,8 +214,8 @@ TEST(SfbClusterTest, DeadPeerFailsTheWaitNamingIt) {
   spec.workers = 3;
   spec.coordinator_flags = {"--heartbeat_interval_ms=500", "--heartbeat_timeout_ms=3000"};
   // Only a fully connected tensor: after clock 0 nothing but factors moves.
-  spec.worker_flags = {"--tensors=20x30", "--fc_batch=4", "--iterations=1000000", "--compute_ms=5", "--display=0",
-                       "--sfb=on"};
+  spec.worker_flags = {"--tensors=20x30", "--fc_batch=4", "--iterations=1000000",
+                       "--compute_ms=5",  "--display=0",  "--sfb=on"};
   spec.external_workers = {0};  // This test is worker 0.
   LocalCluster cluster(spec, dir);
 

@@ -1,12 +1,12 @@
 // FactorExchange (worker/client/factor_exchange.h) without a network: what a
 // worker sends, what it accepts from its peers, what it refuses (and that a
 // refused message changes nothing), and the update it applies.
-#include "worker/client/factor_exchange.h"
+#include <gtest/gtest.h>
 
 #include <map>
 #include <thread>
 
-#include <gtest/gtest.h>
+#include "worker/client/factor_exchange.h"
 
 namespace nereus {
 namespace {
@@ -63,7 +63,7 @@ class ExchangeFixture : public ::testing::Test {
   RequestTable requests_;
   std::vector<std::pair<Endpoint, Message>> replies_;
   std::vector<float> weights_ = {10, 20, 30, 40, 50, 60};
-  std::vector<float> left_ = {1, 2};       // This worker's factors: [1 2]^T [3 0 -3].
+  std::vector<float> left_ = {1, 2};  // This worker's factors: [1 2]^T [3 0 -3].
   std::vector<float> right_ = {3, 0, -3};
   FactorExchange exchange_;
 };

@@ -21,7 +21,8 @@ void ExpectFactorsGiveTheWeightDiff(const std::string& ip_param, const std::vect
   std::uniform_int_distribution<int> small(-4, 4);
   Blob bottom(bottom_shape);
   Blob top;
-  InnerProductLayer layer(ParseLayerParameter("name: 'ip' type: 'InnerProduct' inner_product_param { " + ip_param + " }"));
+  InnerProductLayer layer(
+      ParseLayerParameter("name: 'ip' type: 'InnerProduct' inner_product_param { " + ip_param + " }"));
   layer.set_rng(&rng);
   ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
   // Small integers everywhere: every product and sum is exact in float32.
@@ -47,10 +48,10 @@ void ExpectFactorsGiveTheWeightDiff(const std::string& ip_param, const std::vect
 }
 
 TEST(InnerProductFactorsTest, PlainTransposedAndOtherAxis) {
-  ExpectFactorsGiveTheWeightDiff("num_output: 3", {4, 5}, 4);                   // W 3 x 5: top diff, bottom.
-  ExpectFactorsGiveTheWeightDiff("num_output: 3 transpose: true", {4, 5}, 4);   // W 5 x 3: bottom, top diff.
-  ExpectFactorsGiveTheWeightDiff("num_output: 2", {2, 3, 2, 2}, 2);             // axis 1: 12 inputs per row.
-  ExpectFactorsGiveTheWeightDiff("num_output: 2 axis: 2", {2, 3, 2, 2}, 6);     // axis 2: 6 rows of 4 inputs.
+  ExpectFactorsGiveTheWeightDiff("num_output: 3", {4, 5}, 4);                  // W 3 x 5: top diff, bottom.
+  ExpectFactorsGiveTheWeightDiff("num_output: 3 transpose: true", {4, 5}, 4);  // W 5 x 3: bottom, top diff.
+  ExpectFactorsGiveTheWeightDiff("num_output: 2", {2, 3, 2, 2}, 2);            // axis 1: 12 inputs per row.
+  ExpectFactorsGiveTheWeightDiff("num_output: 2 axis: 2", {2, 3, 2, 2}, 6);    // axis 2: 6 rows of 4 inputs.
 }
 
 }  // namespace

@@ -2,14 +2,14 @@
 // synthetic 28 x 28 records, 2 workers x 2 servers for 50 iterations, with
 // ip1 and ip2 sent as factors (--sfb=on) against everything through the
 // servers (--sfb=off), same seed and data.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <random>
 #include <regex>
-
-#include <gtest/gtest.h>
 
 #include "tests/process_util.h"
 #include "tests/train_test_util.h"
@@ -61,7 +61,8 @@ std::string Lenet(const std::string& source) {
   return R"(name: "LeNet"
 layer { name: "mnist" type: "Data" top: "data" top: "label"
   transform_param { scale: 0.00390625 }
-  data_param { source: ")" + source + R"(" batch_size: 64 backend: LMDB } }
+  data_param { source: ")" +
+         source + R"(" batch_size: 64 backend: LMDB } }
 layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1" param { lr_mult: 1 } param { lr_mult: 2 }
   convolution_param { num_output: 20 kernel_size: 5 stride: 1 weight_filler { type: "xavier" }
     bias_filler { type: "constant" } } }
@@ -98,7 +99,8 @@ Trained Train(const TempDir& dir, const std::string& sfb, int iterations) {
   spec.coordinator_flags = {"--consistency=bsp"};
   spec.worker_flags = {"--solver=" + solver, "--sfb=" + sfb};
   for (int w = 0; w < 2; ++w)
-    spec.worker_rank_flags.push_back({w, {"--weights_out=" + dir.File(name + "_" + std::to_string(w) + ".caffemodel")}});
+    spec.worker_rank_flags.push_back(
+        {w, {"--weights_out=" + dir.File(name + "_" + std::to_string(w) + ".caffemodel")}});
   LocalCluster cluster(spec, dir);
   std::string report;
   Trained t;
@@ -164,15 +166,15 @@ TEST(SfbTrainTest, LenetTwoByTwoOnTracksOffFor50Iterations) {
   std::ofstream(dir.File("init.prototxt")) << "net: \"" << dir.File("lenet.prototxt") << "\"\n"
                                            << "base_lr: 0.01\nlr_policy: \"fixed\"\nmax_iter: 0\nrandom_seed: 1\n"
                                            << "snapshot_after_train: false\nsolver_mode: CPU\n";
-  auto init = testing::Subprocess::Start({testing::BinaryPath("nereus_worker"), "--standalone",
-                                          "--solver=" + dir.File("init.prototxt"),
-                                          "--weights_out=" + dir.File("init.caffemodel")},
-                                         dir.File("init.log"));
+  auto init = testing::Subprocess::Start(
+      {testing::BinaryPath("nereus_worker"), "--standalone", "--solver=" + dir.File("init.prototxt"),
+       "--weights_out=" + dir.File("init.caffemodel")},
+      dir.File("init.log"));
   ASSERT_EQ(init->WaitFor(std::chrono::seconds(60)), 0) << init->Log();
   const double moved = testing::MaxAbsDiff(on10.w0, ReadWeights(dir.File("init.caffemodel")));
   EXPECT_GE(moved, 1000 * tolerance) << "training barely moved the weights: the comparison would prove nothing";
-  std::printf("after 10 iterations: max |on - off| = %g (tolerance %g), max |final - initial| = %g\n", diff,
-              tolerance, moved);
+  std::printf("after 10 iterations: max |on - off| = %g (tolerance %g), max |final - initial| = %g\n", diff, tolerance,
+              moved);
 }
 
 }  // namespace

@@ -2,14 +2,13 @@
 // per-clock update (one GEMM over the factors stacked in rank order, then the
 // servers' SGD step) against the full-matrix path of the servers
 // (AverageInOrder + SgdStep).
-#include "common/sfb.h"
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <random>
 
-#include <gtest/gtest.h>
-
+#include "common/sfb.h"
 #include "common/sgd.h"
 
 namespace nereus {

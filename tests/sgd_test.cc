@@ -1,9 +1,9 @@
 #include "common/sgd.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
-
-#include <gtest/gtest.h>
 
 namespace nereus {
 namespace {

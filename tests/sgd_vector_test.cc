@@ -1,10 +1,10 @@
 // The vectorised SGD step and average (common/sgd.cc) against the scalar
 // loops they replace, bit for bit, and the server's out-of-place update.
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <random>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "common/sgd.h"
 #include "server/param_server.h"
@@ -192,7 +192,8 @@ void OutOfPlaceUpdates(int workers) {
     // Worker r's gradient; worker 0's push carries the pull. Pushed in
     // reverse rank order: the average must not follow arrival.
     std::vector<std::vector<float>> g(workers);
-    for (int r = 0; r < workers; ++r) g[r] = {0.1f * (clock + 1) + 0.37f * r, -0.2f, 0.3f * (r + 1), 0.0f, 1.0f / (r + 3)};
+    for (int r = 0; r < workers; ++r)
+      g[r] = {0.1f * (clock + 1) + 0.37f * r, -0.2f, 0.3f * (r + 1), 0.0f, 1.0f / (r + 3)};
     for (int r = workers - 1; r >= 0; --r)
       server.Handle("w" + std::to_string(r), r, Push(clock, r == 0 ? 1000 + clock : 0, g[r]), pb::Header());
     std::vector<float> avg(w0.size());

@@ -94,8 +94,7 @@ TEST(ReshapeLayerTest, Errors) {
   ReshapedShape({2, 8}, "shape { dim: -1 dim: -1 }", &error);
   EXPECT_EQ("layer r (Reshape): only one dimension may be -1 (inferred)", error);
   ReshapedShape({2, 8}, "shape { dim: 3 dim: 5 }", &error);
-  EXPECT_EQ("layer r (Reshape): output count 15 (shape 3 5 (15)) differs from bottom count 16 (2 8 (16))",
-            error);
+  EXPECT_EQ("layer r (Reshape): output count 15 (shape 3 5 (15)) differs from bottom count 16 (2 8 (16))", error);
   ReshapedShape({2, 8}, "shape { dim: 3 dim: -1 }", &error);
   EXPECT_EQ("layer r (Reshape): cannot infer the -1 dimension: bottom count 16 is not a multiple of 3", error);
 }
@@ -132,7 +131,8 @@ TEST(SliceLayerTest, EqualPartsAxisZeroAndGradient) {
   std::mt19937 rng(22);
   Blob g(2, 6, 2, 2), g0, g1, g2;
   test::FillGaussian(&g, &rng);
-  SliceLayer grad(ParseLayerParameter("name: 's' type: 'Slice' slice_param { slice_dim: 1 slice_point: 2 slice_point: 5 }"));
+  SliceLayer grad(
+      ParseLayerParameter("name: 's' type: 'Slice' slice_param { slice_dim: 1 slice_point: 2 slice_point: 5 }"));
   GradientChecker checker(1e-2f, 1e-3f);
   checker.CheckGradientExhaustive(&grad, {&g}, {&g0, &g1, &g2});
   EXPECT_GT(checker.comparisons(), 0);
@@ -182,19 +182,17 @@ TEST(SilenceLayerTest, ZeroesTheGradient) {
 
 TEST(InputLayerTest, ShapesItsTops) {
   Blob t0, t1;
-  InputLayer one(ParseLayerParameter(
-      "name: 'in' type: 'Input' input_param { shape { dim: 2 dim: 3 } }"));
+  InputLayer one(ParseLayerParameter("name: 'in' type: 'Input' input_param { shape { dim: 2 dim: 3 } }"));
   ASSERT_TRUE(one.SetUp({}, {&t0, &t1}).ok());
   EXPECT_EQ((std::vector<int>{2, 3}), t0.shape());
   EXPECT_EQ((std::vector<int>{2, 3}), t1.shape());
-  InputLayer each(ParseLayerParameter(
-      "name: 'in' type: 'Input' input_param { shape { dim: 4 } shape { dim: 1 dim: 5 } }"));
+  InputLayer each(
+      ParseLayerParameter("name: 'in' type: 'Input' input_param { shape { dim: 4 } shape { dim: 1 dim: 5 } }"));
   ASSERT_TRUE(each.SetUp({}, {&t0, &t1}).ok());
   EXPECT_EQ((std::vector<int>{4}), t0.shape());
   EXPECT_EQ((std::vector<int>{1, 5}), t1.shape());
   Blob t2;
-  InputLayer wrong(ParseLayerParameter(
-      "name: 'in' type: 'Input' input_param { shape { dim: 4 } shape { dim: 5 } }"));
+  InputLayer wrong(ParseLayerParameter("name: 'in' type: 'Input' input_param { shape { dim: 4 } shape { dim: 5 } }"));
   EXPECT_EQ("layer in (Input): input_param must give no shape, one shape for every top, or one per top (3); got 2",
             wrong.SetUp({}, {&t0, &t1, &t2}).message());
 }

@@ -1,9 +1,9 @@
 #include "common/shard_map.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <random>
-
-#include <gtest/gtest.h>
 
 namespace nereus {
 namespace {

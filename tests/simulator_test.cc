@@ -7,9 +7,9 @@
 // apply cost. Worker h and server h share host h.
 #include "bench/simulator.h"
 
-#include <chrono>
-
 #include <gtest/gtest.h>
+
+#include <chrono>
 
 #include "bench/emulated_worker.h"
 #include "common/shard_map.h"

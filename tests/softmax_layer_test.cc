@@ -69,8 +69,7 @@ float LossOf(const std::string& loss_param, std::vector<float> labels = {2, 0}) 
   Blob scores(std::vector<int>{2, 3}), label(std::vector<int>{2}), loss;
   SetBlobData(&scores, {1, 2, 3, 1, 1, 1});
   SetBlobData(&label, labels);
-  SoftmaxWithLossLayer layer(
-      ParseLayerParameter("name: 'loss' type: 'SoftmaxWithLoss' " + loss_param));
+  SoftmaxWithLossLayer layer(ParseLayerParameter("name: 'loss' type: 'SoftmaxWithLoss' " + loss_param));
   const Status s = layer.SetUp({&scores, &label}, {&loss});
   EXPECT_TRUE(s.ok()) << s.message();
   const float weighted = layer.Forward({&scores, &label}, {&loss});
@@ -89,15 +88,13 @@ TEST(SoftmaxWithLossLayerTest, NormalizationModes) {
   EXPECT_NEAR(kLoss0, LossOf("loss_param { ignore_label: 0 }"), 1e-6f);
   EXPECT_NEAR(kLoss0, LossOf("loss_param { ignore_label: 0 normalization: VALID }"), 1e-6f);
   EXPECT_NEAR(kLoss0 / 2, LossOf("loss_param { ignore_label: 0 normalization: FULL }"), 1e-6f);
-  EXPECT_NEAR(kLoss0 / 2, LossOf("loss_param { ignore_label: 0 normalization: BATCH_SIZE }"),
-              1e-6f);
+  EXPECT_NEAR(kLoss0 / 2, LossOf("loss_param { ignore_label: 0 normalization: BATCH_SIZE }"), 1e-6f);
   EXPECT_NEAR(kLoss0, LossOf("loss_param { ignore_label: 0 normalization: NONE }"), 1e-6f);
   // Legacy normalize: false means BATCH_SIZE, true means VALID; an explicit
   // normalization wins over it.
   EXPECT_NEAR(kLoss0 / 2, LossOf("loss_param { ignore_label: 0 normalize: false }"), 1e-6f);
   EXPECT_NEAR(kLoss0, LossOf("loss_param { ignore_label: 0 normalize: true }"), 1e-6f);
-  EXPECT_NEAR(kLoss0, LossOf("loss_param { ignore_label: 0 normalize: false normalization: NONE }"),
-              1e-6f);
+  EXPECT_NEAR(kLoss0, LossOf("loss_param { ignore_label: 0 normalize: false normalization: NONE }"), 1e-6f);
   // All labels ignored: the normaliser is clamped to 1, the loss is 0.
   EXPECT_EQ(0.0f, LossOf("loss_param { ignore_label: 0 }", {0, 0}));
 }
@@ -125,8 +122,7 @@ TEST(SoftmaxWithLossLayerTest, Gradient) {
   std::mt19937 rng(1701);
   Blob scores(2, 5, 2, 3), label(2, 1, 2, 3), loss;
   test::FillGaussian(&scores, &rng);
-  for (int i = 0; i < label.count(); ++i)
-    label.mutable_cpu_data()[i] = static_cast<float>(rng() % 5);
+  for (int i = 0; i < label.count(); ++i) label.mutable_cpu_data()[i] = static_cast<float>(rng() % 5);
   SoftmaxWithLossLayer layer(ParseLayerParameter("name: 'loss' type: 'SoftmaxWithLoss'"));
   GradientChecker checker(1e-2f, 1e-3f);
   checker.CheckGradientExhaustive(&layer, {&scores, &label}, {&loss}, 0);
@@ -138,9 +134,9 @@ TEST(SoftmaxWithLossLayerTest, GradientIgnoreLabelBatchSize) {
   Blob scores(std::vector<int>{4, 3}), label(std::vector<int>{4}), loss;
   test::FillGaussian(&scores, &rng);
   SetBlobData(&label, {0, 1, 2, 1});
-  SoftmaxWithLossLayer layer(ParseLayerParameter(
-      "name: 'loss' type: 'SoftmaxWithLoss' loss_param { ignore_label: 1 normalization: "
-      "BATCH_SIZE }"));
+  SoftmaxWithLossLayer layer(
+      ParseLayerParameter("name: 'loss' type: 'SoftmaxWithLoss' loss_param { ignore_label: 1 normalization: "
+                          "BATCH_SIZE }"));
   GradientChecker checker(1e-2f, 1e-3f);
   checker.CheckGradientExhaustive(&layer, {&scores, &label}, {&loss}, 0);
   EXPECT_GT(checker.comparisons(), 0);
@@ -179,8 +175,7 @@ float AccuracyOf(const std::string& accuracy_param, std::vector<float>* per_clas
   Blob scores(std::vector<int>{4, 3}), label(std::vector<int>{4}), top, top_per_class;
   SetBlobData(&scores, kScores);
   SetBlobData(&label, kLabels);
-  AccuracyLayer layer(ParseLayerParameter("name: 'acc' type: 'Accuracy' accuracy_param { " +
-                                          accuracy_param + " }"));
+  AccuracyLayer layer(ParseLayerParameter("name: 'acc' type: 'Accuracy' accuracy_param { " + accuracy_param + " }"));
   std::vector<Blob*> tops = {&top};
   if (per_class != nullptr) tops.push_back(&top_per_class);
   const Status s = layer.SetUp({&scores, &label}, tops);
@@ -219,8 +214,7 @@ TEST(AccuracyLayerTest, SpatialLabels) {
 
 TEST(AccuracyLayerConfigTest, TopKLargerThanClasses) {
   Blob scores(std::vector<int>{4, 3}), label(std::vector<int>{4}), top;
-  AccuracyLayer layer(
-      ParseLayerParameter("name: 'acc5' type: 'Accuracy' accuracy_param { top_k: 5 }"));
+  AccuracyLayer layer(ParseLayerParameter("name: 'acc5' type: 'Accuracy' accuracy_param { top_k: 5 }"));
   const Status s = layer.SetUp({&scores, &label}, {&top});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(std::string::npos, s.message().find("acc5")) << s.message();

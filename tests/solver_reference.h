@@ -3,11 +3,11 @@
 #ifndef NEREUS_TESTS_SOLVER_REFERENCE_H_
 #define NEREUS_TESTS_SOLVER_REFERENCE_H_
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "common/sgd.h"
 

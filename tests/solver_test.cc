@@ -1,11 +1,11 @@
 #include "worker/trainer/solver.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "common/sgd.h"
 #include "tests/trainer_test_layers.h"
@@ -24,8 +24,10 @@ net_param {
   name: "tiny"
   layer {
     name: "data" type: "TestFixedData" top: "x"
-    input_param { shape { dim: )" + std::to_string(batch) + R"( dim: 2 } }
-    data_param { batch_size: )" + std::to_string(rows) + R"( }
+    input_param { shape { dim: )" +
+         std::to_string(batch) + R"( dim: 2 } }
+    data_param { batch_size: )" +
+         std::to_string(rows) + R"( }
   }
   layer {
     name: "fc" type: "TestLinear" bottom: "x" top: "y"
@@ -175,7 +177,8 @@ TEST(SolverTest, IterSizeTwoWithHalfBatchEqualsFullBatch) {
 
 TEST(SolverTest, SnapshotThenResumeIsBitwiseIdentical) {
   const std::string prefix = ::testing::TempDir() + "/solver_test_resume";
-  const std::string text = TinySolver(3, 3, "lr_policy: \"inv\" gamma: 0.01 power: 0.75 snapshot_prefix: \"" + prefix + "\"");
+  const std::string text =
+      TinySolver(3, 3, "lr_policy: \"inv\" gamma: 0.01 power: 0.75 snapshot_prefix: \"" + prefix + "\"");
   auto straight = MakeSolver(text);
   ASSERT_NE(straight, nullptr);
   ASSERT_TRUE(straight->Step(6).ok());
@@ -228,7 +231,7 @@ TEST(SolverTest, PeriodicSnapshotAndSolveFinalSnapshot) {
 }
 
 TEST(SolverTest, TestNetsUseTrainedWeights) {
-  const std::string text = TinySolver(2, 2, "test_iter: 3 test_interval: 2 test_initialization: false") ;
+  const std::string text = TinySolver(2, 2, "test_iter: 3 test_interval: 2 test_initialization: false");
   caffe::SolverParameter param;
   ASSERT_TRUE(ParseSolverParameter(text, "s", &param).ok());
   std::vector<TestResult> results;
@@ -278,8 +281,8 @@ TEST(SolverTest, RejectsUnsupportedSolvers) {
 class RecordingSync : public ParameterSync {
  public:
   explicit RecordingSync(const Net* const* net) : net_(net) {}
-  Status Init(const std::vector<Blob*>& params, const std::vector<float>& lr_mult,
-              const std::vector<float>& decay_mult, const pb::SgdConfig& sgd) override {
+  Status Init(const std::vector<Blob*>& params, const std::vector<float>& lr_mult, const std::vector<float>& decay_mult,
+              const pb::SgdConfig& sgd) override {
     events.push_back("init");
     num_params = params.size();
     lr = lr_mult;
@@ -317,10 +320,8 @@ TEST(SolverTest, ParameterSyncGetsLayerwiseCallsAndNoLocalUpdate) {
   ASSERT_NE(solver, nullptr);
   net = solver->net();
   ASSERT_TRUE(solver->Step(2).ok());
-  const std::vector<std::string> expected = {
-      "init",
-      "w0@0", "w1@0", "w2@0", "g2@0", "g1@0", "g0@0", "f@0",
-      "w0@1", "w1@1", "w2@1", "g2@1", "g1@1", "g0@1", "f@1"};
+  const std::vector<std::string> expected = {"init", "w0@0", "w1@0", "w2@0", "g2@0", "g1@0", "g0@0", "f@0",
+                                             "w0@1", "w1@1", "w2@1", "g2@1", "g1@1", "g0@1", "f@1"};
   EXPECT_EQ(sync.events, expected);
   EXPECT_EQ(sync.num_params, 2u);
   EXPECT_EQ(sync.lr, (std::vector<float>{1, 2}));

@@ -6,11 +6,11 @@
 // rules written from the formulas in double (tests/solver_reference.h) on
 // the 4-element tensor. The servers' checkpoints carry AdaDelta's and
 // Adam's second history: checkpoint, resume, bitwise equal.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-
-#include <gtest/gtest.h>
 
 #include "common/sgd.h"
 #include "tests/process_util.h"
@@ -51,10 +51,18 @@ ClusterSpec Spec(const std::string& type, int iterations, const std::string& wei
   spec.servers = 2;
   spec.workers = kWorkers;
   spec.coordinator_flags = {"--partition_bytes=8", "--consistency=bsp"};
-  spec.worker_flags = {std::string("--tensors=") + kTensors, "--iterations=" + std::to_string(iterations),
-                       "--seed=" + std::to_string(kSeed), "--coupling=0.01", "--lr_policy=fixed",
-                       "--solver_type=" + type, "--display=0", flag("base_lr", r.lr), flag("momentum", r.momentum),
-                       flag("weight_decay", r.weight_decay), flag("delta", r.delta), flag("momentum2", r.momentum2),
+  spec.worker_flags = {std::string("--tensors=") + kTensors,
+                       "--iterations=" + std::to_string(iterations),
+                       "--seed=" + std::to_string(kSeed),
+                       "--coupling=0.01",
+                       "--lr_policy=fixed",
+                       "--solver_type=" + type,
+                       "--display=0",
+                       flag("base_lr", r.lr),
+                       flag("momentum", r.momentum),
+                       flag("weight_decay", r.weight_decay),
+                       flag("delta", r.delta),
+                       flag("momentum2", r.momentum2),
                        flag("rms_decay", r.rms_decay)};
   for (int w = 0; w < kWorkers; ++w)
     spec.worker_rank_flags.push_back({w, {"--weights_out=" + dir.File(weights_prefix + std::to_string(w))}});

@@ -4,6 +4,10 @@
 // test), through common/sgd.h's SolverStep (what the servers run) and
 // through the standalone Solver; Caffe's history layout in .solverstate and
 // bitwise snapshot/resume; the configuration errors Caffe's solvers raise.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <hdf5_hl.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -11,10 +15,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <hdf5.h>
-#include <hdf5_hl.h>
 
 #include "common/sgd.h"
 #include "tests/solver_reference.h"
@@ -46,8 +46,7 @@ TEST_P(SolverTypeTest, SolverStepFollowsTheFormulasForThreeSteps) {
   const float diffs[3][4] = {{0.5f, -0.25f, 1.0f, 0.0f}, {0.25f, 0.5f, -1.0f, 0.0f}, {-0.125f, 0.5f, 2.0f, 0.0f}};
   for (int step = 0; step < 3; ++step) {
     const float rate = LearningRate(c, step);
-    SolverStep(c, step, rate, /*lr_mult=*/2.0f, /*decay_mult=*/1.0f, diffs[step], data.data(), h.data(), h2.data(),
-               4);
+    SolverStep(c, step, rate, /*lr_mult=*/2.0f, /*decay_mult=*/1.0f, diffs[step], data.data(), h.data(), h2.data(), 4);
     ref.Step(step, std::vector<double>(diffs[step], diffs[step] + 4), 2.0, 1.0);
     for (int i = 0; i < 4; ++i) {
       EXPECT_NEAR(data[i], ref.w[i], 2e-6 * std::max(1.0, std::fabs(ref.w[i]))) << "step " << step << " element " << i;
@@ -196,7 +195,8 @@ weight_decay: 0.01
 max_iter: 100
 random_seed: 5
 solver_mode: CPU
-)" + type_fields + "\n" + extra;
+)" + type_fields +
+         "\n" + extra;
 }
 
 std::string TypeFields(const Reference& r) {

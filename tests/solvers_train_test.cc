@@ -3,10 +3,10 @@
 // standalone training with batch 64 (the equivalence of
 // train_worker_test.cc, per type); and Caffe's HDF5 snapshots work through
 // the binary's --snapshot and --weights.
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "tests/process_util.h"
 #include "tests/tiny_train_job.h"

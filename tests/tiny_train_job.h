@@ -4,6 +4,8 @@
 #ifndef NEREUS_TESTS_TINY_TRAIN_JOB_H_
 #define NEREUS_TESTS_TINY_TRAIN_JOB_H_
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,8 +14,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "proto/caffe.pb.h"
 #include "tests/process_util.h"
@@ -78,7 +78,8 @@ inline std::string TinyNet(const std::string& source, int batch) {
   return R"(name: "tiny"
 layer { name: "data" type: "Data" top: "data" top: "label"
   transform_param { scale: 0.00390625 }
-  data_param { source: ")" + source + R"(" batch_size: )" + std::to_string(batch) + R"( backend: LMDB } }
+  data_param { source: ")" +
+         source + R"(" batch_size: )" + std::to_string(batch) + R"( backend: LMDB } }
 layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
   param { lr_mult: 1 } param { lr_mult: 2 decay_mult: 0 }
   convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: "xavier" }

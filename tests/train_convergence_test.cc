@@ -3,12 +3,12 @@
 // 97% test accuracy, standalone and with 2 workers x 2 servers. Real
 // processes, bounded in time; the data paths of the shipped files are made
 // absolute, nothing else is changed.
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <regex>
-
-#include <gtest/gtest.h>
 
 #include "tests/process_util.h"
 #include "tests/train_test_util.h"
@@ -66,14 +66,13 @@ TEST(LenetConvergenceTest, Standalone) {
   TempDir dir;
   const std::string solver = LenetSolver(dir);
   const auto start = std::chrono::steady_clock::now();
-  auto p = Subprocess::Start({BinaryPath("nereus_worker"), "--standalone", "--solver=" + solver,
-                              "--summary_json=" + dir.File("summary.json")},
-                             dir.File("standalone.log"));
+  auto p = Subprocess::Start(
+      {BinaryPath("nereus_worker"), "--standalone", "--solver=" + solver, "--summary_json=" + dir.File("summary.json")},
+      dir.File("standalone.log"));
   auto code = p->WaitFor(kBound);
   ASSERT_TRUE(code.has_value()) << "not done within " << kBound.count() << " s:\n" << p->Log();
   ASSERT_EQ(*code, 0) << p->Log();
-  std::printf("standalone: %.1f s\n",
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  std::printf("standalone: %.1f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   ExpectConverged(ReadFile(dir.File("summary.json")), "standalone");
 }
 

@@ -3,13 +3,13 @@
 #ifndef NEREUS_TESTS_TRAIN_TEST_UTIL_H_
 #define NEREUS_TESTS_TRAIN_TEST_UTIL_H_
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <map>
 #include <regex>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "proto/caffe.pb.h"
 #include "worker/trainer/prototxt.h"

@@ -1,15 +1,14 @@
 // nereus_worker --solver as real processes on 127.0.0.1: data-parallel
 // training through the servers equals standalone training on the same
 // records, and bad solver input fails with a message naming the file.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <random>
-
-#include <gtest/gtest.h>
-
-#include <csignal>
 
 #include "nereus/client.h"
 #include "tests/process_util.h"
@@ -57,8 +56,9 @@ TEST(TrainEquivalenceTest, TwoWorkersOfBatch32MatchStandaloneBatch64) {
   spec.coordinator_flags = {"--consistency=bsp", "--chunk_bytes=128"};
   spec.worker_flags = {"--solver=" + dir.File("distributed.prototxt")};
   for (int w = 0; w < 2; ++w) {
-    spec.worker_rank_flags.push_back({w, {"--weights_out=" + dir.File("w" + std::to_string(w) + ".caffemodel"),
-                                          "--summary_json=" + dir.File("w" + std::to_string(w) + ".json")}});
+    spec.worker_rank_flags.push_back({w,
+                                      {"--weights_out=" + dir.File("w" + std::to_string(w) + ".caffemodel"),
+                                       "--summary_json=" + dir.File("w" + std::to_string(w) + ".json")}});
   }
   LocalCluster cluster(spec, dir);
   ASSERT_EQ(RunToExit({BinaryPath("nereus_worker"), "--standalone", "--solver=" + dir.File("standalone.prototxt"),
@@ -171,8 +171,7 @@ TEST(TrainFaultTest, KilledServerFailsTheTrainersWithAStatusNamingIt) {
   sync.set_net(solver->net());
   Status st = solver->Step(5);
   ASSERT_TRUE(st.ok()) << st;
-  EXPECT_EQ(sync.tensor_names(),
-            (std::vector<std::string>{"conv1/0", "conv1/1", "ip1/0", "ip1/1", "ip2/0", "ip2/1"}));
+  EXPECT_EQ(sync.tensor_names(), (std::vector<std::string>{"conv1/0", "conv1/1", "ip1/0", "ip1/1", "ip2/0", "ip2/1"}));
 
   cluster.server(1).Signal(SIGKILL);
   const auto killed = std::chrono::steady_clock::now();

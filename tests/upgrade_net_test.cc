@@ -2,9 +2,10 @@
 // upgrade_proto does. The V1 LeNet (worker/trainer/models/
 // lenet_train_test_v1.prototxt) becomes exactly the V2 LeNet and trains to
 // the same losses, bit for bit.
-#include <gtest/gtest.h>
+#include "worker/trainer/upgrade_net.h"
 
 #include <google/protobuf/util/message_differencer.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,7 +22,6 @@
 #include "worker/trainer/net.h"
 #include "worker/trainer/prototxt.h"
 #include "worker/trainer/solver.h"
-#include "worker/trainer/upgrade_net.h"
 
 namespace nereus {
 namespace {
@@ -62,7 +62,8 @@ TEST(UpgradeNetTest, V1LayerFieldsBecomeParamSpecs) {
     name: "conv" type: "Convolution" bottom: "data" top: "conv"
     param { name: "w" share_mode: PERMISSIVE lr_mult: 1 decay_mult: 1 }
     param { name: "b" lr_mult: 2 decay_mult: 0 }
-    convolution_param { num_output: 2 kernel_size: 1 })", &expected));
+    convolution_param { num_output: 2 kernel_size: 1 })",
+                                                            &expected));
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(expected, param.layer(0)))
       << param.layer(0).DebugString();
   EXPECT_EQ("ReLU", param.layer(1).type());
@@ -79,8 +80,7 @@ TEST(UpgradeNetTest, EveryV1TypeHasItsV2Name) {
     EXPECT_FALSE(UpgradeV1LayerType(type).empty()) << e->value(i)->name();
   }
   EXPECT_EQ("SoftmaxWithLoss", UpgradeV1LayerType(caffe::V1LayerParameter::SOFTMAX_LOSS));
-  EXPECT_EQ("SigmoidCrossEntropyLoss",
-            UpgradeV1LayerType(caffe::V1LayerParameter::SIGMOID_CROSS_ENTROPY_LOSS));
+  EXPECT_EQ("SigmoidCrossEntropyLoss", UpgradeV1LayerType(caffe::V1LayerParameter::SIGMOID_CROSS_ENTROPY_LOSS));
   EXPECT_EQ("HDF5Data", UpgradeV1LayerType(caffe::V1LayerParameter::HDF5_DATA));
 }
 
@@ -88,7 +88,8 @@ TEST(UpgradeNetTest, ErrorsNameTheFileAndTheLayer) {
   caffe::NetParameter param;
   Status st = ParseNetParameter(R"(
     layer { name: "a" type: "ReLU" bottom: "x" top: "x" }
-    layers { name: "b" type: RELU bottom: "x" top: "x" })", "mixed.prototxt", &param);
+    layers { name: "b" type: RELU bottom: "x" top: "x" })",
+                                "mixed.prototxt", &param);
   EXPECT_EQ("mixed.prototxt: the net defines both `layer` and the deprecated V1 `layers`; use one or the other",
             st.message());
   st = ParseNetParameter(R"(layers { name: "b" bottom: "x" top: "x" })", "none.prototxt", &param);
@@ -108,8 +109,7 @@ TEST(UpgradeNetTest, ErrorsNameTheFileAndTheLayer) {
   options.locations = &loc;
   auto net = Net::Create(param, DefaultLayerRegistry(), options);
   ASSERT_FALSE(net.ok());
-  EXPECT_NE(std::string::npos, net.status().message().find("layer \"h\" (hinge.prototxt:3)"))
-      << net.status().message();
+  EXPECT_NE(std::string::npos, net.status().message().find("layer \"h\" (hinge.prototxt:3)")) << net.status().message();
   EXPECT_NE(std::string::npos, net.status().message().find("unknown layer type \"HingeLoss\""))
       << net.status().message();
 }

@@ -1,14 +1,15 @@
 // The benchmark's watchdog and round-robin shares (issue 7: a bench that
 // assumed counts divide evenly waited for ever).
+#include "bench/watchdog.h"
+
+#include <gtest/gtest.h>
+
 #include <condition_variable>
 #include <mutex>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "bench/bench.h"
-#include "bench/watchdog.h"
 
 namespace nereus {
 namespace bench {
@@ -71,7 +72,7 @@ TEST(RoundRobinShareTest, SharesAreExactWhenCountsDoNotDivide) {
   EXPECT_EQ(RoundRobinShare(7629, 2, 1, 1), 3815u);
   EXPECT_EQ(RoundRobinShare(10, 3, 2, 2), 4u);  // Slots 2,0,1,2,0,1,2,0,1,2.
   EXPECT_EQ(RoundRobinShare(10, 3, 0, 2), 3u);
-  EXPECT_EQ(RoundRobinShare(3, 4, 3, 1), 1u);   // Slots 1,2,3.
+  EXPECT_EQ(RoundRobinShare(3, 4, 3, 1), 1u);  // Slots 1,2,3.
   EXPECT_EQ(RoundRobinShare(3, 4, 0, 1), 0u);
   // Whatever the counts, the shares add up to the whole.
   for (int ways = 1; ways <= 5; ++ways)

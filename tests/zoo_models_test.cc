@@ -5,9 +5,8 @@
 // servers. To stay fast the training runs use a small crop, a batch of 2 and
 // global average pooling at the end (the published nets' 7x7 pool assumes
 // crop 224); the parameter counts are checked at crop 224.
-#include <gtest/gtest.h>
-
 #include <google/protobuf/text_format.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
@@ -77,8 +76,7 @@ Counts CountModel(const std::string& file) {
   for (const auto& layer : (*net)->layers()) {
     ++counts.layers_of_type[layer->type()];
     for (size_t b = 0; b < layer->blobs().size(); ++b) {
-      (layer->IsLocalState(static_cast<int>(b)) ? counts.local_state : counts.learned) +=
-          layer->blobs()[b]->count();
+      (layer->IsLocalState(static_cast<int>(b)) ? counts.local_state : counts.learned) += layer->blobs()[b]->count();
     }
     if (std::string(layer->type()) == "SoftmaxWithLoss") counts.loss_weights.push_back(layer->loss(0));
   }
@@ -113,8 +111,8 @@ TEST(ZooModelsTest, GoogLeNetHasCaffesParameterCountAndWeightedAuxiliaryLosses) 
 
 // The model with a small crop, a batch of 2, the final 7x7 average pooling
 // made global, reading `lmdb`; written as prototxt to `path`.
-void WriteSmallVariant(const std::string& file, const std::string& final_pool, int crop,
-                       const std::string& lmdb, const std::string& path) {
+void WriteSmallVariant(const std::string& file, const std::string& final_pool, int crop, const std::string& lmdb,
+                       const std::string& path) {
   caffe::NetParameter param;
   Status st = ReadNetParameterFromTextFile(Model(file), &param);
   ASSERT_TRUE(st.ok()) << st.message();
@@ -149,14 +147,14 @@ int TrainTwoIterations(const std::string& file, const std::string& final_pool, i
   testing::WriteRandomImageLmdb(lmdb, 8, 3, crop + 8, 1000, 5);
   const std::string net = dir.File("net.prototxt");
   WriteSmallVariant(file, final_pool, crop, lmdb, net);
-  testing::WriteText(dir.File("solver.prototxt"),
-                     "net: \"" + net + "\"\nbase_lr: 0.01\nmomentum: 0.9\nweight_decay: 0.0001\n"
-                     "lr_policy: \"fixed\"\ndisplay: 1\nmax_iter: 2\nrandom_seed: 1\n"
-                     "snapshot_after_train: false\n");
-  const int code = testing::RunToExit({BinaryPath("nereus_worker"), "--standalone",
-                                       "--solver=" + dir.File("solver.prototxt"),
-                                       "--summary_json=" + dir.File("standalone.json")},
-                                      dir.File("standalone.log"), std::chrono::seconds(240));
+  testing::WriteText(dir.File("solver.prototxt"), "net: \"" + net +
+                                                      "\"\nbase_lr: 0.01\nmomentum: 0.9\nweight_decay: 0.0001\n"
+                                                      "lr_policy: \"fixed\"\ndisplay: 1\nmax_iter: 2\nrandom_seed: 1\n"
+                                                      "snapshot_after_train: false\n");
+  const int code =
+      testing::RunToExit({BinaryPath("nereus_worker"), "--standalone", "--solver=" + dir.File("solver.prototxt"),
+                          "--summary_json=" + dir.File("standalone.json")},
+                         dir.File("standalone.log"), std::chrono::seconds(240));
   EXPECT_EQ(0, code) << ReadFile(dir.File("standalone.log"));
   if (code != 0) return -1;
   // The losses Caffe would print, for the record.

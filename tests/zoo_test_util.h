@@ -29,8 +29,8 @@ inline void WriteText(const std::string& path, const std::string& text) {
 
 // `records` random channels x side x side uint8 images; the label is the
 // record's index modulo `classes`.
-inline void WriteRandomImageLmdb(const std::string& path, int records, int channels, int side,
-                                 int classes, uint32_t seed) {
+inline void WriteRandomImageLmdb(const std::string& path, int records, int channels, int side, int classes,
+                                 uint32_t seed) {
   auto db = data::LmdbDatabase::Open(path, data::DbMode::kNew);
   ASSERT_TRUE(db.ok()) << db.status();
   std::mt19937 rng(seed);
@@ -54,12 +54,10 @@ inline void WriteRandomImageLmdb(const std::string& path, int records, int chann
 }
 
 // Runs `argv` to completion (bounded); returns the exit code.
-inline int RunToExit(const std::vector<std::string>& argv, const std::string& log,
-                     std::chrono::seconds timeout) {
+inline int RunToExit(const std::vector<std::string>& argv, const std::string& log, std::chrono::seconds timeout) {
   auto p = Subprocess::Start(argv, log);
   auto code = p->WaitFor(timeout);
-  EXPECT_TRUE(code.has_value()) << argv[0] << " did not exit within " << timeout.count() << " s:\n"
-                                << p->Log();
+  EXPECT_TRUE(code.has_value()) << argv[0] << " did not exit within " << timeout.count() << " s:\n" << p->Log();
   return code.value_or(-1);
 }
 

@@ -1,33 +1,35 @@
 // nereus_worker --solver=FILE: the Caffe-style trainer mode of nereus_worker
 // (flags and reporting; the training itself is worker/trainer_runner.h).
-#include <cmath>
-#include <cstdio>
-#include <fstream>
+#include "worker/train_main.h"
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
 #include "common/node_flags.h"
 #include "worker/client/client_flags.h"
-#include "worker/train_main.h"
 #include "worker/trainer_runner.h"
 
-DEFINE_string(solver, "",
-              "Trainer mode: a Caffe solver prototxt (e.g. worker/trainer/models/lenet_solver_quick.prototxt); the net and "
-              "data paths in it are relative to the working directory. Without --standalone the worker joins the "
-              "job at --coordinator and trains data-parallel: its train Data layers read records i with i mod "
-              "num_workers == rank, the prototxt batch size is per worker, and the weights live on the servers "
-              "(BSP: the same as one worker with num_workers times the batch). Worker 0 runs the test nets on the "
-              "whole test set at each test_interval and writes the snapshots; the other workers neither test nor "
-              "snapshot. Solver fields honoured: net, net_param, train_net, train_net_param, test_net, "
-              "test_net_param, train_state, test_state, test_iter, test_interval, test_compute_loss, "
-              "test_initialization, display, average_loss, max_iter, iter_size, base_lr, lr_policy, gamma, power, "
-              "stepsize, stepvalue, momentum, momentum2, weight_decay, regularization_type, clip_gradients, type "
-              "(SGD, Nesterov, AdaGrad, RMSProp, AdaDelta, Adam) or the old solver_type, delta, rms_decay, "
-              "random_seed, snapshot, snapshot_prefix, snapshot_diff, snapshot_format (BINARYPROTO or HDF5), "
-              "snapshot_after_train. Accepted without effect: solver_mode GPU and device_id (a warning; Nereus "
-              "trains on the CPU), debug_info, layer_wise_reduce (communication is always layer-wise). Any other "
-              "field is an error naming it.");
+DEFINE_string(
+    solver, "",
+    "Trainer mode: a Caffe solver prototxt (e.g. worker/trainer/models/lenet_solver_quick.prototxt); the net and "
+    "data paths in it are relative to the working directory. Without --standalone the worker joins the "
+    "job at --coordinator and trains data-parallel: its train Data layers read records i with i mod "
+    "num_workers == rank, the prototxt batch size is per worker, and the weights live on the servers "
+    "(BSP: the same as one worker with num_workers times the batch). Worker 0 runs the test nets on the "
+    "whole test set at each test_interval and writes the snapshots; the other workers neither test nor "
+    "snapshot. Solver fields honoured: net, net_param, train_net, train_net_param, test_net, "
+    "test_net_param, train_state, test_state, test_iter, test_interval, test_compute_loss, "
+    "test_initialization, display, average_loss, max_iter, iter_size, base_lr, lr_policy, gamma, power, "
+    "stepsize, stepvalue, momentum, momentum2, weight_decay, regularization_type, clip_gradients, type "
+    "(SGD, Nesterov, AdaGrad, RMSProp, AdaDelta, Adam) or the old solver_type, delta, rms_decay, "
+    "random_seed, snapshot, snapshot_prefix, snapshot_diff, snapshot_format (BINARYPROTO or HDF5), "
+    "snapshot_after_train. Accepted without effect: solver_mode GPU and device_id (a warning; Nereus "
+    "trains on the CPU), debug_info, layer_wise_reduce (communication is always layer-wise). Any other "
+    "field is an error naming it.");
 DEFINE_bool(standalone, false,
             "Trainer mode: train alone, without coordinator or servers (Caffe's CPU training; the solver applies "
             "SGD itself).");

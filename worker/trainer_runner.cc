@@ -6,8 +6,8 @@
 #include <sstream>
 #include <utility>
 
-#include "worker/param_sync/client_parameter_sync.h"
 #include "worker/client/timeline.h"
+#include "worker/param_sync/client_parameter_sync.h"
 #include "worker/trainer/data/data_layer.h"
 #include "worker/trainer/hdf5_snapshot.h"
 #include "worker/trainer/layer_registry.h"

@@ -40,18 +40,18 @@ struct TrainRunOptions {
 
 // What a run reports at the end (and --summary_json writes).
 struct TrainSummary {
-  int rank = 0;                  // 0 standalone.
-  int num_workers = 1;           // 1 standalone.
-  int64_t iterations = 0;        // Solver iterations done in this run.
-  float train_loss = 0;          // Final smoothed train loss (Caffe's last displayed loss).
+  int rank = 0;            // 0 standalone.
+  int num_workers = 1;     // 1 standalone.
+  int64_t iterations = 0;  // Solver iterations done in this run.
+  float train_loss = 0;    // Final smoothed train loss (Caffe's last displayed loss).
   // From the last test of test net 0; empty when this process did not test
   // (no test net, or a worker other than 0) or the net has no such output.
   std::optional<float> test_accuracy;  // The test net's "accuracy" output.
   std::optional<float> test_loss;      // Sum of the test net's weighted loss outputs.
-  double images_per_s = 0;       // Training images of the whole job (all workers) per second of wall_s.
-  double wall_s = 0;             // Wall time of training: from the first iteration to the end, tests included.
-  double wait_s = 0;             // Part of wall_s spent waiting for the parameter servers.
-  int batch_size = 0;            // Images per iteration of this worker.
+  double images_per_s = 0;             // Training images of the whole job (all workers) per second of wall_s.
+  double wall_s = 0;                   // Wall time of training: from the first iteration to the end, tests included.
+  double wait_s = 0;                   // Part of wall_s spent waiting for the parameter servers.
+  int batch_size = 0;                  // Images per iteration of this worker.
 };
 
 // Runs the whole training. Errors (a bad solver or net file, a missing

@@ -2,26 +2,27 @@
 // trains a synthetic model through the parameter servers; with --solver=FILE
 // it is the Caffe-style trainer (worker/train_main.cc), alone (--standalone)
 // or as a worker of a job.
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <thread>
 
-#include <gflags/gflags.h>
-#include <glog/logging.h>
-
 #include "common/node_flags.h"
-#include "worker/client/client_flags.h"
 #include "common/sgd.h"
 #include "nereus/client.h"
+#include "worker/client/client_flags.h"
 #include "worker/synthetic_model.h"
 #ifdef NEREUS_HAVE_TRAINER
 #include "worker/train_main.h"
 #endif
 
 DEFINE_string(model, "synthetic",
-              "Synthetic mode (without --solver). synthetic: gradients are coupling*w + deterministic noise from (--seed, rank, clock); quadratic: "
+              "Synthetic mode (without --solver). synthetic: gradients are coupling*w + deterministic noise from "
+              "(--seed, rank, clock); quadratic: "
               "gradients of 0.5*|w - target|^2 (converges; used to check async/SSP).");
 DEFINE_string(tensors, "1000,250x10,64x3x3x3",
               "Synthetic model: comma-separated tensor shapes, dimensions joined by 'x'.");
@@ -201,8 +202,8 @@ int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::
   // on (seed, rank, c) and those weights, so the run goes on as if never stopped.
   const int64_t start_clock = client->job().start_clock();
   if (start_clock > FLAGS_iterations) {
-    return Fail(InvalidArgumentError("the job resumes at clock " + std::to_string(start_clock) + ", after --iterations=" +
-                                     std::to_string(FLAGS_iterations)),
+    return Fail(InvalidArgumentError("the job resumes at clock " + std::to_string(start_clock) +
+                                     ", after --iterations=" + std::to_string(FLAGS_iterations)),
                 "--resume");
   }
   if (client->job().resume()) LOG(INFO) << "worker " << rank << ": resuming at clock " << start_clock;
@@ -262,8 +263,8 @@ int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::
     if (FLAGS_display > 0 && (clock + 1) % FLAGS_display == 0) {
       const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       LOG(INFO) << "worker " << rank << " iteration " << clock + 1 << ", loss " << loss() << ", weights version "
-                << version << ", " << (clock + 1 - start_clock) / el << " it/s, communication "
-                << 100.0 * comm_s / el << "%";
+                << version << ", " << (clock + 1 - start_clock) / el << " it/s, communication " << 100.0 * comm_s / el
+                << "%";
     }
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "common/curve_keys.h"
-#include "common/node.h"
 #include "common/hybcomm.h"
+#include "common/node.h"
 #include "worker/client/factor_exchange.h"
 #include "worker/client/handle_state.h"
 #include "worker/client/layer_pipeline.h"
@@ -44,10 +44,14 @@ StatusOr<Schedule> ParseSchedule(const std::string& name) {
 
 const char* ScheduleName(Schedule s) {
   switch (s) {
-    case Schedule::kSequential: return "sequential";
-    case Schedule::kWfbp: return "wfbp";
-    case Schedule::kPriority: return "priority";
-    case Schedule::kFull: return "full";
+    case Schedule::kSequential:
+      return "sequential";
+    case Schedule::kWfbp:
+      return "wfbp";
+    case Schedule::kPriority:
+      return "priority";
+    case Schedule::kFull:
+      return "full";
   }
   return "?";
 }
@@ -96,14 +100,12 @@ class ClientImpl final : public Client {
   }
 
   Status Start() {
-    RETURN_IF_ERROR(node_.Start(
-        [this](const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) {
-          router_.OnData(from, std::move(msg), partial);
-        },
-        [this](const Status& why) {
-          requests_.FailAll(why);
-          factors_.Abort(why);
-        }));
+    RETURN_IF_ERROR(node_.Start([this](const Endpoint& from, StatusOr<Message> msg,
+                                       const pb::Header& partial) { router_.OnData(from, std::move(msg), partial); },
+                                [this](const Status& why) {
+                                  requests_.FailAll(why);
+                                  factors_.Abort(why);
+                                }));
     const bool prioritized = options_.schedule == Schedule::kPriority || options_.schedule == Schedule::kFull;
     queues_.Start(node_.job().num_servers(), node_.job().num_workers(), prioritized ? options_.credit_bytes : 0,
                   options_.batch_bytes);
@@ -140,17 +142,17 @@ class ClientImpl final : public Client {
     const bool merging = options_.schedule == Schedule::kFull && options_.merge && layered;
     if (merging && options_.merge_alpha_s > 0 && options_.merge_beta_s_per_byte > 0) {
       pipeline_.SetLink(LinkModel{options_.merge_alpha_s, options_.merge_beta_s_per_byte});
-      LOG(INFO) << "worker " << rank() << ": link model given: alpha " << options_.merge_alpha_s * 1e6
-                << " us, beta " << options_.merge_beta_s_per_byte * 1e9 << " ns/byte";
+      LOG(INFO) << "worker " << rank() << ": link model given: alpha " << options_.merge_alpha_s * 1e6 << " us, beta "
+                << options_.merge_beta_s_per_byte * 1e9 << " ns/byte";
     } else if (merging) {
       auto fit = CalibrateLink(&node_, &requests_);
       if (!fit.ok()) return fit.status().Annotate("measuring the link for merging");
       if (fit->fell_back || fit->alpha_bounded) LOG(WARNING) << "worker " << rank() << ": " << fit->note;
       const LinkModel& link = fit->model;
       pipeline_.SetLink(link);
-      LOG(INFO) << "worker " << rank() << ": link model alpha " << link.alpha * 1e6 << " us, beta "
-                << link.beta * 1e9 << " ns/byte (" << 8e-9 / std::max(link.beta, 1e-15)
-                << " Gbit/s; smallest round trip " << fit->min_round_trip * 1e6 << " us)";
+      LOG(INFO) << "worker " << rank() << ": link model alpha " << link.alpha * 1e6 << " us, beta " << link.beta * 1e9
+                << " ns/byte (" << 8e-9 / std::max(link.beta, 1e-15) << " Gbit/s; smallest round trip "
+                << fit->min_round_trip * 1e6 << " us)";
     }
     if (layered && options_.schedule != Schedule::kSequential) {
       // Prefetch clock 0's weights, the input layer first.
@@ -209,8 +211,10 @@ class ClientImpl final : public Client {
   Status Finish() override {
     if (timeline_) {
       Status st = timeline_->Write(timeline_path_);
-      if (!st.ok()) LOG(ERROR) << st;
-      else LOG(INFO) << "worker " << rank() << ": wrote " << timeline_->size() << " spans to " << timeline_path_;
+      if (!st.ok())
+        LOG(ERROR) << st;
+      else
+        LOG(INFO) << "worker " << rank() << ": wrote " << timeline_->size() << " spans to " << timeline_path_;
     }
     return node_.Finish();
   }
@@ -237,8 +241,9 @@ class ClientImpl final : public Client {
       // ApplySufficientFactors runs Caffe's SGD step only.
       if (mode == SfbMode::kOn)
         return InvalidArgumentError("--sfb=on supports solver type SGD only, got " + pb::SolverType_Name(sgd.type()));
-      if (rank() == 0) LOG(INFO) << "worker 0: solver " << pb::SolverType_Name(sgd.type())
-                                 << ": every tensor goes through the servers (SFB applies SGD only)";
+      if (rank() == 0)
+        LOG(INFO) << "worker 0: solver " << pb::SolverType_Name(sgd.type())
+                  << ": every tensor goes through the servers (SFB applies SGD only)";
       mode = SfbMode::kOff;
     }
     if (node_.job().start_clock() > 0) {
@@ -304,7 +309,7 @@ class ClientImpl final : public Client {
   std::unique_ptr<Timeline> timeline_;  // Set by Start, then read-only; internally synchronized.
   std::string timeline_path_;           // options_.timeline with {rank} filled in.
   mutable std::mutex mu_;
-  std::vector<int> sfb_tensors_;        // GUARDED_BY(mu_): set by Init.
+  std::vector<int> sfb_tensors_;  // GUARDED_BY(mu_): set by Init.
   TensorRegistry tensors_;
   RequestTable requests_;
   ServerQueues queues_;

@@ -80,8 +80,8 @@ Status FactorExchange::Store(int sender, int tensor, int64_t clock, Factors f) {
   Clock& c = s.pending[clock];
   if (c.by_rank.empty()) c.by_rank.resize(num_workers_);
   if (c.by_rank[sender].k != 0)
-    return InvalidArgumentError("factors of " + s.info.name + " for clock " + std::to_string(clock) +
-                                " from worker " + std::to_string(sender) + " came twice");
+    return InvalidArgumentError("factors of " + s.info.name + " for clock " + std::to_string(clock) + " from worker " +
+                                std::to_string(sender) + " came twice");
   c.by_rank[sender] = std::move(f);
   // Clocks complete in order: this worker hands over clock c + 1 only once
   // clock c is applied (WaitWeights(c + 1) comes first).
@@ -173,8 +173,9 @@ void FactorExchange::OnFactors(const Endpoint& from, const Message& msg) {
     auto it = tensors_.find(h.tensor());
     if (it == tensors_.end()) {
       lock.unlock();
-      st = Refuse(from, h, "FACTORS for tensor " + std::to_string(h.tensor()) +
-                               ", which is not a sufficient-factor tensor of this job");
+      st = Refuse(
+          from, h,
+          "FACTORS for tensor " + std::to_string(h.tensor()) + ", which is not a sufficient-factor tensor of this job");
     } else {
       auto f = ParseFactors(msg, it->second.info.shape, "\"" + it->second.info.name + "\"");
       Status stored = f.ok() ? Store(sender, h.tensor(), h.clock(), std::move(f).value()) : f.status();

@@ -56,19 +56,18 @@ class FactorExchange {
   struct TensorInfo {
     int id = -1;
     std::string name;
-    FactorShape shape;     // The weight: rows x cols.
-    int64_t batch = 0;     // K: rows of this worker's factors.
+    FactorShape shape;  // The weight: rows x cols.
+    int64_t batch = 0;  // K: rows of this worker's factors.
     float lr_mult = 1.0f, decay_mult = 1.0f;
-    float* data = nullptr;          // The weights (updated by Advance).
-    const float* left = nullptr;    // batch x rows, read at BuildSends.
-    const float* right = nullptr;   // batch x cols.
+    float* data = nullptr;         // The weights (updated by Advance).
+    const float* left = nullptr;   // batch x rows, read at BuildSends.
+    const float* right = nullptr;  // batch x cols.
   };
 
   // Init, before any peer can send factors (every worker's Init ends at a
   // common barrier). Every tensor's data holds the weights of clock 0.
   // Destinations of messages to worker w are num_servers + w (ServerQueues).
-  void Configure(const pb::SgdConfig& sgd, int num_workers, int rank, int num_servers,
-                 std::vector<TensorInfo> tensors);
+  void Configure(const pb::SgdConfig& sgd, int num_workers, int rank, int num_servers, std::vector<TensorInfo> tensors);
   bool Has(int tensor) const;
 
   // GradientsReady(clock): copies this worker's factors of `tensor` (the
@@ -112,11 +111,11 @@ class FactorExchange {
   };
   struct State {
     TensorInfo info;
-    int64_t applied = 0;           // Updates in info.data.
-    std::vector<float> history;    // Momentum, rows * cols.
+    int64_t applied = 0;         // Updates in info.data.
+    std::vector<float> history;  // Momentum, rows * cols.
     std::map<int64_t, Clock> pending;
-    int64_t own_clock = -1;        // Last clock this worker handed over.
-    FactorScratch scratch;         // The applier's.
+    int64_t own_clock = -1;  // Last clock this worker handed over.
+    FactorScratch scratch;   // The applier's.
   };
   Status Refuse(const Endpoint& from, const pb::Header& h, const std::string& why);
   // Stores, and queues the clock for the applier once it is complete.
@@ -129,12 +128,12 @@ class FactorExchange {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  pb::SgdConfig sgd_;                 // Set by Configure, then read-only.
+  pb::SgdConfig sgd_;                                  // Set by Configure, then read-only.
   int num_workers_ = 0, rank_ = -1, num_servers_ = 0;  // Likewise.
-  std::map<int, State> tensors_;      // GUARDED_BY(mu_) (the map's shape is fixed by Configure).
-  Status abort_;                      // GUARDED_BY(mu_)
-  std::deque<std::pair<int, int64_t>> ready_;  // (tensor, clock) complete, in order.  GUARDED_BY(mu_)
-  bool stopping_ = false;             // GUARDED_BY(mu_)
+  std::map<int, State> tensors_;                       // GUARDED_BY(mu_) (the map's shape is fixed by Configure).
+  Status abort_;                                       // GUARDED_BY(mu_)
+  std::deque<std::pair<int, int64_t>> ready_;          // (tensor, clock) complete, in order.  GUARDED_BY(mu_)
+  bool stopping_ = false;                              // GUARDED_BY(mu_)
   std::thread applier_;
   std::atomic<uint64_t> received_bytes_{0}, apply_us_{0};
 };

@@ -20,9 +20,9 @@ namespace nereus {
 struct Handle::State {
   std::mutex mu;
   std::condition_variable cv;
-  int pending = 0;         // Completions still expected.   GUARDED_BY(mu)
-  bool done = false;       // GUARDED_BY(mu)
-  Status status;           // GUARDED_BY(mu)
+  int pending = 0;                                        // Completions still expected.   GUARDED_BY(mu)
+  bool done = false;                                      // GUARDED_BY(mu)
+  Status status;                                          // GUARDED_BY(mu)
   int64_t version = std::numeric_limits<int64_t>::max();  // GUARDED_BY(mu)
 
   explicit State(int n) : pending(n), done(n == 0) {

@@ -263,7 +263,7 @@ void LayerPipeline::BuildLayerPulls(const std::vector<int>& which, int64_t clock
     for (int t : layers_[li].tensors)
       if (with_sfb || !Sfb(t))
         builder_->BuildPulls(tensors_->Refs(t), tensors_->spec(t).data, clock, st, static_cast<uint64_t>(li) << 32,
-                           out);
+                             out);
     layers_[li].pull = Handle(st);
     layers_[li].pulled_clock = clock;
   }

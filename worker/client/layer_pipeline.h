@@ -30,8 +30,8 @@ namespace nereus {
 class LayerPipeline {
  public:
   // Every pointer must outlive this object.
-  LayerPipeline(const ClientOptions& options, TensorRegistry* tensors, RequestTable* requests,
-                MessageBuilder* builder, ServerQueues* queues, FactorExchange* factors = nullptr);
+  LayerPipeline(const ClientOptions& options, TensorRegistry* tensors, RequestTable* requests, MessageBuilder* builder,
+                ServerQueues* queues, FactorExchange* factors = nullptr);
 
   // Init: freezes the registry (see TensorRegistry::Freeze) and groups the
   // tensors into comm layers, atomically for every other caller.
@@ -85,17 +85,17 @@ class LayerPipeline {
   FactorExchange* const factors_;
 
   mutable std::mutex mu_;
-  bool initialized_ = false;         // GUARDED_BY(mu_)
-  bool layered_ = false;             // GUARDED_BY(mu_)
-  int rank_ = -1;                    // GUARDED_BY(mu_)
-  std::map<int, int> layer_index_;   // User layer -> comm layer.  GUARDED_BY(mu_)
-  std::vector<CommLayer> layers_;    // GUARDED_BY(mu_)
+  bool initialized_ = false;           // GUARDED_BY(mu_)
+  bool layered_ = false;               // GUARDED_BY(mu_)
+  int rank_ = -1;                      // GUARDED_BY(mu_)
+  std::map<int, int> layer_index_;     // User layer -> comm layer.  GUARDED_BY(mu_)
+  std::vector<CommLayer> layers_;      // GUARDED_BY(mu_)
   std::vector<uint64_t> layer_bytes_;  // Gradient bytes per comm layer.  GUARDED_BY(mu_)
-  MergeProfiler merges_;             // GUARDED_BY(mu_)
+  MergeProfiler merges_;               // GUARDED_BY(mu_)
   // The first clock asked for (0, or a resumed job's start clock): the merge
   // profiler counts clocks from it.  GUARDED_BY(mu_)
   int64_t first_clock_ = -1;
-  std::vector<bool> sfb_;            // Per tensor.  GUARDED_BY(mu_)
+  std::vector<bool> sfb_;  // Per tensor.  GUARDED_BY(mu_)
 };
 
 }  // namespace nereus

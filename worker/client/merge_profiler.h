@@ -28,8 +28,7 @@ class MergeProfiler {
  public:
   // `enabled`: schedule kFull with merging on; otherwise one group per layer
   // for ever. `profile_iterations`: K.
-  MergeProfiler(bool enabled, int profile_iterations)
-      : enabled_(enabled), profile_iterations_(profile_iterations) {}
+  MergeProfiler(bool enabled, int profile_iterations) : enabled_(enabled), profile_iterations_(profile_iterations) {}
 
   // One group per layer, for `num_layers` comm layers (at Init).
   void Reset(int num_layers);

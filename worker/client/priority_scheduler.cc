@@ -1,13 +1,12 @@
 #include "worker/client/priority_scheduler.h"
 
-#include <utility>
-
 #include <glog/logging.h>
+
+#include <utility>
 
 namespace nereus {
 
-PriorityScheduler::PriorityScheduler(int num_servers, uint64_t credit_bytes, uint64_t batch_bytes,
-                                     BatchSend send_batch)
+PriorityScheduler::PriorityScheduler(int num_servers, uint64_t credit_bytes, uint64_t batch_bytes, BatchSend send_batch)
     : credit_(credit_bytes),
       batch_bytes_(send_batch ? batch_bytes : 0),
       send_batch_(std::move(send_batch)),
@@ -51,8 +50,8 @@ void PriorityScheduler::Dispatch(Server* s) {
     Item item = std::move(s->queue.top().item);
     s->queue.pop();
     s->in_flight += item.bytes;
-    const bool batchable = batch_bytes_ > 0 && item.batch_kind != 0 && item.batch_cost > 0 &&
-                           item.batch_cost < batch_bytes_;
+    const bool batchable =
+        batch_bytes_ > 0 && item.batch_kind != 0 && item.batch_cost > 0 && item.batch_cost < batch_bytes_;
     if (!batchable || s->queue.empty()) {
       item.send();
       continue;

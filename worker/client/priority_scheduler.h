@@ -77,8 +77,8 @@ class PriorityScheduler {
   const uint64_t batch_bytes_;
   const BatchSend send_batch_;
   mutable std::mutex mu_;
-  uint64_t seq_ = 0;               // GUARDED_BY(mu_)
-  std::vector<Server> servers_;    // GUARDED_BY(mu_)
+  uint64_t seq_ = 0;             // GUARDED_BY(mu_)
+  std::vector<Server> servers_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace nereus

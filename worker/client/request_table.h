@@ -60,9 +60,9 @@ class RequestTable {
 
  private:
   mutable std::mutex mu_;
-  uint64_t next_id_ = 1;                   // GUARDED_BY(mu_)
-  std::map<uint64_t, Request> requests_;   // GUARDED_BY(mu_)
-  Status abort_;                           // GUARDED_BY(mu_)
+  uint64_t next_id_ = 1;                  // GUARDED_BY(mu_)
+  std::map<uint64_t, Request> requests_;  // GUARDED_BY(mu_)
+  Status abort_;                          // GUARDED_BY(mu_)
 };
 
 }  // namespace nereus

@@ -47,9 +47,9 @@ QueuedMessage CoalesceUnits(std::vector<QueuedMessage> units) {
 
 void ServerQueues::Start(int num_servers, int num_workers, uint64_t credit_bytes, uint64_t batch_bytes) {
   num_servers_ = num_servers;
-  scheduler_ = std::make_unique<PriorityScheduler>(
-      num_servers + num_workers, credit_bytes, batch_bytes,
-      [this](std::vector<PriorityScheduler::Item>* batch) { SendBatch(batch); });
+  scheduler_ =
+      std::make_unique<PriorityScheduler>(num_servers + num_workers, credit_bytes, batch_bytes,
+                                          [this](std::vector<PriorityScheduler::Item>* batch) { SendBatch(batch); });
 }
 
 void ServerQueues::Count(const Message& msg) {

@@ -49,10 +49,10 @@ class TensorRegistry {
 
  private:
   mutable std::mutex mu_;
-  bool frozen_ = false;                  // GUARDED_BY(mu_)
-  std::vector<TensorSpec> specs_;        // GUARDED_BY(mu_) until frozen, then read-only.
-  std::vector<uint64_t> elements_;       // Likewise.
-  std::unique_ptr<ShardMap> shards_;     // Set by Freeze, then read-only.
+  bool frozen_ = false;               // GUARDED_BY(mu_)
+  std::vector<TensorSpec> specs_;     // GUARDED_BY(mu_) until frozen, then read-only.
+  std::vector<uint64_t> elements_;    // Likewise.
+  std::unique_ptr<ShardMap> shards_;  // Set by Freeze, then read-only.
 };
 
 }  // namespace nereus

@@ -8,11 +8,16 @@ namespace nereus {
 
 const char* LaneName(Lane lane) {
   switch (lane) {
-    case Lane::kCompute: return "compute (forward/backward)";
-    case Lane::kQueue: return "queued in the client";
-    case Lane::kPush: return "push transfer";
-    case Lane::kServerApply: return "server apply";
-    case Lane::kPull: return "pull transfer";
+    case Lane::kCompute:
+      return "compute (forward/backward)";
+    case Lane::kQueue:
+      return "queued in the client";
+    case Lane::kPush:
+      return "push transfer";
+    case Lane::kServerApply:
+      return "server apply";
+    case Lane::kPull:
+      return "pull transfer";
   }
   return "?";
 }

@@ -108,10 +108,9 @@ Status ClientParameterSync::WaitWeights(int layer, int64_t iter) {
   CHECK(initialized_) << "WaitWeights before Init";
   RETURN_IF_ERROR(status_);
   if (iter != pull_clock_) {
-    return Fail(FailedPreconditionError("the weights of iteration " + std::to_string(iter) +
-                                        " were never requested (the last pull was for clock " +
-                                        std::to_string(pull_clock_) +
-                                        "; a resumed job starts at the job's start clock)"));
+    return Fail(FailedPreconditionError(
+        "the weights of iteration " + std::to_string(iter) + " were never requested (the last pull was for clock " +
+        std::to_string(pull_clock_) + "; a resumed job starts at the job's start clock)"));
   }
   Status st = client_->WaitWeights(layer, iter);
   if (!st.ok()) {
@@ -131,7 +130,8 @@ Status ClientParameterSync::GradientsReady(int layer, int64_t iter) {
     // The client reads the factors where they were registered: they must not have moved.
     Layer::GradientFactors now;
     const int blob = std::stoi(names_[id].substr(names_[id].rfind('/') + 1));
-    if (!net_->layers()[layer]->WeightGradientFactors(blob, net_->bottom_vecs()[layer], net_->top_vecs()[layer], &now) ||
+    if (!net_->layers()[layer]->WeightGradientFactors(blob, net_->bottom_vecs()[layer], net_->top_vecs()[layer],
+                                                      &now) ||
         now.rows != factors_[id].rows || now.left != factors_[id].left || now.right != factors_[id].right) {
       return Fail(FailedPreconditionError("the sufficient factors of " + names_[id] +
                                           " moved or changed shape after Init (was the net reshaped?)"));
@@ -147,8 +147,8 @@ Status ClientParameterSync::FinishIteration(int64_t iter) {
   RETURN_IF_ERROR(status_);
   for (size_t p = 0; p < params_.size(); ++p) {
     if (!local_[p] && pushed_iter_[p] != iter) {
-      return Fail(InternalError("no gradient of " + names_[p] + " was handed over in iteration " +
-                                std::to_string(iter)));
+      return Fail(
+          InternalError("no gradient of " + names_[p] + " was handed over in iteration " + std::to_string(iter)));
     }
   }
   // Nothing to wait for: each layer's weights for iter + 1 were requested with

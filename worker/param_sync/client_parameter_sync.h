@@ -63,8 +63,8 @@ class ClientParameterSync : public ParameterSync {
   // caller turns it off for iter_size > 1 and gradient clipping. Before Init.
   void set_factors_allowed(bool allowed) { factors_allowed_ = allowed; }
 
-  Status Init(const std::vector<Blob*>& params, const std::vector<float>& lr_mult,
-              const std::vector<float>& decay_mult, const pb::SgdConfig& sgd) override;
+  Status Init(const std::vector<Blob*>& params, const std::vector<float>& lr_mult, const std::vector<float>& decay_mult,
+              const pb::SgdConfig& sgd) override;
   Status WaitWeights(int layer, int64_t iter) override;
   Status GradientsReady(int layer, int64_t iter) override;
   Status FinishIteration(int64_t iter) override;

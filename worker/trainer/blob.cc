@@ -58,10 +58,10 @@ int Blob::count(int start_axis, int end_axis) const {
 }
 
 int Blob::CanonicalAxisIndex(int axis_index) const {
-  CHECK_GE(axis_index, -num_axes()) << "axis " << axis_index << " out of range for a "
-                                    << num_axes() << "-D blob with shape " << shape_string();
-  CHECK_LT(axis_index, num_axes()) << "axis " << axis_index << " out of range for a "
-                                   << num_axes() << "-D blob with shape " << shape_string();
+  CHECK_GE(axis_index, -num_axes()) << "axis " << axis_index << " out of range for a " << num_axes()
+                                    << "-D blob with shape " << shape_string();
+  CHECK_LT(axis_index, num_axes()) << "axis " << axis_index << " out of range for a " << num_axes()
+                                   << "-D blob with shape " << shape_string();
   return axis_index < 0 ? axis_index + num_axes() : axis_index;
 }
 
@@ -101,8 +101,8 @@ int Blob::offset(const std::vector<int>& indices) const {
 
 void Blob::CopyFrom(const Blob& source, bool copy_diff, bool reshape) {
   if (source.count() != count_ || source.shape() != shape_) {
-    CHECK(reshape) << "trying to copy blobs of different sizes: " << source.shape_string()
-                   << " into " << shape_string();
+    CHECK(reshape) << "trying to copy blobs of different sizes: " << source.shape_string() << " into "
+                   << shape_string();
     ReshapeLike(source);
   }
   if (copy_diff) {
@@ -163,9 +163,8 @@ void Blob::Update() {
 bool Blob::ShapeEquals(const caffe::BlobProto& other) const {
   if (other.has_num() || other.has_channels() || other.has_height() || other.has_width()) {
     // Legacy 4-d proto: compare as 4-d (missing leading axes read as 1).
-    return num_axes() <= 4 && LegacyShape(-4) == other.num() &&
-           LegacyShape(-3) == other.channels() && LegacyShape(-2) == other.height() &&
-           LegacyShape(-1) == other.width();
+    return num_axes() <= 4 && LegacyShape(-4) == other.num() && LegacyShape(-3) == other.channels() &&
+           LegacyShape(-2) == other.height() && LegacyShape(-1) == other.width();
   }
   if (other.shape().dim_size() != num_axes()) return false;
   for (int i = 0; i < num_axes(); ++i) {
@@ -197,8 +196,8 @@ Status Blob::FromProto(const caffe::BlobProto& proto, bool reshape) {
   } else if (!ShapeEquals(proto)) {
     std::ostringstream os;
     for (int d : shape) os << d << " ";
-    return InvalidArgumentError("shape mismatch: stored blob has shape " + os.str() +
-                                "but the layer expects " + shape_string());
+    return InvalidArgumentError("shape mismatch: stored blob has shape " + os.str() + "but the layer expects " +
+                                shape_string());
   }
   const size_t n = static_cast<size_t>(count_);
   float* data = mutable_cpu_data();
@@ -209,18 +208,16 @@ Status Blob::FromProto(const caffe::BlobProto& proto, bool reshape) {
     for (size_t i = 0; i < n; ++i) data[i] = static_cast<float>(proto.double_data(i));
   } else {
     if (static_cast<size_t>(proto.data_size()) != n)
-      return InvalidArgumentError("blob holds " + std::to_string(proto.data_size()) +
-                                  " values, its shape needs " + std::to_string(n));
+      return InvalidArgumentError("blob holds " + std::to_string(proto.data_size()) + " values, its shape needs " +
+                                  std::to_string(n));
     for (size_t i = 0; i < n; ++i) data[i] = proto.data(i);
   }
   if (proto.double_diff_size() > 0) {
-    if (static_cast<size_t>(proto.double_diff_size()) != n)
-      return InvalidArgumentError("blob diff has the wrong size");
+    if (static_cast<size_t>(proto.double_diff_size()) != n) return InvalidArgumentError("blob diff has the wrong size");
     float* diff = mutable_cpu_diff();
     for (size_t i = 0; i < n; ++i) diff[i] = static_cast<float>(proto.double_diff(i));
   } else if (proto.diff_size() > 0) {
-    if (static_cast<size_t>(proto.diff_size()) != n)
-      return InvalidArgumentError("blob diff has the wrong size");
+    if (static_cast<size_t>(proto.diff_size()) != n) return InvalidArgumentError("blob diff has the wrong size");
     float* diff = mutable_cpu_diff();
     for (size_t i = 0; i < n; ++i) diff[i] = proto.diff(i);
   }

@@ -20,8 +20,7 @@ class UniformFiller : public Filler {
  public:
   using Filler::Filler;
   void Fill(Blob* blob, std::mt19937* rng) const override {
-    caffe_rng_uniform(blob->count(), filler_param_.min(), filler_param_.max(),
-                      blob->mutable_cpu_data(), rng);
+    caffe_rng_uniform(blob->count(), filler_param_.min(), filler_param_.max(), blob->mutable_cpu_data(), rng);
   }
 };
 
@@ -29,8 +28,7 @@ class GaussianFiller : public Filler {
  public:
   using Filler::Filler;
   void Fill(Blob* blob, std::mt19937* rng) const override {
-    caffe_rng_gaussian(blob->count(), filler_param_.mean(), filler_param_.std(),
-                       blob->mutable_cpu_data(), rng);
+    caffe_rng_gaussian(blob->count(), filler_param_.mean(), filler_param_.std(), blob->mutable_cpu_data(), rng);
   }
 };
 
@@ -95,8 +93,8 @@ StatusOr<std::unique_ptr<Filler>> CreateFiller(const caffe::FillerParameter& par
     filler = std::make_unique<ConstantFiller>(param);
   } else if (type == "uniform") {
     if (param.min() > param.max())
-      return InvalidArgumentError("uniform filler needs min <= max, got min " +
-                                  std::to_string(param.min()) + " max " + std::to_string(param.max()));
+      return InvalidArgumentError("uniform filler needs min <= max, got min " + std::to_string(param.min()) + " max " +
+                                  std::to_string(param.max()));
     filler = std::make_unique<UniformFiller>(param);
   } else if (type == "gaussian") {
     if (param.std() <= 0)

@@ -1,13 +1,13 @@
 #include "worker/trainer/hdf5_snapshot.h"
 
+#include <hdf5.h>
+#include <hdf5_hl.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <set>
 #include <utility>
 #include <vector>
-
-#include <hdf5.h>
-#include <hdf5_hl.h>
 
 #include "worker/trainer/prototxt.h"
 
@@ -47,9 +47,8 @@ auto Quiet(F f) -> decltype(f()) {
 Status WriteFloats(hid_t loc, const std::string& name, const std::vector<int>& shape, const float* data,
                    const std::string& where) {
   std::vector<hsize_t> dims(shape.begin(), shape.end());
-  const herr_t st = Quiet([&] {
-    return H5LTmake_dataset_float(loc, name.c_str(), static_cast<int>(dims.size()), dims.data(), data);
-  });
+  const herr_t st = Quiet(
+      [&] { return H5LTmake_dataset_float(loc, name.c_str(), static_cast<int>(dims.size()), dims.data(), data); });
   if (st < 0) return UnavailableError("cannot write HDF5 dataset " + where);
   return Status::OK();
 }
@@ -91,8 +90,7 @@ Status ReadString(hid_t loc, const std::string& name, std::string* value, const 
   H5T_class_t cls = H5T_NO_CLASS;
   size_t size = 0;
   hsize_t dims[H5S_MAX_RANK];
-  if (Quiet([&] { return H5LTget_dataset_info(loc, name.c_str(), dims, &cls, &size); }) < 0 ||
-      cls != H5T_STRING)
+  if (Quiet([&] { return H5LTget_dataset_info(loc, name.c_str(), dims, &cls, &size); }) < 0 || cls != H5T_STRING)
     return DataLossError("no string dataset " + where);
   std::vector<char> buf(size + 1, '\0');
   if (Quiet([&] { return H5LTread_dataset_string(loc, name.c_str(), buf.data()); }) < 0)
@@ -111,9 +109,8 @@ StatusOr<std::vector<std::string>> LinkNames(hid_t group, const std::string& whe
   if (Quiet([&] { return H5Gget_info(group, &info); }) < 0) return DataLossError("cannot list group " + where);
   std::vector<std::string> names;
   for (hsize_t i = 0; i < info.nlinks; ++i) {
-    const ssize_t size = Quiet([&] {
-      return H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
-    });
+    const ssize_t size =
+        Quiet([&] { return H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT); });
     if (size < 0) return DataLossError("cannot list group " + where);
     std::vector<char> buf(static_cast<size_t>(size) + 1, '\0');
     Quiet([&] {
@@ -164,9 +161,7 @@ Status WriteGroupOfLayers(const Net& net, hid_t file, const char* group_name, bo
 
 }  // namespace
 
-bool IsHdf5Path(const std::string& path) {
-  return path.size() >= 3 && path.compare(path.size() - 3, 3, ".h5") == 0;
-}
+bool IsHdf5Path(const std::string& path) { return path.size() >= 3 && path.compare(path.size() - 3, 3, ".h5") == 0; }
 
 Status WriteNetToHdf5(const Net& net, const std::string& path, bool write_diff) {
   return WriteAtomically(path, [&](hid_t file) -> Status {
@@ -245,8 +240,7 @@ Status WriteSolverStateToHdf5(const caffe::SolverState& state, const std::string
         Quiet([&] { return H5LTmake_dataset_int(file, "current_step", 0, nullptr, &current_step); }) < 0) {
       return UnavailableError("cannot write " + path);
     }
-    Hid history(Quiet([&] { return H5Gcreate2(file, "history", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT); }),
-                H5Gclose);
+    Hid history(Quiet([&] { return H5Gcreate2(file, "history", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT); }), H5Gclose);
     if (!history.ok()) return UnavailableError(path + ": cannot create group history");
     for (int i = 0; i < state.history_size(); ++i) {
       const caffe::BlobProto& h = state.history(i);

@@ -30,12 +30,10 @@ void Layer::ToProto(caffe::LayerParameter* param, bool write_diff) const {
 }
 
 Status Layer::LayerError(const std::string& message) const {
-  return InvalidArgumentError("layer " + layer_param_.name() + " (" + layer_param_.type() +
-                              "): " + message);
+  return InvalidArgumentError("layer " + layer_param_.name() + " (" + layer_param_.type() + "): " + message);
 }
 
-Status Layer::CheckBlobCounts(const std::vector<Blob*>& bottom,
-                              const std::vector<Blob*>& top) const {
+Status Layer::CheckBlobCounts(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) const {
   const int nb = static_cast<int>(bottom.size());
   const int nt = static_cast<int>(top.size());
   auto n = [](int v) { return std::to_string(v); };
@@ -52,8 +50,7 @@ Status Layer::CheckBlobCounts(const std::vector<Blob*>& bottom,
   if (MaxTopBlobs() >= 0 && nt > MaxTopBlobs())
     return LayerError("produces at most " + n(MaxTopBlobs()) + " top blob(s), got " + n(nt));
   if (EqualNumBottomTopBlobs() && nb != nt)
-    return LayerError("needs as many top blobs as bottom blobs, got " + n(nb) + " bottom and " +
-                      n(nt) + " top");
+    return LayerError("needs as many top blobs as bottom blobs, got " + n(nb) + " bottom and " + n(nt) + " top");
   return Status::OK();
 }
 

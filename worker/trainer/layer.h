@@ -20,12 +20,12 @@
 #ifndef NEREUS_WORKER_LAYER_H_
 #define NEREUS_WORKER_LAYER_H_
 
+#include <glog/logging.h>
+
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <glog/logging.h>
 
 #include "common/status.h"
 #include "proto/caffe.pb.h"
@@ -38,8 +38,7 @@ class Layer {
  public:
   // Does not read param.blobs(): the Net copies stored blobs into blobs()
   // after SetUp (and reports a shape mismatch as a Status).
-  explicit Layer(const caffe::LayerParameter& param)
-      : layer_param_(param), phase_(param.phase()) {}
+  explicit Layer(const caffe::LayerParameter& param) : layer_param_(param), phase_(param.phase()) {}
   virtual ~Layer() = default;
   Layer(const Layer&) = delete;
   Layer& operator=(const Layer&) = delete;
@@ -82,9 +81,7 @@ class Layer {
   // Writes the layer's parameter and its blobs (data; diff when write_diff).
   virtual void ToProto(caffe::LayerParameter* param, bool write_diff = false) const;
 
-  float loss(int top_index) const {
-    return static_cast<size_t>(top_index) < loss_.size() ? loss_[top_index] : 0.0f;
-  }
+  float loss(int top_index) const { return static_cast<size_t>(top_index) < loss_.size() ? loss_[top_index] : 0.0f; }
   void set_loss(int top_index, float value) {
     if (loss_.size() <= static_cast<size_t>(top_index)) loss_.resize(top_index + 1, 0.0f);
     loss_[top_index] = value;
@@ -134,13 +131,10 @@ class Layer {
 
   // Whether backward should compute the gradient of blobs()[param_id].
   bool param_propagate_down(int param_id) const {
-    return static_cast<size_t>(param_id) < param_propagate_down_.size()
-               ? param_propagate_down_[param_id]
-               : false;
+    return static_cast<size_t>(param_id) < param_propagate_down_.size() ? param_propagate_down_[param_id] : false;
   }
   void set_param_propagate_down(int param_id, bool value) {
-    if (param_propagate_down_.size() <= static_cast<size_t>(param_id))
-      param_propagate_down_.resize(param_id + 1, true);
+    if (param_propagate_down_.size() <= static_cast<size_t>(param_id)) param_propagate_down_.resize(param_id + 1, true);
     param_propagate_down_[param_id] = value;
   }
 

@@ -19,8 +19,8 @@ StatusOr<std::unique_ptr<Layer>> LayerRegistry::Create(const caffe::LayerParamet
       if (!known.empty()) known += ", ";
       known += type;
     }
-    return InvalidArgumentError("unknown layer type \"" + param.type() + "\" in layer \"" +
-                                param.name() + "\" (supported: " + known + ")");
+    return InvalidArgumentError("unknown layer type \"" + param.type() + "\" in layer \"" + param.name() +
+                                "\" (supported: " + known + ")");
   }
   std::unique_ptr<Layer> layer = it->second(param);
   if (layer == nullptr) {

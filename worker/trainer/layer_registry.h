@@ -30,9 +30,7 @@ class LayerRegistry {
   // Convenience: Register(type, [](p) { return std::make_unique<L>(p); }).
   template <typename L>
   void Register(const std::string& type) {
-    Register(type, [](const caffe::LayerParameter& p) -> std::unique_ptr<Layer> {
-      return std::make_unique<L>(p);
-    });
+    Register(type, [](const caffe::LayerParameter& p) -> std::unique_ptr<Layer> { return std::make_unique<L>(p); });
   }
 
   // Builds a layer of param.type(). An unknown type is InvalidArgument

@@ -1,22 +1,22 @@
 #include "worker/trainer/math_functions.h"
 
+#include <glog/logging.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
 
-#include <glog/logging.h>
-
 namespace nereus {
 
-void caffe_cpu_gemm(CBLAS_TRANSPOSE TransA, CBLAS_TRANSPOSE TransB, int M, int N, int K,
-                    float alpha, const float* A, const float* B, float beta, float* C) {
+void caffe_cpu_gemm(CBLAS_TRANSPOSE TransA, CBLAS_TRANSPOSE TransB, int M, int N, int K, float alpha, const float* A,
+                    const float* B, float beta, float* C) {
   const int lda = (TransA == CblasNoTrans) ? K : M;
   const int ldb = (TransB == CblasNoTrans) ? N : K;
   cblas_sgemm(CblasRowMajor, TransA, TransB, M, N, K, alpha, A, lda, B, ldb, beta, C, N);
 }
 
-void caffe_cpu_gemv(CBLAS_TRANSPOSE TransA, int M, int N, float alpha, const float* A,
-                    const float* x, float beta, float* y) {
+void caffe_cpu_gemv(CBLAS_TRANSPOSE TransA, int M, int N, float alpha, const float* A, const float* x, float beta,
+                    float* y) {
   cblas_sgemv(CblasRowMajor, TransA, M, N, alpha, A, N, x, 1, beta, y, 1);
 }
 

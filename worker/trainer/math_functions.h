@@ -12,11 +12,11 @@
 namespace nereus {
 
 // C = alpha * op(A) * op(B) + beta * C; op(A) is M x K, op(B) is K x N.
-void caffe_cpu_gemm(CBLAS_TRANSPOSE TransA, CBLAS_TRANSPOSE TransB, int M, int N, int K,
-                    float alpha, const float* A, const float* B, float beta, float* C);
+void caffe_cpu_gemm(CBLAS_TRANSPOSE TransA, CBLAS_TRANSPOSE TransB, int M, int N, int K, float alpha, const float* A,
+                    const float* B, float beta, float* C);
 // y = alpha * op(A) * x + beta * y; A is M x N.
-void caffe_cpu_gemv(CBLAS_TRANSPOSE TransA, int M, int N, float alpha, const float* A,
-                    const float* x, float beta, float* y);
+void caffe_cpu_gemv(CBLAS_TRANSPOSE TransA, int M, int N, float alpha, const float* A, const float* x, float beta,
+                    float* y);
 // Y = alpha * X + Y.
 void caffe_axpy(int N, float alpha, const float* X, float* Y);
 // Y = alpha * X + beta * Y.

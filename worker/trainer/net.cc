@@ -17,15 +17,14 @@ std::string SplitLayerName(const std::string& layer_name, const std::string& blo
   return os.str();
 }
 
-std::string SplitBlobName(const std::string& layer_name, const std::string& blob_name, int blob_idx,
-                          int split_idx) {
+std::string SplitBlobName(const std::string& layer_name, const std::string& blob_name, int blob_idx, int split_idx) {
   std::ostringstream os;
   os << blob_name << "_" << layer_name << "_" << blob_idx << "_split_" << split_idx;
   return os.str();
 }
 
-void ConfigureSplitLayer(const std::string& layer_name, const std::string& blob_name, int blob_idx,
-                         int split_count, float loss_weight, caffe::LayerParameter* split) {
+void ConfigureSplitLayer(const std::string& layer_name, const std::string& blob_name, int blob_idx, int split_count,
+                         float loss_weight, caffe::LayerParameter* split) {
   split->Clear();
   split->add_bottom(blob_name);
   split->set_name(SplitLayerName(layer_name, blob_name, blob_idx));
@@ -43,18 +42,15 @@ bool StateMeetsRule(const caffe::NetState& state, const caffe::NetStateRule& rul
   if (rule.has_min_level() && state.level() < rule.min_level()) return false;
   if (rule.has_max_level() && state.level() > rule.max_level()) return false;
   for (const std::string& stage : rule.stage()) {
-    if (std::find(state.stage().begin(), state.stage().end(), stage) == state.stage().end())
-      return false;
+    if (std::find(state.stage().begin(), state.stage().end(), stage) == state.stage().end()) return false;
   }
   for (const std::string& stage : rule.not_stage()) {
-    if (std::find(state.stage().begin(), state.stage().end(), stage) != state.stage().end())
-      return false;
+    if (std::find(state.stage().begin(), state.stage().end(), stage) != state.stage().end()) return false;
   }
   return true;
 }
 
-Status FilterNet(const caffe::NetParameter& param, caffe::NetParameter* filtered,
-                 std::vector<int>* kept) {
+Status FilterNet(const caffe::NetParameter& param, caffe::NetParameter* filtered, std::vector<int>* kept) {
   const caffe::NetState& state = param.state();
   filtered->CopyFrom(param);
   filtered->clear_layer();
@@ -81,8 +77,7 @@ Status FilterNet(const caffe::NetParameter& param, caffe::NetParameter* filtered
   return Status::OK();
 }
 
-Status InsertSplits(const caffe::NetParameter& param, caffe::NetParameter* param_split,
-                    std::vector<int>* origin) {
+Status InsertSplits(const caffe::NetParameter& param, caffe::NetParameter* param_split, std::vector<int>* origin) {
   using Idx = std::pair<int, int>;
   param_split->CopyFrom(param);
   param_split->clear_layer();
@@ -101,8 +96,8 @@ Status InsertSplits(const caffe::NetParameter& param, caffe::NetParameter* param
       const std::string& blob_name = layer.bottom(j);
       auto it = blob_name_to_last_top_idx.find(blob_name);
       if (it == blob_name_to_last_top_idx.end()) {
-        return InvalidArgumentError("unknown bottom blob \"" + blob_name + "\" (layer \"" +
-                                    layer.name() + "\", bottom index " + std::to_string(j) + ")");
+        return InvalidArgumentError("unknown bottom blob \"" + blob_name + "\" (layer \"" + layer.name() +
+                                    "\", bottom index " + std::to_string(j) + ")");
       }
       bottom_idx_to_source_top_idx[{i, j}] = it->second;
       ++top_idx_to_bottom_count[it->second];
@@ -119,8 +114,7 @@ Status InsertSplits(const caffe::NetParameter& param, caffe::NetParameter* param
   for (int i = 0; i < param.input_size(); ++i) {
     const int split_count = top_idx_to_bottom_count[{-1, i}];
     if (split_count > 1) {
-      ConfigureSplitLayer(layer_idx_to_layer_name[-1], param.input(i), i, split_count, 0.0f,
-                          param_split->add_layer());
+      ConfigureSplitLayer(layer_idx_to_layer_name[-1], param.input(i), i, split_count, 0.0f, param_split->add_layer());
       if (origin != nullptr) origin->push_back(-1);
     }
   }
@@ -132,8 +126,8 @@ Status InsertSplits(const caffe::NetParameter& param, caffe::NetParameter* param
       const Idx& top_idx = bottom_idx_to_source_top_idx[{i, j}];
       const int split_count = top_idx_to_bottom_count[top_idx];
       if (split_count > 1) {
-        layer->set_bottom(j, SplitBlobName(layer_idx_to_layer_name[top_idx.first], layer->bottom(j),
-                                           top_idx.second, top_idx_to_bottom_split_idx[top_idx]++));
+        layer->set_bottom(j, SplitBlobName(layer_idx_to_layer_name[top_idx.first], layer->bottom(j), top_idx.second,
+                                           top_idx_to_bottom_split_idx[top_idx]++));
       }
     }
     for (int j = 0; j < layer->top_size(); ++j) {
@@ -156,16 +150,14 @@ Status InsertSplits(const caffe::NetParameter& param, caffe::NetParameter* param
 
 Net::Net(const NetOptions& options) : rng_(static_cast<std::mt19937::result_type>(options.seed)) {}
 
-StatusOr<std::unique_ptr<Net>> Net::Create(const caffe::NetParameter& param,
-                                           const LayerRegistry& registry,
+StatusOr<std::unique_ptr<Net>> Net::Create(const caffe::NetParameter& param, const LayerRegistry& registry,
                                            const NetOptions& options) {
   std::unique_ptr<Net> net(new Net(options));
   RETURN_IF_ERROR(net->Init(param, registry, options));
   return net;
 }
 
-Status Net::Init(const caffe::NetParameter& in_param, const LayerRegistry& registry,
-                 const NetOptions& options) {
+Status Net::Init(const caffe::NetParameter& in_param, const LayerRegistry& registry, const NetOptions& options) {
   phase_ = in_param.state().phase();
   name_ = in_param.name();
   caffe::NetParameter filtered;
@@ -183,8 +175,7 @@ Status Net::Init(const caffe::NetParameter& in_param, const LayerRegistry& regis
       const int original = kept[o];
       if (static_cast<size_t>(original) < options.locations->layer_lines.size() &&
           options.locations->layer_lines[original] > 0) {
-        s += " (" + options.locations->source + ":" +
-             std::to_string(options.locations->layer_lines[original]) + ")";
+        s += " (" + options.locations->source + ":" + std::to_string(options.locations->layer_lines[original]) + ")";
       }
     }
     return s;
@@ -195,8 +186,8 @@ Status Net::Init(const caffe::NetParameter& in_param, const LayerRegistry& regis
 
   // Deprecated net inputs (input / input_shape).
   if (param.input_shape_size() > 0 && param.input_shape_size() != param.input_size()) {
-    return InvalidArgumentError("net \"" + name_ + "\" has " + std::to_string(param.input_size()) +
-                                " inputs but " + std::to_string(param.input_shape_size()) +
+    return InvalidArgumentError("net \"" + name_ + "\" has " + std::to_string(param.input_size()) + " inputs but " +
+                                std::to_string(param.input_shape_size()) +
                                 " input_shape entries; give one shape per input");
   }
   for (int i = 0; i < param.input_size(); ++i) {
@@ -228,17 +219,13 @@ Status Net::Init(const caffe::NetParameter& in_param, const LayerRegistry& regis
   for (int layer_id = 0; layer_id < num_layers; ++layer_id) {
     caffe::LayerParameter* layer_param = param.mutable_layer(layer_id);
     if (!layer_param->has_phase()) layer_param->set_phase(phase_);
-    if (layer_param->propagate_down_size() > 0 &&
-        layer_param->propagate_down_size() != layer_param->bottom_size()) {
+    if (layer_param->propagate_down_size() > 0 && layer_param->propagate_down_size() != layer_param->bottom_size()) {
       return InvalidArgumentError(where(layer_id) + ": propagate_down has " +
-                                  std::to_string(layer_param->propagate_down_size()) +
-                                  " entries but the layer has " +
+                                  std::to_string(layer_param->propagate_down_size()) + " entries but the layer has " +
                                   std::to_string(layer_param->bottom_size()) + " bottoms");
     }
-    if (layer_param->loss_weight_size() > 0 &&
-        layer_param->loss_weight_size() != layer_param->top_size()) {
-      return InvalidArgumentError(where(layer_id) +
-                                  ": loss_weight must be unspecified or given once per top blob");
+    if (layer_param->loss_weight_size() > 0 && layer_param->loss_weight_size() != layer_param->top_size()) {
+      return InvalidArgumentError(where(layer_id) + ": loss_weight must be unspecified or given once per top blob");
     }
     if (layer_names_index_.count(layer_param->name())) {
       return InvalidArgumentError(where(layer_id) + ": a layer of this name already exists");
@@ -249,8 +236,7 @@ Status Net::Init(const caffe::NetParameter& in_param, const LayerRegistry& regis
     } else {
       auto created = registry.Create(*layer_param);
       if (!created.ok()) {
-        return Status(created.status().code(),
-                      where(layer_id) + ": " + created.status().message());
+        return Status(created.status().code(), where(layer_id) + ": " + created.status().message());
       }
       layer = std::move(created).value();
     }
@@ -263,8 +249,7 @@ Status Net::Init(const caffe::NetParameter& in_param, const LayerRegistry& regis
     bool need_backward = false;
     for (int bottom_id = 0; bottom_id < layer_param->bottom_size(); ++bottom_id) {
       int blob_id = -1;
-      RETURN_IF_ERROR(
-          AppendBottom(param, layer_id, bottom_id, &available_blobs, &blob_name_to_idx, &blob_id));
+      RETURN_IF_ERROR(AppendBottom(param, layer_id, bottom_id, &available_blobs, &blob_name_to_idx, &blob_id));
       need_backward |= blob_need_backward_[blob_id];
     }
     for (int top_id = 0; top_id < layer_param->top_size(); ++top_id) {
@@ -297,8 +282,7 @@ Status Net::Init(const caffe::NetParameter& in_param, const LayerRegistry& regis
     // .caffemodel through CopyTrainedLayersFrom).
     if (layer_param->blobs_size() > 0) {
       if (static_cast<size_t>(layer_param->blobs_size()) != l->blobs().size()) {
-        return InvalidArgumentError(where(layer_id) + ": stores " +
-                                    std::to_string(layer_param->blobs_size()) +
+        return InvalidArgumentError(where(layer_id) + ": stores " + std::to_string(layer_param->blobs_size()) +
                                     " blobs but the layer has " + std::to_string(l->blobs().size()));
       }
       for (int b = 0; b < layer_param->blobs_size(); ++b) {
@@ -311,8 +295,8 @@ Status Net::Init(const caffe::NetParameter& in_param, const LayerRegistry& regis
     const int num_param_blobs = static_cast<int>(l->blobs().size());
     if (param_size > num_param_blobs) {
       return InvalidArgumentError(where(layer_id) + ": " + std::to_string(param_size) +
-                                  " param specs given but the layer has only " +
-                                  std::to_string(num_param_blobs) + " parameter blobs");
+                                  " param specs given but the layer has only " + std::to_string(num_param_blobs) +
+                                  " parameter blobs");
     }
     caffe::ParamSpec default_spec;
     for (int param_id = 0; param_id < num_param_blobs; ++param_id) {
@@ -391,15 +375,14 @@ Status Net::Init(const caffe::NetParameter& in_param, const LayerRegistry& regis
     params_[i]->ShareDiff(*params_[param_owners_[i]]);
   }
   blob_loss_weights_.resize(blobs_.size(), 0.0f);
-  LOG(INFO) << "Net \"" << name_ << "\" (" << (phase_ == caffe::TRAIN ? "TRAIN" : "TEST")
-            << "): " << num_layers << " layers, " << learnable_params_.size()
-            << " learnable blobs, " << num_learnable_scalars() << " parameters";
+  LOG(INFO) << "Net \"" << name_ << "\" (" << (phase_ == caffe::TRAIN ? "TRAIN" : "TEST") << "): " << num_layers
+            << " layers, " << learnable_params_.size() << " learnable blobs, " << num_learnable_scalars()
+            << " parameters";
   return Status::OK();
 }
 
 Status Net::AppendTop(const caffe::NetParameter& param, int layer_id, int top_id,
-                      std::map<std::string, int>* available_blobs,
-                      std::map<std::string, int>* blob_name_to_idx) {
+                      std::map<std::string, int>* available_blobs, std::map<std::string, int>* blob_name_to_idx) {
   const caffe::LayerParameter& layer_param = param.layer(layer_id);
   const std::string& blob_name = layer_param.top(top_id);
   int blob_id;
@@ -426,14 +409,14 @@ Status Net::AppendTop(const caffe::NetParameter& param, int layer_id, int top_id
 }
 
 Status Net::AppendBottom(const caffe::NetParameter& param, int layer_id, int bottom_id,
-                         std::map<std::string, int>* available_blobs,
-                         std::map<std::string, int>* blob_name_to_idx, int* blob_id) {
+                         std::map<std::string, int>* available_blobs, std::map<std::string, int>* blob_name_to_idx,
+                         int* blob_id) {
   const caffe::LayerParameter& layer_param = param.layer(layer_id);
   const std::string& blob_name = layer_param.bottom(bottom_id);
   auto it = available_blobs->find(blob_name);
   if (it == available_blobs->end()) {
-    return InvalidArgumentError("unknown bottom blob \"" + blob_name + "\" (layer \"" +
-                                layer_param.name() + "\", bottom index " + std::to_string(bottom_id) + ")");
+    return InvalidArgumentError("unknown bottom blob \"" + blob_name + "\" (layer \"" + layer_param.name() +
+                                "\", bottom index " + std::to_string(bottom_id) + ")");
   }
   *blob_id = (*blob_name_to_idx)[blob_name];
   bottom_vecs_[layer_id].push_back(blobs_[*blob_id].get());
@@ -479,14 +462,13 @@ Status Net::AppendParam(const caffe::NetParameter& param, int layer_id, int para
   if (spec.share_mode() == caffe::ParamSpec::PERMISSIVE) {
     if (this_blob->count() != owner_blob->count()) {
       return InvalidArgumentError("cannot share param \"" + param_name + "\" owned by layer \"" +
-                                  layer_names_[owner_layer_id] + "\": count " +
-                                  std::to_string(owner_blob->count()) + " vs " +
-                                  std::to_string(this_blob->count()));
+                                  layer_names_[owner_layer_id] + "\": count " + std::to_string(owner_blob->count()) +
+                                  " vs " + std::to_string(this_blob->count()));
     }
   } else if (this_blob->shape() != owner_blob->shape()) {
     return InvalidArgumentError("cannot share param \"" + param_name + "\" owned by layer \"" +
-                                layer_names_[owner_layer_id] + "\": shape " + owner_blob->shape_string() +
-                                " vs " + this_blob->shape_string() + " (share_mode PERMISSIVE compares counts)");
+                                layer_names_[owner_layer_id] + "\": shape " + owner_blob->shape_string() + " vs " +
+                                this_blob->shape_string() + " (share_mode PERMISSIVE compares counts)");
   }
   const int learnable_param_id = learnable_param_ids_[owner_net_param_id];
   learnable_param_ids_.push_back(learnable_param_id);
@@ -577,16 +559,16 @@ Status Net::ShareTrainedLayersWith(const Net& other) {
     if (target_id < 0) continue;
     auto& target_blobs = layers_[target_id]->blobs();
     if (target_blobs.size() != source->blobs().size()) {
-      return InvalidArgumentError("cannot share weights of layer \"" + source_name + "\": " +
-                                  std::to_string(source->blobs().size()) + " blobs vs " +
+      return InvalidArgumentError("cannot share weights of layer \"" + source_name +
+                                  "\": " + std::to_string(source->blobs().size()) + " blobs vs " +
                                   std::to_string(target_blobs.size()));
     }
     for (size_t j = 0; j < target_blobs.size(); ++j) {
       const Blob* source_blob = source->blobs()[j].get();
       if (target_blobs[j]->shape() != source_blob->shape()) {
-        return InvalidArgumentError("cannot share weights of layer \"" + source_name + "\" blob " +
-                                    std::to_string(j) + ": shape " + source_blob->shape_string() +
-                                    " vs " + target_blobs[j]->shape_string());
+        return InvalidArgumentError("cannot share weights of layer \"" + source_name + "\" blob " + std::to_string(j) +
+                                    ": shape " + source_blob->shape_string() + " vs " +
+                                    target_blobs[j]->shape_string());
       }
       target_blobs[j]->ShareData(*source_blob);
     }
@@ -610,8 +592,8 @@ Status Net::CopyTrainedLayersFrom(const caffe::NetParameter& param) {
     for (size_t j = 0; j < target_blobs.size(); ++j) {
       Status st = target_blobs[j]->FromProto(source_layer.blobs(static_cast<int>(j)), /*reshape=*/false);
       if (!st.ok()) {
-        return Status(st.code(), "layer \"" + source_layer.name() + "\" blob " + std::to_string(j) +
-                                     ": " + st.message());
+        return Status(st.code(),
+                      "layer \"" + source_layer.name() + "\" blob " + std::to_string(j) + ": " + st.message());
       }
     }
   }

@@ -48,15 +48,13 @@ bool StateMeetsRule(const caffe::NetState& state, const caffe::NetStateRule& rul
 // rules admit param.state(). `kept` (may be null) receives the original
 // index of every kept layer. A layer with both include and exclude rules is
 // an error.
-Status FilterNet(const caffe::NetParameter& param, caffe::NetParameter* filtered,
-                 std::vector<int>* kept = nullptr);
+Status FilterNet(const caffe::NetParameter& param, caffe::NetParameter* filtered, std::vector<int>* kept = nullptr);
 
 // Caffe's InsertSplits: adds a Split layer after every blob consumed by more
 // than one bottom (or as a bottom and as a loss). `origin` (may be null)
 // receives, per output layer, the index of the input layer it copies, or -1
 // for an inserted Split layer. Unknown bottoms are errors.
-Status InsertSplits(const caffe::NetParameter& param, caffe::NetParameter* split,
-                    std::vector<int>* origin = nullptr);
+Status InsertSplits(const caffe::NetParameter& param, caffe::NetParameter* split, std::vector<int>* origin = nullptr);
 
 class Net {
  public:
@@ -68,8 +66,7 @@ class Net {
   // layer type or bottom, a layer's configuration error, a shared parameter
   // with a different shape) name the layer and, when `options.locations` is
   // given, its file and line.
-  static StatusOr<std::unique_ptr<Net>> Create(const caffe::NetParameter& param,
-                                               const LayerRegistry& registry,
+  static StatusOr<std::unique_ptr<Net>> Create(const caffe::NetParameter& param, const LayerRegistry& registry,
                                                const NetOptions& options = NetOptions());
   Net(const Net&) = delete;
   Net& operator=(const Net&) = delete;
@@ -142,9 +139,7 @@ class Net {
   // uses it, which is also the last one backward reaches: its gradient is
   // final after that layer's backward, and its weights are needed first by
   // that layer's forward.
-  const std::vector<int>& layer_learnable_param_ids(int layer_id) const {
-    return layer_learnable_param_ids_[layer_id];
-  }
+  const std::vector<int>& layer_learnable_param_ids(int layer_id) const { return layer_learnable_param_ids_[layer_id]; }
   // Total number of learnable scalars (LeNet: 431,080).
   int64_t num_learnable_scalars() const;
 
@@ -163,14 +158,12 @@ class Net {
 
  private:
   explicit Net(const NetOptions& options);
-  Status Init(const caffe::NetParameter& in_param, const LayerRegistry& registry,
-              const NetOptions& options);
+  Status Init(const caffe::NetParameter& in_param, const LayerRegistry& registry, const NetOptions& options);
   Status AppendTop(const caffe::NetParameter& param, int layer_id, int top_id,
-                   std::map<std::string, int>* available_blobs,
-                   std::map<std::string, int>* blob_name_to_idx);
+                   std::map<std::string, int>* available_blobs, std::map<std::string, int>* blob_name_to_idx);
   Status AppendBottom(const caffe::NetParameter& param, int layer_id, int bottom_id,
-                      std::map<std::string, int>* available_blobs,
-                      std::map<std::string, int>* blob_name_to_idx, int* blob_id);
+                      std::map<std::string, int>* available_blobs, std::map<std::string, int>* blob_name_to_idx,
+                      int* blob_id);
   Status AppendParam(const caffe::NetParameter& param, int layer_id, int param_id);
   Status RunHooks(const std::vector<Hook>& hooks, int layer_id) const;
 

@@ -1,16 +1,16 @@
 #include "worker/trainer/prototxt.h"
 
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/text_format.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <regex>
 #include <sstream>
-
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/tokenizer.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
-#include <google/protobuf/descriptor.h>
-#include <google/protobuf/text_format.h>
 
 #include "worker/trainer/upgrade_net.h"
 
@@ -26,8 +26,7 @@ class ErrorCollector : public google::protobuf::io::ErrorCollector {
     for (std::string l; std::getline(in, l);) lines_.push_back(l);
   }
 
-  void AddError(int line, google::protobuf::io::ColumnNumber column,
-                const std::string& message) override {
+  void AddError(int line, google::protobuf::io::ColumnNumber column, const std::string& message) override {
     if (!errors_.empty()) errors_ += "\n";
     std::string field;
     const std::string rewritten = Rewrite(message, &field);
@@ -39,8 +38,7 @@ class ErrorCollector : public google::protobuf::io::ErrorCollector {
     }
     errors_ += Where(line, column) + rewritten;
   }
-  void AddWarning(int line, google::protobuf::io::ColumnNumber column,
-                  const std::string& message) override {
+  void AddWarning(int line, google::protobuf::io::ColumnNumber column, const std::string& message) override {
     LOG(WARNING) << Where(line, column) << message;
   }
   const std::string& errors() const { return errors_; }
@@ -79,8 +77,7 @@ class ErrorCollector : public google::protobuf::io::ErrorCollector {
   std::string errors_;
 };
 
-Status ParseWithInfo(const std::string& text, const std::string& source,
-                     google::protobuf::Message* message,
+Status ParseWithInfo(const std::string& text, const std::string& source, google::protobuf::Message* message,
                      google::protobuf::TextFormat::ParseInfoTree* info) {
   ErrorCollector collector(source, text);
   google::protobuf::TextFormat::Parser parser;
@@ -96,9 +93,8 @@ Status ParseWithInfo(const std::string& text, const std::string& source,
   return Status::OK();
 }
 
-void FillLayerLines(const google::protobuf::TextFormat::ParseInfoTree& info,
-                    const caffe::NetParameter& param, const std::string& source,
-                    PrototxtLocations* locations) {
+void FillLayerLines(const google::protobuf::TextFormat::ParseInfoTree& info, const caffe::NetParameter& param,
+                    const std::string& source, PrototxtLocations* locations) {
   locations->source = source;
   // A V1 net lists `layers`, upgraded one for one to `layer`.
   const bool v1 = param.layers_size() > 0 && param.layer_size() == 0;
@@ -123,41 +119,37 @@ Status ReadFileToString(const std::string& path, std::string* contents) {
   return Status::OK();
 }
 
-Status ParseTextProto(const std::string& text, const std::string& source,
-                      google::protobuf::Message* message) {
+Status ParseTextProto(const std::string& text, const std::string& source, google::protobuf::Message* message) {
   return ParseWithInfo(text, source, message, nullptr);
 }
 
-Status ParseNetParameter(const std::string& text, const std::string& source,
-                         caffe::NetParameter* param, PrototxtLocations* locations) {
+Status ParseNetParameter(const std::string& text, const std::string& source, caffe::NetParameter* param,
+                         PrototxtLocations* locations) {
   google::protobuf::TextFormat::ParseInfoTree info;
   RETURN_IF_ERROR(ParseWithInfo(text, source, param, &info));
   if (locations != nullptr) FillLayerLines(info, *param, source, locations);
   return UpgradeNetAsNeeded(source, param);
 }
 
-Status ReadNetParameterFromTextFile(const std::string& path, caffe::NetParameter* param,
-                                    PrototxtLocations* locations) {
+Status ReadNetParameterFromTextFile(const std::string& path, caffe::NetParameter* param, PrototxtLocations* locations) {
   std::string text;
   RETURN_IF_ERROR(ReadFileToString(path, &text));
   return ParseNetParameter(text, path, param, locations);
 }
 
-Status ParseSolverParameter(const std::string& text, const std::string& source,
-                            caffe::SolverParameter* param,
+Status ParseSolverParameter(const std::string& text, const std::string& source, caffe::SolverParameter* param,
                             PrototxtLocations* net_param_locations) {
   google::protobuf::TextFormat::ParseInfoTree info;
   RETURN_IF_ERROR(ParseWithInfo(text, source, param, &info));
   if (net_param_locations != nullptr) {
     const auto* desc = caffe::SolverParameter::descriptor();
-    const char* field_name = param->has_net_param() ? "net_param"
+    const char* field_name = param->has_net_param()         ? "net_param"
                              : param->has_train_net_param() ? "train_net_param"
                                                             : nullptr;
     if (field_name != nullptr) {
       const auto* field = desc->FindFieldByName(field_name);
       const auto* tree = info.GetTreeForNested(field, -1);
-      const caffe::NetParameter& net =
-          param->has_net_param() ? param->net_param() : param->train_net_param();
+      const caffe::NetParameter& net = param->has_net_param() ? param->net_param() : param->train_net_param();
       if (tree != nullptr) {
         FillLayerLines(*tree, net, source, net_param_locations);
       } else {

@@ -10,10 +10,10 @@
 #ifndef NEREUS_WORKER_PROTOTXT_H_
 #define NEREUS_WORKER_PROTOTXT_H_
 
+#include <google/protobuf/message.h>
+
 #include <string>
 #include <vector>
-
-#include <google/protobuf/message.h>
 
 #include "common/status.h"
 #include "proto/caffe.pb.h"
@@ -29,19 +29,17 @@ struct PrototxtLocations {
 
 // Parses `text` as a text-format message of `message`'s type. `source` names
 // the text in error messages.
-Status ParseTextProto(const std::string& text, const std::string& source,
-                      google::protobuf::Message* message);
+Status ParseTextProto(const std::string& text, const std::string& source, google::protobuf::Message* message);
 
 // Parses a NetParameter; fills `locations` (may be null) with layer lines.
-Status ParseNetParameter(const std::string& text, const std::string& source,
-                         caffe::NetParameter* param, PrototxtLocations* locations = nullptr);
+Status ParseNetParameter(const std::string& text, const std::string& source, caffe::NetParameter* param,
+                         PrototxtLocations* locations = nullptr);
 Status ReadNetParameterFromTextFile(const std::string& path, caffe::NetParameter* param,
                                     PrototxtLocations* locations = nullptr);
 
 // Parses a SolverParameter. `net_param_locations` (may be null) receives the
 // layer lines of an inline net_param / train_net_param.
-Status ParseSolverParameter(const std::string& text, const std::string& source,
-                            caffe::SolverParameter* param,
+Status ParseSolverParameter(const std::string& text, const std::string& source, caffe::SolverParameter* param,
                             PrototxtLocations* net_param_locations = nullptr);
 Status ReadSolverParameterFromTextFile(const std::string& path, caffe::SolverParameter* param,
                                        PrototxtLocations* net_param_locations = nullptr);

@@ -1,10 +1,9 @@
 #include "worker/trainer/solver.h"
 
-#include <map>
-
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <sstream>
 
 #include "common/sgd.h"
@@ -17,9 +16,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double SecondsSince(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
+double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 }  // namespace
 
@@ -28,16 +25,22 @@ StatusOr<pb::SolverType> SolverTypeOf(const caffe::SolverParameter& param) {
     // Caffe's UpgradeSolverType: the deprecated enum names the type.
     if (param.has_type()) {
       return InvalidArgumentError("the solver gives both the old solver_type (" +
-                                  caffe::SolverParameter::SolverType_Name(param.solver_type()) +
-                                  ") and type (\"" + param.type() + "\"); give only type");
+                                  caffe::SolverParameter::SolverType_Name(param.solver_type()) + ") and type (\"" +
+                                  param.type() + "\"); give only type");
     }
     switch (param.solver_type()) {
-      case caffe::SolverParameter::SGD: return pb::SOLVER_SGD;
-      case caffe::SolverParameter::NESTEROV: return pb::SOLVER_NESTEROV;
-      case caffe::SolverParameter::ADAGRAD: return pb::SOLVER_ADAGRAD;
-      case caffe::SolverParameter::RMSPROP: return pb::SOLVER_RMSPROP;
-      case caffe::SolverParameter::ADADELTA: return pb::SOLVER_ADADELTA;
-      case caffe::SolverParameter::ADAM: return pb::SOLVER_ADAM;
+      case caffe::SolverParameter::SGD:
+        return pb::SOLVER_SGD;
+      case caffe::SolverParameter::NESTEROV:
+        return pb::SOLVER_NESTEROV;
+      case caffe::SolverParameter::ADAGRAD:
+        return pb::SOLVER_ADAGRAD;
+      case caffe::SolverParameter::RMSPROP:
+        return pb::SOLVER_RMSPROP;
+      case caffe::SolverParameter::ADADELTA:
+        return pb::SOLVER_ADADELTA;
+      case caffe::SolverParameter::ADAM:
+        return pb::SOLVER_ADAM;
     }
     return InvalidArgumentError("unknown solver_type " + std::to_string(static_cast<int>(param.solver_type())));
   }
@@ -74,16 +77,14 @@ float TestResult::Score(const std::string& name) const {
 Solver::Solver(const caffe::SolverParameter& param, ParameterSync* sync, SolverOptions options)
     : param_(param), sgd_(SgdConfigFromSolverParameter(param)), sync_(sync), options_(std::move(options)) {}
 
-StatusOr<std::unique_ptr<Solver>> Solver::Create(const caffe::SolverParameter& param,
-                                                 const LayerRegistry& registry, ParameterSync* sync,
-                                                 SolverOptions options) {
+StatusOr<std::unique_ptr<Solver>> Solver::Create(const caffe::SolverParameter& param, const LayerRegistry& registry,
+                                                 ParameterSync* sync, SolverOptions options) {
   std::unique_ptr<Solver> solver(new Solver(param, sync, std::move(options)));
   RETURN_IF_ERROR(solver->Init(registry));
   return solver;
 }
 
-StatusOr<std::unique_ptr<Solver>> Solver::CreateFromFile(const std::string& path,
-                                                         const LayerRegistry& registry,
+StatusOr<std::unique_ptr<Solver>> Solver::CreateFromFile(const std::string& path, const LayerRegistry& registry,
                                                          ParameterSync* sync, SolverOptions options) {
   caffe::SolverParameter param;
   RETURN_IF_ERROR(ReadSolverParameterFromTextFile(path, &param));
@@ -97,7 +98,8 @@ Status Solver::Init(const LayerRegistry& registry) {
     if (!type.ok()) return type.status().Annotate("solver");
   }
   if (p.iter_size() < 1) return InvalidArgumentError("iter_size must be >= 1, got " + std::to_string(p.iter_size()));
-  if (p.average_loss() < 1) return InvalidArgumentError("average_loss must be >= 1, got " + std::to_string(p.average_loss()));
+  if (p.average_loss() < 1)
+    return InvalidArgumentError("average_loss must be >= 1, got " + std::to_string(p.average_loss()));
   if (p.max_iter() < 0) return InvalidArgumentError("max_iter must be >= 0");
   if (p.snapshot() < 0) return InvalidArgumentError("snapshot must be >= 0");
   if (p.snapshot() > 0 && p.snapshot_prefix().empty()) {
@@ -269,9 +271,8 @@ void Solver::UpdateSmoothedLoss(float loss, int64_t start_iter, int average_loss
 
 Status Solver::Step(int iters) {
   if (sync_ != nullptr && !sync_initialized_) {
-    RETURN_IF_ERROR(SyncCall([&] {
-      return sync_->Init(net_->learnable_params(), net_->params_lr(), net_->params_weight_decay(), sgd_);
-    }));
+    RETURN_IF_ERROR(SyncCall(
+        [&] { return sync_->Init(net_->learnable_params(), net_->params_lr(), net_->params_weight_decay(), sgd_); }));
     sync_initialized_ = true;
   }
   const int64_t start_iter = iter_;
@@ -335,9 +336,9 @@ Status Solver::Step(int iters) {
       if (options_.on_display) {
         options_.on_display(progress);
       } else {
-        LOG(INFO) << "Iteration " << iter_ << ", loss = " << smoothed_loss_ << ", lr = " << rate
-                  << ", " << progress.images_per_s << " images/s, compute " << progress.compute_s
-                  << " s, wait " << progress.wait_s << " s";
+        LOG(INFO) << "Iteration " << iter_ << ", loss = " << smoothed_loss_ << ", lr = " << rate << ", "
+                  << progress.images_per_s << " images/s, compute " << progress.compute_s << " s, wait "
+                  << progress.wait_s << " s";
       }
       display_start = Clock::now();
       display_wait_start = total_wait_s_;
@@ -370,8 +371,8 @@ void Solver::ClipGradients() {
   const float l2norm_diff = std::sqrt(sumsq_diff);
   if (l2norm_diff > clip_gradients) {
     const float scale_factor = clip_gradients / l2norm_diff;
-    LOG(INFO) << "Gradient clipping: scaling down gradients (L2 norm " << l2norm_diff << " > "
-              << clip_gradients << ") by scale factor " << scale_factor;
+    LOG(INFO) << "Gradient clipping: scaling down gradients (L2 norm " << l2norm_diff << " > " << clip_gradients
+              << ") by scale factor " << scale_factor;
     for (Blob* p : params) p->scale_diff(scale_factor);
   }
 }
@@ -527,9 +528,9 @@ Status Solver::Restore(const std::string& state_file) {
   if (state.history_size() != static_cast<int>(history_.size())) {
     return InvalidArgumentError(state_file + ": holds " + std::to_string(state.history_size()) +
                                 " history blobs, the " + SolverTypeName(sgd_.type()) + " solver of this net keeps " +
-                                std::to_string(history_.size()) + " (" +
-                                std::to_string(NumHistoryBlobs(sgd_.type())) + " per learnable parameter, " +
-                                std::to_string(net_->learnable_params().size()) + " parameters)");
+                                std::to_string(history_.size()) + " (" + std::to_string(NumHistoryBlobs(sgd_.type())) +
+                                " per learnable parameter, " + std::to_string(net_->learnable_params().size()) +
+                                " parameters)");
   }
   if (state.has_learned_net()) {
     RETURN_IF_ERROR(CopyTrainedLayersFromFile(state.learned_net(), net_.get()));

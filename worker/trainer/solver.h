@@ -43,12 +43,12 @@ pb::SgdConfig SgdConfigFromSolverParameter(const caffe::SolverParameter& param);
 // Reported every `display` iterations (before that iteration's update, as
 // Caffe prints "Iteration N, loss = ...").
 struct TrainProgress {
-  int64_t iter = 0;           // The iteration being displayed (0-based).
-  float loss = 0;             // Loss smoothed over average_loss iterations.
-  float lr = 0;               // Learning rate of this iteration.
-  double images_per_s = 0;    // Over the iterations since the last display.
-  double compute_s = 0;       // Wall time minus communication wait since the last display.
-  double wait_s = 0;          // Time inside ParameterSync calls since the last display.
+  int64_t iter = 0;         // The iteration being displayed (0-based).
+  float loss = 0;           // Loss smoothed over average_loss iterations.
+  float lr = 0;             // Learning rate of this iteration.
+  double images_per_s = 0;  // Over the iterations since the last display.
+  double compute_s = 0;     // Wall time minus communication wait since the last display.
+  double wait_s = 0;        // Time inside ParameterSync calls since the last display.
   double iters_per_s = 0;
   // The train net's outputs of this iteration: name, value, loss weight.
   std::vector<std::string> output_names;
@@ -84,13 +84,11 @@ class Solver {
   // does; net file paths are relative to the working directory). `sync` may
   // be null (standalone); otherwise it must outlive the Solver. The registry
   // is used during Create only.
-  static StatusOr<std::unique_ptr<Solver>> Create(const caffe::SolverParameter& param,
-                                                  const LayerRegistry& registry,
+  static StatusOr<std::unique_ptr<Solver>> Create(const caffe::SolverParameter& param, const LayerRegistry& registry,
                                                   ParameterSync* sync = nullptr,
                                                   SolverOptions options = SolverOptions());
   // Reads the solver prototxt at `path`, then Create.
-  static StatusOr<std::unique_ptr<Solver>> CreateFromFile(const std::string& path,
-                                                          const LayerRegistry& registry,
+  static StatusOr<std::unique_ptr<Solver>> CreateFromFile(const std::string& path, const LayerRegistry& registry,
                                                           ParameterSync* sync = nullptr,
                                                           SolverOptions options = SolverOptions());
   Solver(const Solver&) = delete;

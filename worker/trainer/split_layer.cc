@@ -4,8 +4,7 @@
 
 namespace nereus {
 
-Status SplitLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                    const std::vector<Blob*>& top) {
+Status SplitLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   for (const Blob* t : top) {
     if (t == bottom[0]) return LayerError("a Split layer does not allow in-place computation");
   }
@@ -14,8 +13,7 @@ Status SplitLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
 
 void SplitLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   for (Blob* t : top) {
-    CHECK_NE(t, bottom[0]) << "layer " << layer_param_.name()
-                           << ": a Split layer does not allow in-place computation";
+    CHECK_NE(t, bottom[0]) << "layer " << layer_param_.name() << ": a Split layer does not allow in-place computation";
     t->ReshapeLike(*bottom[0]);
     t->ShareData(*bottom[0]);
   }

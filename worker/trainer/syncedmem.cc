@@ -1,16 +1,16 @@
 #include "worker/trainer/syncedmem.h"
 
+#include <glog/logging.h>
+
 #include <cstdlib>
 #include <cstring>
 
-#include <glog/logging.h>
-
 #ifdef NEREUS_HAVE_CUDA
 #include <cuda_runtime.h>
-#define NEREUS_CUDA_CHECK(expr)                                              \
-  do {                                                                       \
-    cudaError_t _e = (expr);                                                 \
-    CHECK_EQ(_e, cudaSuccess) << #expr << ": " << cudaGetErrorString(_e);    \
+#define NEREUS_CUDA_CHECK(expr)                                           \
+  do {                                                                    \
+    cudaError_t _e = (expr);                                              \
+    CHECK_EQ(_e, cudaSuccess) << #expr << ": " << cudaGetErrorString(_e); \
   } while (0)
 #endif
 

@@ -2,53 +2,91 @@
 
 namespace nereus {
 
-bool NetNeedsUpgrade(const caffe::NetParameter& param) {
-  return param.layers_size() > 0 || param.input_dim_size() > 0;
-}
+bool NetNeedsUpgrade(const caffe::NetParameter& param) { return param.layers_size() > 0 || param.input_dim_size() > 0; }
 
 std::string UpgradeV1LayerType(caffe::V1LayerParameter::LayerType type) {
   using V1 = caffe::V1LayerParameter;
   switch (type) {
-    case V1::NONE: return "";
-    case V1::ABSVAL: return "AbsVal";
-    case V1::ACCURACY: return "Accuracy";
-    case V1::ARGMAX: return "ArgMax";
-    case V1::BNLL: return "BNLL";
-    case V1::CONCAT: return "Concat";
-    case V1::CONTRASTIVE_LOSS: return "ContrastiveLoss";
-    case V1::CONVOLUTION: return "Convolution";
-    case V1::DECONVOLUTION: return "Deconvolution";
-    case V1::DATA: return "Data";
-    case V1::DROPOUT: return "Dropout";
-    case V1::DUMMY_DATA: return "DummyData";
-    case V1::EUCLIDEAN_LOSS: return "EuclideanLoss";
-    case V1::ELTWISE: return "Eltwise";
-    case V1::EXP: return "Exp";
-    case V1::FLATTEN: return "Flatten";
-    case V1::HDF5_DATA: return "HDF5Data";
-    case V1::HDF5_OUTPUT: return "HDF5Output";
-    case V1::HINGE_LOSS: return "HingeLoss";
-    case V1::IM2COL: return "Im2col";
-    case V1::IMAGE_DATA: return "ImageData";
-    case V1::INFOGAIN_LOSS: return "InfogainLoss";
-    case V1::INNER_PRODUCT: return "InnerProduct";
-    case V1::LRN: return "LRN";
-    case V1::MEMORY_DATA: return "MemoryData";
-    case V1::MULTINOMIAL_LOGISTIC_LOSS: return "MultinomialLogisticLoss";
-    case V1::MVN: return "MVN";
-    case V1::POOLING: return "Pooling";
-    case V1::POWER: return "Power";
-    case V1::RELU: return "ReLU";
-    case V1::SIGMOID: return "Sigmoid";
-    case V1::SIGMOID_CROSS_ENTROPY_LOSS: return "SigmoidCrossEntropyLoss";
-    case V1::SILENCE: return "Silence";
-    case V1::SOFTMAX: return "Softmax";
-    case V1::SOFTMAX_LOSS: return "SoftmaxWithLoss";
-    case V1::SPLIT: return "Split";
-    case V1::SLICE: return "Slice";
-    case V1::TANH: return "TanH";
-    case V1::WINDOW_DATA: return "WindowData";
-    case V1::THRESHOLD: return "Threshold";
+    case V1::NONE:
+      return "";
+    case V1::ABSVAL:
+      return "AbsVal";
+    case V1::ACCURACY:
+      return "Accuracy";
+    case V1::ARGMAX:
+      return "ArgMax";
+    case V1::BNLL:
+      return "BNLL";
+    case V1::CONCAT:
+      return "Concat";
+    case V1::CONTRASTIVE_LOSS:
+      return "ContrastiveLoss";
+    case V1::CONVOLUTION:
+      return "Convolution";
+    case V1::DECONVOLUTION:
+      return "Deconvolution";
+    case V1::DATA:
+      return "Data";
+    case V1::DROPOUT:
+      return "Dropout";
+    case V1::DUMMY_DATA:
+      return "DummyData";
+    case V1::EUCLIDEAN_LOSS:
+      return "EuclideanLoss";
+    case V1::ELTWISE:
+      return "Eltwise";
+    case V1::EXP:
+      return "Exp";
+    case V1::FLATTEN:
+      return "Flatten";
+    case V1::HDF5_DATA:
+      return "HDF5Data";
+    case V1::HDF5_OUTPUT:
+      return "HDF5Output";
+    case V1::HINGE_LOSS:
+      return "HingeLoss";
+    case V1::IM2COL:
+      return "Im2col";
+    case V1::IMAGE_DATA:
+      return "ImageData";
+    case V1::INFOGAIN_LOSS:
+      return "InfogainLoss";
+    case V1::INNER_PRODUCT:
+      return "InnerProduct";
+    case V1::LRN:
+      return "LRN";
+    case V1::MEMORY_DATA:
+      return "MemoryData";
+    case V1::MULTINOMIAL_LOGISTIC_LOSS:
+      return "MultinomialLogisticLoss";
+    case V1::MVN:
+      return "MVN";
+    case V1::POOLING:
+      return "Pooling";
+    case V1::POWER:
+      return "Power";
+    case V1::RELU:
+      return "ReLU";
+    case V1::SIGMOID:
+      return "Sigmoid";
+    case V1::SIGMOID_CROSS_ENTROPY_LOSS:
+      return "SigmoidCrossEntropyLoss";
+    case V1::SILENCE:
+      return "Silence";
+    case V1::SOFTMAX:
+      return "Softmax";
+    case V1::SOFTMAX_LOSS:
+      return "SoftmaxWithLoss";
+    case V1::SPLIT:
+      return "Split";
+    case V1::SLICE:
+      return "Slice";
+    case V1::TANH:
+      return "TanH";
+    case V1::WINDOW_DATA:
+      return "WindowData";
+    case V1::THRESHOLD:
+      return "Threshold";
   }
   return "";
 }
@@ -69,9 +107,8 @@ void UpgradeV1LayerParameter(const caffe::V1LayerParameter& v1, caffe::LayerPara
   };
   for (int i = 0; i < v1.param_size(); ++i) spec(i)->set_name(v1.param(i));
   for (int i = 0; i < v1.blob_share_mode_size(); ++i) {
-    spec(i)->set_share_mode(v1.blob_share_mode(i) == caffe::V1LayerParameter::PERMISSIVE
-                                ? caffe::ParamSpec::PERMISSIVE
-                                : caffe::ParamSpec::STRICT);
+    spec(i)->set_share_mode(v1.blob_share_mode(i) == caffe::V1LayerParameter::PERMISSIVE ? caffe::ParamSpec::PERMISSIVE
+                                                                                         : caffe::ParamSpec::STRICT);
   }
   for (int i = 0; i < v1.blobs_lr_size(); ++i) spec(i)->set_lr_mult(v1.blobs_lr(i));
   for (int i = 0; i < v1.weight_decay_size(); ++i) spec(i)->set_decay_mult(v1.weight_decay(i));
@@ -101,7 +138,8 @@ void UpgradeV1LayerParameter(const caffe::V1LayerParameter& v1, caffe::LayerPara
 Status UpgradeNetAsNeeded(const std::string& source, caffe::NetParameter* param) {
   if (param->layers_size() > 0) {
     if (param->layer_size() > 0) {
-      return InvalidArgumentError(source + ": the net defines both `layer` and the deprecated V1 "
+      return InvalidArgumentError(source +
+                                  ": the net defines both `layer` and the deprecated V1 "
                                   "`layers`; use one or the other");
     }
     for (int i = 0; i < param->layers_size(); ++i) {

@@ -5,11 +5,11 @@
 //
 //   nereus_convert_mnist --images=train-images-idx3-ubyte
 //       --labels=train-labels-idx1-ubyte --output=mnist_train_lmdb
-#include <cstdio>
-#include <string>
-
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+
+#include <cstdio>
+#include <string>
 
 #include "common/status.h"
 #include "proto/caffe.pb.h"
@@ -33,11 +33,9 @@ nereus::Status Convert() {
     return InvalidArgumentError("--backend=" + FLAGS_backend + " is not supported; use --backend=lmdb");
   }
   if (FLAGS_commit_every <= 0) {
-    return InvalidArgumentError("--commit_every must be positive, got " +
-                                std::to_string(FLAGS_commit_every));
+    return InvalidArgumentError("--commit_every must be positive, got " + std::to_string(FLAGS_commit_every));
   }
-  ASSIGN_OR_RETURN(nereus::data::IdxDataset dataset,
-                   nereus::data::ReadIdxDataset(FLAGS_images, FLAGS_labels));
+  ASSIGN_OR_RETURN(nereus::data::IdxDataset dataset, nereus::data::ReadIdxDataset(FLAGS_images, FLAGS_labels));
   ASSIGN_OR_RETURN(auto db, nereus::data::LmdbDatabase::Open(FLAGS_output, nereus::data::DbMode::kNew));
   nereus::data::LmdbWriter writer(db.get(), static_cast<std::size_t>(FLAGS_commit_every));
 
@@ -59,8 +57,8 @@ nereus::Status Convert() {
     RETURN_IF_ERROR(writer.Put(key, std::move(value)).Annotate("writing record " + std::string(key)));
   }
   RETURN_IF_ERROR(writer.Flush());
-  LOG(INFO) << "Wrote " << writer.committed() << " records of " << images.rows << "x" << images.cols
-            << " from " << FLAGS_images << " and " << FLAGS_labels << " to " << FLAGS_output;
+  LOG(INFO) << "Wrote " << writer.committed() << " records of " << images.rows << "x" << images.cols << " from "
+            << FLAGS_images << " and " << FLAGS_labels << " to " << FLAGS_output;
   return nereus::Status::OK();
 }
 

@@ -7,8 +7,7 @@
 namespace nereus {
 namespace data {
 
-DataLayer::DataLayer(const caffe::LayerParameter& param, DataLayerOptions options)
-    : Layer(param), options_(options) {}
+DataLayer::DataLayer(const caffe::LayerParameter& param, DataLayerOptions options) : Layer(param), options_(options) {}
 
 DataLayer::~DataLayer() { StopPrefetch(); }
 
@@ -38,23 +37,20 @@ Status DataLayer::CheckParam() const {
                       " is not supported; Nereus reads LMDB only (backend: LMDB)");
   }
   if (p.has_scale() || p.has_mean_file() || p.has_crop_size() || p.has_mirror()) {
-    return LayerError(
-        "data_param.scale/mean_file/crop_size/mirror are deprecated; put them in transform_param");
+    return LayerError("data_param.scale/mean_file/crop_size/mirror are deprecated; put them in transform_param");
   }
   if (p.force_encoded_color()) {
     return LayerError("data_param.force_encoded_color is not supported (no encoded records)");
   }
   if (p.prefetch() == 0) return LayerError("data_param.prefetch must be at least 1");
-  if (options_.num_shards < 1 || options_.shard_index < 0 ||
-      options_.shard_index >= options_.num_shards) {
-    return LayerError("bad sharding: shard_index " + std::to_string(options_.shard_index) +
-                      " of num_shards " + std::to_string(options_.num_shards));
+  if (options_.num_shards < 1 || options_.shard_index < 0 || options_.shard_index >= options_.num_shards) {
+    return LayerError("bad sharding: shard_index " + std::to_string(options_.shard_index) + " of num_shards " +
+                      std::to_string(options_.num_shards));
   }
   return Status::OK();
 }
 
-Status DataLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                   const std::vector<Blob*>& top) {
+Status DataLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   CHECK(!thread_.joinable()) << "DataLayer set up twice";
   RETURN_IF_ERROR(CheckParam());
   const caffe::DataParameter& p = layer_param_.data_param();
@@ -75,9 +71,8 @@ Status DataLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
   const auto index = static_cast<std::size_t>(options_.shard_index);
   shard_size_ = n > index ? (n - index + shards - 1) / shards : 0;
   if (shard_size_ == 0) {
-    return LayerError("LMDB database '" + p.source() + "' has " + std::to_string(n) +
-                      " records, none for shard " + std::to_string(index) + " of " +
-                      std::to_string(shards));
+    return LayerError("LMDB database '" + p.source() + "' has " + std::to_string(n) + " records, none for shard " +
+                      std::to_string(index) + " of " + std::to_string(shards));
   }
   auto cursor = db_->NewCursor();
   if (!cursor.ok()) return LayerError(cursor.status().message());
@@ -89,8 +84,7 @@ Status DataLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
   prefetch_rng_.seed((*rng())());
   if (p.rand_skip() > 0) {
     const std::uint32_t skip = prefetch_rng_() % p.rand_skip();
-    LOG(INFO) << "layer " << layer_param_.name() << ": skipping the first " << skip
-              << " records of its shard";
+    LOG(INFO) << "layer " << layer_param_.name() << ": skipping the first " << skip << " records of its shard";
     caffe::Datum ignored;
     std::string key;
     for (std::uint32_t i = 0; i < skip; ++i) RETURN_IF_ERROR(NextRecord(&ignored, &key));
@@ -109,13 +103,13 @@ Status DataLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
   RETURN_IF_ERROR(NextRecord(nullptr, nullptr));
   caffe::Datum first;
   if (!first.ParseFromArray(cursor_->value().data(), static_cast<int>(cursor_->value().size()))) {
-    return LayerError("record '" + std::string(cursor_->key()) + "' of LMDB database '" +
-                      p.source() + "' is not a Datum");
+    return LayerError("record '" + std::string(cursor_->key()) + "' of LMDB database '" + p.source() +
+                      "' is not a Datum");
   }
   auto shape = transformer_->InferShape(first);
   if (!shape.ok()) {
-    return LayerError("record '" + std::string(cursor_->key()) + "' of LMDB database '" +
-                      p.source() + "': " + shape.status().message());
+    return LayerError("record '" + std::string(cursor_->key()) + "' of LMDB database '" + p.source() +
+                      "': " + shape.status().message());
   }
   datum_shape_ = *shape;
 
@@ -133,9 +127,9 @@ Status DataLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
       free_.push_back(std::move(batch));
     }
   }
-  LOG(INFO) << "layer " << layer_param_.name() << ": " << p.source() << ", shard "
-            << options_.shard_index << "/" << options_.num_shards << " (" << shard_size_
-            << " of " << n << " records), batch " << top[0]->shape_string();
+  LOG(INFO) << "layer " << layer_param_.name() << ": " << p.source() << ", shard " << options_.shard_index << "/"
+            << options_.num_shards << " (" << shard_size_ << " of " << n << " records), batch "
+            << top[0]->shape_string();
   thread_ = std::thread(&DataLayer::PrefetchLoop, this);
   return Status::OK();
 }
@@ -161,8 +155,7 @@ Status DataLayer::NextRecord(caffe::Datum* datum, std::string* key) {
   if (datum == nullptr) return Status::OK();
   *key = std::string(cursor_->key());
   if (!datum->ParseFromArray(cursor_->value().data(), static_cast<int>(cursor_->value().size()))) {
-    return DataLossError("record '" + *key + "' of LMDB database '" + db_->path() +
-                         "' is not a Datum");
+    return DataLossError("record '" + *key + "' of LMDB database '" + db_->path() + "' is not a Datum");
   }
   advance();
   return Status::OK();
@@ -177,14 +170,12 @@ Status DataLayer::FillBatch(Batch* batch) {
     RETURN_IF_ERROR(NextRecord(&datum, &key));
     auto shape = transformer_->InferShape(datum);
     if (!shape.ok() || *shape != datum_shape_) {
-      const std::string why = shape.ok() ? "its shape differs from the first record's"
-                                         : shape.status().message();
+      const std::string why = shape.ok() ? "its shape differs from the first record's" : shape.status().message();
       return DataLossError("record '" + key + "' of LMDB database '" + db_->path() + "': " + why);
     }
     Status s = transformer_->Transform(datum, batch->data.data() + per_datum * i, &prefetch_rng_);
     if (!s.ok()) {
-      return DataLossError("record '" + key + "' of LMDB database '" + db_->path() + "': " +
-                           s.message());
+      return DataLossError("record '" + key + "' of LMDB database '" + db_->path() + "': " + s.message());
     }
     if (output_labels_) batch->label[i] = static_cast<float>(datum.label());
   }

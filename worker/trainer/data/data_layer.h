@@ -119,7 +119,7 @@ class DataLayer : public Layer {
   std::mt19937 prefetch_rng_;
 
   std::mutex mu_;
-  std::condition_variable cv_;  // Signals changes of free_, full_, stop_, error_.
+  std::condition_variable cv_;               // Signals changes of free_, full_, stop_, error_.
   std::deque<std::unique_ptr<Batch>> free_;  // GUARDED_BY(mu_)
   std::deque<std::unique_ptr<Batch>> full_;  // GUARDED_BY(mu_)
   bool stop_ = false;                        // GUARDED_BY(mu_)

@@ -39,8 +39,8 @@ class DataTransformer {
   // Checks the parameter and loads mean_file (a binary BlobProto). Errors:
   // mean_file together with mean_value, a mean_file that cannot be read or
   // parsed (naming the file).
-  static StatusOr<std::unique_ptr<DataTransformer>> Create(
-      const caffe::TransformationParameter& param, caffe::Phase phase);
+  static StatusOr<std::unique_ptr<DataTransformer>> Create(const caffe::TransformationParameter& param,
+                                                           caffe::Phase phase);
 
   // Shape of one transformed datum: {1, channels, height', width'} with
   // height' = width' = crop_size when cropping. Errors: an encoded datum, no
@@ -56,8 +56,7 @@ class DataTransformer {
   const caffe::TransformationParameter& param() const { return param_; }
 
  private:
-  DataTransformer(const caffe::TransformationParameter& param, caffe::Phase phase)
-      : param_(param), phase_(phase) {}
+  DataTransformer(const caffe::TransformationParameter& param, caffe::Phase phase) : param_(param), phase_(phase) {}
 
   const caffe::TransformationParameter param_;
   const caffe::Phase phase_;

@@ -1,12 +1,11 @@
 #include "worker/trainer/data/db.h"
 
-#include <cerrno>
-#include <cstring>
-
+#include <lmdb.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#include <lmdb.h>
+#include <cerrno>
+#include <cstring>
 
 namespace nereus {
 namespace data {
@@ -43,8 +42,7 @@ StatusOr<std::unique_ptr<LmdbDatabase>> LmdbDatabase::Open(const std::string& pa
       break;
     case DbMode::kNew:
       if (Exists(data_file)) {
-        return InvalidArgumentError("LMDB database '" + path +
-                                    "' already exists; remove it or choose another path");
+        return InvalidArgumentError("LMDB database '" + path + "' already exists; remove it or choose another path");
       }
       [[fallthrough]];
     case DbMode::kWrite:
@@ -54,8 +52,7 @@ StatusOr<std::unique_ptr<LmdbDatabase>> LmdbDatabase::Open(const std::string& pa
                                       "': the path exists and is not a directory");
         }
         if (::mkdir(path.c_str(), 0755) != 0) {
-          return InvalidArgumentError("cannot create LMDB directory '" + path +
-                                      "': " + std::strerror(errno));
+          return InvalidArgumentError("cannot create LMDB directory '" + path + "': " + std::strerror(errno));
         }
       }
       break;
@@ -91,8 +88,7 @@ StatusOr<std::unique_ptr<LmdbDatabase>> LmdbDatabase::Open(const std::string& pa
   }
   if (rc != 0) {
     mdb_env_close(env);
-    return InvalidArgumentError("cannot open the main table of LMDB database '" + path +
-                                "': " + LmdbMessage(rc));
+    return InvalidArgumentError("cannot open the main table of LMDB database '" + path + "': " + LmdbMessage(rc));
   }
   MDB_envinfo info;
   mdb_env_info(env, &info);

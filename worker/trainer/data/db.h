@@ -111,8 +111,7 @@ class LmdbCursor {
 
  private:
   friend class LmdbDatabase;
-  LmdbCursor(std::string path, MDB_txn* txn, MDB_cursor* cursor)
-      : path_(std::move(path)), txn_(txn), cursor_(cursor) {}
+  LmdbCursor(std::string path, MDB_txn* txn, MDB_cursor* cursor) : path_(std::move(path)), txn_(txn), cursor_(cursor) {}
   void Get(int op);
 
   const std::string path_;

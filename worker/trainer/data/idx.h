@@ -25,9 +25,7 @@ struct IdxImages {
   // count * rows * cols bytes, image after image, row-major.
   std::vector<std::uint8_t> pixels;
 
-  const std::uint8_t* image(std::uint32_t i) const {
-    return pixels.data() + static_cast<std::size_t>(i) * rows * cols;
-  }
+  const std::uint8_t* image(std::uint32_t i) const { return pixels.data() + static_cast<std::size_t>(i) * rows * cols; }
 };
 
 // DATA_LOSS for a bad magic, a header or body shorter than it says, or bytes
@@ -41,8 +39,7 @@ struct IdxDataset {
   IdxImages images;
   std::vector<std::uint8_t> labels;
 };
-StatusOr<IdxDataset> ReadIdxDataset(const std::string& images_path,
-                                    const std::string& labels_path);
+StatusOr<IdxDataset> ReadIdxDataset(const std::string& images_path, const std::string& labels_path);
 
 // Write the files (overwriting). images.pixels must hold count*rows*cols bytes.
 Status WriteIdxImages(const std::string& path, const IdxImages& images);

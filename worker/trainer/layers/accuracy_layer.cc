@@ -8,8 +8,7 @@
 
 namespace nereus {
 
-Status AccuracyLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                       const std::vector<Blob*>& top) {
+Status AccuracyLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const caffe::AccuracyParameter& p = layer_param_.accuracy_param();
   top_k_ = static_cast<int>(p.top_k());
   if (top_k_ <= 0) return LayerError("top_k must be > 0");
@@ -23,14 +22,13 @@ Status AccuracyLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
   const int axis = bottom[0]->CanonicalAxisIndex(p.axis());
   const int classes = bottom[0]->shape(axis);
   if (top_k_ > classes) {
-    return LayerError("top_k (" + std::to_string(top_k_) +
-                      ") must be less than or equal to the number of classes (" +
+    return LayerError("top_k (" + std::to_string(top_k_) + ") must be less than or equal to the number of classes (" +
                       std::to_string(classes) + ")");
   }
   if (bottom[0]->count(0, axis) * bottom[0]->count(axis + 1) != bottom[1]->count()) {
     return LayerError("number of labels must match number of predictions: prediction shape " +
-                      bottom[0]->shape_string() + " with axis " + std::to_string(axis) +
-                      ", label shape " + bottom[1]->shape_string());
+                      bottom[0]->shape_string() + " with axis " + std::to_string(axis) + ", label shape " +
+                      bottom[1]->shape_string());
   }
   return Status::OK();
 }
@@ -40,12 +38,11 @@ void AccuracyLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<
   outer_num_ = bottom[0]->count(0, axis);
   inner_num_ = bottom[0]->count(axis + 1);
   num_labels_ = bottom[0]->shape(axis);
-  LAYER_CHECK(top_k_ <= num_labels_)
-      << "top_k (" << top_k_ << ") must be less than or equal to the number of classes ("
-      << num_labels_ << ")";
+  LAYER_CHECK(top_k_ <= num_labels_) << "top_k (" << top_k_ << ") must be less than or equal to the number of classes ("
+                                     << num_labels_ << ")";
   LAYER_CHECK(outer_num_ * inner_num_ == bottom[1]->count())
-      << "number of labels must match number of predictions: prediction shape "
-      << bottom[0]->shape_string() << ", label shape " << bottom[1]->shape_string();
+      << "number of labels must match number of predictions: prediction shape " << bottom[0]->shape_string()
+      << ", label shape " << bottom[1]->shape_string();
   top[0]->Reshape(std::vector<int>{});
   if (top.size() > 1) top[1]->Reshape(std::vector<int>{num_labels_});
   per_class_count_.assign(num_labels_, 0);
@@ -65,8 +62,8 @@ void AccuracyLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vec
       const int label_value = static_cast<int>(label[i * inner_num_ + j]);
       if (has_ignore_label_ && label_value == ignore_label_) continue;
       LAYER_CHECK(label_value >= 0 && label_value < num_labels_)
-          << "label " << label_value << " at position " << i * inner_num_ + j
-          << " is out of range [0, " << num_labels_ << ")";
+          << "label " << label_value << " at position " << i * inner_num_ + j << " is out of range [0, " << num_labels_
+          << ")";
       ++per_class_count_[label_value];
       const float true_score = scores[i * dim + label_value * inner_num_ + j];
       // The true class itself is counted once, hence -1.
@@ -89,13 +86,12 @@ void AccuracyLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vec
   }
 }
 
-void AccuracyLayer::Backward_cpu(const std::vector<Blob*>& top,
-                                 const std::vector<bool>& propagate_down,
+void AccuracyLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                  const std::vector<Blob*>& bottom) {
   for (size_t i = 0; i < propagate_down.size(); ++i) {
     if (propagate_down[i]) {
-      LOG(FATAL) << "layer " << layer_param_.name() << " (" << type()
-                 << "): Accuracy has no gradient; bottom " << i << " asked for one";
+      LOG(FATAL) << "layer " << layer_param_.name() << " (" << type() << "): Accuracy has no gradient; bottom " << i
+                 << " asked for one";
     }
   }
 }

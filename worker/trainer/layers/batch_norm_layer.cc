@@ -11,8 +11,7 @@ namespace nereus {
 
 // ---- BatchNorm ----
 
-Status BatchNormLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                        const std::vector<Blob*>& top) {
+Status BatchNormLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const caffe::BatchNormParameter& p = layer_param_.batch_norm_param();
   use_global_stats_ = p.has_use_global_stats() ? p.use_global_stats() : phase_ == caffe::TEST;
   moving_average_fraction_ = p.moving_average_fraction();
@@ -23,9 +22,8 @@ Status BatchNormLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
   if (!blobs_.empty()) {
     for (int i = 0; i < 3; ++i) {
       if (blobs_[i]->shape() != shapes[i]) {
-        return LayerError("existing blob " + std::to_string(i) + " has shape " +
-                          blobs_[i]->shape_string() + ", expected " +
-                          Blob(shapes[i]).shape_string());
+        return LayerError("existing blob " + std::to_string(i) + " has shape " + blobs_[i]->shape_string() +
+                          ", expected " + Blob(shapes[i]).shape_string());
       }
     }
   } else {
@@ -40,9 +38,10 @@ Status BatchNormLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
     if (layer_param_.param_size() == i) {
       layer_param_.add_param()->set_lr_mult(0.0f);
     } else if (layer_param_.param(i).lr_mult() != 0.0f) {
-      return LayerError("cannot configure batch normalization statistics as layer parameters "
-                        "(param " + std::to_string(i) + " has lr_mult " +
-                        std::to_string(layer_param_.param(i).lr_mult()) + "; it must be 0)");
+      return LayerError(
+          "cannot configure batch normalization statistics as layer parameters "
+          "(param " +
+          std::to_string(i) + " has lr_mult " + std::to_string(layer_param_.param(i).lr_mult()) + "; it must be 0)");
     }
   }
   param_propagate_down_.assign(3, false);
@@ -51,8 +50,7 @@ Status BatchNormLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
 
 void BatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const int channels = bottom[0]->num_axes() == 1 ? 1 : bottom[0]->shape(1);
-  LAYER_CHECK(channels == channels_) << "the bottom has " << channels << " channels, the layer "
-                                     << channels_;
+  LAYER_CHECK(channels == channels_) << "the bottom has " << channels << " channels, the layer " << channels_;
   if (top[0] != bottom[0]) top[0]->ReshapeLike(*bottom[0]);
   num_ = bottom[0]->shape(0);
   spatial_ = bottom[0]->count() / (num_ * channels_ == 0 ? 1 : num_ * channels_);
@@ -98,8 +96,7 @@ void BatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::ve
     channel_mean(true, variance_.data());
     float* stats_count = blobs_[2]->mutable_cpu_data();
     stats_count[0] = stats_count[0] * moving_average_fraction_ + 1.0f;
-    caffe_cpu_axpby(channels_, 1.0f, mean_.data(), moving_average_fraction_,
-                    blobs_[0]->mutable_cpu_data());
+    caffe_cpu_axpby(channels_, 1.0f, mean_.data(), moving_average_fraction_, blobs_[0]->mutable_cpu_data());
     const float bias_correction = m > 1 ? static_cast<float>(m) / (m - 1) : 1.0f;
     caffe_cpu_axpby(channels_, bias_correction, variance_.data(), moving_average_fraction_,
                     blobs_[1]->mutable_cpu_data());
@@ -114,8 +111,7 @@ void BatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::ve
   caffe_copy(count, y, x_norm_.data());
 }
 
-void BatchNormLayer::Backward_cpu(const std::vector<Blob*>& top,
-                                  const std::vector<bool>& propagate_down,
+void BatchNormLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                   const std::vector<Blob*>& bottom) {
   if (!propagate_down[0]) return;
   const int count = bottom[0]->count();
@@ -156,37 +152,31 @@ void BatchNormLayer::Backward_cpu(const std::vector<Blob*>& top,
     }
   }
   const float inv_m = 1.0f / static_cast<float>(num_ * spatial_);
-  for_each([&](int i, int c) {
-    dx[i] = (dy[i] - inv_m * (y[i] * sum_dy_y[c] + sum_dy[c])) / variance_[c];
-  });
+  for_each([&](int i, int c) { dx[i] = (dy[i] - inv_m * (y[i] * sum_dy_y[c] + sum_dy[c])) / variance_[c]; });
 }
 
 // ---- Scale ----
 
 Status ScaleLayer::CheckScaleShape(const Blob& bottom, const Blob& scale) const {
   if (bottom.num_axes() < axis_ + scale.num_axes()) {
-    return InvalidArgumentError("scale blob's shape " + scale.shape_string() +
-                                " extends past bottom[0]'s shape " + bottom.shape_string() +
-                                " from axis " + std::to_string(axis_));
+    return InvalidArgumentError("scale blob's shape " + scale.shape_string() + " extends past bottom[0]'s shape " +
+                                bottom.shape_string() + " from axis " + std::to_string(axis_));
   }
   for (int i = 0; i < scale.num_axes(); ++i) {
     if (bottom.shape(axis_ + i) != scale.shape(i)) {
-      return InvalidArgumentError("dimension mismatch between bottom[0]->shape(" +
-                                  std::to_string(axis_ + i) + ") and scale->shape(" +
-                                  std::to_string(i) + "): bottom " + bottom.shape_string() +
+      return InvalidArgumentError("dimension mismatch between bottom[0]->shape(" + std::to_string(axis_ + i) +
+                                  ") and scale->shape(" + std::to_string(i) + "): bottom " + bottom.shape_string() +
                                   ", scale " + scale.shape_string());
     }
   }
   return Status::OK();
 }
 
-Status ScaleLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                    const std::vector<Blob*>& top) {
+Status ScaleLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const caffe::ScaleParameter& p = layer_param_.scale_param();
   const Blob& in = *bottom[0];
   if (p.axis() < -in.num_axes() || p.axis() >= std::max(in.num_axes(), 1)) {
-    return LayerError("axis " + std::to_string(p.axis()) + " is out of range for bottom shape " +
-                      in.shape_string());
+    return LayerError("axis " + std::to_string(p.axis()) + " is out of range for bottom shape " + in.shape_string());
   }
   axis_ = in.num_axes() == 0 ? 0 : in.CanonicalAxisIndex(p.axis());
   bias_term_ = p.bias_term();
@@ -195,9 +185,8 @@ Status ScaleLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
     if (p.num_axes() < -1) return LayerError("num_axes must be non-negative, or -1 for all");
     const int end = p.num_axes() == -1 ? in.num_axes() : axis_ + p.num_axes();
     if (end > in.num_axes()) {
-      return LayerError("scale blob's shape extends past bottom[0]'s shape " + in.shape_string() +
-                        " (axis " + std::to_string(axis_) + ", num_axes " +
-                        std::to_string(p.num_axes()) + ")");
+      return LayerError("scale blob's shape extends past bottom[0]'s shape " + in.shape_string() + " (axis " +
+                        std::to_string(axis_) + ", num_axes " + std::to_string(p.num_axes()) + ")");
     }
     shape.assign(in.shape().begin() + axis_, in.shape().begin() + end);
   } else {
@@ -209,8 +198,7 @@ Status ScaleLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
   const size_t expected_blobs = (bottom.size() == 1 ? 1 : 0) + (bias_term_ ? 1 : 0);
   if (!blobs_.empty()) {
     if (blobs_.size() != expected_blobs) {
-      return LayerError("has " + std::to_string(blobs_.size()) + " blobs, expected " +
-                        std::to_string(expected_blobs));
+      return LayerError("has " + std::to_string(blobs_.size()) + " blobs, expected " + std::to_string(expected_blobs));
     }
     for (const auto& blob : blobs_) {
       if (blob->shape() != shape) {
@@ -251,9 +239,7 @@ Status ScaleLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
 
 void ScaleLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const Blob& scale = bottom.size() > 1 ? *bottom[1] : *blobs_[0];
-  axis_ = scale.num_axes() == 0
-              ? 0
-              : bottom[0]->CanonicalAxisIndex(layer_param_.scale_param().axis());
+  axis_ = scale.num_axes() == 0 ? 0 : bottom[0]->CanonicalAxisIndex(layer_param_.scale_param().axis());
   Status fits = CheckScaleShape(*bottom[0], scale);
   LAYER_CHECK(fits.ok()) << fits.message();
   outer_dim_ = bottom[0]->count(0, axis_);
@@ -282,8 +268,7 @@ void ScaleLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector
   }
 }
 
-void ScaleLayer::Backward_cpu(const std::vector<Blob*>& top,
-                              const std::vector<bool>& propagate_down,
+void ScaleLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                               const std::vector<Blob*>& bottom) {
   const float* dy = top[0]->cpu_diff();
   const bool scale_is_param = bottom.size() == 1;

@@ -46,9 +46,9 @@ class BatchNormLayer : public Layer {
   int channels_ = 0;
   int num_ = 0;
   int spatial_ = 0;
-  std::vector<float> mean_;      // [channels]
-  std::vector<float> variance_;  // [channels]: var, then sqrt(var + eps)
-  std::vector<float> x_norm_;    // the output, kept for backward (valid in place)
+  std::vector<float> mean_;         // [channels]
+  std::vector<float> variance_;     // [channels]: var, then sqrt(var + eps)
+  std::vector<float> x_norm_;       // the output, kept for backward (valid in place)
   std::vector<float> x_norm_diff_;  // the top diff, copied when in place
 };
 

@@ -16,13 +16,11 @@ std::string ConcatLayer::ShapeProblem(const std::vector<Blob*>& bottom, int* axi
   if (p.has_concat_dim()) {
     *axis = static_cast<int>(p.concat_dim());
     if (*axis >= num_axes) {
-      return "concat_dim " + std::to_string(*axis) + " is out of range for bottom shape " +
-             bottom[0]->shape_string();
+      return "concat_dim " + std::to_string(*axis) + " is out of range for bottom shape " + bottom[0]->shape_string();
     }
   } else {
     if (p.axis() < -num_axes || p.axis() >= num_axes) {
-      return "axis " + std::to_string(p.axis()) + " is out of range for bottom shape " +
-             bottom[0]->shape_string();
+      return "axis " + std::to_string(p.axis()) + " is out of range for bottom shape " + bottom[0]->shape_string();
     }
     *axis = bottom[0]->CanonicalAxisIndex(p.axis());
   }
@@ -32,16 +30,14 @@ std::string ConcatLayer::ShapeProblem(const std::vector<Blob*>& bottom, int* axi
       if (a != *axis && bottom[i]->shape(a) != bottom[0]->shape(a)) same = false;
     }
     if (!same) {
-      return "all inputs must have the same shape except at concat axis " + std::to_string(*axis) +
-             ": bottom 0 is " + bottom[0]->shape_string() + ", bottom " + std::to_string(i) +
-             " is " + bottom[i]->shape_string();
+      return "all inputs must have the same shape except at concat axis " + std::to_string(*axis) + ": bottom 0 is " +
+             bottom[0]->shape_string() + ", bottom " + std::to_string(i) + " is " + bottom[i]->shape_string();
     }
   }
   return "";
 }
 
-Status ConcatLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                     const std::vector<Blob*>& top) {
+Status ConcatLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const caffe::ConcatParameter& p = layer_param_.concat_param();
   if (p.has_axis() && p.has_concat_dim()) {
     return LayerError("either axis or concat_dim should be specified; not both");
@@ -56,8 +52,7 @@ void ConcatLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Bl
   const std::string problem = ShapeProblem(bottom, &concat_axis_);
   LAYER_CHECK(problem.empty()) << problem;
   std::vector<int> top_shape = bottom[0]->shape();
-  for (size_t i = 1; i < bottom.size(); ++i)
-    top_shape[concat_axis_] += bottom[i]->shape(concat_axis_);
+  for (size_t i = 1; i < bottom.size(); ++i) top_shape[concat_axis_] += bottom[i]->shape(concat_axis_);
   top[0]->Reshape(top_shape);
   num_concats_ = bottom[0]->count(0, concat_axis_);
   concat_input_size_ = bottom[0]->count(concat_axis_ + 1);
@@ -72,15 +67,13 @@ void ConcatLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vecto
     const int bottom_concat_axis = b->shape(concat_axis_);
     const int chunk = bottom_concat_axis * concat_input_size_;
     for (int n = 0; n < num_concats_; ++n) {
-      caffe_copy(chunk, bottom_data + n * chunk,
-                 top_data + (n * top_concat_axis + offset) * concat_input_size_);
+      caffe_copy(chunk, bottom_data + n * chunk, top_data + (n * top_concat_axis + offset) * concat_input_size_);
     }
     offset += bottom_concat_axis;
   }
 }
 
-void ConcatLayer::Backward_cpu(const std::vector<Blob*>& top,
-                               const std::vector<bool>& propagate_down,
+void ConcatLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                const std::vector<Blob*>& bottom) {
   const float* top_diff = top[0]->cpu_diff();
   const int top_concat_axis = top[0]->shape(concat_axis_);
@@ -91,8 +84,7 @@ void ConcatLayer::Backward_cpu(const std::vector<Blob*>& top,
       float* bottom_diff = bottom[i]->mutable_cpu_diff();
       const int chunk = bottom_concat_axis * concat_input_size_;
       for (int n = 0; n < num_concats_; ++n) {
-        caffe_copy(chunk, top_diff + (n * top_concat_axis + offset) * concat_input_size_,
-                   bottom_diff + n * chunk);
+        caffe_copy(chunk, top_diff + (n * top_concat_axis + offset) * concat_input_size_, bottom_diff + n * chunk);
       }
     }
     offset += bottom_concat_axis;
@@ -101,14 +93,12 @@ void ConcatLayer::Backward_cpu(const std::vector<Blob*>& top,
 
 // ---- Eltwise ----
 
-Status EltwiseLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                      const std::vector<Blob*>& top) {
+Status EltwiseLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const caffe::EltwiseParameter& p = layer_param_.eltwise_param();
   op_ = p.operation();
   if (p.coeff_size() != 0 && p.coeff_size() != static_cast<int>(bottom.size())) {
-    return LayerError(
-        "Eltwise takes one coefficient per bottom blob: " + std::to_string(p.coeff_size()) +
-        " coefficients for " + std::to_string(bottom.size()) + " bottoms");
+    return LayerError("Eltwise takes one coefficient per bottom blob: " + std::to_string(p.coeff_size()) +
+                      " coefficients for " + std::to_string(bottom.size()) + " bottoms");
   }
   if (op_ != caffe::EltwiseParameter::SUM && p.coeff_size() != 0) {
     return LayerError("Eltwise only takes coefficients for the SUM operation");
@@ -118,9 +108,8 @@ Status EltwiseLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
   stable_prod_grad_ = p.stable_prod_grad();
   for (size_t i = 1; i < bottom.size(); ++i) {
     if (bottom[i]->shape() != bottom[0]->shape()) {
-      return LayerError("all bottoms must have the same shape: bottom 0 is " +
-                        bottom[0]->shape_string() + ", bottom " + std::to_string(i) + " is " +
-                        bottom[i]->shape_string());
+      return LayerError("all bottoms must have the same shape: bottom 0 is " + bottom[0]->shape_string() + ", bottom " +
+                        std::to_string(i) + " is " + bottom[i]->shape_string());
     }
   }
   return Status::OK();
@@ -129,8 +118,8 @@ Status EltwiseLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
 void EltwiseLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   for (size_t i = 1; i < bottom.size(); ++i) {
     LAYER_CHECK(bottom[i]->shape() == bottom[0]->shape())
-        << "all bottoms must have the same shape: bottom 0 is " << bottom[0]->shape_string()
-        << ", bottom " << i << " is " << bottom[i]->shape_string();
+        << "all bottoms must have the same shape: bottom 0 is " << bottom[0]->shape_string() << ", bottom " << i
+        << " is " << bottom[i]->shape_string();
   }
   top[0]->ReshapeLike(*bottom[0]);
   if (op_ == caffe::EltwiseParameter::MAX) max_idx_.resize(bottom[0]->count());
@@ -179,8 +168,7 @@ void EltwiseLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vect
   }
 }
 
-void EltwiseLayer::Backward_cpu(const std::vector<Blob*>& top,
-                                const std::vector<bool>& propagate_down,
+void EltwiseLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                 const std::vector<Blob*>& bottom) {
   const int count = top[0]->count();
   const float* top_data = top[0]->cpu_data();

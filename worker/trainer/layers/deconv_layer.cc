@@ -9,25 +9,21 @@ namespace nereus {
 // describes the top, and Im2Col of the top has the bottom's spatial size as
 // its number of columns.
 void DeconvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  LAYER_CHECK(bottom[0]->num_axes() == 4)
-      << "bottom must be [N, C, H, W], got " << bottom[0]->shape_string();
+  LAYER_CHECK(bottom[0]->num_axes() == 4) << "bottom must be [N, C, H, W], got " << bottom[0]->shape_string();
   LAYER_CHECK(bottom[0]->shape(1) == blobs_[0]->shape(0))
-      << "bottom has " << bottom[0]->shape(1) << " channels, the weights expect "
-      << blobs_[0]->shape(0);
+      << "bottom has " << bottom[0]->shape(1) << " channels, the weights expect " << blobs_[0]->shape(0);
   for (size_t i = 1; i < bottom.size(); ++i) {
     LAYER_CHECK(bottom[i]->shape() == bottom[0]->shape())
-        << "all bottoms must have the same shape: bottom 0 is " << bottom[0]->shape_string()
-        << ", bottom " << i << " is " << bottom[i]->shape_string();
+        << "all bottoms must have the same shape: bottom 0 is " << bottom[0]->shape_string() << ", bottom " << i
+        << " is " << bottom[i]->shape_string();
   }
   in_channels_ = bottom[0]->shape(1);
   const int in_h = bottom[0]->shape(2);
   const int in_w = bottom[0]->shape(3);
-  out_h_ = geometry_.stride_h * (in_h - 1) + geometry_.dilation_h * (geometry_.kernel_h - 1) + 1 -
-           2 * geometry_.pad_h;
-  out_w_ = geometry_.stride_w * (in_w - 1) + geometry_.dilation_w * (geometry_.kernel_w - 1) + 1 -
-           2 * geometry_.pad_w;
-  LAYER_CHECK(out_h_ > 0 && out_w_ > 0)
-      << "the padding is larger than the output of input " << bottom[0]->shape_string();
+  out_h_ = geometry_.stride_h * (in_h - 1) + geometry_.dilation_h * (geometry_.kernel_h - 1) + 1 - 2 * geometry_.pad_h;
+  out_w_ = geometry_.stride_w * (in_w - 1) + geometry_.dilation_w * (geometry_.kernel_w - 1) + 1 - 2 * geometry_.pad_w;
+  LAYER_CHECK(out_h_ > 0 && out_w_ > 0) << "the padding is larger than the output of input "
+                                        << bottom[0]->shape_string();
   geometry_.channels = num_output_;
   geometry_.height = out_h_;
   geometry_.width = out_w_;
@@ -41,8 +37,7 @@ void DeconvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std::ve
   bias_multiplier_.assign(out_spatial_dim_, 1.0f);
 }
 
-void DeconvolutionLayer::Forward_cpu(const std::vector<Blob*>& bottom,
-                                     const std::vector<Blob*>& top) {
+void DeconvolutionLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const float* weight = blobs_[0]->cpu_data();
   const int in_per_group = in_channels_ / group_;
   const int weight_offset = in_per_group * kernel_dim_;
@@ -59,21 +54,19 @@ void DeconvolutionLayer::Forward_cpu(const std::vector<Blob*>& bottom,
       // col = W^T * x per group, then scatter onto the output with col2im.
       for (int g = 0; g < group_; ++g) {
         caffe_cpu_gemm(CblasTrans, CblasNoTrans, kernel_dim_, in_spatial_dim_, in_per_group, 1.0f,
-                       weight + weight_offset * g, input + input_offset * g, 0.0f,
-                       col + col_offset * g);
+                       weight + weight_offset * g, input + input_offset * g, 0.0f, col + col_offset * g);
       }
       float* output = top_data + n * top_dim;
       layers::Col2Im(col, geometry_, output);
       if (bias_term_) {
-        caffe_cpu_gemm(CblasNoTrans, CblasNoTrans, num_output_, out_spatial_dim_, 1, 1.0f,
-                       blobs_[1]->cpu_data(), bias_multiplier_.data(), 1.0f, output);
+        caffe_cpu_gemm(CblasNoTrans, CblasNoTrans, num_output_, out_spatial_dim_, 1, 1.0f, blobs_[1]->cpu_data(),
+                       bias_multiplier_.data(), 1.0f, output);
       }
     }
   }
 }
 
-void DeconvolutionLayer::Backward_cpu(const std::vector<Blob*>& top,
-                                      const std::vector<bool>& propagate_down,
+void DeconvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                       const std::vector<Blob*>& bottom) {
   const float* weight = blobs_[0]->cpu_data();
   float* weight_diff = blobs_[0]->mutable_cpu_diff();
@@ -103,16 +96,16 @@ void DeconvolutionLayer::Backward_cpu(const std::vector<Blob*>& top,
       if (weight_grad) {
         // dW += x * col^T, per group.
         for (int g = 0; g < group_; ++g) {
-          caffe_cpu_gemm(CblasNoTrans, CblasTrans, in_per_group, kernel_dim_, in_spatial_dim_,
-                         1.0f, bottom_data + n * bottom_dim + input_offset * g,
-                         col + col_offset * g, 1.0f, weight_diff + weight_offset * g);
+          caffe_cpu_gemm(CblasNoTrans, CblasTrans, in_per_group, kernel_dim_, in_spatial_dim_, 1.0f,
+                         bottom_data + n * bottom_dim + input_offset * g, col + col_offset * g, 1.0f,
+                         weight_diff + weight_offset * g);
         }
       }
       if (bottom_diff != nullptr) {
         // dx = W * col, per group (a forward convolution of the top diff).
         for (int g = 0; g < group_; ++g) {
-          caffe_cpu_gemm(CblasNoTrans, CblasNoTrans, in_per_group, in_spatial_dim_, kernel_dim_,
-                         1.0f, weight + weight_offset * g, col + col_offset * g, 0.0f,
+          caffe_cpu_gemm(CblasNoTrans, CblasNoTrans, in_per_group, in_spatial_dim_, kernel_dim_, 1.0f,
+                         weight + weight_offset * g, col + col_offset * g, 0.0f,
                          bottom_diff + n * bottom_dim + input_offset * g);
         }
       }

@@ -26,8 +26,7 @@ void SaveInputIfInPlace(const Blob& bottom, const Blob& top, std::vector<float>*
 
 // ---- AbsVal ----
 
-Status AbsValLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                     const std::vector<Blob*>& top) {
+Status AbsValLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   if (bottom[0] == top[0]) return LayerError("AbsVal does not allow in-place computation");
   return Status::OK();
 }
@@ -38,8 +37,7 @@ void AbsValLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vecto
   for (int i = 0; i < bottom[0]->count(); ++i) out[i] = std::fabs(in[i]);
 }
 
-void AbsValLayer::Backward_cpu(const std::vector<Blob*>& top,
-                               const std::vector<bool>& propagate_down,
+void AbsValLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                const std::vector<Blob*>& bottom) {
   if (!propagate_down[0]) return;
   const float* in = bottom[0]->cpu_data();
@@ -105,13 +103,11 @@ void ELULayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<boo
 
 // ---- Exp ----
 
-Status ExpLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                  const std::vector<Blob*>& top) {
+Status ExpLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const caffe::ExpParameter& p = layer_param_.exp_param();
   const float base = p.base();
   if (base != -1.0f && !(base > 0.0f)) {
-    return LayerError("exp_param.base must be strictly positive (or -1 for e), got " +
-                      std::to_string(base));
+    return LayerError("exp_param.base must be strictly positive (or -1 for e), got " + std::to_string(base));
   }
   const float log_base = base == -1.0f ? 1.0f : std::log(base);
   inner_scale_ = log_base * p.scale();
@@ -143,13 +139,11 @@ void ExpLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<boo
 
 // ---- Log ----
 
-Status LogLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                  const std::vector<Blob*>& top) {
+Status LogLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const caffe::LogParameter& p = layer_param_.log_param();
   const float base = p.base();
   if (base != -1.0f && !(base > 0.0f)) {
-    return LayerError("log_param.base must be strictly positive (or -1 for e), got " +
-                      std::to_string(base));
+    return LayerError("log_param.base must be strictly positive (or -1 for e), got " + std::to_string(base));
   }
   const float log_base = base == -1.0f ? 1.0f : std::log(base);
   if (!std::isfinite(log_base) || log_base == 0.0f) {
@@ -185,8 +179,7 @@ void LogLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<boo
 
 // ---- Power ----
 
-Status PowerLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                    const std::vector<Blob*>& top) {
+Status PowerLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const caffe::PowerParameter& p = layer_param_.power_param();
   power_ = p.power();
   scale_ = p.scale();
@@ -211,8 +204,7 @@ void PowerLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector
   }
 }
 
-void PowerLayer::Backward_cpu(const std::vector<Blob*>& top,
-                              const std::vector<bool>& propagate_down,
+void PowerLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                               const std::vector<Blob*>& bottom) {
   if (!propagate_down[0]) return;
   const float* in = SavedInput(*bottom[0], *top[0], bottom_copy_);
@@ -245,29 +237,25 @@ void ThresholdLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::ve
   for (int i = 0; i < bottom[0]->count(); ++i) out[i] = in[i] > threshold ? 1.0f : 0.0f;
 }
 
-void ThresholdLayer::Backward_cpu(const std::vector<Blob*>& top,
-                                  const std::vector<bool>& propagate_down,
+void ThresholdLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                   const std::vector<Blob*>& bottom) {
   LAYER_CHECK(!propagate_down[0]) << "Threshold has no gradient; set propagate_down: false";
 }
 
 // ---- PReLU ----
 
-Status PReLULayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                    const std::vector<Blob*>& top) {
+Status PReLULayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   if (bottom[0]->num_axes() < 2) {
-    return LayerError("the bottom must have at least 2 axes (channels are axis 1), got " +
-                      bottom[0]->shape_string());
+    return LayerError("the bottom must have at least 2 axes (channels are axis 1), got " + bottom[0]->shape_string());
   }
   const caffe::PReLUParameter& p = layer_param_.prelu_param();
   channel_shared_ = p.channel_shared();
   const int channels = bottom[0]->shape(1);
-  const std::vector<int> shape =
-      channel_shared_ ? std::vector<int>{} : std::vector<int>{channels};
+  const std::vector<int> shape = channel_shared_ ? std::vector<int>{} : std::vector<int>{channels};
   if (!blobs_.empty()) {
     if (blobs_[0]->shape() != shape) {
-      return LayerError("existing slope blob has shape " + blobs_[0]->shape_string() +
-                        ", expected " + Blob(shape).shape_string());
+      return LayerError("existing slope blob has shape " + blobs_[0]->shape_string() + ", expected " +
+                        Blob(shape).shape_string());
     }
   } else {
     blobs_.push_back(std::make_shared<Blob>(shape));
@@ -286,11 +274,9 @@ Status PReLULayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
 }
 
 void PReLULayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  LAYER_CHECK(bottom[0]->num_axes() >= 2) << "the bottom must have at least 2 axes, got "
-                                          << bottom[0]->shape_string();
+  LAYER_CHECK(bottom[0]->num_axes() >= 2) << "the bottom must have at least 2 axes, got " << bottom[0]->shape_string();
   LAYER_CHECK(channel_shared_ || bottom[0]->shape(1) == blobs_[0]->count())
-      << "the bottom has " << bottom[0]->shape(1) << " channels, the slopes "
-      << blobs_[0]->count();
+      << "the bottom has " << bottom[0]->shape(1) << " channels, the slopes " << blobs_[0]->count();
   NeuronLayer::Reshape(bottom, top);
 }
 
@@ -309,8 +295,7 @@ void PReLULayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector
   }
 }
 
-void PReLULayer::Backward_cpu(const std::vector<Blob*>& top,
-                              const std::vector<bool>& propagate_down,
+void PReLULayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                               const std::vector<Blob*>& bottom) {
   const float* in = SavedInput(*bottom[0], *top[0], bottom_copy_);
   const float* slope = blobs_[0]->cpu_data();
@@ -330,8 +315,7 @@ void PReLULayer::Backward_cpu(const std::vector<Blob*>& top,
     float* bottom_diff = bottom[0]->mutable_cpu_diff();
     for (int i = 0; i < count; ++i) {
       const int c = (i / dim) % channels / div_factor;
-      bottom_diff[i] = top_diff[i] * ((in[i] > 0.0f ? 1.0f : 0.0f) +
-                                      slope[c] * (in[i] <= 0.0f ? 1.0f : 0.0f));
+      bottom_diff[i] = top_diff[i] * ((in[i] > 0.0f ? 1.0f : 0.0f) + slope[c] * (in[i] <= 0.0f ? 1.0f : 0.0f));
     }
   }
 }

@@ -27,8 +27,7 @@ void Im2Col(const float* data_im, const ConvGeometry& g, float* data_col) {
           }
           int input_col = -g.pad_w + kw * g.dilation_w;
           for (int ow = 0; ow < output_w; ++ow, input_col += g.stride_w) {
-            *data_col++ =
-                InRange(input_col, g.width) ? data_im[input_row * g.width + input_col] : 0.0f;
+            *data_col++ = InRange(input_col, g.width) ? data_im[input_row * g.width + input_col] : 0.0f;
           }
         }
       }

@@ -23,12 +23,8 @@ struct ConvGeometry {
   int dilation_w = 1;
 
   // Caffe's output size: floor((in + 2*pad - dilated_kernel) / stride) + 1.
-  int output_h() const {
-    return (height + 2 * pad_h - (dilation_h * (kernel_h - 1) + 1)) / stride_h + 1;
-  }
-  int output_w() const {
-    return (width + 2 * pad_w - (dilation_w * (kernel_w - 1) + 1)) / stride_w + 1;
-  }
+  int output_h() const { return (height + 2 * pad_h - (dilation_h * (kernel_h - 1) + 1)) / stride_h + 1; }
+  int output_w() const { return (width + 2 * pad_w - (dilation_w * (kernel_w - 1) + 1)) / stride_w + 1; }
 };
 
 // Writes the column buffer for one image `data_im` ([channels, height, width]).

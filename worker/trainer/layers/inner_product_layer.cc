@@ -8,8 +8,7 @@
 
 namespace nereus {
 
-Status InnerProductLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                           const std::vector<Blob*>& top) {
+Status InnerProductLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const caffe::InnerProductParameter& p = layer_param_.inner_product_param();
   if (!p.has_num_output() || p.num_output() == 0) {
     return LayerError("inner_product_param.num_output must be given and > 0");
@@ -24,12 +23,11 @@ Status InnerProductLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
   transpose_ = p.transpose();
   axis_ = bottom[0]->CanonicalAxisIndex(p.axis());
   K_ = bottom[0]->count(axis_);
-  const std::vector<int> weight_shape =
-      transpose_ ? std::vector<int>{K_, N_} : std::vector<int>{N_, K_};
+  const std::vector<int> weight_shape = transpose_ ? std::vector<int>{K_, N_} : std::vector<int>{N_, K_};
   if (!blobs_.empty()) {
     if (blobs_[0]->shape() != weight_shape) {
-      return LayerError("existing weight blob has shape " + blobs_[0]->shape_string() +
-                        ", expected " + Blob(weight_shape).shape_string());
+      return LayerError("existing weight blob has shape " + blobs_[0]->shape_string() + ", expected " +
+                        Blob(weight_shape).shape_string());
     }
   } else {
     blobs_.push_back(std::make_shared<Blob>(weight_shape));
@@ -49,8 +47,8 @@ void InnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
   const int axis = bottom[0]->CanonicalAxisIndex(layer_param_.inner_product_param().axis());
   const int new_K = bottom[0]->count(axis);
   LAYER_CHECK(new_K == K_) << "input size incompatible with inner product parameters: bottom "
-                           << bottom[0]->shape_string() << " has " << new_K
-                           << " inputs per row from axis " << axis << ", the weights expect " << K_;
+                           << bottom[0]->shape_string() << " has " << new_K << " inputs per row from axis " << axis
+                           << ", the weights expect " << K_;
   M_ = bottom[0]->count(0, axis);
   std::vector<int> top_shape(bottom[0]->shape().begin(), bottom[0]->shape().begin() + axis);
   top_shape.push_back(N_);
@@ -71,21 +69,19 @@ bool InnerProductLayer::WeightGradientFactors(int param, const std::vector<Blob*
   return true;
 }
 
-void InnerProductLayer::Forward_cpu(const std::vector<Blob*>& bottom,
-                                    const std::vector<Blob*>& top) {
+void InnerProductLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const float* bottom_data = bottom[0]->cpu_data();
   float* top_data = top[0]->mutable_cpu_data();
   const float* weight = blobs_[0]->cpu_data();
-  caffe_cpu_gemm(CblasNoTrans, transpose_ ? CblasNoTrans : CblasTrans, M_, N_, K_, 1.0f,
-                 bottom_data, weight, 0.0f, top_data);
+  caffe_cpu_gemm(CblasNoTrans, transpose_ ? CblasNoTrans : CblasTrans, M_, N_, K_, 1.0f, bottom_data, weight, 0.0f,
+                 top_data);
   if (bias_term_) {
-    caffe_cpu_gemm(CblasNoTrans, CblasNoTrans, M_, N_, 1, 1.0f, bias_multiplier_.data(),
-                   blobs_[1]->cpu_data(), 1.0f, top_data);
+    caffe_cpu_gemm(CblasNoTrans, CblasNoTrans, M_, N_, 1, 1.0f, bias_multiplier_.data(), blobs_[1]->cpu_data(), 1.0f,
+                   top_data);
   }
 }
 
-void InnerProductLayer::Backward_cpu(const std::vector<Blob*>& top,
-                                     const std::vector<bool>& propagate_down,
+void InnerProductLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                      const std::vector<Blob*>& bottom) {
   const float* top_diff = top[0]->cpu_diff();
   if (param_propagate_down(0)) {
@@ -99,8 +95,7 @@ void InnerProductLayer::Backward_cpu(const std::vector<Blob*>& top,
     }
   }
   if (bias_term_ && param_propagate_down(1)) {
-    caffe_cpu_gemv(CblasTrans, M_, N_, 1.0f, top_diff, bias_multiplier_.data(), 1.0f,
-                   blobs_[1]->mutable_cpu_diff());
+    caffe_cpu_gemv(CblasTrans, M_, N_, 1.0f, top_diff, bias_multiplier_.data(), 1.0f, blobs_[1]->mutable_cpu_diff());
   }
   if (propagate_down[0]) {
     caffe_cpu_gemm(CblasNoTrans, transpose_ ? CblasTrans : CblasNoTrans, M_, K_, N_, 1.0f, top_diff,

@@ -11,11 +11,9 @@ namespace nereus {
 
 // ---- LossLayer ----
 
-Status LossLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                   const std::vector<Blob*>& top) {
+Status LossLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   if (layer_param_.loss_weight_size() == 0) layer_param_.add_loss_weight(1.0f);
-  if (bottom[0]->num_axes() == 0 || bottom[1]->num_axes() == 0 ||
-      bottom[0]->shape(0) != bottom[1]->shape(0)) {
+  if (bottom[0]->num_axes() == 0 || bottom[1]->num_axes() == 0 || bottom[0]->shape(0) != bottom[1]->shape(0)) {
     return LayerError("the two bottoms must have the same first dimension (batch size), got " +
                       bottom[0]->shape_string() + " and " + bottom[1]->shape_string());
   }
@@ -24,19 +22,18 @@ Status LossLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
 
 void LossLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   LAYER_CHECK(bottom[0]->shape(0) == bottom[1]->shape(0))
-      << "the two bottoms must have the same first dimension, got " << bottom[0]->shape_string()
-      << " and " << bottom[1]->shape_string();
+      << "the two bottoms must have the same first dimension, got " << bottom[0]->shape_string() << " and "
+      << bottom[1]->shape_string();
   top[0]->Reshape(std::vector<int>{});
 }
 
 // ---- EuclideanLoss ----
 
-Status EuclideanLossLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                            const std::vector<Blob*>& top) {
+Status EuclideanLossLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   RETURN_IF_ERROR(LossLayer::LayerSetUpStatus(bottom, top));
   if (bottom[0]->count(1) != bottom[1]->count(1)) {
-    return LayerError("the inputs must have the same dimension, got " +
-                      bottom[0]->shape_string() + " and " + bottom[1]->shape_string());
+    return LayerError("the inputs must have the same dimension, got " + bottom[0]->shape_string() + " and " +
+                      bottom[1]->shape_string());
   }
   return Status::OK();
 }
@@ -49,16 +46,14 @@ void EuclideanLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::ve
   diff_.resize(bottom[0]->count());
 }
 
-void EuclideanLossLayer::Forward_cpu(const std::vector<Blob*>& bottom,
-                                     const std::vector<Blob*>& top) {
+void EuclideanLossLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const int count = bottom[0]->count();
   caffe_sub(count, bottom[0]->cpu_data(), bottom[1]->cpu_data(), diff_.data());
   const float dot = caffe_cpu_dot(count, diff_.data(), diff_.data());
   top[0]->mutable_cpu_data()[0] = dot / bottom[0]->shape(0) / 2.0f;
 }
 
-void EuclideanLossLayer::Backward_cpu(const std::vector<Blob*>& top,
-                                      const std::vector<bool>& propagate_down,
+void EuclideanLossLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                       const std::vector<Blob*>& bottom) {
   for (int i = 0; i < 2; ++i) {
     if (!propagate_down[i]) continue;
@@ -70,8 +65,7 @@ void EuclideanLossLayer::Backward_cpu(const std::vector<Blob*>& top,
 
 // ---- SigmoidCrossEntropyLoss ----
 
-Status SigmoidCrossEntropyLossLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                                      const std::vector<Blob*>& top) {
+Status SigmoidCrossEntropyLossLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   RETURN_IF_ERROR(LossLayer::LayerSetUpStatus(bottom, top));
   if (bottom[0]->count() != bottom[1]->count()) {
     return LayerError("SIGMOID_CROSS_ENTROPY_LOSS layer inputs must have the same count, got " +
@@ -90,12 +84,10 @@ Status SigmoidCrossEntropyLossLayer::LayerSetUpStatus(const std::vector<Blob*>& 
   return Status::OK();
 }
 
-void SigmoidCrossEntropyLossLayer::Reshape(const std::vector<Blob*>& bottom,
-                                           const std::vector<Blob*>& top) {
+void SigmoidCrossEntropyLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   LossLayer::Reshape(bottom, top);
   LAYER_CHECK(bottom[0]->count() == bottom[1]->count())
-      << "inputs must have the same count, got " << bottom[0]->shape_string() << " and "
-      << bottom[1]->shape_string();
+      << "inputs must have the same count, got " << bottom[0]->shape_string() << " and " << bottom[1]->shape_string();
   outer_num_ = bottom[0]->shape(0);
   inner_num_ = bottom[0]->count(1);
 }
@@ -107,8 +99,7 @@ float SigmoidCrossEntropyLossLayer::Normalizer(int valid_count) const {
       normalizer = static_cast<float>(outer_num_ * inner_num_);
       break;
     case caffe::LossParameter::VALID:
-      normalizer = valid_count == -1 ? static_cast<float>(outer_num_ * inner_num_)
-                                     : static_cast<float>(valid_count);
+      normalizer = valid_count == -1 ? static_cast<float>(outer_num_ * inner_num_) : static_cast<float>(valid_count);
       break;
     case caffe::LossParameter::BATCH_SIZE:
       normalizer = static_cast<float>(outer_num_);
@@ -121,8 +112,7 @@ float SigmoidCrossEntropyLossLayer::Normalizer(int valid_count) const {
   return std::max(1.0f, normalizer);
 }
 
-void SigmoidCrossEntropyLossLayer::Forward_cpu(const std::vector<Blob*>& bottom,
-                                               const std::vector<Blob*>& top) {
+void SigmoidCrossEntropyLossLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const float* x = bottom[0]->cpu_data();
   const float* t = bottom[1]->cpu_data();
   const int count = bottom[0]->count();
@@ -140,8 +130,7 @@ void SigmoidCrossEntropyLossLayer::Forward_cpu(const std::vector<Blob*>& bottom,
   top[0]->mutable_cpu_data()[0] = loss / normalizer_;
 }
 
-void SigmoidCrossEntropyLossLayer::Backward_cpu(const std::vector<Blob*>& top,
-                                                const std::vector<bool>& propagate_down,
+void SigmoidCrossEntropyLossLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                                 const std::vector<Blob*>& bottom) {
   LAYER_CHECK(!propagate_down[1]) << "cannot backpropagate to the targets (bottom 1)";
   if (!propagate_down[0]) return;

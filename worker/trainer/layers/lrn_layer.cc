@@ -15,8 +15,7 @@ Status LRNLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::v
     return LayerError("local_size must be odd and > 0, got " + std::to_string(size_));
   }
   if (bottom[0]->num_axes() != 4) {
-    return LayerError("input must have 4 axes (num, channels, height, width), got " +
-                      bottom[0]->shape_string());
+    return LayerError("input must have 4 axes (num, channels, height, width), got " + bottom[0]->shape_string());
   }
   pre_pad_ = (size_ - 1) / 2;
   alpha_ = p.alpha();

@@ -36,8 +36,7 @@ void ReLULayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bo
   const float slope = layer_param_.relu_param().negative_slope();
   const int count = bottom[0]->count();
   for (int i = 0; i < count; ++i) {
-    bottom_diff[i] =
-        top_diff[i] * ((in[i] > 0.0f ? 1.0f : 0.0f) + slope * (in[i] <= 0.0f ? 1.0f : 0.0f));
+    bottom_diff[i] = top_diff[i] * ((in[i] > 0.0f ? 1.0f : 0.0f) + slope * (in[i] <= 0.0f ? 1.0f : 0.0f));
   }
 }
 
@@ -52,8 +51,7 @@ void SigmoidLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vect
   for (int i = 0; i < count; ++i) out[i] = 0.5f * std::tanh(0.5f * in[i]) + 0.5f;
 }
 
-void SigmoidLayer::Backward_cpu(const std::vector<Blob*>& top,
-                                const std::vector<bool>& propagate_down,
+void SigmoidLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                 const std::vector<Blob*>& bottom) {
   if (!propagate_down[0]) return;
   const float* out = top[0]->cpu_data();
@@ -84,8 +82,7 @@ void TanHLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bo
 
 // ---- Dropout ----
 
-Status DropoutLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                      const std::vector<Blob*>& top) {
+Status DropoutLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const caffe::DropoutParameter& p = layer_param_.dropout_param();
   threshold_ = p.dropout_ratio();
   if (!(threshold_ > 0.0f && threshold_ < 1.0f)) {
@@ -93,8 +90,7 @@ Status DropoutLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
   }
   scale_ = 1.0f / (1.0f - threshold_);
   scale_train_ = p.scale_train();
-  uint_threshold_ =
-      static_cast<uint32_t>(static_cast<double>(std::numeric_limits<uint32_t>::max()) * threshold_);
+  uint_threshold_ = static_cast<uint32_t>(static_cast<double>(std::numeric_limits<uint32_t>::max()) * threshold_);
   if (phase_ == caffe::TRAIN) mask_rng_.seed((*rng())());
   return Status::OK();
 }
@@ -120,8 +116,7 @@ void DropoutLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vect
   }
 }
 
-void DropoutLayer::Backward_cpu(const std::vector<Blob*>& top,
-                                const std::vector<bool>& propagate_down,
+void DropoutLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                 const std::vector<Blob*>& bottom) {
   if (!propagate_down[0]) return;
   const float* top_diff = top[0]->cpu_diff();

@@ -11,8 +11,7 @@
 namespace nereus {
 
 int PoolingLayer::PooledSize(int input, int kernel, int pad, int stride, bool any_pad) {
-  int pooled =
-      static_cast<int>(std::ceil(static_cast<float>(input + 2 * pad - kernel) / stride)) + 1;
+  int pooled = static_cast<int>(std::ceil(static_cast<float>(input + 2 * pad - kernel) / stride)) + 1;
   // With padding (on either axis, as Caffe tests it), the last window must
   // start inside the image or the top/left padding; otherwise it would pool
   // padding only, so it is dropped.
@@ -20,8 +19,7 @@ int PoolingLayer::PooledSize(int input, int kernel, int pad, int stride, bool an
   return pooled;
 }
 
-Status PoolingLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                      const std::vector<Blob*>& top) {
+Status PoolingLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const caffe::PoolingParameter& p = layer_param_.pooling_param();
   method_ = p.pool();
   if (method_ == caffe::PoolingParameter::STOCHASTIC) {
@@ -31,8 +29,7 @@ Status PoolingLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
     return LayerError("only MAX pooling has a second (argmax) top");
   }
   if (bottom[0]->num_axes() != 4) {
-    return LayerError("input must have 4 axes (num, channels, height, width), got " +
-                      bottom[0]->shape_string());
+    return LayerError("input must have 4 axes (num, channels, height, width), got " + bottom[0]->shape_string());
   }
   global_pooling_ = p.global_pooling();
   if (global_pooling_) {
@@ -67,8 +64,7 @@ Status PoolingLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
     kernel_w_ = static_cast<int>(p.kernel_w());
   }
   if (kernel_h_ <= 0 || kernel_w_ <= 0) {
-    return LayerError("kernel size must be > 0, got " + std::to_string(kernel_h_) + "x" +
-                      std::to_string(kernel_w_));
+    return LayerError("kernel size must be > 0, got " + std::to_string(kernel_h_) + "x" + std::to_string(kernel_w_));
   }
   if (p.has_pad_h()) {
     pad_h_ = static_cast<int>(p.pad_h());
@@ -91,8 +87,7 @@ Status PoolingLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
                       ") must be smaller than the kernel (" + std::to_string(kernel_h_) + ", " +
                       std::to_string(kernel_w_) + ")");
   }
-  if (bottom[0]->shape(2) + 2 * pad_h_ < kernel_h_ ||
-      bottom[0]->shape(3) + 2 * pad_w_ < kernel_w_) {
+  if (bottom[0]->shape(2) + 2 * pad_h_ < kernel_h_ || bottom[0]->shape(3) + 2 * pad_w_ < kernel_w_) {
     return LayerError("kernel " + std::to_string(kernel_h_) + "x" + std::to_string(kernel_w_) +
                       " is larger than the padded input " + bottom[0]->shape_string());
   }
@@ -110,8 +105,7 @@ void PoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<B
     kernel_w_ = width_;
   }
   LAYER_CHECK(height_ + 2 * pad_h_ >= kernel_h_ && width_ + 2 * pad_w_ >= kernel_w_)
-      << "kernel " << kernel_h_ << "x" << kernel_w_ << " is larger than the padded input "
-      << bottom[0]->shape_string();
+      << "kernel " << kernel_h_ << "x" << kernel_w_ << " is larger than the padded input " << bottom[0]->shape_string();
   const bool any_pad = pad_h_ != 0 || pad_w_ != 0;
   pooled_h_ = PooledSize(height_, kernel_h_, pad_h_, stride_h_, any_pad);
   pooled_w_ = PooledSize(width_, kernel_w_, pad_w_, stride_w_, any_pad);
@@ -191,8 +185,7 @@ void PoolingLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vect
   }
 }
 
-void PoolingLayer::Backward_cpu(const std::vector<Blob*>& top,
-                                const std::vector<bool>& propagate_down,
+void PoolingLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                 const std::vector<Blob*>& bottom) {
   if (!propagate_down[0]) return;
   const float* top_diff = top[0]->cpu_diff();

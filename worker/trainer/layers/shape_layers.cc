@@ -13,26 +13,21 @@ namespace {
 
 std::string ShapeString(const std::vector<int>& shape) { return Blob(shape).shape_string(); }
 
-bool AxisInRange(int axis, const Blob& blob) {
-  return axis >= -blob.num_axes() && axis < blob.num_axes();
-}
+bool AxisInRange(int axis, const Blob& blob) { return axis >= -blob.num_axes() && axis < blob.num_axes(); }
 
 }  // namespace
 
 // ---- Flatten ----
 
-Status FlattenLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                      const std::vector<Blob*>& top) {
+Status FlattenLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   if (bottom[0] == top[0]) return LayerError("Flatten does not allow in-place computation");
   const caffe::FlattenParameter& p = layer_param_.flatten_param();
   if (!AxisInRange(p.axis(), *bottom[0]) || !AxisInRange(p.end_axis(), *bottom[0])) {
-    return LayerError("axis " + std::to_string(p.axis()) + " / end_axis " +
-                      std::to_string(p.end_axis()) + " out of range for bottom shape " +
-                      bottom[0]->shape_string());
+    return LayerError("axis " + std::to_string(p.axis()) + " / end_axis " + std::to_string(p.end_axis()) +
+                      " out of range for bottom shape " + bottom[0]->shape_string());
   }
   if (bottom[0]->CanonicalAxisIndex(p.end_axis()) < bottom[0]->CanonicalAxisIndex(p.axis())) {
-    return LayerError("end_axis " + std::to_string(p.end_axis()) + " comes before axis " +
-                      std::to_string(p.axis()));
+    return LayerError("end_axis " + std::to_string(p.end_axis()) + " comes before axis " + std::to_string(p.axis()));
   }
   return Status::OK();
 }
@@ -54,8 +49,7 @@ void FlattenLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vect
   top[0]->ShareData(*bottom[0]);
 }
 
-void FlattenLayer::Backward_cpu(const std::vector<Blob*>& top,
-                                const std::vector<bool>& propagate_down,
+void FlattenLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                 const std::vector<Blob*>& bottom) {
   bottom[0]->ShareDiff(*top[0]);
 }
@@ -67,14 +61,14 @@ StatusOr<std::vector<int>> ReshapeLayer::TopShape(const Blob& bottom) const {
   const int num_axes = bottom.num_axes();
   const int start = p.axis() >= 0 ? p.axis() : num_axes + p.axis() + 1;
   if (start < 0 || start > num_axes) {
-    return InvalidArgumentError("axis " + std::to_string(p.axis()) +
-                                " is out of range for bottom shape " + bottom.shape_string());
+    return InvalidArgumentError("axis " + std::to_string(p.axis()) + " is out of range for bottom shape " +
+                                bottom.shape_string());
   }
   if (p.num_axes() < -1) return InvalidArgumentError("num_axes must be >= 0, or -1 for all");
   const int end = p.num_axes() == -1 ? num_axes : start + p.num_axes();
   if (end > num_axes) {
-    return InvalidArgumentError("axis + num_axes (" + std::to_string(end) +
-                                ") goes past the bottom's axes " + bottom.shape_string());
+    return InvalidArgumentError("axis + num_axes (" + std::to_string(end) + ") goes past the bottom's axes " +
+                                bottom.shape_string());
   }
   std::vector<int> shape(bottom.shape().begin(), bottom.shape().begin() + start);
   int inferred = -1;
@@ -83,8 +77,7 @@ StatusOr<std::vector<int>> ReshapeLayer::TopShape(const Blob& bottom) const {
     const int64_t dim = p.shape().dim(i);
     if (dim == 0) {
       if (start + i >= num_axes) {
-        return InvalidArgumentError("dim " + std::to_string(i) +
-                                    " is 0 (copy) but the bottom has no axis " +
+        return InvalidArgumentError("dim " + std::to_string(i) + " is 0 (copy) but the bottom has no axis " +
                                     std::to_string(start + i));
       }
       shape.push_back(bottom.shape(start + i));
@@ -106,25 +99,22 @@ StatusOr<std::vector<int>> ReshapeLayer::TopShape(const Blob& bottom) const {
   for (int i = end; i < num_axes; ++i) known *= bottom.shape(i);
   if (inferred >= 0) {
     if (known == 0 || bottom.count() % known != 0) {
-      return InvalidArgumentError("cannot infer the -1 dimension: bottom count " +
-                                  std::to_string(bottom.count()) + " is not a multiple of " +
-                                  std::to_string(known));
+      return InvalidArgumentError("cannot infer the -1 dimension: bottom count " + std::to_string(bottom.count()) +
+                                  " is not a multiple of " + std::to_string(known));
     }
     shape[inferred] = static_cast<int>(bottom.count() / known);
   }
   int64_t count = 1;
   for (int d : shape) count *= d;
   if (count != bottom.count()) {
-    return InvalidArgumentError("output count " + std::to_string(count) + " (shape " +
-                                ShapeString(shape) + ") differs from bottom count " +
-                                std::to_string(bottom.count()) + " (" + bottom.shape_string() +
-                                ")");
+    return InvalidArgumentError("output count " + std::to_string(count) + " (shape " + ShapeString(shape) +
+                                ") differs from bottom count " + std::to_string(bottom.count()) + " (" +
+                                bottom.shape_string() + ")");
   }
   return shape;
 }
 
-Status ReshapeLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                      const std::vector<Blob*>& top) {
+Status ReshapeLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   if (bottom[0] == top[0]) return LayerError("Reshape does not allow in-place computation");
   auto shape = TopShape(*bottom[0]);
   if (!shape.ok()) return LayerError(shape.status().message());
@@ -160,9 +150,8 @@ StatusOr<std::vector<int>> SliceLayer::TopSizes(const Blob& bottom, int num_tops
     for (int i = 0; i < p.slice_point_size(); ++i) {
       const int point = static_cast<int>(p.slice_point(i));
       if (point <= prev || point >= dim) {
-        return InvalidArgumentError("slice_point " + std::to_string(point) +
-                                    " must be increasing and inside (0, " + std::to_string(dim) +
-                                    ") (axis " + std::to_string(axis) + " of " +
+        return InvalidArgumentError("slice_point " + std::to_string(point) + " must be increasing and inside (0, " +
+                                    std::to_string(dim) + ") (axis " + std::to_string(axis) + " of " +
                                     bottom.shape_string() + ")");
       }
       sizes.push_back(point - prev);
@@ -180,16 +169,14 @@ StatusOr<std::vector<int>> SliceLayer::TopSizes(const Blob& bottom, int num_tops
   return sizes;
 }
 
-Status SliceLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                    const std::vector<Blob*>& top) {
+Status SliceLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const caffe::SliceParameter& p = layer_param_.slice_param();
   if (p.has_slice_dim() && p.has_axis()) {
     return LayerError("either axis or slice_dim may be given, not both");
   }
   if (p.has_slice_dim() ? static_cast<int>(p.slice_dim()) >= bottom[0]->num_axes()
                         : !AxisInRange(p.axis(), *bottom[0])) {
-    return LayerError("the slice axis is out of range for bottom shape " +
-                      bottom[0]->shape_string());
+    return LayerError("the slice axis is out of range for bottom shape " + bottom[0]->shape_string());
   }
   auto sizes = TopSizes(*bottom[0], static_cast<int>(top.size()));
   if (!sizes.ok()) return LayerError(sizes.status().message());
@@ -224,8 +211,7 @@ void SliceLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector
   }
 }
 
-void SliceLayer::Backward_cpu(const std::vector<Blob*>& top,
-                              const std::vector<bool>& propagate_down,
+void SliceLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                               const std::vector<Blob*>& bottom) {
   if (!propagate_down[0]) return;
   float* bottom_diff = bottom[0]->mutable_cpu_diff();
@@ -244,8 +230,7 @@ void SliceLayer::Backward_cpu(const std::vector<Blob*>& top,
 
 // ---- Silence ----
 
-void SilenceLayer::Backward_cpu(const std::vector<Blob*>& top,
-                                const std::vector<bool>& propagate_down,
+void SilenceLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                 const std::vector<Blob*>& bottom) {
   for (size_t i = 0; i < bottom.size(); ++i) {
     if (propagate_down[i]) caffe_set(bottom[i]->count(), 0.0f, bottom[i]->mutable_cpu_diff());
@@ -254,8 +239,7 @@ void SilenceLayer::Backward_cpu(const std::vector<Blob*>& top,
 
 // ---- Input ----
 
-Status InputLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                    const std::vector<Blob*>& top) {
+Status InputLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const caffe::InputParameter& p = layer_param_.input_param();
   const int num_shapes = p.shape_size();
   if (num_shapes != 0 && num_shapes != 1 && num_shapes != static_cast<int>(top.size())) {
@@ -274,8 +258,7 @@ Status InputLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
 
 // ---- ArgMax ----
 
-Status ArgMaxLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                     const std::vector<Blob*>& top) {
+Status ArgMaxLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const caffe::ArgMaxParameter& p = layer_param_.argmax_param();
   out_max_val_ = p.out_max_val();
   top_k_ = static_cast<int>(p.top_k());
@@ -292,9 +275,8 @@ Status ArgMaxLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
                         std::to_string(axis_) + " of " + bottom[0]->shape_string());
     }
   } else if (top_k_ > bottom[0]->count(1)) {
-    return LayerError("top_k (" + std::to_string(top_k_) +
-                      ") must be <= the number of classes (" + std::to_string(bottom[0]->count(1)) +
-                      ")");
+    return LayerError("top_k (" + std::to_string(top_k_) + ") must be <= the number of classes (" +
+                      std::to_string(bottom[0]->count(1)) + ")");
   }
   return Status::OK();
 }
@@ -328,8 +310,7 @@ void ArgMaxLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vecto
   for (int i = 0; i < num; ++i) {
     const int base = (i / axis_dist) * dim * axis_dist + i % axis_dist;
     for (int j = 0; j < dim; ++j) pairs[j] = {in[base + j * axis_dist], j};
-    std::partial_sort(pairs.begin(), pairs.begin() + top_k_, pairs.end(),
-                      std::greater<std::pair<float, int>>());
+    std::partial_sort(pairs.begin(), pairs.begin() + top_k_, pairs.end(), std::greater<std::pair<float, int>>());
     for (int j = 0; j < top_k_; ++j) {
       if (has_axis_) {
         const int at = (i / axis_dist * top_k_ + j) * axis_dist + i % axis_dist;
@@ -344,8 +325,7 @@ void ArgMaxLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vecto
   }
 }
 
-void ArgMaxLayer::Backward_cpu(const std::vector<Blob*>& top,
-                               const std::vector<bool>& propagate_down,
+void ArgMaxLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                const std::vector<Blob*>& bottom) {
   LAYER_CHECK(!propagate_down[0]) << "ArgMax has no gradient";
 }

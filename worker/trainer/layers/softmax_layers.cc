@@ -13,8 +13,8 @@ namespace {
 
 Status CheckAxis(int axis, const Blob& blob, const char* field) {
   if (axis < -blob.num_axes() || axis >= blob.num_axes()) {
-    return InvalidArgumentError(std::string(field) + " " + std::to_string(axis) +
-                                " is out of range for bottom shape " + blob.shape_string());
+    return InvalidArgumentError(std::string(field) + " " + std::to_string(axis) + " is out of range for bottom shape " +
+                                blob.shape_string());
   }
   return Status::OK();
 }
@@ -23,8 +23,7 @@ Status CheckAxis(int axis, const Blob& blob, const char* field) {
 
 // ---- Softmax ----
 
-Status SoftmaxLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                      const std::vector<Blob*>& top) {
+Status SoftmaxLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   Status axis_ok = CheckAxis(layer_param_.softmax_param().axis(), *bottom[0], "axis");
   if (!axis_ok.ok()) return LayerError(axis_ok.message());
   return Status::OK();
@@ -58,8 +57,7 @@ void SoftmaxLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vect
   }
 }
 
-void SoftmaxLayer::Backward_cpu(const std::vector<Blob*>& top,
-                                const std::vector<bool>& propagate_down,
+void SoftmaxLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                 const std::vector<Blob*>& bottom) {
   if (!propagate_down[0]) return;
   // dx_c = y_c * (dy_c - sum_k dy_k y_k)
@@ -71,8 +69,7 @@ void SoftmaxLayer::Backward_cpu(const std::vector<Blob*>& top,
     for (int j = 0; j < inner_num_; ++j) {
       const int base = i * dim + j;
       float dot = 0.0f;
-      for (int c = 0; c < channels_; ++c)
-        dot += dy[base + c * inner_num_] * y[base + c * inner_num_];
+      for (int c = 0; c < channels_; ++c) dot += dy[base + c * inner_num_] * y[base + c * inner_num_];
       for (int c = 0; c < channels_; ++c) {
         const int k = base + c * inner_num_;
         dx[k] = (dy[k] - dot) * y[k];
@@ -83,8 +80,7 @@ void SoftmaxLayer::Backward_cpu(const std::vector<Blob*>& top,
 
 // ---- SoftmaxWithLoss ----
 
-Status SoftmaxWithLossLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
-                                              const std::vector<Blob*>& top) {
+Status SoftmaxWithLossLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   // Loss layers weigh their loss top 1 unless told otherwise (Caffe's
   // LossLayer); a probability top gets weight 0.
   if (layer_param_.loss_weight_size() == 0) {
@@ -106,8 +102,7 @@ Status SoftmaxWithLossLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
   has_ignore_label_ = lp.has_ignore_label();
   ignore_label_ = lp.ignore_label();
   if (!lp.has_normalization() && lp.has_normalize()) {
-    normalization_ =
-        lp.normalize() ? caffe::LossParameter::VALID : caffe::LossParameter::BATCH_SIZE;
+    normalization_ = lp.normalize() ? caffe::LossParameter::VALID : caffe::LossParameter::BATCH_SIZE;
   } else {
     normalization_ = lp.normalization();
   }
@@ -123,11 +118,10 @@ Status SoftmaxWithLossLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom,
   return Status::OK();
 }
 
-void SoftmaxWithLossLayer::Reshape(const std::vector<Blob*>& bottom,
-                                   const std::vector<Blob*>& top) {
+void SoftmaxWithLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   LAYER_CHECK(bottom[0]->shape(0) == bottom[1]->shape(0))
-      << "the data and label should have the same first dimension: " << bottom[0]->shape_string()
-      << " vs " << bottom[1]->shape_string();
+      << "the data and label should have the same first dimension: " << bottom[0]->shape_string() << " vs "
+      << bottom[1]->shape_string();
   softmax_bottom_[0] = bottom[0];
   softmax_->Reshape(softmax_bottom_, softmax_top_);
   const int axis = bottom[0]->CanonicalAxisIndex(layer_param_.softmax_param().axis());
@@ -135,8 +129,8 @@ void SoftmaxWithLossLayer::Reshape(const std::vector<Blob*>& bottom,
   channels_ = bottom[0]->shape(axis);
   inner_num_ = bottom[0]->count(axis + 1);
   LAYER_CHECK(outer_num_ * inner_num_ == bottom[1]->count())
-      << "number of labels must match number of predictions; prediction shape "
-      << bottom[0]->shape_string() << ", label shape " << bottom[1]->shape_string();
+      << "number of labels must match number of predictions; prediction shape " << bottom[0]->shape_string()
+      << ", label shape " << bottom[1]->shape_string();
   top[0]->Reshape(std::vector<int>{});
   if (top.size() >= 2) top[1]->ReshapeLike(*bottom[0]);
 }
@@ -161,8 +155,7 @@ float SoftmaxWithLossLayer::Normalizer(int valid_count) const {
   return std::max(1.0f, normalizer);
 }
 
-void SoftmaxWithLossLayer::Forward_cpu(const std::vector<Blob*>& bottom,
-                                       const std::vector<Blob*>& top) {
+void SoftmaxWithLossLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   softmax_->Forward(softmax_bottom_, softmax_top_);
   const float* prob = prob_.cpu_data();
   const float* label = bottom[1]->cpu_data();
@@ -174,8 +167,8 @@ void SoftmaxWithLossLayer::Forward_cpu(const std::vector<Blob*>& bottom,
       const int label_value = static_cast<int>(label[i * inner_num_ + j]);
       if (has_ignore_label_ && label_value == ignore_label_) continue;
       LAYER_CHECK(label_value >= 0 && label_value < channels_)
-          << "label " << label_value << " at position " << i * inner_num_ + j
-          << " is out of range [0, " << channels_ << ")";
+          << "label " << label_value << " at position " << i * inner_num_ + j << " is out of range [0, " << channels_
+          << ")";
       loss -= std::log(std::max(prob[i * dim + label_value * inner_num_ + j], FLT_MIN));
       ++count;
     }
@@ -185,12 +178,10 @@ void SoftmaxWithLossLayer::Forward_cpu(const std::vector<Blob*>& bottom,
   if (top.size() == 2) caffe_copy(prob_.count(), prob, top[1]->mutable_cpu_data());
 }
 
-void SoftmaxWithLossLayer::Backward_cpu(const std::vector<Blob*>& top,
-                                        const std::vector<bool>& propagate_down,
+void SoftmaxWithLossLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                         const std::vector<Blob*>& bottom) {
   if (propagate_down.size() > 1 && propagate_down[1]) {
-    LOG(FATAL) << "layer " << layer_param_.name() << " (" << type()
-               << "): cannot backpropagate to the label input";
+    LOG(FATAL) << "layer " << layer_param_.name() << " (" << type() << "): cannot backpropagate to the label input";
   }
   if (!propagate_down[0]) return;
   float* bottom_diff = bottom[0]->mutable_cpu_diff();

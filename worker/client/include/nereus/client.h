@@ -31,7 +31,8 @@ namespace nereus {
 
 // How a worker orders its communication (see GradientsReady/WaitWeights).
 enum class Schedule {
-  kSequential,  // Push everything after the whole backward (each push carries its pull); wait for everything before the next forward.
+  kSequential,  // Push everything after the whole backward (each push carries its pull); wait for everything before the
+                // next forward.
   kWfbp,        // Push each layer when its backward ends, first in first out; its pull rides along.
   kPriority,    // WFBP plus priorities (layers nearer the input first) and at most credit_bytes in flight per server.
   kFull,        // Priority plus MG-WFBP merging of small layers and parallel streams.
@@ -47,8 +48,8 @@ struct ClientOptions {
   // encrypted and only the job's keys are admitted. Needs rank >= 0.
   std::string curve_dir;
   int startup_timeout_s = 60;
-  int io_threads = 1;                          // ZeroMQ I/O threads.
-  int streams = 2;                             // Connections per server (used by kFull).
+  int io_threads = 1;  // ZeroMQ I/O threads.
+  int streams = 2;     // Connections per server (used by kFull).
   Schedule schedule = Schedule::kFull;
   // kPriority/kFull: bytes of pushes in flight to one server at once (pull
   // requests are ordered by the same priorities but take no credit). Smaller
@@ -59,7 +60,7 @@ struct ClientOptions {
   // submitted together) go as one message of at most this many bytes, taken
   // in priority order; a unit of this size or more always goes alone. 0: off.
   uint64_t batch_bytes = 64 << 10;
-  bool merge = true;                 // kFull: MG-WFBP merging (--merge=auto|off).
+  bool merge = true;  // kFull: MG-WFBP merging (--merge=auto|off).
   // kFull with merging: plan with this link model (seconds per message and
   // per byte) instead of timing PINGs at Init, e.g. for a link known in
   // advance, or a test that needs the plan not to depend on timing. Both > 0
@@ -117,8 +118,8 @@ struct ClientStats {
   uint64_t pull_bytes = 0;             // Weights received from the servers (pulls, and pulls riding on pushes).
   uint64_t factor_bytes_received = 0;  // Other workers' factors accepted.
   uint64_t factor_apply_us = 0;        // Time spent rebuilding and applying factor updates (a thread of the client).
-  uint64_t batches = 0;        // PUSH or PULL messages that carried a batch of queued units (batch_bytes).
-  uint64_t batched_units = 0;  // Units (messages the builder made) that left inside those batches.
+  uint64_t batches = 0;                // PUSH or PULL messages that carried a batch of queued units (batch_bytes).
+  uint64_t batched_units = 0;          // Units (messages the builder made) that left inside those batches.
 };
 
 // The completion of one asynchronous Push or Pull. Cheap to copy; copies share
