@@ -3,7 +3,7 @@
 //   nereus_bench pipeline  [--json=FILE]   a model's iteration under a schedule
 //   nereus_bench list                      the subcommands, one a line
 // A new subcommand goes into kSubcommands below and gets a line in
-// tests/bench_smoke_test.py (bench_smoke_test fails until it has one).
+// tests/bench/bench_smoke_test.py (bench_smoke_test fails until it has one).
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "bench/bench.h"
-#include "bench/watchdog.h"
+#include "bench/harness/watchdog.h"
 
 DEFINE_string(json, "", "Write the results as a JSON array to this file (rewritten after every row).");
 DEFINE_double(phase_timeout_s, 300,

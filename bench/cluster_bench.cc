@@ -1,6 +1,6 @@
 // nereus_bench cluster: an emulated multi-host cluster on one machine. Every
 // host is a network namespace with its own shaped veth into one bridge
-// (bench/netns.h); on each runs one nereus_server shard and one worker (this
+// (bench/harness/netns.h); on each runs one nereus_server shard and one worker (this
 // binary as `cluster_worker`, emulating the model's per-layer compute as the
 // pipeline bench does), real processes; host 0 also runs the coordinator.
 // Everything made (processes, namespaces, veths, bridge) is removed at the
@@ -31,9 +31,9 @@
 #include <vector>
 
 #include "bench/bench.h"
-#include "bench/emulated_worker.h"
-#include "bench/models.h"
-#include "bench/netns.h"
+#include "bench/harness/emulated_worker.h"
+#include "bench/harness/netns.h"
+#include "bench/sim/models.h"
 #include "common/node_flags.h"
 #include "worker/client/client_flags.h"
 

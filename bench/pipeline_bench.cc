@@ -14,11 +14,11 @@
 #include <thread>
 
 #include "bench/bench.h"
-#include "bench/emulated_worker.h"
-#include "bench/local_job.h"
-#include "bench/models.h"
-#include "bench/netns.h"
-#include "bench/watchdog.h"
+#include "bench/harness/emulated_worker.h"
+#include "bench/harness/local_job.h"
+#include "bench/harness/netns.h"
+#include "bench/harness/watchdog.h"
+#include "bench/sim/models.h"
 #include "common/hybcomm.h"
 #include "common/node_flags.h"
 #include "worker/client/client_flags.h"

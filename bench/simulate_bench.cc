@@ -1,6 +1,6 @@
 // nereus_bench simulate: predicts the iteration time and the scaling of a
 // model's job on H hosts (one worker and one server each) with the
-// event-driven simulator (bench/simulator.h), one CSV line a configuration.
+// event-driven simulator (bench/sim/simulator.h), one CSV line a configuration.
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "bench/bench.h"
-#include "bench/emulated_worker.h"
-#include "bench/models.h"
-#include "bench/simulator.h"
+#include "bench/harness/emulated_worker.h"
+#include "bench/sim/models.h"
+#include "bench/sim/simulator.h"
 #include "worker/client/client_flags.h"
 
 DEFINE_string(host_list, "", "simulate: hosts to predict, comma separated (default: --hosts).");

@@ -16,9 +16,9 @@
 #include <zmq.hpp>
 
 #include "bench/bench.h"
-#include "bench/local_job.h"
+#include "bench/harness/local_job.h"
+#include "bench/harness/watchdog.h"
 #include "bench/raw_zmq.h"
-#include "bench/watchdog.h"
 #include "common/curve_keys.h"
 
 DEFINE_string(sizes, "4096,262144,4194304,67108864", "transport: tensor sizes in bytes.");

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer target over the message decoder and the server's
-# handling of a decoded message (tests/fuzz_message.cc) with clang, ASan and
+# handling of a decoded message (tests/server/fuzz_message.cc) with clang, ASan and
 # UBSan into build-fuzz/ (or $NEREUS_FUZZ_BUILD_DIR), and runs it from the
-# seed corpus tests/fuzz_corpus/ for a bounded number of inputs. Fails on any
+# seed corpus tests/server/fuzz_corpus/ for a bounded number of inputs. Fails on any
 # crash, leak, timeout or sanitizer report (the input is saved in the build
 # directory; reproduce with build-fuzz/bin/nereus_fuzz_message FILE).
 #   scripts/fuzz.sh [--runs=N] [extra libFuzzer flags...]
@@ -30,7 +30,7 @@ cmake --build "$BUILD_DIR" --target nereus_fuzz_message -j "$(nproc)"
 # never the seeds in the source tree.
 WORK="$BUILD_DIR/fuzz_work"
 mkdir -p "$WORK/corpus" "$WORK/artifacts"
-cp -n tests/fuzz_corpus/* "$WORK/corpus/"
+cp -n tests/server/fuzz_corpus/* "$WORK/corpus/"
 echo "== fuzzing the decoder and ParamServer::Handle for $RUNS inputs"
 "$BUILD_DIR/bin/nereus_fuzz_message" -runs="$RUNS" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
-  -print_final_stats=1 -artifact_prefix="$WORK/artifacts/" "${EXTRA[@]}" "$WORK/corpus" tests/fuzz_corpus
+  -print_final_stats=1 -artifact_prefix="$WORK/artifacts/" "${EXTRA[@]}" "$WORK/corpus" tests/server/fuzz_corpus

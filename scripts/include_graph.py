@@ -6,12 +6,21 @@ or of a lower floor, never of a higher one nor of a sibling on its own floor:
 
   0 proto                              proto/ (and the generated *.pb.h)
   1 common                             common/
-  2 server, worker/client              server/ (but *_main.cc), worker/client/
+  2 server, worker/client,             server/ (but *_main.cc), worker/client/,
+    worker/synthetic                   worker/synthetic/
   3 worker/trainer                     worker/trainer/
   4 worker/param_sync                  worker/param_sync/
-  5 binaries                           worker/*.{h,cc}, server/*_main.cc
-  6 bench                              bench/
-  7 tests                              tests/
+  5 binaries                           worker/*.{h,cc}, server/*_main.cc,
+                                       scripts/tools/
+  6 bench/sim                          bench/sim/
+  7 bench/harness                      bench/harness/
+  8 bench                              bench/
+  9 tests                              tests/
+
+Every header's include guard is NEREUS_ and its path in capitals, '/' and '.'
+as '_', with a trailing '_' (worker/trainer/blob.h: NEREUS_WORKER_TRAINER_BLOB_H_;
+a public header by the path it is included as: nereus/client.h:
+NEREUS_CLIENT_H_); --check fails on a guard that does not match.
 
 Only `#include "..."` lines count. A quoted include is resolved against the
 including file's folder, the repository root and the public include folders
@@ -42,16 +51,23 @@ FLOORS = [
     ("common/", "common", 1),
     ("server/", "server", 2),
     ("worker/client/", "worker/client", 2),
+    ("worker/synthetic/", "worker/synthetic", 2),
     ("worker/trainer/", "worker/trainer", 3),
     ("worker/param_sync/", "worker/param_sync", 4),
     ("worker/", "binaries", 5),
-    ("bench/", "bench", 6),
-    ("tests/", "tests", 7),
+    ("scripts/tools/", "binaries", 5),
+    ("bench/sim/", "bench/sim", 6),
+    ("bench/harness/", "bench/harness", 7),
+    ("bench/", "bench", 8),
+    ("tests/", "tests", 9),
 ]
 BINARY_MAINS = re.compile(r"^server/[^/]*_main\.cc$")
 INCLUDE_DIRS = ["", "worker/client/include"]
-SOURCE_EXTENSIONS = (".h", ".hh", ".hpp", ".cc", ".cpp", ".cxx", ".c")
-SKIP_DIRS = {".git", ".ci", "build", "docs", "scripts", "third_party"}
+SOURCE_EXTENSIONS = (".h", ".hh", ".hpp", ".cuh", ".cc", ".cpp", ".cxx", ".c", ".cu")
+HEADER_EXTENSIONS = (".h", ".hh", ".hpp", ".cuh")
+SKIP_DIRS = {".git", ".ci", "build", "docs", "third_party"}
+# Under scripts/, only the C++ tools are sources.
+SCRIPT_SOURCE_DIRS = ("scripts/tools",)
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
@@ -73,6 +89,12 @@ def source_files(root):
         dirs[:] = sorted(d for d in dirs
                          if not (rel == "." and (d in SKIP_DIRS or d.startswith("build")))
                          and not d.startswith("."))
+        rel_posix = rel.replace(os.sep, "/")
+        if rel_posix == "scripts" or rel_posix.startswith("scripts/"):
+            if not any(rel_posix == d or rel_posix.startswith(d + "/") for d in SCRIPT_SOURCE_DIRS):
+                if rel_posix == "scripts":
+                    dirs[:] = [d for d in dirs if "scripts/" + d in SCRIPT_SOURCE_DIRS]
+                continue
         for name in sorted(files):
             if name.endswith(SOURCE_EXTENSIONS):
                 yield os.path.normpath(os.path.join(rel, name)).replace(os.sep, "/")
@@ -99,6 +121,39 @@ def read_includes(root):
                 if m:
                     edges.append((f, number, resolve(root, f, m.group(1)), m.group(1)))
     return edges
+
+
+GUARD_RE = re.compile(r"^\s*#\s*ifndef\s+(\w+)")
+
+
+def expected_guard(path):
+    """The include guard a header at this repository path must use."""
+    for d in INCLUDE_DIRS:
+        if d and path.startswith(d + "/"):
+            path = path[len(d) + 1:]  # nereus/client.h
+            return re.sub(r"[/.\-]", "_", path).upper() + "_"
+    return "NEREUS_" + re.sub(r"[/.\-]", "_", path).upper() + "_"
+
+
+def guard_problems(root):
+    """Messages naming each header whose include guard does not match its path."""
+    problems = []
+    for f in source_files(root):
+        if not f.endswith(HEADER_EXTENSIONS):
+            continue
+        want = expected_guard(f)
+        with open(os.path.join(root, f), encoding="utf-8", errors="replace") as fh:
+            guard = None
+            for line in fh:
+                m = GUARD_RE.match(line)
+                if m:
+                    guard = m.group(1)
+                    break
+        if guard is None:
+            problems.append("%s: no include guard (expected #ifndef %s)" % (f, want))
+        elif guard != want:
+            problems.append("%s: include guard %s does not match its path (expected %s)" % (f, guard, want))
+    return problems
 
 
 def violations(root, edges):
@@ -227,15 +282,20 @@ def main(argv):
             subprocess.run(["dot", "-Tpng", "-o", args.png], input=text.encode(), check=True)
     if args.check:
         problems = violations(root, edges)
-        for p in problems:
+        guards = guard_problems(root)
+        for p in problems + guards:
             print(p)
         if problems:
-            print("include_graph.py: %d include(s) break the floors proto <- common <- {server, worker/client} "
-                  "<- worker/trainer <- worker/param_sync <- binaries <- bench <- tests" % len(problems),
+            print("include_graph.py: %d include(s) break the floors proto <- common <- {server, worker/client, "
+                  "worker/synthetic} <- worker/trainer <- worker/param_sync <- binaries <- bench/sim "
+                  "<- bench/harness <- bench <- tests" % len(problems), file=sys.stderr)
+            status = 1
+        if guards:
+            print("include_graph.py: %d header(s) with an include guard that does not match the path" % len(guards),
                   file=sys.stderr)
             status = 1
-        else:
-            print("include_graph.py: %d includes in %d files, all down the floors"
+        if not problems and not guards:
+            print("include_graph.py: %d includes in %d files, all down the floors; every include guard matches"
                   % (len(edges), len(set(e[0] for e in edges))))
     return status
 

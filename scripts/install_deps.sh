@@ -12,9 +12,10 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   libopenblas-dev liblmdb-dev libhdf5-dev
   iproute2 python3 nodejs npm
-  slurm-wlm  # tests/slurm_test.sh runs a real job under slurmctld + slurmd
-  openssh-server openssh-client  # tests/launch_ssh_test.sh: a job over ssh to 127.0.0.1 and 127.0.0.2
-  clang libclang-rt-dev
+  slurm-wlm  # tests/scripts/slurm_test.sh runs a real job under slurmctld + slurmd
+  openssh-server openssh-client  # tests/scripts/launch_ssh_test.sh: a job over ssh to 127.0.0.1 and 127.0.0.2
+  clang libclang-rt-dev  # scripts/fuzz.sh: libFuzzer
+  clang-format  # tests/scripts/format_test.sh
 )
 if [ "${1:-}" = "--docs" ]; then
   PACKAGES+=(graphviz)

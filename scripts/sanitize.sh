@@ -18,5 +18,5 @@ fi
 if [[ "$which" == thread || "$which" == all ]]; then
   cmake -S . -B build-tsan -DNEREUS_SANITIZE=thread -DNEREUS_WITH_TRAINER=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build build-tsan -j "$(nproc)"
-  (cd build-tsan && TSAN_OPTIONS="suppressions=$ROOT/tests/tsan.supp" ctest --output-on-failure --timeout 900 -j 1)
+  (cd build-tsan && TSAN_OPTIONS="suppressions=$ROOT/tests/support/tsan.supp" ctest --output-on-failure --timeout 900 -j 1)
 fi

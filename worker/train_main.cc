@@ -1,5 +1,5 @@
 // nereus_worker --solver=FILE: the Caffe-style trainer mode of nereus_worker
-// (flags and reporting; the training itself is worker/trainer_runner.h).
+// (flags and reporting; the training itself is worker/param_sync/trainer_runner.h).
 #include "worker/train_main.h"
 
 #include <gflags/gflags.h>
@@ -11,7 +11,7 @@
 
 #include "common/node_flags.h"
 #include "worker/client/client_flags.h"
-#include "worker/trainer_runner.h"
+#include "worker/param_sync/trainer_runner.h"
 
 DEFINE_string(
     solver, "",

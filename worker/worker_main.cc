@@ -15,7 +15,7 @@
 #include "common/sgd.h"
 #include "nereus/client.h"
 #include "worker/client/client_flags.h"
-#include "worker/synthetic_model.h"
+#include "worker/synthetic/synthetic_model.h"
 #ifdef NEREUS_HAVE_TRAINER
 #include "worker/train_main.h"
 #endif

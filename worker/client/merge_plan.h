@@ -1,6 +1,6 @@
 // MG-WFBP merging of consecutive layers' gradients (REFERENCE.md section 3).
-#ifndef NEREUS_WORKER_MERGE_PLAN_H_
-#define NEREUS_WORKER_MERGE_PLAN_H_
+#ifndef NEREUS_WORKER_CLIENT_MERGE_PLAN_H_
+#define NEREUS_WORKER_CLIENT_MERGE_PLAN_H_
 
 #include <cstdint>
 #include <string>
@@ -100,4 +100,4 @@ MergeChoice ChooseMerges(const LinkModel& link, const std::vector<double>& bytes
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_MERGE_PLAN_H_
+#endif  // NEREUS_WORKER_CLIENT_MERGE_PLAN_H_

@@ -1,6 +1,6 @@
 // PriorityScheduler: orders a worker's outgoing partitions per server.
-#ifndef NEREUS_WORKER_PRIORITY_SCHEDULER_H_
-#define NEREUS_WORKER_PRIORITY_SCHEDULER_H_
+#ifndef NEREUS_WORKER_CLIENT_PRIORITY_SCHEDULER_H_
+#define NEREUS_WORKER_CLIENT_PRIORITY_SCHEDULER_H_
 
 #include <cstdint>
 #include <functional>
@@ -83,4 +83,4 @@ class PriorityScheduler {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_PRIORITY_SCHEDULER_H_
+#endif  // NEREUS_WORKER_CLIENT_PRIORITY_SCHEDULER_H_

@@ -1,7 +1,7 @@
 // Timeline: spans recorded by a worker, written as Chrome trace JSON (opens in
 // Perfetto and chrome://tracing).
-#ifndef NEREUS_WORKER_TIMELINE_H_
-#define NEREUS_WORKER_TIMELINE_H_
+#ifndef NEREUS_WORKER_CLIENT_TIMELINE_H_
+#define NEREUS_WORKER_CLIENT_TIMELINE_H_
 
 #include <cstdint>
 #include <mutex>
@@ -45,4 +45,4 @@ class Timeline {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_TIMELINE_H_
+#endif  // NEREUS_WORKER_CLIENT_TIMELINE_H_

@@ -30,8 +30,8 @@
 //
 // Not thread-safe: like every ParameterSync, it is called from the thread that
 // drives the Solver. The Client does the communication on its own threads.
-#ifndef NEREUS_WORKER_CLIENT_SYNC_H_
-#define NEREUS_WORKER_CLIENT_SYNC_H_
+#ifndef NEREUS_WORKER_PARAM_SYNC_CLIENT_PARAMETER_SYNC_H_
+#define NEREUS_WORKER_PARAM_SYNC_CLIENT_PARAMETER_SYNC_H_
 
 #include <cstdint>
 #include <string>
@@ -102,4 +102,4 @@ class ClientParameterSync : public ParameterSync {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_CLIENT_SYNC_H_
+#endif  // NEREUS_WORKER_PARAM_SYNC_CLIENT_PARAMETER_SYNC_H_

@@ -5,8 +5,8 @@
 //
 // Not thread-safe. Shapes are row-major, axis 0 first; count() is the product
 // of all dimensions (1 for a 0-axis blob).
-#ifndef NEREUS_WORKER_BLOB_H_
-#define NEREUS_WORKER_BLOB_H_
+#ifndef NEREUS_WORKER_TRAINER_BLOB_H_
+#define NEREUS_WORKER_TRAINER_BLOB_H_
 
 #include <memory>
 #include <string>
@@ -119,4 +119,4 @@ class Blob {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_BLOB_H_
+#endif  // NEREUS_WORKER_TRAINER_BLOB_H_

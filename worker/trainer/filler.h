@@ -1,8 +1,8 @@
 // Fillers initialise parameter blobs (Caffe's fillers): constant, uniform,
 // gaussian, xavier and msra. Randomness comes from an engine the caller
 // passes (the Net's, seeded from the solver's random_seed).
-#ifndef NEREUS_WORKER_FILLER_H_
-#define NEREUS_WORKER_FILLER_H_
+#ifndef NEREUS_WORKER_TRAINER_FILLER_H_
+#define NEREUS_WORKER_TRAINER_FILLER_H_
 
 #include <memory>
 #include <random>
@@ -39,4 +39,4 @@ int FillerFanOut(const Blob& blob);
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_FILLER_H_
+#endif  // NEREUS_WORKER_TRAINER_FILLER_H_

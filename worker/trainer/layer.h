@@ -17,8 +17,8 @@
 //   (LayerError helps); CHECK only our own invariants.
 //
 // Not thread-safe.
-#ifndef NEREUS_WORKER_LAYER_H_
-#define NEREUS_WORKER_LAYER_H_
+#ifndef NEREUS_WORKER_TRAINER_LAYER_H_
+#define NEREUS_WORKER_TRAINER_LAYER_H_
 
 #include <glog/logging.h>
 
@@ -172,4 +172,4 @@ class Layer {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_LAYER_H_
+#endif  // NEREUS_WORKER_TRAINER_LAYER_H_

@@ -5,8 +5,8 @@
 //
 // Not thread-safe for Register; Create may be called concurrently once
 // registration is over.
-#ifndef NEREUS_WORKER_LAYER_REGISTRY_H_
-#define NEREUS_WORKER_LAYER_REGISTRY_H_
+#ifndef NEREUS_WORKER_TRAINER_LAYER_REGISTRY_H_
+#define NEREUS_WORKER_TRAINER_LAYER_REGISTRY_H_
 
 #include <functional>
 #include <map>
@@ -45,18 +45,18 @@ class LayerRegistry {
   std::map<std::string, Factory> factories_;
 };
 
-// Every layer Nereus ships: the compute layers (worker/layers/), the data
-// layers (worker/data/). The Net adds its own Split layer internally.
-// Defined in worker/default_layer_registry.cc, part of nereus_trainer (not of
-// nereus_trainer_core).
+// Every layer Nereus ships: the compute layers (worker/trainer/layers/), the
+// data layers (worker/trainer/data/). The Net adds its own Split layer
+// internally. Defined in worker/trainer/default_layer_registry.cc, part of
+// nereus_trainer (not of nereus_trainer_core).
 LayerRegistry DefaultLayerRegistry();
 
-// Defined in worker/layers/register_layers.cc and
-// worker/data/register_data_layers.cc respectively; each registers its
+// Defined in worker/trainer/layers/register_layers.cc and
+// worker/trainer/data/register_data_layers.cc respectively; each registers its
 // layers explicitly.
 void RegisterComputeLayers(LayerRegistry* registry);
 void RegisterDataLayers(LayerRegistry* registry);
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_LAYER_REGISTRY_H_
+#endif  // NEREUS_WORKER_TRAINER_LAYER_REGISTRY_H_

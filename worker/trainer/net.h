@@ -11,8 +11,8 @@
 // returned by Forward/Backward.
 //
 // Not thread-safe: one thread drives a Net (hooks run on that thread).
-#ifndef NEREUS_WORKER_NET_H_
-#define NEREUS_WORKER_NET_H_
+#ifndef NEREUS_WORKER_TRAINER_NET_H_
+#define NEREUS_WORKER_TRAINER_NET_H_
 
 #include <cstdint>
 #include <functional>
@@ -215,4 +215,4 @@ class Net {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_NET_H_
+#endif  // NEREUS_WORKER_TRAINER_NET_H_

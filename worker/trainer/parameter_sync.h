@@ -9,8 +9,8 @@
 // Layer indices are Net layer indices of the train net; map a layer to its
 // parameters with Net::layer_learnable_param_ids(layer), whose entries index
 // the `params` vector given to Init.
-#ifndef NEREUS_WORKER_PARAMETER_SYNC_H_
-#define NEREUS_WORKER_PARAMETER_SYNC_H_
+#ifndef NEREUS_WORKER_TRAINER_PARAMETER_SYNC_H_
+#define NEREUS_WORKER_TRAINER_PARAMETER_SYNC_H_
 
 #include <cstdint>
 #include <vector>
@@ -55,4 +55,4 @@ class ParameterSync {  // owned by the caller, outlives the Solver
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_PARAMETER_SYNC_H_
+#endif  // NEREUS_WORKER_TRAINER_PARAMETER_SYNC_H_

@@ -7,8 +7,8 @@
 // or, for a field of Caffe's that caffe.proto leaves out (its message's
 // caffe_fields_not_supported option), "...: a Caffe field that Nereus does
 // not support"; never a silent skip.
-#ifndef NEREUS_WORKER_PROTOTXT_H_
-#define NEREUS_WORKER_PROTOTXT_H_
+#ifndef NEREUS_WORKER_TRAINER_PROTOTXT_H_
+#define NEREUS_WORKER_TRAINER_PROTOTXT_H_
 
 #include <google/protobuf/message.h>
 
@@ -55,4 +55,4 @@ Status ReadFileToString(const std::string& path, std::string* contents);
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_PROTOTXT_H_
+#endif  // NEREUS_WORKER_TRAINER_PROTOTXT_H_

@@ -14,8 +14,8 @@
 // parameter_sync.h for when each method is called.
 //
 // Not thread-safe: one thread drives a Solver.
-#ifndef NEREUS_WORKER_SOLVER_H_
-#define NEREUS_WORKER_SOLVER_H_
+#ifndef NEREUS_WORKER_TRAINER_SOLVER_H_
+#define NEREUS_WORKER_TRAINER_SOLVER_H_
 
 #include <cstdint>
 #include <functional>
@@ -174,4 +174,4 @@ class Solver {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_SOLVER_H_
+#endif  // NEREUS_WORKER_TRAINER_SOLVER_H_

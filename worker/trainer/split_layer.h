@@ -2,8 +2,8 @@
 // bottom's data) and sums the tops' gradients into the bottom's. The Net
 // inserts one after every blob consumed more than once (InsertSplits); a
 // prototxt may also name it ("Split"). Not in place.
-#ifndef NEREUS_WORKER_SPLIT_LAYER_H_
-#define NEREUS_WORKER_SPLIT_LAYER_H_
+#ifndef NEREUS_WORKER_TRAINER_SPLIT_LAYER_H_
+#define NEREUS_WORKER_TRAINER_SPLIT_LAYER_H_
 
 #include <vector>
 
@@ -29,4 +29,4 @@ class SplitLayer : public Layer {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_SPLIT_LAYER_H_
+#endif  // NEREUS_WORKER_TRAINER_SPLIT_LAYER_H_

@@ -5,8 +5,8 @@
 // changing the Blob interface.
 //
 // Not thread-safe: one SyncedMemory is used by one thread at a time.
-#ifndef NEREUS_WORKER_SYNCEDMEM_H_
-#define NEREUS_WORKER_SYNCEDMEM_H_
+#ifndef NEREUS_WORKER_TRAINER_SYNCEDMEM_H_
+#define NEREUS_WORKER_TRAINER_SYNCEDMEM_H_
 
 #include <cstddef>
 
@@ -52,4 +52,4 @@ class SyncedMemory {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_SYNCEDMEM_H_
+#endif  // NEREUS_WORKER_TRAINER_SYNCEDMEM_H_

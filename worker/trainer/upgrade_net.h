@@ -8,8 +8,8 @@
 // - `input_dim` (four per `input`) becomes `input_shape`.
 // Text nets (ParseNetParameter, solvers' inline nets) and binary weights
 // (Net::CopyTrainedLayersFromBinaryProto) are upgraded when read.
-#ifndef NEREUS_WORKER_UPGRADE_NET_H_
-#define NEREUS_WORKER_UPGRADE_NET_H_
+#ifndef NEREUS_WORKER_TRAINER_UPGRADE_NET_H_
+#define NEREUS_WORKER_TRAINER_UPGRADE_NET_H_
 
 #include <string>
 
@@ -34,4 +34,4 @@ void UpgradeV1LayerParameter(const caffe::V1LayerParameter& v1, caffe::LayerPara
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_UPGRADE_NET_H_
+#endif  // NEREUS_WORKER_TRAINER_UPGRADE_NET_H_

@@ -29,8 +29,8 @@
 // and the record's key.
 //
 // Not thread-safe (like every Layer); the prefetch thread is internal.
-#ifndef NEREUS_WORKER_DATA_DATA_LAYER_H_
-#define NEREUS_WORKER_DATA_DATA_LAYER_H_
+#ifndef NEREUS_WORKER_TRAINER_DATA_DATA_LAYER_H_
+#define NEREUS_WORKER_TRAINER_DATA_DATA_LAYER_H_
 
 #include <atomic>
 #include <condition_variable>
@@ -138,4 +138,4 @@ void RegisterDataLayers(LayerRegistry* registry, const data::DataLayerOptions& o
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_DATA_DATA_LAYER_H_
+#endif  // NEREUS_WORKER_TRAINER_DATA_DATA_LAYER_H_

@@ -20,8 +20,8 @@
 //
 // Thread-safety: Transform is const and may run on any thread, one rng per
 // thread.
-#ifndef NEREUS_WORKER_DATA_DATA_TRANSFORMER_H_
-#define NEREUS_WORKER_DATA_DATA_TRANSFORMER_H_
+#ifndef NEREUS_WORKER_TRAINER_DATA_DATA_TRANSFORMER_H_
+#define NEREUS_WORKER_TRAINER_DATA_DATA_TRANSFORMER_H_
 
 #include <memory>
 #include <random>
@@ -70,4 +70,4 @@ class DataTransformer {
 }  // namespace data
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_DATA_DATA_TRANSFORMER_H_
+#endif  // NEREUS_WORKER_TRAINER_DATA_DATA_TRANSFORMER_H_

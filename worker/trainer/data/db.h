@@ -16,8 +16,8 @@
 // on one thread with no cursor of the same database alive in this process,
 // because growing the map requires that no transaction is open. Cursors and
 // writers must be destroyed before their database.
-#ifndef NEREUS_WORKER_DATA_DB_H_
-#define NEREUS_WORKER_DATA_DB_H_
+#ifndef NEREUS_WORKER_TRAINER_DATA_DB_H_
+#define NEREUS_WORKER_TRAINER_DATA_DB_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -149,4 +149,4 @@ class LmdbWriter {
 }  // namespace data
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_DATA_DB_H_
+#endif  // NEREUS_WORKER_TRAINER_DATA_DB_H_

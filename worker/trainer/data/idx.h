@@ -3,8 +3,8 @@
 //   images: magic 2051 (0x00000803), count, rows, cols, count*rows*cols bytes
 //   labels: magic 2049 (0x00000801), count, count bytes
 // Every error names the file and what is wrong with it.
-#ifndef NEREUS_WORKER_DATA_IDX_H_
-#define NEREUS_WORKER_DATA_IDX_H_
+#ifndef NEREUS_WORKER_TRAINER_DATA_IDX_H_
+#define NEREUS_WORKER_TRAINER_DATA_IDX_H_
 
 #include <cstdint>
 #include <string>
@@ -48,4 +48,4 @@ Status WriteIdxLabels(const std::string& path, const std::vector<std::uint8_t>& 
 }  // namespace data
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_DATA_IDX_H_
+#endif  // NEREUS_WORKER_TRAINER_DATA_IDX_H_

@@ -3,8 +3,8 @@
 // fraction of non-ignored labels whose class scores among the top_k (ties
 // count against the label: a class with a score >= the label's counts as
 // better). Optional top 1: per-class accuracy [classes]. No backward.
-#ifndef NEREUS_WORKER_LAYERS_ACCURACY_LAYER_H_
-#define NEREUS_WORKER_LAYERS_ACCURACY_LAYER_H_
+#ifndef NEREUS_WORKER_TRAINER_LAYERS_ACCURACY_LAYER_H_
+#define NEREUS_WORKER_TRAINER_LAYERS_ACCURACY_LAYER_H_
 
 #include <vector>
 
@@ -45,4 +45,4 @@ class AccuracyLayer : public Layer {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_LAYERS_ACCURACY_LAYER_H_
+#endif  // NEREUS_WORKER_TRAINER_LAYERS_ACCURACY_LAYER_H_

@@ -15,8 +15,8 @@
 // [axis, axis + num_axes) -- a learned blob, or bottom 1 -- and, with
 // bias_term, adds a learned bias of the same shape. The learned scale starts
 // at 1 (filler), the bias at 0 (bias_filler).
-#ifndef NEREUS_WORKER_LAYERS_BATCH_NORM_LAYER_H_
-#define NEREUS_WORKER_LAYERS_BATCH_NORM_LAYER_H_
+#ifndef NEREUS_WORKER_TRAINER_LAYERS_BATCH_NORM_LAYER_H_
+#define NEREUS_WORKER_TRAINER_LAYERS_BATCH_NORM_LAYER_H_
 
 #include <vector>
 
@@ -82,4 +82,4 @@ class ScaleLayer : public Layer {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_LAYERS_BATCH_NORM_LAYER_H_
+#endif  // NEREUS_WORKER_TRAINER_LAYERS_BATCH_NORM_LAYER_H_

@@ -8,8 +8,8 @@
 // coefficient per bottom) or MAX of bottoms of identical shape. MAX routes
 // each gradient to the bottom that supplied the maximum (on ties: bottom 1
 // over bottom 0, then the earlier bottom; Caffe's order).
-#ifndef NEREUS_WORKER_LAYERS_CONCAT_ELTWISE_LAYERS_H_
-#define NEREUS_WORKER_LAYERS_CONCAT_ELTWISE_LAYERS_H_
+#ifndef NEREUS_WORKER_TRAINER_LAYERS_CONCAT_ELTWISE_LAYERS_H_
+#define NEREUS_WORKER_TRAINER_LAYERS_CONCAT_ELTWISE_LAYERS_H_
 
 #include <vector>
 
@@ -67,4 +67,4 @@ class EltwiseLayer : public Layer {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_LAYERS_CONCAT_ELTWISE_LAYERS_H_
+#endif  // NEREUS_WORKER_TRAINER_LAYERS_CONCAT_ELTWISE_LAYERS_H_

@@ -6,8 +6,8 @@
 // All bottoms share the weights and must have the same shape.
 // Parameters: blobs()[0] weights [num_output, C/group, kernel_h, kernel_w],
 // blobs()[1] bias [num_output] when bias_term.
-#ifndef NEREUS_WORKER_LAYERS_CONV_LAYER_H_
-#define NEREUS_WORKER_LAYERS_CONV_LAYER_H_
+#ifndef NEREUS_WORKER_TRAINER_LAYERS_CONV_LAYER_H_
+#define NEREUS_WORKER_TRAINER_LAYERS_CONV_LAYER_H_
 
 #include <vector>
 
@@ -56,4 +56,4 @@ class ConvolutionLayer : public Layer {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_LAYERS_CONV_LAYER_H_
+#endif  // NEREUS_WORKER_TRAINER_LAYERS_CONV_LAYER_H_

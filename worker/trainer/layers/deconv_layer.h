@@ -4,8 +4,8 @@
 //   H_out = stride_h * (H - 1) + dilation_h * (kernel_h - 1) + 1 - 2 * pad_h.
 // Parameters: blobs()[0] weights [C, num_output/group, kernel_h, kernel_w],
 // blobs()[1] bias [num_output] when bias_term.
-#ifndef NEREUS_WORKER_LAYERS_DECONV_LAYER_H_
-#define NEREUS_WORKER_LAYERS_DECONV_LAYER_H_
+#ifndef NEREUS_WORKER_TRAINER_LAYERS_DECONV_LAYER_H_
+#define NEREUS_WORKER_TRAINER_LAYERS_DECONV_LAYER_H_
 
 #include <vector>
 
@@ -33,4 +33,4 @@ class DeconvolutionLayer : public ConvolutionLayer {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_LAYERS_DECONV_LAYER_H_
+#endif  // NEREUS_WORKER_TRAINER_LAYERS_DECONV_LAYER_H_

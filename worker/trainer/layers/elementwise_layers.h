@@ -10,8 +10,8 @@
 //   PReLU:     y = max(x, 0) + a_c * min(x, 0), a learned per channel
 //              (axis 1), or one a for all when channel_shared; a starts at
 //              0.25 unless prelu_param.filler says otherwise.
-#ifndef NEREUS_WORKER_LAYERS_ELEMENTWISE_LAYERS_H_
-#define NEREUS_WORKER_LAYERS_ELEMENTWISE_LAYERS_H_
+#ifndef NEREUS_WORKER_TRAINER_LAYERS_ELEMENTWISE_LAYERS_H_
+#define NEREUS_WORKER_TRAINER_LAYERS_ELEMENTWISE_LAYERS_H_
 
 #include <vector>
 
@@ -144,4 +144,4 @@ class PReLULayer : public NeuronLayer {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_LAYERS_ELEMENTWISE_LAYERS_H_
+#endif  // NEREUS_WORKER_TRAINER_LAYERS_ELEMENTWISE_LAYERS_H_

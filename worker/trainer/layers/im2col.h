@@ -2,8 +2,8 @@
 // util/im2col.cpp: the column buffer has shape
 // [channels * kernel_h * kernel_w, out_h * out_w], row-major, where the row
 // index is (c * kernel_h + kh) * kernel_w + kw.
-#ifndef NEREUS_WORKER_LAYERS_IM2COL_H_
-#define NEREUS_WORKER_LAYERS_IM2COL_H_
+#ifndef NEREUS_WORKER_TRAINER_LAYERS_IM2COL_H_
+#define NEREUS_WORKER_TRAINER_LAYERS_IM2COL_H_
 
 namespace nereus {
 namespace layers {
@@ -38,4 +38,4 @@ void Col2Im(const float* data_col, const ConvGeometry& g, float* data_im);
 }  // namespace layers
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_LAYERS_IM2COL_H_
+#endif  // NEREUS_WORKER_TRAINER_LAYERS_IM2COL_H_

@@ -3,8 +3,8 @@
 // bottom.shape[0:axis] + [num_output].
 // blobs()[0]: weights [num_output, K], or [K, num_output] with transpose;
 // blobs()[1]: bias [num_output] when bias_term.
-#ifndef NEREUS_WORKER_LAYERS_INNER_PRODUCT_LAYER_H_
-#define NEREUS_WORKER_LAYERS_INNER_PRODUCT_LAYER_H_
+#ifndef NEREUS_WORKER_TRAINER_LAYERS_INNER_PRODUCT_LAYER_H_
+#define NEREUS_WORKER_TRAINER_LAYERS_INNER_PRODUCT_LAYER_H_
 
 #include <vector>
 
@@ -45,4 +45,4 @@ class InnerProductLayer : public Layer {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_LAYERS_INNER_PRODUCT_LAYER_H_
+#endif  // NEREUS_WORKER_TRAINER_LAYERS_INNER_PRODUCT_LAYER_H_

@@ -3,8 +3,8 @@
 // Layer::LayerError instead; these are for conditions that can only be seen
 // once data flows (a bottom reshaped to an incompatible size, a label out of
 // range), where Caffe's interface leaves no way to return an error.
-#ifndef NEREUS_WORKER_LAYERS_LAYER_CHECK_H_
-#define NEREUS_WORKER_LAYERS_LAYER_CHECK_H_
+#ifndef NEREUS_WORKER_TRAINER_LAYERS_LAYER_CHECK_H_
+#define NEREUS_WORKER_TRAINER_LAYERS_LAYER_CHECK_H_
 
 #include <glog/logging.h>
 
@@ -13,4 +13,4 @@
 #define LAYER_CHECK(condition) \
   CHECK(condition) << "layer " << this->layer_param_.name() << " (" << this->type() << "): "
 
-#endif  // NEREUS_WORKER_LAYERS_LAYER_CHECK_H_
+#endif  // NEREUS_WORKER_TRAINER_LAYERS_LAYER_CHECK_H_

@@ -10,8 +10,8 @@
 //   target equals it; normalization as Caffe: given normalization, else the
 //   deprecated normalize (true: VALID, false: BATCH_SIZE), else BATCH_SIZE.
 //   The targets get no gradient.
-#ifndef NEREUS_WORKER_LAYERS_LOSS_LAYERS_H_
-#define NEREUS_WORKER_LAYERS_LOSS_LAYERS_H_
+#ifndef NEREUS_WORKER_TRAINER_LAYERS_LOSS_LAYERS_H_
+#define NEREUS_WORKER_TRAINER_LAYERS_LOSS_LAYERS_H_
 
 #include <vector>
 
@@ -74,4 +74,4 @@ class SigmoidCrossEntropyLossLayer : public LossLayer {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_LAYERS_LOSS_LAYERS_H_
+#endif  // NEREUS_WORKER_TRAINER_LAYERS_LOSS_LAYERS_H_

@@ -7,8 +7,8 @@
 //   Caffe builds this from pooling and power layers with shift 1, so k is
 //   not used).
 // Both: y = x * scale^-beta. local_size must be odd.
-#ifndef NEREUS_WORKER_LAYERS_LRN_LAYER_H_
-#define NEREUS_WORKER_LAYERS_LRN_LAYER_H_
+#ifndef NEREUS_WORKER_TRAINER_LAYERS_LRN_LAYER_H_
+#define NEREUS_WORKER_TRAINER_LAYERS_LRN_LAYER_H_
 
 #include <vector>
 
@@ -54,4 +54,4 @@ class LRNLayer : public Layer {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_LAYERS_LRN_LAYER_H_
+#endif  // NEREUS_WORKER_TRAINER_LAYERS_LRN_LAYER_H_

@@ -6,8 +6,8 @@
 //   Dropout: TRAIN: y = x * mask * scale, mask ~ Bernoulli(1 - dropout_ratio),
 //            scale = 1 / (1 - dropout_ratio) (1 when scale_train is false);
 //            TEST: y = x (times 1 - dropout_ratio when scale_train is false).
-#ifndef NEREUS_WORKER_LAYERS_NEURON_LAYERS_H_
-#define NEREUS_WORKER_LAYERS_NEURON_LAYERS_H_
+#ifndef NEREUS_WORKER_TRAINER_LAYERS_NEURON_LAYERS_H_
+#define NEREUS_WORKER_TRAINER_LAYERS_NEURON_LAYERS_H_
 
 #include <cstdint>
 #include <random>
@@ -91,4 +91,4 @@ class DropoutLayer : public NeuronLayer {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_LAYERS_NEURON_LAYERS_H_
+#endif  // NEREUS_WORKER_TRAINER_LAYERS_NEURON_LAYERS_H_

@@ -8,8 +8,8 @@
 // the part of a window beyond the padding does not). MAX writes the argmax
 // (flat index within the H x W plane) to an optional second top, otherwise to
 // an internal buffer. global_pooling pools each whole plane to 1x1.
-#ifndef NEREUS_WORKER_LAYERS_POOLING_LAYER_H_
-#define NEREUS_WORKER_LAYERS_POOLING_LAYER_H_
+#ifndef NEREUS_WORKER_TRAINER_LAYERS_POOLING_LAYER_H_
+#define NEREUS_WORKER_TRAINER_LAYERS_POOLING_LAYER_H_
 
 #include <vector>
 
@@ -54,4 +54,4 @@ class PoolingLayer : public Layer {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_LAYERS_POOLING_LAYER_H_
+#endif  // NEREUS_WORKER_TRAINER_LAYERS_POOLING_LAYER_H_

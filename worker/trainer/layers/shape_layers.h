@@ -12,8 +12,8 @@
 //   ArgMax:  the indices (and with out_max_val the values) of the top_k
 //            largest entries per item, or along `axis`; no gradient.
 // (Split, which the Net also inserts itself, is worker/trainer/split_layer.h.)
-#ifndef NEREUS_WORKER_LAYERS_SHAPE_LAYERS_H_
-#define NEREUS_WORKER_LAYERS_SHAPE_LAYERS_H_
+#ifndef NEREUS_WORKER_TRAINER_LAYERS_SHAPE_LAYERS_H_
+#define NEREUS_WORKER_TRAINER_LAYERS_SHAPE_LAYERS_H_
 
 #include <vector>
 
@@ -135,4 +135,4 @@ class ArgMaxLayer : public Layer {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_LAYERS_SHAPE_LAYERS_H_
+#endif  // NEREUS_WORKER_TRAINER_LAYERS_SHAPE_LAYERS_H_

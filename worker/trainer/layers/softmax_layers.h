@@ -12,8 +12,8 @@
 // non-ignored labels, BATCH_SIZE by outer, NONE by 1 (always at least 1);
 // the deprecated normalize: false, when normalization is not given, means
 // BATCH_SIZE. Its loss weight defaults to 1.
-#ifndef NEREUS_WORKER_LAYERS_SOFTMAX_LAYERS_H_
-#define NEREUS_WORKER_LAYERS_SOFTMAX_LAYERS_H_
+#ifndef NEREUS_WORKER_TRAINER_LAYERS_SOFTMAX_LAYERS_H_
+#define NEREUS_WORKER_TRAINER_LAYERS_SOFTMAX_LAYERS_H_
 
 #include <memory>
 #include <vector>
@@ -84,4 +84,4 @@ class SoftmaxWithLossLayer : public Layer {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_LAYERS_SOFTMAX_LAYERS_H_
+#endif  // NEREUS_WORKER_TRAINER_LAYERS_SOFTMAX_LAYERS_H_

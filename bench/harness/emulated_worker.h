@@ -1,0 +1,76 @@
+// EmulatedWorker: one data-parallel worker of a bench job. It registers a
+// model's tensors (layer by layer), Inits them, then runs BSP iterations whose
+// per-layer forward and backward are emulated (slept for FLOPs / device
+// speed) while its pushes and pulls go through real servers.
+#ifndef NEREUS_BENCH_HARNESS_EMULATED_WORKER_H_
+#define NEREUS_BENCH_HARNESS_EMULATED_WORKER_H_
+
+#include <chrono>
+#include <vector>
+
+#include "bench/sim/models.h"
+#include "nereus/client.h"
+
+namespace nereus {
+namespace bench {
+
+struct EmulatedRun {
+  double device_gflops = 1000;  // A layer's forward takes FLOPs x batch / this; its backward twice that.
+  int batch = 32;
+  int warmup = 5;      // Iterations not timed.
+  int iterations = 8;  // Iterations timed.
+};
+
+// Per timed iteration.
+struct WorkerTimes {
+  std::vector<double> iteration_s;  // From its first layer's wait to the next iteration's.
+  std::vector<double> compute_s;    // Slept (emulated compute).
+  std::vector<double> wait_s;       // Blocked in WaitWeights and GradientsReady.
+  // The client's counters after the forward of the first timed iteration
+  // (every pull of that clock is in, and so every push of the clock before)
+  // and after the weights of the clock after the last have arrived. Own
+  // factor messages are counted when the scheduler sends them, which can lag
+  // the wait; read the counters again once the job has finished (LocalJob::
+  // Finish) for exactly `iterations` clocks of traffic.
+  ClientStats timed_begin, timed_end;
+};
+
+// The emulated device's clock. Each layer's compute ends at a deadline that
+// runs on from the previous layer's: on a loaded machine every sleep
+// overshoots (by up to milliseconds), and over a model's hundreds of layers a
+// sleep of its own per layer would add them all up. The deadlines restart
+// from `ready` only after a wait that blocked, as the device would have idled.
+// What a layer reports as its compute is the time it held the device: from
+// its start, or from where the previous layer really ended if that was later
+// (an overshoot the deadline absorbed is counted once, not again by the next
+// layer), to when its sleep really returned. So an iteration's compute adds
+// up to its elapsed time less the blocked waits, whatever the overshoots.
+class EmulatedDevice {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // A layer of `seconds` may start at `ready` (`blocked`: its caller waited
+  // for it). Returns the deadline to sleep until.
+  Clock::time_point Begin(double seconds, Clock::time_point ready, bool blocked);
+  // The layer's sleep returned at `now`: the seconds it held the device.
+  double End(Clock::time_point now);
+
+ private:
+  bool started_ = false;
+  Clock::time_point deadline_{}, start_{}, last_end_{};
+};
+
+// Emulated forward and backward seconds of each layer.
+void LayerTimes(const ModelSpec& model, const EmulatedRun& run, std::vector<double>* forward,
+                std::vector<double>* backward);
+
+// Runs the worker on `client` (connected, nothing registered yet). Fully
+// connected layers' weights are registered with sufficient factors (K = batch
+// rows, as the trainer's InnerProduct does), so the client's --sfb decides
+// whether they travel as factors among the workers or through the servers;
+// the full gradient the servers get is exactly left^T * right.
+Status RunEmulatedWorker(Client& client, const ModelSpec& model, const EmulatedRun& run, WorkerTimes* times);
+
+}  // namespace bench
+}  // namespace nereus
+
+#endif  // NEREUS_BENCH_HARNESS_EMULATED_WORKER_H_

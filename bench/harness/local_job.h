@@ -1,0 +1,51 @@
+// LocalJob: a whole job in one process (coordinator, servers, workers as
+// threads and Client objects) talking over ZeroMQ on 127.0.0.1, for benchmarks.
+#ifndef NEREUS_BENCH_HARNESS_LOCAL_JOB_H_
+#define NEREUS_BENCH_HARNESS_LOCAL_JOB_H_
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "nereus/client.h"
+#include "server/coordinator.h"
+#include "server/server_node.h"
+
+namespace nereus {
+namespace bench {
+
+struct LocalJobOptions {
+  int servers = 1;
+  int workers = 1;
+  pb::JobConfig job;  // num_servers/num_workers are filled in.
+  ClientOptions client;
+  ZmqTransportOptions server_transport;
+  // If set: every node uses CURVE with the keys there (nereus_keygen; the
+  // clients' client.curve_dir is set from it).
+  std::string curve_dir;
+};
+
+class LocalJob {
+ public:
+  // Starts the coordinator and servers, connects the workers' clients.
+  static StatusOr<std::unique_ptr<LocalJob>> Start(LocalJobOptions options);
+  // Finishes every client and joins every thread.
+  ~LocalJob();
+  Client& worker(int r) { return *clients_.at(r); }
+  int workers() const { return static_cast<int>(clients_.size()); }
+  Status Finish();
+
+ private:
+  LocalJob() = default;
+  std::unique_ptr<Coordinator> coordinator_;
+  std::thread coordinator_thread_;
+  std::vector<std::unique_ptr<ServerNode>> servers_;
+  std::vector<std::thread> server_threads_;
+  std::vector<std::unique_ptr<Client>> clients_;
+  bool finished_ = false;
+};
+
+}  // namespace bench
+}  // namespace nereus
+
+#endif  // NEREUS_BENCH_HARNESS_LOCAL_JOB_H_

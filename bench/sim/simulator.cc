@@ -1,0 +1,265 @@
+#include "bench/sim/simulator.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <queue>
+#include <tuple>
+
+#include "common/shard_map.h"
+
+namespace nereus {
+namespace bench {
+
+double PayloadBytesPerSecond(double mbit, int mtu) {
+  // TCP/IPv4 with timestamps: 52 header bytes a segment; the shaper counts
+  // the 14-byte Ethernet header too.
+  const double payload = mtu - 52, wire = mtu + 14;
+  return mbit * 1e6 / 8 * payload / wire;
+}
+
+namespace {
+
+struct Partition {
+  int layer = 0;
+  int server = 0;
+  uint64_t bytes = 0;
+};
+
+struct Queued {
+  uint64_t priority;  // (layer << 32 | sequence) under priority/full, sequence otherwise.
+  int partition;
+  bool operator>(const Queued& o) const { return priority > o.priority; }
+};
+
+class Sim {
+ public:
+  Sim(const std::vector<SimLayer>& layers, const SimOptions& o, std::vector<Partition> parts)
+      : layers_(layers), o_(o), parts_(std::move(parts)), L_(static_cast<int>(layers.size())), H_(o.hosts) {
+    per_layer_.assign(L_, 0);
+    for (const Partition& p : parts_) ++per_layer_[p.layer];
+    layer_parts_.resize(L_);
+    for (size_t i = 0; i < parts_.size(); ++i) layer_parts_[parts_[i].layer].push_back(static_cast<int>(i));
+    workers_.resize(H_);
+    for (Worker& w : workers_) {
+      w.queues.resize(H_);
+      w.inflight.assign(H_, 0);
+      w.received.assign(L_, 0);
+      w.ready_clock.assign(L_, 0);  // Clock 0's weights are there at the start.
+    }
+    arrived_.assign(parts_.size(), 0);
+    server_free_.assign(H_, 0);
+    up_free_.assign(H_, 0);
+    down_free_.assign(H_, 0);
+    up_busy_.assign(H_, 0);
+    down_busy_.assign(H_, 0);
+    credit_ = (o.schedule == Schedule::kPriority || o.schedule == Schedule::kFull) ? o.credit_bytes : 0;
+  }
+
+  SimResult Run() {
+    for (int w = 0; w < H_; ++w) At(0, [this, w] { StartForward(w, 0); });
+    while (!events_.empty()) {
+      Event e = events_.top();
+      events_.pop();
+      now_ = e.time;
+      ++count_;
+      e.run();
+    }
+    SimResult r;
+    for (const SimLayer& l : layers_) r.compute_s += l.forward_s + l.backward_s;
+    double sum = 0;
+    int n = 0;
+    for (const Worker& w : workers_) {
+      // starts[i]: iteration i's first forward began; the last entry is the
+      // start of the iteration after the last one simulated.
+      for (size_t i = 2; i < w.starts.size(); ++i, ++n) sum += w.starts[i] - w.starts[i - 1];
+    }
+    r.iteration_s = n ? sum / n : 0;
+    r.wait_s = r.iteration_s - r.compute_s;
+    double busy = 0;
+    for (int h = 0; h < H_; ++h) busy = std::max({busy, up_busy_[h], down_busy_[h]});
+    r.link_busy_s = busy / std::max(1, o_.iterations);
+    r.events = count_;
+    for (const Worker& w : workers_) r.starts.push_back(w.starts);
+    return r;
+  }
+
+ private:
+  struct Event {
+    double time;
+    uint64_t seq;
+    std::function<void()> run;
+    bool operator>(const Event& e) const { return std::tie(time, seq) > std::tie(e.time, e.seq); }
+  };
+  struct Worker {
+    std::vector<std::priority_queue<Queued, std::vector<Queued>, std::greater<Queued>>> queues;  // Per server.
+    std::vector<uint64_t> inflight;  // Push bytes awaiting their ack, per server.
+    std::vector<int> received;       // Partitions of the layer's next clock received.
+    std::vector<int64_t> ready_clock;
+    std::vector<double> starts;
+    int waiting_layer = -1;  // Forward blocked on this layer's weights.
+    int64_t clock = 0;
+    uint64_t sequence = 0;
+  };
+
+  void At(double t, std::function<void()> f) { events_.push(Event{t, seq_++, std::move(f)}); }
+
+  // A message of `bytes` from host `from` to host `to`, sent now; `deliver`
+  // runs when it has arrived whole.
+  void Send(int from, int to, uint64_t bytes, std::function<void()> deliver) {
+    if (from == to) {
+      At(now_ + o_.alpha_s, std::move(deliver));
+      return;
+    }
+    if (bytes == 0) {  // An ack: its few bytes are not counted on the links.
+      At(now_ + o_.latency_s + o_.alpha_s, std::move(deliver));
+      return;
+    }
+    const double tx = bytes / o_.link_bytes_per_s;
+    const double up_start = std::max(now_, up_free_[from]);
+    const double up_end = up_start + tx;
+    up_free_[from] = up_end;
+    up_busy_[from] += tx;
+    // The first byte reaches the receiver's downlink after the latency.
+    At(up_start + o_.latency_s, [this, to, tx, up_end, deliver = std::move(deliver)]() mutable {
+      const double start = std::max(now_, down_free_[to]);
+      const double end = std::max(start + tx, up_end + o_.latency_s);
+      down_free_[to] = end;
+      down_busy_[to] += tx;
+      At(end + o_.alpha_s, std::move(deliver));
+    });
+  }
+
+  void StartForward(int w, int layer) {
+    Worker& k = workers_[w];
+    const bool all_at_once = o_.schedule == Schedule::kSequential && layer == 0;
+    for (int l = layer; l < (all_at_once ? L_ : layer + 1); ++l) {
+      if (k.ready_clock[l] < k.clock) {
+        k.waiting_layer = l;
+        return;
+      }
+    }
+    k.waiting_layer = -1;
+    if (layer == 0) {
+      k.starts.push_back(now_);
+      if (k.clock == o_.iterations) return;  // The iteration after the last: done.
+    }
+    At(now_ + layers_[layer].forward_s, [this, w, layer] {
+      if (layer + 1 < L_)
+        StartForward(w, layer + 1);
+      else
+        Backward(w, L_ - 1);
+    });
+  }
+
+  void Backward(int w, int layer) {
+    At(now_ + layers_[layer].backward_s, [this, w, layer] {
+      Worker& k = workers_[w];
+      if (o_.schedule != Schedule::kSequential) Push(w, layer_parts_[layer]);
+      if (layer > 0) {
+        Backward(w, layer - 1);
+        return;
+      }
+      if (o_.schedule == Schedule::kSequential) {
+        std::vector<int> all;
+        for (int l = 0; l < L_; ++l) all.insert(all.end(), layer_parts_[l].begin(), layer_parts_[l].end());
+        Push(w, all);
+      }
+      ++k.clock;
+      StartForward(w, 0);
+    });
+  }
+
+  void Push(int w, const std::vector<int>& partitions) {
+    Worker& k = workers_[w];
+    std::vector<bool> touched(H_, false);
+    for (int p : partitions) {
+      const Partition& part = parts_[p];
+      const uint64_t seq = k.sequence++;
+      const uint64_t prio = credit_ > 0 ? (static_cast<uint64_t>(part.layer) << 32 | seq) : seq;
+      k.queues[part.server].push(Queued{prio, p});
+      touched[part.server] = true;
+    }
+    for (int s = 0; s < H_; ++s)
+      if (touched[s]) Dispatch(w, s);
+  }
+
+  void Dispatch(int w, int s) {
+    Worker& k = workers_[w];
+    auto& q = k.queues[s];
+    while (!q.empty()) {
+      const int p = q.top().partition;
+      const uint64_t bytes = parts_[p].bytes;
+      if (credit_ > 0 && k.inflight[s] > 0 && k.inflight[s] + bytes > credit_) return;
+      q.pop();
+      k.inflight[s] += bytes;
+      Send(w, s, bytes, [this, w, s, p] { OnPush(w, s, p); });
+    }
+  }
+
+  void OnPush(int w, int s, int p) {
+    // The ack (a few bytes) frees the credit.
+    Send(s, w, 0, [this, w, s, p] {
+      workers_[w].inflight[s] -= parts_[p].bytes;
+      Dispatch(w, s);
+    });
+    if (++arrived_[p] < H_) return;
+    arrived_[p] = 0;
+    const double start = std::max(now_, server_free_[s]);
+    const double end = start + parts_[p].bytes * static_cast<double>(H_) * o_.apply_s_per_byte;
+    server_free_[s] = end;
+    At(end, [this, s, p] {
+      for (int w = 0; w < H_; ++w) Send(s, w, parts_[p].bytes, [this, w, p] { OnWeights(w, p); });
+    });
+  }
+
+  void OnWeights(int w, int p) {
+    Worker& k = workers_[w];
+    const int l = parts_[p].layer;
+    if (++k.received[l] < per_layer_[l]) return;
+    k.received[l] = 0;
+    ++k.ready_clock[l];
+    if (k.waiting_layer == l) StartForward(w, o_.schedule == Schedule::kSequential ? 0 : l);
+  }
+
+  const std::vector<SimLayer>& layers_;
+  const SimOptions o_;
+  const std::vector<Partition> parts_;
+  const int L_, H_;
+  std::vector<int> per_layer_;
+  std::vector<std::vector<int>> layer_parts_;
+  std::vector<Worker> workers_;
+  std::vector<int> arrived_;  // Pushes of the partition's current clock in.
+  std::vector<double> server_free_, up_free_, down_free_, up_busy_, down_busy_;
+  uint64_t credit_ = 0;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  double now_ = 0;
+  uint64_t seq_ = 0, count_ = 0;
+};
+
+}  // namespace
+
+StatusOr<SimResult> Simulate(const std::vector<SimLayer>& layers, const SimOptions& o) {
+  if (layers.empty()) return InvalidArgumentError("simulate: the model has no layers");
+  if (o.hosts < 1) return InvalidArgumentError("simulate: hosts must be >= 1, got " + std::to_string(o.hosts));
+  if (!(o.link_bytes_per_s > 0)) return InvalidArgumentError("simulate: the link rate must be > 0");
+  if (o.iterations < 2) return InvalidArgumentError("simulate: iterations must be >= 2");
+  if (o.latency_s < 0 || o.alpha_s < 0 || o.apply_s_per_byte < 0)
+    return InvalidArgumentError("simulate: latency, alpha and apply cost must be >= 0");
+  std::vector<uint64_t> elements;
+  std::vector<int> layer_of;
+  for (size_t l = 0; l < layers.size(); ++l)
+    for (uint64_t n : layers[l].tensor_elements) {
+      elements.push_back(n);
+      layer_of.push_back(static_cast<int>(l));
+    }
+  ASSIGN_OR_RETURN(ShardMap map, ShardMap::Build(elements, o.partition_bytes, o.hosts));
+  std::vector<Partition> parts;
+  for (int t = 0; t < map.num_tensors(); ++t)
+    for (const ChunkPlacement& c : map.chunks(t)) parts.push_back(Partition{layer_of[t], c.server, c.length * 4});
+  Sim sim(layers, o, std::move(parts));
+  return sim.Run();
+}
+
+}  // namespace bench
+}  // namespace nereus

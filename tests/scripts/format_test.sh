@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Every C++ and CUDA source is as clang-format (.clang-format at the root)
+# writes it. Prints the files that differ and how to fix them.
+set -euo pipefail
+SRC=${NEREUS_SOURCE_DIR:?}
+cd "$SRC"
+if ! command -v clang-format >/dev/null 2>&1; then
+  echo "SKIP: clang-format is not installed (scripts/install_deps.sh installs it)"
+  exit 77
+fi
+mapfile -t files < <(find common server worker bench tests scripts/tools proto \
+  \( -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh' \) -not -path '*/install_consumer_work/*' | sort)
+bad=()
+for f in "${files[@]}"; do
+  if ! clang-format --dry-run -Werror "$f" >/dev/null 2>&1; then bad+=("$f"); fi
+done
+if [ ${#bad[@]} -gt 0 ]; then
+  echo "FAIL: ${#bad[@]} file(s) differ from clang-format's layout:"
+  printf '  %s\n' "${bad[@]}"
+  echo "fix with: clang-format -i ${bad[*]}"
+  exit 1
+fi
+echo "ok: ${#files[@]} files formatted"

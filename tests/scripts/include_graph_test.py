@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Tests of scripts/include_graph.py on tiny fake trees (run by ctest)."""
+
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "include_graph.py")
+
+
+def make_tree(root, files):
+    for path, text in files.items():
+        full = os.path.join(root, path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, "w") as fh:
+            fh.write(text)
+
+
+def guard(path):
+    """The include guard the checker expects of a header at `path`."""
+    if path.startswith("worker/client/include/"):
+        path = path[len("worker/client/include/"):]
+        return path.upper().replace("/", "_").replace(".", "_") + "_"
+    return "NEREUS_" + path.upper().replace("/", "_").replace(".", "_") + "_"
+
+
+def guarded(files):
+    """`files` with every header given the include guard its path asks for (after the body, so that the
+    line numbers of its includes stay as written; the checker reads the first #ifndef wherever it is)."""
+    out = {}
+    for path, text in files.items():
+        if path.endswith((".h", ".cuh")):
+            g = guard(path)
+            text = "%s#ifndef %s\n#define %s\n#endif  // %s\n" % (text, g, g, g)
+        out[path] = text
+    return out
+
+
+# A tree that keeps the rule: every include runs down (or stays in its component).
+CLEAN = guarded({
+    "proto/nereus.proto": "",
+    "common/status.h": "",
+    "common/node.h": '#include "common/status.h"\n#include "proto/nereus.pb.h"\n',
+    "server/param_server.h": '#include "common/node.h"\n',
+    "server/server_main.cc": '#include "server/param_server.h"\n',
+    "worker/client/include/nereus/client.h": '#include "common/status.h"\n',
+    "worker/client/client.cc": '#include "nereus/client.h"\n#include "worker/client/queues.h"\n',
+    "worker/client/queues.h": '#include "common/node.h"\n',
+    "worker/trainer/net.h": '#include "common/status.h"\n#include "worker/trainer/layers/conv.h"\n',
+    "worker/trainer/layers/conv.h": '#include "worker/trainer/blob.h"\n',
+    "worker/trainer/blob.h": "",
+    "worker/param_sync/sync.h": '#include "nereus/client.h"\n#include "worker/trainer/net.h"\n',
+    "worker/worker_main.cc": '#include "worker/param_sync/sync.h"\n#include "worker/helper.h"\n',
+    "worker/helper.h": "",
+    "bench/bench.cc": '#include "server/param_server.h"\n#include "worker/helper.h"\n',
+    "tests/a_test.cc": '#include "bench/bench.h"\n#include "util.h"\n',
+    "tests/util.h": "",
+    "bench/bench.h": "",
+    "bench/sim/models.h": '#include "common/status.h"\n',
+    "bench/harness/local_job.h": '#include "bench/sim/models.h"\n#include "server/param_server.h"\n',
+    "scripts/tools/keygen_main.cc": '#include "common/status.h"\n',
+})
+
+
+class IncludeGraphTest(unittest.TestCase):
+    def run_script(self, files, *args):
+        with tempfile.TemporaryDirectory() as root:
+            make_tree(root, files)
+            p = subprocess.run([sys.executable, SCRIPT, "--root", root] + list(args),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+            return p.returncode, p.stdout, p.stderr
+
+    def check_fails_with(self, extra, expected_lines):
+        files = dict(CLEAN)
+        files.update(guarded(extra))
+        rc, out, err = self.run_script(files, "--check")
+        self.assertEqual(rc, 1, out + err)
+        self.assertEqual(out.splitlines(), expected_lines)
+        self.assertIn("%d include(s) break the floors" % len(expected_lines), err)
+        self.assertNotIn("include guard", out)
+
+    def test_clean_tree_passes(self):
+        rc, out, err = self.run_script(CLEAN, "--check")
+        self.assertEqual(rc, 0, out + err)
+        self.assertEqual(out, "include_graph.py: 23 includes in 15 files, all down the floors; every include guard matches\n")
+
+    def test_common_including_the_client_header_fails(self):
+        self.check_fails_with({"common/flags.h": '#include "common/status.h"\n#include "nereus/client.h"\n'}, [
+            'common/flags.h:2: includes "nereus/client.h" (worker/client/include/nereus/client.h): '
+            "common (floor 1) may not include worker/client (floor 2), a higher floor"])
+
+    def test_every_upward_step_is_named(self):
+        self.check_fails_with({
+            "proto/extra.h": '#include "common/status.h"\n',
+            "worker/trainer/solver.h": '\n#include "worker/param_sync/sync.h"\n',
+            "worker/param_sync/more.h": '#include "worker/worker_main.cc"\n',
+            "server/coordinator.h": '#include "server/server_main.cc"\n',
+            "worker/helper.h": '#include "bench/bench.h"\n',
+            "bench/more.h": '#  include "tests/util.h"\n',
+            "bench/sim/models2.h": '#include "bench/harness/local_job.h"\n',
+        }, [
+            'bench/more.h:1: includes "tests/util.h": bench (floor 8) may not include tests (floor 9), a higher floor',
+            'bench/sim/models2.h:1: includes "bench/harness/local_job.h": bench/sim (floor 6) may not include '
+            "bench/harness (floor 7), a higher floor",
+            'proto/extra.h:1: includes "common/status.h": proto (floor 0) may not include common (floor 1), '
+            "a higher floor",
+            'server/coordinator.h:1: includes "server/server_main.cc": server (floor 2) may not include binaries '
+            "(floor 5), a higher floor",
+            'worker/helper.h:1: includes "bench/bench.h": binaries (floor 5) may not include bench (floor 8), '
+            "a higher floor",
+            'worker/param_sync/more.h:1: includes "worker/worker_main.cc": worker/param_sync (floor 4) may not '
+            "include binaries (floor 5), a higher floor",
+            'worker/trainer/solver.h:2: includes "worker/param_sync/sync.h": worker/trainer (floor 3) may not '
+            "include worker/param_sync (floor 4), a higher floor",
+        ])
+
+    def test_siblings_may_not_include_each_other(self):
+        self.check_fails_with({"server/param_server.cc": '#include "worker/client/queues.h"\n'}, [
+            'server/param_server.cc:1: includes "worker/client/queues.h": server and worker/client are siblings '
+            "on floor 2 and may not include each other"])
+
+    def test_file_on_no_floor_fails(self):
+        self.check_fails_with({"tools/x.cc": '#include "common/status.h"\n'}, [
+            "tools/x.cc: on no floor (add its folder to FLOORS in scripts/include_graph.py)"])
+
+    def test_include_guard_must_match_the_path(self):
+        files = dict(CLEAN)
+        files["worker/trainer/blob.h"] = "#ifndef NEREUS_WORKER_BLOB_H_\n#define NEREUS_WORKER_BLOB_H_\n#endif\n"
+        files["common/old.h"] = "#pragma once\n"
+        files["worker/client/include/nereus/client.h"] = (
+            "#ifndef NEREUS_WORKER_CLIENT_INCLUDE_NEREUS_CLIENT_H_\n#include \"common/status.h\"\n#endif\n")
+        rc, out, err = self.run_script(files, "--check")
+        self.assertEqual(rc, 1, out + err)
+        self.assertEqual(out.splitlines(), [
+            "common/old.h: no include guard (expected #ifndef NEREUS_COMMON_OLD_H_)",
+            "worker/client/include/nereus/client.h: include guard NEREUS_WORKER_CLIENT_INCLUDE_NEREUS_CLIENT_H_ "
+            "does not match its path (expected NEREUS_CLIENT_H_)",
+            "worker/trainer/blob.h: include guard NEREUS_WORKER_BLOB_H_ does not match its path "
+            "(expected NEREUS_WORKER_TRAINER_BLOB_H_)",
+        ])
+        self.assertIn("3 header(s) with an include guard that does not match the path", err)
+        self.assertNotIn("break the floors", err)
+
+    def test_dot_marks_the_upward_edge_red(self):
+        files = dict(CLEAN)
+        files["common/flags.h"] = '#include "nereus/client.h"\n'
+        with tempfile.TemporaryDirectory() as out_dir:
+            path = os.path.join(out_dir, "g.dot")
+            rc, out, err = self.run_script(files, "--dot", path)
+            self.assertEqual(rc, 0, out + err)
+            with open(path) as fh:
+                text = fh.read()
+        self.assertTrue(text.startswith("digraph nereus_includes {"))
+        self.assertIn('"common" -> "worker/client" [color=red, penwidth=2];', text)
+        self.assertIn('"worker/param_sync" -> "worker/trainer";', text)
+        self.assertIn('"worker/trainer/layers" -> "worker/trainer";', text)
+        self.assertNotIn('"worker/client" -> "common" [color=red', text)
+
+    def test_no_mode_is_an_error(self):
+        rc, out, err = self.run_script(CLEAN)
+        self.assertEqual(rc, 2)
+        self.assertIn("give --check, --dot FILE or --png FILE", err)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,515 @@
+// Failures as real processes: a killed worker, malformed messages, a node that
+// never shows up.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+
+#include "common/node.h"
+#include "nereus/client.h"
+#include "tests/support/process_util.h"
+
+namespace nereus {
+namespace {
+
+using test::ClusterSpec;
+using test::LocalCluster;
+using test::Subprocess;
+using test::TempDir;
+
+TEST(FaultTest, KilledWorkerAbortsEveryoneWithinFifteenSecondsNamingIt) {
+  TempDir dir;
+  ClusterSpec spec;
+  spec.servers = 2;
+  spec.workers = 3;
+  spec.coordinator_flags = {"--heartbeat_interval_ms=500", "--heartbeat_timeout_ms=3000"};
+  spec.worker_flags = {"--tensors=5000,100x100", "--iterations=1000000", "--compute_ms=5", "--display=0"};
+  spec.external_workers = {0};  // This test is worker 0.
+  LocalCluster cluster(spec, dir);
+
+  ClientOptions o;
+  o.coordinator = cluster.coordinator_address();
+  o.rank = 0;
+  o.startup_timeout_s = 30;
+  auto client = Client::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::vector<float> a(5000, 0.0f), b(10000, 0.0f), ga(5000, 0.001f), gb(10000, 0.001f);
+  ASSERT_TRUE((*client)->RegisterTensor({"t0", {5000}}).ok());
+  ASSERT_TRUE((*client)->RegisterTensor({"t1", {100, 100}}).ok());
+  pb::SgdConfig sgd;
+  sgd.set_base_lr(0.01f);
+  sgd.set_lr_policy("fixed");
+  sgd.set_momentum(0.9f);
+  sgd.set_weight_decay(0.0005f);
+  sgd.set_regularization_type("L2");
+  // Worker 0's solver must match what the synthetic workers send (they are
+  // the same flags' defaults); its values initialize the servers.
+  sgd.set_gamma(0.1f);
+  sgd.set_power(0.75f);
+  sgd.set_stepsize(10);
+  sgd.set_max_iter(1000000);
+  ASSERT_TRUE((*client)->Init(sgd, {a.data(), b.data()}).ok());
+  Status st;
+  int64_t clock = 0;
+  for (; clock < 5; ++clock) {
+    ASSERT_TRUE((*client)->Push(0, ga.data(), clock).Wait().ok());
+    ASSERT_TRUE((*client)->Push(1, gb.data(), clock).Wait().ok());
+    ASSERT_TRUE((*client)->Pull(0, a.data(), clock + 1).Wait().ok());
+  }
+  cluster.worker(1).Signal(SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  // Our next pull can never complete: it must fail, naming the dead worker.
+  (*client)->Push(0, ga.data(), clock).Wait().IgnoreError();
+  Status pull = (*client)->Pull(0, a.data(), clock + 1).Wait();
+  EXPECT_FALSE(pull.ok());
+  EXPECT_NE(pull.message().find("worker 1"), std::string::npos) << pull;
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(15), &report)) << report;
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  EXPECT_LT(took, 15.0);
+  auto codes = cluster.codes();
+  // Coordinator, servers 0 and 1, workers 1 (killed) and 2.
+  ASSERT_EQ(codes.size(), 5u);
+  EXPECT_EQ(codes[0], 1) << report;
+  EXPECT_EQ(codes[1], 1) << report;
+  EXPECT_EQ(codes[2], 1) << report;
+  EXPECT_EQ(codes[3], 128 + SIGKILL);
+  EXPECT_EQ(codes[4], 1) << report;
+  for (Subprocess* p : {&cluster.coordinator(), &cluster.server(0), &cluster.server(1), &cluster.worker(2)})
+    EXPECT_NE(p->Log().find("worker 1 (tcp://127.0.0.1:"), std::string::npos) << p->Log();
+}
+
+TEST(FaultTest, StartupTimeoutNamesTheMissingNode) {
+  TempDir dir;
+  ClusterSpec spec;
+  spec.servers = 1;
+  spec.workers = 2;
+  spec.coordinator_flags = {"--startup_timeout_s=2"};
+  spec.worker_flags = {"--startup_timeout_s=20"};
+  spec.server_flags = {"--startup_timeout_s=20"};
+  spec.external_workers = {1};  // Never started.
+  LocalCluster cluster(spec, dir);
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(20), &report)) << report;
+  for (auto code : cluster.codes()) EXPECT_NE(code, 0) << report;
+  for (Subprocess* p : {&cluster.coordinator(), &cluster.server(0), &cluster.worker(0)})
+    EXPECT_NE(p->Log().find("start-up timed out after 2 s (--startup_timeout_s): missing worker 1"), std::string::npos)
+        << p->Log();
+}
+
+// A REGISTER that is lost on the way (this coordinator ignores the first, as
+// a connection that broke before the real one listened would lose it) is
+// repeated until the coordinator answers, so the job still starts.
+TEST(FaultTest, NodeRepeatsRegisterUntilTheCoordinatorAnswers) {
+  std::mutex mu;
+  int registers = 0;
+  std::unique_ptr<Transport> coordinator = NewZmqTransport(ZmqTransportOptions{});
+  Transport* c = coordinator.get();
+  ASSERT_TRUE(coordinator
+                  ->Start("tcp://127.0.0.1:0",
+                          [&](const Endpoint& from, StatusOr<Message> m, const pb::Header&) {
+                            if (!m.ok() || m->header.op() != pb::REGISTER) return;
+                            int n;
+                            {
+                              std::lock_guard<std::mutex> lock(mu);
+                              n = ++registers;
+                            }
+                            if (n != 2) return;
+                            Message reply;
+                            reply.header.set_op(pb::REGISTER_REPLY);
+                            reply.header.set_sender_role(pb::COORDINATOR);
+                            reply.header.mutable_job()->set_num_servers(0);
+                            reply.header.mutable_job()->set_num_workers(1);
+                            auto* info = reply.header.add_nodes();
+                            info->set_role(pb::WORKER);
+                            info->set_rank(0);
+                            info->set_endpoint(from);
+                            ASSERT_TRUE(c->Send(from, std::move(reply)).ok());
+                          })
+                  .ok());
+  NodeOptions o;
+  o.coordinator = coordinator->endpoint();
+  o.role = pb::WORKER;
+  o.rank = 0;
+  o.startup_timeout_s = 20;
+  Node node(o);
+  const Status st = node.Start([](const Endpoint&, StatusOr<Message>, const pb::Header&) {}, [](const Status&) {});
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_EQ(node.rank(), 0);
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_GE(registers, 2);
+}
+
+// The coordinator's side of the same: a node that registered, but whose
+// address book was lost, repeats REGISTER after the job has started and is
+// sent the same book again (not refused as a stranger or a second node).
+TEST(FaultTest, CoordinatorAnswersARepeatedRegisterWithTheSameAddressBook) {
+  TempDir dir;
+  LocalCluster cluster(test::OneServerAndTheTestAsWorker(), dir);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Message> replies;
+  std::unique_ptr<Transport> worker = NewZmqTransport(ZmqTransportOptions{});
+  ASSERT_TRUE(worker
+                  ->Start("tcp://127.0.0.1:0",
+                          [&](const Endpoint&, StatusOr<Message> m, const pb::Header&) {
+                            if (!m.ok()) return;
+                            std::lock_guard<std::mutex> lock(mu);
+                            replies.push_back(std::move(m).value());
+                            cv.notify_all();
+                          })
+                  .ok());
+  const Endpoint coordinator = "tcp://" + cluster.coordinator_address();
+  Message reg;
+  reg.header.set_op(pb::REGISTER);
+  reg.header.set_sender_role(pb::WORKER);
+  reg.header.set_sender_rank(0);
+  auto* self = reg.header.add_nodes();
+  self->set_role(pb::WORKER);
+  self->set_rank(0);
+  self->set_endpoint(worker->endpoint());
+  auto next_reply = [&]() -> Message {
+    std::unique_lock<std::mutex> lock(mu);
+    // Heartbeats are not sent by this bare transport; only REGISTER_REPLY or ERROR come.
+    if (!cv.wait_for(lock, std::chrono::seconds(20), [&] { return !replies.empty(); })) return Message();
+    Message m = std::move(replies.front());
+    replies.pop_front();
+    return m;
+  };
+  ASSERT_TRUE(worker->Send(coordinator, reg).ok());
+  const Message first = next_reply();
+  ASSERT_EQ(first.header.op(), pb::REGISTER_REPLY) << first.header.error();
+  ASSERT_TRUE(worker->Send(coordinator, reg).ok());
+  const Message second = next_reply();
+  ASSERT_EQ(second.header.op(), pb::REGISTER_REPLY) << second.header.error();
+  EXPECT_EQ(second.header.SerializeAsString(), first.header.SerializeAsString());
+  ASSERT_EQ(first.header.nodes_size(), 2);
+
+  Message done;
+  done.header.set_op(pb::DONE);
+  done.header.set_sender_role(pb::WORKER);
+  done.header.set_sender_rank(0);
+  ASSERT_TRUE(worker->Send(coordinator, std::move(done)).ok());
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(30), &report)) << report;
+  for (auto code : cluster.codes()) EXPECT_EQ(code, 0) << report;
+  worker->Stop();
+}
+
+// Epochs: a node in epoch 1 drops a member's data of another epoch, stamps
+// its own messages with epoch 1, ignores a ROLLBACK that is not newer, and
+// turns a newer one into a ROLLBACK status for its owner.
+TEST(FaultTest, NodeDropsDataOfAnotherEpochAndRollsBackOnlyOnANewerOne) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Message> at_peer;  // What the node sends its peer.
+  std::unique_ptr<Transport> peer = NewZmqTransport(ZmqTransportOptions{});
+  ASSERT_TRUE(peer->Start("tcp://127.0.0.1:0",
+                          [&](const Endpoint&, StatusOr<Message> m, const pb::Header&) {
+                            if (!m.ok()) return;
+                            std::lock_guard<std::mutex> lock(mu);
+                            at_peer.push_back(std::move(m).value());
+                            cv.notify_all();
+                          })
+                  .ok());
+  std::unique_ptr<Transport> coordinator = NewZmqTransport(ZmqTransportOptions{});
+  Transport* c = coordinator.get();
+  const Endpoint peer_ep = peer->endpoint();
+  ASSERT_TRUE(coordinator
+                  ->Start("tcp://127.0.0.1:0",
+                          [&, c](const Endpoint& from, StatusOr<Message> m, const pb::Header&) {
+                            if (!m.ok() || m->header.op() != pb::REGISTER) return;
+                            Message reply;
+                            reply.header.set_op(pb::REGISTER_REPLY);
+                            reply.header.set_sender_role(pb::COORDINATOR);
+                            reply.header.set_epoch(1);
+                            pb::JobConfig* job = reply.header.mutable_job();
+                            job->set_num_servers(0);
+                            job->set_num_workers(2);
+                            job->set_epoch(1);
+                            job->set_heartbeat_interval_ms(1000);
+                            job->set_heartbeat_timeout_ms(60000);
+                            for (int r = 0; r < 2; ++r) {
+                              auto* info = reply.header.add_nodes();
+                              info->set_role(pb::WORKER);
+                              info->set_rank(r);
+                              info->set_endpoint(r == 0 ? from : peer_ep);
+                            }
+                            (void)c->Send(from, std::move(reply));
+                          })
+                  .ok());
+  std::deque<uint32_t> data_epochs;  // Epochs of the data the node let through.
+  Status aborted;
+  int aborts = 0;
+  NodeOptions o;
+  o.coordinator = coordinator->endpoint();
+  o.role = pb::WORKER;
+  o.rank = 0;
+  o.startup_timeout_s = 20;
+  Node node(o);
+  ASSERT_TRUE(node.Start(
+                      [&](const Endpoint&, StatusOr<Message> m, const pb::Header&) {
+                        if (!m.ok()) return;
+                        std::lock_guard<std::mutex> lock(mu);
+                        data_epochs.push_back(m->header.epoch());
+                        cv.notify_all();
+                      },
+                      [&](const Status& why) {
+                        std::lock_guard<std::mutex> lock(mu);
+                        aborted = why;
+                        ++aborts;
+                        cv.notify_all();
+                      })
+                  .ok());
+  EXPECT_EQ(node.job().epoch(), 1u);
+
+  // The peer sends epoch 0, then epoch 1, on one connection (in order).
+  for (uint32_t epoch : {0u, 1u}) {
+    Message m;
+    m.header.set_op(pb::PING);
+    m.header.set_sender_role(pb::WORKER);
+    m.header.set_sender_rank(1);
+    m.header.set_epoch(epoch);
+    ASSERT_TRUE(peer->Send(node.endpoint(), std::move(m)).ok());
+  }
+  // The node's own messages carry its epoch.
+  Message pong;
+  pong.header.set_op(pb::PONG);
+  ASSERT_TRUE(node.Send(peer_ep, std::move(pong)).ok());
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return !data_epochs.empty() && !at_peer.empty(); }));
+    EXPECT_EQ(data_epochs, std::deque<uint32_t>{1u});  // Epoch 0's came first and was dropped.
+    EXPECT_EQ(at_peer.front().header.epoch(), 1u);
+  }
+
+  // ROLLBACK to epoch 1 (not newer) is ignored; to epoch 2 it ends the node's epoch.
+  for (uint32_t epoch : {1u, 2u}) {
+    Message m;
+    m.header.set_op(pb::ROLLBACK);
+    m.header.set_sender_role(pb::COORDINATOR);
+    m.header.set_epoch(epoch);
+    m.header.set_error("worker 1 rejoined");
+    ASSERT_TRUE(c->Send(node.endpoint(), std::move(m)).ok());
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return aborts > 0; }));
+    EXPECT_EQ(aborts, 1);
+    EXPECT_TRUE(IsRollback(aborted)) << aborted;
+    EXPECT_EQ(aborted.message(), "the job rolls back to its newest checkpoint (epoch 2): worker 1 rejoined");
+  }
+  EXPECT_TRUE(IsRollback(node.aborted()));
+  coordinator->Stop();
+  peer->Stop();
+}
+
+TEST(FaultTest, WorkerWithoutCoordinatorGivesUpNamingTheAddress) {
+  TempDir dir;
+  const int port = test::FreePort();
+  auto w = test::Subprocess::Start(
+      {test::BinaryPath("nereus_worker"), "--coordinator=127.0.0.1:" + std::to_string(port), "--startup_timeout_s=1"},
+      dir.File("w.log"));
+  auto code = w->WaitFor(std::chrono::seconds(20));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 1);
+  EXPECT_NE(w->Log().find("no answer from the coordinator at tcp://127.0.0.1:" + std::to_string(port) + " within 1 s"),
+            std::string::npos)
+      << w->Log();
+}
+
+TEST(FaultTest, BadFlagsExitNonZeroNamingTheFlag) {
+  TempDir dir;
+  struct Case {
+    std::vector<std::string> argv;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {{test::BinaryPath("nereus_server"), "--role=coordinator", "--consistency=eventual"},
+       "--consistency must be bsp, ssp or async, got \"eventual\""},
+      {{test::BinaryPath("nereus_server"), "--role=replica"}, "--role must be server or coordinator"},
+      {{test::BinaryPath("nereus_server"), "--role=coordinator", "--num_workers=0"}, "--num_workers must be >= 1"},
+      {{test::BinaryPath("nereus_worker"), "--schedule=fast"},
+       "--schedule must be sequential, wfbp, priority or full, got \"fast\""},
+      {{test::BinaryPath("nereus_worker"), "--streams=0"}, "--streams must be >= 1"},
+      {{test::BinaryPath("nereus_worker"), "--tensors=10x0"}, "bad tensor shape \"10x0\""},
+      {{test::BinaryPath("nereus_worker"), "--no_such_flag=1"}, "no_such_flag"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    auto p = Subprocess::Start(cases[i].argv, dir.File("bad" + std::to_string(i) + ".log"));
+    auto code = p->WaitFor(std::chrono::seconds(20));
+    ASSERT_TRUE(code.has_value()) << cases[i].expect;
+    EXPECT_NE(*code, 0) << cases[i].expect;
+    EXPECT_NE(p->Log().find(cases[i].expect), std::string::npos) << p->Log();
+  }
+}
+
+// Joins a job as worker 0 through a bare Node, to send whatever bytes it likes.
+class RawWorker {
+ public:
+  explicit RawWorker(const std::string& coordinator) {
+    NodeOptions o;
+    o.coordinator = coordinator;
+    o.role = pb::WORKER;
+    o.rank = 0;
+    o.startup_timeout_s = 30;
+    node_ = std::make_unique<Node>(o);
+  }
+  Status Start() {
+    return node_->Start(
+        [this](const Endpoint&, StatusOr<Message> m, const pb::Header&) {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (m.ok()) replies_.push_back(std::move(m).value());
+          cv_.notify_all();
+        },
+        [](const Status&) {});
+  }
+  // The next reply, or an empty message after 10 s.
+  Message Next() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, std::chrono::seconds(10), [this] { return !replies_.empty(); })) return Message();
+    Message m = std::move(replies_.front());
+    replies_.pop_front();
+    return m;
+  }
+  Node& node() { return *node_; }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Message> replies_;
+  std::unique_ptr<Node> node_;  // Last: stopped first.
+};
+
+std::string Serialize(pb::Header h) {
+  std::string s;
+  CHECK(h.SerializeToString(&s));
+  return s;
+}
+
+TEST(FaultTest, ServerAnswersMalformedMessagesWithErrorsAndKeepsItsParameters) {
+  TempDir dir;
+  LocalCluster cluster(test::OneServerAndTheTestAsWorker(), dir);
+  RawWorker raw(cluster.coordinator_address());
+  ASSERT_TRUE(raw.Start().ok());
+  const Endpoint server = raw.node().server(0);
+
+  // A valid chunk: tensor 0 chunk 0, 8 floats.
+  auto initial = std::make_shared<std::vector<float>>(std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8});
+  Message init;
+  init.header.set_op(pb::INIT_CHUNK);
+  init.header.set_request_id(1);
+  init.header.set_dtype(pb::FLOAT32);
+  auto* meta = init.header.mutable_chunk_meta();
+  meta->set_length(8);
+  meta->set_lr_mult(1);
+  meta->set_decay_mult(1);
+  init.header.mutable_sgd()->set_lr_policy("fixed");
+  init.header.mutable_sgd()->set_base_lr(0.5f);
+  init.payload.push_back(Buffer::Of(initial));
+  ASSERT_TRUE(raw.node().Send(server, std::move(init)).ok());
+  ASSERT_EQ(raw.Next().header.op(), pb::INIT_ACK);
+
+  auto grad = std::make_shared<std::vector<float>>(8, 1.0f);
+  auto push_header = [&](uint64_t id) {
+    pb::Header h;
+    h.set_version(pb::PROTOCOL_VERSION_CURRENT);
+    h.set_op(pb::PUSH);
+    h.set_request_id(id);
+    h.set_dtype(pb::FLOAT32);
+    h.set_payload_bytes(32);
+    h.set_sender_role(pb::WORKER);
+    return h;
+  };
+  struct Case {
+    std::string name;
+    std::vector<Buffer> frames;
+    std::string expect;
+  };
+  std::vector<Case> cases;
+  {
+    pb::Header h = push_header(10);
+    h.set_error(std::string(40, 'x'));  // A long field for the truncation to cut.
+    std::string s = Serialize(h);
+    s.resize(s.size() - 20);
+    cases.push_back({"truncated header", {Buffer::CopyOf(s.data(), s.size()), Buffer::Of(grad)}, "does not parse"});
+  }
+  {
+    std::string s = Serialize(push_header(11));
+    cases.push_back({"payload length disagrees",
+                     {Buffer::CopyOf(s.data(), s.size()), Buffer::Of(grad).Slice(0, 28)},
+                     "header says payload_bytes=32 but 1 payload frame(s) carry 28 bytes"});
+  }
+  {
+    pb::Header h = push_header(12);
+    h.set_tensor(5);
+    std::string s = Serialize(h);
+    cases.push_back(
+        {"unknown tensor", {Buffer::CopyOf(s.data(), s.size()), Buffer::Of(grad)}, "unknown tensor 5 chunk 0"});
+  }
+  {
+    pb::Header h = push_header(13);
+    h.set_dtype(pb::DTYPE_UNSPECIFIED);
+    std::string s = Serialize(h);
+    cases.push_back({"wrong dtype", {Buffer::CopyOf(s.data(), s.size()), Buffer::Of(grad)}, "unsupported dtype"});
+  }
+  {
+    pb::Header h = push_header(14);
+    h.set_version(9);
+    std::string s = Serialize(h);
+    cases.push_back({"other protocol version",
+                     {Buffer::CopyOf(s.data(), s.size()), Buffer::Of(grad)},
+                     "peer speaks version 9, this node speaks version 1"});
+  }
+  {
+    pb::Header h = push_header(15);
+    h.set_payload_bytes(16);
+    std::string s = Serialize(h);
+    cases.push_back({"wrong shape",
+                     {Buffer::CopyOf(s.data(), s.size()), Buffer::Of(grad).Slice(0, 16)},
+                     "holds 8 floats (32 bytes) but the payload has 16 bytes"});
+  }
+  for (auto& c : cases) {
+    ASSERT_TRUE(raw.node().transport()->SendFrames(server, c.frames).ok());
+    Message reply = raw.Next();
+    EXPECT_EQ(reply.header.op(), pb::ERROR) << c.name;
+    EXPECT_NE(reply.header.error().find(c.expect), std::string::npos) << c.name << ": " << reply.header.error();
+  }
+  // The parameters are unchanged and the server still serves.
+  Message pull;
+  pull.header.set_op(pb::PULL);
+  pull.header.set_request_id(20);
+  ASSERT_TRUE(raw.node().Send(server, std::move(pull)).ok());
+  Message weights = raw.Next();
+  ASSERT_EQ(weights.header.op(), pb::PULL_REPLY);
+  EXPECT_EQ(weights.header.clock(), 0);
+  ASSERT_EQ(weights.payload_bytes(), 32u);
+  EXPECT_EQ(std::memcmp(weights.payload[0].data(), initial->data(), 32), 0);
+  // A valid push after all that is applied normally: w -= 0.5 * 1.
+  ASSERT_TRUE(
+      raw.node()
+          .transport()
+          ->SendFrames(server, {Buffer::CopyOf(Serialize(push_header(21)).data(), Serialize(push_header(21)).size()),
+                                Buffer::Of(grad)})
+          .ok());
+  EXPECT_EQ(raw.Next().header.op(), pb::PUSH_ACK);
+  Message pull2;
+  pull2.header.set_op(pb::PULL);
+  pull2.header.set_clock(1);
+  ASSERT_TRUE(raw.node().Send(server, std::move(pull2)).ok());
+  Message after = raw.Next();
+  ASSERT_EQ(after.header.op(), pb::PULL_REPLY);
+  EXPECT_EQ(after.payload[0].floats()[0], 0.5f);
+  EXPECT_EQ(after.payload[0].floats()[7], 7.5f);
+
+  ASSERT_TRUE(raw.node().Finish().ok());
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(15), &report)) << report;
+  for (auto code : cluster.codes()) EXPECT_EQ(code, 0) << report;
+}
+
+}  // namespace
+}  // namespace nereus

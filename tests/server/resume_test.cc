@@ -1,0 +1,335 @@
+// Whole jobs as real processes on 127.0.0.1, killed and resumed from the
+// servers' checkpoints: the resumed job ends with the same weights, bit for
+// bit, as a job that was never interrupted; or only the dead server is
+// restarted, it rejoins, and the job rolls back to its checkpoint and ends
+// bitwise equal too. Plus the refusals (no common checkpoint, a process
+// without --resume, rejoins that cannot be done, checkpoints under async).
+// The synthetic worker only (no trainer): these run under ThreadSanitizer
+// too. LeNet's are in lenet_resume_test.cc.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+
+#include "server/checkpoint.h"
+#include "tests/support/process_util.h"
+#include "tests/support/resume_util.h"
+
+namespace nereus {
+namespace {
+
+using test::BinaryPath;
+using test::ClusterSpec;
+using test::Concat;
+using test::Contains;
+using test::ExpectAllZero;
+using test::kFastHeartbeat;
+using test::kJobStarted;
+using test::kJobTimeout;
+using test::kPatientHeartbeat;
+using test::LocalCluster;
+using test::ReadFile;
+using test::RestartServer1;
+using test::RunJob;
+using test::Subprocess;
+using test::TempDir;
+
+void CopyDir(const std::string& from, const std::string& to) {
+  ASSERT_EQ(std::system(("cp -r '" + from + "' '" + to + "'").c_str()), 0);
+}
+
+void FlipLastByte(const std::string& path) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(-1, std::ios::end);
+  char c = 0;
+  f.read(&c, 1);
+  c ^= 1;
+  f.seekp(-1, std::ios::end);
+  f.write(&c, 1);
+  ASSERT_TRUE(f.good()) << path;
+}
+
+// --- Synthetic model ------------------------------------------------------
+
+class SyntheticResumeTest : public ::testing::Test {
+ protected:
+  // 2 servers x 2 workers, chunks spread over both servers.
+  ClusterSpec Spec(int iterations, const std::string& weights_prefix, const TempDir& out) {
+    ClusterSpec spec;
+    spec.servers = 2;
+    spec.workers = 2;
+    spec.coordinator_flags = Concat({"--partition_bytes=1024", "--consistency=bsp"}, kFastHeartbeat);
+    spec.worker_flags = {"--tensors=1000,250x10,64x3x3x3,7",
+                         "--iterations=" + std::to_string(iterations),
+                         "--seed=3",
+                         "--lr_policy=inv",
+                         "--base_lr=0.05",
+                         "--gamma=0.001",
+                         "--power=0.75",
+                         "--momentum=0.9",
+                         "--weight_decay=0.001",
+                         "--display=0"};
+    for (int w = 0; w < 2; ++w)
+      spec.worker_rank_flags.push_back({w, {"--weights_out=" + out.File(weights_prefix + std::to_string(w))}});
+    return spec;
+  }
+  // The 100-clock reference, never interrupted: weights in out/ref<w>.
+  void RunReference(const TempDir& out) {
+    TempDir logs;
+    std::string report;
+    ExpectAllZero(RunJob(Spec(100, "ref", out), logs, &report), report);
+  }
+  // 100 clocks, checkpoints every 20 into `ckpt`, and a job that waits 20 s
+  // for a dead node: time for its replacement to come.
+  ClusterSpec RejoinSpec(const TempDir& out, const std::string& ckpt) {
+    ClusterSpec spec = Spec(100, "rejoined", out);
+    spec.coordinator_flags = Concat({"--partition_bytes=1024", "--consistency=bsp"}, kPatientHeartbeat);
+    AddCheckpoints(&spec, ckpt, false);
+    return spec;
+  }
+  void AddCheckpoints(ClusterSpec* spec, const std::string& dir, bool resume) {
+    spec->server_flags = {"--checkpoint_dir=" + dir, "--checkpoint_every=20"};
+    if (resume) {
+      spec->server_flags.push_back("--resume");
+      spec->coordinator_flags.push_back("--resume");
+      spec->worker_flags.push_back("--resume");
+    }
+  }
+};
+
+TEST_F(SyntheticResumeTest, KilledServerThenWholeJobResumedEndsBitwiseEqual) {
+  TempDir out, ckpt, ref_logs, crash_logs, resume_logs, fallback_logs;
+  std::string report;
+
+  // The reference: 100 clocks, never interrupted, no checkpoints.
+  auto codes = RunJob(Spec(100, "ref", out), ref_logs, &report);
+  ExpectAllZero(codes, report);
+
+  // Checkpoints every 20 clocks; server 1 is killed (SIGKILL) at clock 50 of
+  // a job meant to run to 60: every process stops, the job is lost.
+  ClusterSpec crash = Spec(60, "crash", out);
+  AddCheckpoints(&crash, ckpt.File("ckpt"), false);
+  crash.server_rank_flags.push_back({1, {"--crash_at_clock=50"}});
+  codes = RunJob(crash, crash_logs, &report);
+  ASSERT_EQ(codes.size(), 5u);
+  EXPECT_EQ(codes[2], 128 + 9) << report;  // Server 1 died of SIGKILL.
+  EXPECT_NE(codes[0], 0) << report;        // The coordinator aborted the job...
+  EXPECT_NE(codes[3], 0) << report;        // ...and the workers failed.
+  EXPECT_NE(codes[4], 0) << report;
+  EXPECT_TRUE(Contains(ReadFile(crash_logs.File("coordinator.log")), "server 1")) << report;
+  for (int s = 0; s < 2; ++s)
+    EXPECT_EQ(ValidCheckpoints(ckpt.File("ckpt"), s), (std::vector<int64_t>{40, 20})) << "server " << s;
+  CopyDir(ckpt.File("ckpt"), ckpt.File("damaged"));
+
+  // Every process restarted with --resume, to 100: from clock 40.
+  ClusterSpec resume = Spec(100, "resumed", out);
+  AddCheckpoints(&resume, ckpt.File("ckpt"), true);
+  codes = RunJob(resume, resume_logs, &report);
+  ExpectAllZero(codes, report);
+  EXPECT_TRUE(Contains(ReadFile(resume_logs.File("coordinator.log")), "resumes from the checkpoint of clock 40"))
+      << report;
+  EXPECT_TRUE(Contains(ReadFile(resume_logs.File("worker1.log")), "resuming at clock 40")) << report;
+  for (int w = 0; w < 2; ++w) {
+    const std::string ref = ReadFile(out.File("ref" + std::to_string(w)));
+    ASSERT_EQ(ref.size(), (1000 + 2500 + 1728 + 7) * sizeof(float));
+    EXPECT_TRUE(ReadFile(out.File("resumed" + std::to_string(w))) == ref) << "worker " << w << " differs";
+  }
+  // The resumed job went on checkpointing (60, 80, 100; the newest 2 kept).
+  EXPECT_EQ(ValidCheckpoints(ckpt.File("ckpt"), 0), (std::vector<int64_t>{100, 80}));
+
+  // Server 0's newest checkpoint damaged: it warns naming the file, the job
+  // resumes from clock 20 instead, and still ends bitwise equal.
+  const std::string damaged = ckpt.File("damaged") + "/" + ShardFileName(40, 0);
+  FlipLastByte(damaged);
+  ClusterSpec fallback = Spec(100, "fallback", out);
+  AddCheckpoints(&fallback, ckpt.File("damaged"), true);
+  codes = RunJob(fallback, fallback_logs, &report);
+  ExpectAllZero(codes, report);
+  const std::string server0 = ReadFile(fallback_logs.File("server0.log"));
+  EXPECT_TRUE(Contains(server0, "skipping the checkpoint of clock 40: " + damaged + " is corrupt")) << server0;
+  EXPECT_TRUE(Contains(ReadFile(fallback_logs.File("coordinator.log")), "resumes from the checkpoint of clock 20"))
+      << report;
+  for (int w = 0; w < 2; ++w) {
+    EXPECT_TRUE(ReadFile(out.File("fallback" + std::to_string(w))) == ReadFile(out.File("ref" + std::to_string(w))))
+        << "worker " << w << " differs";
+  }
+}
+
+TEST_F(SyntheticResumeTest, ResumeWithoutACommonCheckpointFailsNamingEachServer) {
+  TempDir out, ckpt, logs;
+  ASSERT_TRUE(WriteCheckpoint(ckpt.path(),
+                              [] {
+                                ShardState s;
+                                s.info.set_clock(20);
+                                s.info.set_server_rank(1);
+                                return s;
+                              }())
+                  .ok());
+  ClusterSpec spec = Spec(10, "w", out);
+  AddCheckpoints(&spec, ckpt.path(), true);
+  std::string report;
+  auto codes = RunJob(spec, logs, &report);
+  for (auto code : codes) EXPECT_NE(code, 0) << report;
+  EXPECT_TRUE(Contains(ReadFile(logs.File("coordinator.log")),
+                       "--resume: no checkpoint is complete on every server: server 0 has none; server 1 has "
+                       "clocks 20;"))
+      << report;
+}
+
+TEST_F(SyntheticResumeTest, AProcessWithoutResumeIsNamed) {
+  TempDir out, ckpt, logs;
+  ClusterSpec spec = Spec(10, "w", out);
+  AddCheckpoints(&spec, ckpt.path(), true);
+  spec.worker_flags.pop_back();  // The workers lack --resume.
+  // The job fails at the first refused REGISTER; nodes that had not
+  // registered yet give up after their start-up timeout.
+  spec.worker_flags.push_back("--startup_timeout_s=5");
+  spec.server_flags.push_back("--startup_timeout_s=5");
+  spec.worker_rank_flags.push_back({0, {"--resume"}});
+  std::string report;
+  auto codes = RunJob(spec, logs, &report);
+  EXPECT_NE(codes[0], 0) << report;
+  EXPECT_TRUE(Contains(ReadFile(logs.File("coordinator.log")),
+                       "worker 1 was started without --resume but the coordinator with it"))
+      << report;
+}
+
+TEST_F(SyntheticResumeTest, CheckpointsUnderAsyncAreRefused) {
+  TempDir out, ckpt, logs;
+  ClusterSpec spec = Spec(10, "w", out);
+  spec.coordinator_flags.push_back("--consistency=async");
+  AddCheckpoints(&spec, ckpt.path(), false);
+  spec.worker_flags.push_back("--startup_timeout_s=5");
+  spec.server_flags.push_back("--startup_timeout_s=5");
+  std::string report;
+  auto codes = RunJob(spec, logs, &report);
+  EXPECT_NE(codes[0], 0) << report;
+  EXPECT_TRUE(Contains(ReadFile(logs.File("coordinator.log")),
+                       "--checkpoint_every=20 but the job's consistency is ASYNC: checkpoints are refused there"))
+      << report;
+}
+
+TEST_F(SyntheticResumeTest, AServerRestartedAloneRejoinsAndTheJobRollsBackBitwiseEqual) {
+  TempDir out, ckpt, logs;
+  RunReference(out);
+  // Server 1 is killed at clock 50 of 100; the rest of the job waits for it.
+  ClusterSpec spec = RejoinSpec(out, ckpt.path());
+  spec.server_rank_flags.push_back({1, {"--crash_at_clock=50"}});
+  LocalCluster cluster(spec, logs);
+  ASSERT_EQ(cluster.server(1).WaitFor(kJobTimeout), 128 + 9) << ReadFile(logs.File("server1.log"));
+  ASSERT_EQ(ValidCheckpoints(ckpt.path(), 1), (std::vector<int64_t>{40, 20}));
+
+  // Only the dead server is restarted by hand: it rejoins, every process
+  // rolls back to clock 40 and the job runs on to 100.
+  auto again = RestartServer1(cluster, ckpt.path(), logs.File("server1-again.log"), {"--resume"});
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(kJobTimeout, &report)) << report;
+  EXPECT_EQ(again->WaitFor(kJobTimeout), 0) << again->Log();
+  const auto codes = cluster.codes();
+  for (int i : {0, 1, 3, 4}) EXPECT_EQ(codes[i], 0) << "process " << i << "\n" << report;
+  const std::string coordinator = ReadFile(logs.File("coordinator.log"));
+  EXPECT_TRUE(Contains(coordinator, "server 1 rejoined from ")) << coordinator;
+  EXPECT_TRUE(Contains(coordinator, "epoch 1: the job rolled back to the checkpoint of clock 40")) << coordinator;
+  EXPECT_TRUE(Contains(ReadFile(logs.File("server0.log")), "joining the job again to roll back")) << report;
+  for (int w = 0; w < 2; ++w) {
+    const std::string log = ReadFile(logs.File("worker" + std::to_string(w) + ".log"));
+    EXPECT_TRUE(Contains(log, "the job rolls back to its newest checkpoint (epoch 1)")) << log;
+    EXPECT_TRUE(Contains(log, "resuming at clock 40")) << log;
+    const std::string ref = ReadFile(out.File("ref" + std::to_string(w)));
+    ASSERT_EQ(ref.size(), (1000 + 2500 + 1728 + 7) * sizeof(float));
+    EXPECT_TRUE(ReadFile(out.File("rejoined" + std::to_string(w))) == ref) << "worker " << w << " differs";
+  }
+  // The rolled-back job went on checkpointing (60, 80, 100; the newest 2 kept).
+  EXPECT_EQ(ValidCheckpoints(ckpt.path(), 1), (std::vector<int64_t>{100, 80}));
+}
+
+TEST_F(SyntheticResumeTest, AWorkerRestartedAloneRejoinsAndTheJobRollsBackBitwiseEqual) {
+  TempDir out, ckpt, logs;
+  RunReference(out);
+  // 30 ms of compute per clock: worker 1 is killed some time after the
+  // servers' checkpoint of clock 40 and before the end.
+  ClusterSpec spec = RejoinSpec(out, ckpt.path());
+  spec.worker_flags.push_back("--compute_ms=30");
+  LocalCluster cluster(spec, logs);
+  ASSERT_TRUE(cluster.server(0).WaitForLog("checkpoint of clock 40 written", kJobTimeout)) << cluster.server(0).Log();
+  cluster.worker(1).Signal(SIGKILL);
+  ASSERT_EQ(cluster.worker(1).WaitFor(kJobTimeout), 128 + 9);
+  std::vector<std::string> argv = cluster.worker_argv(1);
+  argv.push_back("--resume");
+  auto again = Subprocess::Start(argv, logs.File("worker1-again.log"));
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(kJobTimeout, &report)) << report;
+  EXPECT_EQ(again->WaitFor(kJobTimeout), 0) << again->Log();
+  const auto codes = cluster.codes();
+  for (int i : {0, 1, 2, 3}) EXPECT_EQ(codes[i], 0) << "process " << i << "\n" << report;
+  const std::string coordinator = ReadFile(logs.File("coordinator.log"));
+  EXPECT_TRUE(Contains(coordinator, "worker 1 rejoined from ")) << coordinator;
+  EXPECT_TRUE(Contains(coordinator, "the job rolled back to the checkpoint of clock ")) << coordinator;
+  EXPECT_TRUE(Contains(again->Log(), "resuming at clock ")) << again->Log();
+  for (int w = 0; w < 2; ++w) {
+    EXPECT_TRUE(ReadFile(out.File("rejoined" + std::to_string(w))) == ReadFile(out.File("ref" + std::to_string(w))))
+        << "worker " << w << " differs";
+  }
+}
+
+TEST_F(SyntheticResumeTest, ARejoinThatCannotBeDoneIsRefusedAndTheJobGoesOn) {
+  TempDir out, ckpt, logs;
+  // A job that runs for several seconds; nobody dies.
+  ClusterSpec spec = Spec(150, "w", out);
+  spec.coordinator_flags = Concat({"--partition_bytes=1024", "--consistency=bsp"},
+                                  {"--heartbeat_interval_ms=100", "--heartbeat_timeout_ms=2000"});
+  spec.worker_flags.push_back("--compute_ms=40");
+  AddCheckpoints(&spec, ckpt.path(), false);
+  LocalCluster cluster(spec, logs);
+  // Before the job starts a second server 1 would be an ordinary (refused)
+  // registration: this is about one arriving while the job runs.
+  ASSERT_TRUE(cluster.coordinator().WaitForLog(kJobStarted, kJobTimeout)) << cluster.coordinator().Log();
+
+  // Without --resume: refused at once, saying what to do.
+  auto no_resume = RestartServer1(cluster, ckpt.path(), logs.File("no-resume.log"));
+  EXPECT_EQ(no_resume->WaitFor(kJobTimeout), 1) << no_resume->Log();
+  EXPECT_TRUE(Contains(no_resume->Log(),
+                       "coordinator refused registration: server 1 registered again without "
+                       "--resume while the job runs: to rejoin, restart it with its flags and "
+                       "--resume"))
+      << no_resume->Log();
+  // With --resume, but server 1 is alive: held while the heartbeat timeout
+  // runs, then refused; the job is not rolled back.
+  auto duplicate = RestartServer1(cluster, ckpt.path(), logs.File("duplicate.log"), {"--resume"});
+  EXPECT_EQ(duplicate->WaitFor(kJobTimeout), 1) << duplicate->Log();
+  EXPECT_TRUE(Contains(duplicate->Log(), "coordinator refused registration: server 1 is alive at tcp://127.0.0.1:"))
+      << duplicate->Log();
+  EXPECT_TRUE(Contains(duplicate->Log(), "a node rejoins only in the place of a member that has fallen silent"))
+      << duplicate->Log();
+
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(kJobTimeout, &report)) << report;
+  ExpectAllZero(cluster.codes(), report);
+  EXPECT_FALSE(Contains(ReadFile(logs.File("coordinator.log")), "rolled back")) << report;
+}
+
+TEST_F(SyntheticResumeTest, ARejoinUnderAsyncIsRefusedNamingWhy) {
+  TempDir out, ckpt, logs;
+  ClusterSpec spec = Spec(150, "w", out);
+  spec.coordinator_flags = Concat({"--partition_bytes=1024", "--consistency=async"}, kFastHeartbeat);
+  spec.worker_flags.push_back("--compute_ms=40");
+  LocalCluster cluster(spec, logs);
+  ASSERT_TRUE(cluster.coordinator().WaitForLog(kJobStarted, kJobTimeout)) << cluster.coordinator().Log();
+  auto again =
+      Subprocess::Start({BinaryPath("nereus_server"), "--role=server", "--coordinator=" + cluster.coordinator_address(),
+                         "--rank=1", "--resume", "--checkpoint_dir=" + ckpt.path(), "--startup_timeout_s=20"},
+                        logs.File("server1-again.log"));
+  EXPECT_EQ(again->WaitFor(kJobTimeout), 1) << again->Log();
+  EXPECT_TRUE(Contains(again->Log(),
+                       "server 1 cannot rejoin a running ASYNC job: rejoining rolls the job back to a "
+                       "checkpoint, and under SSP and async no clock boundary gives a state to roll "
+                       "back to"))
+      << again->Log();
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(kJobTimeout, &report)) << report;
+  ExpectAllZero(cluster.codes(), report);
+}
+
+}  // namespace
+}  // namespace nereus

@@ -1,0 +1,107 @@
+// Test helpers: real processes on 127.0.0.1, bounded in time, always reaped.
+#ifndef NEREUS_TESTS_SUPPORT_PROCESS_UTIL_H_
+#define NEREUS_TESTS_SUPPORT_PROCESS_UTIL_H_
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace nereus {
+namespace test {
+
+// A child process whose stdout and stderr go to a log file. The destructor
+// kills (SIGKILL) and reaps it if it is still running.
+class Subprocess {
+ public:
+  static std::unique_ptr<Subprocess> Start(const std::vector<std::string>& argv, const std::string& log_path);
+  ~Subprocess();
+
+  int pid() const { return pid_; }
+  // Waits up to `timeout` for the process to exit, without polling (pidfd).
+  // Returns its exit code, 128+signal if killed by a signal, or nullopt.
+  std::optional<int> WaitFor(std::chrono::milliseconds timeout);
+  void Signal(int sig);
+  std::string Log() const;
+  const std::string& log_path() const { return log_path_; }
+  // Waits up to `timeout` until the log contains `text`, woken by inotify
+  // when the log is written (no polling); false if it did not appear, or the
+  // process exited without writing it.
+  bool WaitForLog(const std::string& text, std::chrono::milliseconds timeout);
+
+ private:
+  Subprocess(int pid, int pidfd, std::string log) : pid_(pid), pidfd_(pidfd), log_path_(std::move(log)) {}
+  int pid_;
+  int pidfd_;
+  std::string log_path_;
+  std::optional<int> status_;
+};
+
+// Path of a built binary (NEREUS_BIN_DIR, set by ctest).
+std::string BinaryPath(const std::string& name);
+// A fresh directory under TMPDIR, removed by the destructor.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int FreePort();
+std::string ReadFile(const std::string& path);
+
+// A coordinator, S servers and W workers as real processes.
+struct ClusterSpec {
+  int servers = 1;
+  int workers = 1;
+  std::vector<std::string> coordinator_flags;
+  std::vector<std::string> server_flags;
+  std::vector<std::string> worker_flags;
+  // Extra flags for one worker rank: {rank, flags}.
+  std::vector<std::pair<int, std::vector<std::string>>> worker_rank_flags;
+  // Extra flags for one server rank: {rank, flags}.
+  std::vector<std::pair<int, std::vector<std::string>>> server_rank_flags;
+  // Worker ranks not started as processes (the test joins as those itself).
+  std::vector<int> external_workers;
+};
+
+// One server and one worker, the worker being the test itself (rank 0).
+inline ClusterSpec OneServerAndTheTestAsWorker() {
+  ClusterSpec spec;
+  spec.external_workers = {0};
+  return spec;
+}
+
+class LocalCluster {
+ public:
+  LocalCluster(const ClusterSpec& spec, const TempDir& dir);
+  std::string coordinator_address() const;
+  Subprocess& coordinator() { return *coordinator_; }
+  Subprocess& server(int r) { return *servers_.at(r); }
+  Subprocess& worker(int r) { return *workers_.at(r); }
+  // The command line worker `r` was started with (to start it again).
+  const std::vector<std::string>& worker_argv(int r) const { return worker_argv_.at(r); }
+  // Waits for every process; returns false if one of them has not exited by
+  // the deadline (all are then killed by the destructors).
+  bool WaitAll(std::chrono::milliseconds timeout, std::string* report);
+  // Every process's exit code, coordinator first, then servers, then workers.
+  std::vector<std::optional<int>> codes() const { return codes_; }
+
+ private:
+  int port_;
+  std::unique_ptr<Subprocess> coordinator_;
+  std::vector<std::unique_ptr<Subprocess>> servers_, workers_;
+  std::vector<std::vector<std::string>> worker_argv_;
+  std::vector<std::optional<int>> codes_;
+};
+
+}  // namespace test
+}  // namespace nereus
+
+#endif  // NEREUS_TESTS_SUPPORT_PROCESS_UTIL_H_

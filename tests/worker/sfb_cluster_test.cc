@@ -1,0 +1,281 @@
+// Sufficient-factor broadcasting with real processes on 127.0.0.1: the
+// synthetic model's fully connected tensors (nereus_worker --fc_batch) sent
+// as factors (--sfb=on/auto) against the servers' full-matrix path
+// (--sfb=off), SSP's fallback and refusal, and a dead peer.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <regex>
+
+#include "nereus/client.h"
+#include "tests/support/process_util.h"
+
+namespace nereus {
+namespace {
+
+using test::ClusterSpec;
+using test::LocalCluster;
+using test::ReadFile;
+using test::TempDir;
+
+std::vector<float> ReadFloats(const std::string& path) {
+  const std::string bytes = ReadFile(path);
+  std::vector<float> v(bytes.size() / sizeof(float));
+  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
+  return v;
+}
+
+double JsonNumber(const std::string& json, const std::string& key) {
+  std::smatch m;
+  std::regex re("\"" + key + "\": ([-+0-9.eE]+)");
+  if (!std::regex_search(json, m, re)) return NAN;
+  return std::stod(m[1]);
+}
+
+std::string JsonList(const std::string& json, const std::string& key) {
+  std::smatch m;
+  std::regex re("\"" + key + "\": \\[([^\\]]*)\\]");
+  if (!std::regex_search(json, m, re)) return "missing";
+  return m[1];
+}
+
+// Tensors: t0 1000 (through the servers), t1 64 x 100 and t2 250 x 10 (fully
+// connected, 8 factor rows per worker), t3 7 (through the servers).
+constexpr char kTensors[] = "1000,64x100,250x10,7";
+constexpr int kWorkers = 3, kClocks = 20, kBatch = 8;
+const size_t kOffsets[] = {0, 1000, 1000 + 6400, 1000 + 6400 + 2500, 1000 + 6400 + 2500 + 7};
+
+struct JobResult {
+  std::vector<std::vector<float>> weights;  // Per worker, every tensor in order.
+  std::vector<std::string> json, logs;
+};
+
+JobResult RunJob(const std::string& sfb, const std::string& consistency = "bsp") {
+  TempDir dir;
+  ClusterSpec spec;
+  spec.servers = 2;
+  spec.workers = kWorkers;
+  spec.coordinator_flags = {"--partition_bytes=1024", "--consistency=" + consistency, "--staleness=1"};
+  spec.worker_flags = {"--tensors=" + std::string(kTensors),
+                       "--fc_batch=" + std::to_string(kBatch),
+                       "--iterations=" + std::to_string(kClocks),
+                       "--seed=5",
+                       "--lr_policy=inv",
+                       "--base_lr=0.05",
+                       "--gamma=0.001",
+                       "--power=0.75",
+                       "--momentum=0.9",
+                       "--weight_decay=0.001",
+                       "--display=0",
+                       "--sfb=" + sfb};
+  for (int w = 0; w < kWorkers; ++w)
+    spec.worker_rank_flags.push_back({w,
+                                      {"--weights_out=" + dir.File("w" + std::to_string(w)),
+                                       "--summary_json=" + dir.File("s" + std::to_string(w))}});
+  LocalCluster cluster(spec, dir);
+  std::string report;
+  JobResult run;
+  EXPECT_TRUE(cluster.WaitAll(std::chrono::seconds(90), &report)) << report;
+  for (auto code : cluster.codes()) EXPECT_EQ(code, 0) << report;
+  for (int w = 0; w < kWorkers; ++w) {
+    run.weights.push_back(ReadFloats(dir.File("w" + std::to_string(w))));
+    run.json.push_back(ReadFile(dir.File("s" + std::to_string(w))));
+    run.logs.push_back(cluster.worker(w).Log());
+  }
+  return run;
+}
+
+double MaxDiff(const std::vector<float>& a, const std::vector<float>& b, int tensor) {
+  double m = 0;
+  for (size_t i = kOffsets[tensor]; i < kOffsets[tensor + 1]; ++i)
+    m = std::max(m, static_cast<double>(std::fabs(a[i] - b[i])));
+  return m;
+}
+
+// Tolerance of SFB against the servers. Only the summation order differs:
+// each element of the clock's FC gradient sums W*K = 24 products u*v with
+// |u| <= 0.5/8 and |v| <= 0.5 (so sum |u v| <= 0.75), in one GEMM on one
+// side and as 3 per-worker sums averaged on the other. Float32 rounding
+// bounds the difference of one gradient element by about 24 * 2^-24 * 0.75
+// ~ 1.1e-6. A gradient error e moves the weights by at most lr * e / (1 -
+// momentum) = 0.05 * e * 10 over the following steps, so 20 clocks give at
+// most 20 * 0.5 * 1.1e-6 ~ 1.1e-5 (weight decay 0.001 feeds back
+// negligibly). We allow 2e-5; random rounding signs make the real difference
+// far smaller, while a lost worker or a clock applied twice moves the
+// weights by > 1e-2 (the weights move by ~1 in all, checked below).
+constexpr double kTolerance = 2e-5;
+
+TEST(SfbClusterTest, OnMatchesOffWithinToleranceAndReplicasAreBitwiseIdentical) {
+  const JobResult off = RunJob("off");
+  const JobResult on = RunJob("on");
+  ASSERT_EQ(off.weights[0].size(), kOffsets[4]);
+  ASSERT_EQ(on.weights[0].size(), kOffsets[4]);
+  // Every worker holds the same bits, SFB replicas included.
+  for (int w = 1; w < kWorkers; ++w) {
+    EXPECT_EQ(std::memcmp(on.weights[0].data(), on.weights[w].data(), kOffsets[4] * sizeof(float)), 0) << w;
+    EXPECT_EQ(std::memcmp(off.weights[0].data(), off.weights[w].data(), kOffsets[4] * sizeof(float)), 0) << w;
+  }
+  // Tensors through the servers: the same path, the same bits.
+  EXPECT_EQ(MaxDiff(on.weights[0], off.weights[0], 0), 0.0);
+  EXPECT_EQ(MaxDiff(on.weights[0], off.weights[0], 3), 0.0);
+  // Fully connected tensors: within the tolerance, having moved far more.
+  for (int t : {1, 2}) {
+    const double d = MaxDiff(on.weights[0], off.weights[0], t);
+    EXPECT_LE(d, kTolerance) << "tensor " << t;
+    std::printf("tensor t%d: max |on - off| = %g (tolerance %g)\n", t, d, kTolerance);
+  }
+  // Counters: on sends 2 tensors x 2 peers x 20 clocks of factors, 8 x (64 + 100) and 8 x (250 + 10) floats.
+  for (int w = 0; w < kWorkers; ++w) {
+    EXPECT_EQ(JsonList(on.json[w], "sfb_tensors"), "1, 2") << on.json[w];
+    EXPECT_EQ(JsonNumber(on.json[w], "factor_messages"), 2 * 2 * kClocks) << on.json[w];
+    EXPECT_EQ(JsonNumber(on.json[w], "factor_bytes"), kClocks * 2 * kBatch * (164 + 260) * 4.0) << on.json[w];
+    EXPECT_EQ(JsonNumber(on.json[w], "push_bytes"), kClocks * (1000 + 7) * 4.0) << on.json[w];
+    EXPECT_EQ(JsonList(off.json[w], "sfb_tensors"), "") << off.json[w];
+    EXPECT_EQ(JsonNumber(off.json[w], "factor_messages"), 0) << off.json[w];
+    EXPECT_EQ(JsonNumber(off.json[w], "push_bytes"), kClocks * (1000 + 6400 + 2500 + 7) * 4.0) << off.json[w];
+  }
+  // Worker 0 logs the decision table, the others do not.
+  EXPECT_NE(on.logs[0].find("HybComm (--sfb=on, 3 worker(s), 2 server(s))"), std::string::npos) << on.logs[0];
+  EXPECT_EQ(on.logs[1].find("HybComm ("), std::string::npos);
+}
+
+TEST(SfbClusterTest, AutoSendsOnlyTheLayersTheRuleChooses) {
+  // 3 workers, 2 servers, K = 8: t1 (64 x 100) SFB 2*8*2*164 = 5248 <= PS 2*6400*3/2 = 19200 floats;
+  // t2 (250 x 10) SFB 2*8*2*260 = 8320 > PS 2*2500*3/2 = 7500: through the servers.
+  const JobResult autorun = RunJob("auto");
+  for (int w = 0; w < kWorkers; ++w) {
+    EXPECT_EQ(JsonList(autorun.json[w], "sfb_tensors"), "1") << autorun.json[w];
+    EXPECT_EQ(JsonNumber(autorun.json[w], "factor_messages"), 2 * kClocks) << autorun.json[w];
+    EXPECT_EQ(std::memcmp(autorun.weights[0].data(), autorun.weights[w].data(), kOffsets[4] * sizeof(float)), 0);
+  }
+  const std::string& log = autorun.logs[0];
+  EXPECT_NE(log.find("HybComm (--sfb=auto, 3 worker(s), 2 server(s))"), std::string::npos) << log;
+  EXPECT_TRUE(std::regex_search(log, std::regex("t1 +64x100 +8 +76800 +20992 +SFB +auto: SFB bytes <= PS bytes")))
+      << log;
+  EXPECT_TRUE(std::regex_search(log, std::regex("t2 +250x10 +8 +30000 +33280 +PS +auto: SFB bytes > PS bytes"))) << log;
+}
+
+TEST(SfbClusterTest, SspFallsBackUnderAutoAndRefusesOn) {
+  const JobResult ssp = RunJob("auto", "ssp");
+  for (int w = 0; w < kWorkers; ++w) EXPECT_EQ(JsonList(ssp.json[w], "sfb_tensors"), "") << ssp.json[w];
+  EXPECT_NE(ssp.logs[0].find("auto falls back to PS under SSP (SFB needs BSP)"), std::string::npos) << ssp.logs[0];
+
+  TempDir dir;
+  ClusterSpec spec;
+  spec.servers = 1;
+  spec.workers = 2;
+  spec.coordinator_flags = {"--consistency=ssp", "--staleness=1", "--heartbeat_interval_ms=500",
+                            "--heartbeat_timeout_ms=3000"};
+  spec.worker_flags = {"--tensors=64x100", "--fc_batch=8", "--iterations=3", "--display=0", "--sfb=on"};
+  LocalCluster cluster(spec, dir);
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(30), &report)) << report;
+  EXPECT_NE(cluster.codes()[2], 0);
+  EXPECT_NE(cluster.worker(0).Log().find("--sfb=on needs --consistency=bsp"), std::string::npos)
+      << cluster.worker(0).Log();
+}
+
+// SFB replicas are not in the servers' checkpoints: while the servers
+// checkpoint, --sfb=on is refused naming why, and auto keeps every tensor on
+// the servers (saying so).
+TEST(SfbClusterTest, OnIsRefusedAndAutoFallsBackWhileServersCheckpoint) {
+  for (const std::string mode : {"on", "auto"}) {
+    TempDir dir, ckpt;
+    ClusterSpec spec;
+    spec.servers = 1;
+    spec.workers = 2;
+    spec.coordinator_flags = {"--heartbeat_interval_ms=500", "--heartbeat_timeout_ms=3000"};
+    spec.server_flags = {"--checkpoint_dir=" + ckpt.path(), "--checkpoint_every=2"};
+    spec.worker_flags = {"--tensors=64x100", "--fc_batch=8", "--iterations=3", "--display=0", "--sfb=" + mode};
+    LocalCluster cluster(spec, dir);
+    std::string report;
+    ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(30), &report)) << report;
+    const std::string log0 = cluster.worker(0).Log();
+    if (mode == "on") {
+      EXPECT_NE(cluster.codes()[2], 0) << report;
+      EXPECT_NE(log0.find("--sfb=on cannot be used while the servers checkpoint (--checkpoint_every=2): SFB replicas "
+                          "are not in the checkpoints"),
+                std::string::npos)
+          << log0;
+    } else {
+      for (auto code : cluster.codes()) EXPECT_EQ(code, 0) << report;
+      EXPECT_NE(log0.find("servers checkpoint: every tensor goes through the servers (--sfb=off)"), std::string::npos)
+          << log0;
+    }
+  }
+}
+
+TEST(SfbClusterTest, DeadPeerFailsTheWaitNamingIt) {
+  TempDir dir;
+  ClusterSpec spec;
+  spec.servers = 1;
+  spec.workers = 3;
+  spec.coordinator_flags = {"--heartbeat_interval_ms=500", "--heartbeat_timeout_ms=3000"};
+  // Only a fully connected tensor: after clock 0 nothing but factors moves.
+  spec.worker_flags = {"--tensors=20x30", "--fc_batch=4", "--iterations=1000000",
+                       "--compute_ms=5",  "--display=0",  "--sfb=on"};
+  spec.external_workers = {0};  // This test is worker 0.
+  LocalCluster cluster(spec, dir);
+
+  ClientOptions o;
+  o.coordinator = cluster.coordinator_address();
+  o.rank = 0;
+  o.startup_timeout_s = 30;
+  o.sfb = SfbMode::kOn;
+  auto client = Client::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::vector<float> w(600, 0.0f), g(600, 0.0f), left(4 * 20, 0.01f), right(4 * 30, 0.01f);
+  TensorSpec t{"t0", {20, 30}};
+  t.layer = 0;
+  t.data = w.data();
+  t.diff = g.data();
+  t.factor_rows = 4;
+  t.factor_left = left.data();
+  t.factor_right = right.data();
+  ASSERT_TRUE((*client)->RegisterTensor(t).ok());
+  // The synthetic workers' solver flags at their defaults: every worker
+  // applies the factors itself, so the job checks they agree.
+  pb::SgdConfig sgd;
+  sgd.set_base_lr(0.01f);
+  sgd.set_lr_policy("fixed");
+  sgd.set_gamma(0.1f);
+  sgd.set_power(0.75f);
+  sgd.set_stepsize(10);
+  sgd.set_max_iter(1000000);
+  sgd.set_momentum(0.9f);
+  sgd.set_weight_decay(0.0005f);
+  sgd.set_regularization_type("L2");
+  sgd.set_type(pb::SOLVER_SGD);
+  sgd.set_delta(1e-8f);
+  sgd.set_momentum2(0.999f);
+  sgd.set_rms_decay(0.99f);
+  ASSERT_TRUE((*client)->Init(sgd, {w.data()}).ok());
+  EXPECT_EQ((*client)->sfb_tensors(), std::vector<int>{0});
+  int64_t clock = 0;
+  for (; clock < 5; ++clock) {
+    ASSERT_TRUE((*client)->WaitWeights(0, clock).ok());
+    ASSERT_TRUE((*client)->GradientsReady(0, clock).ok());
+  }
+  cluster.worker(1).Signal(SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  // Worker 1 may have sent factors up to clock 5 before it died, never
+  // those of clock 6 (they need ours of clock 5): the wait for the weights
+  // of clock 7 at the latest must fail, naming it.
+  Status st;
+  for (; clock <= 7 && st.ok(); ++clock) {
+    st = (*client)->WaitWeights(0, clock);
+    if (st.ok()) st = (*client)->GradientsReady(0, clock);
+  }
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("worker 1 (tcp://127.0.0.1:"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("is dead"), std::string::npos) << st;
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(15), &report)) << report;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count(), 15.0);
+  EXPECT_NE(cluster.worker(2).Log().find("worker 1 (tcp://127.0.0.1:"), std::string::npos) << cluster.worker(2).Log();
+}
+
+}  // namespace
+}  // namespace nereus

@@ -1,0 +1,154 @@
+// nereus_worker --solver with every Caffe solver type, as real processes on
+// 127.0.0.1: 2 workers x batch 32 through 2 servers give the weights of
+// standalone training with batch 64 (the equivalence of
+// train_worker_test.cc, per type); and Caffe's HDF5 snapshots work through
+// the binary's --snapshot and --weights.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "tests/support/process_util.h"
+#include "tests/support/tiny_train_job.h"
+#include "tests/support/train_test_util.h"
+
+namespace nereus {
+namespace {
+
+using test::BinaryPath;
+using test::ClusterSpec;
+using test::LocalCluster;
+using test::ReadFile;
+using test::ReadWeights;
+using test::RunToExit;
+using test::TempDir;
+using test::TinyNet;
+using test::TinySolver;
+using test::WriteText;
+using test::WriteTinyLmdb;
+
+struct TypeCase {
+  const char* type;
+  const char* update;  // Solver fields: settings that move the weights well in 10 iterations.
+};
+
+const TypeCase kCases[] = {
+    {"Nesterov", "type: \"Nesterov\"\nbase_lr: 0.05\nmomentum: 0.9\nweight_decay: 0.001\nlr_policy: \"fixed\"\n"},
+    {"AdaGrad", "type: \"AdaGrad\"\nbase_lr: 0.05\ndelta: 1e-6\nweight_decay: 0.001\nlr_policy: \"fixed\"\n"},
+    {"RMSProp",
+     "type: \"RMSProp\"\nbase_lr: 0.005\nrms_decay: 0.98\ndelta: 1e-6\nweight_decay: 0.001\nlr_policy: \"fixed\"\n"},
+    {"AdaDelta",
+     "type: \"AdaDelta\"\nbase_lr: 1.0\nmomentum: 0.95\ndelta: 1e-4\nweight_decay: 0.001\nlr_policy: \"fixed\"\n"},
+    {"Adam", "type: \"Adam\"\nbase_lr: 0.01\nmomentum: 0.9\nmomentum2: 0.999\ndelta: 1e-6\nlr_policy: \"fixed\"\n"},
+};
+
+class SolverTypeTrainTest : public ::testing::TestWithParam<TypeCase> {};
+
+TEST_P(SolverTypeTrainTest, TwoWorkersOfBatch32MatchStandaloneBatch64) {
+  const TypeCase& c = GetParam();
+  TempDir dir;
+  const std::string db = dir.File("tiny_lmdb");
+  WriteTinyLmdb(db);
+  WriteText(dir.File("net64.prototxt"), TinyNet(db, 64));
+  WriteText(dir.File("net32.prototxt"), TinyNet(db, 32));
+  const int iterations = 10;
+  WriteText(dir.File("init.prototxt"), TinySolver(dir.File("net64.prototxt"), 0, c.update));
+  WriteText(dir.File("standalone.prototxt"), TinySolver(dir.File("net64.prototxt"), iterations, c.update));
+  WriteText(dir.File("distributed.prototxt"), TinySolver(dir.File("net32.prototxt"), iterations, c.update));
+
+  ClusterSpec spec;
+  spec.servers = 2;
+  spec.workers = 2;
+  spec.coordinator_flags = {"--consistency=bsp", "--chunk_bytes=128"};
+  spec.worker_flags = {"--solver=" + dir.File("distributed.prototxt")};
+  for (int w = 0; w < 2; ++w) {
+    spec.worker_rank_flags.push_back({w, {"--weights_out=" + dir.File("w" + std::to_string(w) + ".caffemodel")}});
+  }
+  LocalCluster cluster(spec, dir);
+  ASSERT_EQ(RunToExit({BinaryPath("nereus_worker"), "--standalone", "--solver=" + dir.File("standalone.prototxt"),
+                       "--weights_out=" + dir.File("standalone.caffemodel")},
+                      dir.File("standalone.log"), std::chrono::seconds(60)),
+            0)
+      << ReadFile(dir.File("standalone.log"));
+  ASSERT_EQ(RunToExit({BinaryPath("nereus_worker"), "--standalone", "--solver=" + dir.File("init.prototxt"),
+                       "--weights_out=" + dir.File("init.caffemodel")},
+                      dir.File("init.log"), std::chrono::seconds(60)),
+            0)
+      << ReadFile(dir.File("init.log"));
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(60), &report)) << report;
+  for (auto code : cluster.codes()) ASSERT_EQ(code, 0) << report;
+
+  const auto init = ReadWeights(dir.File("init.caffemodel"));
+  const auto standalone = ReadWeights(dir.File("standalone.caffemodel"));
+  const auto w0 = ReadWeights(dir.File("w0.caffemodel"));
+  const auto w1 = ReadWeights(dir.File("w1.caffemodel"));
+  EXPECT_EQ(test::MaxAbsDiff(w0, w1), 0.0);
+  // train_worker_test.cc's tolerance for SGD (its comment explains it): the
+  // same gradients summed in another order.
+  const double tolerance = 2e-5;
+  const double diff = test::MaxAbsDiff(standalone, w0);
+  EXPECT_LE(diff, tolerance) << c.type << ": 2 x 32 through the servers differs from standalone 64";
+  const double moved = test::MaxAbsDiff(standalone, init);
+  EXPECT_GE(moved, 1000 * tolerance) << c.type << ": training barely moved the weights";
+  std::printf("%s: max |standalone - distributed| = %g, max |final - initial| = %g, tolerance %g\n", c.type, diff,
+              moved, tolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(AdaptiveTypes, SolverTypeTrainTest, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<TypeCase>& info) { return std::string(info.param.type); });
+
+// A standalone Adam run with snapshot_format HDF5 writes Caffe's .h5 files;
+// --snapshot resumes from the .solverstate.h5 to the same weights, bit for
+// bit, and --weights starts from the .caffemodel.h5.
+TEST(Hdf5TrainTest, SnapshotAndWeightsFlagsReadHdf5) {
+  TempDir dir;
+  const std::string db = dir.File("tiny_lmdb");
+  WriteTinyLmdb(db);
+  // Batch = every record: each iteration sees the same data wherever the
+  // Data layer's cursor starts (a standalone resume, as Caffe's, starts it
+  // at the first record).
+  WriteText(dir.File("net.prototxt"), TinyNet(db, test::kRecords));
+  const std::string adam = "type: \"Adam\"\nbase_lr: 0.01\nmomentum: 0.9\nlr_policy: \"fixed\"\n";
+  const std::string h5 = "snapshot: 3\nsnapshot_format: HDF5\nsnapshot_prefix: \"" + dir.File("snap") + "\"\n";
+  WriteText(dir.File("six.prototxt"), TinySolver(dir.File("net.prototxt"), 6, adam) + h5);
+  WriteText(dir.File("three.prototxt"), TinySolver(dir.File("net.prototxt"), 3, adam));
+  WriteText(dir.File("zero.prototxt"), TinySolver(dir.File("net.prototxt"), 0, adam));
+  const std::string worker = BinaryPath("nereus_worker");
+  ASSERT_EQ(RunToExit({worker, "--standalone", "--solver=" + dir.File("six.prototxt"),
+                       "--weights_out=" + dir.File("six.caffemodel")},
+                      dir.File("six.log"), std::chrono::seconds(60)),
+            0)
+      << ReadFile(dir.File("six.log"));
+  const std::string state3 = dir.File("snap_iter_3.solverstate.h5");
+  const std::string model3 = dir.File("snap_iter_3.caffemodel.h5");
+  ASSERT_FALSE(ReadFile(state3).empty()) << ReadFile(dir.File("six.log"));
+  ASSERT_FALSE(ReadFile(model3).empty());
+
+  ASSERT_EQ(RunToExit({worker, "--standalone", "--solver=" + dir.File("six.prototxt"), "--snapshot=" + state3,
+                       "--weights_out=" + dir.File("resumed.caffemodel")},
+                      dir.File("resumed.log"), std::chrono::seconds(60)),
+            0)
+      << ReadFile(dir.File("resumed.log"));
+  EXPECT_NE(ReadFile(dir.File("resumed.log")).find("at iteration 3"), std::string::npos)
+      << ReadFile(dir.File("resumed.log"));
+  const auto six = ReadWeights(dir.File("six.caffemodel"));
+  EXPECT_EQ(test::MaxAbsDiff(six, ReadWeights(dir.File("resumed.caffemodel"))), 0.0);
+
+  // The weights after 3 iterations, from a plain run and from the .h5.
+  ASSERT_EQ(RunToExit({worker, "--standalone", "--solver=" + dir.File("three.prototxt"),
+                       "--weights_out=" + dir.File("three.caffemodel")},
+                      dir.File("three.log"), std::chrono::seconds(60)),
+            0);
+  ASSERT_EQ(RunToExit({worker, "--standalone", "--solver=" + dir.File("zero.prototxt"), "--weights=" + model3,
+                       "--weights_out=" + dir.File("from_h5.caffemodel")},
+                      dir.File("from_h5.log"), std::chrono::seconds(60)),
+            0)
+      << ReadFile(dir.File("from_h5.log"));
+  const auto three = ReadWeights(dir.File("three.caffemodel"));
+  EXPECT_EQ(test::MaxAbsDiff(three, ReadWeights(dir.File("from_h5.caffemodel"))), 0.0);
+  EXPECT_GT(test::MaxAbsDiff(three, six), 1e-3);  // The comparisons could tell them apart.
+}
+
+}  // namespace
+}  // namespace nereus

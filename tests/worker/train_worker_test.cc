@@ -1,0 +1,238 @@
+// nereus_worker --solver as real processes on 127.0.0.1: data-parallel
+// training through the servers equals standalone training on the same
+// records, and bad solver input fails with a message naming the file.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+#include "nereus/client.h"
+#include "tests/support/process_util.h"
+#include "tests/support/tiny_train_job.h"
+#include "tests/support/train_test_util.h"
+#include "worker/param_sync/client_parameter_sync.h"
+#include "worker/trainer/data/db.h"
+#include "worker/trainer/layer_registry.h"
+#include "worker/trainer/solver.h"
+
+namespace nereus {
+namespace {
+
+using test::BinaryPath;
+using test::ClusterSpec;
+using test::LocalCluster;
+using test::ReadFile;
+using test::ReadWeights;
+using test::Subprocess;
+using test::TempDir;
+
+using test::RunToExit;
+using test::TinyNet;
+using test::TinySolver;
+using test::WriteText;
+using test::WriteTinyLmdb;
+
+// --- Equivalence ----------------------------------------------------------
+
+TEST(TrainEquivalenceTest, TwoWorkersOfBatch32MatchStandaloneBatch64) {
+  TempDir dir;
+  const std::string db = dir.File("tiny_lmdb");
+  WriteTinyLmdb(db);
+  WriteText(dir.File("net64.prototxt"), TinyNet(db, 64));
+  WriteText(dir.File("net32.prototxt"), TinyNet(db, 32));
+  WriteText(dir.File("init.prototxt"), TinySolver(dir.File("net64.prototxt"), 0));
+  WriteText(dir.File("standalone.prototxt"), TinySolver(dir.File("net64.prototxt"), 20));
+  WriteText(dir.File("distributed.prototxt"), TinySolver(dir.File("net32.prototxt"), 20));
+
+  // 2 workers x batch 32 through 2 servers (small chunks: every tensor is
+  // spread over both), next to a standalone run with batch 64.
+  ClusterSpec spec;
+  spec.servers = 2;
+  spec.workers = 2;
+  spec.coordinator_flags = {"--consistency=bsp", "--chunk_bytes=128"};
+  spec.worker_flags = {"--solver=" + dir.File("distributed.prototxt")};
+  for (int w = 0; w < 2; ++w) {
+    spec.worker_rank_flags.push_back({w,
+                                      {"--weights_out=" + dir.File("w" + std::to_string(w) + ".caffemodel"),
+                                       "--summary_json=" + dir.File("w" + std::to_string(w) + ".json")}});
+  }
+  LocalCluster cluster(spec, dir);
+  ASSERT_EQ(RunToExit({BinaryPath("nereus_worker"), "--standalone", "--solver=" + dir.File("standalone.prototxt"),
+                       "--weights_out=" + dir.File("standalone.caffemodel")},
+                      dir.File("standalone.log"), std::chrono::seconds(60)),
+            0)
+      << ReadFile(dir.File("standalone.log"));
+  ASSERT_EQ(RunToExit({BinaryPath("nereus_worker"), "--standalone", "--solver=" + dir.File("init.prototxt"),
+                       "--weights_out=" + dir.File("init.caffemodel")},
+                      dir.File("init.log"), std::chrono::seconds(60)),
+            0)
+      << ReadFile(dir.File("init.log"));
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(60), &report)) << report;
+  for (auto code : cluster.codes()) ASSERT_EQ(code, 0) << report;
+
+  const auto init = ReadWeights(dir.File("init.caffemodel"));
+  const auto standalone = ReadWeights(dir.File("standalone.caffemodel"));
+  const auto w0 = ReadWeights(dir.File("w0.caffemodel"));
+  const auto w1 = ReadWeights(dir.File("w1.caffemodel"));
+  ASSERT_EQ(init.size(), 6u);  // conv1, ip1, ip2: weights and biases.
+  for (const auto& json : {ReadFile(dir.File("w0.json")), ReadFile(dir.File("w1.json"))}) {
+    EXPECT_EQ(test::JsonValue(json, "iterations"), 20) << json;
+    EXPECT_EQ(test::JsonValue(json, "workers"), 2) << json;
+    EXPECT_EQ(test::JsonValue(json, "batch_size"), 32) << json;
+  }
+
+  // Both workers pulled the same weights from the servers: bit for bit.
+  EXPECT_EQ(test::MaxAbsDiff(w0, w1), 0.0);
+
+  // Tolerance. The gradients are the same sum over the same 64 records in a
+  // different order: standalone sums 64 per-record gradients in one GEMM and
+  // scales by 1/64; each worker sums 32 and scales by 1/32, the server adds
+  // the two in rank order and scales by 1/2. In float32 each sum carries a
+  // relative rounding error of order sqrt(64) * 2^-24 ~ 5e-7, and 20 momentum
+  // steps (momentum 0.9, lr up to 0.1 x lr_mult 2) carry and slightly amplify
+  // it, so with weights of order 1 we expect differences up to ~1e-6
+  // (measured: 6e-8). 2e-5 leaves room for other BLAS kernels; it is far
+  // below what a real mistake gives: the weights move by ~0.2 from their
+  // initial values (checked below), and both workers reading all records
+  // (overlapping shards) gave a difference of 6e-2.
+  const double tolerance = 2e-5;
+  const double diff = test::MaxAbsDiff(standalone, w0);
+  EXPECT_LE(diff, tolerance) << "2 x 32 through the servers differs from standalone 64";
+  const double moved = test::MaxAbsDiff(standalone, init);
+  EXPECT_GE(moved, 1000 * tolerance) << "training barely moved the weights: the comparison would prove nothing";
+  std::printf("max |standalone - distributed| = %g, max |final - initial| = %g, tolerance %g\n", diff, moved,
+              tolerance);
+}
+
+// --- Faults -----------------------------------------------------------------
+
+// This test is worker 1, training in-process through a ClientParameterSync;
+// worker 0 is a nereus_worker process. After a few iterations together,
+// server 1 is killed: the in-process Solver's Step returns a Status naming
+// it (no hang, no crash) and the worker process exits non-zero.
+TEST(TrainTimelineTest, TraceHasEachLayersForwardAndBackwardAndItsCommunication) {
+  TempDir dir;
+  const std::string db = dir.File("tiny_lmdb");
+  WriteTinyLmdb(db);
+  WriteText(dir.File("net.prototxt"), TinyNet(db, 16));
+  WriteText(dir.File("solver.prototxt"), TinySolver(dir.File("net.prototxt"), 6));
+  ClusterSpec spec;
+  spec.servers = 1;
+  spec.workers = 1;
+  spec.worker_flags = {"--solver=" + dir.File("solver.prototxt"), "--timeline=" + dir.File("trace.{rank}.json"),
+                       "--timeline_every=2"};
+  LocalCluster cluster(spec, dir);
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(60), &report)) << report;
+  for (auto code : cluster.codes()) ASSERT_EQ(code, 0) << report;
+  const std::string trace = ReadFile(dir.File("trace.0.json"));
+  ASSERT_FALSE(trace.empty()) << report;
+  for (const char* span : {"\"forward conv1\"", "\"backward conv1\"", "\"forward ip2\"", "\"backward ip1\"",
+                           "server apply", "pull transfer"})
+    EXPECT_NE(trace.find(span), std::string::npos) << span;
+  // --timeline_every=2 keeps clocks 0, 2, 4 only.
+  EXPECT_NE(trace.find("\"args\": {\"clock\": 4}"), std::string::npos);
+  EXPECT_EQ(trace.find("\"args\": {\"clock\": 3}"), std::string::npos);
+}
+
+TEST(TrainFaultTest, KilledServerFailsTheTrainersWithAStatusNamingIt) {
+  TempDir dir;
+  const std::string db = dir.File("tiny_lmdb");
+  WriteTinyLmdb(db);
+  WriteText(dir.File("net.prototxt"), TinyNet(db, 32));
+  WriteText(dir.File("solver.prototxt"), TinySolver(dir.File("net.prototxt"), 1000000));
+  ClusterSpec spec;
+  spec.servers = 2;
+  spec.workers = 2;
+  spec.coordinator_flags = {"--chunk_bytes=128", "--heartbeat_interval_ms=500", "--heartbeat_timeout_ms=3000"};
+  spec.worker_flags = {"--solver=" + dir.File("solver.prototxt")};
+  spec.external_workers = {1};
+  LocalCluster cluster(spec, dir);
+
+  std::unique_ptr<Solver> solver;  // Outlives the client, whose pulls write into it.
+  ClientOptions options;
+  options.coordinator = cluster.coordinator_address();
+  options.rank = 1;
+  options.startup_timeout_s = 30;
+  auto client = Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ClientParameterSync sync(client->get());
+  caffe::SolverParameter param;
+  ASSERT_TRUE(ReadSolverParameterFromTextFile(dir.File("solver.prototxt"), &param).ok());
+  param.set_display(0);
+  auto created = Solver::Create(param, DefaultLayerRegistry(), &sync);
+  ASSERT_TRUE(created.ok()) << created.status();
+  solver = std::move(created).value();
+  sync.set_net(solver->net());
+  Status st = solver->Step(5);
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_EQ(sync.tensor_names(), (std::vector<std::string>{"conv1/0", "conv1/1", "ip1/0", "ip1/1", "ip2/0", "ip2/1"}));
+
+  cluster.server(1).Signal(SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  st = solver->Step(1000000);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("server 1"), std::string::npos) << st;
+  EXPECT_LT(took, 15.0);
+  client->reset();  // Leaves the job.
+
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(15), &report)) << report;
+  ASSERT_TRUE(cluster.codes()[3].has_value());  // Coordinator, servers 0 and 1, then worker 0.
+  EXPECT_NE(*cluster.codes()[3], 0) << cluster.worker(0).Log();
+  EXPECT_NE(cluster.worker(0).Log().find("server 1"), std::string::npos) << cluster.worker(0).Log();
+}
+
+// --- Bad input --------------------------------------------------------------
+
+TEST(TrainBadInputTest, MissingSolverFileFailsNamingIt) {
+  TempDir dir;
+  const std::string missing = dir.File("no_such_solver.prototxt");
+  EXPECT_NE(RunToExit({BinaryPath("nereus_worker"), "--standalone", "--solver=" + missing}, dir.File("log"),
+                      std::chrono::seconds(30)),
+            0);
+  EXPECT_NE(ReadFile(dir.File("log")).find("cannot open " + missing), std::string::npos) << ReadFile(dir.File("log"));
+}
+
+TEST(TrainBadInputTest, UnknownSolverFieldFailsNamingFileAndLine) {
+  TempDir dir;
+  const std::string solver = dir.File("solver.prototxt");
+  WriteText(solver, "base_lr: 0.01\nmax_iter: 10\n  bogus_field: 3\n");
+  EXPECT_NE(RunToExit({BinaryPath("nereus_worker"), "--standalone", "--solver=" + solver}, dir.File("log"),
+                      std::chrono::seconds(30)),
+            0);
+  EXPECT_NE(ReadFile(dir.File("log")).find(solver + ":3:3: unknown field \"bogus_field\""), std::string::npos)
+      << ReadFile(dir.File("log"));
+}
+
+TEST(TrainBadInputTest, UnknownNetFieldFailsNamingNetFileAndLine) {
+  TempDir dir;
+  const std::string net = dir.File("net.prototxt");
+  WriteText(net, "name: \"n\"\nlayer {\n  name: \"ip\"\n  type: \"InnerProduct\"\n  num_outputz: 3\n}\n");
+  WriteText(dir.File("solver.prototxt"), TinySolver(net, 1));
+  EXPECT_NE(RunToExit({BinaryPath("nereus_worker"), "--standalone", "--solver=" + dir.File("solver.prototxt")},
+                      dir.File("log"), std::chrono::seconds(30)),
+            0);
+  EXPECT_NE(ReadFile(dir.File("log")).find(net + ":5:3: unknown field \"num_outputz\""), std::string::npos)
+      << ReadFile(dir.File("log"));
+}
+
+TEST(TrainBadInputTest, DistributedSnapshotWithoutResumeIsRefused) {
+  TempDir dir;
+  WriteText(dir.File("solver.prototxt"), TinySolver(dir.File("net.prototxt"), 1));
+  EXPECT_EQ(RunToExit({BinaryPath("nereus_worker"), "--solver=" + dir.File("solver.prototxt"),
+                       "--snapshot=" + dir.File("x.solverstate"), "--coordinator=127.0.0.1:1"},
+                      dir.File("log"), std::chrono::seconds(30)),
+            2);
+  EXPECT_NE(ReadFile(dir.File("log")).find("--snapshot in a job needs --resume"), std::string::npos)
+      << ReadFile(dir.File("log"));
+}
+
+}  // namespace
+}  // namespace nereus

@@ -1,0 +1,253 @@
+// BatchNorm (batch statistics, Caffe's running sums, global statistics,
+// lr_mult 0, local state), Scale (learned, with bias_term, from a second
+// bottom, in place) and Deconvolution: exact values and numeric gradients.
+#include "worker/trainer/layers/batch_norm_layer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/support/gradient_checker.h"
+#include "worker/trainer/layers/deconv_layer.h"
+
+namespace nereus {
+namespace {
+
+using test::BlobData;
+using test::BlobDiff;
+using test::ExpectBlobNear;
+using test::GradientChecker;
+using test::ParseLayerParameter;
+using test::SetBlobData;
+
+// [2, 2, 1, 2]: channel 0 holds 1 3 | 5 7 (mean 4, variance 5), channel 1
+// holds 0 0 | 2 2 (mean 1, variance 1).
+void FillTwoChannels(Blob* blob) {
+  blob->Reshape(std::vector<int>{2, 2, 1, 2});
+  SetBlobData(blob, {1, 3, 0, 0, 5, 7, 2, 2});
+}
+
+TEST(BatchNormLayerTest, NormalizesWithBatchStatisticsAndKeepsCaffesRunningSums) {
+  Blob bottom, top;
+  FillTwoChannels(&bottom);
+  BatchNormLayer layer(ParseLayerParameter("name: 'bn' type: 'BatchNorm'"));
+  ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
+  ASSERT_EQ(3u, layer.blobs().size());
+  layer.Forward({&bottom}, {&top});
+  const float s0 = std::sqrt(5.0f + 1e-5f);
+  const float s1 = std::sqrt(1.0f + 1e-5f);
+  ExpectBlobNear({-3 / s0, -1 / s0, -1 / s1, -1 / s1, 1 / s0, 3 / s0, 1 / s1, 1 / s1}, top, 1e-6f);
+  // m = 4 values per channel: the variance is stored unbiased (x 4/3).
+  EXPECT_EQ((std::vector<float>{4, 1}), BlobData(*layer.blobs()[0]));
+  ExpectBlobNear({20.0f / 3, 4.0f / 3}, *layer.blobs()[1]);
+  EXPECT_EQ((std::vector<float>{1}), BlobData(*layer.blobs()[2]));
+  layer.Forward({&bottom}, {&top});
+  ExpectBlobNear({4 + 0.999f * 4, 1 + 0.999f * 1}, *layer.blobs()[0]);
+  EXPECT_FLOAT_EQ(1.999f, layer.blobs()[2]->cpu_data()[0]);
+  EXPECT_TRUE(layer.IsLocalState(0) && layer.IsLocalState(1) && layer.IsLocalState(2));
+}
+
+TEST(BatchNormLayerTest, TestPhaseUsesTheRunningAverages) {
+  Blob bottom, top;
+  FillTwoChannels(&bottom);
+  BatchNormLayer layer(ParseLayerParameter("name: 'bn' type: 'BatchNorm' phase: TEST"));
+  ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
+  // Sums of 2 updates: mean = [8, 2] / 2, variance = [10, 4] / 2.
+  SetBlobData(layer.blobs()[0].get(), {8, 2});
+  SetBlobData(layer.blobs()[1].get(), {10, 4});
+  SetBlobData(layer.blobs()[2].get(), {2});
+  layer.Forward({&bottom}, {&top});
+  const float s0 = std::sqrt(5.0f + 1e-5f);
+  const float s1 = std::sqrt(2.0f + 1e-5f);
+  ExpectBlobNear({-3 / s0, -1 / s0, -1 / s1, -1 / s1, 1 / s0, 3 / s0, 1 / s1, 1 / s1}, top, 1e-6f);
+  // The statistics are not touched in TEST.
+  EXPECT_EQ((std::vector<float>{2}), BlobData(*layer.blobs()[2]));
+  // Backward with global statistics divides by the stored deviation.
+  std::fill(top.mutable_cpu_diff(), top.mutable_cpu_diff() + 8, 1.0f);
+  layer.Backward({&top}, {true}, {&bottom});
+  EXPECT_NEAR(1 / s0, bottom.cpu_diff()[0], 1e-6f);
+  EXPECT_NEAR(1 / s1, bottom.cpu_diff()[2], 1e-6f);
+}
+
+TEST(BatchNormLayerTest, StatisticsCarryLrMultZero) {
+  Blob bottom, top;
+  FillTwoChannels(&bottom);
+  BatchNormLayer layer(ParseLayerParameter("name: 'bn' type: 'BatchNorm'"));
+  ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
+  ASSERT_EQ(3, layer.layer_param().param_size());
+  for (const auto& spec : layer.layer_param().param()) EXPECT_EQ(0.0f, spec.lr_mult());
+  BatchNormLayer learned(ParseLayerParameter("name: 'bn' type: 'BatchNorm' param { lr_mult: 0 } param { lr_mult: 1 }"));
+  EXPECT_EQ(
+      "layer bn (BatchNorm): cannot configure batch normalization statistics as layer "
+      "parameters (param 1 has lr_mult 1.000000; it must be 0)",
+      learned.SetUp({&bottom}, {&top}).message());
+}
+
+TEST(BatchNormLayerTest, GradientInPlaceAndApart) {
+  for (bool in_place : {false, true}) {
+    SCOPED_TRACE(in_place ? "in place" : "apart");
+    std::mt19937 rng(41);
+    Blob bottom(2, 3, 2, 2), top;
+    test::FillGaussian(&bottom, &rng);
+    BatchNormLayer layer(ParseLayerParameter("name: 'bn' type: 'BatchNorm'"));
+    GradientChecker checker(1e-2f, 2e-3f);
+    if (in_place) {
+      // The checker perturbs the bottom, which in place is also the output:
+      // check the in-place backward against the out-of-place one instead.
+      Blob copy(bottom.shape()), out;
+      copy.CopyFrom(bottom);
+      ASSERT_TRUE(layer.SetUp({&bottom}, {&bottom}).ok());
+      layer.Forward({&bottom}, {&bottom});
+      BatchNormLayer apart(ParseLayerParameter("name: 'bn' type: 'BatchNorm'"));
+      ASSERT_TRUE(apart.SetUp({&copy}, {&out}).ok());
+      apart.Forward({&copy}, {&out});
+      EXPECT_EQ(BlobData(out), BlobData(bottom));
+      for (int i = 0; i < out.count(); ++i) {
+        out.mutable_cpu_diff()[i] = bottom.mutable_cpu_diff()[i] = 0.01f * i * i - 0.3f;
+      }
+      apart.Backward({&out}, {true}, {&copy});
+      layer.Backward({&bottom}, {true}, {&bottom});
+      EXPECT_EQ(BlobDiff(copy), BlobDiff(bottom));
+    } else {
+      checker.CheckGradientExhaustive(&layer, {&bottom}, {&top});
+      EXPECT_GT(checker.comparisons(), 0);
+    }
+  }
+}
+
+TEST(ScaleLayerTest, LearnedScaleAndBiasPerChannel) {
+  Blob bottom(std::vector<int>{2, 3, 2}), top;
+  SetBlobData(&bottom, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  std::mt19937 rng(1);
+  ScaleLayer layer(ParseLayerParameter("name: 'sc' type: 'Scale' scale_param { bias_term: true }"));
+  layer.set_rng(&rng);
+  ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
+  ASSERT_EQ(2u, layer.blobs().size());
+  // Defaults: scale 1, bias 0 (the identity).
+  EXPECT_EQ((std::vector<float>{1, 1, 1}), BlobData(*layer.blobs()[0]));
+  EXPECT_EQ((std::vector<float>{0, 0, 0}), BlobData(*layer.blobs()[1]));
+  SetBlobData(layer.blobs()[0].get(), {1, 2, 3});
+  SetBlobData(layer.blobs()[1].get(), {0.5f, 0, -1});
+  layer.Forward({&bottom}, {&top});
+  EXPECT_EQ((std::vector<float>{1.5f, 2.5f, 6, 8, 14, 17, 7.5f, 8.5f, 18, 20, 32, 35}), BlobData(top));
+  std::fill(top.mutable_cpu_diff(), top.mutable_cpu_diff() + 12, 1.0f);
+  for (auto& b : layer.blobs()) caffe_set(b->count(), 0.0f, b->mutable_cpu_diff());
+  layer.Backward({&top}, {true}, {&bottom});
+  EXPECT_EQ((std::vector<float>{1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3}), BlobDiff(bottom));
+  EXPECT_EQ((std::vector<float>{1 + 2 + 7 + 8, 3 + 4 + 9 + 10, 5 + 6 + 11 + 12}), BlobDiff(*layer.blobs()[0]));
+  EXPECT_EQ((std::vector<float>{4, 4, 4}), BlobDiff(*layer.blobs()[1]));
+}
+
+TEST(ScaleLayerTest, Gradients) {
+  const char* configs[] = {
+      "scale_param { bias_term: true filler { type: 'gaussian' } bias_filler { type: 'gaussian' } }",
+      "scale_param { axis: 0 num_axes: 2 filler { type: 'gaussian' } }",
+      "scale_param { num_axes: 0 filler { type: 'gaussian' } bias_term: true }",
+      "scale_param { axis: -1 num_axes: -1 filler { type: 'gaussian' } }"};
+  for (const char* config : configs) {
+    SCOPED_TRACE(config);
+    std::mt19937 rng(42);
+    Blob bottom(2, 3, 2, 2), top;
+    test::FillGaussian(&bottom, &rng);
+    ScaleLayer layer(ParseLayerParameter(std::string("name: 'sc' type: 'Scale' ") + config));
+    layer.set_rng(&rng);
+    GradientChecker checker(1e-2f, 1e-3f);
+    checker.CheckGradientExhaustive(&layer, {&bottom}, {&top});
+    EXPECT_GT(checker.comparisons(), 0);
+  }
+}
+
+TEST(ScaleLayerTest, ScaleFromASecondBottomAndItsGradient) {
+  std::mt19937 rng(43);
+  Blob bottom(2, 3, 2, 2), scale(std::vector<int>{3, 2}), top;
+  test::FillGaussian(&bottom, &rng);
+  test::FillGaussian(&scale, &rng);
+  ScaleLayer layer(ParseLayerParameter("name: 'sc' type: 'Scale' scale_param { bias_term: true }"));
+  layer.set_rng(&rng);
+  GradientChecker checker(1e-2f, 1e-3f);
+  checker.CheckGradientExhaustive(&layer, {&bottom, &scale}, {&top});
+  EXPECT_GT(checker.comparisons(), 0);
+  Blob wrong(std::vector<int>{4});
+  ScaleLayer bad(ParseLayerParameter("name: 'sc' type: 'Scale'"));
+  EXPECT_EQ(
+      "layer sc (Scale): dimension mismatch between bottom[0]->shape(1) and scale->shape(0): "
+      "bottom 2 3 2 2 (24), scale 4 (4)",
+      bad.SetUp({&bottom, &wrong}, {&top}).message());
+}
+
+TEST(ScaleLayerTest, InPlaceMatchesApart) {
+  std::mt19937 rng(44);
+  Blob input(2, 3, 2, 2);
+  test::FillGaussian(&input, &rng);
+  const std::string text = "name: 'sc' type: 'Scale' scale_param { bias_term: true filler { type: 'gaussian' } }";
+  std::mt19937 rng_a(7), rng_b(7);
+  ScaleLayer apart(ParseLayerParameter(text)), in_place(ParseLayerParameter(text));
+  apart.set_rng(&rng_a);
+  in_place.set_rng(&rng_b);
+  Blob bottom(input.shape()), top, blob(input.shape());
+  bottom.CopyFrom(input);
+  blob.CopyFrom(input);
+  ASSERT_TRUE(apart.SetUp({&bottom}, {&top}).ok());
+  ASSERT_TRUE(in_place.SetUp({&blob}, {&blob}).ok());
+  apart.Forward({&bottom}, {&top});
+  in_place.Forward({&blob}, {&blob});
+  EXPECT_EQ(BlobData(top), BlobData(blob));
+  for (int i = 0; i < top.count(); ++i) top.mutable_cpu_diff()[i] = blob.mutable_cpu_diff()[i] = 0.1f * i;
+  for (ScaleLayer* l : {&apart, &in_place}) {
+    for (auto& b : l->blobs()) caffe_set(b->count(), 0.0f, b->mutable_cpu_diff());
+  }
+  apart.Backward({&top}, {true}, {&bottom});
+  in_place.Backward({&blob}, {true}, {&blob});
+  EXPECT_EQ(BlobDiff(bottom), BlobDiff(blob));
+  EXPECT_EQ(BlobDiff(*apart.blobs()[0]), BlobDiff(*in_place.blobs()[0]));
+  EXPECT_EQ(BlobDiff(*apart.blobs()[1]), BlobDiff(*in_place.blobs()[1]));
+}
+
+TEST(DeconvolutionLayerTest, EachInputPixelPaintsAWeightedKernel) {
+  // Kernel 2, stride 2: each input value stamps value * W onto its own 2x2
+  // block of the 4x4 output.
+  Blob bottom(1, 1, 2, 2), top;
+  SetBlobData(&bottom, {1, 2, 3, 4});
+  std::mt19937 rng(1);
+  DeconvolutionLayer layer(
+      ParseLayerParameter("name: 'up' type: 'Deconvolution' convolution_param { num_output: 1 kernel_size: 2 stride: 2 "
+                          "bias_filler { type: 'constant' value: 0.5 } }"));
+  layer.set_rng(&rng);
+  ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
+  EXPECT_EQ((std::vector<int>{1, 1, 4, 4}), top.shape());
+  EXPECT_EQ((std::vector<int>{1, 1, 2, 2}), layer.blobs()[0]->shape());
+  SetBlobData(layer.blobs()[0].get(), {1, 2, 3, 4});
+  layer.Forward({&bottom}, {&top});
+  EXPECT_EQ((std::vector<float>{1.5f, 2.5f, 2.5f, 4.5f,  //
+                                3.5f, 4.5f, 6.5f, 8.5f,  //
+                                3.5f, 6.5f, 4.5f, 8.5f,  //
+                                9.5f, 12.5f, 12.5f, 16.5f}),
+            BlobData(top));
+}
+
+TEST(DeconvolutionLayerTest, ShapesAndGradients) {
+  const char* configs[] = {"num_output: 3 kernel_size: 3 stride: 2 pad: 1",
+                           "num_output: 4 kernel_size: 2 stride: 1 group: 2",
+                           "num_output: 2 kernel_h: 3 kernel_w: 2 stride_h: 1 stride_w: 2 bias_term: false"};
+  const std::vector<std::vector<int>> shapes = {{2, 3, 5, 5}, {2, 4, 4, 4}, {2, 2, 5, 6}};
+  for (int c = 0; c < 3; ++c) {
+    SCOPED_TRACE(configs[c]);
+    std::mt19937 rng(45);
+    Blob bottom(2, 2, 3, 3), top;
+    test::FillGaussian(&bottom, &rng);
+    DeconvolutionLayer layer(
+        ParseLayerParameter(std::string("name: 'up' type: 'Deconvolution' convolution_param { ") + configs[c] +
+                            " weight_filler { type: 'gaussian' } bias_filler { type: 'gaussian' } }"));
+    layer.set_rng(&rng);
+    GradientChecker checker(1e-2f, 1e-2f);
+    checker.CheckGradient(&layer, {&bottom}, {&top});
+    EXPECT_EQ(shapes[c], top.shape());
+    EXPECT_GT(checker.comparisons(), 0);
+  }
+}
+
+}  // namespace
+}  // namespace nereus

@@ -1,0 +1,219 @@
+// Pooling: Caffe's output-size rounding, MAX (with and without a mask top),
+// AVE with its padding-aware divisor, global pooling, gradients and errors.
+#include "worker/trainer/layers/pooling_layer.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "tests/support/gradient_checker.h"
+
+namespace nereus {
+namespace {
+
+using test::ExpectBlobNear;
+using test::GradientChecker;
+using test::ParseLayerParameter;
+using test::SetBlobData;
+
+std::vector<float> Iota(int n, float start = 0.0f) {
+  std::vector<float> v(n);
+  for (int i = 0; i < n; ++i) v[i] = start + static_cast<float>(i);
+  return v;
+}
+
+caffe::LayerParameter PoolParam(const std::string& pooling_param) {
+  return ParseLayerParameter("name: 'pool' type: 'Pooling' pooling_param { " + pooling_param + " }");
+}
+
+TEST(PoolingLayerTest, OutputSizeRoundsUpLikeCaffe) {
+  // 6x6, kernel 3, stride 2: Caffe gives ceil(3/2)+1 = 3, floor would give 2.
+  EXPECT_EQ(3, PoolingLayer::PooledSize(6, 3, 0, 2, false));
+  // A padded last window that would start in the padding is dropped:
+  // ceil((3 + 2 - 2) / 2) + 1 = 3, but window 2 starts at 4 - 1 = 3 >= 3.
+  EXPECT_EQ(2, PoolingLayer::PooledSize(3, 2, 1, 2, true));
+  EXPECT_EQ(3, PoolingLayer::PooledSize(4, 2, 1, 2, true));
+  EXPECT_EQ(1, PoolingLayer::PooledSize(5, 5, 0, 1, false));
+}
+
+TEST(PoolingLayerTest, MaxForward6x6Kernel3Stride2) {
+  Blob bottom(1, 1, 6, 6);
+  Blob top;
+  SetBlobData(&bottom, Iota(36));  // x(h, w) = 6h + w
+  PoolingLayer layer(PoolParam("pool: MAX kernel_size: 3 stride: 2"));
+  ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
+  layer.Forward({&bottom}, {&top});
+  EXPECT_EQ((std::vector<int>{1, 1, 3, 3}), top.shape());
+  // Windows cover rows {0..2}, {2..4}, {4,5} (the last one clipped); the max
+  // is the bottom-right element: rows/cols 2, 4, 5.
+  ExpectBlobNear({14, 16, 17, 26, 28, 29, 32, 34, 35}, top);
+}
+
+TEST(PoolingLayerTest, AveForward6x6Kernel3Stride2) {
+  Blob bottom(1, 1, 6, 6);
+  Blob top;
+  SetBlobData(&bottom, Iota(36));
+  PoolingLayer layer(PoolParam("pool: AVE kernel_size: 3 stride: 2"));
+  ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
+  layer.Forward({&bottom}, {&top});
+  EXPECT_EQ((std::vector<int>{1, 1, 3, 3}), top.shape());
+  // Mean row index per window: 1, 3, 4.5 (the clipped window divides by 2
+  // rows, not 3, since it extends beyond the unpadded input). Value = 6*mh+mw.
+  ExpectBlobNear({7, 9, 10.5f, 19, 21, 22.5f, 28, 30, 31.5f}, top);
+}
+
+TEST(PoolingLayerTest, AveDivisorCountsPadding) {
+  Blob bottom(1, 1, 3, 3);
+  Blob top;
+  SetBlobData(&bottom, std::vector<float>(9, 1.0f));
+  PoolingLayer layer(PoolParam("pool: AVE kernel_size: 3 stride: 1 pad: 1"));
+  ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
+  layer.Forward({&bottom}, {&top});
+  EXPECT_EQ((std::vector<int>{1, 1, 3, 3}), top.shape());
+  // Every window is 3x3 of the padded input: corners hold 4 ones, edges 6.
+  const float c = 4.0f / 9, e = 6.0f / 9;
+  ExpectBlobNear({c, e, c, e, 1, e, c, e, c}, top);
+}
+
+TEST(PoolingLayerTest, PaddedLastWindowClipped) {
+  Blob bottom(1, 1, 3, 3);
+  Blob top;
+  SetBlobData(&bottom, Iota(9, 1.0f));
+  {
+    PoolingLayer layer(PoolParam("pool: AVE kernel_size: 2 stride: 2 pad: 1"));
+    SetBlobData(&bottom, std::vector<float>(9, 1.0f));
+    ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
+    layer.Forward({&bottom}, {&top});
+    EXPECT_EQ((std::vector<int>{1, 1, 2, 2}), top.shape());
+    // Windows rows {-1,0} and {1,2}: divisor 4 each (padding included).
+    ExpectBlobNear({0.25f, 0.5f, 0.5f, 1.0f}, top);
+  }
+  {
+    SetBlobData(&bottom, Iota(9, 1.0f));
+    Blob mask;
+    PoolingLayer layer(PoolParam("pool: MAX kernel_size: 2 stride: 2 pad: 1"));
+    ASSERT_TRUE(layer.SetUp({&bottom}, {&top, &mask}).ok());
+    layer.Forward({&bottom}, {&top, &mask});
+    ExpectBlobNear({1, 3, 7, 9}, top);
+    // The mask top holds the flat index of each max within the plane.
+    ExpectBlobNear({0, 2, 6, 8}, mask);
+  }
+}
+
+TEST(PoolingLayerTest, MaxBackwardRoutesToArgmax) {
+  Blob bottom(1, 1, 3, 3);
+  Blob top;
+  SetBlobData(&bottom, Iota(9, 1.0f));
+  PoolingLayer layer(PoolParam("pool: MAX kernel_size: 2 stride: 1"));
+  ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
+  layer.Forward({&bottom}, {&top});
+  ExpectBlobNear({5, 6, 8, 9}, top);
+  const float top_diff[] = {1, 2, 3, 4};
+  std::copy(top_diff, top_diff + 4, top.mutable_cpu_diff());
+  layer.Backward({&top}, {true}, {&bottom});
+  EXPECT_EQ((std::vector<float>{0, 0, 0, 0, 1, 2, 0, 3, 4}), test::BlobDiff(bottom));
+}
+
+TEST(PoolingLayerTest, GlobalPooling) {
+  Blob bottom(2, 1, 2, 3);
+  Blob top;
+  SetBlobData(&bottom, {1, 2, 3, 4, 5, 6, -1, -2, -3, -4, -5, -6});
+  PoolingLayer max_layer(PoolParam("pool: MAX global_pooling: true"));
+  ASSERT_TRUE(max_layer.SetUp({&bottom}, {&top}).ok());
+  max_layer.Forward({&bottom}, {&top});
+  EXPECT_EQ((std::vector<int>{2, 1, 1, 1}), top.shape());
+  ExpectBlobNear({6, -1}, top);
+  PoolingLayer ave_layer(PoolParam("pool: AVE global_pooling: true"));
+  ASSERT_TRUE(ave_layer.SetUp({&bottom}, {&top}).ok());
+  ave_layer.Forward({&bottom}, {&top});
+  ExpectBlobNear({3.5f, -3.5f}, top);
+}
+
+TEST(PoolingLayerTest, GradientMax) {
+  std::mt19937 rng(1701);
+  Blob bottom(2, 2, 5, 6);
+  Blob top;
+  test::FillDistinct(&bottom, &rng);
+  PoolingLayer layer(PoolParam("pool: MAX kernel_size: 3 stride: 2"));
+  GradientChecker checker(1e-2f, 1e-3f);
+  checker.CheckGradientExhaustive(&layer, {&bottom}, {&top});
+  EXPECT_GT(checker.comparisons(), 0);
+}
+
+TEST(PoolingLayerTest, GradientMaxPaddedWithMaskTop) {
+  std::mt19937 rng(1702);
+  Blob bottom(1, 2, 4, 5);
+  Blob top;
+  Blob mask;
+  test::FillDistinct(&bottom, &rng);
+  PoolingLayer layer(PoolParam("pool: MAX kernel_h: 3 kernel_w: 2 stride: 2 pad: 1"));
+  GradientChecker checker(1e-2f, 1e-3f);
+  // Only top 0 carries a gradient; the mask is an index, checked by value.
+  ASSERT_TRUE(layer.SetUp({&bottom}, {&top, &mask}).ok());
+  for (int j = 0; j < top.count(); ++j) {
+    checker.CheckGradientSingle(&layer, {&bottom}, {&top, &mask}, -1, 0, j, false);
+  }
+  EXPECT_GT(checker.comparisons(), 0);
+}
+
+TEST(PoolingLayerTest, GradientAvePadded) {
+  std::mt19937 rng(1703);
+  Blob bottom(2, 2, 5, 5);
+  Blob top;
+  test::FillGaussian(&bottom, &rng);
+  PoolingLayer layer(PoolParam("pool: AVE kernel_size: 3 stride: 2 pad: 1"));
+  GradientChecker checker(1e-2f, 1e-3f);
+  checker.CheckGradientExhaustive(&layer, {&bottom}, {&top});
+  EXPECT_GT(checker.comparisons(), 0);
+}
+
+TEST(PoolingLayerTest, GradientAveRectangularStride) {
+  std::mt19937 rng(1704);
+  Blob bottom(1, 2, 6, 5);
+  Blob top;
+  test::FillGaussian(&bottom, &rng);
+  PoolingLayer layer(PoolParam("pool: AVE kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 1"));
+  GradientChecker checker(1e-2f, 1e-3f);
+  checker.CheckGradientExhaustive(&layer, {&bottom}, {&top});
+  EXPECT_GT(checker.comparisons(), 0);
+}
+
+Status SetUpPool(const std::string& pooling_param, int tops = 1) {
+  Blob bottom(1, 1, 4, 4);
+  Blob top, top2;
+  PoolingLayer layer(ParseLayerParameter("name: 'pool7' type: 'Pooling' pooling_param { " + pooling_param + " }"));
+  std::vector<Blob*> top_vec = {&top};
+  if (tops == 2) top_vec.push_back(&top2);
+  return layer.SetUp({&bottom}, top_vec);
+}
+
+TEST(PoolingLayerConfigTest, Errors) {
+  struct Case {
+    std::string param;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"kernel_size: 0", "kernel size must be > 0"},
+      {"stride: 2", "kernel size is kernel_size OR kernel_h and kernel_w"},
+      {"kernel_size: 2 kernel_h: 2 kernel_w: 2", "exactly one"},
+      {"kernel_h: 2", "both kernel_h and kernel_w"},
+      {"kernel_size: 2 pad: 2", "must be smaller than the kernel"},
+      {"global_pooling: true kernel_size: 2", "cannot be specified"},
+      {"global_pooling: true stride: 2", "only pad = 0 and stride = 1"},
+      {"pool: STOCHASTIC kernel_size: 2", "STOCHASTIC"},
+      {"kernel_size: 5", "larger than the padded input"},
+  };
+  for (const Case& c : cases) {
+    const Status s = SetUpPool(c.param);
+    ASSERT_FALSE(s.ok()) << c.param;
+    EXPECT_NE(std::string::npos, s.message().find("pool7")) << s.message();
+    EXPECT_NE(std::string::npos, s.message().find(c.message)) << c.param << " -> " << s.message();
+  }
+  // Only MAX has a mask top: the base class rejects the second top.
+  EXPECT_FALSE(SetUpPool("pool: AVE kernel_size: 2", 2).ok());
+  EXPECT_TRUE(SetUpPool("pool: MAX kernel_size: 2", 2).ok());
+}
+
+}  // namespace
+}  // namespace nereus

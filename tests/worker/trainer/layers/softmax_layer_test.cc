@@ -1,0 +1,236 @@
+// Softmax, SoftmaxWithLoss (normalization modes, ignore_label) and Accuracy
+// (top_k, per-class, ignore_label): exact values, gradients, errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "tests/support/gradient_checker.h"
+#include "worker/trainer/layers/accuracy_layer.h"
+#include "worker/trainer/layers/softmax_layers.h"
+
+namespace nereus {
+namespace {
+
+using test::BlobDiff;
+using test::ExpectBlobNear;
+using test::GradientChecker;
+using test::ParseLayerParameter;
+using test::SetBlobData;
+
+// softmax([1, 2, 3]) and softmax([1, 1, 1]).
+const float kP1 = 0.09003057f, kP2 = 0.24472847f, kP3 = 0.66524096f;
+
+TEST(SoftmaxLayerTest, Forward) {
+  Blob bottom(std::vector<int>{2, 3}), top;
+  SetBlobData(&bottom, {1, 2, 3, 101, 101, 101});
+  SoftmaxLayer layer(ParseLayerParameter("name: 'prob' type: 'Softmax'"));
+  ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
+  layer.Forward({&bottom}, {&top});
+  // Large inputs do not overflow (the max is subtracted first).
+  ExpectBlobNear({kP1, kP2, kP3, 1.0f / 3, 1.0f / 3, 1.0f / 3}, top, 1e-6f);
+}
+
+TEST(SoftmaxLayerTest, ForwardAlongAxis) {
+  // [1, 3, 1, 2]: the softmax runs over the 3 channels at each of 2 positions.
+  Blob bottom(1, 3, 1, 2), top;
+  SetBlobData(&bottom, {1, 0, 2, 0, 3, 0});
+  SoftmaxLayer layer(ParseLayerParameter("name: 'prob' type: 'Softmax'"));
+  ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
+  layer.Forward({&bottom}, {&top});
+  ExpectBlobNear({kP1, 1.0f / 3, kP2, 1.0f / 3, kP3, 1.0f / 3}, top, 1e-6f);
+  // axis: -1 on the same data normalises pairs: softmax([1, 0]) etc.
+  SoftmaxLayer last(ParseLayerParameter("name: 'prob' type: 'Softmax' softmax_param { axis: -1 }"));
+  ASSERT_TRUE(last.SetUp({&bottom}, {&top}).ok());
+  last.Forward({&bottom}, {&top});
+  const float a = 1.0f / (1.0f + std::exp(-1.0f)), b = 1.0f / (1.0f + std::exp(-2.0f)),
+              c = 1.0f / (1.0f + std::exp(-3.0f));
+  ExpectBlobNear({a, 1 - a, b, 1 - b, c, 1 - c}, top, 1e-6f);
+}
+
+TEST(SoftmaxLayerTest, Gradient) {
+  std::mt19937 rng(1701);
+  Blob bottom(2, 4, 2, 1), top;
+  test::FillGaussian(&bottom, &rng);
+  SoftmaxLayer layer(ParseLayerParameter("name: 'prob' type: 'Softmax'"));
+  GradientChecker checker(1e-2f, 1e-3f);
+  checker.CheckGradientExhaustive(&layer, {&bottom}, {&top});
+  EXPECT_GT(checker.comparisons(), 0);
+}
+
+// ---- SoftmaxWithLoss ----
+
+// Scores [[1, 2, 3], [1, 1, 1]] with labels [2, 0]:
+// losses -log(kP3) = 0.40760596 and -log(1/3) = 1.09861229.
+const float kLoss0 = 0.40760596f, kLoss1 = 1.09861229f;
+
+float LossOf(const std::string& loss_param, std::vector<float> labels = {2, 0}) {
+  Blob scores(std::vector<int>{2, 3}), label(std::vector<int>{2}), loss;
+  SetBlobData(&scores, {1, 2, 3, 1, 1, 1});
+  SetBlobData(&label, labels);
+  SoftmaxWithLossLayer layer(ParseLayerParameter("name: 'loss' type: 'SoftmaxWithLoss' " + loss_param));
+  const Status s = layer.SetUp({&scores, &label}, {&loss});
+  EXPECT_TRUE(s.ok()) << s.message();
+  const float weighted = layer.Forward({&scores, &label}, {&loss});
+  // The default loss weight is 1, so Forward returns the loss itself.
+  EXPECT_FLOAT_EQ(loss.cpu_data()[0], weighted);
+  EXPECT_EQ(0, loss.num_axes());
+  return loss.cpu_data()[0];
+}
+
+TEST(SoftmaxWithLossLayerTest, NormalizationModes) {
+  EXPECT_NEAR((kLoss0 + kLoss1) / 2, LossOf(""), 1e-6f);  // VALID by default
+  EXPECT_NEAR((kLoss0 + kLoss1) / 2, LossOf("loss_param { normalization: FULL }"), 1e-6f);
+  EXPECT_NEAR((kLoss0 + kLoss1) / 2, LossOf("loss_param { normalization: BATCH_SIZE }"), 1e-6f);
+  EXPECT_NEAR(kLoss0 + kLoss1, LossOf("loss_param { normalization: NONE }"), 1e-6f);
+  // Ignoring label 0 leaves one valid label out of two.
+  EXPECT_NEAR(kLoss0, LossOf("loss_param { ignore_label: 0 }"), 1e-6f);
+  EXPECT_NEAR(kLoss0, LossOf("loss_param { ignore_label: 0 normalization: VALID }"), 1e-6f);
+  EXPECT_NEAR(kLoss0 / 2, LossOf("loss_param { ignore_label: 0 normalization: FULL }"), 1e-6f);
+  EXPECT_NEAR(kLoss0 / 2, LossOf("loss_param { ignore_label: 0 normalization: BATCH_SIZE }"), 1e-6f);
+  EXPECT_NEAR(kLoss0, LossOf("loss_param { ignore_label: 0 normalization: NONE }"), 1e-6f);
+  // Legacy normalize: false means BATCH_SIZE, true means VALID; an explicit
+  // normalization wins over it.
+  EXPECT_NEAR(kLoss0 / 2, LossOf("loss_param { ignore_label: 0 normalize: false }"), 1e-6f);
+  EXPECT_NEAR(kLoss0, LossOf("loss_param { ignore_label: 0 normalize: true }"), 1e-6f);
+  EXPECT_NEAR(kLoss0, LossOf("loss_param { ignore_label: 0 normalize: false normalization: NONE }"), 1e-6f);
+  // All labels ignored: the normaliser is clamped to 1, the loss is 0.
+  EXPECT_EQ(0.0f, LossOf("loss_param { ignore_label: 0 }", {0, 0}));
+}
+
+TEST(SoftmaxWithLossLayerTest, BackwardValuesAndProbTop) {
+  Blob scores(std::vector<int>{2, 3}), label(std::vector<int>{2}), loss, prob;
+  SetBlobData(&scores, {1, 2, 3, 1, 1, 1});
+  SetBlobData(&label, {2, 0});
+  SoftmaxWithLossLayer layer(
+      ParseLayerParameter("name: 'loss' type: 'SoftmaxWithLoss' loss_param { ignore_label: 0 }"));
+  ASSERT_TRUE(layer.SetUp({&scores, &label}, {&loss, &prob}).ok());
+  // Loss weight 1 for the loss, 0 for the probabilities.
+  EXPECT_EQ(1.0f, layer.loss(0));
+  EXPECT_EQ(0.0f, layer.loss(1));
+  layer.Forward({&scores, &label}, {&loss, &prob});
+  ExpectBlobNear({kP1, kP2, kP3, 1.0f / 3, 1.0f / 3, 1.0f / 3}, prob, 1e-6f);
+  layer.Backward({&loss, &prob}, {true, false}, {&scores, &label});
+  // (p - onehot) / 1 valid label; the ignored row gets zero.
+  const std::vector<float> diff = BlobDiff(scores);
+  const std::vector<float> expected = {kP1, kP2, kP3 - 1, 0, 0, 0};
+  for (int i = 0; i < 6; ++i) EXPECT_NEAR(expected[i], diff[i], 1e-6f) << i;
+}
+
+TEST(SoftmaxWithLossLayerTest, Gradient) {
+  std::mt19937 rng(1701);
+  Blob scores(2, 5, 2, 3), label(2, 1, 2, 3), loss;
+  test::FillGaussian(&scores, &rng);
+  for (int i = 0; i < label.count(); ++i) label.mutable_cpu_data()[i] = static_cast<float>(rng() % 5);
+  SoftmaxWithLossLayer layer(ParseLayerParameter("name: 'loss' type: 'SoftmaxWithLoss'"));
+  GradientChecker checker(1e-2f, 1e-3f);
+  checker.CheckGradientExhaustive(&layer, {&scores, &label}, {&loss}, 0);
+  EXPECT_GT(checker.comparisons(), 0);
+}
+
+TEST(SoftmaxWithLossLayerTest, GradientIgnoreLabelBatchSize) {
+  std::mt19937 rng(1702);
+  Blob scores(std::vector<int>{4, 3}), label(std::vector<int>{4}), loss;
+  test::FillGaussian(&scores, &rng);
+  SetBlobData(&label, {0, 1, 2, 1});
+  SoftmaxWithLossLayer layer(
+      ParseLayerParameter("name: 'loss' type: 'SoftmaxWithLoss' loss_param { ignore_label: 1 normalization: "
+                          "BATCH_SIZE }"));
+  GradientChecker checker(1e-2f, 1e-3f);
+  checker.CheckGradientExhaustive(&layer, {&scores, &label}, {&loss}, 0);
+  EXPECT_GT(checker.comparisons(), 0);
+}
+
+TEST(SoftmaxWithLossLayerConfigTest, LabelCountMismatch) {
+  Blob scores(std::vector<int>{2, 3}), label(std::vector<int>{3}), loss;
+  SoftmaxWithLossLayer layer(ParseLayerParameter("name: 'loss3' type: 'SoftmaxWithLoss'"));
+  const Status s = layer.SetUp({&scores, &label}, {&loss});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(std::string::npos, s.message().find("loss3")) << s.message();
+  EXPECT_NE(std::string::npos, s.message().find("number of labels must match")) << s.message();
+}
+
+TEST(SoftmaxWithLossLayerDeathTest, LabelOutOfRange) {
+  Blob scores(std::vector<int>{2, 3}), label(std::vector<int>{2}), loss;
+  SetBlobData(&label, {1, 3});
+  SoftmaxWithLossLayer layer(ParseLayerParameter("name: 'loss3' type: 'SoftmaxWithLoss'"));
+  ASSERT_TRUE(layer.SetUp({&scores, &label}, {&loss}).ok());
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  EXPECT_DEATH(layer.Forward({&scores, &label}, {&loss}),
+               "layer loss3 \\(SoftmaxWithLoss\\): label 3 at position 1 is out of range");
+}
+
+// ---- Accuracy ----
+
+// Scores (4 samples, 3 classes) and labels:
+//   [.1 .5 .4] label 1: rank 1
+//   [.7 .2 .1] label 2: rank 3
+//   [.3 .3 .4] label 0: ties count against the label -> rank 3
+//   [.2 .5 .3] label 2: rank 2
+const std::vector<float> kScores = {.1f, .5f, .4f, .7f, .2f, .1f, .3f, .3f, .4f, .2f, .5f, .3f};
+const std::vector<float> kLabels = {1, 2, 0, 2};
+
+float AccuracyOf(const std::string& accuracy_param, std::vector<float>* per_class = nullptr) {
+  Blob scores(std::vector<int>{4, 3}), label(std::vector<int>{4}), top, top_per_class;
+  SetBlobData(&scores, kScores);
+  SetBlobData(&label, kLabels);
+  AccuracyLayer layer(ParseLayerParameter("name: 'acc' type: 'Accuracy' accuracy_param { " + accuracy_param + " }"));
+  std::vector<Blob*> tops = {&top};
+  if (per_class != nullptr) tops.push_back(&top_per_class);
+  const Status s = layer.SetUp({&scores, &label}, tops);
+  EXPECT_TRUE(s.ok()) << s.message();
+  layer.Forward({&scores, &label}, tops);
+  if (per_class != nullptr) *per_class = test::BlobData(top_per_class);
+  return top.cpu_data()[0];
+}
+
+TEST(AccuracyLayerTest, TopK) {
+  EXPECT_FLOAT_EQ(0.25f, AccuracyOf(""));
+  EXPECT_FLOAT_EQ(0.25f, AccuracyOf("top_k: 1"));
+  EXPECT_FLOAT_EQ(0.5f, AccuracyOf("top_k: 2"));
+  EXPECT_FLOAT_EQ(1.0f, AccuracyOf("top_k: 3"));
+}
+
+TEST(AccuracyLayerTest, IgnoreLabelAndPerClass) {
+  // Ignoring label 2 leaves samples 0 (right) and 2 (wrong).
+  EXPECT_FLOAT_EQ(0.5f, AccuracyOf("ignore_label: 2"));
+  std::vector<float> per_class;
+  EXPECT_FLOAT_EQ(0.5f, AccuracyOf("top_k: 2", &per_class));
+  // Class 0: 0 of 1; class 1: 1 of 1; class 2: 1 of 2 (sample 3).
+  EXPECT_EQ((std::vector<float>{0, 1, 0.5f}), per_class);
+}
+
+TEST(AccuracyLayerTest, SpatialLabels) {
+  // [1, 2 classes, 1, 3 positions]: predictions argmax per position 1, 0, 1.
+  Blob scores(1, 2, 1, 3), label(1, 1, 1, 3), top;
+  SetBlobData(&scores, {0, 5, 1, 2, 4, 3});
+  SetBlobData(&label, {1, 1, 1});
+  AccuracyLayer layer(ParseLayerParameter("name: 'acc' type: 'Accuracy'"));
+  ASSERT_TRUE(layer.SetUp({&scores, &label}, {&top}).ok());
+  layer.Forward({&scores, &label}, {&top});
+  EXPECT_FLOAT_EQ(2.0f / 3, top.cpu_data()[0]);
+}
+
+TEST(AccuracyLayerConfigTest, TopKLargerThanClasses) {
+  Blob scores(std::vector<int>{4, 3}), label(std::vector<int>{4}), top;
+  AccuracyLayer layer(ParseLayerParameter("name: 'acc5' type: 'Accuracy' accuracy_param { top_k: 5 }"));
+  const Status s = layer.SetUp({&scores, &label}, {&top});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(std::string::npos, s.message().find("acc5")) << s.message();
+  EXPECT_NE(std::string::npos, s.message().find("top_k (5)")) << s.message();
+}
+
+TEST(AccuracyLayerDeathTest, LabelOutOfRange) {
+  Blob scores(std::vector<int>{4, 3}), label(std::vector<int>{4}), top;
+  SetBlobData(&scores, kScores);
+  SetBlobData(&label, {1, 2, -1, 0});
+  AccuracyLayer layer(ParseLayerParameter("name: 'acc1' type: 'Accuracy'"));
+  ASSERT_TRUE(layer.SetUp({&scores, &label}, {&top}).ok());
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  EXPECT_DEATH(layer.Forward({&scores, &label}, {&top}),
+               "layer acc1 \\(Accuracy\\): label -1 at position 2 is out of range \\[0, 3\\)");
+}
+
+}  // namespace
+}  // namespace nereus

@@ -1,0 +1,232 @@
+#include "worker/param_sync/trainer_runner.h"
+
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <sstream>
+#include <utility>
+
+#include "worker/client/timeline.h"
+#include "worker/param_sync/client_parameter_sync.h"
+#include "worker/trainer/data/data_layer.h"
+#include "worker/trainer/hdf5_snapshot.h"
+#include "worker/trainer/layer_registry.h"
+#include "worker/trainer/prototxt.h"
+#include "worker/trainer/solver.h"
+
+namespace nereus {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The shipped layers, with the train phase's Data layers reading `shard`;
+// test Data layers read their whole database.
+LayerRegistry ShardedLayerRegistry(const data::DataLayerOptions& shard) {
+  LayerRegistry registry;
+  RegisterComputeLayers(&registry);
+  registry.Register("Data", [shard](const caffe::LayerParameter& p) -> std::unique_ptr<Layer> {
+    return std::make_unique<data::DataLayer>(p, p.phase() == caffe::TRAIN ? shard : data::DataLayerOptions());
+  });
+  return registry;
+}
+
+// Workers other than 0 neither test nor snapshot.
+void KeepTrainingOnly(caffe::SolverParameter* p) {
+  p->clear_test_net();
+  p->clear_test_net_param();
+  p->clear_test_iter();
+  p->clear_test_state();
+  p->set_test_interval(0);
+  p->set_test_initialization(false);
+  p->set_snapshot(0);
+  p->set_snapshot_after_train(false);
+}
+
+std::string JsonNumber(double v) {
+  if (!std::isfinite(v)) return "null";
+  std::ostringstream os;
+  os.precision(9);
+  os << v;
+  return os.str();
+}
+
+std::string JsonNumber(const std::optional<float>& v) { return v ? JsonNumber(*v) : "null"; }
+
+}  // namespace
+
+std::string TrainSummaryJson(const TrainSummary& s) {
+  std::ostringstream os;
+  os << "{\"iterations\": " << s.iterations << ", \"train_loss\": " << JsonNumber(s.train_loss)
+     << ", \"test_accuracy\": " << JsonNumber(s.test_accuracy) << ", \"test_loss\": " << JsonNumber(s.test_loss)
+     << ", \"images_per_s\": " << JsonNumber(s.images_per_s) << ", \"wall_s\": " << JsonNumber(s.wall_s)
+     << ", \"wait_s\": " << JsonNumber(s.wait_s) << ", \"rank\": " << s.rank << ", \"workers\": " << s.num_workers
+     << ", \"batch_size\": " << s.batch_size << "}\n";
+  return os.str();
+}
+
+namespace {
+
+// One formation of the job (or the standalone run). `rank` receives this
+// worker's rank once it has joined.
+StatusOr<TrainSummary> RunTrainingOnce(const TrainRunOptions& options, int* rank) {
+  caffe::SolverParameter param;
+  RETURN_IF_ERROR(ReadSolverParameterFromTextFile(options.solver_file, &param));
+
+  TrainSummary summary;
+  // Declared before the client so that it is destroyed after it: on an error
+  // the client's outstanding pulls write into the solver's parameters until
+  // the client is gone.
+  std::unique_ptr<Solver> solver;
+  std::unique_ptr<Client> client;
+  std::unique_ptr<ClientParameterSync> sync;
+  data::DataLayerOptions shard;
+  if (!options.standalone) {
+    auto connected = Client::Connect(options.client);
+    if (!connected.ok()) return connected.status().Annotate("joining the job at " + options.client.coordinator);
+    client = std::move(connected).value();
+    summary.rank = client->rank();
+    *rank = summary.rank;
+    summary.num_workers = client->num_workers();
+    shard.shard_index = summary.rank;
+    shard.num_shards = summary.num_workers;
+    const pb::JobConfig& job = client->job();
+    if (!options.resume_file.empty()) {
+      // A distributed snapshot: this .solverstate names the iteration, the
+      // servers' checkpoint of that clock holds the weights and the history.
+      caffe::SolverState state;
+      RETURN_IF_ERROR(IsHdf5Path(options.resume_file) ? ReadSolverStateFromHdf5(options.resume_file, &state)
+                                                      : ReadProtoFromBinaryFile(options.resume_file, &state));
+      if (!job.resume() || job.start_clock() != state.iter()) {
+        return InvalidArgumentError(
+            "--snapshot=" + options.resume_file + " is at iteration " + std::to_string(state.iter()) + " but " +
+            (job.resume() ? "the servers resumed from their checkpoint of clock " + std::to_string(job.start_clock())
+                          : std::string("the job was not started with --resume")) +
+            ": in a job the servers hold the weights and the momentum, so a distributed snapshot is worker 0's "
+            ".solverstate plus the servers' checkpoint of the same clock (start every process with --resume and "
+            "servers whose --checkpoint_dir holds that clock)");
+      }
+    }
+    if (job.resume()) {
+      shard.skip_batches = static_cast<uint64_t>(job.start_clock()) * std::max(1, param.iter_size());
+      LOG(INFO) << "worker " << summary.rank << ": resuming at iteration " << job.start_clock()
+                << " from the servers' checkpoint";
+    }
+    sync = std::make_unique<ClientParameterSync>(client.get());
+    // Sufficient factors carry the gradient of one forward/backward, unclipped.
+    sync->set_factors_allowed(param.iter_size() == 1 && param.clip_gradients() < 0);
+    if (summary.rank != 0) KeepTrainingOnly(&param);
+    LOG(INFO) << "worker " << summary.rank << " of " << summary.num_workers << ": training data shard "
+              << shard.shard_index << "/" << shard.num_shards
+              << (summary.rank == 0 ? "; this worker runs the tests" : "; worker 0 runs the tests");
+  }
+  const std::string who = options.standalone ? "standalone" : "worker " + std::to_string(summary.rank);
+  const int workers = summary.num_workers;
+
+  SolverOptions solver_options;
+  const bool distributed = !options.standalone;
+  solver_options.on_display = [&who, workers, distributed](const TrainProgress& p) {
+    std::ostringstream line;
+    line << who << ": Iteration " << p.iter << ", loss = " << p.loss << ", lr = " << p.lr << ", "
+         << static_cast<int64_t>(p.images_per_s) << " images/s";
+    if (workers > 1) line << " (job " << static_cast<int64_t>(p.images_per_s * workers) << ")";
+    const double total = p.compute_s + p.wait_s;
+    line.precision(3);
+    line << ", compute " << p.compute_s << " s";
+    if (distributed) {
+      line << ", waiting for servers " << p.wait_s << " s";
+      if (total > 0) line << " (" << static_cast<int>(std::lround(100.0 * p.wait_s / total)) << "%)";
+    }
+    LOG(INFO) << line.str();
+  };
+  solver_options.on_test = [&who, &summary](const TestResult& r) {
+    std::optional<float> accuracy, loss;
+    const float a = r.Score("accuracy");
+    if (!std::isnan(a)) accuracy = a;
+    for (size_t i = 0; i < r.names.size(); ++i) {
+      if (r.loss_weights[i] != 0.0f) loss = loss.value_or(0.0f) + r.loss_weights[i] * r.mean_scores[i];
+    }
+    std::ostringstream line;
+    line << who << ": Iteration " << r.iter << ", test net #" << r.test_net_id << ":";
+    for (size_t i = 0; i < r.names.size(); ++i) line << " " << r.names[i] << " = " << r.mean_scores[i];
+    LOG(INFO) << line.str();
+    if (r.test_net_id == 0) {
+      summary.test_accuracy = accuracy;
+      summary.test_loss = loss;
+    }
+  };
+
+  const LayerRegistry registry = ShardedLayerRegistry(shard);
+  auto created = Solver::Create(param, registry, sync.get(), std::move(solver_options));
+  if (!created.ok()) return created.status().Annotate(options.solver_file);
+  solver = std::move(created).value();
+  if (sync) sync->set_net(solver->net());
+  if (client && !options.client.timeline.empty()) {
+    // Per-layer forward and backward on the timeline, next to the client's
+    // communication spans. Registered after the solver's own hooks, so a span
+    // starts once the layer's weights are in (compute, not waiting).
+    Net* net = solver->net();
+    Solver* s = solver.get();
+    auto begin = std::make_shared<int64_t>(0);
+    auto mark = [begin](int) {
+      *begin = MonotonicMicros();
+      return Status::OK();
+    };
+    auto span = [net, s, begin, c = client.get()](const char* what) {
+      return [net, s, begin, c, what](int layer) {
+        c->TraceSpan(std::string(what) + " " + net->layer_names()[layer], s->iter(), *begin, MonotonicMicros());
+        return Status::OK();
+      };
+    };
+    net->add_before_forward(mark);
+    net->add_after_forward(span("forward"));
+    net->add_before_backward(mark);
+    net->add_after_backward(span("backward"));
+  }
+  if (!options.weights_file.empty()) {
+    RETURN_IF_ERROR(CopyTrainedLayersFromFile(options.weights_file, solver->net()));
+    LOG(INFO) << who << ": initial weights from " << options.weights_file;
+  }
+  if (options.standalone && !options.resume_file.empty()) RETURN_IF_ERROR(solver->Restore(options.resume_file));
+  if (client && client->job().resume()) solver->StartAt(client->job().start_clock());
+  const int64_t start_iter = solver->iter();
+
+  const auto start = Clock::now();
+  RETURN_IF_ERROR(solver->Solve());
+  if (sync) RETURN_IF_ERROR(sync->Drain());
+  summary.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  summary.iterations = solver->iter() - start_iter;
+  summary.train_loss = solver->smoothed_loss();
+  summary.wait_s = solver->total_wait_s();
+  summary.batch_size = solver->images_per_iter();
+  if (summary.wall_s > 0) {
+    summary.images_per_s =
+        static_cast<double>(summary.iterations) * summary.batch_size * summary.num_workers / summary.wall_s;
+  }
+  if (!options.weights_out.empty()) {
+    caffe::NetParameter weights;
+    solver->net()->ToProto(&weights);
+    RETURN_IF_ERROR(WriteProtoToBinaryFile(weights, options.weights_out));
+  }
+  if (client) RETURN_IF_ERROR(client->Finish().Annotate("finishing the job"));
+  return summary;
+}
+
+}  // namespace
+
+StatusOr<TrainSummary> RunTraining(const TrainRunOptions& options) {
+  TrainRunOptions run = options;
+  int rank = options.client.rank;
+  while (true) {
+    auto result = RunTrainingOnce(run, &rank);
+    if (result.ok() || !IsRollback(result.status())) return result;
+    // The job rolled back (a node rejoined it): join it again with this rank
+    // and go on from the clock it rolled back to, as --resume does.
+    LOG(WARNING) << "worker " << rank << ": " << result.status().message()
+                 << "; joining the job again to roll back to its checkpoint";
+    run.client.rank = rank;
+    run.client.resume = true;
+    run.resume_file.clear();  // Its iteration is not the one the job rolls back to.
+  }
+}
+
+}  // namespace nereus

@@ -1,0 +1,71 @@
+// Trains a Caffe solver prototxt, standalone or as one data-parallel worker of
+// a Nereus job: what `nereus_worker --solver=FILE` runs.
+//
+// Standalone, it is Caffe's `train` on the CPU. Distributed, the worker joins
+// the job through the client, its train Data layers read shard rank of
+// num_workers (record i goes to worker i mod P; the prototxt batch size is
+// per worker) and a ClientParameterSync keeps the weights on the servers.
+// With P workers, worker 0 runs the test nets on their whole test sets at each
+// test_interval and the other workers skip testing; only worker 0 writes
+// snapshots (the others would write the same files: under BSP every worker
+// holds the same weights).
+//
+// Not thread-safe; one call at a time. Logs progress through glog.
+#ifndef NEREUS_WORKER_PARAM_SYNC_TRAINER_RUNNER_H_
+#define NEREUS_WORKER_PARAM_SYNC_TRAINER_RUNNER_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+#include "nereus/client.h"
+
+namespace nereus {
+
+struct TrainRunOptions {
+  std::string solver_file;  // Solver prototxt (paths in it relative to the working directory).
+  bool standalone = true;   // false: join the job described by `client`.
+  ClientOptions client;
+  // Resume from a .solverstate. Standalone: as Caffe. In a job (started
+  // with --resume): its iteration must be the clock the servers resumed
+  // from; the weights and the momentum history are the servers'.
+  std::string resume_file;
+  // Start from the weights of a .caffemodel (both modes; in a job, worker 0's
+  // weights become everyone's).
+  std::string weights_file;
+  // After training, write the final weights as a .caffemodel here.
+  std::string weights_out;
+};
+
+// What a run reports at the end (and --summary_json writes).
+struct TrainSummary {
+  int rank = 0;            // 0 standalone.
+  int num_workers = 1;     // 1 standalone.
+  int64_t iterations = 0;  // Solver iterations done in this run.
+  float train_loss = 0;    // Final smoothed train loss (Caffe's last displayed loss).
+  // From the last test of test net 0; empty when this process did not test
+  // (no test net, or a worker other than 0) or the net has no such output.
+  std::optional<float> test_accuracy;  // The test net's "accuracy" output.
+  std::optional<float> test_loss;      // Sum of the test net's weighted loss outputs.
+  double images_per_s = 0;             // Training images of the whole job (all workers) per second of wall_s.
+  double wall_s = 0;                   // Wall time of training: from the first iteration to the end, tests included.
+  double wait_s = 0;                   // Part of wall_s spent waiting for the parameter servers.
+  int batch_size = 0;                  // Images per iteration of this worker.
+};
+
+// Runs the whole training. Errors (a bad solver or net file, a missing
+// database, a dead server, an aborted job) name their cause. When the job
+// rolls back (a node rejoined it, IsRollback), the run starts again as with
+// --resume: same rank, from the clock the job rolled back to; the summary
+// then covers the run since the last rollback.
+StatusOr<TrainSummary> RunTraining(const TrainRunOptions& options);
+
+// {"iterations", "train_loss", "test_accuracy", "test_loss", "images_per_s",
+// "wall_s", plus "rank", "workers", "wait_s", "batch_size"}; absent test
+// values are null.
+std::string TrainSummaryJson(const TrainSummary& summary);
+
+}  // namespace nereus
+
+#endif  // NEREUS_WORKER_PARAM_SYNC_TRAINER_RUNNER_H_
