@@ -9,26 +9,22 @@
 
 #include <vector>
 
-#include "worker/trainer/layers/conv_layer.h"
+#include "worker/trainer/layers/base_conv_layer.h"
 
 namespace nereus {
 
-class DeconvolutionLayer : public ConvolutionLayer {
+class DeconvolutionLayer : public BaseConvolutionLayer {
  public:
-  explicit DeconvolutionLayer(const caffe::LayerParameter& param) : ConvolutionLayer(param) {}
+  explicit DeconvolutionLayer(const caffe::LayerParameter& param) : BaseConvolutionLayer(param) {}
 
-  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   const char* type() const override { return "Deconvolution"; }
 
  protected:
   bool reverse_dimensions() const override { return true; }
+  void ComputeOutputShape(const layers::ConvGeometry& kernel, int in_h, int in_w) override;
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
-
- private:
-  int in_channels_ = 0;     // C of the bottom
-  int in_spatial_dim_ = 0;  // H * W of the bottom
 };
 
 }  // namespace nereus

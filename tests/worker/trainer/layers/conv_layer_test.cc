@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tests/support/gradient_checker.h"
+#include "worker/trainer/layers/deconv_layer.h"
 #include "worker/trainer/layers/im2col.h"
 
 namespace nereus {
@@ -213,6 +214,41 @@ Status SetUpConv(const std::string& conv_param, std::vector<int> bottom_shape = 
   ConvolutionLayer layer(ParseLayerParameter("name: 'conv9' type: 'Convolution' " + conv_param));
   layer.set_rng(&rng);
   return layer.SetUp({&bottom}, {&top});
+}
+
+// Deconvolution is the transpose of Convolution through the same weights:
+// <conv(x), y> = <x, deconv(y)> for any x, y (both written with
+// BaseConvolutionLayer's helpers, with the roles of input and output swapped).
+TEST(DeconvolutionLayerTest, IsTheAdjointOfConvolution) {
+  std::mt19937 rng(7);
+  Blob x(2, 4, 7, 6), conv_top, deconv_top;
+  test::FillGaussian(&x, &rng);
+  const std::string geometry = "kernel_h: 3 kernel_w: 2 stride: 2 pad: 1 group: 2 bias_term: false ";
+  ConvolutionLayer conv(ParseLayerParameter("name: 'c' type: 'Convolution' convolution_param { num_output: 6 " +
+                                            geometry + "weight_filler { type: 'gaussian' } }"));
+  conv.set_rng(&rng);
+  ASSERT_TRUE(conv.SetUp({&x}, {&conv_top}).ok());
+  conv.Forward({&x}, {&conv_top});
+  ASSERT_EQ((std::vector<int>{2, 6, 4, 4}), conv_top.shape());
+
+  Blob y(conv_top.shape());
+  test::FillGaussian(&y, &rng);
+  DeconvolutionLayer deconv(
+      ParseLayerParameter("name: 'd' type: 'Deconvolution' convolution_param { num_output: 4 " + geometry + "}"));
+  deconv.set_rng(&rng);
+  ASSERT_TRUE(deconv.SetUp({&y}, {&deconv_top}).ok());
+  ASSERT_EQ(conv.blobs()[0]->shape(), deconv.blobs()[0]->shape());
+  deconv.blobs()[0]->CopyFrom(*conv.blobs()[0]);
+  deconv.Forward({&y}, {&deconv_top});
+  ASSERT_EQ(x.shape(), deconv_top.shape());
+
+  double lhs = 0, rhs = 0;
+  for (int i = 0; i < y.count(); ++i) lhs += double(conv_top.cpu_data()[i]) * y.cpu_data()[i];
+  for (int i = 0; i < x.count(); ++i) rhs += double(x.cpu_data()[i]) * deconv_top.cpu_data()[i];
+  // Each side sums a few hundred float products of unit Gaussians: 1e-4
+  // relative is far above float rounding, far below any wrong index.
+  EXPECT_NEAR(lhs, rhs, 1e-4 * std::abs(lhs)) << lhs << " vs " << rhs;
+  EXPECT_GT(std::abs(lhs), 1.0);
 }
 
 TEST(ConvolutionLayerConfigTest, KernelSizeZero) {

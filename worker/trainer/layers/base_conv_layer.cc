@@ -1,0 +1,236 @@
+#include "worker/trainer/layers/base_conv_layer.h"
+
+#include <string>
+
+#include "worker/trainer/filler.h"
+#include "worker/trainer/layers/layer_check.h"
+#include "worker/trainer/math_functions.h"
+
+namespace nereus {
+namespace {
+
+// Reads a repeated spatial field (kernel_size, pad, stride, dilation) given
+// once for both axes or once per axis, or the explicit _h/_w pair.
+Status ReadSpatial(const char* name, const google::protobuf::RepeatedField<uint32_t>& values, bool has_h, uint32_t h,
+                   bool has_w, uint32_t w, int default_value, int* out_h, int* out_w) {
+  const std::string field(name);
+  if (has_h || has_w) {
+    if (!(has_h && has_w)) {
+      return InvalidArgumentError(field + "_h and " + field + "_w must be given together");
+    }
+    if (values.size() != 0) {
+      return InvalidArgumentError("either " + field + " or " + field + "_h/" + field + "_w may be given, not both");
+    }
+    *out_h = static_cast<int>(h);
+    *out_w = static_cast<int>(w);
+    return Status::OK();
+  }
+  switch (values.size()) {
+    case 0:
+      if (default_value < 0) {
+        return InvalidArgumentError(field + " (or " + field + "_h and " + field + "_w) must be given");
+      }
+      *out_h = *out_w = default_value;
+      return Status::OK();
+    case 1:
+      *out_h = *out_w = static_cast<int>(values.Get(0));
+      return Status::OK();
+    case 2:
+      *out_h = static_cast<int>(values.Get(0));
+      *out_w = static_cast<int>(values.Get(1));
+      return Status::OK();
+    default:
+      return InvalidArgumentError(field + " must be given once or once per spatial axis (2), got " +
+                                  std::to_string(values.size()) + " values");
+  }
+}
+
+}  // namespace
+
+Status BaseConvolutionLayer::ParseGeometry(const Blob& bottom) {
+  const caffe::ConvolutionParameter& p = layer_param_.convolution_param();
+  const int num_axes = bottom.num_axes();
+  if (p.axis() < -num_axes || p.axis() >= num_axes) {
+    return LayerError("axis " + std::to_string(p.axis()) + " is out of range for bottom shape " +
+                      bottom.shape_string());
+  }
+  const int channel_axis = bottom.CanonicalAxisIndex(p.axis());
+  if (channel_axis != 1 || num_axes != 4) {
+    return LayerError(
+        "only 2-D convolution of [N, C, H, W] bottoms with axis 1 is supported; got "
+        "bottom shape " +
+        bottom.shape_string() + " and axis " + std::to_string(p.axis()));
+  }
+  if (p.force_nd_im2col()) return LayerError("force_nd_im2col is not supported");
+  auto with_name = [this](const Status& s) { return s.ok() ? s : LayerError(s.message()); };
+  RETURN_IF_ERROR(with_name(ReadSpatial("kernel", p.kernel_size(), p.has_kernel_h(), p.kernel_h(), p.has_kernel_w(),
+                                        p.kernel_w(), -1, &geometry_.kernel_h, &geometry_.kernel_w)));
+  RETURN_IF_ERROR(with_name(ReadSpatial("pad", p.pad(), p.has_pad_h(), p.pad_h(), p.has_pad_w(), p.pad_w(), 0,
+                                        &geometry_.pad_h, &geometry_.pad_w)));
+  RETURN_IF_ERROR(with_name(ReadSpatial("stride", p.stride(), p.has_stride_h(), p.stride_h(), p.has_stride_w(),
+                                        p.stride_w(), 1, &geometry_.stride_h, &geometry_.stride_w)));
+  RETURN_IF_ERROR(with_name(
+      ReadSpatial("dilation", p.dilation(), false, 0, false, 0, 1, &geometry_.dilation_h, &geometry_.dilation_w)));
+  if (geometry_.kernel_h <= 0 || geometry_.kernel_w <= 0) {
+    return LayerError("kernel size must be > 0, got kernel_h=" + std::to_string(geometry_.kernel_h) +
+                      " kernel_w=" + std::to_string(geometry_.kernel_w));
+  }
+  if (geometry_.stride_h <= 0 || geometry_.stride_w <= 0) {
+    return LayerError("stride must be > 0, got stride_h=" + std::to_string(geometry_.stride_h) +
+                      " stride_w=" + std::to_string(geometry_.stride_w));
+  }
+  if (geometry_.dilation_h <= 0 || geometry_.dilation_w <= 0) {
+    return LayerError("dilation must be > 0");
+  }
+  return Status::OK();
+}
+
+Status BaseConvolutionLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const caffe::ConvolutionParameter& p = layer_param_.convolution_param();
+  if (!layer_param_.has_convolution_param() || !p.has_num_output() || p.num_output() == 0) {
+    return LayerError("convolution_param.num_output must be given and > 0");
+  }
+  RETURN_IF_ERROR(ParseGeometry(*bottom[0]));
+  num_output_ = static_cast<int>(p.num_output());
+  group_ = static_cast<int>(p.group());
+  bias_term_ = p.bias_term();
+  const int channels = bottom[0]->shape(1);
+  if (group_ <= 0) return LayerError("group must be > 0");
+  if (channels % group_ != 0) {
+    return LayerError("the number of input channels (" + std::to_string(channels) + ") must be divisible by group (" +
+                      std::to_string(group_) + ")");
+  }
+  if (num_output_ % group_ != 0) {
+    return LayerError("num_output (" + std::to_string(num_output_) + ") must be divisible by group (" +
+                      std::to_string(group_) + ")");
+  }
+  for (size_t i = 1; i < bottom.size(); ++i) {
+    if (bottom[i]->shape() != bottom[0]->shape()) {
+      return LayerError("all bottoms must have the same shape: bottom 0 is " + bottom[0]->shape_string() + ", bottom " +
+                        std::to_string(i) + " is " + bottom[i]->shape_string());
+    }
+  }
+  const int out_h = (bottom[0]->shape(2) + 2 * geometry_.pad_h - (geometry_.dilation_h * (geometry_.kernel_h - 1) + 1));
+  const int out_w = (bottom[0]->shape(3) + 2 * geometry_.pad_w - (geometry_.dilation_w * (geometry_.kernel_w - 1) + 1));
+  if (!reverse_dimensions() && (out_h < 0 || out_w < 0)) {
+    return LayerError("the (dilated) kernel is larger than the padded input " + bottom[0]->shape_string());
+  }
+
+  const std::vector<int> weight_shape =
+      reverse_dimensions() ? std::vector<int>{channels, num_output_ / group_, geometry_.kernel_h, geometry_.kernel_w}
+                           : std::vector<int>{num_output_, channels / group_, geometry_.kernel_h, geometry_.kernel_w};
+  if (!blobs_.empty()) {
+    // Parameters already present (shared or loaded): keep them, check shape.
+    if (blobs_[0]->shape() != weight_shape) {
+      return LayerError("existing weight blob has shape " + blobs_[0]->shape_string() + ", expected " +
+                        Blob(weight_shape).shape_string());
+    }
+  } else {
+    blobs_.push_back(std::make_shared<Blob>(weight_shape));
+    Status filled = FillBlob(p.weight_filler(), blobs_[0].get(), rng());
+    if (!filled.ok()) return LayerError("weight_filler: " + filled.message());
+    if (bias_term_) {
+      blobs_.push_back(std::make_shared<Blob>(std::vector<int>{num_output_}));
+      filled = FillBlob(p.bias_filler(), blobs_[1].get(), rng());
+      if (!filled.ok()) return LayerError("bias_filler: " + filled.message());
+    }
+  }
+  param_propagate_down_.assign(blobs_.size(), true);
+  return Status::OK();
+}
+
+void BaseConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  LAYER_CHECK(bottom[0]->num_axes() == 4) << "bottom must be [N, C, H, W], got " << bottom[0]->shape_string();
+  const int expected_channels = reverse_dimensions() ? blobs_[0]->shape(0) : blobs_[0]->shape(1) * group_;
+  LAYER_CHECK(bottom[0]->shape(1) == expected_channels)
+      << "bottom has " << bottom[0]->shape(1) << " channels, the weights expect " << expected_channels;
+  for (size_t i = 1; i < bottom.size(); ++i) {
+    LAYER_CHECK(bottom[i]->shape() == bottom[0]->shape())
+        << "all bottoms must have the same shape: bottom 0 is " << bottom[0]->shape_string() << ", bottom " << i
+        << " is " << bottom[i]->shape_string();
+  }
+  const int channels = bottom[0]->shape(1);
+  const int in_h = bottom[0]->shape(2);
+  const int in_w = bottom[0]->shape(3);
+  ComputeOutputShape(geometry_, in_h, in_w);
+  LAYER_CHECK(out_h_ > 0 && out_w_ > 0) << (reverse_dimensions()
+                                                ? "the padding is larger than the output of input "
+                                                : "the (dilated) kernel is larger than the padded input ")
+                                        << bottom[0]->shape_string();
+  for (Blob* t : top) t->Reshape({bottom[0]->shape(0), num_output_, out_h_, out_w_});
+  out_spatial_dim_ = out_h_ * out_w_;
+  // The convolution's input image: the bottom, or the top when reversed.
+  if (reverse_dimensions()) {
+    conv_in_channels_ = num_output_;
+    conv_out_channels_ = channels;
+    geometry_.channels = num_output_;
+    geometry_.height = out_h_;
+    geometry_.width = out_w_;
+    LAYER_CHECK(geometry_.output_h() == in_h && geometry_.output_w() == in_w)
+        << "internal: the transposed geometry does not map back to the input";
+    conv_out_spatial_dim_ = in_h * in_w;
+  } else {
+    conv_in_channels_ = channels;
+    conv_out_channels_ = num_output_;
+    geometry_.channels = channels;
+    geometry_.height = in_h;
+    geometry_.width = in_w;
+    conv_out_spatial_dim_ = out_spatial_dim_;
+  }
+  kernel_dim_ = (conv_in_channels_ / group_) * geometry_.kernel_h * geometry_.kernel_w;
+  col_buffer_.Reshape({kernel_dim_ * group_, conv_out_spatial_dim_});
+  if (bias_term_) {
+    bias_multiplier_.Reshape({out_spatial_dim_});
+    caffe_set(out_spatial_dim_, 1.0f, bias_multiplier_.mutable_cpu_data());
+  }
+}
+
+void BaseConvolutionLayer::ForwardGemm(const float* input, const float* weights, float* output, bool skip_im2col) {
+  float* col = col_buffer_.mutable_cpu_data();
+  if (!skip_im2col) layers::Im2Col(input, geometry_, col);
+  const int out_per_group = conv_out_channels_ / group_;
+  const int weight_offset = out_per_group * kernel_dim_;
+  const int col_offset = kernel_dim_ * conv_out_spatial_dim_;
+  const int output_offset = out_per_group * conv_out_spatial_dim_;
+  for (int g = 0; g < group_; ++g) {
+    caffe_cpu_gemm(CblasNoTrans, CblasNoTrans, out_per_group, conv_out_spatial_dim_, kernel_dim_, 1.0f,
+                   weights + weight_offset * g, col + col_offset * g, 0.0f, output + output_offset * g);
+  }
+}
+
+void BaseConvolutionLayer::ForwardBias(float* output, const float* bias) {
+  caffe_cpu_gemm(CblasNoTrans, CblasNoTrans, num_output_, out_spatial_dim_, 1, 1.0f, bias, bias_multiplier_.cpu_data(),
+                 1.0f, output);
+}
+
+void BaseConvolutionLayer::BackwardGemm(const float* output, const float* weights, float* input) {
+  float* col = col_buffer_.mutable_cpu_data();
+  const int out_per_group = conv_out_channels_ / group_;
+  const int weight_offset = out_per_group * kernel_dim_;
+  const int col_offset = kernel_dim_ * conv_out_spatial_dim_;
+  const int output_offset = out_per_group * conv_out_spatial_dim_;
+  for (int g = 0; g < group_; ++g) {
+    caffe_cpu_gemm(CblasTrans, CblasNoTrans, kernel_dim_, conv_out_spatial_dim_, out_per_group, 1.0f,
+                   weights + weight_offset * g, output + output_offset * g, 0.0f, col + col_offset * g);
+  }
+  layers::Col2Im(col, geometry_, input);
+}
+
+void BaseConvolutionLayer::WeightGemm(const float* input, const float* output, float* weights) {
+  float* col = col_buffer_.mutable_cpu_data();
+  layers::Im2Col(input, geometry_, col);
+  const int out_per_group = conv_out_channels_ / group_;
+  const int weight_offset = out_per_group * kernel_dim_;
+  const int col_offset = kernel_dim_ * conv_out_spatial_dim_;
+  const int output_offset = out_per_group * conv_out_spatial_dim_;
+  for (int g = 0; g < group_; ++g) {
+    caffe_cpu_gemm(CblasNoTrans, CblasTrans, out_per_group, kernel_dim_, conv_out_spatial_dim_, 1.0f,
+                   output + output_offset * g, col + col_offset * g, 1.0f, weights + weight_offset * g);
+  }
+}
+
+void BaseConvolutionLayer::BackwardBias(float* bias, const float* output) {
+  caffe_cpu_gemv(CblasNoTrans, num_output_, out_spatial_dim_, 1.0f, output, bias_multiplier_.cpu_data(), 1.0f, bias);
+}
+
+}  // namespace nereus
