@@ -21,6 +21,7 @@
 #include "bench/sim/models.h"
 #include "common/hybcomm.h"
 #include "common/node_flags.h"
+#include "server/server_flags.h"
 #include "worker/client/client_flags.h"
 #include "worker/client/timeline.h"
 
@@ -93,6 +94,7 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, uint64_t bat
   ASSIGN_OR_RETURN(o.client, client);
   o.client.merge_profile_iterations = std::max(1, FLAGS_warmup - 2);
   o.server_transport.streams_per_peer = schedule == Schedule::kFull ? FLAGS_streams : 1;
+  ASSIGN_OR_RETURN(o.server_apply_threads, ApplyThreadsFromFlags());
   ASSIGN_OR_RETURN(auto job, LocalJob::Start(o));
   EmulatedRun run;
   run.device_gflops = FLAGS_device_gflops;

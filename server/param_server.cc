@@ -20,6 +20,26 @@ ParamServer::ParamServer(ParamServerOptions options, ReplySink* sink)
     : options_(options), sink_(sink), refusals_("server " + std::to_string(options.rank)) {
   CHECK(sink_ != nullptr);
   CHECK_GE(options_.num_workers, 1);
+  CHECK_GE(options_.apply_threads, 0);
+  if (options_.apply_threads > 0) pool_ = std::make_unique<ApplyPool>(options_.apply_threads);
+}
+
+ParamServer::~ParamServer() { StopApplyThreads(); }
+
+void ParamServer::WaitIdle() const {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_cv_.wait(lock, [&] { return in_flight_ == 0; });
+}
+
+void ParamServer::StopApplyThreads() {
+  std::unique_ptr<ApplyPool> pool;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    inline_only_ = true;  // Handle() submits nothing from here on.
+    idle_cv_.wait(lock, [&] { return in_flight_ == 0; });
+    pool = std::move(pool_);
+  }
+  pool.reset();  // Joins the (idle) threads, without the lock.
 }
 
 int ParamServer::num_chunks() const {
@@ -28,7 +48,8 @@ int ParamServer::num_chunks() const {
 }
 
 StatusOr<std::pair<std::vector<float>, int64_t>> ParamServer::Snapshot(int tensor, int chunk) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_cv_.wait(lock, [&] { return in_flight_ == 0; });
   auto it = chunks_.find({tensor, chunk});
   if (it == chunks_.end())
     return NotFoundError("no chunk " + std::to_string(chunk) + " of tensor " + std::to_string(tensor));
@@ -61,7 +82,7 @@ int64_t ParamServer::MinVersion(int64_t clock) const {
 }
 
 void ParamServer::Handle(const Endpoint& from, int worker_rank, StatusOr<Message> msg, const pb::Header& partial) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (!msg.ok()) {
     refusals_.Refuse(from, "refused a message: " + msg.status().message());
     SendError(from, partial, msg.status());
@@ -101,6 +122,7 @@ void ParamServer::Handle(const Endpoint& from, int worker_rank, StatusOr<Message
     refusals_.Refuse(from, std::string("refused ") + OpName(h.op()) + ": " + st.message());
     SendError(from, h, st);
   }
+  StartUpdates(lock);
   FlushReplies();
 }
 
@@ -244,8 +266,12 @@ Status ParamServer::HandleInit(const Endpoint& from, const Message& msg) {
                                 ": the job places other chunks here than the checkpointed job did (resume with the "
                                 "same model, --partition_bytes and --num_servers)");
   }
-  sgd_ = h.sgd();
-  have_sgd_ = true;
+  if (!have_sgd_) {
+    // Set once (the later ones were checked equal above): an update in
+    // flight on the pool reads it.
+    sgd_ = h.sgd();
+    have_sgd_ = true;
+  }
   Chunk c;
   c.meta = meta;
   std::vector<float> scratch;
@@ -370,58 +396,136 @@ void ParamServer::StorePush(const Endpoint& from, int worker, PushPart p) {
     c->pulls.push_back(PendingPull{from, p.pull_request_id, MinVersion(p.clock + 1), priority});
   }
   if (options_.consistency == pb::ASYNC) {
-    // Each worker's gradient counts 1/num_workers of a synchronous step.
-    const float scale = 1.0f / static_cast<float>(options_.num_workers);
-    c->average.resize(c->meta.length());
-    const float* g = grad.floats();
-    for (size_t i = 0; i < c->average.size(); ++i) c->average[i] = g[i] * scale;
-    Apply(c, {c->average.data()}, p.clock);
+    c->async_grads.emplace_back(p.clock, std::move(grad));
+  } else {
+    PendingClock& pending = c->pending[p.clock];
+    if (pending.grads.empty()) pending.grads.resize(options_.num_workers);
+    pending.grads[worker] = std::move(grad);
+    ++pending.count;
+  }
+  // The chunk's next update is started at the end of this Handle() call
+  // (StartUpdates); its pulls, the piggybacked one included, are answered
+  // when it ends. Else a piggybacked pull may be answerable already (SSP).
+  if (!c->applying && TakeUpdateReady(c)) {
+    if (std::find(ready_.begin(), ready_.end(), c) == ready_.end()) ready_.push_back(c);
+  } else {
     AnswerPulls(c);
+  }
+}
+
+bool ParamServer::TakeUpdateReady(const Chunk* c) const {
+  if (options_.consistency == pb::ASYNC) return !c->async_grads.empty();
+  if (c->pending.empty()) return false;
+  auto it = c->pending.begin();
+  return it->first == c->version && it->second.count >= options_.num_workers;
+}
+
+bool ParamServer::TakeUpdate(Chunk* c, Update* u) {
+  if (c->applying || !TakeUpdateReady(c)) return false;
+  u->chunk = c;
+  u->bytes = c->meta.length() * sizeof(float);
+  if (options_.consistency == pb::ASYNC) {
+    u->clock = c->async_grads.front().first;
+    u->async_grad = std::move(c->async_grads.front().second);
+    c->async_grads.pop_front();
+  } else {
+    // The received frames themselves, held by c->pending until Complete
+    // (one worker: x * (1/1) == x exactly, so the frame is the average).
+    auto it = c->pending.begin();
+    u->clock = it->first;
+    u->grads.resize(options_.num_workers);
+    for (int w = 0; w < options_.num_workers; ++w) u->grads[w] = it->second.grads[w].floats();
+    u->bytes *= options_.num_workers;
+  }
+  c->applying = true;
+  ++applying_;
+  return true;
+}
+
+void ParamServer::StartUpdates(std::unique_lock<std::mutex>& lock) {
+  (void)lock;  // Held.
+  std::vector<Update> group;
+  uint64_t bytes = 0;
+  for (Chunk* c : ready_) {
+    Update u;
+    if (!TakeUpdate(c, &u)) continue;
+    bytes += u.bytes;
+    group.push_back(std::move(u));
+  }
+  ready_.clear();
+  if (group.empty()) return;
+  if (pool_ != nullptr && !inline_only_ && bytes >= options_.inline_apply_bytes) {
+    ++in_flight_;
+    pool_->Submit([this, g = std::move(group)]() mutable { RunUpdates(std::move(g)); });
     return;
   }
-  PendingClock& pending = c->pending[p.clock];
-  if (pending.grads.empty()) pending.grads.resize(options_.num_workers);
-  pending.grads[worker] = std::move(grad);
-  ++pending.count;
-  ApplyReady(c);
-  AnswerPulls(c);  // A piggybacked pull may be answerable already.
-}
-
-void ParamServer::ApplyReady(Chunk* c) {
-  bool applied = false;
-  while (!c->pending.empty()) {
-    auto it = c->pending.begin();
-    if (it->first != c->version || it->second.count < options_.num_workers) break;
-    // The received frames themselves (one worker: x * (1/1) == x exactly, so
-    // the frame is the average); released once the update is made.
-    std::vector<const float*> srcs(options_.num_workers);
-    for (int w = 0; w < options_.num_workers; ++w) srcs[w] = it->second.grads[w].floats();
-    Apply(c, srcs, c->version);
-    c->pending.erase(it);
-    applied = true;
+  // On this thread, under the lock, as before there was a pool; and then
+  // whatever those updates made ready (SSP: a later clock already in).
+  while (!group.empty()) {
+    for (Update& u : group) Compute(&u);
+    for (Update& u : group) Complete(&u);
+    std::vector<Update> next;
+    for (Update& u : group) {
+      Update n;
+      if (TakeUpdate(u.chunk, &n)) next.push_back(std::move(n));
+    }
+    group = std::move(next);
   }
-  if (applied) AnswerPulls(c);
 }
 
-void ParamServer::Apply(Chunk* c, const std::vector<const float*>& grads, int64_t iter) {
-  CHECK(!grads.empty());
-  const int64_t begin = MonotonicMicros();
+void ParamServer::RunUpdates(std::vector<Update> group) {
+  while (!group.empty()) {
+    // Without the lock: these chunks' arrays are this task's (applying).
+    for (Update& u : group) Compute(&u);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Update& u : group) Complete(&u);
+    // Every chunk first completes, then the next updates are taken: a
+    // clock's hooks (checkpoints) see no chunk of the group still applying.
+    std::vector<Update> next;
+    for (Update& u : group) {
+      Update n;
+      if (TakeUpdate(u.chunk, &n)) next.push_back(std::move(n));
+    }
+    FlushReplies();
+    group = std::move(next);
+    if (group.empty() && --in_flight_ == 0) idle_cv_.notify_all();
+  }
+}
+
+void ParamServer::Compute(Update* u) {
+  Chunk* c = u->chunk;
+  if (options_.before_update) options_.before_update(c->meta.tensor(), c->meta.chunk(), u->clock);
+  u->begin_us = MonotonicMicros();
+  const int64_t iter = u->clock;
   const float rate = LearningRate(sgd_, iter);
   const size_t n = c->meta.length();
   const float lr_mult = c->meta.lr_mult(), decay_mult = c->meta.decay_mult();
+  std::vector<const float*> async_src;
+  const std::vector<const float*>* grads = &u->grads;
+  if (options_.consistency == pb::ASYNC) {
+    // Each worker's gradient counts 1/num_workers of a synchronous step.
+    const float scale = 1.0f / static_cast<float>(options_.num_workers);
+    c->average.resize(n);
+    const float* g = u->async_grad.floats();
+    for (size_t i = 0; i < n; ++i) c->average[i] = g[i] * scale;
+    async_src.push_back(c->average.data());
+    grads = &async_src;
+  }
+  CHECK(!grads->empty());
   if (sgd_.type() == pb::SOLVER_SGD) {
     // Several workers' gradients are averaged on the fly: bitwise
-    // AverageInOrder and then the step, in one pass over the chunk.
+    // AverageInOrder and then the step, in one pass over the chunk. (ASYNC:
+    // the step reads c->average, which it does not write.)
     UpdateHeldWeights(&c->weights, &c->spare, [&](const float* in, float* out) {
-      SgdStepAveraged(sgd_, rate, lr_mult, decay_mult, grads.data(), grads.size(), in, out, c->history.data(), n);
+      SgdStepAveraged(sgd_, rate, lr_mult, decay_mult, grads->data(), grads->size(), in, out, c->history.data(), n);
     });
   } else {
     // The other solvers step on the average, made first, and in place (on a
     // copy of the weights when a reply holds them).
-    const float* diff = grads[0];
-    if (grads.size() > 1) {
+    const float* diff = (*grads)[0];
+    if (grads->size() > 1) {
       c->average.resize(n);
-      AverageInOrder(grads.data(), grads.size(), c->average.data(), n);
+      AverageInOrder(grads->data(), grads->size(), c->average.data(), n);
       diff = c->average.data();
     }
     // A chunk restored from a checkpoint of a one-history solver and resumed
@@ -433,10 +537,22 @@ void ParamServer::Apply(Chunk* c, const std::vector<const float*>& grads, int64_
       SolverStep(sgd_, iter, rate, lr_mult, decay_mult, diff, out, c->history.data(), history2, n);
     });
   }
+  u->end_us = MonotonicMicros();
+}
+
+void ParamServer::Complete(Update* u) {
+  Chunk* c = u->chunk;
+  // Releases the gradient frames (BSP/SSP; ASYNC's goes with *u).
+  if (options_.consistency != pb::ASYNC) c->pending.erase(u->clock);
+  u->grads.clear();
+  u->async_grad = Buffer();
+  c->applying = false;
+  --applying_;
   ++c->version;
-  c->apply_begin_us = begin;
-  c->apply_us = MonotonicMicros() - begin;
+  c->apply_begin_us = u->begin_us;
+  c->apply_us = u->end_us - u->begin_us;
   VersionAdvanced(c->version - 1);
+  AnswerPulls(c);
 }
 
 void ParamServer::RecountMin() {
@@ -467,10 +583,10 @@ void ParamServer::OnClock(int64_t clock) {
       LOG_FIRST_N(WARNING, 1) << "server " << options_.rank << ": no checkpoints under "
                               << pb::Consistency_Name(options_.consistency)
                               << ": the chunks of a shard reach a clock at different times";
-    } else if (min_version_ != clock || at_min_ != chunks_.size()) {
+    } else if (min_version_ != clock || at_min_ != chunks_.size() || applying_ > 0) {
       // Only a client that pushes before pulling can get a chunk a clock ahead.
       LOG(WARNING) << "server " << options_.rank << ": no checkpoint at clock " << clock
-                   << ": some chunk has already applied a later update";
+                   << ": some chunk has already applied (or is applying) a later update";
     } else {
       options_.checkpoint_sink(ExportLocked(clock));
     }
@@ -479,7 +595,8 @@ void ParamServer::OnClock(int64_t clock) {
 }
 
 std::unique_ptr<ShardState> ParamServer::ExportState() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_cv_.wait(lock, [&] { return in_flight_ == 0; });
   return ExportLocked(min_version_);
 }
 
@@ -601,7 +718,7 @@ void ParamServer::SendWeights(Chunk* c, const Endpoint& to, uint64_t request_id,
 }
 
 void ParamServer::AnswerPulls(Chunk* c) {
-  if (c->pulls.empty()) return;
+  if (c->pulls.empty() || c->applying) return;  // Applying: answered when the update ends.
   std::vector<PendingPull> still;
   for (const PendingPull& p : c->pulls) {
     if (c->version >= p.min_version) {
@@ -621,10 +738,11 @@ Status ParamServer::HandlePull(const Endpoint& from, const Message& msg) {
     if (h.clock() < 0 || h.clock() > kMaxClock)
       return InvalidArgumentError("PULL for clock " + std::to_string(h.clock()) + " is out of range");
     const int64_t min_version = MinVersion(h.clock());
-    if (c->version >= min_version) {
+    if (c->version >= min_version && !c->applying) {
       SendWeights(c, from, h.request_id(), h.priority());
     } else {
-      // Answered by AnswerPulls the moment the update lands: no polling.
+      // Answered by AnswerPulls the moment the update lands (or, while one
+      // is being made, ends): no polling.
       c->pulls.push_back(PendingPull{from, h.request_id(), min_version, h.priority()});
     }
     return Status::OK();
@@ -654,7 +772,7 @@ Status ParamServer::HandlePull(const Endpoint& from, const Message& msg) {
     Chunk* c = chunks[i];
     const int32_t priority = p.tensor() * 1000 + p.chunk();
     const int64_t min_version = MinVersion(p.clock());
-    if (c->version >= min_version) {
+    if (c->version >= min_version && !c->applying) {
       SendWeights(c, from, p.request_id(), priority);
     } else {
       c->pulls.push_back(PendingPull{from, p.request_id(), min_version, priority});

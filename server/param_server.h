@@ -3,10 +3,25 @@
 // the workers' gradients, applies Caffe's solver step (common/sgd.h
 // SolverStep, of the type INIT_CHUNK's SgdConfig names) once per chunk per
 // clock, and answers pulls as soon as the requested version exists.
+//
+// Updates run on the Handle() thread (apply_threads 0) or on a pool of
+// apply_threads threads (server/apply_pool.h), several chunks at once: the
+// receive thread then only checks, stores and acks, and goes on reading
+// while the chunks are updated. A chunk's own updates stay one at a time and
+// in clock order, each computed exactly as on one thread, so the weights are
+// bitwise the same whatever the number of threads. While a chunk is being
+// updated, its weights, history and scratch belong to the update: a pull
+// that comes meanwhile, even for a version the chunk already has, is
+// answered when the update ends, with the new version (it has at least the
+// updates asked for). A worker that pulls each clock before pushing it (as
+// every Nereus client does) never meets this: by the time every worker has
+// pushed clock c, each has its weights of clock c.
 #ifndef NEREUS_SERVER_PARAM_SERVER_H_
 #define NEREUS_SERVER_PARAM_SERVER_H_
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -18,6 +33,7 @@
 #include "common/message.h"
 #include "common/refusal_log.h"
 #include "common/status.h"
+#include "server/apply_pool.h"
 #include "server/checkpoint.h"
 
 namespace nereus {
@@ -30,6 +46,13 @@ class ReplySink {
   virtual void Reply(const Endpoint& to, Message msg) = 0;
 };
 
+// With a pool, a group of updates started by one Handle() call whose
+// gradients total fewer bytes than this is still made on the Handle() thread:
+// waking a pool thread (tens of microseconds on a virtual machine) costs
+// more than updating 64 KB. It is --batch_bytes' default, the most a
+// batched push carries.
+constexpr uint64_t kInlineApplyBytes = 64 << 10;
+
 struct ParamServerOptions {
   int rank = 0;
   int num_workers = 1;
@@ -38,17 +61,28 @@ struct ParamServerOptions {
   int max_clocks_ahead = 64;  // Pushes more than this many clocks ahead are refused.
   // BSP: every `checkpoint_every` clocks (0: never), once every chunk of this
   // shard has applied exactly that many updates, the shard's state goes to
-  // `checkpoint_sink` (weights shared copy-on-write, history copied). Called
-  // on the Handle() thread; it may block (back-pressure).
+  // `checkpoint_sink` (weights and history copied). Called on the thread that
+  // made the clock's last update (the Handle() thread or a pool thread),
+  // under the server's lock; it may block (back-pressure).
   int64_t checkpoint_every = 0;
   std::function<void(std::unique_ptr<ShardState>)> checkpoint_sink;
-  // Called on the Handle() thread each time every chunk of this shard has
+  // Called (on that same thread) each time every chunk of this shard has
   // applied at least `clock` updates (BSP/SSP; after a checkpoint of that
   // clock was handed over). A test hook: nereus_server --crash_at_clock.
   std::function<void(int64_t clock)> on_clock;
   // The job's shape, recorded in checkpoints and checked when one is loaded.
   int num_servers = 1;
   uint64_t chunk_bytes = 0;
+  // 0: every update is made on the Handle() thread, before Handle() returns.
+  // N >= 1: on a pool of N threads (see above); updates of less than
+  // kInlineApplyBytes in all, started by one Handle() call, are still made
+  // on the Handle() thread (a hand-off costs more than they do).
+  int apply_threads = 0;
+  uint64_t inline_apply_bytes = kInlineApplyBytes;
+  // Test hook: called on the thread about to make an update of (tensor,
+  // chunk) for `clock` (a pool thread, without the server's lock; or the
+  // Handle() thread, with it). Null: none.
+  std::function<void(int tensor, int chunk, int64_t clock)> before_update;
 };
 
 // Clocks beyond this are refused (a peer's number must not overflow the
@@ -56,18 +90,34 @@ struct ParamServerOptions {
 constexpr int64_t kMaxClock = int64_t{1} << 40;
 
 // Thread-compatible: Handle() must not be called concurrently (the node's
-// receive thread is the only caller). Snapshot() may be called from any thread.
+// receive thread is the only caller). Snapshot(), ExportState(), WaitIdle()
+// and StopApplyThreads() may be called from any thread. With apply_threads
+// >= 1 the sink's Reply() is also called from the pool's threads (never two
+// at once: every reply is sent under the server's lock).
 class ParamServer {
  public:
   ParamServer(ParamServerOptions options, ReplySink* sink);
+  // Waits for the updates in flight (StopApplyThreads).
+  ~ParamServer();
 
   // Handles one request from `from` (a worker of rank `worker_rank`, or -1 if
   // the sender is not a known worker). Never crashes on a bad request: it
   // answers ERROR naming the problem and leaves the parameters untouched.
   void Handle(const Endpoint& from, int worker_rank, StatusOr<Message> msg, const pb::Header& partial);
 
-  // A copy of chunk (tensor, chunk)'s weights and its version (tests).
+  // A copy of chunk (tensor, chunk)'s weights and its version (tests). Waits
+  // until no update is in flight (WaitIdle).
   StatusOr<std::pair<std::vector<float>, int64_t>> Snapshot(int tensor, int chunk) const;
+
+  // Blocks until every update started so far has been made and its replies
+  // sent (returns at once with apply_threads 0).
+  void WaitIdle() const;
+
+  // Waits for the updates in flight, then makes every later one on the
+  // Handle() thread and stops the pool's threads. Call it before the sink
+  // goes away (ServerNode: before its Node), as the pool's threads reply.
+  // Idempotent.
+  void StopApplyThreads();
   int num_chunks() const;
 
   // Loads a checkpoint (before the first Handle()): the chunks, their
@@ -79,6 +129,7 @@ class ParamServer {
   Status Restore(ShardState state);
 
   // This shard's state now (tests; the checkpoint hook builds the same).
+  // Waits until no update is in flight (WaitIdle).
   std::unique_ptr<ShardState> ExportState() const;
 
  private:
@@ -122,6 +173,20 @@ class ParamServer {
     int64_t apply_begin_us = 0;               // Of the last update.
     int64_t apply_us = 0;
     bool initialized = true;  // false: restored, no INIT_CHUNK yet.
+    // An update of this chunk is being made (on the pool): weights, spare,
+    // history, history2 and average are the update's until it ends.
+    bool applying = false;
+    // ASYNC: pushes not yet applied, in arrival order (clock, gradient).
+    std::deque<std::pair<int64_t, Buffer>> async_grads;
+  };
+  // One update of one chunk: what it reads, and when it was made.
+  struct Update {
+    Chunk* chunk = nullptr;
+    int64_t clock = 0;                 // BSP/SSP: the pending clock (== version); ASYNC: the push's clock.
+    std::vector<const float*> grads;   // BSP/SSP: by worker rank, held by chunk->pending until Complete.
+    Buffer async_grad;                 // ASYNC: the gradient, held here.
+    uint64_t bytes = 0;                // Gradient bytes read.
+    int64_t begin_us = 0, end_us = 0;  // When Compute ran.
   };
   using Key = std::pair<int, int>;  // (tensor, chunk)
 
@@ -131,10 +196,25 @@ class ParamServer {
   void StorePush(const Endpoint& from, int worker, PushPart p);
   Status HandlePull(const Endpoint& from, const Message& msg);
   StatusOr<Chunk*> FindChunk(const pb::Header& h);
-  void ApplyReady(Chunk* c);
-  // One update of `c` by the average of `grads` (in worker-rank order; one:
-  // taken as it is).
-  void Apply(Chunk* c, const std::vector<const float*>& grads, int64_t iter);
+  // Whether c's next update can start now (it is not being updated and its
+  // gradients are all in); if so marks c applying and fills *u.
+  bool TakeUpdate(Chunk* c, Update* u);
+  // Whether c's next update has every gradient it needs.
+  bool TakeUpdateReady(const Chunk* c) const;
+  // Starts the updates of the chunks in ready_ (made ready by this Handle()
+  // call): on this thread, or as one task on the pool.
+  void StartUpdates(std::unique_lock<std::mutex>& lock);
+  // Makes the updates of `group`, and then every update they make ready,
+  // until none is left (a pool task; called without the lock).
+  void RunUpdates(std::vector<Update> group);
+  // The arithmetic of one update: the average of the gradients (in
+  // worker-rank order; one: taken as it is) and one solver step. Touches
+  // only u->chunk's weights, spare, history(2) and average, which are the
+  // update's while it is applying: called with or without the lock.
+  void Compute(Update* u);
+  // After Compute, under the lock: the version, the timing, the clock
+  // hooks, and the pulls now answerable.
+  void Complete(Update* u);
   void AnswerPulls(Chunk* c);
   void SendWeights(Chunk* c, const Endpoint& to, uint64_t request_id, int32_t priority);
   void FlushReplies();
@@ -153,8 +233,16 @@ class ParamServer {
   bool have_sgd_ = false;
   pb::SgdConfig sgd_;
 
-  mutable std::mutex mu_;  // Guards chunks_ against Snapshot(); Handle() holds it.
+  // Guards everything below but the arrays an update in flight owns (see
+  // Chunk::applying); Handle() and the end of every update hold it.
+  mutable std::mutex mu_;
+  mutable std::condition_variable idle_cv_;  // Notified when in_flight_ drops to 0.
   std::map<Key, Chunk> chunks_;
+  std::vector<Chunk*> ready_;                        // Chunks the current Handle() call may have made ready.
+  int in_flight_ = 0;                                // Pool tasks submitted and not yet done.
+  int applying_ = 0;                                 // Chunks with applying set.
+  bool inline_only_ = false;                         // StopApplyThreads was called.
+  std::unique_ptr<ApplyPool> pool_;                  // Null with apply_threads 0 and after StopApplyThreads.
   std::map<Endpoint, std::vector<OutPart>> outbox_;  // Filled and flushed within Handle().
   // The smallest version over chunks_ and how many chunks have it.
   int64_t min_version_ = 0;

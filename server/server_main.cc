@@ -10,6 +10,7 @@
 #include "common/node.h"
 #include "common/node_flags.h"
 #include "server/coordinator.h"
+#include "server/server_flags.h"
 #include "server/server_node.h"
 
 DEFINE_string(role, "server", "server: hold a shard of the parameters; coordinator: run the job's rendezvous.");
@@ -116,7 +117,12 @@ int main(int argc, char** argv) {
     LOG(ERROR) << valid.message();
     return 2;
   }
-  nereus::Status st = nereus::RunServer(*options, checkpoints);
+  auto apply_threads = nereus::ApplyThreadsFromFlags();
+  if (!apply_threads.ok()) {
+    LOG(ERROR) << apply_threads.status().message();
+    return 2;
+  }
+  nereus::Status st = nereus::RunServer(*options, checkpoints, *apply_threads);
   if (!st.ok()) {
     LOG(ERROR) << "server exits: " << st.message();
     return 1;

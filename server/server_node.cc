@@ -14,14 +14,17 @@ Status ValidateServerCheckpointOptions(const ServerCheckpointOptions& o, int ran
   return Status::OK();
 }
 
-ServerNode::ServerNode(NodeOptions options, ServerCheckpointOptions checkpoints)
-    : node_options_(std::move(options)), checkpoints_(std::move(checkpoints)) {}
+ServerNode::ServerNode(NodeOptions options, ServerCheckpointOptions checkpoints, int apply_threads)
+    : node_options_(std::move(options)), checkpoints_(std::move(checkpoints)), apply_threads_(apply_threads) {}
 
 ServerNode::~ServerNode() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     failed_ = true;  // Data still arriving is dropped.
   }
+  // The pool's threads send replies through node_: they finish first, and
+  // whatever still arrives is updated on the receive thread until it stops.
+  if (server_ != nullptr) server_->StopApplyThreads();
   node_.reset();  // No Handle() after this.
 }
 
@@ -34,6 +37,7 @@ StatusOr<std::unique_ptr<ParamServer>> ServerNode::MakeParamServer() {
   o.staleness = job.staleness();
   o.num_servers = job.num_servers();
   o.chunk_bytes = job.chunk_bytes();
+  o.apply_threads = apply_threads_;
   if (checkpoints_.every > 0) {
     writer_ = std::make_unique<CheckpointWriter>(checkpoints_.dir, checkpoints_.keep);
     o.checkpoint_every = checkpoints_.every;
@@ -115,10 +119,10 @@ Status ServerNode::Run() {
   return st;
 }
 
-Status RunServer(const NodeOptions& options, ServerCheckpointOptions checkpoints) {
+Status RunServer(const NodeOptions& options, ServerCheckpointOptions checkpoints, int apply_threads) {
   NodeOptions node = options;
   while (true) {
-    auto server = std::make_unique<ServerNode>(node, checkpoints);
+    auto server = std::make_unique<ServerNode>(node, checkpoints, apply_threads);
     Status st = server->Run();
     if (!IsRollback(st)) return st;
     node.rank = server->rank();

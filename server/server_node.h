@@ -32,7 +32,9 @@ Status ValidateServerCheckpointOptions(const ServerCheckpointOptions& options, i
 
 class ServerNode : public ReplySink {
  public:
-  explicit ServerNode(NodeOptions options, ServerCheckpointOptions checkpoints = {});
+  // `apply_threads`: ParamServerOptions::apply_threads (0: updates on the
+  // receive thread; N: on a pool of N threads).
+  explicit ServerNode(NodeOptions options, ServerCheckpointOptions checkpoints = {}, int apply_threads = 0);
   ~ServerNode() override;
 
   // Joins the job and serves until it shuts down (OK) or aborts (the error).
@@ -58,6 +60,7 @@ class ServerNode : public ReplySink {
 
   NodeOptions node_options_;
   const ServerCheckpointOptions checkpoints_;
+  const int apply_threads_;
   // A worker may send (INIT_CHUNK, PUSH) as soon as it has its own
   // REGISTER_REPLY, before this node has handled its own and built server_
   // (or loaded its checkpoint). Such messages wait in early_, in arrival
@@ -82,7 +85,7 @@ class ServerNode : public ReplySink {
 // job rolls back (IsRollback: a node rejoined), a fresh ServerNode with the
 // same rank that registers again with resume and loads the checkpoint the
 // job rolls back to. Returns the last Run's status.
-Status RunServer(const NodeOptions& options, ServerCheckpointOptions checkpoints);
+Status RunServer(const NodeOptions& options, ServerCheckpointOptions checkpoints, int apply_threads = 0);
 
 }  // namespace nereus
 

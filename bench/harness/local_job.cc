@@ -37,7 +37,7 @@ StatusOr<std::unique_ptr<LocalJob>> LocalJob::Start(LocalJobOptions o) {
     if (!o.curve_dir.empty()) {
       ASSIGN_OR_RETURN(no.transport.curve, LoadCurveKeys(o.curve_dir, CurveKeyName(pb::SERVER, s)));
     }
-    job->servers_.push_back(std::make_unique<ServerNode>(no));
+    job->servers_.push_back(std::make_unique<ServerNode>(no, ServerCheckpointOptions{}, o.server_apply_threads));
     job->server_threads_.emplace_back([srv = job->servers_.back().get()] {
       Status st = srv->Run();
       if (!st.ok()) LOG(ERROR) << st;

@@ -20,6 +20,7 @@ struct LocalJobOptions {
   pb::JobConfig job;  // num_servers/num_workers are filled in.
   ClientOptions client;
   ZmqTransportOptions server_transport;
+  int server_apply_threads = 0;  // ParamServerOptions::apply_threads of every server.
   // If set: every node uses CURVE with the keys there (nereus_keygen; the
   // clients' client.curve_dir is set from it).
   std::string curve_dir;

@@ -3,6 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <tuple>
+
 #include "common/sgd.h"
 
 namespace nereus {
@@ -13,6 +21,8 @@ struct Captured {
   Message msg;
 };
 
+// With apply threads, Reply() comes from the pool's threads, one at a time
+// (under the server's lock); the test reads `replies` after WaitIdle().
 class CaptureSink : public ReplySink {
  public:
   void Reply(const Endpoint& to, Message msg) override { replies.push_back({to, std::move(msg)}); }
@@ -28,13 +38,20 @@ pb::SgdConfig Sgd() {
   return c;
 }
 
-class ParamServerTest : public ::testing::Test {
+// Every test runs with the updates on the Handle() thread (0) and on a pool
+// of 3 threads, every update through the pool (inline_apply_bytes 0): the
+// replies, versions and weights must be the same. Send() waits for the
+// updates it started, so the tests read the replies as they would inline.
+class ParamServerTest : public ::testing::TestWithParam<int> {
  protected:
   void Make(pb::Consistency consistency, int workers, int staleness = 0) {
     ParamServerOptions o;
     o.num_workers = workers;
     o.consistency = consistency;
     o.staleness = staleness;
+    o.apply_threads = GetParam();
+    o.inline_apply_bytes = 0;
+    server_.reset();  // Its pool's threads reply into sink_.
     server_ = std::make_unique<ParamServer>(o, &sink_);
     // Tensor 0, chunk 0: 4 floats, initial values 1, 2, 3, 4.
     Message m = Floats(pb::INIT_CHUNK, 0, {1, 2, 3, 4});
@@ -69,6 +86,7 @@ class ParamServerTest : public ::testing::Test {
   void Send(Message m, int worker) {
     pb::Header partial = m.header;
     server_->Handle("w" + std::to_string(worker), worker, std::move(m), partial);
+    server_->WaitIdle();
   }
   // A second chunk: tensor 1, chunk 0, 2 floats (10, 20).
   void InitSecond() {
@@ -129,7 +147,13 @@ class ParamServerTest : public ::testing::Test {
   uint64_t id_ = 0;
 };
 
-TEST_F(ParamServerTest, BspAppliesOnceAllWorkersPushedAndAnswersWaitingPull) {
+INSTANTIATE_TEST_SUITE_P(ApplyThreads, ParamServerTest, ::testing::Values(0, 3),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 0 ? std::string("OnReceiveThread")
+                                                  : std::to_string(info.param) + "Threads";
+                         });
+
+TEST_P(ParamServerTest, BspAppliesOnceAllWorkersPushedAndAnswersWaitingPull) {
   Make(pb::BSP, 2);
   Send(Pull(1), 0);  // Must wait: no update yet.
   EXPECT_EQ(Last().header.op(), pb::INIT_ACK);
@@ -151,7 +175,7 @@ TEST_F(ParamServerTest, BspAppliesOnceAllWorkersPushedAndAnswersWaitingPull) {
   EXPECT_EQ(Version(), 1);
 }
 
-TEST_F(ParamServerTest, AverageDoesNotDependOnArrivalOrder) {
+TEST_P(ParamServerTest, AverageDoesNotDependOnArrivalOrder) {
   const std::vector<float> g0 = {1e8f, 1, 0.1f, 3}, g1 = {1, 2, 0.2f, 4}, g2 = {-1e8f, 3, 0.3f, 5};
   std::vector<float> first;
   for (int order = 0; order < 2; ++order) {
@@ -177,7 +201,7 @@ TEST_F(ParamServerTest, AverageDoesNotDependOnArrivalOrder) {
   EXPECT_EQ(w, first);
 }
 
-TEST_F(ParamServerTest, PullReplySharesWeightsAndUpdateCopiesOnWrite) {
+TEST_P(ParamServerTest, PullReplySharesWeightsAndUpdateCopiesOnWrite) {
   Make(pb::BSP, 1);
   Send(Pull(0), 0);
   Buffer sent = Last().payload[0];  // A reply "still in flight".
@@ -187,7 +211,7 @@ TEST_F(ParamServerTest, PullReplySharesWeightsAndUpdateCopiesOnWrite) {
   EXPECT_FLOAT_EQ(Weights()[0], 0.9f);
 }
 
-TEST_F(ParamServerTest, SspPullWaitsOnlyBeyondStaleness) {
+TEST_P(ParamServerTest, SspPullWaitsOnlyBeyondStaleness) {
   Make(pb::SSP, 2, /*staleness=*/2);
   Send(Pull(2), 0);  // needs version >= 0: answered
   EXPECT_EQ(Last().header.op(), pb::PULL_REPLY);
@@ -206,7 +230,7 @@ TEST_F(ParamServerTest, SspPullWaitsOnlyBeyondStaleness) {
   EXPECT_EQ(Last().header.clock(), 1);
 }
 
-TEST_F(ParamServerTest, AsyncAppliesEachPushScaledByWorkers) {
+TEST_P(ParamServerTest, AsyncAppliesEachPushScaledByWorkers) {
   Make(pb::ASYNC, 2);
   Send(Floats(pb::PUSH, 0, {2, 2, 2, 2}), 1);
   EXPECT_EQ(Version(), 1);
@@ -215,7 +239,7 @@ TEST_F(ParamServerTest, AsyncAppliesEachPushScaledByWorkers) {
   EXPECT_EQ(Last().header.op(), pb::PULL_REPLY);
 }
 
-TEST_F(ParamServerTest, BadRequestsGetErrorsAndLeaveParametersUnchanged) {
+TEST_P(ParamServerTest, BadRequestsGetErrorsAndLeaveParametersUnchanged) {
   Make(pb::BSP, 2);
   const std::vector<float> before = Weights();
   struct Case {
@@ -256,6 +280,7 @@ TEST_F(ParamServerTest, BadRequestsGetErrorsAndLeaveParametersUnchanged) {
   partial.set_request_id(77);
   partial.set_op(pb::PUSH);
   server_->Handle("w0", 0, DataLossError("malformed message: header says payload_bytes=16 but ..."), partial);
+  server_->WaitIdle();
   EXPECT_EQ(Last().header.op(), pb::ERROR);
   EXPECT_EQ(Last().header.request_id(), 77u);
   EXPECT_EQ(Last().header.error_op(), pb::PUSH);
@@ -274,7 +299,7 @@ TEST_F(ParamServerTest, BadRequestsGetErrorsAndLeaveParametersUnchanged) {
   EXPECT_NE(Last().header.error().find("stale PUSH for clock 0"), std::string::npos);
 }
 
-TEST_F(ParamServerTest, BatchIsAckedOnceAndItsPullsAnsweredInOneReply) {
+TEST_P(ParamServerTest, BatchIsAckedOnceAndItsPullsAnsweredInOneReply) {
   Make(pb::BSP, 2);
   InitSecond();
   Send(BatchPush(0, {{0, {1, 1, 1, 1}}, {1, {2, 2}}}), 0);
@@ -304,7 +329,7 @@ TEST_F(ParamServerTest, BatchIsAckedOnceAndItsPullsAnsweredInOneReply) {
   EXPECT_EQ(sink_.replies.size(), waiting);
 }
 
-TEST_F(ParamServerTest, MalformedBatchesAreRefusedWholeAndChangeNothing) {
+TEST_P(ParamServerTest, MalformedBatchesAreRefusedWholeAndChangeNothing) {
   Make(pb::BSP, 2);
   InitSecond();
   const std::vector<float> before = Weights();
@@ -374,7 +399,7 @@ TEST_F(ParamServerTest, MalformedBatchesAreRefusedWholeAndChangeNothing) {
   EXPECT_FLOAT_EQ(second[1], 19.7f);
 }
 
-TEST_F(ParamServerTest, ReinitWithOtherLayoutIsRefused) {
+TEST_P(ParamServerTest, ReinitWithOtherLayoutIsRefused) {
   Make(pb::BSP, 1);
   Message m = Floats(pb::INIT_CHUNK, 0, {1, 2, 3, 4});
   auto* meta = m.header.mutable_chunk_meta();
@@ -384,6 +409,269 @@ TEST_F(ParamServerTest, ReinitWithOtherLayoutIsRefused) {
   Send(std::move(m), 0);
   EXPECT_EQ(Last().header.op(), pb::ERROR);
   EXPECT_NE(Last().header.error().find("already initialized with another layout"), std::string::npos);
+}
+
+// A BSP job of 3 workers and 12 chunks of 5,000 floats, 6 clocks, every push
+// carrying the pull of the next clock, the pushes of each clock in a
+// shuffled order (the same for every run). What one run saw: every
+// PULL_REPLY's version and bytes by (worker, tensor, clock pushed), and
+// each chunk's final weights.
+struct PoolRun {
+  std::map<std::tuple<int, int, int64_t>, std::pair<int64_t, std::vector<float>>> replies;
+  std::vector<std::vector<float>> final_weights;
+};
+
+constexpr int kPoolWorkers = 3, kPoolChunks = 12, kPoolClocks = 6;
+constexpr size_t kPoolFloats = 5000;
+
+pb::SgdConfig PoolSgd() {
+  pb::SgdConfig c = Sgd();
+  c.set_momentum(0.9f);
+  c.set_weight_decay(0.01f);
+  return c;
+}
+
+float PoolGradient(int worker, int tensor, int64_t clock, size_t i) {
+  return std::sin(0.001f * static_cast<float>(i + 1) * static_cast<float>(worker + 2)) *
+         (1.0f + 0.1f * static_cast<float>(tensor) - 0.05f * static_cast<float>(clock));
+}
+
+PoolRun RunPoolJob(int apply_threads) {
+  CaptureSink sink;
+  ParamServerOptions o;
+  o.num_workers = kPoolWorkers;
+  o.apply_threads = apply_threads;
+  o.inline_apply_bytes = 0;
+  PoolRun run;
+  {
+    ParamServer server(o, &sink);
+    auto handle = [&](Message m, int worker) {
+      pb::Header partial = m.header;
+      server.Handle("w" + std::to_string(worker), worker, std::move(m), partial);
+    };
+    uint64_t id = 0;
+    for (int t = 0; t < kPoolChunks; ++t) {
+      Message m;
+      m.header.set_op(pb::INIT_CHUNK);
+      m.header.set_request_id(++id);
+      m.header.set_tensor(t);
+      m.header.set_dtype(pb::FLOAT32);
+      auto w = std::make_shared<std::vector<float>>(kPoolFloats);
+      for (size_t i = 0; i < kPoolFloats; ++i) (*w)[i] = 0.5f + 0.001f * static_cast<float>(i % 97) * (t + 1);
+      m.payload.push_back(Buffer::Of(w));
+      m.header.set_payload_bytes(m.payload_bytes());
+      auto* meta = m.header.mutable_chunk_meta();
+      meta->set_tensor(t);
+      meta->set_length(kPoolFloats);
+      meta->set_lr_mult(1);
+      meta->set_decay_mult(1);
+      *m.header.mutable_sgd() = PoolSgd();
+      handle(std::move(m), 0);
+    }
+    std::mt19937 rng(7);
+    std::map<uint64_t, std::tuple<int, int, int64_t>> pull_of;
+    for (int64_t clock = 0; clock < kPoolClocks; ++clock) {
+      std::vector<std::pair<int, int>> order;  // (worker, tensor)
+      for (int w = 0; w < kPoolWorkers; ++w)
+        for (int t = 0; t < kPoolChunks; ++t) order.emplace_back(w, t);
+      std::shuffle(order.begin(), order.end(), rng);
+      for (auto [w, t] : order) {
+        Message m;
+        m.header.set_op(pb::PUSH);
+        m.header.set_request_id(++id);
+        m.header.set_tensor(t);
+        m.header.set_clock(clock);
+        m.header.set_dtype(pb::FLOAT32);
+        m.header.set_pull_request_id(++id);
+        pull_of[id] = {w, t, clock};
+        auto g = std::make_shared<std::vector<float>>(kPoolFloats);
+        for (size_t i = 0; i < kPoolFloats; ++i) (*g)[i] = PoolGradient(w, t, clock, i);
+        m.payload.push_back(Buffer::Of(g));
+        m.header.set_payload_bytes(m.payload_bytes());
+        handle(std::move(m), w);
+      }
+    }
+    server.WaitIdle();
+    for (const Captured& c : sink.replies) {
+      if (c.msg.header.op() != pb::PULL_REPLY) continue;
+      EXPECT_EQ(c.msg.header.parts_size(), 0);
+      const float* f = c.msg.payload[0].floats();
+      run.replies[pull_of.at(c.msg.header.request_id())] = {c.msg.header.clock(),
+                                                            std::vector<float>(f, f + kPoolFloats)};
+    }
+    for (int t = 0; t < kPoolChunks; ++t) run.final_weights.push_back(server.Snapshot(t, 0).value().first);
+  }
+  return run;
+}
+
+// Updates on 1 and 4 pool threads (12 chunks updated concurrently while the
+// pushes of later clocks keep arriving) give bitwise the weights and the
+// replies of updates on the receive thread, and those of the solver step
+// worked out here; every piggybacked pull of clock c is answered with
+// exactly version c + 1.
+TEST(ParamServerPoolTest, UpdatesOnAnyNumberOfThreadsAreBitwiseThoseOfOne) {
+  const PoolRun one = RunPoolJob(0);
+  ASSERT_EQ(one.replies.size(), static_cast<size_t>(kPoolWorkers * kPoolChunks * kPoolClocks));
+  for (const auto& [key, reply] : one.replies) EXPECT_EQ(reply.first, std::get<2>(key) + 1);
+  for (int threads : {1, 4}) {
+    const PoolRun pool = RunPoolJob(threads);
+    ASSERT_EQ(pool.replies.size(), one.replies.size()) << threads << " threads";
+    for (const auto& [key, reply] : one.replies) {
+      const auto& got = pool.replies.at(key);
+      EXPECT_EQ(got.first, reply.first);
+      ASSERT_EQ(std::memcmp(got.second.data(), reply.second.data(), kPoolFloats * sizeof(float)), 0)
+          << threads << " threads: worker " << std::get<0>(key) << " tensor " << std::get<1>(key) << " clock "
+          << std::get<2>(key);
+    }
+    for (int t = 0; t < kPoolChunks; ++t)
+      EXPECT_EQ(std::memcmp(pool.final_weights[t].data(), one.final_weights[t].data(), kPoolFloats * sizeof(float)), 0)
+          << threads << " threads, tensor " << t;
+  }
+  // The reference: per chunk, the workers' gradients averaged in rank order
+  // and one SGD step per clock.
+  const pb::SgdConfig sgd = PoolSgd();
+  for (int t = 0; t < kPoolChunks; ++t) {
+    std::vector<float> w(kPoolFloats), h(kPoolFloats, 0.0f), avg(kPoolFloats);
+    for (size_t i = 0; i < kPoolFloats; ++i) w[i] = 0.5f + 0.001f * static_cast<float>(i % 97) * (t + 1);
+    std::vector<std::vector<float>> g(kPoolWorkers, std::vector<float>(kPoolFloats));
+    for (int64_t clock = 0; clock < kPoolClocks; ++clock) {
+      std::vector<const float*> srcs;
+      for (int r = 0; r < kPoolWorkers; ++r) {
+        for (size_t i = 0; i < kPoolFloats; ++i) g[r][i] = PoolGradient(r, t, clock, i);
+        srcs.push_back(g[r].data());
+      }
+      AverageInOrder(srcs.data(), kPoolWorkers, avg.data(), kPoolFloats);
+      SgdStep(sgd, LearningRate(sgd, clock), 1.0f, 1.0f, avg.data(), w.data(), h.data(), kPoolFloats);
+    }
+    EXPECT_EQ(std::memcmp(w.data(), one.final_weights[t].data(), kPoolFloats * sizeof(float)), 0) << "tensor " << t;
+  }
+}
+
+// A gate the test opens: the pool thread making the first update waits at it.
+class Gate {
+ public:
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    arrived_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return open_; });
+  }
+  void AwaitArrival() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return arrived_; });
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool arrived_ = false, open_ = false;
+};
+
+// While a chunk is being updated on the pool, the receive thread goes on:
+// the next clock's push is acked and kept, and a pull of the version the
+// chunk already has waits for the update to end (its arrays are the
+// update's), then gets the new version; the next update, made while that
+// reply holds the weights, does not touch them (copy-on-write).
+TEST(ParamServerPoolTest, PullDuringAnUpdateIsAnsweredWhenItEnds) {
+  CaptureSink sink;
+  Gate gate;
+  ParamServerOptions o;
+  o.num_workers = 1;
+  o.apply_threads = 2;
+  o.inline_apply_bytes = 0;
+  o.before_update = [&](int tensor, int chunk, int64_t clock) {
+    if (tensor == 0 && chunk == 0 && clock == 0) gate.Wait();
+  };
+  ParamServer server(o, &sink);
+  auto send = [&](pb::Op op, int64_t clock, std::vector<float> v, uint64_t id) {
+    Message m;
+    m.header.set_op(op);
+    m.header.set_request_id(id);
+    m.header.set_clock(clock);
+    m.header.set_dtype(pb::FLOAT32);
+    if (!v.empty()) {
+      m.payload.push_back(Buffer::Of(std::make_shared<std::vector<float>>(std::move(v))));
+      m.header.set_payload_bytes(m.payload_bytes());
+    }
+    if (op == pb::INIT_CHUNK) {
+      auto* meta = m.header.mutable_chunk_meta();
+      meta->set_length(4);
+      meta->set_lr_mult(1);
+      meta->set_decay_mult(1);
+      *m.header.mutable_sgd() = Sgd();
+    }
+    pb::Header partial = m.header;
+    server.Handle("w0", 0, std::move(m), partial);
+  };
+  send(pb::INIT_CHUNK, 0, {1, 2, 3, 4}, 1);
+  send(pb::PUSH, 0, {1, 1, 1, 1}, 2);
+  gate.AwaitArrival();  // The update of clock 0 has started and is held.
+  send(pb::PULL, 0, {}, 3);
+  send(pb::PUSH, 1, {2, 2, 2, 2}, 4);
+  ASSERT_EQ(sink.replies.size(), 3u);  // INIT_ACK and two PUSH_ACKs; the pull waits.
+  EXPECT_EQ(sink.replies[1].msg.header.op(), pb::PUSH_ACK);
+  EXPECT_EQ(sink.replies[2].msg.header.op(), pb::PUSH_ACK);
+  EXPECT_EQ(sink.replies[2].msg.header.request_id(), 4u);
+  gate.Open();
+  server.WaitIdle();
+  ASSERT_EQ(sink.replies.size(), 4u);
+  const Message& reply = sink.replies[3].msg;
+  ASSERT_EQ(reply.header.op(), pb::PULL_REPLY);
+  EXPECT_EQ(reply.header.request_id(), 3u);
+  EXPECT_EQ(reply.header.clock(), 1);
+  // h = 0.1 * 1; w = 1 - 0.1. Clock 1 was applied after the reply left, out
+  // of place: h = 0.1 * 2 + 0.5 * 0.1 = 0.25, w = 0.9 - 0.25.
+  EXPECT_FLOAT_EQ(reply.payload[0].floats()[0], 0.9f);
+  auto now = server.Snapshot(0, 0).value();
+  EXPECT_EQ(now.second, 2);
+  EXPECT_FLOAT_EQ(now.first[0], 0.65f);
+  EXPECT_FLOAT_EQ(reply.payload[0].floats()[0], 0.9f);
+}
+
+// After StopApplyThreads the pool is gone and updates are made on the
+// Handle() thread again, before Handle() returns.
+TEST(ParamServerPoolTest, AfterStopApplyThreadsUpdatesAreMadeInline) {
+  CaptureSink sink;
+  ParamServerOptions o;
+  o.num_workers = 1;
+  o.apply_threads = 2;
+  o.inline_apply_bytes = 0;
+  std::thread::id updater;
+  o.before_update = [&](int, int, int64_t) { updater = std::this_thread::get_id(); };
+  ParamServer server(o, &sink);
+  Message init;
+  init.header.set_op(pb::INIT_CHUNK);
+  init.header.set_dtype(pb::FLOAT32);
+  init.payload.push_back(Buffer::Of(std::make_shared<std::vector<float>>(std::vector<float>{1, 2})));
+  init.header.set_payload_bytes(8);
+  init.header.mutable_chunk_meta()->set_length(2);
+  init.header.mutable_chunk_meta()->set_lr_mult(1);
+  *init.header.mutable_sgd() = Sgd();
+  auto push = [&](int64_t clock) {
+    Message m;
+    m.header.set_op(pb::PUSH);
+    m.header.set_clock(clock);
+    m.header.set_dtype(pb::FLOAT32);
+    m.payload.push_back(Buffer::Of(std::make_shared<std::vector<float>>(std::vector<float>{1, 1})));
+    m.header.set_payload_bytes(8);
+    pb::Header partial = m.header;
+    server.Handle("w0", 0, std::move(m), partial);
+  };
+  pb::Header partial = init.header;
+  server.Handle("w0", 0, std::move(init), partial);
+  push(0);
+  server.WaitIdle();
+  EXPECT_NE(updater, std::this_thread::get_id()) << "the pool made the first update";
+  server.StopApplyThreads();
+  push(1);
+  EXPECT_EQ(updater, std::this_thread::get_id()) << "after StopApplyThreads, Handle() made the update";
+  EXPECT_EQ(server.Snapshot(0, 0).value().second, 2);
+  server.StopApplyThreads();  // Idempotent.
 }
 
 }  // namespace

@@ -1,0 +1,44 @@
+// ApplyPool: the threads on which a parameter server makes its updates. A
+// fixed number of threads run the submitted tasks in submission order (first
+// in, first out); a task runs on one thread from start to end.
+#ifndef NEREUS_SERVER_APPLY_POOL_H_
+#define NEREUS_SERVER_APPLY_POOL_H_
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace nereus {
+
+class ApplyPool {
+ public:
+  explicit ApplyPool(int threads);  // threads >= 1.
+  // Runs every task already submitted, then joins the threads.
+  ~ApplyPool();
+  ApplyPool(const ApplyPool&) = delete;
+  ApplyPool& operator=(const ApplyPool&) = delete;
+
+  // Thread-safe; never blocks on a running task.
+  void Submit(std::function<void()> task);
+  int threads() const { return static_cast<int>(threads_.size()); }
+
+ private:
+  void Loop();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;  // GUARDED_BY(mu_)
+  bool stop_ = false;                        // GUARDED_BY(mu_)
+  std::vector<std::thread> threads_;
+};
+
+// The cores this process may run on (its CPU affinity mask, as taskset,
+// cgroups' cpusets and Slurm set it), at least 1.
+int AvailableCores();
+
+}  // namespace nereus
+
+#endif  // NEREUS_SERVER_APPLY_POOL_H_
