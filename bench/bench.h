@@ -76,6 +76,8 @@ struct BenchContext {
 };
 
 int RunTransport(BenchContext& ctx);
+// One server's updates on 0, 1, 2, ... apply threads beside memcpy (apply_bench.cc).
+int RunApply(BenchContext& ctx);
 int RunPipeline(BenchContext& ctx);
 // The emulated multi-host cluster (cluster_bench.cc) and, internal, its
 // worker process (not listed: started by cluster only).

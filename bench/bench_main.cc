@@ -94,10 +94,8 @@ struct Subcommand {
 // Every subcommand of nereus_bench. `nereus_bench list` prints these names,
 // and bench_smoke_test checks that each has a smoke run.
 constexpr Subcommand kSubcommands[] = {
-    {"transport", RunTransport},
-    {"pipeline", RunPipeline},
-    {"cluster", RunCluster},
-    {"simulate", RunSimulate},
+    {"transport", RunTransport}, {"pipeline", RunPipeline}, {"cluster", RunCluster},
+    {"simulate", RunSimulate},   {"apply", RunApply},
 };
 
 }  // namespace
@@ -113,6 +111,9 @@ int main(int argc, char** argv) {
       "  nereus_bench transport [--json=FILE] [--sizes=...]\n"
       "      push, pull and push+pull throughput (1x1 and 2x2) and the 4 KB round trip,\n"
       "      each next to raw ZeroMQ measured in the same run (ratio = nereus / raw).\n"
+      "  nereus_bench apply [--apply_bytes=B] [--apply_workers=W] [--apply_threads_list=0,1,2,cores]\n"
+      "      one server's updates (average of W gradients and an SGD step per partition) per second with\n"
+      "      each number of apply threads, next to memcpy's bandwidth on 1 and on every core, same run.\n"
       "  nereus_bench pipeline --model=vgg19|vgg19_22k|resnet50|... --workers=N --servers=M --schedule=MODE|all\n"
       "                        [--link_mbit=R | --link_list=R1,R2] [--sfb=off,auto] [--batch=K]\n"
       "                        [--device_gflops=G] [--json=FILE]\n"

@@ -1,12 +1,18 @@
 #include "bench/raw_zmq.h"
 
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,14 +34,15 @@ void NoFree(void*, void*) {}
 
 // The whole of a raw message's header.
 struct RawHeader {
-  uint32_t op;
+  uint16_t op;
+  uint16_t worker;  // The sender's rank (a worker's streams each have their own ZeroMQ identity).
   uint32_t chunk;
   uint64_t seq;  // The worker's operation, echoed.
 };
-enum : uint32_t { kPushMsg = 1, kAckMsg = 2, kPullMsg = 3, kReplyMsg = 4, kStopMsg = 5 };
+enum : uint16_t { kPushMsg = 1, kAckMsg = 2, kPullMsg = 3, kReplyMsg = 4, kStopMsg = 5 };
 
-zmq::message_t HeaderFrame(uint32_t op, uint32_t chunk, uint64_t seq) {
-  const RawHeader h{op, chunk, seq};
+zmq::message_t HeaderFrame(uint16_t op, uint32_t chunk, uint64_t seq, uint16_t worker = 0) {
+  const RawHeader h{op, worker, chunk, seq};
   return zmq::message_t(&h, sizeof(h));
 }
 
@@ -46,11 +53,21 @@ RawHeader ReadHeader(const zmq::message_t& m) {
   return h;
 }
 
-// A server node: its own context, a ROUTER, one thread that answers.
+// A server node: its own context, a ROUTER, and a thread that receives,
+// acks and answers. With an update and apply_threads > 0, the update is made
+// on apply_threads threads of its own, as a Nereus server makes it on its
+// pool (ParamServer): the receive thread hands a chunk whose gradients are
+// all in to them and goes on reading; a pull of a chunk being updated waits
+// for the update to end (its weights are the update's meanwhile); an apply
+// thread that is done says so on an eventfd the receive thread polls beside
+// the ROUTER, and the receive thread sends the waiting replies (a ZeroMQ
+// socket is used by one thread). apply_threads 0: the update on the receive
+// thread right after the ack (the earlier baseline).
 class RawServer {
  public:
   // `update`: also apply the update (see RawFair).
-  RawServer(const std::vector<ChunkPlacement>& chunks, uint64_t elements, int workers, const pb::SgdConfig* update)
+  RawServer(const std::vector<ChunkPlacement>& chunks, uint64_t elements, int workers, const pb::SgdConfig* update,
+            int apply_threads)
       : chunks_(chunks),
         weights_(elements, 0.5f),
         workers_(workers),
@@ -71,82 +88,186 @@ class RawServer {
     sock_.set(zmq::sockopt::sndhwm, 0);
     sock_.bind("tcp://127.0.0.1:*");
     endpoint_ = sock_.get(zmq::sockopt::last_endpoint);
+    if (update_ && apply_threads > 0) {
+      done_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+      CHECK_GE(done_fd_, 0) << "eventfd: " << std::strerror(errno);
+      for (int i = 0; i < apply_threads; ++i) appliers_.emplace_back([this] { ApplyLoop(); });
+    }
     thread_ = std::thread([this] { Loop(); });
   }
-  // Returns once every worker has sent STOP.
-  ~RawServer() { thread_.join(); }
+  // Returns once every worker has sent STOP and every update is made.
+  ~RawServer() {
+    thread_.join();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_appliers_ = true;
+    }
+    jobs_cv_.notify_all();
+    for (std::thread& t : appliers_) t.join();
+    if (done_fd_ >= 0) close(done_fd_);
+  }
   const std::string& endpoint() const { return endpoint_; }
 
  private:
-  void Loop() {
-    // Received gradients are kept until the same worker's next one for the
-    // chunk replaces (and frees) them, as a server keeps a push's frame until
-    // the chunk's update.
-    std::map<std::string, std::vector<zmq::message_t>> kept;
-    int stops = 0;
-    while (stops < workers_) {
-      zmq::message_t id, hdr, payload;
-      (void)sock_.recv(id);
-      (void)sock_.recv(hdr);
-      if (hdr.more()) (void)sock_.recv(payload);
-      const RawHeader h = ReadHeader(hdr);
-      switch (h.op) {
-        case kPushMsg: {
-          auto& slots = kept[id.to_string()];
-          if (slots.size() < chunks_.size()) slots.resize(chunks_.size());
-          slots.at(h.chunk) = std::move(payload);
-          sock_.send(id, zmq::send_flags::sndmore);
-          sock_.send(HeaderFrame(kAckMsg, h.chunk, h.seq), zmq::send_flags::none);
-          if (update_ && ++updated_.at(h.chunk).pushes == workers_) Update(h.chunk, kept);
-          break;
-        }
-        case kPullMsg: {
-          const ChunkPlacement& c = chunks_.at(h.chunk);
-          sock_.send(id, zmq::send_flags::sndmore);
-          sock_.send(HeaderFrame(kReplyMsg, h.chunk, h.seq), zmq::send_flags::sndmore);
-          if (update_) {
-            // Zero-copy, holding this version: the next update goes elsewhere.
-            const std::shared_ptr<std::vector<float>>& v = updated_.at(h.chunk).weights;
-            zmq::message_t w(v->data(), v->size() * sizeof(float), &ReleaseVersion,
-                             new std::shared_ptr<std::vector<float>>(v));
-            sock_.send(w, zmq::send_flags::none);
-          } else {
-            zmq::message_t w(weights_.data() + c.offset, c.length * sizeof(float), &NoFree, nullptr);
-            sock_.send(w, zmq::send_flags::none);
-          }
-          break;
-        }
-        case kStopMsg:
-          ++stops;
-          break;
-        default:
-          LOG(FATAL) << "raw baseline: unknown op " << h.op;
-      }
-    }
-  }
-
+  // One round of a chunk's gradients: each worker's next push of it.
+  struct Round {
+    std::vector<zmq::message_t> grads;  // By worker index.
+    int count = 0;
+  };
   // A chunk's weights under --raw_update, kept as ParamServer keeps them.
   struct UpdatedChunk {
     std::shared_ptr<std::vector<float>> weights, spare;
     std::vector<float> history;
-    int pushes = 0;  // Since the last update.
+    std::map<uint64_t, Round> rounds;                             // By round: the workers' n-th pushes of the chunk.
+    bool applying = false;                                        // weights/spare/history are an apply thread's.
+    std::vector<std::pair<std::string, uint64_t>> waiting_pulls;  // (worker identity, seq)
   };
+  struct Job {
+    uint32_t chunk;
+    std::vector<const float*> srcs;
+  };
+
+  void Loop() {
+    // Without an update, received gradients are kept until the same worker's
+    // next one for the chunk replaces (and frees) them, as a server keeps a
+    // push's frame until the chunk's update. With one, until the update.
+    std::map<std::string, std::vector<zmq::message_t>> kept;
+    std::map<int, std::vector<uint64_t>> pushes_of;  // Worker -> pushes of each chunk so far.
+    int stops = 0;
+    std::vector<zmq::pollitem_t> items = {{sock_.handle(), 0, ZMQ_POLLIN, 0}};
+    if (done_fd_ >= 0) items.push_back({nullptr, done_fd_, ZMQ_POLLIN, 0});
+    while (stops < workers_ || in_flight_ > 0) {
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(-1));
+      if (items.size() > 1 && (items[1].revents & ZMQ_POLLIN)) OnUpdatesDone();
+      if (!(items[0].revents & ZMQ_POLLIN)) continue;
+      zmq::message_t id, hdr, payload;
+      // Every message waiting, so the eventfd is not starved.
+      while (sock_.recv(id, zmq::recv_flags::dontwait)) {
+        (void)sock_.recv(hdr);
+        if (hdr.more()) (void)sock_.recv(payload);
+        const RawHeader h = ReadHeader(hdr);
+        const std::string who = id.to_string();
+        switch (h.op) {
+          case kPushMsg: {
+            sock_.send(id, zmq::send_flags::sndmore);
+            sock_.send(HeaderFrame(kAckMsg, h.chunk, h.seq), zmq::send_flags::none);
+            if (!update_) {
+              auto& slots = kept[who];
+              if (slots.size() < chunks_.size()) slots.resize(chunks_.size());
+              slots.at(h.chunk) = std::move(payload);
+              break;
+            }
+            const int idx = h.worker;
+            CHECK_LT(idx, workers_) << "raw baseline: a worker rank out of range";
+            auto& n = pushes_of[idx];
+            if (n.size() < chunks_.size()) n.resize(chunks_.size(), 0);
+            Round& r = updated_.at(h.chunk).rounds[n[h.chunk]++];
+            if (r.grads.empty()) r.grads.resize(workers_);
+            r.grads[idx] = std::move(payload);
+            ++r.count;
+            StartUpdate(h.chunk);
+            break;
+          }
+          case kPullMsg: {
+            if (update_ && updated_.at(h.chunk).applying) {
+              updated_[h.chunk].waiting_pulls.emplace_back(who, h.seq);
+              break;
+            }
+            Reply(who, h.chunk, h.seq);
+            break;
+          }
+          case kStopMsg:
+            ++stops;
+            break;
+          default:
+            LOG(FATAL) << "raw baseline: unknown op " << h.op;
+        }
+      }
+    }
+  }
+
+  void Reply(const std::string& to, uint32_t chunk, uint64_t seq) {
+    const ChunkPlacement& c = chunks_.at(chunk);
+    sock_.send(zmq::buffer(to), zmq::send_flags::sndmore);
+    sock_.send(HeaderFrame(kReplyMsg, chunk, seq), zmq::send_flags::sndmore);
+    if (update_) {
+      // Zero-copy, holding this version: the next update goes elsewhere.
+      const std::shared_ptr<std::vector<float>>& v = updated_.at(chunk).weights;
+      zmq::message_t w(v->data(), v->size() * sizeof(float), &ReleaseVersion,
+                       new std::shared_ptr<std::vector<float>>(v));
+      sock_.send(w, zmq::send_flags::none);
+    } else {
+      zmq::message_t w(weights_.data() + c.offset, c.length * sizeof(float), &NoFree, nullptr);
+      sock_.send(w, zmq::send_flags::none);
+    }
+  }
+
+  // The chunk's oldest round, if every worker's gradient is in and no update
+  // of the chunk is being made: on the receive thread, or handed over.
+  void StartUpdate(uint32_t chunk) {
+    UpdatedChunk& u = updated_.at(chunk);
+    if (u.applying || u.rounds.empty() || u.rounds.begin()->second.count < workers_) return;
+    Job job{chunk, {}};
+    for (const zmq::message_t& g : u.rounds.begin()->second.grads) job.srcs.push_back(g.data<float>());
+    if (appliers_.empty()) {
+      Update(job);
+      u.rounds.erase(u.rounds.begin());
+      return;
+    }
+    u.applying = true;
+    ++in_flight_;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      jobs_.push_back(std::move(job));
+    }
+    jobs_cv_.notify_one();
+  }
+
+  // Receive thread: the apply threads' finished updates.
+  void OnUpdatesDone() {
+    uint64_t n;
+    (void)!read(done_fd_, &n, sizeof(n));
+    std::vector<uint32_t> done;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done.swap(done_);
+    }
+    for (uint32_t chunk : done) {
+      UpdatedChunk& u = updated_.at(chunk);
+      u.applying = false;
+      --in_flight_;
+      u.rounds.erase(u.rounds.begin());  // Frees the gradient frames.
+      for (const auto& [to, seq] : u.waiting_pulls) Reply(to, chunk, seq);
+      u.waiting_pulls.clear();
+      StartUpdate(chunk);
+    }
+  }
+
+  void ApplyLoop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      jobs_cv_.wait(lock, [&] { return stop_appliers_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;
+      Job job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      Update(job);
+      lock.lock();
+      done_.push_back(job.chunk);
+      const uint64_t one = 1;
+      (void)!write(done_fd_, &one, sizeof(one));
+    }
+  }
 
   static void ReleaseVersion(void*, void* hint) { delete static_cast<std::shared_ptr<std::vector<float>>*>(hint); }
 
-  // Every worker's gradient of `chunk` is in: one SGD step on their average
-  // in worker order (the newest each has sent), with the functions
-  // ParamServer::Apply calls (SgdStepAveraged, UpdateHeldWeights).
-  void Update(uint32_t chunk, const std::map<std::string, std::vector<zmq::message_t>>& kept) {
-    UpdatedChunk& u = updated_.at(chunk);
-    u.pushes = 0;
-    std::vector<const float*> srcs;
-    for (const auto& [worker, slots] : kept)
-      if (chunk < slots.size() && slots[chunk].size() == u.history.size() * sizeof(float))
-        srcs.push_back(slots[chunk].data<float>());
-    CHECK(!srcs.empty());
+  // Every worker's gradient of `job.chunk` is in: one SGD step on their
+  // average in worker order, with the functions ParamServer makes its
+  // updates with (SgdStepAveraged, UpdateHeldWeights).
+  void Update(const Job& job) {
+    UpdatedChunk& u = updated_.at(job.chunk);
     UpdateHeldWeights(&u.weights, &u.spare, [&](const float* in, float* out) {
-      SgdStepAveraged(sgd_, sgd_.base_lr(), 1.0f, 1.0f, srcs.data(), srcs.size(), in, out, u.history.data(),
+      SgdStepAveraged(sgd_, sgd_.base_lr(), 1.0f, 1.0f, job.srcs.data(), job.srcs.size(), in, out, u.history.data(),
                       u.history.size());
     });
   }
@@ -160,28 +281,47 @@ class RawServer {
   zmq::context_t ctx_;
   zmq::socket_t sock_;
   std::string endpoint_;
+  int in_flight_ = 0;  // Receive thread: updates handed over and not yet done.
+  int done_fd_ = -1;   // eventfd: an apply thread finished an update.
+  std::mutex mu_;
+  std::condition_variable jobs_cv_;
+  std::deque<Job> jobs_;        // GUARDED_BY(mu_)
+  std::vector<uint32_t> done_;  // GUARDED_BY(mu_): chunks whose update is made.
+  bool stop_appliers_ = false;  // GUARDED_BY(mu_)
+  std::vector<std::thread> appliers_;
   std::thread thread_;
 };
 
-// A worker node: its own context, a DEALER to each server, driven by one
-// thread that sends and polls (no hand-off).
+// A worker node: its own context, `streams` DEALERs to each server (chunk i
+// on stream i % streams, as a Nereus client spreads partitions over its
+// --streams connections), driven by one thread that sends and polls (no
+// hand-off).
 class RawWorker {
  public:
   // `pull_buffers`: destinations of plain pulls, reused round robin.
-  RawWorker(const std::vector<std::string>& servers, const std::vector<ChunkPlacement>& chunks, uint64_t elements,
-            int pull_buffers)
-      : chunks_(chunks), grad_(elements, 1e-3f), weights_(elements, 0.5f), ctx_(1) {
+  RawWorker(int rank, const std::vector<std::string>& servers, const std::vector<ChunkPlacement>& chunks,
+            uint64_t elements, int pull_buffers, int streams)
+      : rank_(static_cast<uint16_t>(rank)),
+        chunks_(chunks),
+        grad_(elements, 1e-3f),
+        weights_(elements, 0.5f),
+        streams_(std::max(1, streams)),
+        ctx_(1) {
     for (int i = 0; i < pull_buffers; ++i) dst_.emplace_back(elements);
     for (const std::string& ep : servers) {
-      socks_.emplace_back(ctx_, zmq::socket_type::dealer);
-      socks_.back().set(zmq::sockopt::rcvhwm, 0);
-      socks_.back().set(zmq::sockopt::sndhwm, 0);
-      socks_.back().set(zmq::sockopt::linger, -1);
-      socks_.back().connect(ep);
+      for (int k = 0; k < streams_; ++k) {
+        socks_.emplace_back(ctx_, zmq::socket_type::dealer);
+        socks_.back().set(zmq::sockopt::rcvhwm, 0);
+        socks_.back().set(zmq::sockopt::sndhwm, 0);
+        socks_.back().set(zmq::sockopt::linger, -1);
+        socks_.back().connect(ep);
+      }
     }
   }
   ~RawWorker() {
-    for (auto& s : socks_) s.send(HeaderFrame(kStopMsg, 0, 0), zmq::send_flags::none);
+    // One STOP per server, on its first stream (the server counts workers).
+    for (size_t s = 0; s < socks_.size(); s += streams_)
+      socks_[s].send(HeaderFrame(kStopMsg, 0, 0), zmq::send_flags::none);
   }
 
   // `iters` operations, at most `window` in flight.
@@ -200,23 +340,37 @@ class RawWorker {
     return Seconds(t0, Clock::now()) * 1e6;
   }
 
+  // Every stream answered a pull: connected both ways.
+  void Connect() {
+    for (size_t s = 0; s < socks_.size(); ++s) {
+      const uint64_t seq = next_seq_++;
+      dst_of_[seq] = weights_.data();
+      remaining_[seq] = 1;
+      // Chunk 0's request on each connection (its reply lands in weights_).
+      socks_[s].send(HeaderFrame(kPullMsg, 0, seq), zmq::send_flags::none);
+      while (!remaining_.empty()) ReceiveSome();
+    }
+  }
+
  private:
+  zmq::socket_t& Stream(uint32_t chunk) { return socks_[chunks_[chunk].server * streams_ + chunk % streams_]; }
+
   void Issue(RawOp op, uint64_t seq) {
     int expect = 0;
     float* dst = op == RawOp::kPull && !dst_.empty() ? dst_[seq % dst_.size()].data() : weights_.data();
     dst_of_[seq] = dst;
     for (uint32_t i = 0; i < chunks_.size(); ++i) {
       const ChunkPlacement& c = chunks_[i];
-      zmq::socket_t& s = socks_[c.server];
+      zmq::socket_t& s = Stream(i);
       if (op != RawOp::kPull) {
-        s.send(HeaderFrame(kPushMsg, i, seq), zmq::send_flags::sndmore);
+        s.send(HeaderFrame(kPushMsg, i, seq, rank_), zmq::send_flags::sndmore);
         zmq::message_t g(grad_.data() + c.offset, c.length * sizeof(float), &NoFree, nullptr);
         s.send(g, zmq::send_flags::none);
         ++expect;
       }
     }
     for (uint32_t i = 0; op != RawOp::kPush && i < chunks_.size(); ++i) {
-      socks_[chunks_[i].server].send(HeaderFrame(kPullMsg, i, seq), zmq::send_flags::none);
+      Stream(i).send(HeaderFrame(kPullMsg, i, seq), zmq::send_flags::none);
       ++expect;
     }
     remaining_[seq] = expect;
@@ -249,11 +403,13 @@ class RawWorker {
     }
   }
 
+  const uint16_t rank_;
   const std::vector<ChunkPlacement> chunks_;
   std::vector<float> grad_, weights_;
   std::vector<std::vector<float>> dst_;  // Pull destinations, reused round robin.
+  const int streams_;
   zmq::context_t ctx_;
-  std::vector<zmq::socket_t> socks_;
+  std::vector<zmq::socket_t> socks_;  // Server s, stream k: socks_[s * streams_ + k].
   uint64_t next_seq_ = 1;
   std::map<uint64_t, int> remaining_;  // Operation -> replies still due.
   std::map<uint64_t, float*> dst_of_;
@@ -262,10 +418,15 @@ class RawWorker {
 struct RawJob {
   std::vector<std::unique_ptr<RawServer>> servers;
   std::vector<std::unique_ptr<RawWorker>> workers;
+  ~RawJob() {
+    workers.clear();  // Sends STOP; then the servers' threads end.
+    servers.clear();
+  }
 };
 
 StatusOr<std::unique_ptr<RawJob>> StartRawJob(int servers, int workers, uint64_t bytes, uint64_t chunk_bytes,
-                                              int pull_buffers, const pb::SgdConfig* update = nullptr) {
+                                              int pull_buffers, const pb::SgdConfig* update = nullptr, int streams = 1,
+                                              int apply_threads = 0) {
   if (bytes % sizeof(float) != 0) return InvalidArgumentError("raw baseline: bytes must be a multiple of 4");
   const uint64_t elements = bytes / sizeof(float);
   ASSIGN_OR_RETURN(ShardMap map, ShardMap::Build({elements}, chunk_bytes, servers));
@@ -273,12 +434,12 @@ StatusOr<std::unique_ptr<RawJob>> StartRawJob(int servers, int workers, uint64_t
   auto job = std::make_unique<RawJob>();
   std::vector<std::string> eps;
   for (int s = 0; s < servers; ++s) {
-    job->servers.push_back(std::make_unique<RawServer>(chunks, elements, workers, update));
+    job->servers.push_back(std::make_unique<RawServer>(chunks, elements, workers, update, apply_threads));
     eps.push_back(job->servers.back()->endpoint());
   }
   for (int w = 0; w < workers; ++w) {
-    job->workers.push_back(std::make_unique<RawWorker>(eps, chunks, elements, pull_buffers));
-    job->workers.back()->Run(RawOp::kPull, 1, 1);  // Connected both ways before timing.
+    job->workers.push_back(std::make_unique<RawWorker>(w, eps, chunks, elements, pull_buffers, streams));
+    job->workers.back()->Connect();  // Connected both ways before timing.
   }
   return job;
 }
@@ -291,24 +452,30 @@ double ProcessCpuSeconds() {
   return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
 }
 
-StatusOr<RawResult> RawFair(RawOp op, int servers, int workers, uint64_t bytes, uint64_t chunk_bytes, int iters,
-                            int window, const pb::SgdConfig* update) {
-  ASSIGN_OR_RETURN(auto job,
-                   StartRawJob(servers, workers, bytes, chunk_bytes, op == RawOp::kPull ? window : 0, update));
-  RawResult r;
-  const double cpu0 = ProcessCpuSeconds();
-  const auto t0 = Clock::now();
-  std::vector<std::thread> threads;
-  for (auto& w : job->workers)
-    threads.emplace_back([&, w = w.get()] { w->Run(op, iters, op == RawOp::kPushPull ? 1 : window); });
-  for (auto& t : threads) t.join();
-  r.wall_s = Seconds(t0, Clock::now());
-  r.cpu_s = ProcessCpuSeconds() - cpu0;
-  const double moved = static_cast<double>(bytes) * workers * iters * (op == RawOp::kPushPull ? 2 : 1);
-  r.gbps = 8.0 * moved / r.wall_s / 1e9;
-  job->workers.clear();  // Sends STOP; then the servers' threads end.
-  job->servers.clear();
-  return r;
+StatusOr<RawFairResult> RawFair(const RawFairOptions& o) {
+  ASSIGN_OR_RETURN(auto job, StartRawJob(o.servers, o.workers, o.bytes, o.chunk_bytes, o.window, o.update, o.streams,
+                                         o.apply_threads));
+  // Runs `op` on every worker at once (each on a thread of its own).
+  auto timed = [&](RawOp op, int iters) {
+    RawResult r;
+    const double cpu0 = ProcessCpuSeconds();
+    const auto t0 = Clock::now();
+    std::vector<std::thread> threads;
+    for (auto& w : job->workers)
+      threads.emplace_back([&, w = w.get()] { w->Run(op, iters, op == RawOp::kPushPull ? 1 : o.window); });
+    for (auto& t : threads) t.join();
+    r.wall_s = Seconds(t0, Clock::now());
+    r.cpu_s = ProcessCpuSeconds() - cpu0;
+    const double moved = static_cast<double>(o.bytes) * o.workers * iters * (op == RawOp::kPushPull ? 2 : 1);
+    r.gbps = 8.0 * moved / r.wall_s / 1e9;
+    return r;
+  };
+  if (o.warmup > 0) timed(RawOp::kPushPull, o.warmup);
+  RawFairResult out;
+  out.push = timed(RawOp::kPush, o.iters);
+  out.pull = timed(RawOp::kPull, o.iters);
+  out.pushpull = timed(RawOp::kPushPull, o.iters);
+  return out;
 }
 
 struct RawRttJob::Impl {
@@ -325,8 +492,7 @@ StatusOr<std::unique_ptr<RawRttJob>> RawRttJob::Start(uint64_t bytes) {
 
 RawRttJob::RawRttJob() = default;
 
-// The worker (declared after the servers in RawJob) goes first: its STOP ends
-// the server's thread.
+// ~RawJob: the worker goes first, its STOP ends the server's thread.
 RawRttJob::~RawRttJob() = default;
 
 double RawRttJob::PullMicros() { return impl_->job->workers[0]->PullRtt(); }

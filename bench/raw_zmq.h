@@ -6,16 +6,20 @@
 // TCP on 127.0.0.1), the same messages (a tensor cut into the same chunks,
 // placed on the same servers by ShardMap; a push is one message per chunk
 // answered by an ack, a pull a request per chunk answered by the chunk's
-// bytes), the same buffer handling (gradients and server weights go out
-// zero-copy; a server keeps each received gradient frame until the chunk's
-// next one replaces it; a pulled chunk is received into ZeroMQ's message and
-// copied into the worker's one reused destination buffer, as
-// ReplyRouter::ReceiveWeights does) and the same window of operations in
-// flight. What it leaves out is ours to pay for: the protobuf header (a
-// 16-byte struct instead), the request table, the scheduler, the SGD step,
-// the handle and its thread hand-off (a raw worker polls its own sockets), and
-// BSP (a raw server answers a pull at once). RawFair's `update` adds back the
-// one of these any parameter server pays, the update (--raw_update).
+// bytes), the same connections (--streams per worker and server, chunks
+// spread over them alike), the same buffer handling (gradients and server
+// weights go out zero-copy; a server keeps each received gradient frame
+// until the chunk's next one replaces it, or with an update until the
+// update; a pulled chunk is received into ZeroMQ's message and copied into
+// the worker's one reused destination buffer, as ReplyRouter::ReceiveWeights
+// does), the same window of operations in flight and the same phases in one
+// job after the same warm-up. What it leaves out is ours to pay for: the
+// protobuf header (a 16-byte struct instead), the request table, the
+// scheduler, the SGD step, the handle and its thread hand-off (a raw worker
+// polls its own sockets), and BSP (a raw server answers a pull at once).
+// RawFair's `update` adds back the one of these any parameter server pays,
+// the update (--raw_update), made on threads beside the receive thread as a
+// Nereus server makes it (--apply_threads).
 //
 // "stream" is the first baseline: W threads stream zero-copy messages of the
 // tensor's size one way through PUSH/PULL sockets of one context. It is an
@@ -40,20 +44,45 @@ struct RawResult {
 
 enum class RawOp { kPush, kPull, kPushPull };
 
-// `iters` operations of a `bytes` tensor per worker, `window` in flight
-// (push, pull) or one at a time (push+pull: the push and the pull of a clock
-// together), cut into `chunk_bytes` chunks over `servers` servers.
-//
-// `update` (null: none) makes the servers also do the one thing a parameter
-// server must do that ZeroMQ does not: once every worker has pushed a chunk,
-// take one Caffe SGD step with this config (at `base_lr`) on their gradients
-// averaged in worker order, on the server's thread right after the ack, the
-// way ParamServer::Apply makes it (SgdStep or SgdStepAveraged; in place, or
-// out of place into a spare buffer while a pull reply still holds them).
-// Pulls are still answered at once (no BSP wait), so this baseline never
-// waits where a Nereus server would.
-StatusOr<RawResult> RawFair(RawOp op, int servers, int workers, uint64_t bytes, uint64_t chunk_bytes, int iters,
-                            int window, const pb::SgdConfig* update = nullptr);
+struct RawFairOptions {
+  int servers = 1;
+  int workers = 1;
+  uint64_t bytes = 0;        // The tensor.
+  uint64_t chunk_bytes = 0;  // Cut into chunks of at most this, placed by ShardMap.
+  int iters = 1;             // Timed operations per worker, per phase.
+  int window = 4;            // push and pull: operations in flight per worker.
+  // Null: no update. Else the servers also do the one thing a parameter
+  // server must do that ZeroMQ does not: once every worker has pushed a
+  // chunk, take one Caffe SGD step with this config (at `base_lr`) on their
+  // gradients averaged in worker order, with the functions ParamServer makes
+  // its updates with (SgdStepAveraged; in place, or out of place into a spare
+  // buffer while a pull reply still holds the weights).
+  const pb::SgdConfig* update = nullptr;
+  // With an update: 0, on the server's receive thread right after the ack;
+  // N, on N threads of its own beside the receive thread, as a Nereus server
+  // with --apply_threads=N (a pull of a chunk being updated then waits for
+  // the update, as on a Nereus server).
+  int apply_threads = 0;
+  // Connections (DEALERs) from each worker to each server; chunk i travels
+  // on connection i % streams, as a Nereus client spreads partitions over
+  // its --streams connections.
+  int streams = 1;
+  // push+pull operations made before the timed phases (a Nereus job of the
+  // transport bench makes as many).
+  int warmup = 0;
+};
+
+struct RawFairResult {
+  RawResult push, pull, pushpull;
+};
+
+// One job (every connection made and answered once first), then `warmup`
+// push+pulls untimed, then the three phases timed in turn, as a Nereus job of
+// the transport bench runs them: `iters` pushes with `window` in flight,
+// `iters` pulls with `window` in flight (into separate buffers), `iters`
+// push+pulls one at a time (the push and the pull of a clock together).
+// Pulls are answered at once (no BSP wait) but for a chunk being updated.
+StatusOr<RawFairResult> RawFair(const RawFairOptions& options);
 
 // One server and one worker of the fair baseline, for pull round trips of
 // one `bytes` chunk (a 16-byte request, the chunk back, copied into place),

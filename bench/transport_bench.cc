@@ -20,11 +20,13 @@
 #include "bench/harness/watchdog.h"
 #include "bench/raw_zmq.h"
 #include "common/curve_keys.h"
+#include "server/server_flags.h"
 
 DEFINE_string(sizes, "4096,262144,4194304,67108864", "transport: tensor sizes in bytes.");
 DEFINE_double(seconds, 1.0, "transport: approximate time spent on each measurement.");
 DECLARE_uint64(partition_bytes);
 DECLARE_string(json);
+DECLARE_int32(streams);
 DEFINE_int32(min_iterations, 4, "transport: operations per measurement at least (large sizes get this many).");
 DEFINE_bool(curve, false,
             "transport: also measure Nereus with CURVE (every connection encrypted and authenticated, as with "
@@ -38,9 +40,13 @@ DEFINE_string(raw_baseline, "fair",
               "stream: zero-copy PUSH/PULL streaming of the tensor's size one way (an upper bound).");
 DEFINE_bool(raw_update, true,
             "transport: with --raw_baseline=fair, also measure it with the update a parameter server must make "
-            "(the workers' gradients averaged and one SGD step with momentum per chunk, on the server's thread, as "
-            "ParamServer does; pulls still answered at once) and print it as raw+upd with our ratio to it: the "
-            "share of the gap to raw ZeroMQ that is the update itself rather than Nereus.");
+            "(the workers' gradients averaged and one SGD step with momentum per chunk, on --apply_threads threads "
+            "beside the receive thread, as a Nereus server makes it; pulls still answered at once but for a chunk "
+            "being updated) and print it as raw+upd with our ratio to it: the share of the gap to raw ZeroMQ that "
+            "is the update itself rather than Nereus.");
+DEFINE_int32(warmup_clocks, 2,
+             "transport: push+pull clocks each job (Nereus and raw alike) makes before its timed phases, after "
+             "every connection has carried a request.");
 DEFINE_int32(repeats, 3,
              "transport: each measurement (ours and raw, interleaved) is repeated this many times and the best kept, "
              "so a burst of load from other tenants of a shared machine does not decide a ratio.");
@@ -89,7 +95,11 @@ StatusOr<Measured> NereusThroughput(int servers, int workers, uint64_t bytes, in
   o.servers = servers;
   o.workers = workers;
   o.job.set_chunk_bytes(FLAGS_partition_bytes);
-  // Pushes may run this far ahead of the slowest worker.
+  // A real job's connections: --streams from each worker to each server
+  // (kFull spreads partitions over them) and from each server back.
+  o.client.streams = FLAGS_streams;
+  o.server_transport.streams_per_peer = FLAGS_streams;
+  ASSIGN_OR_RETURN(o.server_apply_threads, ApplyThreadsFromFlags());
   ASSIGN_OR_RETURN(auto job, LocalJob::Start(o));
   const size_t n = bytes / sizeof(float);
   std::vector<std::vector<float>> w(workers, std::vector<float>(n, 0.5f)), g(workers, std::vector<float>(n, 1e-3f));
@@ -122,6 +132,25 @@ StatusOr<Measured> NereusThroughput(int servers, int workers, uint64_t bytes, in
   const double tensor_bytes = static_cast<double>(bytes) * workers * iters;
   int64_t clock = 0;
   Measured m{};
+  wd->Phase(phase + ": warm-up");
+  // Every connection carries a request, then --warmup_clocks push+pulls, as
+  // the raw baseline's job (RawFair) does before its timed phases.
+  {
+    std::vector<Status> st(workers);
+    std::vector<std::thread> ts;
+    for (int r = 0; r < workers; ++r)
+      ts.emplace_back([&, r] {
+        for (int i = 0; i < FLAGS_warmup_clocks && st[r].ok(); ++i) {
+          Handle push = job->worker(r).Push(0, g[r].data(), clock + i);
+          Handle pull = job->worker(r).Pull(0, w[r].data(), clock + i + 1);
+          st[r] = push.Wait();
+          if (st[r].ok()) st[r] = pull.Wait();
+        }
+      });
+    for (auto& t : ts) t.join();
+    for (auto& x : st) RETURN_IF_ERROR(x);
+    clock += std::max(0, FLAGS_warmup_clocks);
+  }
   wd->Phase(phase + ": push");
   // push: clocks clock..clock+iters-1, a window of pushes in flight.
   ASSIGN_OR_RETURN(m.push, timed(tensor_bytes, [&](int r) -> Status {
@@ -261,6 +290,20 @@ int RunTransport(BenchContext& ctx) {
   std::printf("raw baseline: %s (bench/raw_zmq.h); cpu = process CPU seconds per GB of tensor bytes moved\n",
               FLAGS_raw_baseline.c_str());
   const bool with_update = fair && FLAGS_raw_update;
+  auto threads = ApplyThreadsFromFlags();
+  if (!threads.ok()) {
+    LOG(ERROR) << threads.status().message();
+    return 2;
+  }
+  const int apply_threads = *threads;
+  if (FLAGS_streams < 1) {
+    LOG(ERROR) << "--streams must be >= 1, got " << FLAGS_streams;
+    return 2;
+  }
+  std::printf(
+      "both: %d connection(s) per worker and server (--streams), updates on %d apply thread(s) "
+      "(--apply_threads), %d warm-up push+pull clock(s) per job (--warmup_clocks)\n",
+      FLAGS_streams, apply_threads, FLAGS_warmup_clocks);
   if (with_update)
     std::printf("raw+upd = the fair baseline plus the update a parameter server makes (see --raw_update)\n");
   std::printf("%-9s %10s %4s %4s %10s %10s %7s %9s %9s", "op", "bytes", "S", "W", "nereus", "raw zmq", "ratio",
@@ -282,24 +325,34 @@ int RunTransport(BenchContext& ctx) {
         const std::string what = std::to_string(servers) + "x" + std::to_string(workers) + " " + std::to_string(bytes) +
                                  " B, repeat " + std::to_string(rep + 1);
         if (fair) {
-          const std::tuple<RawOp, OpFigures*, OpFigures*> ops[] = {{RawOp::kPush, &raw.push, &upd.push},
-                                                                   {RawOp::kPull, &raw.pull, &upd.pull},
-                                                                   {RawOp::kPushPull, &raw.pushpull, &upd.pushpull}};
           const pb::SgdConfig sgd = BenchSgd();
-          for (auto [op, into, into_upd] : ops) {
-            const std::string name = op == RawOp::kPush ? "push" : op == RawOp::kPull ? "pull" : "push+pull";
-            wd->Phase("raw zmq " + name + " " + what);
-            auto r = RawFair(op, servers, workers, bytes, FLAGS_partition_bytes, iters, kWindow);
+          RawFairOptions ro;
+          ro.servers = servers;
+          ro.workers = workers;
+          ro.bytes = bytes;
+          ro.chunk_bytes = FLAGS_partition_bytes;
+          ro.iters = iters;
+          ro.window = kWindow;
+          ro.streams = FLAGS_streams;
+          ro.apply_threads = apply_threads;
+          ro.warmup = FLAGS_warmup_clocks;
+          auto figures = [](const RawResult& r) { return OpFigures{r.gbps, r.cpu_s / (r.gbps * r.wall_s / 8.0)}; };
+          wd->Phase("raw zmq " + what);
+          auto r = RawFair(ro);
+          if (!r.ok()) return fail(r.status());
+          best(&raw.push, figures(r->push));
+          best(&raw.pull, figures(r->pull));
+          best(&raw.pushpull, figures(r->pushpull));
+          if (FLAGS_raw_update) {
+            wd->Phase("raw zmq+update " + what);
+            ro.update = &sgd;
+            r = RawFair(ro);
             if (!r.ok()) return fail(r.status());
-            best(into, OpFigures{r->gbps, r->cpu_s / (r->gbps * r->wall_s / 8.0)});
+            best(&upd.push, figures(r->push));
+            best(&upd.pushpull, figures(r->pushpull));
             // A pull makes no update: its figure is the plain one's.
-            if (!FLAGS_raw_update || op == RawOp::kPull) continue;
-            wd->Phase("raw zmq+update " + name + " " + what);
-            r = RawFair(op, servers, workers, bytes, FLAGS_partition_bytes, iters, kWindow, &sgd);
-            if (!r.ok()) return fail(r.status());
-            best(into_upd, OpFigures{r->gbps, r->cpu_s / (r->gbps * r->wall_s / 8.0)});
+            upd.pull = raw.pull;
           }
-          if (FLAGS_raw_update) upd.pull = raw.pull;
         } else {
           wd->Phase("raw zmq stream " + what);
           const RawResult r = RawStream(workers, servers, bytes, iters);
@@ -340,7 +393,7 @@ int RunTransport(BenchContext& ctx) {
           r.Set("raw_update_gbps", base_upd.gbps).Set("ratio_to_raw_update", mine.gbps / base_upd.gbps);
           r.Set("raw_update_cpu_s_per_gb", base_upd.cpu_s_per_gb);
         }
-        r.Set("raw_baseline", FLAGS_raw_baseline);
+        r.Set("raw_baseline", FLAGS_raw_baseline).Set("streams", FLAGS_streams).Set("apply_threads", apply_threads);
         if (!json.Add(r)) return 1;
       }
       if (keys) {

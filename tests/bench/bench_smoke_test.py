@@ -39,7 +39,22 @@ def check_transport(rows):
             assert abs(r["ratio_to_raw_update"] / (r["gbps"] / r["raw_update_gbps"]) - 1) < 1e-4, r
             if r["op"] == "pull":
                 assert r["raw_update_gbps"] == r["raw_gbps"], r
+            # Both sides with the same connections and apply threads (given below).
+            assert r["streams"] == 2 and r["apply_threads"] == 2, r
     assert sum(r["op"] == "rtt" for r in rows) == 1, "transport: expected one rtt row"
+
+
+def check_apply(rows):
+    # --apply_threads_list=0,1,2: one row each, every update made (the bench
+    # checks each partition's version), memcpy measured in the same run.
+    assert [r["apply_threads"] for r in rows] == [0, 1, 2], rows
+    for r in rows:
+        assert r["partitions"] == 4 and r["workers"] == 3 and r["clocks"] >= 2, r
+        assert r["updates_per_s"] > 0 and r["memcpy_gbytes_per_s_1"] > 0 and r["memcpy_gbytes_per_s_all"] > 0, r
+        # Gradient bytes = updates x partition x workers; traffic = x (workers + 4) / workers.
+        want = r["updates_per_s"] * r["partition_bytes"] * 3 / 1e9
+        assert abs(r["gradient_gbytes_per_s"] / want - 1) < 1e-4, r
+        assert abs(r["memory_traffic_gbytes_per_s"] / r["gradient_gbytes_per_s"] - 7 / 3) < 1e-4, r
 
 
 def check_pipeline(workers, servers, schedules):
@@ -99,8 +114,10 @@ def check_rows_timed(rows):
 # (subcommand, arguments, check of the JSON rows). Keep each run to seconds.
 RUNS = [
     ("transport", ["--sizes=" + ",".join(map(str, SIZES)), "--seconds=0.002", "--min_iterations=2",
-                   "--repeats=1", "--rtt_samples=20"],
+                   "--repeats=1", "--rtt_samples=20", "--streams=2", "--apply_threads=2"],
      check_transport),
+    ("apply", ["--apply_bytes=1048576", "--partition_bytes=262144", "--apply_workers=3", "--apply_threads_list=0,1,2",
+               "--apply_seconds=0.001", "--apply_repeats=1"], check_apply),
     ("pipeline", ["--model=lenet", "--workers=1", "--servers=1", "--schedule=all", "--iterations=2", "--warmup=3",
                   "--device_gflops=100000"], check_pipeline(1, 1, ALL_SCHEDULES)),
     ("pipeline", ["--model=lenet", "--workers=2", "--servers=2", "--schedule=all", "--iterations=2", "--warmup=3",
