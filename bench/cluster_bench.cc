@@ -35,14 +35,17 @@
 #include "bench/harness/netns.h"
 #include "bench/sim/models.h"
 #include "common/node_flags.h"
+#include "server/server_flags.h"
 #include "worker/client/client_flags.h"
 
 DEFINE_int32(hosts, 2, "cluster: emulated hosts (network namespaces), each running one server and one worker.");
 DEFINE_double(latency_us, 0, "cluster: one-way latency added between two hosts (tc netem), microseconds.");
 DEFINE_double(model_scale, 1,
-              "cluster, simulate: shrink the model by this factor in bytes and FLOPs alike (every tensor to "
-              "1/factor of its elements, every layer's FLOPs / factor), so that a big model fits a small machine; "
-              "--partition_bytes and --credit_bytes are divided by it too.");
+              "cluster, simulate: shrink the model by this factor F in bytes and FLOPs alike, so that a big model "
+              "fits a small machine: every layer's FLOPs / F, every tensor to 1/F of its elements; a fully connected "
+              "weight stays a matrix (rows and columns / sqrt(F)) whose sufficient factors have batch / sqrt(F) "
+              "rows, so that both of HybComm's paths move 1/F of the bytes and it chooses as at full size "
+              "(bench/sim/models.h). --partition_bytes and --credit_bytes are divided by F too.");
 DEFINE_int32(timeout_s, 900, "cluster: stop everything and fail if the job has not finished after this long.");
 DEFINE_string(cluster_logs, "",
               "cluster: keep each process's log here (default: a temporary directory, removed on success).");
@@ -293,19 +296,32 @@ class Supervisor {
 
 struct Timings {
   std::vector<double> iteration_s, compute_s, wait_s;
+  // Per worker, per timed iteration: bytes sent (pushes and factors),
+  // received (weights and peers' factors), of which factors sent, and the
+  // client's time rebuilding and applying factor updates.
+  std::vector<double> sent_bytes, received_bytes, factor_bytes, factor_apply_s;
 };
 
-// Reads the lines "RESULT <iteration_s> <compute_s> <wait_s>" a worker wrote.
+// Reads the lines "RESULT <iteration_s> <compute_s> <wait_s>" a worker wrote,
+// and its line "TRAFFIC <sent> <received> <factors sent> <factor apply s>".
 Status ReadResults(const std::string& path, Timings* t) {
   std::ifstream in(path);
   if (!in) return NotFoundError("worker wrote no results to " + path);
   std::string word;
-  double i, c, w;
-  while (in >> word >> i >> c >> w) {
-    if (word != "RESULT") return DataLossError("bad line in " + path);
-    t->iteration_s.push_back(i);
-    t->compute_s.push_back(c);
-    t->wait_s.push_back(w);
+  while (in >> word) {
+    double a, b, c, d;
+    if (word == "RESULT" && in >> a >> b >> c) {
+      t->iteration_s.push_back(a);
+      t->compute_s.push_back(b);
+      t->wait_s.push_back(c);
+    } else if (word == "TRAFFIC" && in >> a >> b >> c >> d) {
+      t->sent_bytes.push_back(a);
+      t->received_bytes.push_back(b);
+      t->factor_bytes.push_back(c);
+      t->factor_apply_s.push_back(d);
+    } else {
+      return DataLossError("bad line in " + path);
+    }
   }
   return Status::OK();
 }
@@ -358,6 +374,13 @@ int RunClusterWorker() {
   std::ofstream out(FLAGS_cluster_result);
   for (size_t i = 0; i < times.iteration_s.size(); ++i)
     out << "RESULT " << times.iteration_s[i] << " " << times.compute_s[i] << " " << times.wait_s[i] << "\n";
+  // Per timed iteration; own factor messages the scheduler sent late may
+  // move a few from one window to the next (emulated_worker.h).
+  const ClientStats &a = times.timed_begin, &b = times.timed_end;
+  const double n = std::max(1, FLAGS_iterations);
+  out << "TRAFFIC " << (b.push_bytes + b.factor_bytes - a.push_bytes - a.factor_bytes) / n << " "
+      << (b.pull_bytes + b.factor_bytes_received - a.pull_bytes - a.factor_bytes_received) / n << " "
+      << (b.factor_bytes - a.factor_bytes) / n << " " << (b.factor_apply_us - a.factor_apply_us) * 1e-6 / n << "\n";
   return out ? 0 : 1;
 }
 
@@ -376,6 +399,10 @@ int RunCluster(BenchContext& ctx) {
   auto schedule = ParseSchedule(FLAGS_schedule);
   if (!schedule.ok()) {
     LOG(ERROR) << schedule.status().message();
+    return 2;
+  }
+  if (auto threads = ApplyThreadsFromFlags(); !threads.ok()) {
+    LOG(ERROR) << threads.status().message();
     return 2;
   }
   if (FLAGS_hosts < 1 || FLAGS_hosts > 250) {
@@ -435,7 +462,8 @@ int RunCluster(BenchContext& ctx) {
       const std::string host = "--bind_host=" + EmulatedNetwork::Address(h), rank = "--rank=" + std::to_string(h);
       st = jobs.Start("server " + std::to_string(h),
                       (*net)->Wrap(h, {bin + "/nereus_server", "--role=server", common_flags, host, rank,
-                                       "--streams=" + std::to_string(streams)}),
+                                       "--streams=" + std::to_string(streams),
+                                       "--apply_threads=" + std::to_string(FLAGS_apply_threads)}),
                       logs + "/server" + std::to_string(h) + ".log");
       if (!st.ok()) break;
       worker_results.push_back(logs + "/worker" + std::to_string(h) + ".result");
@@ -496,7 +524,13 @@ int RunCluster(BenchContext& ctx) {
   r.Set("device_gflops", FLAGS_device_gflops).Set("batch", FLAGS_batch).Set("iterations", FLAGS_iterations);
   r.Set("iteration_s", iteration).Set("mean_iteration_s", Mean(t.iteration_s)).Set("compute_s", compute);
   r.Set("measured_compute_s", measured).Set("wait_s", wait).Set("samples_per_s", samples);
-  r.Set("layers", static_cast<int>(shrunk.layers.size()));
+  r.Set("layers", static_cast<int>(shrunk.layers.size())).Set("sfb", FLAGS_sfb);
+  // Means over the workers, per timed iteration.
+  r.Set("sent_bytes", Mean(t.sent_bytes)).Set("received_bytes", Mean(t.received_bytes));
+  r.Set("factor_bytes", Mean(t.factor_bytes)).Set("factor_apply_s", Mean(t.factor_apply_s));
+  // What --apply_threads made of each server (the servers share this machine's cores).
+  auto apply_threads = ApplyThreadsFromFlags();
+  r.Set("streams", streams).Set("apply_threads", apply_threads.ok() ? *apply_threads : -1);
   return WriteJson({r}) ? 0 : 1;
 }
 

@@ -13,6 +13,7 @@
 #include "bench/harness/emulated_worker.h"
 #include "bench/sim/models.h"
 #include "bench/sim/simulator.h"
+#include "common/hybcomm.h"
 #include "worker/client/client_flags.h"
 
 DEFINE_string(host_list, "", "simulate: hosts to predict, comma separated (default: --hosts).");
@@ -32,6 +33,10 @@ DEFINE_double(layer_overhead_us, 0,
               "simulate: added to every layer's forward and backward, in microseconds (what each of the emulated "
               "workers' sleeps overshoots on a loaded machine: (measured - nominal compute) / (2 x layers)).");
 DEFINE_int32(sim_iterations, 5, "simulate: iterations simulated (the first one is not counted).");
+DEFINE_double(rebuild_gflops, -1,
+              "simulate: the rate of a worker's rebuild of a sufficient-factor layer's gradient (a GEMM of "
+              "2 K P M N FLOPs, K the factors' rows), GFLOP/s; -1: --device_gflops (rebuilt on the worker's device); "
+              "0: free. --sfb (off, auto, on) decides which layers travel as factors, as HybComm does in a job.");
 
 DECLARE_string(model);
 DECLARE_double(link_mbit);
@@ -41,6 +46,7 @@ DECLARE_uint64(partition_bytes);
 DECLARE_int32(hosts);
 DECLARE_double(latency_us);
 DECLARE_double(model_scale);
+DECLARE_string(sfb);
 
 namespace nereus {
 namespace bench {
@@ -58,21 +64,25 @@ int RunSimulate(BenchContext& ctx) {
     return 2;
   }
   const ModelSpec shrunk = Shrink(*model, FLAGS_model_scale);
+  auto sfb = ParseSfbMode(FLAGS_sfb);
+  if (!sfb.ok()) {
+    LOG(ERROR) << sfb.status().message();
+    return 2;
+  }
+  if (!(FLAGS_compute_scale > 0)) {
+    LOG(ERROR) << "--compute_scale must be > 0";
+    return 2;
+  }
   EmulatedRun run;
   run.device_gflops = FLAGS_device_gflops;
   run.batch = FLAGS_batch;
   std::vector<double> fwd, bwd;
   LayerTimes(shrunk, run, &fwd, &bwd);
-  std::vector<SimLayer> layers(fwd.size());
-  for (size_t l = 0; l < layers.size(); ++l) {
-    layers[l].forward_s = fwd[l] * FLAGS_compute_scale + FLAGS_layer_overhead_us * 1e-6;
-    layers[l].backward_s = bwd[l] * FLAGS_compute_scale + FLAGS_layer_overhead_us * 1e-6;
-    for (const auto& shape : shrunk.layers[l].params) {
-      uint64_t n = 1;
-      for (int64_t d : shape) n *= d;
-      layers[l].tensor_elements.push_back(n);
-    }
+  for (size_t l = 0; l < fwd.size(); ++l) {
+    fwd[l] = fwd[l] * FLAGS_compute_scale + FLAGS_layer_overhead_us * 1e-6;
+    bwd[l] = bwd[l] * FLAGS_compute_scale + FLAGS_layer_overhead_us * 1e-6;
   }
+  const double rebuild_gflops = FLAGS_rebuild_gflops < 0 ? FLAGS_device_gflops : FLAGS_rebuild_gflops;
   std::vector<int> hosts;
   for (const std::string& h : SplitCsv(FLAGS_host_list)) hosts.push_back(std::stoi(h));
   if (hosts.empty()) hosts.push_back(FLAGS_hosts);
@@ -80,11 +90,9 @@ int RunSimulate(BenchContext& ctx) {
   for (const std::string& r : SplitCsv(FLAGS_link_list)) links.push_back(std::stod(r));
   if (links.empty()) links.push_back(FLAGS_link_mbit);
   const double scale = std::max(1.0, FLAGS_model_scale);
-  if (!(FLAGS_compute_scale > 0)) {
-    LOG(ERROR) << "--compute_scale must be > 0";
-    return 2;
-  }
-  std::printf("model,schedule,hosts,link_mbit,model_scale,iteration_s,compute_s,wait_s,samples_per_s,efficiency\n");
+  std::printf(
+      "model,schedule,hosts,link_mbit,model_scale,iteration_s,compute_s,wait_s,samples_per_s,efficiency,sfb_layers,"
+      "sent_bytes,factor_bytes,rebuild_s\n");
   std::vector<Record> records;
   for (double mbit : links) {
     SimOptions o;
@@ -100,29 +108,41 @@ int RunSimulate(BenchContext& ctx) {
     o.partition_bytes = std::max<uint64_t>(4, static_cast<uint64_t>(FLAGS_partition_bytes / scale));
     o.credit_bytes = std::max<uint64_t>(4, static_cast<uint64_t>(FLAGS_credit_bytes / scale));
     o.iterations = FLAGS_sim_iterations;
-    o.hosts = 1;
-    auto one = Simulate(layers, o);
+    o.sfb_flops_per_s = rebuild_gflops * 1e9;
+    // One host's iteration, the baseline of the efficiency, and then each
+    // host count's; HybComm decides per host count, as in a job.
+    auto simulate = [&](int h, int* sfb_layers) -> StatusOr<SimResult> {
+      std::vector<HybCommChoice> choices;
+      ASSIGN_OR_RETURN(auto layers, SimLayersOf(shrunk, fwd, bwd, h, *sfb, FLAGS_batch, &choices));
+      *sfb_layers = 0;
+      for (const HybCommChoice& c : choices) *sfb_layers += c.sfb;
+      o.hosts = h;
+      return Simulate(layers, o);
+    };
+    int sfb_layers = 0;
+    auto one = simulate(1, &sfb_layers);
     if (!one.ok()) {
       LOG(ERROR) << one.status().message();
       return 2;
     }
     for (int h : hosts) {
-      o.hosts = h;
-      auto r = Simulate(layers, o);
+      auto r = simulate(h, &sfb_layers);
       if (!r.ok()) {
         LOG(ERROR) << r.status().message();
         return 2;
       }
       const double samples = h * FLAGS_batch / r->iteration_s;
       const double efficiency = one->iteration_s / r->iteration_s;
-      std::printf("%s,%s,%d,%g,%g,%.6f,%.6f,%.6f,%.3f,%.4f\n", FLAGS_model.c_str(), ScheduleName(*schedule), h, mbit,
-                  scale, r->iteration_s, r->compute_s, r->wait_s, samples, efficiency);
+      std::printf("%s,%s,%d,%g,%g,%.6f,%.6f,%.6f,%.3f,%.4f,%d,%.0f,%.0f,%.6f\n", FLAGS_model.c_str(),
+                  ScheduleName(*schedule), h, mbit, scale, r->iteration_s, r->compute_s, r->wait_s, samples, efficiency,
+                  sfb_layers, r->sent_bytes, r->factor_bytes_sent, r->rebuild_s);
       std::fflush(stdout);
       Record rec;
       rec.Set("model", FLAGS_model).Set("schedule", ScheduleName(*schedule)).Set("hosts", h);
       rec.Set("link_mbit", mbit).Set("model_scale", scale).Set("iteration_s", r->iteration_s);
       rec.Set("compute_s", r->compute_s).Set("wait_s", r->wait_s).Set("samples_per_s", samples);
-      rec.Set("efficiency", efficiency);
+      rec.Set("efficiency", efficiency).Set("sfb", FLAGS_sfb).Set("sfb_layers", sfb_layers);
+      rec.Set("sent_bytes", r->sent_bytes).Set("factor_bytes", r->factor_bytes_sent).Set("rebuild_s", r->rebuild_s);
       records.push_back(rec);
     }
   }

@@ -46,16 +46,19 @@ Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& r
   // Per layer: the factors of a fully connected layer's weight (else empty).
   std::vector<std::shared_ptr<std::vector<float>>> left(L), right(L);
   std::vector<const float*> init;
-  const int64_t K = run.batch;
+  // Per layer: the factors' rows (the batch, or fewer in a shrunk model:
+  // models.h, Shrink).
+  std::vector<int64_t> rows(L, 0);
   for (int l = 0; l < L; ++l) {
     const ModelLayer& layer = model.layers[l];
+    const int64_t K = rows[l] = FactorRows(layer, run.batch);
     for (size_t p = 0; p < layer.params.size(); ++p) {
       uint64_t n = 1;
       for (int64_t d : layer.params[p]) n *= d;
       w[l].emplace_back(n, 0.01f);
       g[l].emplace_back(n, 1e-4f);
     }
-    if (layer.fully_connected && K > 0) {
+    if (layer.fully_connected && run.batch > 0 && layer.params[0].size() == 2) {
       const FactorShape shape{layer.params[0][0], layer.params[0][1]};
       left[l] = std::make_shared<std::vector<float>>(static_cast<size_t>(K * shape.rows), 1e-2f);
       right[l] = std::make_shared<std::vector<float>>(static_cast<size_t>(K * shape.cols), 1e-2f / K);
@@ -72,7 +75,7 @@ Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& r
       spec.data = w[l][p].data();
       spec.diff = g[l][p].data();
       if (p == 0 && left[l] != nullptr) {
-        spec.factor_rows = K;
+        spec.factor_rows = rows[l];
         spec.factor_left = left[l]->data();
         spec.factor_right = right[l]->data();
       }

@@ -65,7 +65,8 @@ void LayerTimes(const ModelSpec& model, const EmulatedRun& run, std::vector<doub
 
 // Runs the worker on `client` (connected, nothing registered yet). Fully
 // connected layers' weights are registered with sufficient factors (K = batch
-// rows, as the trainer's InnerProduct does), so the client's --sfb decides
+// rows, as the trainer's InnerProduct does; a shrunk model's FactorRows), so
+// the client's --sfb decides
 // whether they travel as factors among the workers or through the servers;
 // the full gradient the servers get is exactly left^T * right.
 Status RunEmulatedWorker(Client& client, const ModelSpec& model, const EmulatedRun& run, WorkerTimes* times);

@@ -1,5 +1,6 @@
 #include "bench/sim/models.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace nereus {
@@ -199,17 +200,27 @@ StatusOr<ModelSpec> ModelByName(const std::string& name) {
 ModelSpec Shrink(const ModelSpec& model, double factor) {
   ModelSpec out = model;
   if (factor <= 1) return out;
+  const double side = std::sqrt(factor);
   for (ModelLayer& l : out.layers) {
-    for (auto& shape : l.params) {
+    for (size_t p = 0; p < l.params.size(); ++p) {
+      auto& shape = l.params[p];
+      if (l.fully_connected && p == 0 && shape.size() == 2) {
+        // The weight stays a matrix with factors (see models.h).
+        for (int64_t& d : shape) d = std::max<int64_t>(1, std::llround(static_cast<double>(d) / side));
+        continue;
+      }
       uint64_t n = 1;
       for (int64_t d : shape) n *= d;
       shape = {static_cast<int64_t>(std::ceil(n / factor))};
     }
+    if (l.fully_connected) l.factor_rows_scale /= side;
     l.forward_flops /= factor;
-    // A flat tensor has no factors: shrunk, every layer goes through the servers.
-    l.fully_connected = false;
   }
   return out;
+}
+
+int64_t FactorRows(const ModelLayer& layer, int batch) {
+  return std::max<int64_t>(1, std::llround(batch * layer.factor_rows_scale));
 }
 
 }  // namespace bench

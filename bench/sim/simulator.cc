@@ -28,7 +28,9 @@ struct Partition {
 
 struct Queued {
   uint64_t priority;  // (layer << 32 | sequence) under priority/full, sequence otherwise.
-  int partition;
+  int partition;      // -1: a message of the factors of `layer` for `clock`.
+  int layer = 0;
+  int64_t clock = 0;
   bool operator>(const Queued& o) const { return priority > o.priority; }
 };
 
@@ -38,15 +40,32 @@ class Sim {
       : layers_(layers), o_(o), parts_(std::move(parts)), L_(static_cast<int>(layers.size())), H_(o.hosts) {
     per_layer_.assign(L_, 0);
     for (const Partition& p : parts_) ++per_layer_[p.layer];
+    factor_bytes_.assign(L_, 0);
+    rebuild_s_.assign(L_, 0);
+    for (int l = 0; l < L_; ++l) {
+      const SimLayer& x = layers_[l];
+      if (!x.sfb) continue;
+      ++per_layer_[l];  // The weight, rebuilt from the factors.
+      factor_bytes_[l] = 4 * static_cast<uint64_t>(x.sfb_factor_rows) * (x.sfb_rows + x.sfb_cols);
+      const double m = static_cast<double>(x.sfb_rows), n = static_cast<double>(x.sfb_cols);
+      const double flops = 2.0 * x.sfb_factor_rows * H_ * m * n;
+      rebuild_s_[l] = (o_.sfb_flops_per_s > 0 ? flops / o_.sfb_flops_per_s : 0) + 4 * m * n * o_.apply_s_per_byte;
+    }
     layer_parts_.resize(L_);
     for (size_t i = 0; i < parts_.size(); ++i) layer_parts_[parts_[i].layer].push_back(static_cast<int>(i));
     workers_.resize(H_);
     for (Worker& w : workers_) {
-      w.queues.resize(H_);
-      w.inflight.assign(H_, 0);
+      w.queues.resize(2 * H_);  // Servers 0..H-1, then peers (factors).
+      w.inflight.assign(2 * H_, 0);
       w.received.assign(L_, 0);
       w.ready_clock.assign(L_, 0);  // Clock 0's weights are there at the start.
+      w.factors.resize(L_);
     }
+    sent_.assign(H_, 0);
+    received_.assign(H_, 0);
+    factor_sent_.assign(H_, 0);
+    applier_free_.assign(H_, 0);
+    applier_busy_.assign(H_, 0);
     arrived_.assign(parts_.size(), 0);
     server_free_.assign(H_, 0);
     up_free_.assign(H_, 0);
@@ -79,6 +98,13 @@ class Sim {
     double busy = 0;
     for (int h = 0; h < H_; ++h) busy = std::max({busy, up_busy_[h], down_busy_[h]});
     r.link_busy_s = busy / std::max(1, o_.iterations);
+    const double per = static_cast<double>(H_) * std::max(1, o_.iterations);
+    for (int h = 0; h < H_; ++h) {
+      r.sent_bytes += sent_[h] / per;
+      r.received_bytes += received_[h] / per;
+      r.factor_bytes_sent += factor_sent_[h] / per;
+      r.rebuild_s += applier_busy_[h] / per;
+    }
     r.events = count_;
     for (const Worker& w : workers_) r.starts.push_back(w.starts);
     return r;
@@ -92,9 +118,11 @@ class Sim {
     bool operator>(const Event& e) const { return std::tie(time, seq) > std::tie(e.time, e.seq); }
   };
   struct Worker {
-    std::vector<std::priority_queue<Queued, std::vector<Queued>, std::greater<Queued>>> queues;  // Per server.
-    std::vector<uint64_t> inflight;  // Push bytes awaiting their ack, per server.
-    std::vector<int> received;       // Partitions of the layer's next clock received.
+    // Per destination: servers 0..H-1, then the peers H..2H-1 (factors).
+    std::vector<std::priority_queue<Queued, std::vector<Queued>, std::greater<Queued>>> queues;
+    std::vector<uint64_t> inflight;               // Bytes awaiting their ack, per destination.
+    std::vector<std::map<int64_t, int>> factors;  // Per SFB layer: clock -> workers' factors here.
+    std::vector<int> received;                    // Partitions of the layer's next clock received.
     std::vector<int64_t> ready_clock;
     std::vector<double> starts;
     int waiting_layer = -1;  // Forward blocked on this layer's weights.
@@ -116,6 +144,8 @@ class Sim {
       return;
     }
     const double tx = bytes / o_.link_bytes_per_s;
+    sent_[from] += bytes;
+    received_[to] += bytes;
     const double up_start = std::max(now_, up_free_[from]);
     const double up_end = up_start + tx;
     up_free_[from] = up_end;
@@ -155,46 +185,90 @@ class Sim {
   void Backward(int w, int layer) {
     At(now_ + layers_[layer].backward_s, [this, w, layer] {
       Worker& k = workers_[w];
-      if (o_.schedule != Schedule::kSequential) Push(w, layer_parts_[layer]);
+      if (o_.schedule != Schedule::kSequential) Push(w, layer_parts_[layer], {layer});
       if (layer > 0) {
         Backward(w, layer - 1);
         return;
       }
       if (o_.schedule == Schedule::kSequential) {
-        std::vector<int> all;
-        for (int l = 0; l < L_; ++l) all.insert(all.end(), layer_parts_[l].begin(), layer_parts_[l].end());
-        Push(w, all);
+        std::vector<int> all, layers;
+        for (int l = 0; l < L_; ++l) {
+          all.insert(all.end(), layer_parts_[l].begin(), layer_parts_[l].end());
+          layers.push_back(l);
+        }
+        Push(w, all, layers);
       }
       ++k.clock;
       StartForward(w, 0);
     });
   }
 
-  void Push(int w, const std::vector<int>& partitions) {
+  // The pushes of `partitions` and the factors of the SFB layers among
+  // `layers`, of the worker's current clock.
+  void Push(int w, const std::vector<int>& partitions, const std::vector<int>& layers) {
     Worker& k = workers_[w];
-    std::vector<bool> touched(H_, false);
+    std::vector<bool> touched(2 * H_, false);
+    auto prio = [&](int layer) {
+      const uint64_t seq = k.sequence++;
+      return credit_ > 0 ? (static_cast<uint64_t>(layer) << 32 | seq) : seq;
+    };
     for (int p : partitions) {
       const Partition& part = parts_[p];
-      const uint64_t seq = k.sequence++;
-      const uint64_t prio = credit_ > 0 ? (static_cast<uint64_t>(part.layer) << 32 | seq) : seq;
-      k.queues[part.server].push(Queued{prio, p});
+      k.queues[part.server].push(Queued{prio(part.layer), p});
       touched[part.server] = true;
     }
-    for (int s = 0; s < H_; ++s)
-      if (touched[s]) Dispatch(w, s);
+    for (int l : layers) {
+      if (!layers_[l].sfb) continue;
+      OnFactors(w, l, k.clock);  // Its own.
+      for (int j = 0; j < H_; ++j) {
+        if (j == w) continue;
+        k.queues[H_ + j].push(Queued{prio(l), -1, l, k.clock});
+        touched[H_ + j] = true;
+      }
+    }
+    for (int d = 0; d < 2 * H_; ++d)
+      if (touched[d]) Dispatch(w, d);
   }
 
-  void Dispatch(int w, int s) {
+  // Destination d: server d, or (d >= H) worker d - H.
+  void Dispatch(int w, int d) {
     Worker& k = workers_[w];
-    auto& q = k.queues[s];
+    auto& q = k.queues[d];
     while (!q.empty()) {
-      const int p = q.top().partition;
-      const uint64_t bytes = parts_[p].bytes;
-      if (credit_ > 0 && k.inflight[s] > 0 && k.inflight[s] + bytes > credit_) return;
+      const Queued item = q.top();
+      const uint64_t bytes = item.partition >= 0 ? parts_[item.partition].bytes : factor_bytes_[item.layer];
+      if (credit_ > 0 && k.inflight[d] > 0 && k.inflight[d] + bytes > credit_) return;
       q.pop();
-      k.inflight[s] += bytes;
-      Send(w, s, bytes, [this, w, s, p] { OnPush(w, s, p); });
+      k.inflight[d] += bytes;
+      if (item.partition >= 0) {
+        const int p = item.partition;
+        Send(w, d, bytes, [this, w, d, p] { OnPush(w, d, p); });
+      } else {
+        const int j = d - H_;
+        factor_sent_[w] += bytes;
+        Send(w, j, bytes, [this, w, j, d, bytes, item] {
+          // The FACTORS_ACK frees the credit.
+          Send(j, w, 0, [this, w, d, bytes] {
+            workers_[w].inflight[d] -= bytes;
+            Dispatch(w, d);
+          });
+          OnFactors(j, item.layer, item.clock);
+        });
+      }
     }
+  }
+
+  // Worker j has one more worker's factors of `layer` for `clock`; with all
+  // of them, its applier rebuilds and applies (one at a time).
+  void OnFactors(int j, int layer, int64_t clock) {
+    auto& m = workers_[j].factors[layer];
+    if (++m[clock] < H_) return;
+    m.erase(clock);
+    const double start = std::max(now_, applier_free_[j]);
+    const double end = start + rebuild_s_[layer];
+    applier_free_[j] = end;
+    applier_busy_[j] += rebuild_s_[layer];
+    At(end, [this, j, layer] { OnLayerPart(j, layer); });
   }
 
   void OnPush(int w, int s, int p) {
@@ -213,9 +287,12 @@ class Sim {
     });
   }
 
-  void OnWeights(int w, int p) {
+  void OnWeights(int w, int p) { OnLayerPart(w, parts_[p].layer); }
+
+  // One more part of layer l's weights of the next clock (a partition from
+  // its server, or the rebuilt SFB weight) is in place at worker w.
+  void OnLayerPart(int w, int l) {
     Worker& k = workers_[w];
-    const int l = parts_[p].layer;
     if (++k.received[l] < per_layer_[l]) return;
     k.received[l] = 0;
     ++k.ready_clock[l];
@@ -231,6 +308,10 @@ class Sim {
   std::vector<Worker> workers_;
   std::vector<int> arrived_;  // Pushes of the partition's current clock in.
   std::vector<double> server_free_, up_free_, down_free_, up_busy_, down_busy_;
+  std::vector<uint64_t> factor_bytes_;                 // Per layer: one worker's factors (SFB layers).
+  std::vector<double> rebuild_s_;                      // Per layer: one rebuild and SGD step (SFB layers).
+  std::vector<double> sent_, received_, factor_sent_;  // Per host, whole run.
+  std::vector<double> applier_free_, applier_busy_;    // Per worker.
   uint64_t credit_ = 0;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   double now_ = 0;
@@ -253,12 +334,65 @@ StatusOr<SimResult> Simulate(const std::vector<SimLayer>& layers, const SimOptio
       elements.push_back(n);
       layer_of.push_back(static_cast<int>(l));
     }
+  if (o.sfb_flops_per_s < 0) return InvalidArgumentError("simulate: the rebuild rate must be >= 0");
+  // Every tensor is placed (the servers hold the SFB ones too, as a job
+  // does), but an SFB layer's weight never travels to its server.
+  std::vector<bool> by_factors;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const SimLayer& x = layers[l];
+    if (x.sfb) {
+      if (x.tensor_elements.empty() || x.sfb_rows < 1 || x.sfb_cols < 1 || x.sfb_factor_rows < 1 ||
+          x.tensor_elements[0] != static_cast<uint64_t>(x.sfb_rows * x.sfb_cols))
+        return InvalidArgumentError("simulate: layer " + std::to_string(l) +
+                                    " is SFB but its first tensor is not its sfb_rows x sfb_cols weight, or a "
+                                    "dimension is < 1");
+    }
+    for (size_t t = 0; t < x.tensor_elements.size(); ++t) by_factors.push_back(x.sfb && t == 0);
+  }
   ASSIGN_OR_RETURN(ShardMap map, ShardMap::Build(elements, o.partition_bytes, o.hosts));
   std::vector<Partition> parts;
-  for (int t = 0; t < map.num_tensors(); ++t)
+  for (int t = 0; t < map.num_tensors(); ++t) {
+    if (by_factors[t]) continue;
     for (const ChunkPlacement& c : map.chunks(t)) parts.push_back(Partition{layer_of[t], c.server, c.length * 4});
+  }
   Sim sim(layers, o, std::move(parts));
   return sim.Run();
+}
+
+StatusOr<std::vector<SimLayer>> SimLayersOf(const ModelSpec& model, const std::vector<double>& forward_s,
+                                            const std::vector<double>& backward_s, int hosts, SfbMode sfb, int batch,
+                                            std::vector<HybCommChoice>* choices) {
+  const size_t L = model.layers.size();
+  if (forward_s.size() != L || backward_s.size() != L)
+    return InvalidArgumentError("simulate: " + std::to_string(L) + " layers but " + std::to_string(forward_s.size()) +
+                                " forward and " + std::to_string(backward_s.size()) + " backward times");
+  std::vector<SimLayer> layers(L);
+  std::vector<FcLayerShape> fc;
+  std::vector<size_t> fc_layer;
+  for (size_t l = 0; l < L; ++l) {
+    const ModelLayer& m = model.layers[l];
+    layers[l].forward_s = forward_s[l];
+    layers[l].backward_s = backward_s[l];
+    for (const auto& shape : m.params) {
+      uint64_t n = 1;
+      for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+      layers[l].tensor_elements.push_back(n);
+    }
+    if (m.fully_connected && !m.params.empty() && m.params[0].size() == 2) {
+      fc.push_back(FcLayerShape{m.name, m.params[0][0], m.params[0][1], FactorRows(m, batch)});
+      fc_layer.push_back(l);
+    }
+  }
+  ASSIGN_OR_RETURN(std::vector<HybCommChoice> chosen, DecideHybComm(sfb, hosts, hosts, pb::BSP, fc));
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    SimLayer& x = layers[fc_layer[i]];
+    x.sfb = chosen[i].sfb;
+    x.sfb_rows = chosen[i].layer.rows;
+    x.sfb_cols = chosen[i].layer.cols;
+    x.sfb_factor_rows = chosen[i].layer.batch;
+  }
+  if (choices != nullptr) *choices = std::move(chosen);
+  return layers;
 }
 
 }  // namespace bench

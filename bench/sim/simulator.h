@@ -20,9 +20,19 @@
 //  - the server: once every worker's gradient of a partition's clock is in,
 //    one apply of bytes x workers x apply_s_per_byte (one apply at a time per
 //    server), then the new weights go back to every worker (the pull that rode
-//    on the push), which completes that worker's layer for the next clock.
+//    on the push), which completes that worker's layer for the next clock;
+//  - sufficient factors (a layer whose weight HybComm sends that way,
+//    SimLayer::sfb): at the end of its backward a worker queues one message
+//    of the factors (4 K (M + N) bytes) for every other worker, in a queue
+//    per peer with the same priorities and credit as pushes (as the client's
+//    FactorExchange); once a worker has every worker's factors of a clock,
+//    its applier (one rebuild at a time per worker) takes 2 (K P) M N FLOPs
+//    at sfb_flops_per_s plus the SGD step of 4 M N bytes x apply_s_per_byte,
+//    and the weight is ready for the next clock. The layer's other tensors
+//    (its bias) still go through the servers.
 // Events due at the same time run in the order they were scheduled.
-// Merging of small layers (MG-WFBP) and the acks' own bytes are not modelled.
+// Merging of small layers (MG-WFBP), batching of small units and the acks'
+// own bytes are not modelled.
 #ifndef NEREUS_BENCH_SIM_SIMULATOR_H_
 #define NEREUS_BENCH_SIM_SIMULATOR_H_
 
@@ -30,6 +40,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/sim/models.h"
+#include "common/hybcomm.h"
 #include "common/status.h"
 #include "nereus/client.h"
 
@@ -40,6 +52,11 @@ struct SimLayer {
   double forward_s = 0;
   double backward_s = 0;
   std::vector<uint64_t> tensor_elements;  // float32 tensors, in registration order.
+  // The first tensor, an sfb_rows x sfb_cols weight (M x N), travels as
+  // sufficient factors of sfb_factor_rows (K) rows per worker among the
+  // workers instead of through the servers.
+  bool sfb = false;
+  int64_t sfb_rows = 0, sfb_cols = 0, sfb_factor_rows = 0;
 };
 
 struct SimOptions {
@@ -52,6 +69,9 @@ struct SimOptions {
   uint64_t partition_bytes = 1 << 20;
   uint64_t credit_bytes = 2 << 20;  // priority/full only.
   int iterations = 5;               // Simulated; the first is not counted.
+  // A worker's rebuild of an SFB layer's gradient from the factors (the
+  // GEMM), FLOP/s; 0: free.
+  double sfb_flops_per_s = 0;
 };
 
 struct SimResult {
@@ -59,6 +79,10 @@ struct SimResult {
   double compute_s = 0;    // Forward plus backward of one iteration.
   double wait_s = 0;       // iteration_s - compute_s: waiting for weights.
   double link_busy_s = 0;  // Busiest link's transfer time in one iteration.
+  // Per worker per iteration (mean): payload bytes it sent and received
+  // over links (its own server's traffic crosses none), of which factors.
+  double sent_bytes = 0, received_bytes = 0, factor_bytes_sent = 0;
+  double rebuild_s = 0;  // Per worker per iteration: its applier's busy time.
   uint64_t events = 0;
   // Per worker, when each iteration's first forward began (iterations + 1
   // entries: the last is the start of the one after the last simulated).
@@ -66,6 +90,16 @@ struct SimResult {
 };
 
 StatusOr<SimResult> Simulate(const std::vector<SimLayer>& layers, const SimOptions& options);
+
+// The simulator's layers of `model` on `hosts` hosts (one worker and one
+// server each), with per-layer compute `forward_s` and `backward_s`: every
+// learnable tensor, and for each fully connected layer HybComm's choice
+// (common/hybcomm.h: `sfb`, P1 = P2 = hosts, BSP, K = FactorRows(layer,
+// batch)) made as the job's client makes it. `choices`, if given, gets the
+// choices of the fully connected layers.
+StatusOr<std::vector<SimLayer>> SimLayersOf(const ModelSpec& model, const std::vector<double>& forward_s,
+                                            const std::vector<double>& backward_s, int hosts, SfbMode sfb, int batch,
+                                            std::vector<HybCommChoice>* choices = nullptr);
 
 // Payload bytes a second a TCP stream gets from a link shaped to `mbit` Mbit/s
 // at `mtu` (1448 payload bytes of every 1514 the shaper counts at MTU 1500).

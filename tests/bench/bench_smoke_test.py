@@ -57,6 +57,27 @@ def check_apply(rows):
         assert abs(r["memory_traffic_gbytes_per_s"] / r["gradient_gbytes_per_s"] - 7 / 3) < 1e-4, r
 
 
+def check_cluster_sfb(rows):
+    # LeNet shrunk 4 times on 2 hosts, --sfb=auto: ip1 (250 x 400, factors
+    # of 16 rows) goes as factors, ip2 (5 x 250) through the servers.
+    check_rows_timed(rows)
+    r = rows[0]
+    assert r["sfb"] == "auto" and r["model_scale"] == 4, r
+    # 4 x 16 x (250 + 400) = 41,600 bytes to the one other worker a clock.
+    assert abs(r["factor_bytes"] - 41600) < 0.01 * 41600, r
+    assert r["factor_apply_s"] > 0, r
+
+
+def check_simulate_sfb(rows):
+    # VGG19-22K at full size, 8 and 64 hosts, 10 Gbit/s, --sfb=auto: its 3
+    # fully connected layers go as factors (P <= 128 for fc7), and fewer bytes
+    # leave a worker than its 2 x 229M floats through the servers.
+    assert [r["hosts"] for r in rows] == [8, 64], rows
+    for r in rows:
+        assert r["sfb_layers"] == 3 and r["factor_bytes"] > 0 and r["rebuild_s"] > 0, r
+        assert r["sent_bytes"] < 2 * 229052817 * 4, r
+
+
 def check_pipeline(workers, servers, schedules):
     def check(rows):
         assert [r["schedule"] for r in rows] == schedules, [r["schedule"] for r in rows]
@@ -130,7 +151,11 @@ RUNS = [
     # Needs root (network namespaces); exit 77 elsewhere, reported below.
     ("cluster", ["--model=lenet", "--hosts=2", "--link_mbit=100", "--schedule=full", "--iterations=2", "--warmup=2",
                  "--device_gflops=100000", "--timeout_s=120"], check_rows_timed),
+    ("cluster", ["--model=lenet", "--model_scale=4", "--hosts=2", "--link_mbit=100", "--schedule=full", "--sfb=auto",
+                 "--iterations=2", "--warmup=2", "--device_gflops=100000", "--timeout_s=120"], check_cluster_sfb),
     ("simulate", ["--model=lenet", "--host_list=1,2", "--link_list=100", "--schedule=full"], check_rows_timed),
+    ("simulate", ["--model=vgg19_22k", "--host_list=8,64", "--link_list=10000", "--schedule=full", "--sfb=auto",
+                  "--device_gflops=3000", "--sim_iterations=2"], check_simulate_sfb),
 ]
 
 

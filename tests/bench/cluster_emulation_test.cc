@@ -25,13 +25,27 @@
 namespace nereus {
 namespace {
 
-// ResNet-50 shrunk 64 times, on a device and link slowed alike so that one
-// iteration takes about 0.3 s: compute and link at the ratio of a 3 TFLOP/s
-// GPU on 10 Gbit/s (factor 1.2 x 64 = 76.8).
-const double kScale = 64, kFactor = 1.2 * 64;
-const double kGflops = 3000 / kFactor, kMbit = 10000 / kFactor;
-// The bound the prediction must meet on this (shared, loaded) machine.
-const double kBound = 0.25;
+// ResNet-50 shrunk 64 times on 2 hosts, link-bound: every iteration each
+// host's uplink carries its worker's pushes to the other server and its
+// server's replies to the other worker, 1.48 MB (the simulator's count, the
+// factors of fc1000, sent as such on 2 hosts, included), at 20 Mbit/s
+// (2.39 MB/s of payload after TCP/IP and Ethernet headers): 0.62 s, while
+// the compute (at 390 GFLOP/s) is 0.03 s. So the iteration is what the
+// communication model makes of the bytes, the placement, the shared uplink,
+// the priorities and the credit, and a wrong one shows: forgetting that a
+// host's uplink carries both its pushes and its server's replies would
+// predict half the time (-50%), ignoring the header overhead -4.3%.
+const double kScale = 64, kGflops = 390, kMbit = 20;
+// What the model leaves out here: per-message costs (about 120 messages an
+// iteration each way, tens of microseconds each on this virtual machine, a
+// percent or so of 0.62 s) and 4 processes sharing 2 cores with whatever
+// else runs. Four runs through ctest on the shared 2-core development
+// machine (load average 10-13 from other work): -0.7%, -0.6%, -0.5%, +0.4%
+// (at twice the rate, where those costs weigh twice as much, one-off runs
+// gave -5% to -17%: why the rate is this low). The bound, 6%, is eight
+// times the largest of those errors and an eighth of the error of the model
+// above that forgets the replies.
+const double kBound = 0.06;
 
 std::vector<std::string> ClusterArgs(const test::TempDir& dir, int iterations) {
   return {test::BinaryPath("nereus_bench"),
@@ -84,7 +98,7 @@ double JsonNumber(const std::string& json, const std::string& key) {
 
 TEST(ClusterEmulationTest, RunsCleansUpAndMatchesTheSimulator) {
   test::TempDir dir;
-  auto p = test::Subprocess::Start(ClusterArgs(dir, 4), dir.File("cluster.log"));
+  auto p = test::Subprocess::Start(ClusterArgs(dir, 3), dir.File("cluster.log"));
   const std::string prefix = "nrc" + std::to_string(p->pid()) + "_";
   auto code = p->WaitFor(std::chrono::seconds(90));
   if (code == 77) GTEST_SKIP() << "network namespaces unavailable here: " << p->Log();
@@ -104,25 +118,27 @@ TEST(ClusterEmulationTest, RunsCleansUpAndMatchesTheSimulator) {
   run.device_gflops = kGflops;
   std::vector<double> fwd, bwd;
   bench::LayerTimes(model, run, &fwd, &bwd);
-  std::vector<bench::SimLayer> layers(fwd.size());
-  for (size_t l = 0; l < layers.size(); ++l) {
-    layers[l].forward_s = fwd[l] + std::max(0.0, overshoot) / (2 * fwd.size());
-    layers[l].backward_s = bwd[l] + std::max(0.0, overshoot) / (2 * fwd.size());
-    for (const auto& shape : model.layers[l].params) layers[l].tensor_elements.push_back(shape[0]);
+  for (size_t l = 0; l < fwd.size(); ++l) {
+    fwd[l] += std::max(0.0, overshoot) / (2 * fwd.size());
+    bwd[l] += std::max(0.0, overshoot) / (2 * fwd.size());
   }
+  auto layers = bench::SimLayersOf(model, fwd, bwd, 2, SfbMode::kAuto, run.batch).value();
   bench::SimOptions o;
   o.hosts = 2;
   o.schedule = Schedule::kFull;
   o.link_bytes_per_s = bench::PayloadBytesPerSecond(kMbit);
   o.partition_bytes = (1 << 20) / kScale;
   o.credit_bytes = (2 << 20) / kScale;
+  o.sfb_flops_per_s = 1e9;  // The client's GEMM on this CPU, roughly: 0.5 ms for fc1000's 0.5 MFLOP.
   auto predicted = bench::Simulate(layers, o).value();
 #ifndef NEREUS_SANITIZED_BUILD
+  // Link-bound, as designed: most of the iteration is waiting.
+  EXPECT_GT(JsonNumber(json, "wait_s"), 0.8 * measured) << json;
   EXPECT_LT(std::abs(predicted.iteration_s - measured) / measured, kBound)
       << "predicted " << predicted.iteration_s << " s, measured " << measured << " s";
 #endif  // Under a sanitizer the client's own CPU time is several times larger: the run and its cleanup are checked, not
         // the timing.
-  std::printf("2 hosts: measured %.4f s, predicted %.4f s (%+.1f%%)\n", measured, predicted.iteration_s,
+  std::printf("2 hosts, link-bound: measured %.4f s, predicted %.4f s (%+.1f%%)\n", measured, predicted.iteration_s,
               100 * (predicted.iteration_s - measured) / measured);
 }
 

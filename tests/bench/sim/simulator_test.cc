@@ -128,6 +128,75 @@ TEST(SimulatorTest, PriorityOvertakesUnderCreditByHand) {
   EXPECT_EQ(fifo.starts[0], (std::vector<double>{0, 6.5, 13}));
 }
 
+// Sufficient factors, by hand. Two hosts, wfbp, links 1000 bytes/s, layer 0
+// a tensor of 250 floats (1000 bytes; placed on server 0), layer 1 a 10 x 20
+// weight sent as factors of K = 5 rows: 4 x 5 x (10 + 20) = 600 bytes to
+// the other worker; its rebuild is 2 K P M N = 2 x 5 x 2 x 10 x 20 = 4000
+// FLOPs at 1000 FLOP/s, 4 s (the SGD step free).
+//  t=4 backward of layer 1 ends: each worker counts its own factors and
+//   sends them to the other, 4..4.6; at 4.6 each has both and rebuilds,
+//   4.6..8.6.
+//  t=6 backward of layer 0 ends: worker 0's push is local, worker 1's holds
+//   uplink 1 6..7; server 0 applies at 7, worker 0 has layer 0 at 7, worker 1
+//   over uplink 0 at 8.
+//  Iteration 1: worker 0 starts at 7 and waits for layer 1 until 8.6;
+//   worker 1 starts at 8 and does not wait (forward of layer 1 at 9).
+//  Its factors: worker 0's leave at 11.6 (backward ends), there at 12.2;
+//   worker 1's at 12, there at 12.6. Rebuilds 12.2..16.2 (worker 1) and
+//   12.6..16.6 (worker 0). Layer 0: worker 0 pushes at 13.6 (local),
+//   worker 1 at 14 (uplink 14..15); applied at 15: worker 0 starts
+//   iteration 2 at 15, worker 1 at 16.
+TEST(SimulatorTest, SufficientFactorsByHand) {
+  std::vector<SimLayer> layers(2);
+  for (SimLayer& l : layers) {
+    l.forward_s = 1;
+    l.backward_s = 2;
+  }
+  layers[0].tensor_elements = {250};
+  layers[1].tensor_elements = {200};
+  layers[1].sfb = true;
+  layers[1].sfb_rows = 10;
+  layers[1].sfb_cols = 20;
+  layers[1].sfb_factor_rows = 5;
+  EXPECT_EQ(ShardMap::Build({250, 200}, 1 << 20, 2).value().chunks(0)[0].server, 0);
+  SimOptions o = TwoHosts(Schedule::kWfbp);
+  o.sfb_flops_per_s = 1000;
+  auto r = Simulate(layers, o).value();
+  EXPECT_EQ(r.starts[0], (std::vector<double>{0, 7, 15}));
+  EXPECT_EQ(r.starts[1], (std::vector<double>{0, 8, 16}));
+  EXPECT_DOUBLE_EQ(r.iteration_s, 8);
+  EXPECT_DOUBLE_EQ(r.factor_bytes_sent, 600);  // Per worker per iteration.
+  EXPECT_DOUBLE_EQ(r.rebuild_s, 4);
+  // Host 0 sends its factors and worker 1's weights, host 1 its factors and
+  // its push: 1600 bytes each an iteration.
+  EXPECT_DOUBLE_EQ(r.sent_bytes, 1600);
+  // An SFB layer whose first tensor is not its weight is refused.
+  layers[1].sfb_cols = 21;
+  EXPECT_NE(Simulate(layers, o).status().message().find("layer 1 is SFB"), std::string::npos);
+}
+
+// SimLayersOf makes HybComm's choice as a job's client does: LeNet on 3
+// hosts (3 workers, 3 servers, batch 32) sends ip1 (500 x 800) as factors
+// and keeps ip2 (10 x 500) on the servers; --sfb=off keeps both there.
+TEST(SimulatorTest, SimLayersOfMakesHybCommsChoice) {
+  const ModelSpec lenet = ModelByName("lenet").value();
+  const std::vector<double> t(lenet.layers.size(), 0.001);
+  std::vector<HybCommChoice> choices;
+  auto layers = SimLayersOf(lenet, t, t, 3, SfbMode::kAuto, 32, &choices).value();
+  ASSERT_EQ(layers.size(), 4u);
+  EXPECT_FALSE(layers[1].sfb);
+  EXPECT_TRUE(layers[2].sfb);
+  EXPECT_EQ(layers[2].sfb_rows, 500);
+  EXPECT_EQ(layers[2].sfb_cols, 800);
+  EXPECT_EQ(layers[2].sfb_factor_rows, 32);
+  EXPECT_EQ(layers[2].tensor_elements, (std::vector<uint64_t>{400000, 500}));
+  EXPECT_FALSE(layers[3].sfb);
+  ASSERT_EQ(choices.size(), 2u);
+  EXPECT_EQ(choices[0].layer.name, "ip1");
+  EXPECT_FALSE(SimLayersOf(lenet, t, t, 3, SfbMode::kOff, 32).value()[2].sfb);
+  EXPECT_FALSE(SimLayersOf(lenet, t, {0.1}, 3, SfbMode::kAuto, 32).ok());
+}
+
 TEST(SimulatorTest, RejectsBadInput) {
   SimOptions o = TwoHosts(Schedule::kFull);
   o.hosts = 0;
