@@ -33,6 +33,9 @@ DEFINE_double(layer_overhead_us, 0,
               "simulate: added to every layer's forward and backward, in microseconds (what each of the emulated "
               "workers' sleeps overshoots on a loaded machine: (measured - nominal compute) / (2 x layers)).");
 DEFINE_int32(sim_iterations, 5, "simulate: iterations simulated (the first one is not counted).");
+DEFINE_double(sfb_apply_ns_per_byte, -1,
+              "simulate: a worker's SGD step on a sufficient-factor layer's weight, per byte of it, in ns; -1: "
+              "--apply_ns_per_byte (the client steps on the CPU, as a server does).");
 DEFINE_double(rebuild_gflops, -1,
               "simulate: the rate of a worker's rebuild of a sufficient-factor layer's gradient (a GEMM of "
               "2 K P M N FLOPs, K the factors' rows), GFLOP/s; -1: --device_gflops (rebuilt on the worker's device); "
@@ -109,6 +112,7 @@ int RunSimulate(BenchContext& ctx) {
     o.credit_bytes = std::max<uint64_t>(4, static_cast<uint64_t>(FLAGS_credit_bytes / scale));
     o.iterations = FLAGS_sim_iterations;
     o.sfb_flops_per_s = rebuild_gflops * 1e9;
+    o.sfb_apply_s_per_byte = FLAGS_sfb_apply_ns_per_byte < 0 ? -1 : FLAGS_sfb_apply_ns_per_byte * 1e-9;
     // One host's iteration, the baseline of the efficiency, and then each
     // host count's; HybComm decides per host count, as in a job.
     auto simulate = [&](int h, int* sfb_layers) -> StatusOr<SimResult> {

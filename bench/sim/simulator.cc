@@ -49,7 +49,8 @@ class Sim {
       factor_bytes_[l] = 4 * static_cast<uint64_t>(x.sfb_factor_rows) * (x.sfb_rows + x.sfb_cols);
       const double m = static_cast<double>(x.sfb_rows), n = static_cast<double>(x.sfb_cols);
       const double flops = 2.0 * x.sfb_factor_rows * H_ * m * n;
-      rebuild_s_[l] = (o_.sfb_flops_per_s > 0 ? flops / o_.sfb_flops_per_s : 0) + 4 * m * n * o_.apply_s_per_byte;
+      const double step = o_.sfb_apply_s_per_byte < 0 ? o_.apply_s_per_byte : o_.sfb_apply_s_per_byte;
+      rebuild_s_[l] = (o_.sfb_flops_per_s > 0 ? flops / o_.sfb_flops_per_s : 0) + 4 * m * n * step;
     }
     layer_parts_.resize(L_);
     for (size_t i = 0; i < parts_.size(); ++i) layer_parts_[parts_[i].layer].push_back(static_cast<int>(i));

@@ -27,7 +27,7 @@
 //    per peer with the same priorities and credit as pushes (as the client's
 //    FactorExchange); once a worker has every worker's factors of a clock,
 //    its applier (one rebuild at a time per worker) takes 2 (K P) M N FLOPs
-//    at sfb_flops_per_s plus the SGD step of 4 M N bytes x apply_s_per_byte,
+//    at sfb_flops_per_s plus the SGD step of 4 M N bytes x sfb_apply_s_per_byte,
 //    and the weight is ready for the next clock. The layer's other tensors
 //    (its bias) still go through the servers.
 // Events due at the same time run in the order they were scheduled.
@@ -72,6 +72,9 @@ struct SimOptions {
   // A worker's rebuild of an SFB layer's gradient from the factors (the
   // GEMM), FLOP/s; 0: free.
   double sfb_flops_per_s = 0;
+  // Its SGD step on the M x N weight, per byte of it; < 0: apply_s_per_byte
+  // (the client steps on the CPU as a server does).
+  double sfb_apply_s_per_byte = -1;
 };
 
 struct SimResult {

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""scaling_study_test: the parts of scripts/scaling_study.py that decide what a study reports.
+
+The studies themselves take an hour and root (scripts/scaling.sh --study=...; --smoke runs every
+step in minutes). Checked here, in seconds: the emulation factors of each regime, the calibration's
+non-negative fit, the validation summary's target verdict, and the contract with nereus_bench
+simulate (the columns the studies read, the constants they pass).
+"""
+import importlib.util
+import os
+import sys
+import unittest
+
+SRC = os.environ.get("NEREUS_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+spec = importlib.util.spec_from_file_location("scaling_study", os.path.join(SRC, "scripts", "scaling_study.py"))
+study = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(study)
+
+
+class RegimeTest(unittest.TestCase):
+    def test_factors(self):
+        # 10 Gbit/s at a 19.53 Mbit/s emulated link: factor 512 = 256 x 2.
+        r = study.Regime("10G-eq", 3000, 10)
+        self.assertEqual((r.factor, r.slow), (512, 2))
+        self.assertEqual(r.cluster_flags(), ["--model_scale=256", "--device_gflops=5.859375", "--link_mbit=19.53125"])
+        # Today's: 25, 100, 400 Gbit/s slowed 5, 20, 80 times.
+        self.assertEqual([study.Regime("t", 57000, g).slow for g in (25, 100, 400)], [5, 20, 80])
+        # The calibration's link at half the rate: 9.77 Mbit/s.
+        self.assertEqual(study.Regime("5G-eq", 3000, 5, slow=2).cluster_flags()[2], "--link_mbit=9.765625")
+
+
+class FitTest(unittest.TestCase):
+    def test_recovers_both_coefficients(self):
+        samples = [(f, a, 0.5 * f + 2 * a) for f, a in [(1, 0), (0, 1), (2, 1), (1, 3)]]
+        x, y = study.fit_nonnegative(samples)
+        self.assertAlmostEqual(x, 0.5)
+        self.assertAlmostEqual(y, 2)
+
+    def test_clamps_a_negative_coefficient_to_zero(self):
+        # Unconstrained: y = -1 would fit exactly; the fit keeps y = 0 and the best x alone.
+        samples = [(1, 1, 1.0), (2, 1, 3.0), (3, 1, 5.0)]
+        x, y = study.fit_nonnegative(samples)
+        self.assertEqual(y, 0.0)
+        self.assertGreater(x, 0)
+        self.assertEqual(study.fit_nonnegative([]), (0.0, 0.0))
+
+
+def row(error, wait, spread=0.0):
+    return {"regime": "r", "model": "m", "hosts": 8, "sfb": "off", "error_pct": error, "wait_share": wait,
+            "spread": spread}
+
+
+class SummaryTest(unittest.TestCase):
+    def test_target_counts_only_communication_bound_runs(self):
+        # The compute-bound run's 30% does not count; the communication-bound ones' median is 4%.
+        lines = study.validation_summary([row(3, 0.5), row(-4, 0.2), row(5, 0.3), row(30, 0.05)])
+        self.assertIn("communication-bound (waiting > 10% of the iteration): 3, median |error| 4.0%", "\n".join(lines))
+        self.assertIn("**met** (median 4.0%; 0 beyond)", "\n".join(lines))
+
+    def test_a_run_beyond_ten_percent_plus_its_spread_fails_the_target(self):
+        lines = "\n".join(study.validation_summary([row(1, 0.5), row(-12, 0.5, spread=0.01), row(11, 0.5, 0.02)]))
+        self.assertIn("**not met** (median 11.0%; 1 beyond)", lines)
+        self.assertIn("beyond: r m 8 hosts sfb=off: -12.0% (spread 1.0%)", lines)
+
+
+class SimulateContractTest(unittest.TestCase):
+    """The study's calls of nereus_bench simulate: the columns it reads exist, the constants reach it."""
+
+    def setUp(self):
+        path = os.path.join(os.environ.get("NEREUS_BIN_DIR", ""), "nereus_bench")
+        if not os.path.exists(path):
+            self.skipTest("no nereus_bench (run through ctest)")
+        self.bench = study.Bench(path, "off")
+
+    def test_columns_and_constants(self):
+        consts = {"alpha_us": 0, "apply_ns_per_byte": 0, "rebuild_gflops": 0}
+        rows = self.bench.simulate("lenet", [1, 2], [100, 1000], 1000, 1, "full", "auto", consts)
+        self.assertEqual([(r["hosts"], r["link_mbit"]) for r in rows],
+                         [("1", "100"), ("2", "100"), ("1", "1000"), ("2", "1000")])
+        for key in ("iteration_s", "compute_s", "efficiency", "sfb_layers", "sent_bytes", "factor_bytes", "rebuild_s"):
+            self.assertIn(key, rows[0])
+        # LeNet on 2 hosts: ip1 as factors (HybComm), and a slower rebuild makes the iteration longer.
+        self.assertEqual(rows[1]["sfb_layers"], "1")
+        slow = dict(consts, rebuild_gflops=0.001)
+        self.assertGreater(float(self.bench.simulate("lenet", 2, 100, 1000, 1, "full", "auto", slow)[0]["rebuild_s"]),
+                           float(rows[1]["rebuild_s"]))
+        # predict() on a summary as summarize() makes it.
+        s = {"model": "lenet", "hosts": 2, "link_mbit": 100, "device_gflops": 1000, "shrink": 1, "schedule": "full",
+             "sfb": "off", "overhead_us": 0}
+        predicted, r = study.predict(self.bench, s, consts)
+        self.assertAlmostEqual(predicted, float(r["iteration_s"]))
+        self.assertEqual(r["sfb_layers"], "0")
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1], verbosity=2)
