@@ -38,6 +38,8 @@ StatusOr<std::unique_ptr<ParamServer>> ServerNode::MakeParamServer() {
   o.num_servers = job.num_servers();
   o.chunk_bytes = job.chunk_bytes();
   o.apply_threads = apply_threads_;
+  LOG(INFO) << node_->name() << ": updates on "
+            << (apply_threads_ > 0 ? std::to_string(apply_threads_) + " apply thread(s)" : "the receive thread");
   if (checkpoints_.every > 0) {
     writer_ = std::make_unique<CheckpointWriter>(checkpoints_.dir, checkpoints_.keep);
     o.checkpoint_every = checkpoints_.every;
