@@ -46,14 +46,6 @@ class DropSink : public ReplySink {
   void Reply(const Endpoint&, Message) override {}
 };
 
-pb::SgdConfig BenchSgd() {
-  pb::SgdConfig sgd;
-  sgd.set_base_lr(1e-6f);
-  sgd.set_lr_policy("fixed");
-  sgd.set_momentum(0.9f);
-  return sgd;
-}
-
 // Bytes copied per second by `threads` threads, each copying its own share
 // of `bytes` (source and destination touched first), best of a few copies.
 double MemcpyGBps(uint64_t bytes, int threads) {

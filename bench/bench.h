@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "proto/nereus.pb.h"
+
 namespace nereus {
 namespace bench {
 
@@ -66,6 +68,11 @@ inline uint64_t RoundRobinShare(uint64_t items, int ways, int slot, int start) {
   const uint64_t pos = (static_cast<uint64_t>(slot) + w - static_cast<uint64_t>(start) % w) % w;
   return items / w + (pos < items % w ? 1 : 0);
 }
+
+// The solver settings the benchmarks' servers update with: SGD at a tiny
+// fixed rate with momentum 0.9 (the arithmetic of a real step, the weights
+// barely moving).
+pb::SgdConfig BenchSgd();
 
 class Watchdog;
 

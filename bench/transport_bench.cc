@@ -68,14 +68,6 @@ int Iterations(uint64_t bytes) {
 
 constexpr int kWindow = 4;  // Push or pull operations in flight per worker.
 
-pb::SgdConfig BenchSgd() {
-  pb::SgdConfig sgd;
-  sgd.set_base_lr(1e-6f);
-  sgd.set_lr_policy("fixed");
-  sgd.set_momentum(0.9f);
-  return sgd;
-}
-
 // One operation's figures.
 struct OpFigures {
   double gbps = 0;
