@@ -12,6 +12,7 @@
 
 #include "common/sgd.h"
 #include "server/param_server.h"
+#include "tests/support/bytes_equal.h"
 #include "tests/support/process_util.h"
 
 namespace nereus {
@@ -74,7 +75,8 @@ void ExpectSameShard(const ShardState& a, const ShardState& b) {
     ASSERT_EQ(a.chunks[i].arrays.size(), b.chunks[i].arrays.size());
     for (size_t k = 0; k < a.chunks[i].arrays.size(); ++k) {
       EXPECT_EQ(a.chunks[i].arrays[k].first, b.chunks[i].arrays[k].first);
-      EXPECT_EQ(*a.chunks[i].arrays[k].second, *b.chunks[i].arrays[k].second);
+      EXPECT_TRUE(test::BytesEqual(*a.chunks[i].arrays[k].second, *b.chunks[i].arrays[k].second,
+                                   "chunk " + std::to_string(i) + " " + a.chunks[i].arrays[k].first));
     }
   }
 }
@@ -303,10 +305,13 @@ TEST(ParamServerCheckpointTest, CheckpointsAtClockBoundariesAndRestoresBitForBit
     auto wa = a.server->Snapshot(t, 0).value(), wb = b.server->Snapshot(t, 0).value();
     EXPECT_EQ(wa.second, 5);
     EXPECT_EQ(wb.second, 5);
-    EXPECT_EQ(std::memcmp(wa.first.data(), wb.first.data(), wa.first.size() * sizeof(float)), 0) << "tensor " << t;
+    EXPECT_TRUE(test::BytesEqual(wa.first, wb.first, "tensor " + std::to_string(t)));
   }
   auto ea = a.server->ExportState(), eb = b.server->ExportState();
-  for (int t = 0; t < 2; ++t) EXPECT_EQ(*ea->chunks[t].arrays[1].second, *eb->chunks[t].arrays[1].second);
+  for (int t = 0; t < 2; ++t) {
+    EXPECT_TRUE(test::BytesEqual(*ea->chunks[t].arrays[1].second, *eb->chunks[t].arrays[1].second,
+                                 "history of chunk " + std::to_string(t)));
+  }
   EXPECT_EQ(eb->info.sgd().max_iter(), 1000);
 }
 

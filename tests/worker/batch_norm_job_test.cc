@@ -7,6 +7,7 @@
 #include <chrono>
 #include <string>
 
+#include "tests/support/bytes_equal.h"
 #include "tests/support/process_util.h"
 #include "tests/support/train_test_util.h"
 #include "tests/support/zoo_test_util.h"
@@ -69,14 +70,14 @@ TEST(BatchNormJobTest, StatisticsStayLocalToEachWorker) {
   ASSERT_EQ(8u, w0.size());
   // The learned blobs come from the servers: bit for bit equal.
   for (const char* name : {"conv1/0", "scale1/0", "scale1/1", "ip1/0", "ip1/1"}) {
-    EXPECT_EQ(w0.at(name), w1.at(name)) << name;
+    EXPECT_TRUE(test::BytesEqual(w0.at(name), w1.at(name), name));
   }
   // Each worker's statistics count its own forward passes: s = 0.999 s + 1,
   // kIterations times (a pull of the servers' copy would reset it).
   float count = 0.0f;
   for (int i = 0; i < kIterations; ++i) count = count * 0.999f + 1.0f;
-  EXPECT_EQ(std::vector<float>{count}, w0.at("bn1/2"));
-  EXPECT_EQ(std::vector<float>{count}, w1.at("bn1/2"));
+  EXPECT_TRUE(test::BytesEqual(std::vector<float>{count}, w0.at("bn1/2"), "worker 0 bn1/2"));
+  EXPECT_TRUE(test::BytesEqual(std::vector<float>{count}, w1.at("bn1/2"), "worker 1 bn1/2"));
   // ... and their means are of the worker's own shard of the data: non-zero
   // and different on the two workers (one shared copy would make them equal).
   ASSERT_EQ(4u, w0.at("bn1/0").size());

@@ -11,6 +11,7 @@
 #include <random>
 #include <regex>
 
+#include "tests/support/bytes_equal.h"
 #include "tests/support/process_util.h"
 #include "tests/support/train_test_util.h"
 #include "worker/trainer/data/db.h"
@@ -124,8 +125,8 @@ TEST(SfbTrainTest, LenetTwoByTwoOnTracksOffFor50Iterations) {
   ASSERT_EQ(on.w0.size(), 8u);  // conv1, conv2, ip1, ip2: weights and biases.
 
   // Every worker holds the same replica, the factor-updated ip1/ip2 included.
-  EXPECT_EQ(test::MaxAbsDiff(on.w0, on.w1), 0.0);
-  EXPECT_EQ(test::MaxAbsDiff(off.w0, off.w1), 0.0);
+  EXPECT_TRUE(test::BytesEqual(on.w0, on.w1));
+  EXPECT_TRUE(test::BytesEqual(off.w0, off.w1));
   // The table: both fully connected weights go as factors under --sfb=on.
   EXPECT_NE(on.log0.find("HybComm (--sfb=on, 2 worker(s), 2 server(s))"), std::string::npos) << on.log0;
   EXPECT_TRUE(std::regex_search(on.log0, std::regex("ip1/0 +500x800 +64 .* SFB +--sfb=on"))) << on.log0;
@@ -161,7 +162,7 @@ TEST(SfbTrainTest, LenetTwoByTwoOnTracksOffFor50Iterations) {
   const double tolerance = 2e-6;
   const double diff = test::MaxAbsDiff(on10.w0, off10.w0);
   EXPECT_LE(diff, tolerance);
-  EXPECT_EQ(test::MaxAbsDiff(on10.w0, on10.w1), 0.0);
+  EXPECT_TRUE(test::BytesEqual(on10.w0, on10.w1));
   // The initial weights: the same solver, 0 iterations, standalone.
   std::ofstream(dir.File("init.prototxt")) << "net: \"" << dir.File("lenet.prototxt") << "\"\n"
                                            << "base_lr: 0.01\nlr_policy: \"fixed\"\nmax_iter: 0\nrandom_seed: 1\n"

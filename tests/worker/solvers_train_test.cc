@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <string>
 
+#include "tests/support/bytes_equal.h"
 #include "tests/support/process_util.h"
 #include "tests/support/tiny_train_job.h"
 #include "tests/support/train_test_util.h"
@@ -83,7 +84,7 @@ TEST_P(SolverTypeTrainTest, TwoWorkersOfBatch32MatchStandaloneBatch64) {
   const auto standalone = ReadWeights(dir.File("standalone.caffemodel"));
   const auto w0 = ReadWeights(dir.File("w0.caffemodel"));
   const auto w1 = ReadWeights(dir.File("w1.caffemodel"));
-  EXPECT_EQ(test::MaxAbsDiff(w0, w1), 0.0);
+  EXPECT_TRUE(test::BytesEqual(w0, w1));
   // train_worker_test.cc's tolerance for SGD (its comment explains it): the
   // same gradients summed in another order.
   const double tolerance = 2e-5;
@@ -133,7 +134,7 @@ TEST(Hdf5TrainTest, SnapshotAndWeightsFlagsReadHdf5) {
   EXPECT_NE(ReadFile(dir.File("resumed.log")).find("at iteration 3"), std::string::npos)
       << ReadFile(dir.File("resumed.log"));
   const auto six = ReadWeights(dir.File("six.caffemodel"));
-  EXPECT_EQ(test::MaxAbsDiff(six, ReadWeights(dir.File("resumed.caffemodel"))), 0.0);
+  EXPECT_TRUE(test::BytesEqual(six, ReadWeights(dir.File("resumed.caffemodel"))));
 
   // The weights after 3 iterations, from a plain run and from the .h5.
   ASSERT_EQ(RunToExit({worker, "--standalone", "--solver=" + dir.File("three.prototxt"),
@@ -146,7 +147,7 @@ TEST(Hdf5TrainTest, SnapshotAndWeightsFlagsReadHdf5) {
             0)
       << ReadFile(dir.File("from_h5.log"));
   const auto three = ReadWeights(dir.File("three.caffemodel"));
-  EXPECT_EQ(test::MaxAbsDiff(three, ReadWeights(dir.File("from_h5.caffemodel"))), 0.0);
+  EXPECT_TRUE(test::BytesEqual(three, ReadWeights(dir.File("from_h5.caffemodel"))));
   EXPECT_GT(test::MaxAbsDiff(three, six), 1e-3);  // The comparisons could tell them apart.
 }
 

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/bytes_equal.h"
 #include "tests/support/process_util.h"
 #include "tests/support/train_test_util.h"
 #include "tests/support/zoo_test_util.h"
@@ -202,7 +203,7 @@ int TrainTwoIterations(const std::string& file, const std::string& final_pool, i
       bn_differing += values != w1.at(name) ? 1 : 0;
       continue;
     }
-    EXPECT_EQ(values, w1.at(name)) << name;
+    EXPECT_TRUE(test::BytesEqual(values, w1.at(name), name));
     ++compared;
   }
   EXPECT_GT(compared, 100);

@@ -6,6 +6,7 @@
 #include <map>
 #include <thread>
 
+#include "tests/support/bytes_equal.h"
 #include "worker/client/factor_exchange.h"
 
 namespace nereus {
@@ -148,7 +149,9 @@ TEST_F(ExchangeFixture, BadFactorsAreRefusedAndChangeNothing) {
   const float third = 1.0f / 3.0f;
   const float sum[6] = {3, 0, 9, 7, 1, -5};
   const float before[6] = {10, 20, 30, 40, 50, 60};
-  for (int i = 0; i < 6; ++i) EXPECT_EQ(weights_[i], before[i] - sum[i] * third) << i;
+  float expected[6];
+  for (int i = 0; i < 6; ++i) expected[i] = before[i] - sum[i] * third;
+  EXPECT_TRUE(test::BytesEqual(weights_.data(), 6, expected, 6, "weights"));
   // Repeated calls return at once.
   ASSERT_TRUE(exchange_.Advance(1, 1).ok());
   EXPECT_EQ(exchange_.applied(1), 1);

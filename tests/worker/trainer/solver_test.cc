@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/sgd.h"
+#include "tests/support/bytes_equal.h"
 #include "tests/support/trainer_test_layers.h"
 #include "worker/trainer/prototxt.h"
 
@@ -199,11 +200,11 @@ TEST(SolverTest, SnapshotThenResumeIsBitwiseIdentical) {
   EXPECT_EQ(resumed->iter(), 6);
 
   const std::vector<float> a = Weights(*straight), b = Weights(*resumed);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << i;  // Bitwise.
+  EXPECT_TRUE(test::BytesEqual(a, b, "weights"));
   for (size_t p = 0; p < straight->history().size(); ++p) {
-    for (int i = 0; i < straight->history()[p]->count(); ++i)
-      EXPECT_EQ(straight->history()[p]->cpu_data()[i], resumed->history()[p]->cpu_data()[i]);
+    const Blob& x = *straight->history()[p];
+    const Blob& y = *resumed->history()[p];
+    EXPECT_TRUE(test::BytesEqual(x.cpu_data(), x.count(), y.cpu_data(), y.count(), "history " + std::to_string(p)));
   }
   std::remove(model_path.c_str());
   std::remove(state_path.c_str());

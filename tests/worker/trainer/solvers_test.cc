@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/sgd.h"
+#include "tests/support/bytes_equal.h"
 #include "tests/support/solver_reference.h"
 #include "tests/support/trainer_test_layers.h"
 #include "worker/trainer/hdf5_snapshot.h"
@@ -275,9 +276,9 @@ TEST_P(SolverTypeTest, SnapshotThenResumeIsBitwiseIdentical) {
   ASSERT_EQ(state.history_size(), static_cast<int>(first->history().size()));
   EXPECT_EQ(state.history_size(), 2 * NumHistoryBlobs(first->sgd_config().type()));
   for (int i = 0; i < state.history_size(); ++i) {
-    ASSERT_EQ(state.history(i).data_size(), first->history()[i]->count());
-    for (int k = 0; k < state.history(i).data_size(); ++k)
-      EXPECT_EQ(state.history(i).data(k), first->history()[i]->cpu_data()[k]) << "history " << i;
+    EXPECT_TRUE(test::BytesEqual(state.history(i).data().data(), state.history(i).data_size(),
+                                 first->history()[i]->cpu_data(), first->history()[i]->count(),
+                                 "history " + std::to_string(i)));
   }
 
   auto resumed = MakeSolver(text);
@@ -286,14 +287,12 @@ TEST_P(SolverTypeTest, SnapshotThenResumeIsBitwiseIdentical) {
   EXPECT_EQ(resumed->iter(), 3);
   ASSERT_TRUE(resumed->Step(3).ok());
 
-  EXPECT_EQ(Weights(*straight), Weights(*resumed));  // Bitwise.
+  EXPECT_TRUE(test::BytesEqual(Weights(*straight), Weights(*resumed), "weights"));
   ASSERT_EQ(straight->history().size(), resumed->history().size());
   for (size_t p = 0; p < straight->history().size(); ++p) {
     const Blob& a = *straight->history()[p];
     const Blob& b = *resumed->history()[p];
-    EXPECT_EQ(std::vector<float>(a.cpu_data(), a.cpu_data() + a.count()),
-              std::vector<float>(b.cpu_data(), b.cpu_data() + b.count()))
-        << "history " << p;
+    EXPECT_TRUE(test::BytesEqual(a.cpu_data(), a.count(), b.cpu_data(), b.count(), "history " + std::to_string(p)));
   }
   std::remove(model_path.c_str());
   std::remove(state_path.c_str());

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/bytes_equal.h"
 #include "tests/support/gradient_checker.h"
 #include "tests/support/zoo_test_util.h"
 #include "worker/trainer/data/db.h"
@@ -168,7 +169,7 @@ TEST(UpgradeNetTest, V1LenetTrainsToTheSameLossesAsTheV2Lenet) {
   Train(Model("lenet_train_test_v1.prototxt"), lmdb, &v1_losses, &v1_weights);
   Train(Model("lenet_train_test.prototxt"), lmdb, &v2_losses, &v2_weights);
   ASSERT_EQ(6u, v2_losses.size());
-  EXPECT_EQ(v2_losses, v1_losses);
+  EXPECT_TRUE(test::BytesEqual(v2_losses, v1_losses, "losses"));
   EXPECT_NE(v2_losses.front(), v2_losses.back()) << "training did not change the loss";
   EXPECT_EQ(v2_weights.SerializeAsString(), v1_weights.SerializeAsString());
 }
