@@ -8,6 +8,25 @@
 
 namespace nereus {
 
+Status CheckBlobShape(const caffe::BlobShape& shape) {
+  std::string text;
+  for (int i = 0; i < shape.dim_size(); ++i) text += (i > 0 ? " x " : "") + std::to_string(shape.dim(i));
+  if (shape.dim_size() > kMaxBlobAxes) {
+    return InvalidArgumentError("shape " + text + " has " + std::to_string(shape.dim_size()) + " axes (at most " +
+                                std::to_string(kMaxBlobAxes) + ")");
+  }
+  int64_t count = 1;
+  for (int i = 0; i < shape.dim_size(); ++i) {
+    const int64_t d = shape.dim(i);
+    if (d < 0) return InvalidArgumentError("shape " + text + " has a negative dimension");
+    if (d > INT_MAX || (d > 0 && count > INT_MAX / d)) {
+      return InvalidArgumentError("shape " + text + " holds more than INT_MAX values");
+    }
+    count *= d;
+  }
+  return Status::OK();
+}
+
 void Blob::Reshape(const std::vector<int>& shape) {
   CHECK_LE(shape.size(), static_cast<size_t>(kMaxBlobAxes));
   int count = 1;
@@ -177,6 +196,9 @@ Status Blob::FromProto(const caffe::BlobProto& proto, bool reshape) {
   std::vector<int> shape;
   if (proto.has_num() || proto.has_channels() || proto.has_height() || proto.has_width()) {
     shape = {proto.num(), proto.channels(), proto.height(), proto.width()};
+    for (int d : shape) {
+      if (d < 0) return InvalidArgumentError("blob dimension out of range: " + std::to_string(d));
+    }
   } else {
     for (int i = 0; i < proto.shape().dim_size(); ++i) {
       const int64_t d = proto.shape().dim(i);

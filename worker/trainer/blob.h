@@ -21,6 +21,11 @@ namespace nereus {
 // Caffe's limit on the number of axes of a blob.
 inline constexpr int kMaxBlobAxes = 32;
 
+// Whether a blob can take `shape` (from a prototxt or a file): at most
+// kMaxBlobAxes axes, no negative dimension, at most INT_MAX values.
+// InvalidArgument naming the shape otherwise (Blob::Reshape CHECKs the same).
+Status CheckBlobShape(const caffe::BlobShape& shape);
+
 class Blob {
  public:
   Blob() = default;

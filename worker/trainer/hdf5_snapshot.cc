@@ -4,6 +4,7 @@
 #include <hdf5_hl.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <set>
 #include <utility>
@@ -68,6 +69,11 @@ Status ReadFloats(hid_t loc, const std::string& name, std::vector<int>* shape, s
   shape->clear();
   size_t count = 1;
   for (hsize_t d : dims) {
+    // A blob holds at most INT_MAX values.
+    if (d > static_cast<hsize_t>(INT_MAX) || (d > 0 && count > static_cast<size_t>(INT_MAX) / d)) {
+      return DataLossError("dataset " + where + " is larger than a blob can hold (a dimension of " +
+                           std::to_string(static_cast<unsigned long long>(d)) + ")");
+    }
     shape->push_back(static_cast<int>(d));
     count *= static_cast<size_t>(d);
   }

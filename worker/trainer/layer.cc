@@ -11,8 +11,10 @@ Status Layer::SetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& 
 }
 
 float Layer::Forward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  forward_error_ = Status::OK();
   Reshape(bottom, top);
   Forward_cpu(bottom, top);
+  if (!forward_error_.ok()) return 0.0f;
   float total = 0.0f;
   for (size_t top_id = 0; top_id < top.size(); ++top_id) {
     if (loss(static_cast<int>(top_id)) == 0.0f) continue;
@@ -31,6 +33,18 @@ void Layer::ToProto(caffe::LayerParameter* param, bool write_diff) const {
 
 Status Layer::LayerError(const std::string& message) const {
   return InvalidArgumentError("layer " + layer_param_.name() + " (" + layer_param_.type() + "): " + message);
+}
+
+Layer::LabelRange Layer::LabelsBelow(int num_classes, bool has_ignore_label, int ignore_label) const {
+  LabelRange range;
+  range.num_classes = num_classes;
+  if (has_ignore_label) range.ignore_label = ignore_label;
+  range.consumer = "layer " + layer_param_.name() + " (" + type() + ")";
+  return range;
+}
+
+void Layer::set_forward_error(StatusCode code, const std::string& message) {
+  forward_error_ = Status(code, "layer " + layer_param_.name() + " (" + layer_param_.type() + "): " + message);
 }
 
 Status Layer::CheckBlobCounts(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) const {

@@ -23,6 +23,7 @@
 #include <glog/logging.h>
 
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -64,7 +65,16 @@ class Layer {
 
   // Reshape, then Forward_cpu; returns the weighted loss sum over the tops
   // with non-zero loss weight (sum of top data * top diff, as Caffe does).
+  // When Forward_cpu recorded an error (set_forward_error) it returns 0 and
+  // forward_error() says why.
   float Forward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
+
+  // Forward keeps Caffe's signature. A layer whose forward can meet bad input
+  // that a file causes (a Data layer's corrupt record, a label out of range)
+  // records it with set_forward_error and leaves its tops as they are;
+  // Net::ForwardFromTo returns the error right after this layer's Forward,
+  // before any later layer or hook runs. OK again at the next Forward.
+  const Status& forward_error() const { return forward_error_; }
 
   // Backward_cpu. propagate_down[i] says whether bottom[i]'s diff is needed.
   void Backward(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
@@ -104,6 +114,23 @@ class Layer {
   virtual bool AutoTopBlobs() const { return false; }
   // False for inputs such as labels that can never get a gradient.
   virtual bool AllowForceBackward(int bottom_index) const { return true; }
+
+  // Class labels. A layer that reads class labels from bottom[bottom_index]
+  // (SoftmaxWithLoss, Accuracy) returns, once set up, the labels it accepts
+  // there; num_classes 0 means the bottom holds no labels. The Net hands the
+  // range to the layer producing that blob (through Split layers) with
+  // RestrictLabels, so that a Data layer can name the file and record of a
+  // label out of range instead of the consumer failing on it.
+  struct LabelRange {
+    int num_classes = 0;              // Labels 0 .. num_classes - 1 are accepted,
+    std::optional<int> ignore_label;  // and this one when set.
+    std::string consumer;             // "layer loss (SoftmaxWithLoss)".
+    bool Accepts(int label) const { return (label >= 0 && label < num_classes) || ignore_label == label; }
+  };
+  virtual LabelRange AcceptedLabels(int bottom_index) const { return LabelRange(); }
+  // Called by the Net after set-up, once per consumer of top[top_index] that
+  // reads labels from it. By default ignored.
+  virtual void RestrictLabels(int top_index, const LabelRange& range) {}
 
   // Whether blobs()[blob_id] is state the layer itself updates in Forward
   // (BatchNorm's running mean, variance and count) rather than a parameter
@@ -157,6 +184,12 @@ class Layer {
   Status CheckBlobCounts(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) const;
   // Error helper: "layer <name> (<type>): <message>".
   Status LayerError(const std::string& message) const;
+  // For AcceptedLabels: labels 0 .. num_classes - 1, and `ignore_label` when
+  // `has_ignore_label`, consumed by this layer.
+  LabelRange LabelsBelow(int num_classes, bool has_ignore_label, int ignore_label) const;
+  // From Forward_cpu: the error Forward reports (see forward_error()). The
+  // message is prefixed with "layer <name> (<type>): ".
+  void set_forward_error(StatusCode code, const std::string& message);
 
   caffe::LayerParameter layer_param_;
   caffe::Phase phase_;
@@ -168,6 +201,7 @@ class Layer {
   void SetLossWeights(const std::vector<Blob*>& top);
 
   std::mt19937* rng_ = nullptr;
+  Status forward_error_;
 };
 
 }  // namespace nereus

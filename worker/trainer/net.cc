@@ -196,7 +196,11 @@ Status Net::Init(const caffe::NetParameter& in_param, const LayerRegistry& regis
       return InvalidArgumentError("net input \"" + blob_name + "\" listed twice");
     }
     auto blob = std::make_shared<Blob>();
-    if (i < param.input_shape_size()) blob->Reshape(param.input_shape(i));
+    if (i < param.input_shape_size()) {
+      Status valid = CheckBlobShape(param.input_shape(i));
+      if (!valid.ok()) return InvalidArgumentError("net input \"" + blob_name + "\": " + valid.message());
+      blob->Reshape(param.input_shape(i));
+    }
     const int blob_id = static_cast<int>(blobs_.size());
     blobs_.push_back(blob);
     blob_names_.push_back(blob_name);
@@ -375,6 +379,7 @@ Status Net::Init(const caffe::NetParameter& in_param, const LayerRegistry& regis
     params_[i]->ShareDiff(*params_[param_owners_[i]]);
   }
   blob_loss_weights_.resize(blobs_.size(), 0.0f);
+  HandOverLabelRanges();
   LOG(INFO) << "Net \"" << name_ << "\" (" << (phase_ == caffe::TRAIN ? "TRAIN" : "TEST") << "): " << num_layers
             << " layers, " << learnable_params_.size() << " learnable blobs, " << num_learnable_scalars()
             << " parameters";
@@ -493,6 +498,29 @@ Status Net::AppendParam(const caffe::NetParameter& param, int layer_id, int para
   return Status::OK();
 }
 
+void Net::HandOverLabelRanges() {
+  for (int consumer = 0; consumer < num_layers(); ++consumer) {
+    for (size_t b = 0; b < bottom_id_vecs_[consumer].size(); ++b) {
+      const Layer::LabelRange range = layers_[consumer]->AcceptedLabels(static_cast<int>(b));
+      if (range.num_classes <= 0) continue;
+      // The last layer before `consumer` that wrote the blob; through Split
+      // layers (their tops are copies of their bottom) to the one before.
+      int blob_id = bottom_id_vecs_[consumer][b];
+      for (int l = consumer - 1; l >= 0; --l) {
+        const auto& tops = top_id_vecs_[l];
+        const auto it = std::find(tops.begin(), tops.end(), blob_id);
+        if (it == tops.end()) continue;
+        if (std::string(layers_[l]->type()) == "Split") {
+          blob_id = bottom_id_vecs_[l][0];
+          continue;
+        }
+        layers_[l]->RestrictLabels(static_cast<int>(it - tops.begin()), range);
+        break;
+      }
+    }
+  }
+}
+
 Status Net::RunHooks(const std::vector<Hook>& hooks, int layer_id) const {
   for (const Hook& hook : hooks) RETURN_IF_ERROR(hook(layer_id));
   return Status::OK();
@@ -505,6 +533,7 @@ StatusOr<float> Net::ForwardFromTo(int start, int end) {
   for (int i = start; i <= end; ++i) {
     RETURN_IF_ERROR(RunHooks(before_forward_, i));
     loss += layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
+    RETURN_IF_ERROR(layers_[i]->forward_error());
     RETURN_IF_ERROR(RunHooks(after_forward_, i));
   }
   return loss;

@@ -166,6 +166,9 @@ class Net {
                       int* blob_id);
   Status AppendParam(const caffe::NetParameter& param, int layer_id, int param_id);
   Status RunHooks(const std::vector<Hook>& hooks, int layer_id) const;
+  // Tells each producer of a label blob what its consumers accept
+  // (Layer::AcceptedLabels / RestrictLabels).
+  void HandOverLabelRanges();
 
   std::string name_;
   caffe::Phase phase_ = caffe::TRAIN;

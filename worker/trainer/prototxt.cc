@@ -7,6 +7,7 @@
 #include <google/protobuf/text_format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <regex>
@@ -178,6 +179,10 @@ Status ReadSolverParameterFromTextFile(const std::string& path, caffe::SolverPar
 Status ReadProtoFromBinaryFile(const std::string& path, google::protobuf::Message* message) {
   std::string bytes;
   RETURN_IF_ERROR(ReadFileToString(path, &bytes));
+  if (bytes.size() > static_cast<size_t>(INT32_MAX)) {
+    return DataLossError(path + ": " + std::to_string(bytes.size()) + " bytes, more than a binary " +
+                         message->GetTypeName() + " can hold (2 GiB)");
+  }
   google::protobuf::io::ArrayInputStream raw(bytes.data(), static_cast<int>(bytes.size()));
   google::protobuf::io::CodedInputStream coded(&raw);
   coded.SetTotalBytesLimit(INT32_MAX);

@@ -305,8 +305,9 @@ Status Solver::Step(int iters) {
     for (int i = 0; i < iter_size; ++i) {
       first_sub_iter_ = i == 0;
       per_layer_gradients_ = sync_ != nullptr && !clip && iter_size == 1;
-      ASSIGN_OR_RETURN(float sub_loss, net_->ForwardBackward());
-      loss += sub_loss;
+      auto sub_loss = net_->ForwardBackward();
+      if (!sub_loss.ok()) return sub_loss.status().Annotate("iteration " + std::to_string(iter_));
+      loss += *sub_loss;
     }
     per_layer_gradients_ = false;
     first_sub_iter_ = true;
@@ -415,8 +416,12 @@ StatusOr<TestResult> Solver::Test(int test_net_id) {
   double loss = 0;
   const int test_iter = param_.test_iter(test_net_id);
   for (int i = 0; i < test_iter; ++i) {
-    ASSIGN_OR_RETURN(float iter_loss, test_net->Forward());
-    if (param_.test_compute_loss()) loss += iter_loss;
+    auto iter_loss = test_net->Forward();
+    if (!iter_loss.ok()) {
+      return iter_loss.status().Annotate("testing net #" + std::to_string(test_net_id) + " at iteration " +
+                                         std::to_string(iter_) + ", batch " + std::to_string(i));
+    }
+    if (param_.test_compute_loss()) loss += *iter_loss;
     const auto& out = test_net->output_blobs();
     size_t idx = 0;
     for (size_t j = 0; j < out.size(); ++j) {

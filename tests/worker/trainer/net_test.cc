@@ -122,6 +122,24 @@ layer { name: "fc" type: "TestLinear" bottom: "x" top: "y" }
   EXPECT_NE(net.status().message().find("num_output must be > 0"), std::string::npos) << net.status();
 }
 
+// Shapes a prototxt gives that no blob can take are errors, not CHECKs.
+TEST(NetTest, InputShapesPastIntMaxAreErrorsNamingTheInput) {
+  caffe::NetParameter p = Parse(R"(
+input: "x"
+input_shape { dim: 100000 dim: 100000 }
+layer { name: "id" type: "TestIdentity" bottom: "x" top: "y" }
+)");
+  auto net = Net::Create(p, TestRegistry());
+  EXPECT_EQ(net.status().ToString(),
+            "INVALID_ARGUMENT: net input \"x\": shape 100000 x 100000 holds more than INT_MAX values");
+  auto input = Net::Create(Parse(R"(
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: -3 } } }
+)"),
+                           DefaultLayerRegistry());
+  EXPECT_EQ(input.status().message(),
+            "layer \"in\": layer in (Input): input_param shape 2 x -3 has a negative dimension");
+}
+
 TEST(NetTest, HooksFireInLayerOrder) {
   auto net = Build(Parse(kTwoLosses));
   ASSERT_NE(net, nullptr);

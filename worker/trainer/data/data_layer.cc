@@ -87,7 +87,11 @@ Status DataLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::
     LOG(INFO) << "layer " << layer_param_.name() << ": skipping the first " << skip << " records of its shard";
     caffe::Datum ignored;
     std::string key;
-    for (std::uint32_t i = 0; i < skip; ++i) RETURN_IF_ERROR(NextRecord(&ignored, &key));
+    std::uint64_t index = 0;
+    for (std::uint32_t i = 0; i < skip; ++i) {
+      Status st = NextRecord(&ignored, &key, &index);
+      if (!st.ok()) return LayerError(st.message());
+    }
   }
 
   if (options_.skip_batches > 0) {
@@ -96,22 +100,27 @@ Status DataLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::
               << " batches; skipping " << skip << " records of its shard";
     caffe::Datum ignored;
     std::string key;
-    for (std::uint64_t i = 0; i < skip; ++i) RETURN_IF_ERROR(NextRecord(&ignored, &key));
+    std::uint64_t index = 0;
+    for (std::uint64_t i = 0; i < skip; ++i) {
+      Status st = NextRecord(&ignored, &key, &index);
+      if (!st.ok()) return LayerError(st.message());
+    }
   }
 
   // The first record (not consumed) gives the shape of every record.
-  RETURN_IF_ERROR(NextRecord(nullptr, nullptr));
+  Status positioned = NextRecord(nullptr, nullptr, nullptr);
+  if (!positioned.ok()) return LayerError(positioned.message());
+  const std::string first_where = Where(position_, std::string(cursor_->key()));
   caffe::Datum first;
   if (!first.ParseFromArray(cursor_->value().data(), static_cast<int>(cursor_->value().size()))) {
-    return LayerError("record '" + std::string(cursor_->key()) + "' of LMDB database '" + p.source() +
-                      "' is not a Datum");
+    return LayerError(first_where + ": not a Datum (" + std::to_string(cursor_->value().size()) +
+                      " bytes that do not parse)");
   }
   auto shape = transformer_->InferShape(first);
-  if (!shape.ok()) {
-    return LayerError("record '" + std::string(cursor_->key()) + "' of LMDB database '" + p.source() +
-                      "': " + shape.status().message());
-  }
+  if (!shape.ok()) return LayerError(first_where + ": " + shape.status().message());
   datum_shape_ = *shape;
+  first_shape_ =
+      std::to_string(first.channels()) + "x" + std::to_string(first.height()) + "x" + std::to_string(first.width());
 
   std::vector<int> data_shape = datum_shape_;
   data_shape[0] = batch_size_;
@@ -124,6 +133,9 @@ Status DataLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::
       auto batch = std::make_unique<Batch>();
       batch->data.resize(per_datum * batch_size_);
       if (output_labels_) batch->label.resize(batch_size_);
+      batch->labels.resize(batch_size_);
+      batch->records.resize(batch_size_);
+      batch->keys.resize(batch_size_);
       free_.push_back(std::move(batch));
     }
   }
@@ -134,11 +146,15 @@ Status DataLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::
   return Status::OK();
 }
 
+std::string DataLayer::Where(std::uint64_t index, const std::string& key) const {
+  return "LMDB database '" + db_->path() + "', record " + std::to_string(index) + " (key '" + key + "')";
+}
+
 // With datum == nullptr, only moves the cursor onto this shard's next record
 // without consuming it.
-Status DataLayer::NextRecord(caffe::Datum* datum, std::string* key) {
+Status DataLayer::NextRecord(caffe::Datum* datum, std::string* key, std::uint64_t* index) {
   const auto shards = static_cast<std::uint64_t>(options_.num_shards);
-  const auto index = static_cast<std::uint64_t>(options_.shard_index);
+  const auto shard = static_cast<std::uint64_t>(options_.shard_index);
   auto advance = [this] {
     const std::uint64_t epoch = cursor_->epoch();
     cursor_->Next();
@@ -146,16 +162,21 @@ Status DataLayer::NextRecord(caffe::Datum* datum, std::string* key) {
   };
   for (;;) {
     if (!cursor_->valid()) {
-      RETURN_IF_ERROR(cursor_->status());
+      if (!cursor_->status().ok()) {
+        return DataLossError("LMDB database '" + db_->path() + "', record " + std::to_string(position_) +
+                             ": cannot read it: " + cursor_->status().message());
+      }
       return DataLossError("LMDB database '" + db_->path() + "' became empty");
     }
-    if (position_ % shards == index) break;
+    if (position_ % shards == shard) break;
     advance();
   }
   if (datum == nullptr) return Status::OK();
   *key = std::string(cursor_->key());
+  *index = position_;
   if (!datum->ParseFromArray(cursor_->value().data(), static_cast<int>(cursor_->value().size()))) {
-    return DataLossError("record '" + *key + "' of LMDB database '" + db_->path() + "' is not a Datum");
+    return DataLossError(Where(*index, *key) + ": not a Datum (" + std::to_string(cursor_->value().size()) +
+                         " bytes that do not parse)");
   }
   advance();
   return Status::OK();
@@ -164,19 +185,21 @@ Status DataLayer::NextRecord(caffe::Datum* datum, std::string* key) {
 Status DataLayer::FillBatch(Batch* batch) {
   const std::size_t per_datum = batch->data.size() / static_cast<std::size_t>(batch_size_);
   caffe::Datum datum;
-  std::string key;
   for (int i = 0; i < batch_size_; ++i) {
     if (stopping_.load(std::memory_order_relaxed)) return Status::OK();
-    RETURN_IF_ERROR(NextRecord(&datum, &key));
+    std::string& key = batch->keys[i];
+    std::uint64_t& index = batch->records[i];
+    RETURN_IF_ERROR(NextRecord(&datum, &key, &index));
     auto shape = transformer_->InferShape(datum);
-    if (!shape.ok() || *shape != datum_shape_) {
-      const std::string why = shape.ok() ? "its shape differs from the first record's" : shape.status().message();
-      return DataLossError("record '" + key + "' of LMDB database '" + db_->path() + "': " + why);
+    if (!shape.ok()) return DataLossError(Where(index, key) + ": " + shape.status().message());
+    if (*shape != datum_shape_) {
+      return DataLossError(Where(index, key) + ": Datum of shape " + std::to_string(datum.channels()) + "x" +
+                           std::to_string(datum.height()) + "x" + std::to_string(datum.width()) +
+                           "; the first record read, whose shape every record must have, is " + first_shape_);
     }
     Status s = transformer_->Transform(datum, batch->data.data() + per_datum * i, &prefetch_rng_);
-    if (!s.ok()) {
-      return DataLossError("record '" + key + "' of LMDB database '" + db_->path() + "': " + s.message());
-    }
+    if (!s.ok()) return DataLossError(Where(index, key) + ": " + s.message());
+    batch->labels[i] = datum.label();
     if (output_labels_) batch->label[i] = static_cast<float>(datum.label());
   }
   return Status::OK();
@@ -207,16 +230,47 @@ void DataLayer::PrefetchLoop() {
   }
 }
 
+void DataLayer::RestrictLabels(int top_index, const LabelRange& range) {
+  if (top_index == 1) label_ranges_.push_back(range);
+}
+
+Status DataLayer::CheckLabels(const Batch& batch) const {
+  for (const LabelRange& range : label_ranges_) {
+    for (std::size_t i = 0; i < batch.labels.size(); ++i) {
+      const int label = batch.labels[i];
+      if (range.Accepts(label)) continue;
+      return DataLossError(Where(batch.records[i], batch.keys[i]) + ": label " + std::to_string(label) +
+                           " is out of range for " + range.consumer + ", which takes labels 0 to " +
+                           std::to_string(range.num_classes - 1) +
+                           (range.ignore_label ? " and ignore_label " + std::to_string(*range.ignore_label) : ""));
+    }
+  }
+  return Status::OK();
+}
+
 void DataLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   std::unique_ptr<Batch> batch;
   {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return !full_.empty() || !error_.ok(); });
     if (full_.empty()) {
-      LOG(FATAL) << "layer " << layer_param_.name() << " (Data): " << error_;
+      // The prefetch thread stopped at a record it could not use; the good
+      // batches before it have been handed out.
+      set_forward_error(error_.code(), error_.message());
+      return;
     }
     batch = std::move(full_.front());
     full_.pop_front();
+  }
+  const Status labels = CheckLabels(*batch);
+  if (!labels.ok()) {
+    set_forward_error(labels.code(), labels.message());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      free_.push_back(std::move(batch));
+    }
+    cv_.notify_all();
+    return;
   }
   std::vector<int> data_shape = datum_shape_;
   data_shape[0] = batch_size_;

@@ -22,11 +22,17 @@
 // std::mt19937, seeded at SetUp with one draw from the Net's rng(), so runs
 // are reproducible and the Net's engine is never touched off its thread.
 //
-// Errors: bad configuration, a missing database, an empty shard or a first
-// record that cannot be used are Status errors from SetUp naming the layer.
-// A corrupt record found later by the prefetch thread is fatal at the next
-// Forward (Layer::Forward has no Status), with a message naming the database
-// and the record's key.
+// Errors: bad configuration, a missing or truncated database, an empty shard
+// or a first record that cannot be used are Status errors from SetUp naming
+// the layer. A record the prefetch thread cannot use (not a Datum, another
+// shape, a data size that does not match its shape, an LMDB read error) ends
+// the thread; the Forward that needs that record reports the error through
+// Layer::forward_error (Net::Forward returns it), after the good batches
+// before it. A label that a consumer of the label top cannot take (its
+// Layer::AcceptedLabels, handed over by the Net) is reported by the Forward
+// of its batch. Every message names the database and the record, e.g.
+//   layer mnist (Data): LMDB database 'data/train_lmdb', record 2 (key
+//   '00000002'): not a Datum (3 bytes that do not parse)
 //
 // Not thread-safe (like every Layer); the prefetch thread is internal.
 #ifndef NEREUS_WORKER_TRAINER_DATA_DATA_LAYER_H_
@@ -86,6 +92,9 @@ class DataLayer : public Layer {
   // Records in this worker's shard (per pass over the database).
   std::size_t shard_size() const { return shard_size_; }
 
+  // Top 1 (labels): each record's label must be one `range` accepts.
+  void RestrictLabels(int top_index, const LabelRange& range) override;
+
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
@@ -95,20 +104,32 @@ class DataLayer : public Layer {
   struct Batch {
     std::vector<float> data;
     std::vector<float> label;
+    // Per item, for the label check and error messages: the record's label
+    // as stored, its index in key order and its key.
+    std::vector<std::int32_t> labels;
+    std::vector<std::uint64_t> records;
+    std::vector<std::string> keys;
   };
 
   // Validates data_param; returns the error naming the bad field.
   Status CheckParam() const;
-  // Reads this shard's next record into *datum (prefetch thread and SetUp).
-  Status NextRecord(caffe::Datum* datum, std::string* key);
+  // Reads this shard's next record into *datum (prefetch thread and SetUp);
+  // *index is its position in key order.
+  Status NextRecord(caffe::Datum* datum, std::string* key, std::uint64_t* index);
+  // "LMDB database '<path>', record <index> (key '<key>')".
+  std::string Where(std::uint64_t index, const std::string& key) const;
   Status FillBatch(Batch* batch);
+  // The first label of the batch that a consumer does not accept.
+  Status CheckLabels(const Batch& batch) const;
   void PrefetchLoop();
   void StopPrefetch();
 
   DataLayerOptions options_;
   int batch_size_ = 0;
   bool output_labels_ = false;
-  std::vector<int> datum_shape_;  // {1, C, H, W} after the transform.
+  std::vector<int> datum_shape_;          // {1, C, H, W} after the transform.
+  std::string first_shape_;               // "CxHxW" of the first record, before the transform.
+  std::vector<LabelRange> label_ranges_;  // Of the label top's consumers (Net thread only).
   std::size_t shard_size_ = 0;
 
   std::unique_ptr<DataTransformer> transformer_;

@@ -27,6 +27,30 @@ bool Exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+// Size of a file in bytes; -1 when it cannot be stat'ed.
+long long FileSize(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<long long>(st.st_size) : -1;
+}
+
+// LMDB maps data.mdb and reads its pages in place: a page past the end of a
+// truncated file is a SIGBUS, not an error code. The newest meta page names
+// the last page in use; the file must reach its end.
+Status CheckNotTruncated(MDB_env* env, const std::string& path, const std::string& data_file) {
+  MDB_envinfo info;
+  MDB_stat stat;
+  int rc = mdb_env_info(env, &info);
+  if (rc == 0) rc = mdb_env_stat(env, &stat);
+  if (rc != 0) return DataLossError("cannot read the header of LMDB database '" + path + "': " + LmdbMessage(rc));
+  const long long need = (static_cast<long long>(info.me_last_pgno) + 1) * static_cast<long long>(stat.ms_psize);
+  const long long have = FileSize(data_file);
+  if (have < need) {
+    return DataLossError("LMDB database '" + path + "' is truncated: " + data_file + " has " + std::to_string(have) +
+                         " bytes, but its pages run to byte " + std::to_string(need));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<LmdbDatabase>> LmdbDatabase::Open(const std::string& path, DbMode mode) {
@@ -38,6 +62,9 @@ StatusOr<std::unique_ptr<LmdbDatabase>> LmdbDatabase::Open(const std::string& pa
       }
       if (!Exists(data_file)) {
         return NotFoundError("LMDB database '" + path + "' does not exist (no data.mdb in it)");
+      }
+      if (FileSize(data_file) == 0) {
+        return DataLossError("LMDB database '" + path + "' is truncated: " + data_file + " is empty");
       }
       break;
     case DbMode::kNew:
@@ -76,6 +103,13 @@ StatusOr<std::unique_ptr<LmdbDatabase>> LmdbDatabase::Open(const std::string& pa
   if (rc != 0) {
     mdb_env_close(env);
     return InvalidArgumentError("cannot open LMDB database '" + path + "': " + LmdbMessage(rc));
+  }
+  if (read_only) {
+    Status whole = CheckNotTruncated(env, path, data_file);
+    if (!whole.ok()) {
+      mdb_env_close(env);
+      return whole;
+    }
   }
   MDB_txn* txn = nullptr;
   rc = mdb_txn_begin(env, nullptr, read_only ? MDB_RDONLY : 0, &txn);

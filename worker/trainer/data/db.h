@@ -47,7 +47,9 @@ class LmdbCursor;
 class LmdbDatabase {
  public:
   // Opens the LMDB directory at `path`. Errors name the path: NOT_FOUND when a
-  // kRead database does not exist, INVALID_ARGUMENT when kNew finds one already.
+  // kRead database does not exist, DATA_LOSS when its data.mdb is shorter than
+  // the pages its header names (a truncated copy: LMDB itself would die of
+  // SIGBUS reading them), INVALID_ARGUMENT when kNew finds one already.
   static StatusOr<std::unique_ptr<LmdbDatabase>> Open(const std::string& path, DbMode mode);
 
   ~LmdbDatabase();

@@ -51,9 +51,14 @@ StatusOr<std::vector<std::uint32_t>> ParseHeader(const std::string& path, const 
   }
   std::vector<std::uint32_t> sizes;
   unsigned long long body = 1;
+  bool overflow = false;
   for (int d = 0; d < dims; ++d) {
     sizes.push_back(BigEndianAt(bytes, 4 + 4 * static_cast<std::size_t>(d)));
-    body *= sizes.back();
+    overflow |= __builtin_mul_overflow(body, static_cast<unsigned long long>(sizes.back()), &body);
+  }
+  if (overflow) {
+    return DataLossError("IDX " + std::string(kind) + " file '" + path + "' has a header whose sizes multiply past " +
+                         "2^64 bytes: the file is corrupt");
   }
   const unsigned long long have = bytes.size() - header;
   if (have < body) {

@@ -48,6 +48,10 @@ void AccuracyLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<
   per_class_count_.assign(num_labels_, 0);
 }
 
+Layer::LabelRange AccuracyLayer::AcceptedLabels(int bottom_index) const {
+  return bottom_index == 1 ? LabelsBelow(num_labels_, has_ignore_label_, ignore_label_) : LabelRange();
+}
+
 void AccuracyLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const float* scores = bottom[0]->cpu_data();
   const float* label = bottom[1]->cpu_data();
@@ -61,9 +65,13 @@ void AccuracyLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vec
     for (int j = 0; j < inner_num_; ++j) {
       const int label_value = static_cast<int>(label[i * inner_num_ + j]);
       if (has_ignore_label_ && label_value == ignore_label_) continue;
-      LAYER_CHECK(label_value >= 0 && label_value < num_labels_)
-          << "label " << label_value << " at position " << i * inner_num_ + j << " is out of range [0, " << num_labels_
-          << ")";
+      if (label_value < 0 || label_value >= num_labels_) {
+        set_forward_error(StatusCode::kInvalidArgument, "label " + std::to_string(label_value) + " at position " +
+                                                            std::to_string(i * inner_num_ + j) +
+                                                            " is out of range [0, " + std::to_string(num_labels_) +
+                                                            ")");
+        return;
+      }
       ++per_class_count_[label_value];
       const float true_score = scores[i * dim + label_value * inner_num_ + j];
       // The true class itself is counted once, hence -1.

@@ -24,10 +24,12 @@ class AccuracyLayer : public Layer {
   int MinTopBlobs() const override { return 1; }
   int MaxTopBlobs() const override { return 2; }
   bool AllowForceBackward(int bottom_index) const override { return false; }
+  // Bottom 1: labels 0 .. classes - 1 and ignore_label.
+  LabelRange AcceptedLabels(int bottom_index) const override;
 
  protected:
-  // A label outside [0, classes) (and not ignore_label) is fatal, naming the
-  // layer, the label and its position.
+  // A label outside [0, classes) (and not ignore_label) is a forward error
+  // (Layer::forward_error) naming the layer, the label and its position.
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // Accuracy has no gradient: asking for one is fatal (as in Caffe).
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,

@@ -248,9 +248,8 @@ Status InputLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std:
   }
   for (size_t i = 0; i < top.size() && num_shapes > 0; ++i) {
     const caffe::BlobShape& shape = p.shape(num_shapes == 1 ? 0 : static_cast<int>(i));
-    for (int d = 0; d < shape.dim_size(); ++d) {
-      if (shape.dim(d) < 0) return LayerError("input shapes must not have negative dimensions");
-    }
+    Status valid = CheckBlobShape(shape);
+    if (!valid.ok()) return LayerError("input_param " + valid.message());
     top[i]->Reshape(shape);
   }
   return Status::OK();

@@ -118,6 +118,10 @@ Status SoftmaxWithLossLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, 
   return Status::OK();
 }
 
+Layer::LabelRange SoftmaxWithLossLayer::AcceptedLabels(int bottom_index) const {
+  return bottom_index == 1 ? LabelsBelow(channels_, has_ignore_label_, ignore_label_) : LabelRange();
+}
+
 void SoftmaxWithLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   LAYER_CHECK(bottom[0]->shape(0) == bottom[1]->shape(0))
       << "the data and label should have the same first dimension: " << bottom[0]->shape_string() << " vs "
@@ -166,9 +170,12 @@ void SoftmaxWithLossLayer::Forward_cpu(const std::vector<Blob*>& bottom, const s
     for (int j = 0; j < inner_num_; ++j) {
       const int label_value = static_cast<int>(label[i * inner_num_ + j]);
       if (has_ignore_label_ && label_value == ignore_label_) continue;
-      LAYER_CHECK(label_value >= 0 && label_value < channels_)
-          << "label " << label_value << " at position " << i * inner_num_ + j << " is out of range [0, " << channels_
-          << ")";
+      if (label_value < 0 || label_value >= channels_) {
+        set_forward_error(StatusCode::kInvalidArgument, "label " + std::to_string(label_value) + " at position " +
+                                                            std::to_string(i * inner_num_ + j) +
+                                                            " is out of range [0, " + std::to_string(channels_) + ")");
+        return;
+      }
       loss -= std::log(std::max(prob[i * dim + label_value * inner_num_ + j], FLT_MIN));
       ++count;
     }

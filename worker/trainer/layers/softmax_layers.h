@@ -58,6 +58,8 @@ class SoftmaxWithLossLayer : public Layer {
   bool AutoTopBlobs() const override { return true; }
   // The labels never get a gradient.
   bool AllowForceBackward(int bottom_index) const override { return bottom_index != 1; }
+  // Bottom 1: labels 0 .. classes - 1 and ignore_label.
+  LabelRange AcceptedLabels(int bottom_index) const override;
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;

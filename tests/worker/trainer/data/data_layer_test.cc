@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <set>
@@ -13,6 +15,9 @@
 #include "worker/trainer/blob.h"
 #include "worker/trainer/data/db.h"
 #include "worker/trainer/layer_registry.h"
+#include "worker/trainer/net.h"
+#include "worker/trainer/prototxt.h"
+#include "worker/trainer/solver.h"
 
 namespace nereus {
 namespace data {
@@ -50,6 +55,42 @@ class DataLayerTest : public ::testing::Test {
     }
     EXPECT_TRUE(writer.Flush().ok());
     return path;
+  }
+
+  // Overwrites (or adds) one record.
+  static void Put(const std::string& source, const std::string& key, const std::string& value) {
+    auto db = LmdbDatabase::Open(source, DbMode::kWrite);
+    ASSERT_TRUE(db.ok()) << db.status();
+    Status st = (*db)->PutBatch({{key, value}});
+    ASSERT_TRUE(st.ok()) << st;
+  }
+
+  // A serialized 1 x height x width Datum of bytes 1 and label `label`.
+  static std::string UniformDatum(int height, int width, int label) {
+    caffe::Datum datum;
+    datum.set_channels(1);
+    datum.set_height(height);
+    datum.set_width(width);
+    datum.set_data(std::string(static_cast<size_t>(height) * width, '\x01'));
+    datum.set_label(label);
+    return datum.SerializeAsString();
+  }
+
+  // Replaces the one occurrence of `from` in the file by `to` (same size).
+  static void PatchFile(const std::string& path, const std::string& from, const std::string& to) {
+    ASSERT_EQ(from.size(), to.size());
+    std::string bytes;
+    {
+      std::ifstream in(path, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    const size_t at = bytes.find(from);
+    ASSERT_NE(at, std::string::npos) << "not in " << path;
+    ASSERT_EQ(bytes.find(from, at + 1), std::string::npos) << "twice in " << path;
+    bytes.replace(at, from.size(), to);
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    ASSERT_TRUE(out.good()) << path;
   }
 
   static caffe::LayerParameter Param(const std::string& source, int batch_size) {
@@ -188,32 +229,162 @@ TEST_F(DataLayerTest, RandSkipSkipsOwnRecordsFromItsOwnEngine) {
   EXPECT_EQ(ForwardLabels(&layer), (std::vector<int>{1 + 2 * skip, 3 + 2 * skip}));
 }
 
-TEST_F(DataLayerTest, CorruptRecordIsFatalAtForwardNamingKeyAndDatabase) {
-  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+// Bad records: each is reported by the Forward that needs it, after the
+// good batches before it, naming the database, the record and what is wrong.
+TEST_F(DataLayerTest, RecordThatIsNotADatumIsAForwardErrorNamingDatabaseAndRecord) {
+  const std::string source = MakeDb("db", 6);
+  Put(source, "00000002", std::string("\xff\xff\xff", 3));
+  DataLayer layer(Param(source, 2));
+  ASSERT_TRUE(SetUpLayer(&layer).ok());
+  EXPECT_EQ(ForwardLabels(&layer), (std::vector<int>{0, 1}));
+  EXPECT_TRUE(layer.forward_error().ok()) << layer.forward_error();
+  layer.Forward({}, {&data_, &label_});
+  EXPECT_EQ(layer.forward_error().ToString(),
+            "DATA_LOSS: layer mnist (Data): LMDB database '" + source +
+                "', record 2 (key '00000002'): not a Datum (3 bytes that do not parse)");
+  // The thread has stopped at that record: the next Forward says the same.
+  layer.Forward({}, {&data_, &label_});
+  EXPECT_EQ(layer.forward_error().message(),
+            "layer mnist (Data): LMDB database '" + source +
+                "', record 2 (key '00000002'): not a Datum (3 bytes that do not parse)");
+}
+
+TEST_F(DataLayerTest, ByteCorruptedInTheFileIsAForwardErrorNamingTheRecord) {
+  const std::string source = MakeDb("db", 8);
+  // Record 5 on disk: channels 1, height 2, width 2, data {5, 6, 7, 8},
+  // label 5. One bit of its height flipped in data.mdb: height 3.
+  const std::string before("\x08\x01\x10\x02\x18\x02\x22\x04\x05\x06\x07\x08\x28\x05", 14);
+  std::string after = before;
+  after[3] = '\x03';
+  PatchFile(source + "/data.mdb", before, after);
+  DataLayer layer(Param(source, 5));
+  ASSERT_TRUE(SetUpLayer(&layer).ok());
+  EXPECT_EQ(ForwardLabels(&layer), (std::vector<int>{0, 1, 2, 3, 4}));
+  layer.Forward({}, {&data_, &label_});
+  EXPECT_EQ(layer.forward_error().message(), "layer mnist (Data): LMDB database '" + source +
+                                                 "', record 5 (key '00000005'): Datum of shape 1x3x2 holds 4 data "
+                                                 "bytes, expected 6");
+}
+
+TEST_F(DataLayerTest, DatumOfAnotherShapeIsAForwardErrorNamingBothShapes) {
+  const std::string source = MakeDb("db", 6);
+  Put(source, "00000003", UniformDatum(3, 3, 3));
+  // Shard 1 of 2 reads records 1, 3, 5: its second record is the bad one.
+  DataLayer layer(Param(source, 1), DataLayerOptions{1, 2});
+  ASSERT_TRUE(SetUpLayer(&layer).ok());
+  EXPECT_EQ(ForwardLabels(&layer), (std::vector<int>{1}));
+  layer.Forward({}, {&data_, &label_});
+  EXPECT_EQ(layer.forward_error().message(),
+            "layer mnist (Data): LMDB database '" + source +
+                "', record 3 (key '00000003'): Datum of shape 1x3x3; the first record read, whose shape every record "
+                "must have, is 1x2x2");
+}
+
+TEST_F(DataLayerTest, BadFirstRecordIsASetUpError) {
+  const std::string source = MakeDb("db", 3);
+  Put(source, "00000000", "not a datum at all");
+  DataLayer layer(Param(source, 2));
+  EXPECT_EQ(SetUpLayer(&layer).ToString(),
+            "INVALID_ARGUMENT: layer mnist (Data): LMDB database '" + source +
+                "', record 0 (key '00000000'): not a Datum (18 bytes that do not parse)");
+}
+
+TEST_F(DataLayerTest, TruncatedDatabaseIsASetUpErrorNotASigbus) {
+  // Enough records for many pages; the copy keeps its first 3 pages.
+  const std::string source = MakeDb("db", 2000);
+  const std::string data_file = source + "/data.mdb";
+  const auto full = std::filesystem::file_size(data_file);
+  ASSERT_GT(full, 4u * 4096);
+  std::filesystem::resize_file(data_file, 3 * 4096);
+  DataLayer layer(Param(source, 2));
+  EXPECT_EQ(SetUpLayer(&layer).ToString(), "INVALID_ARGUMENT: layer mnist (Data): LMDB database '" + source +
+                                               "' is truncated: " + data_file +
+                                               " has 12288 bytes, but its pages run to byte " + std::to_string(full));
+  std::filesystem::resize_file(data_file, 0);
+  DataLayer empty(Param(source, 2));
+  EXPECT_EQ(SetUpLayer(&empty).message(),
+            "layer mnist (Data): LMDB database '" + source + "' is truncated: " + data_file + " is empty");
+}
+
+TEST_F(DataLayerTest, MissingSourceAndMissingMeanFileAreSetUpErrorsNamingThem) {
+  DataLayer missing(Param(dir_ + "/missing_lmdb", 2));
+  EXPECT_EQ(SetUpLayer(&missing).ToString(), "INVALID_ARGUMENT: layer mnist (Data): LMDB database '" + dir_ +
+                                                 "/missing_lmdb' does not exist (no such directory)");
+  caffe::LayerParameter param = Param(MakeDb("db", 2), 2);
+  param.mutable_transform_param()->set_mean_file(dir_ + "/mean.binaryproto");
+  DataLayer no_mean(param);
+  EXPECT_EQ(SetUpLayer(&no_mean).ToString(),
+            "INVALID_ARGUMENT: layer mnist (Data): transform_param: cannot open "
+            "mean_file '" +
+                dir_ + "/mean.binaryproto': No such file or directory");
+}
+
+// The Net hands the label range of the loss to the Data layer: a label out of
+// range names its record; the loss never sees it, no later layer runs.
+TEST_F(DataLayerTest, LabelOutOfRangeForTheLossIsAForwardErrorOfTheDataLayer) {
   const std::string source = MakeDb("db", 4);
-  {
-    auto db = LmdbDatabase::Open(source, DbMode::kWrite);
-    ASSERT_TRUE(db.ok());
-    ASSERT_TRUE((*db)->PutBatch({{"00000002", std::string("\xff\xff\xff", 3)}}).ok());
-  }
-  EXPECT_DEATH(
-      {
-        DataLayer layer(Param(source, 2));
-        if (!SetUpLayer(&layer).ok()) return;
-        ForwardLabels(&layer);  // Records 0, 1: fine.
-        ForwardLabels(&layer);  // Record 2 is not a Datum.
-      },
-      "record '00000002' of LMDB database '.*db' is not a Datum");
+  Put(source, "00000003", UniformDatum(2, 2, 12));
+  caffe::NetParameter net_param;
+  Status st = ParseNetParameter(R"(
+layer { name: "mnist" type: "Data" top: "data" top: "label" data_param { source: ")" +
+                                    source + R"(" batch_size: 2 } }
+layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
+        inner_product_param { num_output: 10 weight_filler { type: "xavier" } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
+layer { name: "accuracy" type: "Accuracy" bottom: "ip" bottom: "label" top: "accuracy" }
+)",
+                                "net.prototxt", &net_param);
+  ASSERT_TRUE(st.ok()) << st;
+  net_param.mutable_state()->set_phase(caffe::TRAIN);
+  auto net = Net::Create(net_param, DefaultLayerRegistry());
+  ASSERT_TRUE(net.ok()) << net.status();
+  std::vector<int> after_forward;
+  (*net)->add_after_forward([&](int layer) {
+    after_forward.push_back(layer);
+    return Status::OK();
+  });
+  ASSERT_TRUE((*net)->Forward().ok());  // Records 0 and 1.
+  after_forward.clear();
+  auto second = (*net)->Forward();  // Records 2 and 3.
+  EXPECT_EQ(second.status().ToString(),
+            "DATA_LOSS: layer mnist (Data): LMDB database '" + source +
+                "', record 3 (key '00000003'): label 12 is out of range for layer loss (SoftmaxWithLoss), which takes "
+                "labels 0 to 9");
+  EXPECT_TRUE(after_forward.empty()) << "layer " << after_forward[0] << " ran after the bad batch";
+}
+
+// A bad record stops the solver in the iteration that reads it: every
+// snapshot is of a whole iteration, none of the one that failed.
+TEST_F(DataLayerTest, SolverStopsAtTheIterationOfTheBadRecordAndSnapshotsOnlyWholeIterations) {
+  const std::string source = MakeDb("db", 12);
+  Put(source, "00000007", std::string("\xff\xff\xff", 3));
+  caffe::SolverParameter param;
+  Status st = ParseSolverParameter(R"(
+net_param {
+  layer { name: "mnist" type: "Data" top: "data" top: "label" data_param { source: ")" +
+                                       source + R"(" batch_size: 2 } }
+  layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
+          inner_product_param { num_output: 10 weight_filler { type: "xavier" } } }
+  layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
+}
+base_lr: 0.1 lr_policy: "fixed" max_iter: 10 display: 0 random_seed: 3
+snapshot: 1 snapshot_prefix: ")" + dir_ +
+                                       R"(/snap" snapshot_after_train: false
+)",
+                                   "solver.prototxt", &param);
+  ASSERT_TRUE(st.ok()) << st;
+  auto solver = Solver::Create(param, DefaultLayerRegistry());
+  ASSERT_TRUE(solver.ok()) << solver.status();
+  EXPECT_EQ((*solver)->Solve().ToString(), "DATA_LOSS: iteration 3: layer mnist (Data): LMDB database '" + source +
+                                               "', record 7 (key '00000007'): not a Datum (3 bytes that do not parse)");
+  EXPECT_EQ((*solver)->iter(), 3);
+  for (int i = 1; i <= 3; ++i)
+    EXPECT_TRUE(std::filesystem::exists(dir_ + "/snap_iter_" + std::to_string(i) + ".caffemodel")) << i;
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/snap_iter_4.caffemodel"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/snap_iter_4.solverstate"));
 }
 
 TEST_F(DataLayerTest, SetUpErrorsNameTheProblem) {
-  {
-    DataLayer layer(Param(dir_ + "/missing_lmdb", 2));
-    Status s = SetUpLayer(&layer);
-    ASSERT_FALSE(s.ok());
-    EXPECT_NE(s.message().find(dir_ + "/missing_lmdb"), std::string::npos) << s;
-    EXPECT_NE(s.message().find("layer mnist"), std::string::npos) << s;
-  }
   const std::string source = MakeDb("one", 1);
   {
     DataLayer layer(Param(source, 2), DataLayerOptions{1, 2});

@@ -122,6 +122,19 @@ TEST(DataTransformerTest, MeanFileIsSubtractedPerPosition) {
   auto m = DataTransformer::Create(missing, caffe::TEST);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("absent.binaryproto"), std::string::npos) << m.status();
+
+  // A mean file whose legacy dimensions are negative (a corrupt file): an
+  // error naming it, not a CHECK in Blob::Reshape.
+  mean.set_num(-1);
+  {
+    std::ofstream out(dir + "/negative.binaryproto", std::ios::binary);
+    mean.SerializeToOstream(&out);
+  }
+  caffe::TransformationParameter negative;
+  negative.set_mean_file(dir + "/negative.binaryproto");
+  auto n = DataTransformer::Create(negative, caffe::TEST);
+  EXPECT_EQ(n.status().ToString(), "INVALID_ARGUMENT: transform_param: mean_file '" + dir +
+                                       "/negative.binaryproto': blob dimension out of range: -1");
   std::filesystem::remove_all(dir);
 }
 

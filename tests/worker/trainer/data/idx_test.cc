@@ -106,6 +106,14 @@ TEST_F(IdxTest, TruncatedBodyAndHeaderAreErrors) {
   EXPECT_FALSE(ReadIdxLabels(Path("tiny")).ok());
 }
 
+// Sizes whose product passes 2^64 could wrap around to the file's length.
+TEST_F(IdxTest, HeaderSizesThatOverflowAreAnError) {
+  WriteBytes(Path("huge"), {0, 0, 8, 3, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255});
+  auto images = ReadIdxImages(Path("huge"));
+  EXPECT_EQ(images.status().ToString(), "DATA_LOSS: IDX images file '" + Path("huge") +
+                                            "' has a header whose sizes multiply past 2^64 bytes: the file is corrupt");
+}
+
 TEST_F(IdxTest, TrailingBytesAreAnError) {
   auto bytes = GoodLabels();
   bytes.push_back(4);

@@ -151,14 +151,25 @@ TEST(SoftmaxWithLossLayerConfigTest, LabelCountMismatch) {
   EXPECT_NE(std::string::npos, s.message().find("number of labels must match")) << s.message();
 }
 
-TEST(SoftmaxWithLossLayerDeathTest, LabelOutOfRange) {
+// A label out of range is a forward error (Net::Forward returns it), and the
+// layer tells the Net which labels it takes (a Data layer checks them).
+TEST(SoftmaxWithLossLayerConfigTest, LabelOutOfRangeIsAForwardError) {
   Blob scores(std::vector<int>{2, 3}), label(std::vector<int>{2}), loss;
   SetBlobData(&label, {1, 3});
-  SoftmaxWithLossLayer layer(ParseLayerParameter("name: 'loss3' type: 'SoftmaxWithLoss'"));
+  SoftmaxWithLossLayer layer(
+      ParseLayerParameter("name: 'loss3' type: 'SoftmaxWithLoss' loss_param { ignore_label: 255 }"));
   ASSERT_TRUE(layer.SetUp({&scores, &label}, {&loss}).ok());
-  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
-  EXPECT_DEATH(layer.Forward({&scores, &label}, {&loss}),
-               "layer loss3 \\(SoftmaxWithLoss\\): label 3 at position 1 is out of range");
+  EXPECT_EQ(layer.Forward({&scores, &label}, {&loss}), 0.0f);
+  EXPECT_EQ(layer.forward_error().ToString(),
+            "INVALID_ARGUMENT: layer loss3 (SoftmaxWithLoss): label 3 at position 1 is out of range [0, 3)");
+  SetBlobData(&label, {1, 255});
+  layer.Forward({&scores, &label}, {&loss});
+  EXPECT_TRUE(layer.forward_error().ok()) << layer.forward_error();
+  const Layer::LabelRange range = layer.AcceptedLabels(1);
+  EXPECT_EQ(range.num_classes, 3);
+  EXPECT_EQ(range.ignore_label, 255);
+  EXPECT_EQ(range.consumer, "layer loss3 (SoftmaxWithLoss)");
+  EXPECT_EQ(layer.AcceptedLabels(0).num_classes, 0);
 }
 
 // ---- Accuracy ----
@@ -221,15 +232,19 @@ TEST(AccuracyLayerConfigTest, TopKLargerThanClasses) {
   EXPECT_NE(std::string::npos, s.message().find("top_k (5)")) << s.message();
 }
 
-TEST(AccuracyLayerDeathTest, LabelOutOfRange) {
+TEST(AccuracyLayerConfigTest, LabelOutOfRangeIsAForwardError) {
   Blob scores(std::vector<int>{4, 3}), label(std::vector<int>{4}), top;
   SetBlobData(&scores, kScores);
   SetBlobData(&label, {1, 2, -1, 0});
   AccuracyLayer layer(ParseLayerParameter("name: 'acc1' type: 'Accuracy'"));
   ASSERT_TRUE(layer.SetUp({&scores, &label}, {&top}).ok());
-  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
-  EXPECT_DEATH(layer.Forward({&scores, &label}, {&top}),
-               "layer acc1 \\(Accuracy\\): label -1 at position 2 is out of range \\[0, 3\\)");
+  layer.Forward({&scores, &label}, {&top});
+  EXPECT_EQ(layer.forward_error().ToString(),
+            "INVALID_ARGUMENT: layer acc1 (Accuracy): label -1 at position 2 is out of range [0, 3)");
+  const Layer::LabelRange range = layer.AcceptedLabels(1);
+  EXPECT_EQ(range.num_classes, 3);
+  EXPECT_FALSE(range.ignore_label.has_value());
+  EXPECT_EQ(range.consumer, "layer acc1 (Accuracy)");
 }
 
 }  // namespace
