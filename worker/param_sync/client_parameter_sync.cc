@@ -29,10 +29,10 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
       CHECK_GE(id, 0);
       CHECK_LT(static_cast<size_t>(id), params.size());
       for (size_t b = 0; b < blobs.size(); ++b) {
-        if (blobs[b].get() == params[id]) names_[id] = net_->layer_names()[layer] + "/" + std::to_string(b);
+        if (blobs[b].get() == params[id]) names_[id] = net_->UniqueLayerName(layer) + "/" + std::to_string(b);
       }
       CHECK(!names_[id].empty()) << "learnable param " << id << " is not a blob of its owner layer "
-                                 << net_->layer_names()[layer];
+                                 << net_->UniqueLayerName(layer);
     }
   }
   // Each parameter belongs to its owner layer: the client pushes a layer's
@@ -97,7 +97,7 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
   const int64_t start = client_->job().start_clock();
   for (int layer = 0; layer < net_->num_layers(); ++layer) {
     Status st = client_->WaitWeights(layer, start);
-    if (!st.ok()) return Fail(st.Annotate("pulling the initial weights of layer " + net_->layer_names()[layer]));
+    if (!st.ok()) return Fail(st.Annotate("pulling the initial weights of layer " + net_->UniqueLayerName(layer)));
   }
   pull_clock_ = start;
   initialized_ = true;
@@ -114,7 +114,7 @@ Status ClientParameterSync::WaitWeights(int layer, int64_t iter) {
   }
   Status st = client_->WaitWeights(layer, iter);
   if (!st.ok()) {
-    return Fail(st.Annotate("pulling the weights of layer " + net_->layer_names()[layer] + " for iteration " +
+    return Fail(st.Annotate("pulling the weights of layer " + net_->UniqueLayerName(layer) + " for iteration " +
                             std::to_string(iter)));
   }
   return Status::OK();
@@ -138,7 +138,7 @@ Status ClientParameterSync::GradientsReady(int layer, int64_t iter) {
     }
   }
   Status st = client_->GradientsReady(layer, iter);
-  if (!st.ok()) return Fail(st.Annotate("pushing the gradients of layer " + net_->layer_names()[layer]));
+  if (!st.ok()) return Fail(st.Annotate("pushing the gradients of layer " + net_->UniqueLayerName(layer)));
   return Status::OK();
 }
 
@@ -161,7 +161,7 @@ Status ClientParameterSync::Drain() {
   if (!initialized_) return status_;
   for (int layer = 0; layer < net_->num_layers(); ++layer) {
     Status st = client_->WaitWeights(layer, pull_clock_);
-    if (!st.ok()) Fail(st.Annotate("pulling the weights of layer " + net_->layer_names()[layer])).IgnoreError();
+    if (!st.ok()) Fail(st.Annotate("pulling the weights of layer " + net_->UniqueLayerName(layer))).IgnoreError();
   }
   return status_;
 }

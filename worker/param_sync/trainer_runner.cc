@@ -173,7 +173,7 @@ StatusOr<TrainSummary> RunTrainingOnce(const TrainRunOptions& options, int* rank
     };
     auto span = [net, s, begin, c = client.get()](const char* what) {
       return [net, s, begin, c, what](int layer) {
-        c->TraceSpan(std::string(what) + " " + net->layer_names()[layer], s->iter(), *begin, MonotonicMicros());
+        c->TraceSpan(std::string(what) + " " + net->UniqueLayerName(layer), s->iter(), *begin, MonotonicMicros());
         return Status::OK();
       };
     };

@@ -1,6 +1,15 @@
-// Fillers initialise parameter blobs (Caffe's fillers): constant, uniform,
-// gaussian, xavier and msra. Randomness comes from an engine the caller
-// passes (the Net's, seeded from the solver's random_seed).
+// Fillers initialise parameter blobs: Caffe's fillers, every one of them,
+// with Caffe's semantics (filler.hpp): constant (value), uniform (min, max),
+// gaussian (mean, std, and sparse: each value kept with probability
+// sparse / shape(0)), positive_unitball (uniform, every row of the first
+// axis scaled to sum 1), xavier and msra (variance_norm FAN_IN, FAN_OUT or
+// AVERAGE) and bilinear (upsampling kernels). Randomness comes from an engine
+// the caller passes (the Net's, seeded from the solver's random_seed): a
+// std::mt19937 with the standard distributions, so the values are not Caffe's
+// (Boost's generators), only distributed as Caffe's. Where Caffe dies on a
+// CHECK (sparse on a non-gaussian filler, sparse above shape(0), bilinear on
+// a non-square filter) Nereus returns InvalidArgument naming the filler and
+// the blob's shape.
 #ifndef NEREUS_WORKER_TRAINER_FILLER_H_
 #define NEREUS_WORKER_TRAINER_FILLER_H_
 
@@ -17,15 +26,17 @@ class Filler {
  public:
   explicit Filler(const caffe::FillerParameter& param) : filler_param_(param) {}
   virtual ~Filler() = default;
-  // Fills blob->data. `rng` may be null for the constant filler only.
-  virtual void Fill(Blob* blob, std::mt19937* rng) const = 0;
+  // Fills blob->data. `rng` may be null for the constant and bilinear
+  // fillers only. Errors: a blob the filler cannot fill (see above).
+  virtual Status Fill(Blob* blob, std::mt19937* rng) const = 0;
 
  protected:
   caffe::FillerParameter filler_param_;
 };
 
-// Builds the filler named by param.type(). An unknown type, or a parameter
-// Nereus does not support (gaussian `sparse`), is InvalidArgument naming it.
+// Builds the filler named by param.type(). An unknown type, or a bad
+// parameter (std <= 0, min > max, sparse < -1 or on another type than
+// gaussian), is InvalidArgument naming it.
 StatusOr<std::unique_ptr<Filler>> CreateFiller(const caffe::FillerParameter& param);
 
 // CreateFiller(param) then Fill(blob, rng).

@@ -150,13 +150,29 @@ Status WriteGroupOfLayers(const Net& net, hid_t file, const char* group_name, bo
   std::set<const void*> written;  // A shared parameter is stored with its owner only.
   for (int l = 0; l < net.num_layers(); ++l) {
     const std::string& name = net.layer_names()[l];
+    const int first = net.layer_index(name);
+    if (first != l) {
+      // A repeated name (two "loss" layers): Caffe's layout has one group per
+      // name, which the first layer of the name holds. A later one can only
+      // be left out when it has no parameters of its own.
+      for (const auto& b : net.layers()[l]->blobs()) {
+        if (written.count(b->data().get()) == 0) {
+          return InvalidArgumentError(path + ": layers " + std::to_string(first) + " and " + std::to_string(l) +
+                                      " are both named \"" + name +
+                                      "\" and the second has parameters; an HDF5 snapshot holds one group per "
+                                      "layer name (use snapshot_format: BINARYPROTO)");
+        }
+      }
+      continue;
+    }
     Hid layer(Quiet([&] { return H5Gcreate2(group.get(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT); }),
               H5Gclose);
     if (!layer.ok()) return UnavailableError(path + ": cannot create group " + group_name + "/" + name);
     const auto& blobs = net.layers()[l]->blobs();
     for (size_t j = 0; j < blobs.size(); ++j) {
       const Blob& b = *blobs[j];
-      if (!diff && !written.insert(b.data().get()).second) continue;
+      const bool stored_before = !written.insert(b.data().get()).second;
+      if (!diff && stored_before) continue;
       const std::string dataset = std::to_string(j);
       RETURN_IF_ERROR(WriteFloats(layer.get(), dataset, b.shape(), diff ? b.cpu_diff() : b.cpu_data(),
                                   path + ":" + group_name + "/" + name + "/" + dataset));

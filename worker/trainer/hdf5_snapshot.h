@@ -2,7 +2,9 @@
 // Debian's libhdf5 (the C library and its H5LT "lite" API):
 //
 //   <prefix>_iter_N.caffemodel.h5   group "data", in it one group per layer
-//       (named as the layer, every layer of the net, in order), in it one
+//       (named as the layer, every layer of the net, in order; a repeated
+//       name is stored once, and refused when a later layer of that name has
+//       parameters of its own), in it one
 //       float dataset per parameter blob the layer owns, named "0", "1", ...
 //       and shaped as the blob; a shared parameter is stored only with the
 //       layer that owns it. With snapshot_diff, group "diff" likewise holds

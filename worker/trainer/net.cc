@@ -231,9 +231,6 @@ Status Net::Init(const caffe::NetParameter& in_param, const LayerRegistry& regis
     if (layer_param->loss_weight_size() > 0 && layer_param->loss_weight_size() != layer_param->top_size()) {
       return InvalidArgumentError(where(layer_id) + ": loss_weight must be unspecified or given once per top blob");
     }
-    if (layer_names_index_.count(layer_param->name())) {
-      return InvalidArgumentError(where(layer_id) + ": a layer of this name already exists");
-    }
     std::unique_ptr<Layer> layer;
     if (layer_param->type() == "Split" && origin[layer_id] < 0) {
       layer = std::make_unique<SplitLayer>(*layer_param);
@@ -245,7 +242,9 @@ Status Net::Init(const caffe::NetParameter& in_param, const LayerRegistry& regis
       layer = std::move(created).value();
     }
     layer->set_rng(&rng_);
-    layer_names_index_[layer_param->name()] = layer_id;
+    // Names may repeat, as in Caffe (two layers named "loss"); the index
+    // keeps the first layer of each name.
+    layer_names_index_.emplace(layer_param->name(), layer_id);
     layer_names_.push_back(layer_param->name());
     layers_.push_back(std::move(layer));
     Layer* l = layers_.back().get();
@@ -366,6 +365,20 @@ Status Net::Init(const caffe::NetParameter& in_param, const LayerRegistry& regis
       }
     }
   }
+  // A gradient the layer cannot compute (a loss layer's labels, anything of
+  // an Accuracy or ArgMax): Caffe dies in that layer's Backward; refused here.
+  for (int layer_id = 0; layer_id < num_layers; ++layer_id) {
+    if (!layer_need_backward_[layer_id]) continue;
+    const caffe::LayerParameter& lp = param.layer(layer_id);
+    for (size_t b = 0; b < bottom_need_backward_[layer_id].size(); ++b) {
+      if (!bottom_need_backward_[layer_id][b] || layers_[layer_id]->AllowForceBackward(static_cast<int>(b))) continue;
+      const bool asked = lp.propagate_down_size() > 0 && lp.propagate_down(static_cast<int>(b));
+      return InvalidArgumentError(where(layer_id) + ": bottom " + std::to_string(b) + " (\"" + lp.bottom(b) +
+                                  "\") cannot get a gradient from a " + layers_[layer_id]->type() + " layer, but " +
+                                  (asked ? "propagate_down asks for one" : "the layer that produces it needs one") +
+                                  (asked ? " (set propagate_down: false for it)" : ""));
+    }
+  }
   // Every blob nobody consumed is an output, in name order as in Caffe.
   for (const auto& [blob_name, blob_id] : available_blobs) {
     net_output_blobs_.push_back(blobs_[blob_id].get());
@@ -380,6 +393,12 @@ Status Net::Init(const caffe::NetParameter& in_param, const LayerRegistry& regis
   }
   blob_loss_weights_.resize(blobs_.size(), 0.0f);
   HandOverLabelRanges();
+  std::map<std::string, int> name_count, name_seen;
+  for (const std::string& n : layer_names_) ++name_count[n];
+  for (const std::string& n : layer_names_) {
+    const int k = ++name_seen[n];
+    unique_layer_names_.push_back(name_count[n] == 1 ? n : n + "#" + std::to_string(k));
+  }
   LOG(INFO) << "Net \"" << name_ << "\" (" << (phase_ == caffe::TRAIN ? "TRAIN" : "TEST") << "): " << num_layers
             << " layers, " << learnable_params_.size() << " learnable blobs, " << num_learnable_scalars()
             << " parameters";
@@ -580,11 +599,24 @@ int64_t Net::num_learnable_scalars() const {
   return total;
 }
 
+int Net::TargetOfSource(const std::string& name, std::map<std::string, int>* seen) const {
+  const int occurrence = (*seen)[name]++;
+  int first = -1;
+  int count = 0;
+  for (int l = 0; l < num_layers(); ++l) {
+    if (layer_names_[l] != name) continue;
+    if (first < 0) first = l;
+    if (count++ == occurrence) return l;
+  }
+  return first;
+}
+
 Status Net::ShareTrainedLayersWith(const Net& other) {
+  std::map<std::string, int> seen;
   for (int i = 0; i < other.num_layers(); ++i) {
     const Layer* source = other.layers()[i].get();
     const std::string& source_name = other.layer_names()[i];
-    const int target_id = layer_index(source_name);
+    const int target_id = TargetOfSource(source_name, &seen);
     if (target_id < 0) continue;
     auto& target_blobs = layers_[target_id]->blobs();
     if (target_blobs.size() != source->blobs().size()) {
@@ -606,8 +638,9 @@ Status Net::ShareTrainedLayersWith(const Net& other) {
 }
 
 Status Net::CopyTrainedLayersFrom(const caffe::NetParameter& param) {
+  std::map<std::string, int> seen;
   for (const caffe::LayerParameter& source_layer : param.layer()) {
-    const int target_id = layer_index(source_layer.name());
+    const int target_id = TargetOfSource(source_layer.name(), &seen);
     if (target_id < 0) {
       VLOG(1) << "Ignoring source layer " << source_layer.name();
       continue;

@@ -1,8 +1,20 @@
 // Net: a directed acyclic graph of layers built from a NetParameter, as
 // Caffe's Net: phase/level/stage filtering with include/exclude rules,
 // in-place layers, automatic Split layers for blobs consumed more than once,
-// loss weights, parameter sharing by name, and weights shared with another
-// net (the test net uses the train net's weights).
+// loss weights (on any layer's top), propagate_down, parameter sharing by
+// name, and weights shared with another net (the test net uses the train
+// net's weights).
+//
+// Layer names may repeat, as Caffe allows (its mnist_autoencoder has two
+// layers named "loss" in one net). Where a name is a key: weights go by name
+// to the first layer of that name, as in Caffe's CopyTrainedLayersFrom and
+// ShareTrainedLayersWith; when the source repeats a name too, its k-th layer
+// of that name goes to the k-th of ours (Caffe would copy them all into the
+// first and leave the others as filled: a snapshot of such a net would not
+// restore). layer_index/layer_by_name give the first layer of a name
+// (Caffe's layer_by_name gives the last). UniqueLayerName tells repeats apart
+// where Nereus needs one name per layer (the servers' tensor names, the
+// timeline).
 //
 // Hooks: callers register callbacks that run around each layer's forward and
 // backward with the layer's index. The data-parallel worker waits for a
@@ -99,12 +111,13 @@ class Net {
   void Update();
 
   // Makes this net's layers use `other`'s weights for every layer with the
-  // same name (the test net shares the train net's). Blob counts and shapes
-  // must match.
+  // same name (the test net shares the train net's; repeated names as in the
+  // header comment). Blob counts and shapes must match.
   Status ShareTrainedLayersWith(const Net& other);
   // Copies weights from a trained NetParameter (a .caffemodel) into layers of
-  // the same name; layers missing on either side are skipped. A blob count
-  // or shape mismatch is an error naming the layer.
+  // the same name (repeated names as in the header comment); layers missing
+  // on either side are skipped. A blob count or shape mismatch is an error
+  // naming the layer.
   Status CopyTrainedLayersFrom(const caffe::NetParameter& param);
   Status CopyTrainedLayersFromBinaryProto(const std::string& path);
   // Writes the layers (with their blobs; diffs when write_diff).
@@ -151,8 +164,12 @@ class Net {
   // nullptr when absent.
   Blob* blob_by_name(const std::string& name) const;
   bool has_layer(const std::string& name) const { return layer_names_index_.count(name) > 0; }
+  // The first layer of that name; nullptr / -1 when absent.
   Layer* layer_by_name(const std::string& name) const;
-  int layer_index(const std::string& name) const;  // -1 when absent.
+  int layer_index(const std::string& name) const;
+  // The layer's name, or for a name several layers share "<name>#<k>", the
+  // k-th of them (1-based, in net order).
+  const std::string& UniqueLayerName(int layer_id) const { return unique_layer_names_[layer_id]; }
 
   std::mt19937* rng() { return &rng_; }
 
@@ -166,6 +183,10 @@ class Net {
                       int* blob_id);
   Status AppendParam(const caffe::NetParameter& param, int layer_id, int param_id);
   Status RunHooks(const std::vector<Hook>& hooks, int layer_id) const;
+  // The layer a source layer named `name` copies into: our k-th layer of that
+  // name for the source's k-th (counted in *seen), else our first; -1 when
+  // we have none.
+  int TargetOfSource(const std::string& name, std::map<std::string, int>* seen) const;
   // Tells each producer of a label blob what its consumers accept
   // (Layer::AcceptedLabels / RestrictLabels).
   void HandOverLabelRanges();
@@ -176,7 +197,8 @@ class Net {
 
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<std::string> layer_names_;
-  std::map<std::string, int> layer_names_index_;
+  std::map<std::string, int> layer_names_index_;  // The first layer of each name.
+  std::vector<std::string> unique_layer_names_;
   std::vector<bool> layer_need_backward_;
 
   std::vector<std::shared_ptr<Blob>> blobs_;

@@ -288,5 +288,135 @@ layer { name: "loss" type: "TestSquareLoss" bottom: "y" top: "l" }
   EXPECT_EQ(net->blob_names()[net->output_blob_indices()[1]], "s");
 }
 
+// Caffe's own example nets repeat layer names: mnist_autoencoder has two
+// layers named "loss" in one net. Weights go by name to the first layer of
+// the name, as in Caffe; a source that repeats the name too fills our k-th
+// layer of that name from its k-th.
+const char* kRepeatedNames = R"(
+input: "x"
+input_shape { dim: 2 dim: 3 }
+layer { name: "fc" type: "TestLinear" bottom: "x" top: "a"
+        inner_product_param { num_output: 2 weight_filler { type: "gaussian" } } }
+layer { name: "fc" type: "TestLinear" bottom: "a" top: "b"
+        inner_product_param { num_output: 2 weight_filler { type: "gaussian" } } }
+layer { name: "loss" type: "TestSquareLoss" bottom: "b" top: "l1" }
+layer { name: "loss" type: "TestSquareLoss" bottom: "a" top: "l2" loss_weight: 0 }
+)";
+
+TEST(NetTest, RepeatedLayerNamesAreAcceptedAsInCaffe) {
+  auto net = Build(Parse(kRepeatedNames));
+  ASSERT_NE(net, nullptr);
+  // fc, the split of a, fc, loss, loss.
+  EXPECT_EQ(net->layer_names(), (std::vector<std::string>{"fc", "a_fc_0_split", "fc", "loss", "loss"}));
+  EXPECT_EQ(net->layer_index("fc"), 0);
+  EXPECT_EQ(net->layer_by_name("loss"), net->layers()[3].get());
+  EXPECT_EQ(net->UniqueLayerName(0), "fc#1");
+  EXPECT_EQ(net->UniqueLayerName(1), "a_fc_0_split");
+  EXPECT_EQ(net->UniqueLayerName(2), "fc#2");
+  EXPECT_EQ(net->UniqueLayerName(4), "loss#2");
+  EXPECT_EQ(net->learnable_params().size(), 4u);
+  FillInput(net.get());
+  auto loss = net->ForwardBackward();
+  ASSERT_TRUE(loss.ok()) << loss.status();
+  // l2 has loss weight 0: the loss is l1 alone.
+  EXPECT_EQ(*loss, net->blob_by_name("l1")->cpu_data()[0]);
+
+  // Copy from a net like it: each "fc" from its namesake.
+  auto other = Build(Parse(kRepeatedNames));
+  ASSERT_NE(other, nullptr);
+  for (size_t p = 0; p < other->learnable_params().size(); ++p) {
+    Blob* b = other->learnable_params()[p];
+    for (int i = 0; i < b->count(); ++i) b->mutable_cpu_data()[i] = static_cast<float>(10 * p + i);
+  }
+  caffe::NetParameter weights;
+  other->ToProto(&weights);
+  ASSERT_TRUE(net->CopyTrainedLayersFrom(weights).ok());
+  for (size_t p = 0; p < net->learnable_params().size(); ++p) {
+    EXPECT_EQ(net->learnable_params()[p]->cpu_data()[1], static_cast<float>(10 * p + 1)) << "param " << p;
+  }
+  // A source with one "fc" (2 x 3): into the first "fc" only, as Caffe.
+  caffe::NetParameter one;
+  *one.add_layer() = weights.layer(0);
+  for (float& v : *one.mutable_layer(0)->mutable_blobs(0)->mutable_data()) v = -1.0f;
+  const float second_before = net->learnable_params()[2]->cpu_data()[0];
+  ASSERT_TRUE(net->CopyTrainedLayersFrom(one).ok());
+  EXPECT_EQ(net->learnable_params()[0]->cpu_data()[0], -1.0f);
+  EXPECT_EQ(net->learnable_params()[2]->cpu_data()[0], second_before);
+
+  // The test net shares each "fc" with its namesake of the train net.
+  auto test = Build(Parse(kRepeatedNames, caffe::TEST));
+  ASSERT_NE(test, nullptr);
+  ASSERT_TRUE(test->ShareTrainedLayersWith(*net).ok());
+  EXPECT_EQ(test->layers()[0]->blobs()[0]->cpu_data(), net->layers()[0]->blobs()[0]->cpu_data());
+  EXPECT_EQ(test->layers()[2]->blobs()[0]->cpu_data(), net->layers()[2]->blobs()[0]->cpu_data());
+}
+
+// loss_weight on a layer that is not a loss makes its top a loss, as in
+// Caffe: the loss is loss_weight * sum(top) and the layer gets a gradient.
+TEST(NetTest, LossWeightOnANonLossLayerMakesItsTopALoss) {
+  auto net = Build(Parse(R"(
+input: "x"
+input_shape { dim: 1 dim: 3 }
+layer { name: "fc" type: "TestLinear" bottom: "x" top: "y"
+        inner_product_param { num_output: 2 weight_filler { type: "constant" value: 1 } } }
+layer { name: "id" type: "TestIdentity" bottom: "y" top: "z" loss_weight: 0.5 }
+)"));
+  ASSERT_NE(net, nullptr);
+  EXPECT_EQ(net->layer_need_backward(), (std::vector<bool>{true, true}));
+  FillInput(net.get());  // x = 0.1, 0.2, 0.3: y = 0.6, 0.6.
+  auto loss = net->ForwardBackward();
+  ASSERT_TRUE(loss.ok()) << loss.status();
+  const float* z = net->blob_by_name("z")->cpu_data();
+  EXPECT_EQ(*loss, 0.5f * z[0] + 0.5f * z[1]);
+  // dloss/dW[0][0] = 0.5 * x[0].
+  EXPECT_FLOAT_EQ(net->learnable_params()[0]->cpu_diff()[0], 0.05f);
+}
+
+// propagate_down: false stops the gradient at that bottom (Caffe's
+// semantics); asking for a gradient a layer cannot give is an error at
+// set-up naming the layer and the bottom, where Caffe dies in Backward.
+TEST(NetTest, PropagateDownAsInCaffeAndRefusedWhereTheLayerHasNoGradient) {
+  auto net = Build(Parse(R"(
+input: "x"
+input_shape { dim: 2 dim: 3 }
+layer { name: "fc" type: "TestLinear" bottom: "x" top: "y" inner_product_param { num_output: 2 } }
+layer { name: "loss" type: "TestSquareLoss" bottom: "y" top: "l" propagate_down: false }
+)"));
+  ASSERT_NE(net, nullptr);
+  EXPECT_EQ(net->layer_need_backward(), (std::vector<bool>{false, true}));
+  EXPECT_EQ(net->bottom_need_backward()[1], (std::vector<bool>{false}));
+
+  caffe::NetParameter p = Parse(R"(
+input: "x"
+input_shape { dim: 2 dim: 3 }
+input: "label"
+input_shape { dim: 2 }
+layer { name: "ip" type: "InnerProduct" bottom: "x" top: "ip" inner_product_param { num_output: 4 } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss"
+        propagate_down: true propagate_down: true }
+)");
+  auto refused = Net::Create(p, DefaultLayerRegistry());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            "layer \"loss\": bottom 1 (\"label\") cannot get a gradient from a SoftmaxWithLoss layer, but "
+            "propagate_down asks for one (set propagate_down: false for it)");
+
+  // A Threshold between a learned layer and the loss: no gradient to give.
+  auto threshold = Net::Create(Parse(R"(
+input: "x"
+input_shape { dim: 2 dim: 3 }
+input: "target"
+input_shape { dim: 2 dim: 4 }
+layer { name: "ip" type: "InnerProduct" bottom: "x" top: "ip" inner_product_param { num_output: 4 } }
+layer { name: "thr" type: "Threshold" bottom: "ip" top: "t" }
+layer { name: "loss" type: "EuclideanLoss" bottom: "t" bottom: "target" top: "loss" }
+)"),
+                               DefaultLayerRegistry());
+  ASSERT_FALSE(threshold.ok());
+  EXPECT_EQ(threshold.status().message(),
+            "layer \"thr\": bottom 0 (\"ip\") cannot get a gradient from a Threshold layer, but the layer that "
+            "produces it needs one");
+}
+
 }  // namespace
 }  // namespace nereus

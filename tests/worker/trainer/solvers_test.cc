@@ -536,5 +536,46 @@ TEST(Hdf5SnapshotTest, BadFilesFailNamingFileAndDataset) {
   std::remove(other.c_str());
 }
 
+// Caffe's HDF5 layout has one group per layer name. A repeated name whose
+// later layers have no parameters (two "loss" layers) is stored once and
+// reads back; one whose later layer has parameters cannot be stored.
+TEST(Hdf5SnapshotTest, RepeatedLayerNamesAreStoredOnceOrRefused) {
+  const std::string path = ::testing::TempDir() + "/solvers_test_repeated.caffemodel.h5";
+  auto build = [](const std::string& text) {
+    caffe::NetParameter p;
+    Status st = ParseNetParameter(text, "net.prototxt", &p);
+    EXPECT_TRUE(st.ok()) << st;
+    p.mutable_state()->set_phase(caffe::TRAIN);
+    auto net = Net::Create(p, testing_layers::TestRegistry());
+    EXPECT_TRUE(net.ok()) << net.status();
+    return std::move(net).value();
+  };
+  const std::string two_losses = R"(
+input: "x" input_shape { dim: 2 dim: 3 }
+layer { name: "fc" type: "TestLinear" bottom: "x" top: "y"
+        inner_product_param { num_output: 2 weight_filler { type: "gaussian" } } }
+layer { name: "loss" type: "TestSquareLoss" bottom: "y" top: "l1" }
+layer { name: "loss" type: "TestSquareLoss" bottom: "y" top: "l2" loss_weight: 0 }
+)";
+  auto a = build(two_losses);
+  ASSERT_TRUE(WriteNetToHdf5(*a, path).ok());
+  auto b = build(two_losses);
+  ASSERT_TRUE(CopyTrainedLayersFromFile(path, b.get()).ok());
+  EXPECT_TRUE(
+      test::BytesEqual(a->learnable_params()[0]->cpu_data(), 6, b->learnable_params()[0]->cpu_data(), 6, "fc/0"));
+
+  auto c = build(R"(
+input: "x" input_shape { dim: 2 dim: 3 }
+layer { name: "fc" type: "TestLinear" bottom: "x" top: "y" inner_product_param { num_output: 2 } }
+layer { name: "fc" type: "TestLinear" bottom: "y" top: "z" inner_product_param { num_output: 2 } }
+layer { name: "loss" type: "TestSquareLoss" bottom: "z" top: "l" }
+)");
+  EXPECT_EQ(WriteNetToHdf5(*c, path).message(),
+            path +
+                ": layers 0 and 1 are both named \"fc\" and the second has parameters; an HDF5 snapshot holds one "
+                "group per layer name (use snapshot_format: BINARYPROTO)");
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace nereus

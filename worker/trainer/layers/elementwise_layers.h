@@ -117,10 +117,14 @@ class ThresholdLayer : public NeuronLayer {
  public:
   explicit ThresholdLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
   const char* type() const override { return "Threshold"; }
+  // Not differentiable: a net that needs its bottom's gradient is refused
+  // when built (Net), where Caffe dies in Backward.
+  bool AllowForceBackward(int bottom_index) const override { return false; }
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  // Not differentiable: asking for a gradient is fatal, naming the layer.
+  // Asking for a gradient is fatal, naming the layer (our bug: the Net
+  // refuses such a net).
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 };
