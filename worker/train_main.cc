@@ -5,7 +5,6 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
-#include <cmath>
 #include <cstdio>
 #include <fstream>
 
@@ -103,19 +102,10 @@ int RunTrainerMode() {
       return 1;
     }
   }
-  std::string test = s.rank == 0 ? "no test in this run" : "worker 0 runs the tests";
-  if (s.test_accuracy || s.test_loss) {
-    char buf[96];
-    std::snprintf(buf, sizeof(buf), "test accuracy %.4f, test loss %.4f", s.test_accuracy.value_or(NAN),
-                  s.test_loss.value_or(NAN));
-    test = buf;
-  }
   const std::string who = FLAGS_standalone ? "standalone" : "worker " + std::to_string(s.rank);
   const std::string waiting =
       FLAGS_standalone ? "" : ", waiting for servers " + Percent(s.wait_s, s.wall_s) + " of the time";
-  std::printf("%s: %lld iterations in %.1f s, train loss %.4f, %s, %.0f images/s%s%s\n", who.c_str(),
-              static_cast<long long>(s.iterations), s.wall_s, s.train_loss, test.c_str(), s.images_per_s,
-              s.num_workers > 1 ? " (all workers)" : "", waiting.c_str());
+  std::printf("%s%s\n", TrainSummaryLine(s, who).c_str(), waiting.c_str());
   std::fflush(stdout);
   return 0;
 }

@@ -44,10 +44,13 @@ DEFINE_string(weights_out, "",
               "order; trainer mode (--solver), a .caffemodel of the train net.");
 DEFINE_string(summary_json, "",
               "After training, write a JSON summary here. Synthetic mode: loss, pull versions, timing. Trainer mode: "
-              "{\"iterations\", \"train_loss\" (final smoothed loss), \"test_accuracy\", \"test_loss\" (last test of "
-              "test net 0; null where this worker does not test), \"images_per_s\" (training images of all workers "
-              "per second of wall_s), \"wall_s\" (training wall time, tests included), \"wait_s\", \"rank\", "
-              "\"workers\", \"batch_size\"}.");
+              "{\"iterations\", \"train_loss\" (final smoothed loss), \"test_iteration\" (the iteration of the last "
+              "test of test net 0, when it ran after training), \"test_accuracy\" (its \"accuracy\" output), "
+              "\"test_loss\" (its weighted loss outputs summed), \"test_outputs\" (every output by name), "
+              "\"test_note\" (why no test is reported: none after training, no test net, a worker other than 0), "
+              "\"images_per_s\" (training images of all workers per second of wall_s), \"wall_s\" (training wall "
+              "time, tests included), \"wait_s\", \"rank\", \"workers\", \"batch_size\"}; absent values are "
+              "null.");
 // Solver settings for the synthetic model (the prototxt solver supplies them otherwise).
 DEFINE_double(base_lr, 0.01, "Base learning rate.");
 DEFINE_string(lr_policy, "fixed", "Learning-rate policy: fixed, step, exp, inv, multistep, poly or sigmoid.");

@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <utility>
@@ -52,19 +54,100 @@ std::string JsonNumber(double v) {
 
 std::string JsonNumber(const std::optional<float>& v) { return v ? JsonNumber(*v) : "null"; }
 
+// A JSON string: quotes, backslashes and control characters escaped.
+std::string JsonString(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+// "%.4f", as the summary line prints losses and accuracies.
+std::string Fixed4(float v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.4f", v);
+  return buf;
+}
+
 }  // namespace
 
 std::string TrainSummaryJson(const TrainSummary& s) {
   std::ostringstream os;
   os << "{\"iterations\": " << s.iterations << ", \"train_loss\": " << JsonNumber(s.train_loss)
+     << ", \"test_iteration\": " << (s.test_iter ? std::to_string(*s.test_iter) : "null")
      << ", \"test_accuracy\": " << JsonNumber(s.test_accuracy) << ", \"test_loss\": " << JsonNumber(s.test_loss)
+     << ", \"test_outputs\": ";
+  if (s.test_iter) {
+    os << "{";
+    for (size_t i = 0; i < s.test_outputs.size(); ++i) {
+      os << (i > 0 ? ", " : "") << JsonString(s.test_outputs[i].first) << ": " << JsonNumber(s.test_outputs[i].second);
+    }
+    os << "}";
+  } else {
+    os << "null";
+  }
+  os << ", \"test_note\": " << (s.test_note.empty() ? "null" : JsonString(s.test_note))
      << ", \"images_per_s\": " << JsonNumber(s.images_per_s) << ", \"wall_s\": " << JsonNumber(s.wall_s)
      << ", \"wait_s\": " << JsonNumber(s.wait_s) << ", \"rank\": " << s.rank << ", \"workers\": " << s.num_workers
      << ", \"batch_size\": " << s.batch_size << "}\n";
   return os.str();
 }
 
+std::string TrainSummaryLine(const TrainSummary& s, const std::string& who) {
+  std::string test = s.test_note;
+  if (s.test_iter) {
+    test = "test at iteration " + std::to_string(*s.test_iter) + ":";
+    for (size_t i = 0; i < s.test_outputs.size(); ++i) {
+      test += (i > 0 ? ", " : " ") + s.test_outputs[i].first + " " + Fixed4(s.test_outputs[i].second);
+    }
+    if (s.test_outputs.empty()) test += " no outputs";
+  }
+  char tail[160];
+  std::snprintf(tail, sizeof(tail), ", %.0f images/s%s", s.images_per_s, s.num_workers > 1 ? " (all workers)" : "");
+  char head[160];
+  std::snprintf(head, sizeof(head), "%s: %lld iterations in %.1f s, train loss %s, ", who.c_str(),
+                static_cast<long long>(s.iterations), s.wall_s, Fixed4(s.train_loss).c_str());
+  return head + test + tail;
+}
+
 namespace {
+
+// Fills the summary's test fields from the last test of test net 0.
+void ReportTest(const std::optional<TestResult>& test, int64_t start_iter, int64_t end_iter, bool has_test_nets,
+                TrainSummary* s) {
+  if (!test) {
+    s->test_note = s->rank != 0 ? "worker 0 runs the tests" : has_test_nets ? "no test ran" : "no test net";
+    return;
+  }
+  if (test->iter == start_iter && end_iter > start_iter) {
+    s->test_note =
+        "no test after training (the last test ran at iteration " + std::to_string(test->iter) + ", before it)";
+    return;
+  }
+  s->test_iter = test->iter;
+  std::map<std::string, int> size;
+  for (const std::string& name : test->names) ++size[name];
+  std::map<std::string, int> seen;
+  for (size_t i = 0; i < test->names.size(); ++i) {
+    const std::string& name = test->names[i];
+    const std::string key = size[name] == 1 ? name : name + "[" + std::to_string(seen[name]++) + "]";
+    s->test_outputs.emplace_back(key, test->mean_scores[i]);
+    if (test->loss_weights[i] != 0.0f)
+      s->test_loss = s->test_loss.value_or(0.0f) + test->loss_weights[i] * test->mean_scores[i];
+  }
+  const float accuracy = test->Score("accuracy");
+  if (!std::isnan(accuracy)) s->test_accuracy = accuracy;
+}
 
 // One formation of the job (or the standalone run). `rank` receives this
 // worker's rank once it has joined.
@@ -138,21 +221,14 @@ StatusOr<TrainSummary> RunTrainingOnce(const TrainRunOptions& options, int* rank
     }
     LOG(INFO) << line.str();
   };
-  solver_options.on_test = [&who, &summary](const TestResult& r) {
-    std::optional<float> accuracy, loss;
-    const float a = r.Score("accuracy");
-    if (!std::isnan(a)) accuracy = a;
-    for (size_t i = 0; i < r.names.size(); ++i) {
-      if (r.loss_weights[i] != 0.0f) loss = loss.value_or(0.0f) + r.loss_weights[i] * r.mean_scores[i];
-    }
+  // The last test of test net 0, reported in the summary once training is over.
+  std::optional<TestResult> last_test;
+  solver_options.on_test = [&who, &last_test](const TestResult& r) {
     std::ostringstream line;
     line << who << ": Iteration " << r.iter << ", test net #" << r.test_net_id << ":";
     for (size_t i = 0; i < r.names.size(); ++i) line << " " << r.names[i] << " = " << r.mean_scores[i];
     LOG(INFO) << line.str();
-    if (r.test_net_id == 0) {
-      summary.test_accuracy = accuracy;
-      summary.test_loss = loss;
-    }
+    if (r.test_net_id == 0) last_test = r;
   };
 
   const LayerRegistry registry = ShardedLayerRegistry(shard);
@@ -196,6 +272,7 @@ StatusOr<TrainSummary> RunTrainingOnce(const TrainRunOptions& options, int* rank
   summary.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
   summary.iterations = solver->iter() - start_iter;
   summary.train_loss = solver->smoothed_loss();
+  ReportTest(last_test, start_iter, solver->iter(), !param.test_iter().empty(), &summary);
   summary.wait_s = solver->total_wait_s();
   summary.batch_size = solver->images_per_iter();
   if (summary.wall_s > 0) {

@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 #include "nereus/client.h"
@@ -44,10 +46,19 @@ struct TrainSummary {
   int num_workers = 1;     // 1 standalone.
   int64_t iterations = 0;  // Solver iterations done in this run.
   float train_loss = 0;    // Final smoothed train loss (Caffe's last displayed loss).
-  // From the last test of test net 0; empty when this process did not test
-  // (no test net, or a worker other than 0) or the net has no such output.
-  std::optional<float> test_accuracy;  // The test net's "accuracy" output.
-  std::optional<float> test_loss;      // Sum of the test net's weighted loss outputs.
+  // The result: the last test of test net 0 when it ran after training (at
+  // an iteration past the run's first, or at its last: a run with nothing to
+  // train). A test that ran only before training (Caffe's iteration-0 test
+  // with test_interval past max_iter) is no result: then test_iter is empty
+  // and test_note says so, as it does when this process did not test (no
+  // test net; a worker other than 0).
+  std::optional<int64_t> test_iter;  // The iteration the reported test ran at.
+  // Every output of the test net, in Caffe's order, "name" or for a blob of
+  // several values "name[i]".
+  std::vector<std::pair<std::string, float>> test_outputs;
+  std::optional<float> test_accuracy;  // The output named "accuracy", when there is one.
+  std::optional<float> test_loss;      // Sum of the weighted loss outputs, when there are any.
+  std::string test_note;               // Why no test is reported; empty when one is.
   double images_per_s = 0;             // Training images of the whole job (all workers) per second of wall_s.
   double wall_s = 0;                   // Wall time of training: from the first iteration to the end, tests included.
   double wait_s = 0;                   // Part of wall_s spent waiting for the parameter servers.
@@ -61,10 +72,18 @@ struct TrainSummary {
 // then covers the run since the last rollback.
 StatusOr<TrainSummary> RunTraining(const TrainRunOptions& options);
 
-// {"iterations", "train_loss", "test_accuracy", "test_loss", "images_per_s",
-// "wall_s", plus "rank", "workers", "wait_s", "batch_size"}; absent test
-// values are null.
+// {"iterations", "train_loss", "test_iteration", "test_accuracy",
+// "test_loss", "test_outputs" (an object, name -> value), "test_note",
+// "images_per_s", "wall_s", "wait_s", "rank", "workers", "batch_size"};
+// absent values are null.
 std::string TrainSummaryJson(const TrainSummary& summary);
+
+// The final line nereus_worker --solver prints, e.g.
+//   standalone: 100 iterations in 5.2 s, train loss 0.1200, test at iteration
+//   100: accuracy 0.9730, loss 0.0912, 1234 images/s
+// (for "standalone" `who` may be "worker 0" ...), with every output of the
+// test net by name, or the test_note.
+std::string TrainSummaryLine(const TrainSummary& summary, const std::string& who);
 
 }  // namespace nereus
 
