@@ -27,10 +27,14 @@ DEFINE_uint64(partition_bytes, 1 << 20,
 DEFINE_uint64(chunk_bytes, 0, "Coordinator: another name for --partition_bytes (0: not given).");
 DEFINE_int32(heartbeat_interval_ms, 1000, "Coordinator: how often every node sends a heartbeat.");
 DEFINE_int32(heartbeat_timeout_ms, 5000,
-             "Coordinator: a node silent this long is declared dead and the job is aborted.");
+             "Coordinator: a node silent this long is declared dead and the job is aborted; the nodes wait as long "
+             "for a silent coordinator (time to restart it with --resume) before they give up.");
 DEFINE_string(checkpoint_dir, "",
               "Server: directory of this server's checkpoints (written with --checkpoint_every, read with --resume). "
-              "Servers of one job may share it: the files carry the server's rank.");
+              "Servers of one job may share it: the files carry the server's rank. Coordinator: where it keeps what "
+              "it knows of the job (coordinator.state), so that a coordinator killed and restarted with --resume at "
+              "the same address takes the job back (BSP with checkpoints); one started without --resume over the "
+              "state of a job that has not ended refuses to start.");
 DEFINE_int64(checkpoint_every, 0,
              "Server: under BSP, write a checkpoint of this server's shard (weights, solver history, clock, solver "
              "settings) every N clocks, all servers at the same clocks; 0: never. Refused under ssp and async.");
@@ -66,6 +70,7 @@ int RunCoordinator() {
   o.job.set_heartbeat_interval_ms(FLAGS_heartbeat_interval_ms);
   o.job.set_heartbeat_timeout_ms(FLAGS_heartbeat_timeout_ms);
   o.resume = FLAGS_resume;
+  o.state_dir = FLAGS_checkpoint_dir;
   if (!FLAGS_curve_dir.empty()) {
     auto keys = LoadCurveKeys(FLAGS_curve_dir, CurveKeyName(pb::COORDINATOR, 0));
     if (!keys.ok()) {
