@@ -598,6 +598,12 @@ void Coordinator::HandleBarrier(const Endpoint& from, const pb::Header& h) {
   barriers_.erase(h.barrier_name());
 }
 
+void Coordinator::Stop(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  LOG(WARNING) << "coordinator: " << why << "; ending the job";
+  Fail(AbortedError(why));
+}
+
 void Coordinator::Fail(const Status& why) {
   if (!failure_.ok() || finished_) return;
   failure_ = why;

@@ -73,6 +73,11 @@ class Coordinator {
   // at start-up, silent, or refused); every other node has been sent ABORT.
   Status Run();
 
+  // Ends the job as a failure would: every node is sent ABORT with `why`, Run
+  // returns it, and the state file says the job ended (nothing to take back).
+  // Thread-safe; for a signal (SIGTERM: the operator stops the job).
+  void Stop(const std::string& why);
+
  private:
   struct Member {
     pb::Role role = pb::ROLE_UNSPECIFIED;

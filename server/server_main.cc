@@ -1,14 +1,22 @@
 // nereus_server: a parameter-server shard (--role=server) or the job's
 // coordinator (--role=coordinator).
+#include <fcntl.h>
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
+#include <thread>
 
 #include "common/curve_keys.h"
 #include "common/node.h"
 #include "common/node_flags.h"
+#include "common/subprocess.h"
 #include "server/coordinator.h"
 #include "server/server_flags.h"
 #include "server/server_node.h"
@@ -45,6 +53,36 @@ DEFINE_int64(crash_at_clock, -1,
 
 namespace nereus {
 namespace {
+
+// SIGTERM, SIGINT and SIGHUP (launch.sh stopping the job, Ctrl-C, scancel, a
+// closed terminal) stop the job through the coordinator: its nodes get ABORT
+// naming the signal and its state file says the job ended. Only a
+// coordinator killed outright (SIGKILL, a crash, a lost host) leaves a job to
+// take back with --resume. A thread of its own waits for the signal.
+class StopOnSignal {
+ public:
+  StopOnSignal(Coordinator* coordinator, SignalPipe* signals) {
+    PCHECK(::pipe2(done_, O_CLOEXEC) == 0);
+    thread_ = std::thread([this, coordinator, signals] {
+      pollfd fds[2] = {{signals->fd(), POLLIN, 0}, {done_[0], POLLIN, 0}};
+      while (true) {
+        if (::poll(fds, 2, -1) < 0 && errno != EINTR) PLOG(FATAL) << "poll";
+        if (fds[1].revents != 0) return;
+        if (const int sig = signals->Take(); sig != 0)
+          coordinator->Stop(std::string("the coordinator was stopped by SIG") + sigabbrev_np(sig));
+      }
+    });
+  }
+  ~StopOnSignal() {
+    ::close(done_[1]);  // End-of-file wakes the thread.
+    thread_.join();
+    ::close(done_[0]);
+  }
+
+ private:
+  int done_[2];
+  std::thread thread_;
+};
 
 StatusOr<pb::Consistency> ParseConsistency(const std::string& s) {
   if (s == "bsp") return pb::BSP;
@@ -85,7 +123,15 @@ int RunCoordinator() {
     LOG(ERROR) << st.message();
     return 2;
   }
-  st = coordinator.Run();
+  auto signals = SignalPipe::Create({SIGTERM, SIGINT, SIGHUP});
+  if (!signals.ok()) {
+    LOG(ERROR) << signals.status().message();
+    return 1;
+  }
+  {
+    StopOnSignal stop(&coordinator, signals->get());
+    st = coordinator.Run();
+  }
   return st.ok() ? 0 : 1;
 }
 

@@ -5,9 +5,10 @@
 // was never interrupted; in plain TCP and under CURVE. Real processes on
 // 127.0.0.1. Plus what is refused: a restart without --resume over the state
 // of a job that has not ended, a damaged state file, a restart with another
-// job shape or address, a job that cannot roll back; and the nodes' side: they
+// job shape or address, a job that cannot roll back; the nodes' side: they
 // wait for a silent coordinator, saying so, and give up after
-// --heartbeat_timeout_ms naming it. The state file's format is checked in
+// --heartbeat_timeout_ms naming it; and SIGTERM, which ends the job rather
+// than leaving it to be taken back. The state file's format is checked in
 // process.
 #include <gtest/gtest.h>
 
@@ -300,6 +301,32 @@ TEST(CoordinatorRestartTest, AJobWithoutCheckpointsCannotBeTakenBackAndItsNodesG
     EXPECT_NE(lost, std::string::npos) << log;
     EXPECT_LT(waiting, lost) << log;
   }
+}
+
+// SIGTERM (launch.sh stopping a job, scancel) is the operator ending the job,
+// not a crash: the coordinator sends ABORT naming it, every node exits at
+// once, and the state says the job ended, so that a new job may start there.
+TEST(CoordinatorRestartTest, SigtermEndsTheJobAndLeavesNothingToTakeBack) {
+  TempDir out, ckpt, logs;
+  ClusterSpec spec = Spec(100000, "w", out);
+  AddCheckpoints(&spec, ckpt.path());
+  spec.worker_flags.push_back("--compute_ms=20");
+  LocalCluster cluster(spec, logs);
+  for (Subprocess* p : {&cluster.server(0), &cluster.server(1), &cluster.worker(0), &cluster.worker(1)})
+    ASSERT_TRUE(p->WaitForLog("joined the job", kJobTimeout)) << p->Log();
+  cluster.coordinator().Signal(SIGTERM);
+  std::string report;
+  // Far within the nodes' 20 s heartbeat timeout: they were told.
+  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(15), &report)) << report;
+  for (auto code : cluster.codes()) EXPECT_EQ(code, 1) << report;
+  for (const char* name : {"coordinator", "server1", "worker0"}) {
+    const std::string log = ReadFile(logs.File(std::string(name) + ".log"));
+    EXPECT_TRUE(Contains(log, "job aborted: the coordinator was stopped by SIGTERM")) << log;
+  }
+  auto state = ReadCoordinatorState(ckpt.path());
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_TRUE(state->ended());
+  EXPECT_EQ(state->outcome(), "the coordinator was stopped by SIGTERM");
 }
 
 // --- The state file, in process --------------------------------------------
