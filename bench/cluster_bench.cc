@@ -5,26 +5,19 @@
 // pipeline bench does), real processes; host 0 also runs the coordinator.
 // Everything made (processes, namespaces, veths, bridge) is removed at the
 // end, also on SIGINT, SIGTERM or SIGHUP.
-#include <fcntl.h>
 #include <gflags/gflags.h>
 #include <glog/logging.h>
-#include <poll.h>
-#include <semaphore.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <fstream>
-#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -35,6 +28,7 @@
 #include "bench/harness/netns.h"
 #include "bench/sim/models.h"
 #include "common/node_flags.h"
+#include "common/subprocess.h"
 #include "server/server_flags.h"
 #include "worker/client/client_flags.h"
 
@@ -80,38 +74,6 @@ uint64_t Scaled(uint64_t bytes) {
   return std::max<uint64_t>(4, static_cast<uint64_t>(bytes / std::max(1.0, FLAGS_model_scale)));
 }
 
-struct Child {
-  std::string what;  // "coordinator", "server 3", "worker 3".
-  std::string log;
-  pid_t pid = -1;
-  bool running = false;
-  int status = 0;
-};
-
-// Starts argv with stdout and stderr to `log`, every signal unblocked.
-StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& log) {
-  const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return UnavailableError("cannot write " + log + ": " + std::strerror(errno));
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(fd);
-    return UnavailableError(std::string("fork: ") + std::strerror(errno));
-  }
-  if (pid == 0) {
-    // exec resets the caught signals to their defaults; nothing is blocked.
-    dup2(fd, 1);
-    dup2(fd, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
-    _exit(127);
-  }
-  close(fd);
-  return pid;
-}
-
 std::string Tail(const std::string& path, size_t bytes = 1500) {
   std::ifstream in(path);
   std::stringstream ss;
@@ -120,178 +82,59 @@ std::string Tail(const std::string& path, size_t bytes = 1500) {
   return s.size() > bytes ? "..." + s.substr(s.size() - bytes) : s;
 }
 
-// SIGINT, SIGTERM, SIGHUP and SIGCHLD, as bytes on a pipe. The handlers are
-// the process's, so whichever thread a signal lands on (OpenBLAS starts its
-// threads at load, before main could block anything) it is neither lost nor
-// fatal. A handler can only reach the pipe through these globals, which hold
-// nothing while no SignalPipe exists. Lock-free atomics and sem_post are
-// async-signal-safe; a mutex is not.
-std::atomic<int> g_signal_pipe_write{-1};
-std::atomic<int> g_signal_handlers_running{0};  // Handlers between entry and return.
-std::atomic<bool> g_signal_pipe_closing{false};
-sem_t g_signal_handlers_done;  // Posted by the last handler out once closing.
-
-extern "C" void OnSignal(int sig) {
-  const int saved = errno;
-  g_signal_handlers_running.fetch_add(1);
-  const int fd = g_signal_pipe_write.load();
-  const unsigned char b = static_cast<unsigned char>(sig);
-  if (fd >= 0) (void)!write(fd, &b, 1);  // Full pipe: a byte is already there.
-  if (g_signal_handlers_running.fetch_sub(1) == 1 && g_signal_pipe_closing.load()) sem_post(&g_signal_handlers_done);
-  errno = saved;
-}
-
-class SignalPipe {
+// The job's processes (common/subprocess.h), each with its log.
+class ClusterJob {
  public:
-  static StatusOr<std::unique_ptr<SignalPipe>> Create() {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return UnavailableError(std::string("pipe2: ") + std::strerror(errno));
-    std::unique_ptr<SignalPipe> p(new SignalPipe(fds[0], fds[1]));
-    sem_init(&g_signal_handlers_done, 0, 0);
-    g_signal_pipe_closing.store(false);
-    g_signal_pipe_write.store(fds[1]);
-    struct sigaction sa {};
-    sa.sa_handler = OnSignal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaction(s, &sa, nullptr);
-    return p;
-  }
-  // A handler may be running on another thread right now (a last SIGCHLD):
-  // the write end is closed only once no handler can still write to it, else
-  // its byte could land in whatever file reuses the descriptor.
-  ~SignalPipe() {
-    struct sigaction sa {};
-    sa.sa_handler = SIG_DFL;
-    sigemptyset(&sa.sa_mask);
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaction(s, &sa, nullptr);
-    g_signal_pipe_closing.store(true);
-    g_signal_pipe_write.store(-1);
-    // A handler that enters after this sees -1 (the stores and loads are
-    // sequentially consistent); one inside posts when the last one leaves.
-    // (Not destroyed: a handler dispatched just before the restore may still
-    // post to it, harmlessly, after this returns.)
-    while (g_signal_handlers_running.load() != 0) sem_wait(&g_signal_handlers_done);
-    close(read_);
-    close(write_);
-  }
-  // Waits up to `timeout_ms` (-1: no bound) for signals; returns the first
-  // that is not SIGCHLD, SIGCHLD if only children changed, 0 on timeout.
-  int Wait(int timeout_ms) {
-    pollfd p{read_, POLLIN, 0};
-    const int n = poll(&p, 1, timeout_ms);
-    if (n <= 0) return 0;
-    int got = 0;
-    unsigned char buf[64];
-    ssize_t r;
-    while ((r = read(read_, buf, sizeof(buf))) > 0)
-      for (ssize_t i = 0; i < r; ++i)
-        if (got == 0 || got == SIGCHLD) got = buf[i];
-    return got;
-  }
-
- private:
-  SignalPipe(int r, int w) : read_(r), write_(w) {}
-  const int read_, write_;
-};
-
-// The job's processes; owns them until each has been reaped.
-class Supervisor {
- public:
-  explicit Supervisor(SignalPipe* signals) : signals_(signals) {}
-  ~Supervisor() { StopAll(); }
+  explicit ClusterJob(SignalPipe* signals) : jobs_(Options(signals)) {}
 
   Status Start(const std::string& what, const std::vector<std::string>& argv, const std::string& log) {
-    Child c;
-    c.what = what;
-    c.log = log;
-    ASSIGN_OR_RETURN(c.pid, Spawn(argv, log));
-    c.running = true;
-    children_.push_back(c);
+    SubprocessOptions o;
+    o.argv = argv;
+    o.output = SubprocessOptions::Output::kFile;
+    o.output_file = log;
+    ASSIGN_OR_RETURN(size_t index, jobs_.Start(what, o));
+    logs_.resize(index + 1);
+    logs_[index] = log;
     return Status::OK();
   }
 
-  // Waits until every child has exited; returns the signal that interrupted
-  // (0 if none). Fails at the first child that exits non-zero, or at the
-  // deadline, after stopping the others.
-  Status Wait(time_t deadline, int* interrupted) {
+  // Waits until every process has exited 0. Fails at the first that does
+  // not (with the end of its log), at a signal (`*interrupted`) or at the
+  // deadline, after stopping the others: SIGTERM, SIGKILL after 5 s.
+  Status Wait(std::chrono::steady_clock::time_point deadline, int* interrupted) {
     *interrupted = 0;
-    while (Running() > 0) {
-      const time_t left = deadline - time(nullptr);
-      if (left <= 0) {
-        StopAll();
-        return DeadlineExceededError("the job did not finish within --timeout_s=" + std::to_string(FLAGS_timeout_s));
-      }
-      // A child that exited before its SIGCHLD's byte was read is reaped on
-      // that byte; the deadline ends the wait otherwise.
-      const int sig = signals_->Wait(static_cast<int>(std::min<time_t>(left, 1 << 20) * 1000));
-      if (sig != 0 && sig != SIGCHLD) {
-        *interrupted = sig;
-        LOG(WARNING) << "cluster: " << strsignal(sig) << ", stopping every process and removing the namespaces";
-        StopAll();
-        return AbortedError(std::string("interrupted by ") + strsignal(sig));
-      }
-      Status st = Reap();
-      if (!st.ok()) {
-        StopAll();
-        return st;
-      }
+    const Supervisor::Event e = jobs_.Wait(deadline);
+    Status st;
+    switch (e.kind) {
+      case Supervisor::Event::kAllExited:
+        return Status::OK();
+      case Supervisor::Event::kFailed:
+        st = AbortedError(jobs_.name(e.index) + " " + jobs_.child(e.index).DescribeExit() + "; the end of its log (" +
+                          logs_[e.index] + "):\n" + Tail(logs_[e.index]));
+        break;
+      case Supervisor::Event::kSignal:
+        *interrupted = e.signal;
+        LOG(WARNING) << "cluster: " << strsignal(e.signal) << ", stopping every process and removing the namespaces";
+        st = AbortedError(std::string("interrupted by ") + strsignal(e.signal));
+        break;
+      case Supervisor::Event::kDeadline:
+        st = DeadlineExceededError("the job did not finish within --timeout_s=" + std::to_string(FLAGS_timeout_s));
+        break;
     }
-    return Status::OK();
+    Status stopped = jobs_.Stop(nullptr, std::chrono::seconds(5));
+    if (!stopped.ok()) LOG(WARNING) << "cluster: " << stopped.message();
+    return st;
   }
-
-  // SIGTERM to every live child, SIGKILL after 5 s, all reaped.
-  void StopAll() {
-    if (Running() == 0) return;
-    for (Child& c : children_)
-      if (c.running) kill(c.pid, SIGTERM);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    Status ignored = Reap();
-    while (Running() > 0) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) break;
-      signals_->Wait(static_cast<int>(left.count()));  // Another SIGINT here changes nothing: they are being stopped.
-      ignored = Reap();
-    }
-    (void)ignored;
-    for (Child& c : children_) {
-      if (!c.running) continue;
-      kill(c.pid, SIGKILL);
-      waitpid(c.pid, &c.status, 0);
-      c.running = false;
-    }
-  }
-
-  const std::vector<Child>& children() const { return children_; }
 
  private:
-  int Running() const {
-    int n = 0;
-    for (const Child& c : children_) n += c.running;
-    return n;
+  static Supervisor::Options Options(SignalPipe* signals) {
+    Supervisor::Options o;
+    o.signals = signals;
+    return o;
   }
 
-  // Reaps every child that has exited; the first failure is returned.
-  Status Reap() {
-    Status first;
-    for (Child& c : children_) {
-      if (!c.running) continue;
-      const pid_t r = waitpid(c.pid, &c.status, WNOHANG);
-      if (r != c.pid) continue;
-      c.running = false;
-      const bool ok = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0;
-      if (!ok && first.ok()) {
-        const std::string how = WIFEXITED(c.status) ? "exited with status " + std::to_string(WEXITSTATUS(c.status))
-                                                    : std::string("was killed by ") + strsignal(WTERMSIG(c.status));
-        first = AbortedError(c.what + " " + how + "; the end of its log (" + c.log + "):\n" + Tail(c.log));
-      }
-    }
-    return first;
-  }
-
-  SignalPipe* const signals_;
-  std::vector<Child> children_;
+  Supervisor jobs_;  // Its destructor kills and reaps what still runs.
+  std::vector<std::string> logs_;
 };
 
 struct Timings {
@@ -413,9 +256,9 @@ int RunCluster(BenchContext& ctx) {
     LOG(ERROR) << "need --link_mbit >= 0, --latency_us >= 0, --model_scale >= 1 and --device_gflops > 0";
     return 2;
   }
-  // From here every signal that would end us arrives on the pipe, in order,
-  // so the cleanup below always runs.
-  auto signals = SignalPipe::Create();
+  // From here every signal that would end us arrives on the pipe, so the
+  // cleanup below always runs.
+  auto signals = SignalPipe::Create({SIGINT, SIGTERM, SIGHUP});
   if (!signals.ok()) {
     LOG(ERROR) << "cluster: " << signals.status().message();
     return 1;
@@ -451,7 +294,7 @@ int RunCluster(BenchContext& ctx) {
   int interrupted = 0;
   Status st;
   {
-    Supervisor jobs(signals->get());
+    ClusterJob jobs(signals->get());
     st = jobs.Start("coordinator",
                     (*net)->Wrap(0, {bin + "/nereus_server", "--role=coordinator", common_flags,
                                      "--num_servers=" + std::to_string(H), "--num_workers=" + std::to_string(H),
@@ -488,8 +331,8 @@ int RunCluster(BenchContext& ctx) {
       st = jobs.Start("worker " + std::to_string(h), (*net)->Wrap(h, argv),
                       logs + "/worker" + std::to_string(h) + ".log");
     }
-    if (st.ok()) st = jobs.Wait(time(nullptr) + FLAGS_timeout_s, &interrupted);
-    // ~Supervisor stops and reaps whatever still runs before the network goes.
+    if (st.ok()) st = jobs.Wait(std::chrono::steady_clock::now() + std::chrono::seconds(FLAGS_timeout_s), &interrupted);
+    // ~ClusterJob stops and reaps whatever still runs before the network goes.
   }
   Timings t;
   for (const std::string& r : worker_results)

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <map>
+#include <regex>
 #include <sstream>
 
 namespace nereus {
@@ -248,6 +250,164 @@ Status ResolveHostAddresses(std::vector<HostSpec>* hosts) {
     h.address = buf;
   }
   return Status::OK();
+}
+
+Status CheckSlurmTask(const LaunchPlan& plan, int ntasks, int procid) {
+  int servers = 0, workers = 0;
+  for (const auto& p : plan.processes) {
+    servers += p.role == LaunchRole::kServer;
+    workers += p.role == LaunchRole::kWorker;
+  }
+  const int n = static_cast<int>(plan.processes.size());
+  const std::string layout = std::to_string(n) + " processes (1 coordinator + " + std::to_string(servers) +
+                             " servers + " + std::to_string(workers) + " workers)";
+  if (ntasks != -1 && ntasks != n) {
+    return InvalidArgumentError("the launcher started " + std::to_string(ntasks) + " tasks but the job has " + layout +
+                                "; start exactly " + std::to_string(n));
+  }
+  if (procid < 0 || procid >= n) {
+    return InvalidArgumentError("--procid must be in 0.." + std::to_string(n - 1) + " for a job of " + layout +
+                                ", got " + std::to_string(procid));
+  }
+  return Status::OK();
+}
+
+std::string ShellWords(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) {
+    if (!out.empty()) out += ' ';
+    const bool plain = !w.empty() && std::all_of(w.begin(), w.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_./:=@%+,-", c) != nullptr;
+    });
+    if (plain) {
+      out += w;
+      continue;
+    }
+    out += '\'';
+    for (char c : w) {
+      if (c == '\'') {
+        out += "'\\''";
+      } else {
+        out += c;
+      }
+    }
+    out += '\'';
+  }
+  return out;
+}
+
+std::set<std::string> FlagNamesFromHelpXml(const std::string& xml) {
+  std::set<std::string> names;
+  static const std::regex name("<name>([^<]*)</name>");
+  for (auto it = std::sregex_iterator(xml.begin(), xml.end(), name); it != std::sregex_iterator(); ++it)
+    names.insert((*it)[1].str());
+  return names;
+}
+
+StatusOr<RoutedFlags> RouteFlags(const std::vector<std::string>& flags, const BinaryFlags& known) {
+  RoutedFlags routed;
+  for (const std::string& f : flags) {
+    if (f.size() < 3 || f.compare(0, 2, "--") != 0) {
+      return InvalidArgumentError("unexpected argument \"" + f + "\"; binary flags are passed as --name=value");
+    }
+    const size_t eq = f.find('=');
+    const std::string name = f.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    for (const char* own : {"role", "coordinator", "rank", "bind_host", "num_servers", "num_workers"}) {
+      if (name == own) return InvalidArgumentError("--" + name + " is set by the launcher for each process");
+    }
+    auto defined = [&](const std::string& n) { return known.server.count(n) > 0 || known.worker.count(n) > 0; };
+    std::string bare = name;
+    if (eq == std::string::npos && name.compare(0, 2, "no") == 0 && !defined(name)) bare = name.substr(2);
+    bool found = false;
+    if (known.server.count(bare)) {
+      routed.server.push_back(f);
+      found = true;
+    }
+    if (known.worker.count(bare)) {
+      routed.worker.push_back(f);
+      found = true;
+    }
+    if (!found) return InvalidArgumentError("--" + name + " is not a flag of nereus_server or nereus_worker");
+  }
+  return routed;
+}
+
+std::vector<std::string> ProcessArgs(const LaunchPlan& plan, const PlannedProcess& p, const std::string& bin_dir,
+                                     const RoutedFlags& flags) {
+  int servers = 0, workers = 0;
+  for (const auto& q : plan.processes) {
+    servers += q.role == LaunchRole::kServer;
+    workers += q.role == LaunchRole::kWorker;
+  }
+  const std::string coordinator = "--coordinator=" + plan.coordinator;
+  const std::string rank = "--rank=" + std::to_string(p.rank), bind = "--bind_host=" + plan.AddressOf(p);
+  std::vector<std::string> args;
+  const std::vector<std::string>* own = &flags.server;
+  switch (p.role) {
+    case LaunchRole::kCoordinator:
+      args = {bin_dir + "/nereus_server", "--role=coordinator", coordinator, "--num_servers=" + std::to_string(servers),
+              "--num_workers=" + std::to_string(workers)};
+      break;
+    case LaunchRole::kServer:
+      args = {bin_dir + "/nereus_server", "--role=server", coordinator, rank, bind};
+      break;
+    case LaunchRole::kWorker:
+      args = {bin_dir + "/nereus_worker", coordinator, rank, bind};
+      own = &flags.worker;
+      break;
+  }
+  args.insert(args.end(), own->begin(), own->end());
+  return args;
+}
+
+std::string ProcessLabel(const LaunchPlan& plan, const PlannedProcess& p) {
+  const std::string& host = plan.hosts[p.host].name;
+  if (p.role == LaunchRole::kCoordinator) return "coordinator@" + host;
+  return std::string(LaunchRoleName(p.role)) + " " + std::to_string(p.rank) + "@" + host;
+}
+
+std::string ProcessLogName(const PlannedProcess& p) {
+  if (p.role == LaunchRole::kCoordinator) return "coordinator";
+  return LaunchRoleName(p.role) + std::to_string(p.rank);
+}
+
+StatusOr<RemoteMode> ParseRemoteMode(const std::string& name) {
+  if (name == "ssh") return RemoteMode::kSsh;
+  if (name == "none") return RemoteMode::kNone;
+  if (name == "netns") return RemoteMode::kNetns;
+  return InvalidArgumentError("--ssh must be ssh, none or netns, got \"" + name + "\"");
+}
+
+std::vector<std::string> RemoteCommand(const RemoteOptions& remote, const std::string& host,
+                                       const std::vector<std::string>& args) {
+  std::vector<std::string> full;
+  if (!remote.env.empty()) {
+    full.push_back("env");
+    full.insert(full.end(), remote.env.begin(), remote.env.end());
+  }
+  full.insert(full.end(), args.begin(), args.end());
+  const std::string cd = "cd " + ShellWords({remote.workdir});
+  switch (remote.mode) {
+    case RemoteMode::kNone:
+      return {"bash", "-c", cd + " && exec " + ShellWords(full)};
+    case RemoteMode::kNetns:
+      return {"ip", "netns", "exec", host, "bash", "-c", cd + " && exec " + ShellWords(full)};
+    case RemoteMode::kSsh: {
+      // POSIX sh, for any login shell: the process runs in the background
+      // with its own stdin closed; a watcher reads ssh's stdin (fd 3) and
+      // kills it at end-of-file (the launcher closed it, or ssh ended: the
+      // launcher died, the link broke).
+      const std::string line = cd + " || exit 1; exec 3<&0; " + ShellWords(full) +
+                               " </dev/null & p=$!; ( read -r _ <&3; kill $p ) >/dev/null 2>&1 & w=$!; exec 3<&-;"
+                               " wait $p; s=$?; kill $w 2>/dev/null; exit $s";
+      std::vector<std::string> cmd = {"ssh", "-o", "BatchMode=yes"};
+      cmd.insert(cmd.end(), remote.ssh_options.begin(), remote.ssh_options.end());
+      cmd.push_back(host);
+      cmd.push_back(line);
+      return cmd;
+    }
+  }
+  return {};
 }
 
 }  // namespace nereus

@@ -11,10 +11,17 @@
 // slots left. With more pairs than slots the rounds start over, so a host takes
 // several pairs per slot (e.g. every process of a job on one host).
 //
+// Then the command line of each process (LaunchCommands): the binary flags
+// routed to the binaries that define them, and the shell line that starts the
+// process on its host (here, over ssh or in a network namespace). nereus_launch
+// (scripts/tools/launch_main.cc, behind scripts/launch.sh) runs them;
+// --dry_run prints them.
+//
 // Pure functions of their arguments; no I/O but ResolveHostAddresses.
 #ifndef NEREUS_COMMON_LAUNCH_PLAN_H_
 #define NEREUS_COMMON_LAUNCH_PLAN_H_
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -74,6 +81,73 @@ StatusOr<LaunchPlan> PlanLaunch(const std::vector<HostSpec>& hosts, const Launch
 // (getaddrinfo; an IP literal stays as it is). A name that does not resolve is
 // an error naming it. ZeroMQ binds to addresses, not to DNS names.
 Status ResolveHostAddresses(std::vector<HostSpec>* hosts);
+
+// A Slurm task's place: OK if the step started exactly the plan's processes
+// (`ntasks`; -1: not checked) and `procid` indexes one of them; otherwise the
+// error says how many to start.
+Status CheckSlurmTask(const LaunchPlan& plan, int ntasks, int procid);
+
+// --- Command lines -------------------------------------------------------
+
+// The words as one POSIX shell line, quoted only where needed: a word of
+// letters, digits and _ . / : = @ % + , - stays as it is; any other is put in
+// single quotes, a ' inside becoming '\''.
+std::string ShellWords(const std::vector<std::string>& words);
+
+// The flag names in gflags' --helpxml output (its <name> elements).
+std::set<std::string> FlagNamesFromHelpXml(const std::string& xml);
+
+// The flags each binary defines.
+struct BinaryFlags {
+  std::set<std::string> server;  // nereus_server (coordinator and servers)
+  std::set<std::string> worker;  // nereus_worker
+};
+
+// Binary flags split between the binaries that define them; a flag both
+// define goes to both.
+struct RoutedFlags {
+  std::vector<std::string> server, worker;
+};
+
+// Errors: a word that is not --name[=value]; a flag the launcher sets per
+// process (--role, --coordinator, --rank, --bind_host, --num_servers,
+// --num_workers); a flag neither binary defines. --noX without a value is
+// boolean flag X's negation where X is defined and noX is not.
+StatusOr<RoutedFlags> RouteFlags(const std::vector<std::string>& flags, const BinaryFlags& known);
+
+// The command line of process `p`: nereus_server or nereus_worker in
+// `bin_dir` with its role, rank, coordinator and listening address, then its
+// routed flags.
+std::vector<std::string> ProcessArgs(const LaunchPlan& plan, const PlannedProcess& p, const std::string& bin_dir,
+                                     const RoutedFlags& flags);
+
+// "coordinator@HOST", "server 1@HOST", "worker 0@HOST": how output lines and
+// messages name a process.
+std::string ProcessLabel(const LaunchPlan& plan, const PlannedProcess& p);
+// "coordinator", "server1", "worker0": its log file's name, without ".log".
+std::string ProcessLogName(const PlannedProcess& p);
+
+// How a process reaches its host.
+enum class RemoteMode {
+  kNone,   // Here: bash -c "cd DIR && exec ARGS".
+  kSsh,    // ssh -o BatchMode=yes [ssh options] HOST "...": the remote shell
+           // stops the process when ssh's stdin reads end-of-file.
+  kNetns,  // ip netns exec HOST bash -c "cd DIR && exec ARGS".
+};
+// "ssh", "none", "netns" -> the mode; InvalidArgument otherwise.
+StatusOr<RemoteMode> ParseRemoteMode(const std::string& name);
+
+struct RemoteOptions {
+  RemoteMode mode = RemoteMode::kSsh;
+  std::vector<std::string> ssh_options;  // Extra ssh arguments, e.g. {"-p", "2222"}.
+  std::string workdir;                   // Working directory of every process.
+  std::vector<std::string> env;          // NAME=VALUE for every process (through env).
+};
+
+// The command that starts `args` on `host` as `remote` says (what --dry_run
+// prints, after the process's label).
+std::vector<std::string> RemoteCommand(const RemoteOptions& remote, const std::string& host,
+                                       const std::vector<std::string>& args);
 
 }  // namespace nereus
 

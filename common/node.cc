@@ -249,6 +249,10 @@ void Node::OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Head
     case pb::HEARTBEAT_ACK: {
       std::lock_guard<std::mutex> lock(mu_);
       last_ack_ = std::chrono::steady_clock::now();
+      if (coordinator_silent_) {
+        coordinator_silent_ = false;
+        LOG(INFO) << name() << ": the coordinator at " << coordinator_ << " answers again";
+      }
       break;
     }
     case pb::ABORT:
@@ -291,6 +295,16 @@ void Node::HeartbeatLoop() {
     cv_.wait_for(lock, interval, [this] { return stopping_ || shutdown_ || !abort_.ok(); });
     if (stopping_ || shutdown_ || !abort_.ok()) break;
     const auto silent = std::chrono::steady_clock::now() - last_ack_;
+    if (silent > std::max<std::chrono::milliseconds>(3 * interval, std::chrono::seconds(1)) && silent <= timeout &&
+        !coordinator_silent_) {
+      // The job goes on without it (pushes and pulls do not pass through
+      // it); a coordinator restarted with --resume takes the job back.
+      coordinator_silent_ = true;
+      LOG(WARNING) << name() << ": no heartbeat reply from the coordinator at " << coordinator_ << " for "
+                   << std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()
+                   << " ms; waiting for it up to --heartbeat_timeout_ms=" << timeout.count()
+                   << " (a coordinator restarted with --resume takes the job back)";
+    }
     if (silent > timeout) {
       const double s = std::chrono::duration<double>(silent).count();
       lock.unlock();

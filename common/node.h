@@ -1,7 +1,9 @@
 // Node: a server's or worker's membership in a job. Registers with the
 // coordinator, receives a rank, the job configuration and the address book,
 // waits at the start barrier, sends heartbeats, takes part in barriers, and
-// turns an ABORT (or a silent coordinator) into an error for its owner.
+// turns an ABORT (or a silent coordinator) into an error for its owner. A
+// coordinator that falls silent is waited for (and the wait logged) up to the
+// job's heartbeat timeout: a restarted one takes the job back with a ROLLBACK.
 #ifndef NEREUS_COMMON_NODE_H_
 #define NEREUS_COMMON_NODE_H_
 
@@ -132,6 +134,7 @@ class Node {
   bool stopping_ = false;                           // GUARDED_BY(mu_)
   std::map<std::string, int> barrier_released_;     // GUARDED_BY(mu_): name -> releases
   std::chrono::steady_clock::time_point last_ack_;  // GUARDED_BY(mu_)
+  bool coordinator_silent_ = false;                 // GUARDED_BY(mu_): said so in the log
   std::thread heartbeat_;
   std::thread abort_notifier_;
 };

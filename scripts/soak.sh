@@ -18,14 +18,16 @@
 # The last round runs to the end; its final weights must equal the replay's.
 #
 # --rejoin: one job runs the whole time instead; each round kills (kill -9) a
-# random worker 1-3 (one round in five server 1) and restarts only that
-# process, with --resume: it rejoins and every process rolls back in place
-# (docs/RELIABILITY.md). Per round it checks that the job rolled back to a
-# checkpoint both servers hold, no older than the newest one at the kill, that
-# every worker resumed there, and compares that checkpoint with the replay;
-# worker 0, server 0 and the coordinator are never killed, and their RSS over
-# the rounds shows whether rolling back in place leaks. Then the job is
-# stopped and resumed whole for the final round, as above.
+# random worker 1-3 (one round in five server 1, one in five the coordinator)
+# and restarts only that process, with --resume: it rejoins (the coordinator:
+# takes the job back from its state in the checkpoint directory) and every
+# process rolls back in place (docs/RELIABILITY.md). Per round it checks that
+# the job rolled back to a checkpoint both servers hold, no older than the
+# newest one at the kill, that every worker resumed there, and compares that
+# checkpoint with the replay; worker 0 and server 0 are never killed, and their
+# RSS (and the coordinator's) over the rounds shows whether rolling back in
+# place leaks. Then the job is stopped and resumed whole for the final round,
+# as above.
 # Prints one line per round and a summary; exit status 0 when all checks pass.
 # Uses the binaries in ${NEREUS_BUILD_DIR:-build}/bin (scripts/build.sh).
 set -euo pipefail
@@ -41,7 +43,7 @@ for arg in "$@"; do
     --seed=*) SEED=${arg#--seed=} ;;
     --keep_logs) KEEP_LOGS=1 ;;
     --rejoin) REJOIN=1 ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "soak.sh: unknown argument $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -102,14 +104,20 @@ start_job() {
   PIDS=()
   COORD=("${coord[@]}")
   ITERS=$iters
-  nice "$BIN/nereus_server" --role=coordinator "${coord[@]}" --num_servers=$SERVERS --num_workers=$WORKERS \
-    "${JOB[@]}" "${r[@]}" >"$logs/coordinator.log" 2>&1 &
+  start_coordinator "$logs" "${r[@]}"
   PIDS+=($!)
   for s in $(seq 0 $((SERVERS - 1))); do start_server "$logs" $s "${r[@]}" "$@"; PIDS+=($!); done
   for w in $(seq 0 $((WORKERS - 1))); do start_worker "$logs" $w "${r[@]}"; PIDS+=($!); done
 }
-# start_server LOGDIR RANK FLAGS... / start_worker LOGDIR RANK FLAGS...: one
-# process of the job started by start_job (logs appended).
+# start_coordinator LOGDIR FLAGS... / start_server LOGDIR RANK FLAGS... /
+# start_worker LOGDIR RANK FLAGS...: one process of the job started by
+# start_job (logs appended). The coordinator keeps its state beside the
+# checkpoints.
+start_coordinator() {
+  local logs=$1; shift
+  nice "$BIN/nereus_server" --role=coordinator "${COORD[@]}" --num_servers=$SERVERS --num_workers=$WORKERS \
+    --checkpoint_dir="$CKPT" "${JOB[@]}" "$@" >>"$logs/coordinator.log" 2>&1 &
+}
 start_server() {
   local logs=$1 s=$2; shift 2
   nice "$BIN/nereus_server" --role=server "${COORD[@]}" --rank=$s --checkpoint_dir="$CKPT" \
@@ -149,15 +157,22 @@ if [[ $REJOIN == 1 ]]; then
     RSS_C+=("$(rss_kib "${PIDS[0]}")")
     RSS_S0+=("$(rss_kib "${PIDS[1]}")")
     RSS_W0+=("$(rss_kib "${PIDS[$((1 + SERVERS))]}")")
-    if (( RANDOM % 5 == 0 )); then
+    PICK=$(( RANDOM % 5 ))
+    if (( PICK == 0 )); then
       VICTIM=1; WHO="server 1"; IDX=2
+    elif (( PICK == 1 )); then
+      VICTIM=0; WHO="coordinator"; IDX=0
     else
       VICTIM=$(( 1 + RANDOM % (WORKERS - 1) )); WHO="worker $VICTIM"; IDX=$((1 + SERVERS + VICTIM))
     fi
     EXPECT=$(newest_common "$CKPT")
     kill -9 "${PIDS[$IDX]}" 2>/dev/null || true
     wait "${PIDS[$IDX]}" 2>/dev/null || true
-    if [[ $WHO == server* ]]; then start_server "$LOGS" 1 --resume; else start_worker "$LOGS" "$VICTIM" --resume; fi
+    case $WHO in
+      server*) start_server "$LOGS" 1 --resume ;;
+      coordinator) start_coordinator "$LOGS" --resume ;;
+      *) start_worker "$LOGS" "$VICTIM" --resume ;;
+    esac
     PIDS[$IDX]=$!
     EPOCH=$((EPOCH + 1))
     LINE="round $ROUND: killed $WHO, restarted it alone;"
@@ -191,6 +206,9 @@ if [[ $REJOIN == 1 ]]; then
   done
   for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   wait_job || true
+  # Every process is gone, the coordinator too: its state describes a job
+  # that did not end, at an address the final round does not reuse.
+  rm -f "$CKPT/coordinator.state"
 fi
 while [[ $REJOIN == 0 ]] && (( $(date +%s) < END - 20 )); do
   LOGS="$WORK/round$ROUND"

@@ -16,6 +16,7 @@ namespace nereus {
 namespace {
 
 constexpr char kMagic[8] = {'N', 'R', 'S', 'C', 'K', 'P', 'T', '1'};
+constexpr char kCoordinatorMagic[8] = {'N', 'R', 'C', 'O', 'O', 'R', 'D', '1'};
 
 // Debian 12 packages no CRC-32C library for C++ (abseil's absl/crc arrived
 // after the 20220623 release it ships), so the table-driven form, reflected
@@ -198,6 +199,39 @@ Status WriteCheckpoint(const std::string& dir, const ShardState& state) {
   RETURN_IF_ERROR(WriteFileAtomically(dir, ManifestFileName(info.clock(), info.server_rank()),
                                       {{mbytes.data(), mbytes.size()}, {mcrc.data(), mcrc.size()}}));
   return SyncDir(dir);
+}
+
+std::string CoordinatorStatePath(const std::string& dir) { return dir + "/coordinator.state"; }
+
+Status WriteCoordinatorState(const std::string& dir, const pb::CoordinatorState& state) {
+  RETURN_IF_ERROR(MakeDirs(dir));
+  std::string bytes(kCoordinatorMagic, sizeof(kCoordinatorMagic));
+  const std::string body = state.SerializeAsString();
+  bytes += Le32(static_cast<uint32_t>(body.size()));
+  bytes += body;
+  bytes += Le32(Crc32c(0, bytes.data(), bytes.size()));
+  RETURN_IF_ERROR(WriteFileAtomically(dir, "coordinator.state", {{bytes.data(), bytes.size()}}));
+  return SyncDir(dir);
+}
+
+StatusOr<pb::CoordinatorState> ReadCoordinatorState(const std::string& dir) {
+  const std::string path = CoordinatorStatePath(dir);
+  if (::access(path.c_str(), F_OK) != 0 && errno == ENOENT) return NotFoundError(path + " does not exist");
+  ASSIGN_OR_RETURN(std::string file, ReadWholeFile(path));
+  const size_t frame = sizeof(kCoordinatorMagic) + 4 + 4;
+  if (file.size() < frame) return DataLossError(path + " is truncated (" + std::to_string(file.size()) + " bytes)");
+  if (std::memcmp(file.data(), kCoordinatorMagic, sizeof(kCoordinatorMagic)) != 0)
+    return DataLossError(path + " is not a Nereus coordinator state (bad magic)");
+  const uint32_t length = LoadLe32(file.data() + sizeof(kCoordinatorMagic));
+  if (length != file.size() - frame)
+    return DataLossError(path + " is truncated or overwritten: its body should be " + std::to_string(length) +
+                         " bytes, the file holds " + std::to_string(file.size() - frame));
+  if (Crc32c(0, file.data(), file.size() - 4) != LoadLe32(file.data() + file.size() - 4))
+    return DataLossError(path + " is corrupt: its CRC-32C does not match");
+  pb::CoordinatorState state;
+  if (!state.ParseFromArray(file.data() + sizeof(kCoordinatorMagic) + 4, static_cast<int>(length)))
+    return DataLossError(path + " is corrupt: its body does not parse");
+  return state;
 }
 
 StatusOr<ShardState> ReadCheckpoint(const std::string& dir, int64_t clock, int rank) {

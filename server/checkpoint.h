@@ -63,6 +63,17 @@ StatusOr<ShardState> ReadCheckpoint(const std::string& dir, int64_t clock, int r
 // file and what is wrong, also logged.
 std::vector<int64_t> ValidCheckpoints(const std::string& dir, int rank, std::vector<std::string>* warnings = nullptr);
 
+// The coordinator's state file in `dir` (proto/checkpoint.proto):
+// dir/coordinator.state.
+std::string CoordinatorStatePath(const std::string& dir);
+// Writes `state` there (created if missing; temporary name, fsync, rename,
+// directory fsync).
+Status WriteCoordinatorState(const std::string& dir, const pb::CoordinatorState& state);
+// Reads and verifies it: NotFound if there is none; DataLoss naming the file
+// and what is wrong (bad magic, length, CRC-32C, or a body that does not
+// parse) if it is damaged.
+StatusOr<pb::CoordinatorState> ReadCoordinatorState(const std::string& dir);
+
 // Deletes server `rank`'s checkpoints in `dir` older than the `keep` newest
 // (manifest first, so a half-deleted checkpoint is never taken as complete),
 // and its temporary files (left by a crash mid-write).

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "common/node.h"
+#include "server/checkpoint.h"
 
 namespace nereus {
 
@@ -52,6 +53,10 @@ Status Coordinator::Start() {
       RETURN_IF_ERROR(CheckBindHost(ep.substr(scheme + 3, colon - scheme - 3), options_.curve.has_value())
                           .Annotate("--coordinator"));
   }
+  // Read before binding: a coordinator that may not take the job over
+  // touches nothing (and one whose job's coordinator still runs fails to
+  // bind its address).
+  ASSIGN_OR_RETURN(std::optional<pb::CoordinatorState> previous, PreviousState());
   Status st = transport_->Start(NormalizeEndpoint(options_.bind),
                                 [this](const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) {
                                   OnMessage(from, std::move(msg), partial);
@@ -60,10 +65,144 @@ Status Coordinator::Start() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     formation_deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(options_.startup_timeout_s);
+    if (previous.has_value()) {
+      RETURN_IF_ERROR(TakeBack(*previous));
+    } else {
+      persisted_.set_coordinator(transport_->endpoint());
+      *persisted_.mutable_job() = options_.job;
+      RETURN_IF_ERROR(Persist());
+    }
   }
   LOG(INFO) << "coordinator listening at " << transport_->endpoint() << " for " << options_.job.num_servers()
             << " server(s) and " << options_.job.num_workers() << " worker(s)";
   return Status::OK();
+}
+
+StatusOr<std::optional<pb::CoordinatorState>> Coordinator::PreviousState() const {
+  if (options_.state_dir.empty()) return std::optional<pb::CoordinatorState>();
+  const std::string path = CoordinatorStatePath(options_.state_dir);
+  auto read = ReadCoordinatorState(options_.state_dir);
+  if (!read.ok()) {
+    if (read.status().code() == StatusCode::kNotFound) return std::optional<pb::CoordinatorState>();
+    return Status(read.status().code(),
+                  "cannot start: " + read.status().message() +
+                      ". It holds what the coordinator of a job knows; if no process of that job runs any more, "
+                      "remove it (and restart the job with --resume from its servers' checkpoints, or anew)");
+  }
+  const pb::CoordinatorState& s = *read;
+  if (s.ended()) {
+    LOG(INFO) << "coordinator: the job " << path << " describes ended (" << s.outcome() << "); "
+              << (options_.resume ? "this one resumes from its servers' checkpoints" : "starting a new job");
+    return std::optional<pb::CoordinatorState>();
+  }
+  std::ostringstream what;
+  what << path << " holds a job that has not ended (epoch " << s.epoch() << ", "
+       << (s.finished()  ? "finished"
+           : s.started() ? "running"
+                         : "forming")
+       << ", coordinator " << s.coordinator() << ")";
+  if (!options_.resume) {
+    return FailedPreconditionError(
+        what.str() +
+        ": its coordinator was killed, or still runs. Restart the coordinator with --resume to take the job back, "
+        "or remove the file to start a new job");
+  }
+  const pb::JobConfig& was = s.job();
+  const pb::JobConfig& now = options_.job;
+  auto differs = [&](const std::string& flag, const std::string& mine, const std::string& theirs) {
+    return InvalidArgumentError("cannot take the job back: " + flag + "=" + mine + " but the job in " + path + " has " +
+                                theirs + "; restart the coordinator with the job's flags");
+  };
+  if (now.num_servers() != was.num_servers())
+    return differs("--num_servers", std::to_string(now.num_servers()), std::to_string(was.num_servers()));
+  if (now.num_workers() != was.num_workers())
+    return differs("--num_workers", std::to_string(now.num_workers()), std::to_string(was.num_workers()));
+  if (now.consistency() != was.consistency())
+    return differs("--consistency", pb::Consistency_Name(now.consistency()), pb::Consistency_Name(was.consistency()));
+  if (now.staleness() != was.staleness())
+    return differs("--staleness", std::to_string(now.staleness()), std::to_string(was.staleness()));
+  if (now.chunk_bytes() != was.chunk_bytes())
+    return differs("--partition_bytes", std::to_string(now.chunk_bytes()), std::to_string(was.chunk_bytes()));
+  if (!s.finished() && (s.started() || s.epoch() > 0)) {
+    if (was.consistency() != pb::BSP) {
+      return FailedPreconditionError(
+          "cannot take the job back: " + what.str() + " runs under " + pb::Consistency_Name(was.consistency()) +
+          ", and taking a job back rolls it back to a checkpoint (BSP only); restart every process of the job "
+          "instead");
+    }
+    if (was.checkpoint_every() <= 0) {
+      return FailedPreconditionError("cannot take the job back: " + what.str() +
+                                     ": its servers write no checkpoints (--checkpoint_every), so there is no state "
+                                     "to roll the job back to");
+    }
+  }
+  return std::optional<pb::CoordinatorState>(s);
+}
+
+Status Coordinator::TakeBack(const pb::CoordinatorState& previous) {
+  const std::string path = CoordinatorStatePath(options_.state_dir);
+  if (previous.coordinator() != transport_->endpoint()) {
+    return FailedPreconditionError("cannot take the job back: its coordinator listened at " + previous.coordinator() +
+                                   " (" + path + "), this one at " + transport_->endpoint() +
+                                   "; its nodes reconnect to the old address: restart it there");
+  }
+  persisted_ = previous;
+  if (previous.finished()) {
+    // SHUTDOWN went out, perhaps not to everyone: again.
+    LOG(WARNING) << "coordinator: restarted with --resume; the job of " << path
+                 << " had finished: telling its nodes to shut down";
+    for (const pb::NodeInfo& n : previous.members()) SendTo(n.endpoint(), pb::SHUTDOWN);
+    finished_ = true;
+    return Status::OK();
+  }
+  if (!previous.started() && previous.epoch() == 0) {
+    // No node holds an address book: the nodes go on repeating their
+    // REGISTER, and the job forms as it was going to.
+    resume_ = previous.job().resume();
+    LOG(WARNING) << "coordinator: restarted with --resume while the job of " << path
+                 << " was forming; waiting for its nodes to register";
+    return Status::OK();
+  }
+  // The members hold the address book of an epoch whose coordinator is
+  // gone: a new epoch, formed as a --resume start is.
+  epoch_ = previous.epoch() + 1;
+  resume_ = true;
+  persisted_.set_epoch(epoch_);
+  persisted_.set_started(false);
+  RETURN_IF_ERROR(Persist());  // Before any node hears of the new epoch.
+  std::ostringstream index;
+  for (const pb::NodeInfo& n : previous.members()) {
+    if (n.role() != pb::SERVER) continue;
+    index << (index.tellp() > 0 ? "; " : "") << NodeName(n.role(), n.rank()) << " ";
+    if (n.checkpoint_clocks().empty()) index << "none";
+    for (int i = 0; i < n.checkpoint_clocks_size(); ++i) index << (i ? ", " : "clocks ") << n.checkpoint_clocks(i);
+  }
+  const std::string why = "the coordinator restarted and takes the job back";
+  LOG(WARNING) << "coordinator: restarted with --resume: taking back the job of " << path << " (epoch "
+               << previous.epoch() << (previous.started() ? ", running" : ", re-forming") << "; it started at clock "
+               << previous.job().start_clock() << "; the servers' checkpoints then: " << index.str() << "); epoch "
+               << epoch_ << ": every node rolls back to the newest checkpoint every server holds and registers again";
+  for (const pb::NodeInfo& n : previous.members()) {
+    previous_[{n.role(), n.rank()}] = n.endpoint();
+    SendTo(n.endpoint(), pb::ROLLBACK, why);
+  }
+  return Status::OK();
+}
+
+Status Coordinator::Persist() {
+  if (options_.state_dir.empty()) return Status::OK();
+  return WriteCoordinatorState(options_.state_dir, persisted_).Annotate("the coordinator's state");
+}
+
+void Coordinator::PersistOrFail() {
+  Status st = Persist();
+  if (!st.ok()) Fail(st);
+}
+
+bool Coordinator::IsPrevious(const Endpoint& e) const {
+  for (const auto& [who, ep] : previous_)
+    if (ep == e) return true;
+  return false;
 }
 
 Coordinator::Member* Coordinator::Find(const Endpoint& e) {
@@ -102,7 +241,14 @@ void Coordinator::OnMessage(const Endpoint& from, StatusOr<Message> msg, const p
       HandleRegister(from, h);
       break;
     case pb::HEARTBEAT:
-      if (Find(from) != nullptr) SendTo(from, pb::HEARTBEAT_ACK);
+      if (Find(from) != nullptr) {
+        SendTo(from, pb::HEARTBEAT_ACK);
+      } else if (h.epoch() < epoch_ && IsPrevious(from)) {
+        // A member of an earlier formation that has not heard of this epoch
+        // (its ROLLBACK was lost with a connection, or went to a coordinator
+        // that was restarted since): again.
+        SendTo(from, pb::ROLLBACK, "the job re-forms in epoch " + std::to_string(epoch_));
+      }
       break;
     case pb::BARRIER:
       HandleBarrier(from, h);
@@ -113,6 +259,8 @@ void Coordinator::OnMessage(const Endpoint& from, StatusOr<Message> msg, const p
       m->done = true;
       LOG(INFO) << "coordinator: " << NodeName(m->role, m->rank) << " finished";
       if (++workers_done_ == options_.job.num_workers()) {
+        persisted_.set_finished(true);
+        PersistOrFail();
         for (auto& [ep, member] : members_) SendTo(ep, pb::SHUTDOWN);
         finished_ = true;
         cv_.notify_all();
@@ -236,6 +384,24 @@ void Coordinator::HandleRegister(const Endpoint& from, const pb::Header& h) {
     info->set_rank(member.rank);
     info->set_endpoint(ep);
   }
+  // Kept before any node holds the address book: a restarted coordinator
+  // must know whom to roll back.
+  persisted_.set_epoch(epoch_);
+  persisted_.set_started(true);
+  *persisted_.mutable_job() = reply.header.job();
+  persisted_.clear_members();
+  for (auto& [ep, member] : members_) {
+    pb::NodeInfo* info = persisted_.add_members();
+    info->set_role(member.role);
+    info->set_rank(member.rank);
+    info->set_endpoint(ep);
+    for (int64_t c : member.checkpoint_clocks) info->add_checkpoint_clocks(c);
+    info->set_checkpoint_every(member.checkpoint_every);
+  }
+  if (Status st = Persist(); !st.ok()) {
+    Fail(st);
+    return;
+  }
   const auto now = std::chrono::steady_clock::now();
   for (auto& [ep, member] : members_) {
     member.last_seen = now;
@@ -318,6 +484,12 @@ bool Coordinator::HandleRejoin(const Endpoint& from, const pb::NodeInfo& n, cons
   // Roll back: a new epoch, formed as a --resume start is.
   ++epoch_;
   resume_ = true;
+  persisted_.set_epoch(epoch_);
+  persisted_.set_started(false);
+  if (Status st = Persist(); !st.ok()) {
+    Fail(st);
+    return false;
+  }
   const std::string why = who + " rejoined from " + from + " in the place of " + old.endpoint + " (silent for " +
                           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
                           " ms)";
@@ -426,6 +598,12 @@ void Coordinator::HandleBarrier(const Endpoint& from, const pb::Header& h) {
   barriers_.erase(h.barrier_name());
 }
 
+void Coordinator::Stop(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  LOG(WARNING) << "coordinator: " << why << "; ending the job";
+  Fail(AbortedError(why));
+}
+
 void Coordinator::Fail(const Status& why) {
   if (!failure_.ok() || finished_) return;
   failure_ = why;
@@ -485,6 +663,10 @@ Status Coordinator::Run() {
     cv_.wait_for(lock, check_every);
   }
   const Status result = failure_;
+  // Nothing is left to take back.
+  persisted_.set_ended(true);
+  persisted_.set_outcome(result.ok() ? "finished" : result.message());
+  if (Status st = Persist(); !st.ok()) LOG(ERROR) << "coordinator: " << st.message();
   lock.unlock();
   if (!result.ok()) {
     LOG(ERROR) << "coordinator: job aborted: " << result.message();

@@ -10,6 +10,15 @@
 // (every node registers again, from a new endpoint; the newest checkpoint
 // every server holds is the clock the job goes on from). See
 // docs/RELIABILITY.md.
+//
+// Restart: with a state directory, the coordinator keeps what it knows (the
+// job, the members and their endpoints, the epoch, each server's checkpoints)
+// in DIR/coordinator.state, written before it acts on a change. A coordinator
+// killed and restarted with --resume at the same address reads it and takes
+// the job back the same way: a new epoch, ROLLBACK to every member of the last
+// formation (and to any of them whose heartbeat arrives first), and the job
+// forms again from the newest checkpoint every server holds. The nodes keep
+// sending heartbeats meanwhile and wait for it up to --heartbeat_timeout_ms.
 #ifndef NEREUS_SERVER_COORDINATOR_H_
 #define NEREUS_SERVER_COORDINATOR_H_
 
@@ -27,6 +36,7 @@
 #include "common/refusal_log.h"
 #include "common/status.h"
 #include "common/transport.h"
+#include "proto/checkpoint.pb.h"
 
 namespace nereus {
 
@@ -38,6 +48,9 @@ struct CoordinatorOptions {
   // that every server has a complete checkpoint of.
   bool resume = false;
   std::optional<CurveKeys> curve;  // Set: CURVE with the job's keys (--curve_dir).
+  // Where the coordinator keeps its state (coordinator.state; --checkpoint_dir);
+  // empty: nowhere, and a restarted coordinator cannot take the job back.
+  std::string state_dir;
 };
 
 // Checks the job configuration a coordinator would hand out.
@@ -48,7 +61,10 @@ class Coordinator {
   explicit Coordinator(CoordinatorOptions options);
   ~Coordinator();
 
-  // Binds the listening socket. After this, nodes may register.
+  // Binds the listening socket. After this, nodes may register. With a
+  // state directory: a state of a job that has not ended is taken back with
+  // --resume and refused without it; a damaged state file is refused naming
+  // it (the coordinator cannot tell whether its job still runs).
   Status Start();
   const Endpoint& endpoint() const { return transport_->endpoint(); }
 
@@ -56,6 +72,11 @@ class Coordinator {
   // told to shut down. Otherwise the error names the node that failed (missing
   // at start-up, silent, or refused); every other node has been sent ABORT.
   Status Run();
+
+  // Ends the job as a failure would: every node is sent ABORT with `why`, Run
+  // returns it, and the state file says the job ended (nothing to take back).
+  // Thread-safe; for a signal (SIGTERM: the operator stops the job).
+  void Stop(const std::string& why);
 
  private:
   struct Member {
@@ -88,6 +109,20 @@ class Coordinator {
   // REQUIRES(mu_). With --resume, the newest clock every server checkpointed.
   StatusOr<int64_t> ResumeClock() const;
   void SendTo(const Endpoint& to, pb::Op op, const std::string& error = "");
+  // Before binding: the state a previous coordinator left in the state
+  // directory, if this coordinator is to take its job back (nullopt: a new
+  // job); errors say why neither is possible.
+  StatusOr<std::optional<pb::CoordinatorState>> PreviousState() const;
+  // After binding, REQUIRES(mu_): takes the job of `previous` back.
+  Status TakeBack(const pb::CoordinatorState& previous);
+  // REQUIRES(mu_). Writes persisted_ (with a state directory).
+  Status Persist();
+  // REQUIRES(mu_). Persist, failing the job if the state cannot be written
+  // (a restart could not take the job back).
+  void PersistOrFail();
+  // REQUIRES(mu_). The endpoint of a member of the previous formation, which
+  // has not registered again.
+  bool IsPrevious(const Endpoint& e) const;
   void Fail(const Status& why);      // REQUIRES(mu_)
   std::string MissingNodes() const;  // REQUIRES(mu_)
   Member* Find(const Endpoint& e);   // REQUIRES(mu_)
@@ -118,6 +153,8 @@ class Coordinator {
   // Endpoints of the previous epoch, by (role, rank), still connected; each
   // is disconnected once its node registers again (it has read ROLLBACK).
   std::map<std::pair<int, int>, Endpoint> previous_;  // GUARDED_BY(mu_)
+  // What is kept in the state directory, as last written.
+  pb::CoordinatorState persisted_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace nereus

@@ -1,14 +1,22 @@
 // nereus_server: a parameter-server shard (--role=server) or the job's
 // coordinator (--role=coordinator).
+#include <fcntl.h>
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
+#include <thread>
 
 #include "common/curve_keys.h"
 #include "common/node.h"
 #include "common/node_flags.h"
+#include "common/subprocess.h"
 #include "server/coordinator.h"
 #include "server/server_flags.h"
 #include "server/server_node.h"
@@ -27,10 +35,14 @@ DEFINE_uint64(partition_bytes, 1 << 20,
 DEFINE_uint64(chunk_bytes, 0, "Coordinator: another name for --partition_bytes (0: not given).");
 DEFINE_int32(heartbeat_interval_ms, 1000, "Coordinator: how often every node sends a heartbeat.");
 DEFINE_int32(heartbeat_timeout_ms, 5000,
-             "Coordinator: a node silent this long is declared dead and the job is aborted.");
+             "Coordinator: a node silent this long is declared dead and the job is aborted; the nodes wait as long "
+             "for a silent coordinator (time to restart it with --resume) before they give up.");
 DEFINE_string(checkpoint_dir, "",
               "Server: directory of this server's checkpoints (written with --checkpoint_every, read with --resume). "
-              "Servers of one job may share it: the files carry the server's rank.");
+              "Servers of one job may share it: the files carry the server's rank. Coordinator: where it keeps what "
+              "it knows of the job (coordinator.state), so that a coordinator killed and restarted with --resume at "
+              "the same address takes the job back (BSP with checkpoints); one started without --resume over the "
+              "state of a job that has not ended refuses to start.");
 DEFINE_int64(checkpoint_every, 0,
              "Server: under BSP, write a checkpoint of this server's shard (weights, solver history, clock, solver "
              "settings) every N clocks, all servers at the same clocks; 0: never. Refused under ssp and async.");
@@ -41,6 +53,36 @@ DEFINE_int64(crash_at_clock, -1,
 
 namespace nereus {
 namespace {
+
+// SIGTERM, SIGINT and SIGHUP (launch.sh stopping the job, Ctrl-C, scancel, a
+// closed terminal) stop the job through the coordinator: its nodes get ABORT
+// naming the signal and its state file says the job ended. Only a
+// coordinator killed outright (SIGKILL, a crash, a lost host) leaves a job to
+// take back with --resume. A thread of its own waits for the signal.
+class StopOnSignal {
+ public:
+  StopOnSignal(Coordinator* coordinator, SignalPipe* signals) {
+    PCHECK(::pipe2(done_, O_CLOEXEC) == 0);
+    thread_ = std::thread([this, coordinator, signals] {
+      pollfd fds[2] = {{signals->fd(), POLLIN, 0}, {done_[0], POLLIN, 0}};
+      while (true) {
+        if (::poll(fds, 2, -1) < 0 && errno != EINTR) PLOG(FATAL) << "poll";
+        if (fds[1].revents != 0) return;
+        if (const int sig = signals->Take(); sig != 0)
+          coordinator->Stop(std::string("the coordinator was stopped by SIG") + sigabbrev_np(sig));
+      }
+    });
+  }
+  ~StopOnSignal() {
+    ::close(done_[1]);  // End-of-file wakes the thread.
+    thread_.join();
+    ::close(done_[0]);
+  }
+
+ private:
+  int done_[2];
+  std::thread thread_;
+};
 
 StatusOr<pb::Consistency> ParseConsistency(const std::string& s) {
   if (s == "bsp") return pb::BSP;
@@ -66,6 +108,7 @@ int RunCoordinator() {
   o.job.set_heartbeat_interval_ms(FLAGS_heartbeat_interval_ms);
   o.job.set_heartbeat_timeout_ms(FLAGS_heartbeat_timeout_ms);
   o.resume = FLAGS_resume;
+  o.state_dir = FLAGS_checkpoint_dir;
   if (!FLAGS_curve_dir.empty()) {
     auto keys = LoadCurveKeys(FLAGS_curve_dir, CurveKeyName(pb::COORDINATOR, 0));
     if (!keys.ok()) {
@@ -80,7 +123,15 @@ int RunCoordinator() {
     LOG(ERROR) << st.message();
     return 2;
   }
-  st = coordinator.Run();
+  auto signals = SignalPipe::Create({SIGTERM, SIGINT, SIGHUP});
+  if (!signals.ok()) {
+    LOG(ERROR) << signals.status().message();
+    return 1;
+  }
+  {
+    StopOnSignal stop(&coordinator, signals->get());
+    st = coordinator.Run();
+  }
   return st.ok() ? 0 : 1;
 }
 

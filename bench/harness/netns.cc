@@ -2,7 +2,6 @@
 
 #include <glog/logging.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,36 +9,18 @@
 #include <cstdio>
 #include <sstream>
 
+#include "common/subprocess.h"
+
 namespace nereus {
 namespace bench {
 
 int RunCommand(const std::vector<std::string>& argv, std::string* output) {
-  int fds[2];
-  PCHECK(pipe(fds) == 0);
-  const pid_t pid = fork();
-  PCHECK(pid >= 0);
-  if (pid == 0) {
-    dup2(fds[1], 1);
-    dup2(fds[1], 2);
-    close(fds[0]);
-    close(fds[1]);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    std::fprintf(stderr, "cannot run %s\n", args[0]);
-    _exit(127);
-  }
-  close(fds[1]);
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof(buf))) > 0) out.append(buf, n);
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (output) *output = out;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  // No bound of its own: ip returns at once; a bench run inside a namespace
+  // is bounded by its own watchdog.
+  auto code = nereus::RunCommand(argv, output, std::chrono::hours(24));
+  if (code.ok()) return *code;
+  if (output != nullptr) *output += code.status().message();
+  return 127;
 }
 
 StatusOr<std::unique_ptr<NetNamespace>> NetNamespace::Create(const std::string& name, double rate_mbit) {

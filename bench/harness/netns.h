@@ -61,7 +61,8 @@ class EmulatedNetwork {
 // killed with SIGKILL): deleted, with a line for each. Returns how many.
 int RemoveStaleNamespaces(const std::string& base);
 
-// Runs argv (no shell), returns its exit status and combined output.
+// Runs argv (no shell; common/subprocess.h), returns its exit status and
+// combined output; 127 with the reason appended if it cannot run.
 int RunCommand(const std::vector<std::string>& argv, std::string* output);
 
 }  // namespace bench

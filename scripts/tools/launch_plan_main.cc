@@ -65,17 +65,8 @@ int Run() {
   } else if (FLAGS_format == "slurm_hostfile") {
     for (const auto& p : plan->processes) std::cout << plan->hosts[p.host].name << "\n";
   } else if (FLAGS_format == "shell") {
-    const int n = static_cast<int>(plan->processes.size());
-    const std::string layout = std::to_string(n) + " processes (1 coordinator + " + std::to_string(FLAGS_num_servers) +
-                               " servers + " + std::to_string(FLAGS_num_workers) + " workers)";
-    if (FLAGS_ntasks != -1 && FLAGS_ntasks != n) {
-      return Fail("the launcher started " + std::to_string(FLAGS_ntasks) + " tasks but the job has " + layout +
-                  "; start exactly " + std::to_string(n));
-    }
-    if (FLAGS_procid < 0 || FLAGS_procid >= n) {
-      return Fail("--procid must be in 0.." + std::to_string(n - 1) + " for a job of " + layout + ", got " +
-                  std::to_string(FLAGS_procid));
-    }
+    Status task = CheckSlurmTask(*plan, FLAGS_ntasks, FLAGS_procid);
+    if (!task.ok()) return Fail(task.message());
     const auto& p = plan->processes[FLAGS_procid];
     std::cout << "NEREUS_ROLE=" << LaunchRoleName(p.role) << "\nNEREUS_RANK=" << p.rank
               << "\nNEREUS_HOST=" << plan->hosts[p.host].name << "\nNEREUS_BIND_HOST=" << plan->AddressOf(p)

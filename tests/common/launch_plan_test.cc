@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -156,6 +157,99 @@ TEST(ResolveHostAddresses, LiteralsStayNamesResolveUnknownFails) {
   Status st = ResolveHostAddresses(&bad);
   EXPECT_EQ(st.code(), StatusCode::kNotFound);
   EXPECT_NE(st.message().find("cannot resolve host \"no-such-host.invalid\""), std::string::npos) << st.message();
+}
+
+TEST(SlurmLayout, TaskCountsAndIdsAreChecked) {
+  std::vector<HostSpec> hosts = {{"gpu01", 1, "10.1.0.1"}};
+  auto plan = PlanLaunch(hosts, {2, 2, 7000});
+  ASSERT_TRUE(plan.ok());
+  EXPECT_TRUE(CheckSlurmTask(*plan, 5, 4).ok());
+  EXPECT_TRUE(CheckSlurmTask(*plan, -1, 0).ok());
+  EXPECT_EQ(CheckSlurmTask(*plan, 6, 3).message(),
+            "the launcher started 6 tasks but the job has 5 processes (1 coordinator + 2 servers + 2 workers); start "
+            "exactly 5");
+  EXPECT_EQ(CheckSlurmTask(*plan, 5, 5).message(),
+            "--procid must be in 0..4 for a job of 5 processes (1 coordinator + 2 servers + 2 workers), got 5");
+}
+
+// --- Command lines ----------------------------------------------------------
+
+TEST(ShellWords, QuotesOnlyWhatNeedsIt) {
+  EXPECT_EQ(ShellWords({"a/b.c", "--x=1,2:3@h%+-_"}), "a/b.c --x=1,2:3@h%+-_");
+  EXPECT_EQ(ShellWords({"/w d", "it's", "", "$HOME", "a;b"}), R"('/w d' 'it'\''s' '' '$HOME' 'a;b')");
+}
+
+TEST(FlagNamesFromHelpXml, ReadsTheNameElements) {
+  EXPECT_EQ(FlagNamesFromHelpXml("<AllFlags><flag><file>x.cc</file><name>rank</name><meaning>..</meaning></flag>"
+                                 "<flag><name>resume</name></flag></AllFlags>"),
+            (std::set<std::string>{"rank", "resume"}));
+  EXPECT_TRUE(FlagNamesFromHelpXml("not xml").empty());
+}
+
+TEST(RouteFlags, EachFlagGoesToTheBinariesThatDefineIt) {
+  BinaryFlags known;
+  known.server = {"consistency", "startup_timeout_s", "resume", "checkpoint_dir"};
+  known.worker = {"iterations", "startup_timeout_s", "resume", "nodisplay_special"};
+  auto routed = RouteFlags(
+      {"--iterations=5", "--consistency=ssp", "--startup_timeout_s=30", "--noresume", "--nodisplay_special"}, known);
+  ASSERT_TRUE(routed.ok()) << routed.status();
+  EXPECT_EQ(routed->server, (Names{"--consistency=ssp", "--startup_timeout_s=30", "--noresume"}));
+  EXPECT_EQ(routed->worker, (Names{"--iterations=5", "--startup_timeout_s=30", "--noresume", "--nodisplay_special"}));
+  auto error = [&](const Names& flags) {
+    auto r = RouteFlags(flags, known);
+    EXPECT_FALSE(r.ok());
+    return r.ok() ? "" : r.status().message();
+  };
+  EXPECT_EQ(error({"--iteratons=5"}), "--iteratons is not a flag of nereus_server or nereus_worker");
+  EXPECT_EQ(error({"--noresume=1"}), "--noresume is not a flag of nereus_server or nereus_worker");
+  EXPECT_EQ(error({"--rank=1"}), "--rank is set by the launcher for each process");
+  EXPECT_EQ(error({"--bind_host"}), "--bind_host is set by the launcher for each process");
+  EXPECT_EQ(error({"5"}), "unexpected argument \"5\"; binary flags are passed as --name=value");
+  EXPECT_EQ(error({"--"}), "unexpected argument \"--\"; binary flags are passed as --name=value");
+}
+
+TEST(ProcessCommands, ArgsLabelsLogsAndEachRemoteMode) {
+  std::vector<HostSpec> hosts = {{"hostA", 1, "10.0.0.1"}, {"hostB", 2, "10.0.0.2"}};
+  auto plan = PlanLaunch(hosts, {1, 2, 7100});
+  ASSERT_TRUE(plan.ok());
+  RoutedFlags flags;
+  flags.server = {"--consistency=ssp"};
+  flags.worker = {"--iterations=5"};
+  const PlannedProcess& coordinator = plan->processes[0];
+  const PlannedProcess& worker1 = plan->processes[3];
+  EXPECT_EQ(ProcessArgs(*plan, coordinator, "/b", flags),
+            (Names{"/b/nereus_server", "--role=coordinator", "--coordinator=10.0.0.1:7100", "--num_servers=1",
+                   "--num_workers=2", "--consistency=ssp"}));
+  EXPECT_EQ(ProcessArgs(*plan, plan->processes[1], "/b", flags),
+            (Names{"/b/nereus_server", "--role=server", "--coordinator=10.0.0.1:7100", "--rank=0",
+                   "--bind_host=10.0.0.1", "--consistency=ssp"}));
+  const Names args = ProcessArgs(*plan, worker1, "/b", flags);
+  EXPECT_EQ(args, (Names{"/b/nereus_worker", "--coordinator=10.0.0.1:7100", "--rank=1", "--bind_host=10.0.0.2",
+                         "--iterations=5"}));
+  EXPECT_EQ(ProcessLabel(*plan, coordinator), "coordinator@hostA");
+  EXPECT_EQ(ProcessLabel(*plan, worker1), "worker 1@hostB");
+  EXPECT_EQ(ProcessLogName(coordinator), "coordinator");
+  EXPECT_EQ(ProcessLogName(worker1), "worker1");
+
+  RemoteOptions remote;
+  remote.workdir = "/w d";
+  remote.env = {"A=1"};
+  remote.mode = RemoteMode::kNone;
+  EXPECT_EQ(ShellWords(RemoteCommand(remote, "hostB", args)),
+            "bash -c 'cd '\\''/w d'\\'' && exec env A=1 /b/nereus_worker --coordinator=10.0.0.1:7100 --rank=1 "
+            "--bind_host=10.0.0.2 --iterations=5'");
+  remote.mode = RemoteMode::kNetns;
+  EXPECT_EQ(RemoteCommand(remote, "hostB", args)[3], "hostB");
+  EXPECT_EQ(RemoteCommand(remote, "hostB", args)[0], "ip");
+  remote.mode = RemoteMode::kSsh;
+  remote.env.clear();
+  remote.workdir = "/w";
+  remote.ssh_options = {"-p", "2222"};
+  EXPECT_EQ(ShellWords(RemoteCommand(remote, "hostB", args)),
+            "ssh -o BatchMode=yes -p 2222 hostB 'cd /w || exit 1; exec 3<&0; /b/nereus_worker "
+            "--coordinator=10.0.0.1:7100 --rank=1 --bind_host=10.0.0.2 --iterations=5 </dev/null & p=$!; ( read -r _ "
+            "<&3; kill $p ) >/dev/null 2>&1 & w=$!; exec 3<&-; wait $p; s=$?; kill $w 2>/dev/null; exit $s'");
+  EXPECT_EQ(ParseRemoteMode("rsh").status().message(), "--ssh must be ssh, none or netns, got \"rsh\"");
 }
 
 }  // namespace

@@ -601,16 +601,6 @@ TEST(HostileInputTest, HundredThousandBadMessagesLeaveTheServerServingAndItsWeig
 
 // ---------------------------------------------------------------- CURVE
 
-std::string Keygen(const TempDir& dir, const std::string& name, int servers, int workers) {
-  const std::string keys = dir.File(name);
-  auto p = Subprocess::Start({test::BinaryPath("nereus_keygen"), keys, "--servers=" + std::to_string(servers),
-                              "--workers=" + std::to_string(workers)},
-                             dir.File(name + ".log"));
-  auto code = p->WaitFor(std::chrono::seconds(20));
-  CHECK(code.has_value() && *code == 0) << p->Log();
-  return keys;
-}
-
 enum class Handshake { kRefused, kSucceeded, kNoOutcome };
 
 // Waits (blocking on a socket's monitor `mon`, at most 10 s per event) until
@@ -674,8 +664,8 @@ Handshake Intrude(const std::string& identity, const Endpoint& server, const std
 
 TEST(CurveTest, OnlyTheJobsKeysRegisterPushOrPullAndTheWeightsStayTheirs) {
   TempDir dir;
-  const std::string keys = Keygen(dir, "keys", 1, 1);
-  const std::string other = Keygen(dir, "other", 1, 1);  // Another job's keys.
+  const std::string keys = test::MakeCurveKeys(dir, "keys", 1, 1);
+  const std::string other = test::MakeCurveKeys(dir, "other", 1, 1);  // Another job's keys.
   // The job's server key but an unknown key of one's own.
   const std::string forged = dir.File("forged");
   ASSERT_TRUE(WriteJobKeys(forged, 1, 1).ok());
@@ -746,7 +736,7 @@ TEST(CurveTest, OnlyTheJobsKeysRegisterPushOrPullAndTheWeightsStayTheirs) {
 
 TEST(CurveTest, AJobOfRealProcessesRunsWithKeysAndRefusesAKeylessWorker) {
   TempDir dir;
-  const std::string keys = Keygen(dir, "keys", 1, 2);
+  const std::string keys = test::MakeCurveKeys(dir, "keys", 1, 2);
   ClusterSpec spec;
   spec.servers = 1;
   spec.workers = 2;

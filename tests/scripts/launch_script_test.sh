@@ -71,7 +71,7 @@ expect_error "bare argument" "launch.sh: unexpected argument \"5\"; binary flags
   --hostfile="$T/hosts" --iterations 5
 printf 'hostA\nhostA slots=2\n' > "$T/dup"
 expect_error "duplicate host" \
-  "nereus_launch_plan: $T/dup: hostfile line 2: host \"hostA\" is already listed on line 1; give it slots=N instead" \
+  "launch.sh: $T/dup: hostfile line 2: host \"hostA\" is already listed on line 1; give it slots=N instead" \
   --hostfile="$T/dup"
 expect_error "bad mode" "launch.sh: --ssh must be ssh, none or netns, got \"rsh\"" --hostfile="$T/hosts" --ssh=rsh
 

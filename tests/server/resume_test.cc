@@ -65,23 +65,7 @@ class SyntheticResumeTest : public ::testing::Test {
  protected:
   // 2 servers x 2 workers, chunks spread over both servers.
   ClusterSpec Spec(int iterations, const std::string& weights_prefix, const TempDir& out) {
-    ClusterSpec spec;
-    spec.servers = 2;
-    spec.workers = 2;
-    spec.coordinator_flags = Concat({"--partition_bytes=1024", "--consistency=bsp"}, kFastHeartbeat);
-    spec.worker_flags = {"--tensors=1000,250x10,64x3x3x3,7",
-                         "--iterations=" + std::to_string(iterations),
-                         "--seed=3",
-                         "--lr_policy=inv",
-                         "--base_lr=0.05",
-                         "--gamma=0.001",
-                         "--power=0.75",
-                         "--momentum=0.9",
-                         "--weight_decay=0.001",
-                         "--display=0"};
-    for (int w = 0; w < 2; ++w)
-      spec.worker_rank_flags.push_back({w, {"--weights_out=" + out.File(weights_prefix + std::to_string(w))}});
-    return spec;
+    return test::SyntheticResumeSpec(iterations, weights_prefix, out, kFastHeartbeat);
   }
   // The 100-clock reference, never interrupted: weights in out/ref<w>.
   void RunReference(const TempDir& out) {

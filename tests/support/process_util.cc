@@ -1,14 +1,10 @@
 #include "tests/support/process_util.h"
 
-#include <fcntl.h>
 #include <glog/logging.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/inotify.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -21,48 +17,13 @@ namespace nereus {
 namespace test {
 
 std::unique_ptr<Subprocess> Subprocess::Start(const std::vector<std::string>& argv, const std::string& log_path) {
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  PCHECK(fd >= 0) << log_path;
-  const pid_t pid = fork();
-  PCHECK(pid >= 0);
-  if (pid == 0) {
-    dup2(fd, 1);
-    dup2(fd, 2);
-    close(fd);
-    execvp(args[0], args.data());
-    _exit(127);
-  }
-  close(fd);
-  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-  PCHECK(pidfd >= 0) << "pidfd_open";
-  return std::unique_ptr<Subprocess>(new Subprocess(pid, pidfd, log_path));
-}
-
-Subprocess::~Subprocess() {
-  if (!status_) {
-    kill(pid_, SIGKILL);
-    int st;
-    waitpid(pid_, &st, 0);
-  }
-  close(pidfd_);
-}
-
-std::optional<int> Subprocess::WaitFor(std::chrono::milliseconds timeout) {
-  if (status_) return status_;
-  pollfd p{pidfd_, POLLIN, 0};
-  const int r = poll(&p, 1, static_cast<int>(timeout.count()));
-  if (r <= 0) return std::nullopt;
-  int st = 0;
-  PCHECK(waitpid(pid_, &st, 0) == pid_);
-  status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return status_;
-}
-
-void Subprocess::Signal(int sig) {
-  if (!status_) kill(pid_, sig);
+  SubprocessOptions o;
+  o.argv = argv;
+  o.output = SubprocessOptions::Output::kFile;
+  o.output_file = log_path;
+  auto process = nereus::Subprocess::Start(o);
+  CHECK(process.ok()) << process.status();
+  return std::unique_ptr<Subprocess>(new Subprocess(std::move(process).value(), log_path));
 }
 
 std::string Subprocess::Log() const { return ReadFile(log_path_); }
@@ -83,15 +44,16 @@ bool Subprocess::WaitForLog(const std::string& text, std::chrono::milliseconds t
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
     // Wake on a write to the log or on the process's exit.
-    pollfd p[2] = {{fd, POLLIN, 0}, {pidfd_, POLLIN, 0}};
-    const int r = poll(p, status_ ? 1 : 2, static_cast<int>(left.count()));
+    if (!process_->running()) break;  // Reaped: its log is final.
+    pollfd p[2] = {{fd, POLLIN, 0}, {process_->exit_fd(), POLLIN, 0}};
+    const int r = poll(p, 2, static_cast<int>(left.count()));
     if (r < 0 && errno != EINTR) break;
     if (p[0].revents & POLLIN) {
       char events[4096];
       while (read(fd, events, sizeof(events)) > 0) {
       }
     }
-    if (!status_ && (p[1].revents & POLLIN)) {
+    if (p[1].revents & POLLIN) {
       found = Log().find(text) != std::string::npos;
       break;
     }
@@ -140,6 +102,16 @@ int FreePort() {
   return ntohs(a.sin_port);
 }
 
+std::string MakeCurveKeys(const TempDir& dir, const std::string& name, int servers, int workers) {
+  const std::string keys = dir.File(name);
+  auto p = Subprocess::Start({BinaryPath("nereus_keygen"), keys, "--servers=" + std::to_string(servers),
+                              "--workers=" + std::to_string(workers)},
+                             dir.File(name + ".log"));
+  auto code = p->WaitFor(std::chrono::seconds(20));
+  CHECK(code.has_value() && *code == 0) << p->Log();
+  return keys;
+}
+
 LocalCluster::LocalCluster(const ClusterSpec& spec, const TempDir& dir) : port_(FreePort()) {
   const std::string coord = "--coordinator=" + coordinator_address();
   std::vector<std::string> c = {BinaryPath("nereus_server"), "--role=coordinator", coord,
@@ -147,6 +119,7 @@ LocalCluster::LocalCluster(const ClusterSpec& spec, const TempDir& dir) : port_(
                                 "--num_workers=" + std::to_string(spec.workers)};
   c.insert(c.end(), spec.coordinator_flags.begin(), spec.coordinator_flags.end());
   coordinator_ = Subprocess::Start(c, dir.File("coordinator.log"));
+  coordinator_argv_ = std::move(c);
   for (int s = 0; s < spec.servers; ++s) {
     std::vector<std::string> a = {BinaryPath("nereus_server"), "--role=server", coord, "--rank=" + std::to_string(s)};
     a.insert(a.end(), spec.server_flags.begin(), spec.server_flags.end());

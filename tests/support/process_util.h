@@ -9,21 +9,24 @@
 #include <string>
 #include <vector>
 
+#include "common/subprocess.h"
+
 namespace nereus {
 namespace test {
 
-// A child process whose stdout and stderr go to a log file. The destructor
-// kills (SIGKILL) and reaps it if it is still running.
+// A child process whose stdout and stderr go to a log file: the tree's
+// supervisor (common/subprocess.h) plus the log. The destructor kills
+// (SIGKILL) and reaps it if it is still running.
 class Subprocess {
  public:
+  // CHECK-fails if the program cannot be started (a test's own mistake).
   static std::unique_ptr<Subprocess> Start(const std::vector<std::string>& argv, const std::string& log_path);
-  ~Subprocess();
 
-  int pid() const { return pid_; }
+  int pid() const { return process_->pid(); }
   // Waits up to `timeout` for the process to exit, without polling (pidfd).
   // Returns its exit code, 128+signal if killed by a signal, or nullopt.
-  std::optional<int> WaitFor(std::chrono::milliseconds timeout);
-  void Signal(int sig);
+  std::optional<int> WaitFor(std::chrono::milliseconds timeout) { return process_->WaitFor(timeout); }
+  void Signal(int sig) { process_->Signal(sig); }
   std::string Log() const;
   const std::string& log_path() const { return log_path_; }
   // Waits up to `timeout` until the log contains `text`, woken by inotify
@@ -32,11 +35,10 @@ class Subprocess {
   bool WaitForLog(const std::string& text, std::chrono::milliseconds timeout);
 
  private:
-  Subprocess(int pid, int pidfd, std::string log) : pid_(pid), pidfd_(pidfd), log_path_(std::move(log)) {}
-  int pid_;
-  int pidfd_;
+  Subprocess(std::unique_ptr<nereus::Subprocess> process, std::string log)
+      : process_(std::move(process)), log_path_(std::move(log)) {}
+  std::unique_ptr<nereus::Subprocess> process_;
   std::string log_path_;
-  std::optional<int> status_;
 };
 
 // Path of a built binary (NEREUS_BIN_DIR, set by ctest).
@@ -55,6 +57,9 @@ class TempDir {
 // A TCP port on 127.0.0.1 that was free a moment ago.
 int FreePort();
 std::string ReadFile(const std::string& path);
+// CURVE keys for a job of `servers` x `workers` in dir/name (nereus_keygen);
+// returns that directory.
+std::string MakeCurveKeys(const TempDir& dir, const std::string& name, int servers, int workers);
 
 // A coordinator, S servers and W workers as real processes.
 struct ClusterSpec {
@@ -85,8 +90,10 @@ class LocalCluster {
   Subprocess& coordinator() { return *coordinator_; }
   Subprocess& server(int r) { return *servers_.at(r); }
   Subprocess& worker(int r) { return *workers_.at(r); }
-  // The command line worker `r` was started with (to start it again).
+  // The command line worker `r` / the coordinator was started with (to start
+  // it again).
   const std::vector<std::string>& worker_argv(int r) const { return worker_argv_.at(r); }
+  const std::vector<std::string>& coordinator_argv() const { return coordinator_argv_; }
   // Waits for every process; returns false if one of them has not exited by
   // the deadline (all are then killed by the destructors).
   bool WaitAll(std::chrono::milliseconds timeout, std::string* report);
@@ -98,6 +105,7 @@ class LocalCluster {
   std::unique_ptr<Subprocess> coordinator_;
   std::vector<std::unique_ptr<Subprocess>> servers_, workers_;
   std::vector<std::vector<std::string>> worker_argv_;
+  std::vector<std::string> coordinator_argv_;
   std::vector<std::optional<int>> codes_;
 };
 

@@ -56,6 +56,33 @@ inline std::unique_ptr<Subprocess> RestartServer1(const LocalCluster& cluster, c
 
 inline constexpr char kJobStarted[] = "every node registered; job started";
 
+// The synthetic job the resume, rejoin and coordinator-restart tests run: 2
+// servers x 2 workers, 4 tensors spread over both servers (1 KiB partitions),
+// BSP, an inv learning rate with momentum and weight decay, `iterations`
+// clocks; worker w writes its final weights to out/<prefix><w>
+// (kSyntheticWeightBytes each). The coordinator gets `heartbeat`.
+inline constexpr size_t kSyntheticWeightBytes = (1000 + 2500 + 1728 + 7) * sizeof(float);
+inline ClusterSpec SyntheticResumeSpec(int iterations, const std::string& prefix, const TempDir& out,
+                                       const std::vector<std::string>& heartbeat) {
+  ClusterSpec spec;
+  spec.servers = 2;
+  spec.workers = 2;
+  spec.coordinator_flags = Concat({"--partition_bytes=1024", "--consistency=bsp"}, heartbeat);
+  spec.worker_flags = {"--tensors=1000,250x10,64x3x3x3,7",
+                       "--iterations=" + std::to_string(iterations),
+                       "--seed=3",
+                       "--lr_policy=inv",
+                       "--base_lr=0.05",
+                       "--gamma=0.001",
+                       "--power=0.75",
+                       "--momentum=0.9",
+                       "--weight_decay=0.001",
+                       "--display=0"};
+  for (int w = 0; w < 2; ++w)
+    spec.worker_rank_flags.push_back({w, {"--weights_out=" + out.File(prefix + std::to_string(w))}});
+  return spec;
+}
+
 // The job waits up to 20 s for a dead node: time for its replacement to come.
 inline const std::vector<std::string> kPatientHeartbeat = {"--heartbeat_interval_ms=100",
                                                            "--heartbeat_timeout_ms=20000"};

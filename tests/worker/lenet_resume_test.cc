@@ -1,9 +1,11 @@
 // LeNet through the trainer, as real processes on 127.0.0.1: a job killed
 // and resumed from the servers' checkpoints (with worker 0's Caffe snapshot:
-// a distributed snapshot), and a dead server restarted alone that rejoins;
-// both end with the same weights, bit for bit, as an uninterrupted job.
+// a distributed snapshot), a dead server restarted alone that rejoins, and a
+// killed coordinator restarted with --resume that takes the job back; all end
+// with the same weights, bit for bit, as an uninterrupted job.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -150,6 +152,34 @@ TEST(LenetResumeTest, KilledServerThenWholeJobResumedEndsBitwiseEqual) {
   EXPECT_TRUE(Contains(rejoined_w1, "resuming after 40 batches; skipping 32 records of its shard")) << rejoined_w1;
   const auto rejoined = ReadWeights(dir.File("rejoined.caffemodel"));
   EXPECT_TRUE(test::BytesEqual(ref, rejoined));
+
+  // The coordinator killed (SIGKILL) once server 0 has written the
+  // checkpoint of clock 40, and restarted at once with --resume: it takes
+  // the job back from its state file, both trainers roll back, and the job
+  // ends with the same .caffemodel, byte for byte, as the uninterrupted one.
+  TempDir restart_ckpt, restart_logs;
+  ClusterSpec restart = spec(100, "restarted.caffemodel");
+  restart.coordinator_flags =
+      Concat({"--partition_bytes=65536", "--checkpoint_dir=" + restart_ckpt.path()}, kPatientHeartbeat);
+  restart.server_flags = {"--checkpoint_dir=" + restart_ckpt.path(), "--checkpoint_every=20"};
+  LocalCluster restarted(restart, restart_logs);
+  ASSERT_TRUE(restarted.server(0).WaitForLog("checkpoint of clock 40 written", kJobTimeout))
+      << restarted.server(0).Log();
+  restarted.coordinator().Signal(SIGKILL);
+  ASSERT_EQ(restarted.coordinator().WaitFor(kJobTimeout), 128 + 9);
+  std::vector<std::string> argv = restarted.coordinator_argv();
+  argv.push_back("--resume");
+  auto coordinator = test::Subprocess::Start(argv, restart_logs.File("coordinator-again.log"));
+  ASSERT_TRUE(restarted.WaitAll(kJobTimeout, &report)) << report;
+  EXPECT_EQ(coordinator->WaitFor(kJobTimeout), 0) << coordinator->Log();
+  codes = restarted.codes();
+  for (int i : {1, 2, 3, 4}) EXPECT_EQ(codes[i], 0) << "process " << i << "\n" << report;
+  EXPECT_TRUE(Contains(coordinator->Log(), "epoch 1: the job rolled back to the checkpoint of clock "))
+      << coordinator->Log();
+  const std::string ref_bytes = ReadFile(dir.File("ref.caffemodel"));
+  ASSERT_FALSE(ref_bytes.empty());
+  EXPECT_TRUE(ReadFile(dir.File("restarted.caffemodel")) == ref_bytes)
+      << "largest difference " << test::MaxAbsDiff(ref, ReadWeights(dir.File("restarted.caffemodel")));
 }
 
 }  // namespace
