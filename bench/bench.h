@@ -69,11 +69,6 @@ inline uint64_t RoundRobinShare(uint64_t items, int ways, int slot, int start) {
   return items / w + (pos < items % w ? 1 : 0);
 }
 
-// The solver settings the benchmarks' servers update with: SGD at a tiny
-// fixed rate with momentum 0.9 (the arithmetic of a real step, the weights
-// barely moving).
-pb::SgdConfig BenchSgd();
-
 class Watchdog;
 
 // What every subcommand gets from main.

@@ -39,14 +39,6 @@ std::string Record::ToJson() const {
   return out + "}";
 }
 
-pb::SgdConfig BenchSgd() {
-  pb::SgdConfig sgd;
-  sgd.set_base_lr(1e-6f);
-  sgd.set_lr_policy("fixed");
-  sgd.set_momentum(0.9f);
-  return sgd;
-}
-
 std::vector<std::string> SplitCsv(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);

@@ -1,5 +1,7 @@
 #include "common/status.h"
 
+#include <cstdlib>
+
 namespace nereus {
 
 const char* StatusCodeName(StatusCode code) {
@@ -32,6 +34,13 @@ std::string Status::ToString() const {
   if (ok()) return "OK";
   return std::string(StatusCodeName(code_)) + ": " + message_;
 }
+
+namespace status_internal {
+void Die(const char* what, const Status& status) {
+  LOG(FATAL) << what << ": " << status;
+  std::abort();  // Not reached: LOG(FATAL) aborts.
+}
+}  // namespace status_internal
 
 Status Status::Annotate(const std::string& context) const {
   if (ok()) return *this;

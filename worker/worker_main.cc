@@ -15,6 +15,7 @@
 #include "common/sgd.h"
 #include "nereus/client.h"
 #include "worker/client/client_flags.h"
+#include "worker/client/options_proto.h"
 #include "worker/synthetic/synthetic_model.h"
 #ifdef NEREUS_HAVE_TRAINER
 #include "worker/train_main.h"
@@ -175,10 +176,10 @@ int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::
     auto id = client->RegisterTensor(spec);
     if (!id.ok()) return Fail(id.status(), "registering tensors");
   }
-  st = client->Init(sgd, init);
+  st = client->Init(SgdConfigFromProto(sgd), init);
   if (!st.ok()) return Fail(st, "Init");
   LOG(INFO) << "worker " << rank << ": " << T << " tensors, " << total << " parameters, " << FLAGS_iterations
-            << " iterations, consistency " << pb::Consistency_Name(client->job().consistency());
+            << " iterations, consistency " << ConsistencyName(client->job().consistency);
 
   auto pull_all = [&](int64_t clock, int64_t* version) -> Status {
     std::vector<Handle> hs;
@@ -200,13 +201,13 @@ int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::
   // A resumed job (--resume) continues from the servers' checkpoint: its
   // weights are those of start_clock, and the gradients of clock c depend only
   // on (seed, rank, c) and those weights, so the run goes on as if never stopped.
-  const int64_t start_clock = client->job().start_clock();
+  const int64_t start_clock = client->job().start_clock;
   if (start_clock > FLAGS_iterations) {
     return Fail(InvalidArgumentError("the job resumes at clock " + std::to_string(start_clock) +
                                      ", after --iterations=" + std::to_string(FLAGS_iterations)),
                 "--resume");
   }
-  if (client->job().resume()) LOG(INFO) << "worker " << rank << ": resuming at clock " << start_clock;
+  if (client->job().resume) LOG(INFO) << "worker " << rank << ": resuming at clock " << start_clock;
   int64_t version = 0;
   // The layer-wise API: GradientsReady from the last tensor to the first
   // after "backward", then WaitWeights(t, clock + 1) for every tensor.

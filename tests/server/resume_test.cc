@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "server/checkpoint.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/process_util.h"
 #include "tests/support/resume_util.h"
 
@@ -60,16 +61,9 @@ class SyntheticResumeTest : public ::testing::Test {
     spec.servers = 2;
     spec.workers = 2;
     spec.coordinator_flags = Concat({"--partition_bytes=1024", "--consistency=bsp"}, kFastHeartbeat);
-    spec.worker_flags = {"--tensors=1000,250x10,64x3x3x3,7",
-                         "--iterations=" + std::to_string(iterations),
-                         "--seed=3",
-                         "--lr_policy=inv",
-                         "--base_lr=0.05",
-                         "--gamma=0.001",
-                         "--power=0.75",
-                         "--momentum=0.9",
-                         "--weight_decay=0.001",
-                         "--display=0"};
+    spec.worker_flags = Concat(
+        {"--tensors=1000,250x10,64x3x3x3,7", "--iterations=" + std::to_string(iterations), "--seed=3", "--display=0"},
+        test::InvDecaySgdFlags());
     for (int w = 0; w < 2; ++w)
       spec.worker_rank_flags.push_back({w, {"--weights_out=" + out.File(weights_prefix + std::to_string(w))}});
     return spec;

@@ -225,7 +225,7 @@ void LayerPipeline::BuildLayerPushes(const std::vector<int>& which, int64_t cloc
     for (int li : which) {
       auto st = all ? all : std::make_shared<Handle::State>(Chunks(li));
       for (int t : layers_[li].tensors) pull_of_tensor[t] = st;
-      layers_[li].pull = Handle(st);
+      layers_[li].pull = MakeHandle(st);
       layers_[li].pulled_clock = clock + 1;
     }
     pull_of = [&pull_of_tensor](int tensor) { return pull_of_tensor.at(tensor); };
@@ -246,7 +246,7 @@ void LayerPipeline::BuildLayerPushes(const std::vector<int>& which, int64_t cloc
     std::lock_guard<std::mutex> lock(push->mu);
     push->pending = static_cast<int>(built.size()) + 1;
   }
-  for (int li : which) layers_[li].push = Handle(push);
+  for (int li : which) layers_[li].push = MakeHandle(push);
   for (QueuedMessage& w : built) out->push_back(std::move(w));
 }
 
@@ -264,7 +264,7 @@ void LayerPipeline::BuildLayerPulls(const std::vector<int>& which, int64_t clock
       if (with_sfb || !Sfb(t))
         builder_->BuildPulls(tensors_->Refs(t), tensors_->spec(t).data, clock, st, static_cast<uint64_t>(li) << 32,
                              out);
-    layers_[li].pull = Handle(st);
+    layers_[li].pull = MakeHandle(st);
     layers_[li].pulled_clock = clock;
   }
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/process_util.h"
 #include "worker/trainer/blob.h"
 #include "worker/trainer/data/db.h"
 #include "worker/trainer/layer_registry.h"
@@ -23,15 +24,8 @@ float PixelOf(int record, int p) { return static_cast<float>((record + p) % 256)
 
 class DataLayerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "nereus_data_layer_test_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   std::string MakeDb(const std::string& name, int records) {
-    const std::string path = dir_ + "/" + name;
+    const std::string path = dir_.File(name);
     auto db = LmdbDatabase::Open(path, DbMode::kNew);
     EXPECT_TRUE(db.ok()) << db.status();
     LmdbWriter writer(db->get());
@@ -79,7 +73,7 @@ class DataLayerTest : public ::testing::Test {
     return labels;
   }
 
-  std::string dir_;
+  test::TempDir dir_;
   std::mt19937 rng_{1234};
   Blob data_;
   Blob label_;
@@ -208,10 +202,10 @@ TEST_F(DataLayerTest, CorruptRecordIsFatalAtForwardNamingKeyAndDatabase) {
 
 TEST_F(DataLayerTest, SetUpErrorsNameTheProblem) {
   {
-    DataLayer layer(Param(dir_ + "/missing_lmdb", 2));
+    DataLayer layer(Param(dir_.File("missing_lmdb"), 2));
     Status s = SetUpLayer(&layer);
     ASSERT_FALSE(s.ok());
-    EXPECT_NE(s.message().find(dir_ + "/missing_lmdb"), std::string::npos) << s;
+    EXPECT_NE(s.message().find(dir_.File("missing_lmdb")), std::string::npos) << s;
     EXPECT_NE(s.message().find("layer mnist"), std::string::npos) << s;
   }
   const std::string source = MakeDb("one", 1);
