@@ -196,11 +196,6 @@ struct RttFigures {
   double us = 0, raw_us = 0;  // Medians.
 };
 
-double Median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
-
 // The 4 KB pull round trip of Nereus and of the fair raw baseline, both jobs
 // up at once and their round trips alternated one by one (which goes first
 // alternates too), so that both see the same moments of the machine: on a

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <thread>
 
+#include "common/init_binary.h"
 #include "common/node_flags.h"
 #include "common/sgd.h"
 #include "nereus/client.h"
@@ -302,15 +303,13 @@ int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::
 }  // namespace nereus
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
+  nereus::InitBinary(
       "Nereus worker.\n"
       "  nereus_worker --solver=SOLVER.prototxt --standalone      train a Caffe net alone\n"
       "  nereus_worker --solver=SOLVER.prototxt --coordinator=HOST:PORT [--rank=R]\n"
       "                                                         train it as one worker of a job\n"
-      "  nereus_worker --coordinator=HOST:PORT [--rank=R] --model=synthetic|quadratic [--tensors=...]");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  google::InitGoogleLogging(argv[0]);
-  FLAGS_logtostderr = true;
+      "  nereus_worker --coordinator=HOST:PORT [--rank=R] --model=synthetic|quadratic [--tensors=...]",
+      &argc, &argv);
   if (argc > 1) {
     LOG(ERROR) << "unexpected argument \"" << argv[1] << "\" (flags are --name=value; see --help)";
     return 2;
