@@ -380,10 +380,7 @@ TEST(FaultTest, ServerAnswersMalformedMessagesWithErrorsAndKeepsItsParameters) {
     EXPECT_NE(reply.header.error().find(c.expect), std::string::npos) << c.name << ": " << reply.header.error();
   }
   // The parameters are unchanged and the server still serves.
-  Message pull;
-  pull.header.set_op(pb::PULL);
-  pull.header.set_request_id(20);
-  ASSERT_TRUE(raw.node().Send(server, std::move(pull)).ok());
+  ASSERT_TRUE(raw.node().Send(server, PullMessage(20, 0, 0)).ok());
   Message weights = raw.Next();
   ASSERT_EQ(weights.header.op(), pb::PULL_REPLY);
   EXPECT_EQ(weights.header.clock(), 0);
@@ -397,10 +394,7 @@ TEST(FaultTest, ServerAnswersMalformedMessagesWithErrorsAndKeepsItsParameters) {
                                 Buffer::Of(grad)})
           .ok());
   EXPECT_EQ(raw.Next().header.op(), pb::PUSH_ACK);
-  Message pull2;
-  pull2.header.set_op(pb::PULL);
-  pull2.header.set_clock(1);
-  ASSERT_TRUE(raw.node().Send(server, std::move(pull2)).ok());
+  ASSERT_TRUE(raw.node().Send(server, PullMessage(0, 0, 1)).ok());
   Message after = raw.Next();
   ASSERT_EQ(after.header.op(), pb::PULL_REPLY);
   EXPECT_EQ(after.payload[0].floats()[0], 0.5f);

@@ -43,13 +43,7 @@ class ParamServerTest : public ::testing::TestWithParam<int> {
   Message Floats(pb::Op op, int64_t clock, std::vector<float> v) {
     return test::FloatsMessage(op, ++id_, 0, clock, std::move(v));
   }
-  Message Pull(int64_t clock) {
-    Message m;
-    m.header.set_op(pb::PULL);
-    m.header.set_request_id(++id_);
-    m.header.set_clock(clock);
-    return m;
-  }
+  Message Pull(int64_t clock) { return test::PullMessage(++id_, 0, clock); }
   void Send(Message m, int worker) {
     pb::Header partial = m.header;
     server_->Handle("w" + std::to_string(worker), worker, std::move(m), partial);

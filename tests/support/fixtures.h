@@ -106,6 +106,16 @@ inline Message FloatsMessage(pb::Op op, uint64_t request_id, int tensor, int64_t
   return m;
 }
 
+// PULL of tensor `tensor`'s chunk 0 for `clock`.
+inline Message PullMessage(uint64_t request_id, int tensor, int64_t clock) {
+  Message m;
+  m.header.set_op(pb::PULL);
+  m.header.set_request_id(request_id);
+  m.header.set_tensor(tensor);
+  m.header.set_clock(clock);
+  return m;
+}
+
 // INIT_CHUNK of tensor `tensor`'s chunk 0 holding `values` (lr_mult and
 // decay_mult 1), with the solver settings `sgd`.
 inline Message InitChunkMessage(uint64_t request_id, int tensor, std::vector<float> values, const pb::SgdConfig& sgd) {
