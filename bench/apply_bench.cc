@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench/bench.h"
+#include "bench/harness/local_job.h"
 #include "bench/harness/watchdog.h"
 #include "server/apply_pool.h"
 #include "server/param_server.h"

@@ -2,13 +2,16 @@
 #ifndef NEREUS_BENCH_BENCH_H_
 #define NEREUS_BENCH_BENCH_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "proto/nereus.pb.h"
+#include "bench/harness/emulated_worker.h"
+#include "common/status.h"
 
 namespace nereus {
 namespace bench {
@@ -69,10 +72,27 @@ inline uint64_t RoundRobinShare(uint64_t items, int ways, int slot, int start) {
   return items / w + (pos < items % w ? 1 : 0);
 }
 
-// The solver settings the benchmarks' servers update with: SGD at a tiny
-// fixed rate with momentum 0.9 (the arithmetic of a real step, the weights
-// barely moving).
-pb::SgdConfig BenchSgd();
+// The median of `v` (of an even count, the upper of the middle two); 0 for
+// none.
+inline double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+// A subcommand's check of a flag's value: the value, or nothing after logging
+// the error (the subcommand then exits with status 2).
+template <typename T>
+std::optional<T> ValueOrLog(StatusOr<T> v) {
+  if (v.ok()) return std::move(v).value();
+  LOG(ERROR) << v.status().message();
+  return std::nullopt;
+}
+
+// The emulated device and iterations of --device_gflops, --batch, --warmup
+// and --iterations (pipeline_bench.cc defines them; pipeline, cluster and
+// simulate share them).
+EmulatedRun EmulatedRunFromFlags();
 
 class Watchdog;
 

@@ -14,6 +14,7 @@
 
 #include "bench/bench.h"
 #include "bench/harness/watchdog.h"
+#include "common/init_binary.h"
 
 DEFINE_string(json, "", "Write the results as a JSON array to this file (rewritten after every row).");
 DEFINE_double(phase_timeout_s, 300,
@@ -37,14 +38,6 @@ std::string Record::ToJson() const {
   for (size_t i = 0; i < fields_.size(); ++i)
     out += (i ? ", " : "") + Quote(fields_[i].first) + ": " + fields_[i].second;
   return out + "}";
-}
-
-pb::SgdConfig BenchSgd() {
-  pb::SgdConfig sgd;
-  sgd.set_base_lr(1e-6f);
-  sgd.set_lr_policy("fixed");
-  sgd.set_momentum(0.9f);
-  return sgd;
 }
 
 std::vector<std::string> SplitCsv(const std::string& s) {
@@ -112,7 +105,10 @@ constexpr Subcommand kSubcommands[] = {
 }  // namespace nereus
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
+  // The pipeline bench re-runs itself inside a namespace with the same flags:
+  // keep them before gflags removes them from argv.
+  std::vector<std::string> original(argv, argv + argc);
+  nereus::InitBinary(
       "Nereus benchmarks.\n"
       "  nereus_bench list\n"
       "      the subcommands, one a line.\n"
@@ -136,13 +132,8 @@ int main(int argc, char** argv) {
       "      namespaces cannot be made). Everything made is removed at the end, also on SIGINT/SIGTERM.\n"
       "  nereus_bench simulate --model=M --schedule=S --host_list=... --link_list=... [--alpha_us=A]\n"
       "      [--beta_ns=B] [--apply_ns_per_byte=C] [--model_scale=F]\n"
-      "      event-driven prediction of the iteration time of the same job, one CSV line a configuration.");
-  // The pipeline bench re-runs itself inside a namespace with the same flags:
-  // keep them before gflags removes them from argv.
-  std::vector<std::string> original(argv, argv + argc);
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  google::InitGoogleLogging(argv[0]);
-  FLAGS_logtostderr = true;
+      "      event-driven prediction of the iteration time of the same job, one CSV line a configuration.",
+      &argc, &argv);
   if (argc < 2) {
     LOG(ERROR) << "name a benchmark: transport, pipeline, ... (nereus_bench list; see --help)";
     return 2;

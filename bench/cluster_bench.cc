@@ -169,12 +169,6 @@ Status ReadResults(const std::string& path, Timings* t) {
   return Status::OK();
 }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 double Mean(const std::vector<double>& v) {
   double s = 0;
   for (double x : v) s += x;
@@ -184,11 +178,8 @@ double Mean(const std::vector<double>& v) {
 }  // namespace
 
 int RunClusterWorker() {
-  auto model = ModelByName(FLAGS_model);
-  if (!model.ok()) {
-    LOG(ERROR) << model.status().message();
-    return 2;
-  }
+  auto model = ValueOrLog(ModelByName(FLAGS_model));
+  if (!model) return 2;
   const ModelSpec shrunk = Shrink(*model, FLAGS_model_scale);
   auto options = ClientOptionsFromFlags();
   if (!options.ok()) {
@@ -201,11 +192,7 @@ int RunClusterWorker() {
     LOG(ERROR) << "cluster worker: " << client.status();
     return 1;
   }
-  EmulatedRun run;
-  run.device_gflops = FLAGS_device_gflops;
-  run.batch = FLAGS_batch;
-  run.warmup = FLAGS_warmup;
-  run.iterations = FLAGS_iterations;
+  const EmulatedRun run = EmulatedRunFromFlags();
   WorkerTimes times;
   Status st = RunEmulatedWorker(**client, shrunk, run, &times);
   Status fin = (*client)->Finish();
@@ -234,20 +221,10 @@ int RunCluster(BenchContext& ctx) {
                   "qdiscs, which need CAP_NET_ADMIN (try sudo)";
     return kNoNamespaces;
   }
-  auto model = ModelByName(FLAGS_model);
-  if (!model.ok()) {
-    LOG(ERROR) << model.status().message();
-    return 2;
-  }
-  auto schedule = ParseSchedule(FLAGS_schedule);
-  if (!schedule.ok()) {
-    LOG(ERROR) << schedule.status().message();
-    return 2;
-  }
-  if (auto threads = ApplyThreadsFromFlags(); !threads.ok()) {
-    LOG(ERROR) << threads.status().message();
-    return 2;
-  }
+  auto model = ValueOrLog(ModelByName(FLAGS_model));
+  auto schedule = ValueOrLog(ParseSchedule(FLAGS_schedule));
+  auto threads = ValueOrLog(ApplyThreadsFromFlags());
+  if (!model || !schedule || !threads) return 2;
   if (FLAGS_hosts < 1 || FLAGS_hosts > 250) {
     LOG(ERROR) << "--hosts must be 1..250, got " << FLAGS_hosts;
     return 2;
@@ -344,9 +321,7 @@ int RunCluster(BenchContext& ctx) {
   }
   if (own_logs) RunCommand({"rm", "-rf", logs}, nullptr);
   const ModelSpec shrunk = Shrink(*model, FLAGS_model_scale);
-  EmulatedRun run;
-  run.device_gflops = FLAGS_device_gflops;
-  run.batch = FLAGS_batch;
+  const EmulatedRun run = EmulatedRunFromFlags();
   std::vector<double> fwd, bwd;
   LayerTimes(shrunk, run, &fwd, &bwd);
   double compute = 0;

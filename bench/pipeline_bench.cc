@@ -52,6 +52,15 @@ DEFINE_bool(inside_netns, false, "pipeline: internal; set when re-run inside the
 
 namespace nereus {
 namespace bench {
+
+EmulatedRun EmulatedRunFromFlags() {
+  EmulatedRun run;
+  run.device_gflops = FLAGS_device_gflops;
+  run.batch = FLAGS_batch;
+  run.warmup = FLAGS_warmup;
+  run.iterations = FLAGS_iterations;
+  return run;
+}
 namespace {
 
 struct Outcome {
@@ -96,11 +105,7 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, uint64_t bat
   o.server_transport.streams_per_peer = schedule == Schedule::kFull ? FLAGS_streams : 1;
   ASSIGN_OR_RETURN(o.server_apply_threads, ApplyThreadsFromFlags());
   ASSIGN_OR_RETURN(auto job, LocalJob::Start(o));
-  EmulatedRun run;
-  run.device_gflops = FLAGS_device_gflops;
-  run.batch = FLAGS_batch;
-  run.warmup = FLAGS_warmup;
-  run.iterations = FLAGS_iterations;
+  const EmulatedRun run = EmulatedRunFromFlags();
   std::vector<double> fwd, bwd;
   LayerTimes(model, run, &fwd, &bwd);
   double compute = 0;
@@ -123,9 +128,8 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, uint64_t bat
   for (int r = 0; r < W; ++r) times[r].timed_end = job->worker(r).stats();
   std::vector<double> all;
   for (auto& v : times) all.insert(all.end(), v.iteration_s.begin(), v.iteration_s.end());
-  std::sort(all.begin(), all.end());
   Outcome out;
-  out.iteration_s = all.empty() ? 0 : all[all.size() / 2];
+  out.iteration_s = Median(all);
   out.compute_s = compute;
   out.sfb_tensors = sfb_tensors;
   const double per = static_cast<double>(W) * std::max(1, FLAGS_iterations);
@@ -155,20 +159,14 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, uint64_t bat
 }
 
 int RunInside(Watchdog* wd) {
-  auto model = ModelByName(FLAGS_model);
-  if (!model.ok()) {
-    LOG(ERROR) << model.status().message();
-    return 2;
-  }
+  auto model = ValueOrLog(ModelByName(FLAGS_model));
+  if (!model) return 2;
   std::vector<Schedule> schedules;
   if (FLAGS_schedule == "all") {
     schedules = {Schedule::kSequential, Schedule::kWfbp, Schedule::kPriority, Schedule::kFull};
   } else {
-    auto s = ParseSchedule(FLAGS_schedule);
-    if (!s.ok()) {
-      LOG(ERROR) << s.status().message();
-      return 2;
-    }
+    auto s = ValueOrLog(ParseSchedule(FLAGS_schedule));
+    if (!s) return 2;
     schedules = {*s};
   }
   std::vector<uint64_t> sweep = {FLAGS_batch_bytes};

@@ -511,7 +511,7 @@ RawResult RawStream(int senders, int receivers, uint64_t bytes, int iters) {
   std::vector<std::thread> threads;
   // Sender s deals its messages round robin starting at receiver s % R; each
   // receiver expects exactly its share, which differs by one between
-  // receivers when iters % R != 0 (issue 7: assuming it did not hung here).
+  // receivers when iters % R != 0 (assuming it did not once hung here).
   std::vector<uint64_t> expected(receivers, 0);
   for (int s = 0; s < senders; ++s)
     for (int r = 0; r < receivers; ++r) expected[r] += RoundRobinShare(iters, receivers, r, s % receivers);

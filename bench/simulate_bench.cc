@@ -56,29 +56,17 @@ namespace bench {
 
 int RunSimulate(BenchContext& ctx) {
   (void)ctx;
-  auto model = ModelByName(FLAGS_model);
-  if (!model.ok()) {
-    LOG(ERROR) << model.status().message();
-    return 2;
-  }
-  auto schedule = ParseSchedule(FLAGS_schedule);
-  if (!schedule.ok()) {
-    LOG(ERROR) << schedule.status().message();
-    return 2;
-  }
+  auto model = ValueOrLog(ModelByName(FLAGS_model));
+  auto schedule = ValueOrLog(ParseSchedule(FLAGS_schedule));
+  if (!model || !schedule) return 2;
   const ModelSpec shrunk = Shrink(*model, FLAGS_model_scale);
-  auto sfb = ParseSfbMode(FLAGS_sfb);
-  if (!sfb.ok()) {
-    LOG(ERROR) << sfb.status().message();
-    return 2;
-  }
+  auto sfb = ValueOrLog(ParseSfbMode(FLAGS_sfb));
+  if (!sfb) return 2;
   if (!(FLAGS_compute_scale > 0)) {
     LOG(ERROR) << "--compute_scale must be > 0";
     return 2;
   }
-  EmulatedRun run;
-  run.device_gflops = FLAGS_device_gflops;
-  run.batch = FLAGS_batch;
+  const EmulatedRun run = EmulatedRunFromFlags();
   std::vector<double> fwd, bwd;
   LayerTimes(shrunk, run, &fwd, &bwd);
   for (size_t l = 0; l < fwd.size(); ++l) {

@@ -21,6 +21,7 @@
 #include "bench/raw_zmq.h"
 #include "common/curve_keys.h"
 #include "server/server_flags.h"
+#include "worker/client/options_proto.h"
 
 DEFINE_string(sizes, "4096,262144,4194304,67108864", "transport: tensor sizes in bytes.");
 DEFINE_double(seconds, 1.0, "transport: approximate time spent on each measurement.");
@@ -101,7 +102,7 @@ StatusOr<Measured> NereusThroughput(int servers, int workers, uint64_t bytes, in
     for (int r = 0; r < workers; ++r)
       ts.emplace_back([&, r] {
         auto id = job->worker(r).RegisterTensor({"t", {static_cast<int64_t>(n)}});
-        st[r] = id.ok() ? job->worker(r).Init(BenchSgd(), {w[r].data()}) : id.status();
+        st[r] = id.ok() ? job->worker(r).Init(SgdConfigFromProto(BenchSgd()), {w[r].data()}) : id.status();
       });
     for (auto& t : ts) t.join();
     for (auto& s : st) RETURN_IF_ERROR(s);
@@ -195,11 +196,6 @@ struct RttFigures {
   double us = 0, raw_us = 0;  // Medians.
 };
 
-double Median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
-
 // The 4 KB pull round trip of Nereus and of the fair raw baseline, both jobs
 // up at once and their round trips alternated one by one (which goes first
 // alternates too), so that both see the same moments of the machine: on a
@@ -213,7 +209,7 @@ StatusOr<RttFigures> Rtt(int samples, Watchdog* wd, const std::string& phase) {
   ASSIGN_OR_RETURN(auto job, LocalJob::Start(o));
   std::vector<float> w(1024, 0.0f);
   ASSIGN_OR_RETURN(int id, job->worker(0).RegisterTensor({"t", {1024}}));
-  RETURN_IF_ERROR(job->worker(0).Init(BenchSgd(), {w.data()}));
+  RETURN_IF_ERROR(job->worker(0).Init(SgdConfigFromProto(BenchSgd()), {w.data()}));
   std::vector<double> us, raw_us;
   wd->Phase(phase + ": round trips");
   for (int i = 0; i < samples + 10; ++i) {

@@ -1,6 +1,7 @@
-# `cmake --install` (issue 4 item 8): the worker client library with what it
-# links (nereus_common, nereus_proto), the headers its public header includes,
-# the binaries, and a CMake package so that another project can
+# `cmake --install`: the worker client library with what it links
+# (nereus_common, nereus_proto), its public headers (nereus/*.h, which include
+# only each other and the standard library), the binaries, and a CMake
+# package so that another project can
 #   find_package(Nereus REQUIRED)
 #   target_link_libraries(my_trainer PRIVATE Nereus::worker)
 # Included from the top-level CMakeLists.txt after every target is defined.
@@ -15,14 +16,11 @@ install(TARGETS nereus_worker_client nereus_common nereus_proto EXPORT NereusTar
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS nereus_server nereus_worker RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-# nereus/client.h includes common/status.h, common/hybcomm.h and proto/nereus.pb.h (generated);
-# the paths below the include directory are the same as in the source tree.
-install(FILES ${PROJECT_SOURCE_DIR}/worker/client/include/nereus/client.h
-  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/nereus)
-install(FILES ${PROJECT_SOURCE_DIR}/common/status.h ${PROJECT_SOURCE_DIR}/common/hybcomm.h
-  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/common)
-install(DIRECTORY ${PROJECT_BINARY_DIR}/proto/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/proto
-  FILES_MATCHING PATTERN "*.pb.h" PATTERN "caffe.pb.h" EXCLUDE PATTERN "CMakeFiles" EXCLUDE)
+# The public headers: every nereus/*.h of the public include folders, and
+# nothing else (scripts/include_graph.py --check keeps them standalone;
+# install_consumer_test checks that nothing else is installed).
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/common/include/nereus ${PROJECT_SOURCE_DIR}/worker/client/include/nereus
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
 
 set(NEREUS_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Nereus)
 install(EXPORT NereusTargets NAMESPACE Nereus:: DESTINATION ${NEREUS_CMAKE_DIR})

@@ -1,6 +1,9 @@
 #include "common/hybcomm.h"
 
 #include <cstdio>
+#include <iterator>
+
+#include "common/enum_names.h"
 
 namespace nereus {
 
@@ -12,15 +15,9 @@ StatusOr<SfbMode> ParseSfbMode(const std::string& name) {
 }
 
 const char* SfbModeName(SfbMode mode) {
-  switch (mode) {
-    case SfbMode::kAuto:
-      return "auto";
-    case SfbMode::kOff:
-      return "off";
-    case SfbMode::kOn:
-      return "on";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"auto", "off", "on"};
+  static_assert(std::size(kNames) == static_cast<size_t>(SfbMode::kOn) + 1, "an SfbMode without a name");
+  return NameOf(mode, kNames);
 }
 
 StatusOr<std::vector<HybCommChoice>> DecideHybComm(SfbMode mode, int workers, int servers, pb::Consistency consistency,

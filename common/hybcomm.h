@@ -1,7 +1,8 @@
-// HybComm (Poseidon, REFERENCE.md section 2): for each fully connected
-// layer, whether its weight gradient travels as a full matrix through the
-// parameter servers (PS) or as sufficient factors broadcast among the
-// workers (SFB), decided by the bytes each path moves per clock.
+// HybComm (Poseidon, Zhang et al., USENIX ATC 2017): for each
+// fully connected layer, whether its weight gradient travels as a full matrix
+// through the parameter servers (PS) or as sufficient factors broadcast among
+// the workers (SFB), decided by the bytes each path moves per clock. The mode
+// (SfbMode) is public: nereus/hybcomm.h.
 #ifndef NEREUS_COMMON_HYBCOMM_H_
 #define NEREUS_COMMON_HYBCOMM_H_
 
@@ -10,15 +11,10 @@
 #include <vector>
 
 #include "common/status.h"
+#include "nereus/hybcomm.h"
 #include "proto/nereus.pb.h"
 
 namespace nereus {
-
-// --sfb: auto applies the cost rule; on forces SFB for every eligible layer;
-// off never uses it.
-enum class SfbMode { kAuto, kOff, kOn };
-StatusOr<SfbMode> ParseSfbMode(const std::string& name);  // auto|off|on
-const char* SfbModeName(SfbMode mode);
 
 // One eligible layer: an M x N weight (M = rows, N = cols) whose gradient is
 // left^T * right with `batch` (K) rows per worker.
@@ -31,7 +27,7 @@ struct FcLayerShape {
 
 struct HybCommChoice {
   FcLayerShape layer;
-  // Bytes per clock, REFERENCE.md section 2 (float32):
+  // Bytes per clock (float32; the cost model of the Poseidon paper):
   //   PS, per node with a worker and a server on it: 4 * 2MN(P1+P2-2)/P2
   //   SFB, per worker:                               4 * 2K(P1-1)(M+N)
   double ps_bytes = 0;

@@ -8,9 +8,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <regex>
 #include <sstream>
+
+#include "common/enum_names.h"
 
 namespace nereus {
 namespace {
@@ -109,15 +112,9 @@ StatusOr<std::vector<std::string>> ExpandName(const std::string& item, const std
 }  // namespace
 
 const char* LaunchRoleName(LaunchRole role) {
-  switch (role) {
-    case LaunchRole::kCoordinator:
-      return "coordinator";
-    case LaunchRole::kServer:
-      return "server";
-    case LaunchRole::kWorker:
-      return "worker";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"coordinator", "server", "worker"};
+  static_assert(std::size(kNames) == static_cast<size_t>(LaunchRole::kWorker) + 1, "a LaunchRole without a name");
+  return NameOf(role, kNames);
 }
 
 StatusOr<std::vector<HostSpec>> ParseHostfile(const std::string& text) {

@@ -1,6 +1,9 @@
 #include "common/message.h"
 
 #include <cstring>
+#include <iterator>
+
+#include "common/enum_names.h"
 
 namespace nereus {
 
@@ -74,16 +77,9 @@ StatusOr<Message> DecodeMessage(const Buffer& header_frame, std::vector<Buffer> 
 }
 
 const char* RoleName(pb::Role role) {
-  switch (role) {
-    case pb::COORDINATOR:
-      return "coordinator";
-    case pb::SERVER:
-      return "server";
-    case pb::WORKER:
-      return "worker";
-    default:
-      return "unknown-role";
-  }
+  static constexpr const char* kNames[] = {"unknown-role", "coordinator", "server", "worker"};
+  static_assert(std::size(kNames) == pb::Role_ARRAYSIZE, "a pb::Role without a name");
+  return NameOf(role, kNames, "unknown-role");
 }
 
 const char* OpName(pb::Op op) {

@@ -1,4 +1,5 @@
-// Sufficient-factor broadcasting (SFB, REFERENCE.md section 2): a fully
+// Sufficient-factor broadcasting (SFB: Xie et al., "Distributed Machine
+// Learning via Sufficient Factor Broadcasting", 2015; Poseidon): a fully
 // connected layer's weight gradient over a batch is left^T * right, left = K x
 // rows, right = K x cols (for Caffe's InnerProduct without transpose: the top
 // diff and the bottom data). Workers send each other these factors instead of

@@ -1,4 +1,4 @@
-// Caffe's solver semantics (REFERENCE.md section 1): the learning rate
+// Caffe's solver semantics (Caffe's solver.cpp and solvers/*.cpp): the learning rate
 // policies and the update rules of Caffe's SGD, Nesterov, AdaGrad, RMSProp,
 // AdaDelta and Adam solvers, shared by the parameter servers and the
 // standalone trainer so both apply bit-identical updates.

@@ -1,37 +1,31 @@
 #include "common/status.h"
 
+#include <cstdlib>
+#include <iterator>
+
+#include "common/enum_names.h"
+
 namespace nereus {
 
 const char* StatusCodeName(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk:
-      return "OK";
-    case StatusCode::kInvalidArgument:
-      return "INVALID_ARGUMENT";
-    case StatusCode::kNotFound:
-      return "NOT_FOUND";
-    case StatusCode::kFailedPrecondition:
-      return "FAILED_PRECONDITION";
-    case StatusCode::kUnavailable:
-      return "UNAVAILABLE";
-    case StatusCode::kDeadlineExceeded:
-      return "DEADLINE_EXCEEDED";
-    case StatusCode::kAborted:
-      return "ABORTED";
-    case StatusCode::kDataLoss:
-      return "DATA_LOSS";
-    case StatusCode::kInternal:
-      return "INTERNAL";
-    case StatusCode::kRollback:
-      return "ROLLBACK";
-  }
-  return "UNKNOWN";
+  static constexpr const char* kNames[] = {"OK",          "INVALID_ARGUMENT",  "NOT_FOUND", "FAILED_PRECONDITION",
+                                           "UNAVAILABLE", "DEADLINE_EXCEEDED", "ABORTED",   "DATA_LOSS",
+                                           "INTERNAL",    "ROLLBACK"};
+  static_assert(std::size(kNames) == static_cast<size_t>(StatusCode::kRollback) + 1, "a StatusCode without a name");
+  return NameOf(code, kNames, "UNKNOWN");
 }
 
 std::string Status::ToString() const {
   if (ok()) return "OK";
   return std::string(StatusCodeName(code_)) + ": " + message_;
 }
+
+namespace status_internal {
+void Die(const char* what, const Status& status) {
+  LOG(FATAL) << what << ": " << status;
+  std::abort();  // Not reached: LOG(FATAL) aborts.
+}
+}  // namespace status_internal
 
 Status Status::Annotate(const std::string& context) const {
   if (ok()) return *this;

@@ -22,9 +22,15 @@ as '_', with a trailing '_' (worker/trainer/blob.h: NEREUS_WORKER_TRAINER_BLOB_H
 a public header by the path it is included as: nereus/client.h:
 NEREUS_CLIENT_H_); --check fails on a guard that does not match.
 
-Only `#include "..."` lines count. A quoted include is resolved against the
-including file's folder, the repository root and the public include folders
-(worker/client/include); one that resolves nowhere is placed by its path.
+The public headers (the nereus/ folders of the public include folders
+common/include and worker/client/include, which `cmake --install` ships) must
+stand alone: they may include other public headers ("nereus/...") and the
+standard library (<vector>: no folder, no .h), nothing else; --check fails on
+any other include of theirs.
+
+Only `#include "..."` lines count for the floors. A quoted include is resolved
+against the including file's folder, the repository root and the public
+include folders; one that resolves nowhere is placed by its path.
 
   include_graph.py --check              exit 1, naming every include that runs
                                         up or sideways (and files on no floor)
@@ -62,21 +68,21 @@ FLOORS = [
     ("tests/", "tests", 9),
 ]
 BINARY_MAINS = re.compile(r"^server/[^/]*_main\.cc$")
-INCLUDE_DIRS = ["", "worker/client/include"]
+INCLUDE_DIRS = ["", "common/include", "worker/client/include"]
+PUBLIC_INCLUDE_DIRS = [d for d in INCLUDE_DIRS if d]
 SOURCE_EXTENSIONS = (".h", ".hh", ".hpp", ".cuh", ".cc", ".cpp", ".cxx", ".c", ".cu")
 HEADER_EXTENSIONS = (".h", ".hh", ".hpp", ".cuh")
 SKIP_DIRS = {".git", ".ci", "build", "docs", "third_party"}
 # Under scripts/, only the C++ tools are sources.
 SCRIPT_SOURCE_DIRS = ("scripts/tools",)
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+ANY_INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 
 
 def floor_of(path):
     """(component, floor) of a repository-relative path, or None."""
     if BINARY_MAINS.match(path):
         return ("binaries", 5)
-    if path.startswith("worker/client/include/"):
-        return ("worker/client", 2)
     for prefix, component, floor in FLOORS:
         if path.startswith(prefix):
             return (component, floor)
@@ -153,6 +159,30 @@ def guard_problems(root):
             problems.append("%s: no include guard (expected #ifndef %s)" % (f, want))
         elif guard != want:
             problems.append("%s: include guard %s does not match its path (expected %s)" % (f, guard, want))
+    return problems
+
+
+def public_header_problems(root):
+    """Messages naming each include of a public header that is neither a public header nor the standard library."""
+    problems = []
+    for f in source_files(root):
+        if not any(f.startswith(d + "/") for d in PUBLIC_INCLUDE_DIRS):
+            continue
+        with open(os.path.join(root, f), encoding="utf-8", errors="replace") as fh:
+            for number, line in enumerate(fh, 1):
+                m = ANY_INCLUDE_RE.match(line)
+                if not m:
+                    continue
+                kind, target = m.groups()
+                if kind == "<":
+                    ok = "/" not in target and "." not in target  # <vector>, <cstdint>: the C++ standard library.
+                else:
+                    ok = target.startswith("nereus/") and any(
+                        os.path.isfile(os.path.join(root, d, target)) for d in PUBLIC_INCLUDE_DIRS)
+                if not ok:
+                    problems.append('%s:%d: a public header includes %s%s%s: only public headers ("nereus/...") '
+                                    "and the standard library may be included there"
+                                    % (f, number, kind, target, ">" if kind == "<" else '"'))
     return problems
 
 
@@ -283,7 +313,8 @@ def main(argv):
     if args.check:
         problems = violations(root, edges)
         guards = guard_problems(root)
-        for p in problems + guards:
+        public = public_header_problems(root)
+        for p in problems + guards + public:
             print(p)
         if problems:
             print("include_graph.py: %d include(s) break the floors proto <- common <- {server, worker/client, "
@@ -294,9 +325,13 @@ def main(argv):
             print("include_graph.py: %d header(s) with an include guard that does not match the path" % len(guards),
                   file=sys.stderr)
             status = 1
-        if not problems and not guards:
-            print("include_graph.py: %d includes in %d files, all down the floors; every include guard matches"
-                  % (len(edges), len(set(e[0] for e in edges))))
+        if public:
+            print("include_graph.py: %d include(s) of public headers that do not stand alone" % len(public),
+                  file=sys.stderr)
+            status = 1
+        if not problems and not guards and not public:
+            print("include_graph.py: %d includes in %d files, all down the floors; every include guard matches; "
+                  "the public headers stand alone" % (len(edges), len(set(e[0] for e in edges))))
     return status
 
 

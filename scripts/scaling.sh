@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The scaling studies of issue 21 (docs/SCALING.md), each with one command:
+# The scaling studies (docs/SCALING.md), each with one command:
 #
 #   sudo scripts/scaling.sh --study=calibrate   # the simulator's constants: 1-2 hosts at 5 Gbit/s-eq (~15 min)
 #   sudo scripts/scaling.sh --study=poseidon    # VGG19-22K and VGG19 on 1-16 hosts at 10 Gbit/s-eq (~25 min)

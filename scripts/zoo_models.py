@@ -159,25 +159,19 @@ def resnet50():
 
 def inception(w, name, bottom, cin, c1, c3r, c3, c5r, c5, cp):
     p = f"inception_{name}/"
-    conv(w, p + "1x1", bottom, p + "1x1", c1, 1, cin=cin, weight_filler='type: "xavier"',
-         bias_value=0.2)
-    relu(w, p + "relu_1x1", p + "1x1")
-    conv(w, p + "3x3_reduce", bottom, p + "3x3_reduce", c3r, 1, cin=cin,
-         weight_filler='type: "xavier"', bias_value=0.2)
-    relu(w, p + "relu_3x3_reduce", p + "3x3_reduce")
-    conv(w, p + "3x3", p + "3x3_reduce", p + "3x3", c3, 3, pad=1, cin=c3r,
-         weight_filler='type: "xavier"', bias_value=0.2)
-    relu(w, p + "relu_3x3", p + "3x3")
-    conv(w, p + "5x5_reduce", bottom, p + "5x5_reduce", c5r, 1, cin=cin,
-         weight_filler='type: "xavier"', bias_value=0.2)
-    relu(w, p + "relu_5x5_reduce", p + "5x5_reduce")
-    conv(w, p + "5x5", p + "5x5_reduce", p + "5x5", c5, 5, pad=2, cin=c5r,
-         weight_filler='type: "xavier"', bias_value=0.2)
-    relu(w, p + "relu_5x5", p + "5x5")
+
+    def branch(part, below, cout, kernel, c_below, pad=0):  # A convolution and its ReLU, in place.
+        conv(w, p + part, below, p + part, cout, kernel, pad=pad, cin=c_below, weight_filler='type: "xavier"',
+             bias_value=0.2)
+        relu(w, p + "relu_" + part, p + part)
+
+    branch("1x1", bottom, c1, 1, cin)
+    branch("3x3_reduce", bottom, c3r, 1, cin)
+    branch("3x3", p + "3x3_reduce", c3, 3, c3r, pad=1)
+    branch("5x5_reduce", bottom, c5r, 1, cin)
+    branch("5x5", p + "5x5_reduce", c5, 5, c5r, pad=2)
     pool(w, p + "pool", bottom, p + "pool", "MAX", 3, 1, 1)
-    conv(w, p + "pool_proj", p + "pool", p + "pool_proj", cp, 1, cin=cin,
-         weight_filler='type: "xavier"', bias_value=0.2)
-    relu(w, p + "relu_pool_proj", p + "pool_proj")
+    branch("pool_proj", p + "pool", cp, 1, cin)
     w.layer([f'name: "{p}output"', 'type: "Concat"', f'bottom: "{p}1x1"', f'bottom: "{p}3x3"',
              f'bottom: "{p}5x5"', f'bottom: "{p}pool_proj"', f'top: "{p}output"'])
     return p + "output", c1 + c3 + c5 + cp

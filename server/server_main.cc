@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/curve_keys.h"
+#include "common/init_binary.h"
 #include "common/node.h"
 #include "common/node_flags.h"
 #include "common/subprocess.h"
@@ -139,14 +140,12 @@ int RunCoordinator() {
 }  // namespace nereus
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
+  nereus::InitBinary(
       "Nereus parameter server.\n"
       "  nereus_server --role=coordinator --coordinator=HOST:PORT --num_servers=S --num_workers=W [--consistency=...]\n"
       "  nereus_server --role=server --coordinator=HOST:PORT [--rank=R] [--checkpoint_dir=DIR --checkpoint_every=N]\n"
-      "  add --resume to every process of a job to restart it from its newest checkpoint");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  google::InitGoogleLogging(argv[0]);
-  FLAGS_logtostderr = true;
+      "  add --resume to every process of a job to restart it from its newest checkpoint",
+      &argc, &argv);
   if (FLAGS_role == "coordinator") return nereus::RunCoordinator();
   if (FLAGS_role != "server") {
     LOG(ERROR) << "--role must be server or coordinator, got \"" << FLAGS_role << "\"";

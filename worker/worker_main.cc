@@ -11,10 +11,12 @@
 #include <fstream>
 #include <thread>
 
+#include "common/init_binary.h"
 #include "common/node_flags.h"
 #include "common/sgd.h"
 #include "nereus/client.h"
 #include "worker/client/client_flags.h"
+#include "worker/client/options_proto.h"
 #include "worker/synthetic/synthetic_model.h"
 #ifdef NEREUS_HAVE_TRAINER
 #include "worker/train_main.h"
@@ -178,10 +180,10 @@ int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::
     auto id = client->RegisterTensor(spec);
     if (!id.ok()) return Fail(id.status(), "registering tensors");
   }
-  st = client->Init(sgd, init);
+  st = client->Init(SgdConfigFromProto(sgd), init);
   if (!st.ok()) return Fail(st, "Init");
   LOG(INFO) << "worker " << rank << ": " << T << " tensors, " << total << " parameters, " << FLAGS_iterations
-            << " iterations, consistency " << pb::Consistency_Name(client->job().consistency());
+            << " iterations, consistency " << ConsistencyName(client->job().consistency);
 
   auto pull_all = [&](int64_t clock, int64_t* version) -> Status {
     std::vector<Handle> hs;
@@ -203,13 +205,13 @@ int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::
   // A resumed job (--resume) continues from the servers' checkpoint: its
   // weights are those of start_clock, and the gradients of clock c depend only
   // on (seed, rank, c) and those weights, so the run goes on as if never stopped.
-  const int64_t start_clock = client->job().start_clock();
+  const int64_t start_clock = client->job().start_clock;
   if (start_clock > FLAGS_iterations) {
     return Fail(InvalidArgumentError("the job resumes at clock " + std::to_string(start_clock) +
                                      ", after --iterations=" + std::to_string(FLAGS_iterations)),
                 "--resume");
   }
-  if (client->job().resume()) LOG(INFO) << "worker " << rank << ": resuming at clock " << start_clock;
+  if (client->job().resume) LOG(INFO) << "worker " << rank << ": resuming at clock " << start_clock;
   int64_t version = 0;
   // The layer-wise API: GradientsReady from the last tensor to the first
   // after "backward", then WaitWeights(t, clock + 1) for every tensor.
@@ -304,15 +306,13 @@ int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::
 }  // namespace nereus
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
+  nereus::InitBinary(
       "Nereus worker.\n"
       "  nereus_worker --solver=SOLVER.prototxt --standalone      train a Caffe net alone\n"
       "  nereus_worker --solver=SOLVER.prototxt --coordinator=HOST:PORT [--rank=R]\n"
       "                                                         train it as one worker of a job\n"
-      "  nereus_worker --coordinator=HOST:PORT [--rank=R] --model=synthetic|quadratic [--tensors=...]");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  google::InitGoogleLogging(argv[0]);
-  FLAGS_logtostderr = true;
+      "  nereus_worker --coordinator=HOST:PORT [--rank=R] --model=synthetic|quadratic [--tensors=...]",
+      &argc, &argv);
   if (argc > 1) {
     LOG(ERROR) << "unexpected argument \"" << argv[1] << "\" (flags are --name=value; see --help)";
     return 2;

@@ -6,7 +6,9 @@
 #include <string>
 #include <thread>
 
+#include "bench/harness/local_job.h"
 #include "common/sfb.h"
+#include "worker/client/options_proto.h"
 #include "worker/client/timeline.h"
 
 namespace nereus {
@@ -83,11 +85,7 @@ Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& r
       RETURN_IF_ERROR(c.RegisterTensor(spec).status());
     }
   }
-  pb::SgdConfig sgd;
-  sgd.set_base_lr(1e-6f);
-  sgd.set_lr_policy("fixed");
-  sgd.set_momentum(0.9f);
-  RETURN_IF_ERROR(c.Init(sgd, init));
+  RETURN_IF_ERROR(c.Init(SgdConfigFromProto(BenchSgd()), init));
   const int total = run.warmup + run.iterations;
   auto seconds = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
   const auto kBlocked = std::chrono::milliseconds(1);  // A wait longer than this blocked.

@@ -26,6 +26,19 @@ struct LocalJobOptions {
   std::string curve_dir;
 };
 
+// The solver settings the benchmarks' servers update with, in the wire form
+// they apply (a client's Init takes SgdConfigFromProto of it): SGD at a tiny
+// fixed rate with momentum 0.9, the arithmetic of a real step with the
+// weights barely moving. The transport and apply benches, their raw ZeroMQ
+// baseline and the emulated workers all use it.
+inline pb::SgdConfig BenchSgd() {
+  pb::SgdConfig sgd;
+  sgd.set_base_lr(1e-6f);
+  sgd.set_lr_policy("fixed");
+  sgd.set_momentum(0.9f);
+  return sgd;
+}
+
 class LocalJob {
  public:
   // Starts the coordinator and servers, connects the workers' clients.

@@ -52,7 +52,7 @@ StatusOr<ModelSpec> ModelByName(const std::string& name);
 //  - every other tensor (biases too) becomes flat, of ceil(elements / F).
 // Why the factors' rows shrink too. Per worker and clock, with P workers
 // and P servers, the full matrix through the servers moves 4 x 4MN(P-1)/P
-// bytes, the factors 4 x 2K(P-1)(M+N) (REFERENCE.md section 2). Shrinking
+// bytes, the factors 4 x 2K(P-1)(M+N) (Poseidon's cost model, docs/CLIENT.md). Shrinking
 // rows and columns by sqrt(F) divides the first by F but the second only by
 // sqrt(F) if K stays: factors would cost sqrt(F) times too much against the
 // servers, the emulated links and HybComm's rule alike (its crossover

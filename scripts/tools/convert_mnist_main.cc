@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <string>
 
+#include "common/init_binary.h"
 #include "common/status.h"
 #include "proto/caffe.pb.h"
 #include "worker/trainer/data/db.h"
@@ -65,12 +66,10 @@ nereus::Status Convert() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
+  nereus::InitBinary(
       "Converts MNIST IDX images and labels into an LMDB of Caffe Datum records.\n"
-      "Usage: nereus_convert_mnist --images=FILE --labels=FILE --output=LMDB_DIR");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  google::InitGoogleLogging(argv[0]);
-  FLAGS_logtostderr = true;
+      "Usage: nereus_convert_mnist --images=FILE --labels=FILE --output=LMDB_DIR",
+      &argc, &argv);
   if (argc > 1) {
     std::fprintf(stderr, "nereus_convert_mnist: unexpected argument '%s' (all inputs are flags; see --help)\n",
                  argv[1]);

@@ -5,19 +5,18 @@
 #include <iostream>
 
 #include "common/curve_keys.h"
+#include "common/init_binary.h"
 
 DEFINE_int32(servers, 1, "Number of server processes in the job (one key pair each).");
 DEFINE_int32(workers, 1, "Number of worker processes in the job (one key pair each).");
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
+  nereus::InitBinary(
       "Makes a job's CURVE keys: the job's key pair and one pair per node.\n"
       "  nereus_keygen DIR --servers=S --workers=W\n"
       "then give every process of the job --curve_dir=DIR (and an explicit --rank). Copy to each host only\n"
-      "what it needs: job.*, its nodes' NAME.secret and every NAME.public.");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  google::InitGoogleLogging(argv[0]);
-  FLAGS_logtostderr = true;
+      "what it needs: job.*, its nodes' NAME.secret and every NAME.public.",
+      &argc, &argv);
   if (argc != 2) {
     LOG(ERROR) << "usage: nereus_keygen DIR --servers=S --workers=W (see --help)";
     return 2;

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "common/init_binary.h"
 #include "common/launch_plan.h"
 
 DEFINE_string(hostfile, "", "Hosts to place the job on: one a line, NAME [slots=N] [addr=ADDRESS].");
@@ -81,12 +82,12 @@ int Run() {
 }  // namespace nereus
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
+  nereus::InitBinary(
       "Prints where each process of a Nereus job runs.\n"
       "  nereus_launch_plan --hostfile=FILE --num_servers=S --num_workers=W [--port=P] [--format=table]\n"
       "  nereus_launch_plan --slurm_nodelist=\"$SLURM_JOB_NODELIST\" ... --format=shell --procid=\"$SLURM_PROCID\" "
-      "--ntasks=\"$SLURM_NTASKS\"");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+      "--ntasks=\"$SLURM_NTASKS\"",
+      &argc, &argv);
   if (argc > 1) return nereus::Fail(std::string("unexpected argument \"") + argv[1] + "\"");
   return nereus::Run();
 }

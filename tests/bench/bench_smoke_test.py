@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench_smoke_test: every nereus_bench subcommand, run with tiny settings.
 
-A benchmark nobody runs rots or hangs unseen (issue 7: `transport` waited for
+A benchmark nobody runs rots or hangs unseen (`transport` once waited for
 ever in its raw baseline). This runs each subcommand once or more with tiny
 settings, each bounded by --phase_timeout_s and a wall-clock limit, and checks
 that it exits 0 and writes the JSON rows it should.

@@ -20,6 +20,7 @@
 #include "bench/harness/netns.h"
 #include "bench/sim/models.h"
 #include "bench/sim/simulator.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/process_util.h"
 
 namespace nereus {
@@ -89,13 +90,6 @@ int ProcessesMentioning(const std::string& needle) {
   return n;
 }
 
-double JsonNumber(const std::string& json, const std::string& key) {
-  std::smatch m;
-  std::regex re("\"" + key + "\": ([0-9.e+-]+)");
-  if (!std::regex_search(json, m, re)) return -1;
-  return std::stod(m[1]);
-}
-
 TEST(ClusterEmulationTest, RunsCleansUpAndMatchesTheSimulator) {
   test::TempDir dir;
   auto p = test::Subprocess::Start(ClusterArgs(dir, 3), dir.File("cluster.log"));
@@ -106,11 +100,11 @@ TEST(ClusterEmulationTest, RunsCleansUpAndMatchesTheSimulator) {
   EXPECT_TRUE(Namespaces(prefix).empty()) << "namespaces left behind";
   EXPECT_EQ(ProcessesMentioning("--cluster_result=" + dir.path()), 0) << "worker processes left behind";
   const std::string json = test::ReadFile(dir.File("result.json"));
-  const double measured = JsonNumber(json, "iteration_s");
+  const double measured = test::JsonNumber(json, "iteration_s");
   ASSERT_GT(measured, 0) << json;
   // The simulator gets the compute the workers really did: each of their
   // sleeps overshoots on a loaded machine.
-  const double overshoot = JsonNumber(json, "measured_compute_s") - JsonNumber(json, "compute_s");
+  const double overshoot = test::JsonNumber(json, "measured_compute_s") - test::JsonNumber(json, "compute_s");
   ASSERT_GT(overshoot, -0.01) << json;
 
   auto model = bench::Shrink(bench::ModelByName("resnet50").value(), kScale);
@@ -133,7 +127,7 @@ TEST(ClusterEmulationTest, RunsCleansUpAndMatchesTheSimulator) {
   auto predicted = bench::Simulate(layers, o).value();
 #ifndef NEREUS_SANITIZED_BUILD
   // Link-bound, as designed: most of the iteration is waiting.
-  EXPECT_GT(JsonNumber(json, "wait_s"), 0.8 * measured) << json;
+  EXPECT_GT(test::JsonNumber(json, "wait_s"), 0.8 * measured) << json;
   EXPECT_LT(std::abs(predicted.iteration_s - measured) / measured, kBound)
       << "predicted " << predicted.iteration_s << " s, measured " << measured << " s";
 #endif  // Under a sanitizer the client's own CPU time is several times larger: the run and its cleanup are checked, not

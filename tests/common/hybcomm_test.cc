@@ -1,5 +1,5 @@
 // HybComm's per-layer choice (common/hybcomm.h) against a table worked by
-// hand from REFERENCE.md section 2:
+// hand from Poseidon's cost model (docs/CLIENT.md):
 //   SFB floats per worker: 2K(P1-1)(M+N);  PS floats per node: 2MN(P1+P2-2)/P2;
 //   SFB iff the first <= the second.
 // Every expected number below was multiplied out by hand (bytes = 4 x floats).
@@ -20,7 +20,7 @@ struct Row {
 
 // VGG19: fc6 4096 x 25088, fc7 4096 x 4096, fc8 1000 x 4096; LeNet: ip1 500 x 800, ip2 10 x 500.
 const Row kTable[] = {
-    // P1 = P2 = 8, K = 32 (REFERENCE's worked example: 13.07M vs 359.7M floats).
+    // P1 = P2 = 8, K = 32: 13.07M against 359.7M floats.
     {"fc6", 4096, 25088, 32, 8, 8, 13074432, 359661568, true},  // 2*32*7*29184 vs 2*102760448*14/8
     {"fc7", 4096, 4096, 32, 8, 8, 3670016, 58720256, true},     // 2*32*7*8192 vs 2*16777216*14/8
     {"fc8", 1000, 4096, 32, 8, 8, 2283008, 14336000, true},     // 2*32*7*5096 vs 2*4096000*14/8

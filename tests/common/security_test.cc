@@ -25,15 +25,12 @@
 #include "common/transport.h"
 #include "server/param_server.h"
 #include "tests/support/bytes_equal.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/process_util.h"
 
 namespace nereus {
+namespace test {
 namespace {
-
-using test::ClusterSpec;
-using test::LocalCluster;
-using test::Subprocess;
-using test::TempDir;
 
 // ---------------------------------------------------------------- unit level
 
@@ -229,54 +226,6 @@ TEST(CurveKeysTest, KeygenWritesPairsThatLoadAndMismatchesAreNamed) {
 }
 
 // ----------------------------------------------------------- multi-process
-
-// The test's own worker 0: a bare Node that sends exactly the messages given
-// and waits for replies by request id.
-class RawWorker {
- public:
-  RawWorker(const std::string& coordinator, std::optional<CurveKeys> curve = std::nullopt, int timeout_s = 30) {
-    NodeOptions o;
-    o.coordinator = coordinator;
-    o.role = pb::WORKER;
-    o.rank = 0;
-    o.startup_timeout_s = timeout_s;
-    o.transport.curve = std::move(curve);
-    node_ = std::make_unique<Node>(o);
-  }
-  Status Start() {
-    return node_->Start(
-        [this](const Endpoint&, StatusOr<Message> m, const pb::Header&) {
-          std::lock_guard<std::mutex> lock(mu_);
-          if (m.ok()) replies_.push_back(std::move(m).value());
-          cv_.notify_all();
-        },
-        [](const Status&) {});
-  }
-  // Sends `m` to server 0 and returns the reply with the same request id
-  // (others, e.g. answers to garbage sent in this worker's name, are
-  // dropped), or an empty message after 20 s.
-  Message Call(Message m) {
-    const uint64_t id = m.header.request_id();
-    CHECK(node_->Send(node_->server(0), std::move(m)).ok());
-    std::unique_lock<std::mutex> lock(mu_);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (true) {
-      while (!replies_.empty()) {
-        Message r = std::move(replies_.front());
-        replies_.pop_front();
-        if (r.header.request_id() == id) return r;
-      }
-      if (!cv_.wait_until(lock, deadline, [this] { return !replies_.empty(); })) return Message();
-    }
-  }
-  Node& node() { return *node_; }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Message> replies_;
-  std::unique_ptr<Node> node_;  // Last: stopped first.
-};
 
 constexpr int kFloats = 64;
 
@@ -758,4 +707,5 @@ TEST(CurveTest, AJobOfRealProcessesRunsWithKeysAndRefusesAKeylessWorker) {
 }
 
 }  // namespace
+}  // namespace test
 }  // namespace nereus

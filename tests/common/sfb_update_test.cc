@@ -10,6 +10,7 @@
 
 #include "common/sfb.h"
 #include "common/sgd.h"
+#include "tests/support/fixtures.h"
 
 namespace nereus {
 namespace {
@@ -24,17 +25,6 @@ std::vector<float> ToVector(const Buffer& b) {
   std::vector<float> v(b.size() / sizeof(float));
   std::memcpy(v.data(), b.data(), b.size());
   return v;
-}
-
-pb::SgdConfig Sgd() {
-  pb::SgdConfig s;
-  s.set_base_lr(0.1f);
-  s.set_lr_policy("inv");
-  s.set_gamma(0.01f);
-  s.set_power(0.75f);
-  s.set_momentum(0.9f);
-  s.set_weight_decay(0.001f);
-  return s;
 }
 
 TEST(FactorGradientTest, HandWorkedTwoWorkers) {
@@ -82,7 +72,7 @@ TEST(ApplySufficientFactorsTest, EqualsTheServersUpdateBitForBitWhenExact) {
         for (int j = 0; j < 4; ++j) full[w][i * 4 + j] += l[s * 3 + i] * r[s * 4 + j];
     f.push_back(Make(k, l, r));
   }
-  const pb::SgdConfig sgd = Sgd();
+  const pb::SgdConfig sgd = test::InvDecaySgd();
   std::vector<float> w_sfb(12), w_ps(12), h_sfb(12, 0.0f), h_ps(12, 0.0f);
   for (int i = 0; i < 12; ++i) w_sfb[i] = w_ps[i] = 0.25f * static_cast<float>(i) - 1.0f;
   FactorScratch scratch;
@@ -111,7 +101,7 @@ TEST(ApplySufficientFactorsTest, TracksTheServersUpdateAndIsDeterministic) {
   const int workers = 3, k = 32;
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  const pb::SgdConfig sgd = Sgd();
+  const pb::SgdConfig sgd = test::InvDecaySgd();
   std::vector<float> w_sfb(600), w_sfb2(600), w_ps(600), h_sfb(600, 0), h_sfb2(600, 0), h_ps(600, 0);
   for (int i = 0; i < 600; ++i) w_sfb[i] = w_sfb2[i] = w_ps[i] = u(rng);
   FactorScratch s1, s2;

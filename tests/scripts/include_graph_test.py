@@ -20,9 +20,9 @@ def make_tree(root, files):
 
 def guard(path):
     """The include guard the checker expects of a header at `path`."""
-    if path.startswith("worker/client/include/"):
-        path = path[len("worker/client/include/"):]
-        return path.upper().replace("/", "_").replace(".", "_") + "_"
+    for public in ("common/include/", "worker/client/include/"):
+        if path.startswith(public):
+            return path[len(public):].upper().replace("/", "_").replace(".", "_") + "_"
     return "NEREUS_" + path.upper().replace("/", "_").replace(".", "_") + "_"
 
 
@@ -41,11 +41,12 @@ def guarded(files):
 # A tree that keeps the rule: every include runs down (or stays in its component).
 CLEAN = guarded({
     "proto/nereus.proto": "",
-    "common/status.h": "",
+    "common/include/nereus/status.h": "#include <string>\n",
+    "common/status.h": '#include "nereus/status.h"\n#include <glog/logging.h>\n',
     "common/node.h": '#include "common/status.h"\n#include "proto/nereus.pb.h"\n',
     "server/param_server.h": '#include "common/node.h"\n',
     "server/server_main.cc": '#include "server/param_server.h"\n',
-    "worker/client/include/nereus/client.h": '#include "common/status.h"\n',
+    "worker/client/include/nereus/client.h": '#include <vector>\n#include "nereus/status.h"\n',
     "worker/client/client.cc": '#include "nereus/client.h"\n#include "worker/client/queues.h"\n',
     "worker/client/queues.h": '#include "common/node.h"\n',
     "worker/trainer/net.h": '#include "common/status.h"\n#include "worker/trainer/layers/conv.h"\n',
@@ -84,7 +85,8 @@ class IncludeGraphTest(unittest.TestCase):
     def test_clean_tree_passes(self):
         rc, out, err = self.run_script(CLEAN, "--check")
         self.assertEqual(rc, 0, out + err)
-        self.assertEqual(out, "include_graph.py: 23 includes in 15 files, all down the floors; every include guard matches\n")
+        self.assertEqual(out, "include_graph.py: 24 includes in 16 files, all down the floors; every include guard matches; "
+                              "the public headers stand alone\n")
 
     def test_common_including_the_client_header_fails(self):
         self.check_fails_with({"common/flags.h": '#include "common/status.h"\n#include "nereus/client.h"\n'}, [
@@ -130,17 +132,39 @@ class IncludeGraphTest(unittest.TestCase):
         files["worker/trainer/blob.h"] = "#ifndef NEREUS_WORKER_BLOB_H_\n#define NEREUS_WORKER_BLOB_H_\n#endif\n"
         files["common/old.h"] = "#pragma once\n"
         files["worker/client/include/nereus/client.h"] = (
-            "#ifndef NEREUS_WORKER_CLIENT_INCLUDE_NEREUS_CLIENT_H_\n#include \"common/status.h\"\n#endif\n")
+            "#ifndef NEREUS_WORKER_CLIENT_INCLUDE_NEREUS_CLIENT_H_\n#include \"nereus/status.h\"\n#endif\n")
+        files["common/include/nereus/status.h"] = "#ifndef NEREUS_COMMON_INCLUDE_NEREUS_STATUS_H_\n#endif\n"
         rc, out, err = self.run_script(files, "--check")
         self.assertEqual(rc, 1, out + err)
         self.assertEqual(out.splitlines(), [
             "common/old.h: no include guard (expected #ifndef NEREUS_COMMON_OLD_H_)",
+            "common/include/nereus/status.h: include guard NEREUS_COMMON_INCLUDE_NEREUS_STATUS_H_ does not match its "
+            "path (expected NEREUS_STATUS_H_)",
             "worker/client/include/nereus/client.h: include guard NEREUS_WORKER_CLIENT_INCLUDE_NEREUS_CLIENT_H_ "
             "does not match its path (expected NEREUS_CLIENT_H_)",
             "worker/trainer/blob.h: include guard NEREUS_WORKER_BLOB_H_ does not match its path "
             "(expected NEREUS_WORKER_TRAINER_BLOB_H_)",
         ])
-        self.assertIn("3 header(s) with an include guard that does not match the path", err)
+        self.assertIn("4 header(s) with an include guard that does not match the path", err)
+        self.assertNotIn("break the floors", err)
+
+    def test_public_headers_include_only_public_headers_and_the_standard_library(self):
+        files = dict(CLEAN)
+        files.update(guarded({
+            "worker/client/include/nereus/client.h":
+                '#include <vector>\n#include "nereus/status.h"\n#include "nereus/options.h"\n'
+                '#include "common/status.h"\n#include <glog/logging.h>\n#include "proto/nereus.pb.h"\n'
+                '#include <zmq.h>\n#include "nereus/missing.h"\n',
+            "worker/client/include/nereus/options.h": "#include <cstdint>\n",
+        }))
+        rc, out, err = self.run_script(files, "--check")
+        self.assertEqual(rc, 1, out + err)
+        self.assertEqual(out.splitlines(), [
+            'worker/client/include/nereus/client.h:%d: a public header includes %s: only public headers '
+            '("nereus/...") and the standard library may be included there' % (n, what)
+            for n, what in [(4, '"common/status.h"'), (5, "<glog/logging.h>"), (6, '"proto/nereus.pb.h"'),
+                            (7, "<zmq.h>"), (8, '"nereus/missing.h"')]])
+        self.assertIn("5 include(s) of public headers that do not stand alone", err)
         self.assertNotIn("break the floors", err)
 
     def test_dot_marks_the_upward_edge_red(self):

@@ -13,11 +13,14 @@
 #include "common/sgd.h"
 #include "server/param_server.h"
 #include "tests/support/bytes_equal.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/process_util.h"
 
 namespace nereus {
 namespace {
 
+using test::CaptureSink;
+using test::FixedMomentumSgd;
 using test::TempDir;
 
 TEST(Crc32cTest, KnownVectorsAndIncremental) {
@@ -26,14 +29,6 @@ TEST(Crc32cTest, KnownVectorsAndIncremental) {
   const std::string s = "The quick brown fox jumps over the lazy dog";
   EXPECT_EQ(Crc32c(0, s.data(), s.size()), 0x22620404u);
   EXPECT_EQ(Crc32c(Crc32c(0, s.data(), 10), s.data() + 10, s.size() - 10), 0x22620404u);
-}
-
-pb::SgdConfig Sgd() {
-  pb::SgdConfig c;
-  c.set_base_lr(0.1f);
-  c.set_lr_policy("fixed");
-  c.set_momentum(0.5f);
-  return c;
 }
 
 // A shard of two chunks whose values depend on `clock`.
@@ -45,7 +40,7 @@ ShardState MakeShard(int64_t clock, int rank = 1) {
   s.info.set_num_workers(3);
   s.info.set_chunk_bytes(4096);
   s.info.set_consistency(pb::BSP);
-  *s.info.mutable_sgd() = Sgd();
+  *s.info.mutable_sgd() = FixedMomentumSgd();
   for (int t = 0; t < 2; ++t) {
     ChunkState c;
     c.meta.set_tensor(t);
@@ -214,34 +209,17 @@ TEST(CheckpointWriterTest, FailureIsReported) {
 
 // --- A ParamServer's checkpoints ------------------------------------------
 
-class CaptureSink : public ReplySink {
- public:
-  void Reply(const Endpoint& to, Message msg) override { replies.push_back(std::move(msg)); }
-  std::vector<Message> replies;
-};
-
-Message Floats(pb::Op op, int tensor, int64_t clock, std::vector<float> v) {
+uint64_t NextId() {
   static uint64_t id = 0;
-  Message m;
-  m.header.set_op(op);
-  m.header.set_request_id(++id);
-  m.header.set_tensor(tensor);
-  m.header.set_clock(clock);
-  m.header.set_dtype(pb::FLOAT32);
-  m.payload.push_back(Buffer::Of(std::make_shared<std::vector<float>>(std::move(v))));
-  m.header.set_payload_bytes(m.payload_bytes());
-  return m;
+  return ++id;
 }
 
-Message Init(int tensor, std::vector<float> v, const pb::SgdConfig& sgd = Sgd()) {
-  Message m = Floats(pb::INIT_CHUNK, tensor, 0, v);
-  auto* meta = m.header.mutable_chunk_meta();
-  meta->set_tensor(tensor);
-  meta->set_length(v.size());
-  meta->set_lr_mult(1);
-  meta->set_decay_mult(1);
-  *m.header.mutable_sgd() = sgd;
-  return m;
+Message Floats(pb::Op op, int tensor, int64_t clock, std::vector<float> v) {
+  return test::FloatsMessage(op, NextId(), tensor, clock, std::move(v));
+}
+
+Message Init(int tensor, std::vector<float> v, const pb::SgdConfig& sgd = FixedMomentumSgd()) {
+  return test::InitChunkMessage(NextId(), tensor, std::move(v), sgd);
 }
 
 void Send(ParamServer* s, Message m, int worker) {
@@ -292,12 +270,12 @@ TEST(ParamServerCheckpointTest, CheckpointsAtClockBoundariesAndRestoresBitForBit
   auto state = ReadCheckpoint(dir.path(), 2, 0);
   ASSERT_TRUE(state.ok()) << state.status();
   ASSERT_TRUE(b.server->Restore(std::move(state).value()).ok());
-  pb::SgdConfig changed = Sgd();
+  pb::SgdConfig changed = FixedMomentumSgd();
   changed.set_max_iter(1000);                            // The resumed job's solver settings replace the checkpoint's.
   Send(b.server.get(), Init(0, {9, 9, 9}, changed), 0);  // Values ignored: the checkpoint's stay.
-  ASSERT_EQ(b.sink.replies.back().header.op(), pb::INIT_ACK);
+  ASSERT_EQ(b.sink.Last().header.op(), pb::INIT_ACK);
   Send(b.server.get(), Init(1, {9, 9}, changed), 0);
-  ASSERT_EQ(b.sink.replies.back().header.op(), pb::INIT_ACK);
+  ASSERT_EQ(b.sink.Last().header.op(), pb::INIT_ACK);
   for (int64_t c = 2; c < 5; ++c) b.Clock(c);
   EXPECT_EQ(b.clocks, (std::vector<int64_t>{3, 4, 5}));
   ASSERT_EQ(ckpts_b.size(), 1u);
@@ -339,22 +317,20 @@ TEST(ParamServerCheckpointTest, InitOfAChunkOutsideTheCheckpointIsRefused) {
   for (ChunkState& c : s.chunks) c.meta.set_lr_mult(1), c.meta.set_decay_mult(1), c.meta.clear_tensor_name();
   ASSERT_TRUE(h.server->Restore(s).ok());
   Send(h.server.get(), Init(0, {1, 2, 3}), 0);  // The checkpoint's tensor 0 has 5 floats.
-  ASSERT_EQ(h.sink.replies.back().header.op(), pb::ERROR);
-  EXPECT_NE(h.sink.replies.back().header.error().find("differs from this server's checkpoint of clock 20"),
-            std::string::npos)
-      << h.sink.replies.back().header.error();
+  ASSERT_EQ(h.sink.Last().header.op(), pb::ERROR);
+  EXPECT_NE(h.sink.Last().header.error().find("differs from this server's checkpoint of clock 20"), std::string::npos)
+      << h.sink.Last().header.error();
   Send(h.server.get(), Init(7, {1, 2}), 0);
-  ASSERT_EQ(h.sink.replies.back().header.op(), pb::ERROR);
-  EXPECT_NE(h.sink.replies.back().header.error().find("is not in this server's checkpoint of clock 20"),
-            std::string::npos)
-      << h.sink.replies.back().header.error();
+  ASSERT_EQ(h.sink.Last().header.op(), pb::ERROR);
+  EXPECT_NE(h.sink.Last().header.error().find("is not in this server's checkpoint of clock 20"), std::string::npos)
+      << h.sink.Last().header.error();
   // Tensor 1 initialized, tensor 0 never: the first push says the model differs.
   Send(h.server.get(), Init(1, {0, 0, 0, 0, 0, 0}), 0);
-  ASSERT_EQ(h.sink.replies.back().header.op(), pb::INIT_ACK);
+  ASSERT_EQ(h.sink.Last().header.op(), pb::INIT_ACK);
   Send(h.server.get(), Floats(pb::PUSH, 1, 20, {1, 1, 1, 1, 1, 1}), 0);
-  ASSERT_EQ(h.sink.replies.back().header.op(), pb::ERROR);
-  EXPECT_NE(h.sink.replies.back().header.error().find("was not initialized by the resumed job"), std::string::npos)
-      << h.sink.replies.back().header.error();
+  ASSERT_EQ(h.sink.Last().header.op(), pb::ERROR);
+  EXPECT_NE(h.sink.Last().header.error().find("was not initialized by the resumed job"), std::string::npos)
+      << h.sink.Last().header.error();
 }
 
 }  // namespace

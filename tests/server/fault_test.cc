@@ -10,15 +10,13 @@
 
 #include "common/node.h"
 #include "nereus/client.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/process_util.h"
+#include "worker/client/options_proto.h"
 
 namespace nereus {
+namespace test {
 namespace {
-
-using test::ClusterSpec;
-using test::LocalCluster;
-using test::Subprocess;
-using test::TempDir;
 
 TEST(FaultTest, KilledWorkerAbortsEveryoneWithinFifteenSecondsNamingIt) {
   TempDir dir;
@@ -30,28 +28,14 @@ TEST(FaultTest, KilledWorkerAbortsEveryoneWithinFifteenSecondsNamingIt) {
   spec.external_workers = {0};  // This test is worker 0.
   LocalCluster cluster(spec, dir);
 
-  ClientOptions o;
-  o.coordinator = cluster.coordinator_address();
-  o.rank = 0;
-  o.startup_timeout_s = 30;
-  auto client = Client::Connect(o);
+  auto client = Client::Connect(test::TestWorkerOptions(cluster.coordinator_address(), 0));
   ASSERT_TRUE(client.ok()) << client.status();
   std::vector<float> a(5000, 0.0f), b(10000, 0.0f), ga(5000, 0.001f), gb(10000, 0.001f);
   ASSERT_TRUE((*client)->RegisterTensor({"t0", {5000}}).ok());
   ASSERT_TRUE((*client)->RegisterTensor({"t1", {100, 100}}).ok());
-  pb::SgdConfig sgd;
-  sgd.set_base_lr(0.01f);
-  sgd.set_lr_policy("fixed");
-  sgd.set_momentum(0.9f);
-  sgd.set_weight_decay(0.0005f);
-  sgd.set_regularization_type("L2");
   // Worker 0's solver must match what the synthetic workers send (they are
   // the same flags' defaults); its values initialize the servers.
-  sgd.set_gamma(0.1f);
-  sgd.set_power(0.75f);
-  sgd.set_stepsize(10);
-  sgd.set_max_iter(1000000);
-  ASSERT_TRUE((*client)->Init(sgd, {a.data(), b.data()}).ok());
+  ASSERT_TRUE((*client)->Init(SgdConfigFromProto(test::SyntheticWorkerDefaultSgd()), {a.data(), b.data()}).ok());
   Status st;
   int64_t clock = 0;
   for (; clock < 5; ++clock) {
@@ -123,19 +107,11 @@ TEST(FaultTest, NodeRepeatsRegisterUntilTheCoordinatorAnswers) {
                             reply.header.set_sender_role(pb::COORDINATOR);
                             reply.header.mutable_job()->set_num_servers(0);
                             reply.header.mutable_job()->set_num_workers(1);
-                            auto* info = reply.header.add_nodes();
-                            info->set_role(pb::WORKER);
-                            info->set_rank(0);
-                            info->set_endpoint(from);
+                            AddNode(&reply.header, pb::WORKER, 0, from);
                             ASSERT_TRUE(c->Send(from, std::move(reply)).ok());
                           })
                   .ok());
-  NodeOptions o;
-  o.coordinator = coordinator->endpoint();
-  o.role = pb::WORKER;
-  o.rank = 0;
-  o.startup_timeout_s = 20;
-  Node node(o);
+  Node node(TestWorkerNodeOptions(coordinator->endpoint(), 0, 20));
   const Status st = node.Start([](const Endpoint&, StatusOr<Message>, const pb::Header&) {}, [](const Status&) {});
   ASSERT_TRUE(st.ok()) << st;
   EXPECT_EQ(node.rank(), 0);
@@ -149,41 +125,21 @@ TEST(FaultTest, NodeRepeatsRegisterUntilTheCoordinatorAnswers) {
 TEST(FaultTest, CoordinatorAnswersARepeatedRegisterWithTheSameAddressBook) {
   TempDir dir;
   LocalCluster cluster(test::OneServerAndTheTestAsWorker(), dir);
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<Message> replies;
+  test::Inbox replies;
   std::unique_ptr<Transport> worker = NewZmqTransport(ZmqTransportOptions{});
-  ASSERT_TRUE(worker
-                  ->Start("tcp://127.0.0.1:0",
-                          [&](const Endpoint&, StatusOr<Message> m, const pb::Header&) {
-                            if (!m.ok()) return;
-                            std::lock_guard<std::mutex> lock(mu);
-                            replies.push_back(std::move(m).value());
-                            cv.notify_all();
-                          })
-                  .ok());
+  ASSERT_TRUE(worker->Start("tcp://127.0.0.1:0", replies.Handler()).ok());
   const Endpoint coordinator = "tcp://" + cluster.coordinator_address();
   Message reg;
   reg.header.set_op(pb::REGISTER);
   reg.header.set_sender_role(pb::WORKER);
   reg.header.set_sender_rank(0);
-  auto* self = reg.header.add_nodes();
-  self->set_role(pb::WORKER);
-  self->set_rank(0);
-  self->set_endpoint(worker->endpoint());
-  auto next_reply = [&]() -> Message {
-    std::unique_lock<std::mutex> lock(mu);
-    // Heartbeats are not sent by this bare transport; only REGISTER_REPLY or ERROR come.
-    if (!cv.wait_for(lock, std::chrono::seconds(20), [&] { return !replies.empty(); })) return Message();
-    Message m = std::move(replies.front());
-    replies.pop_front();
-    return m;
-  };
+  AddNode(&reg.header, pb::WORKER, 0, worker->endpoint());
+  // Heartbeats are not sent by this bare transport; only REGISTER_REPLY or ERROR come.
   ASSERT_TRUE(worker->Send(coordinator, reg).ok());
-  const Message first = next_reply();
+  const Message first = replies.Next(std::chrono::seconds(20));
   ASSERT_EQ(first.header.op(), pb::REGISTER_REPLY) << first.header.error();
   ASSERT_TRUE(worker->Send(coordinator, reg).ok());
-  const Message second = next_reply();
+  const Message second = replies.Next(std::chrono::seconds(20));
   ASSERT_EQ(second.header.op(), pb::REGISTER_REPLY) << second.header.error();
   EXPECT_EQ(second.header.SerializeAsString(), first.header.SerializeAsString());
   ASSERT_EQ(first.header.nodes_size(), 2);
@@ -232,24 +188,14 @@ TEST(FaultTest, NodeDropsDataOfAnotherEpochAndRollsBackOnlyOnANewerOne) {
                             job->set_epoch(1);
                             job->set_heartbeat_interval_ms(1000);
                             job->set_heartbeat_timeout_ms(60000);
-                            for (int r = 0; r < 2; ++r) {
-                              auto* info = reply.header.add_nodes();
-                              info->set_role(pb::WORKER);
-                              info->set_rank(r);
-                              info->set_endpoint(r == 0 ? from : peer_ep);
-                            }
+                            for (int r = 0; r < 2; ++r) AddNode(&reply.header, pb::WORKER, r, r == 0 ? from : peer_ep);
                             (void)c->Send(from, std::move(reply));
                           })
                   .ok());
   std::deque<uint32_t> data_epochs;  // Epochs of the data the node let through.
   Status aborted;
   int aborts = 0;
-  NodeOptions o;
-  o.coordinator = coordinator->endpoint();
-  o.role = pb::WORKER;
-  o.rank = 0;
-  o.startup_timeout_s = 20;
-  Node node(o);
+  Node node(TestWorkerNodeOptions(coordinator->endpoint(), 0, 20));
   ASSERT_TRUE(node.Start(
                       [&](const Endpoint&, StatusOr<Message> m, const pb::Header&) {
                         if (!m.ok()) return;
@@ -347,43 +293,6 @@ TEST(FaultTest, BadFlagsExitNonZeroNamingTheFlag) {
   }
 }
 
-// Joins a job as worker 0 through a bare Node, to send whatever bytes it likes.
-class RawWorker {
- public:
-  explicit RawWorker(const std::string& coordinator) {
-    NodeOptions o;
-    o.coordinator = coordinator;
-    o.role = pb::WORKER;
-    o.rank = 0;
-    o.startup_timeout_s = 30;
-    node_ = std::make_unique<Node>(o);
-  }
-  Status Start() {
-    return node_->Start(
-        [this](const Endpoint&, StatusOr<Message> m, const pb::Header&) {
-          std::lock_guard<std::mutex> lock(mu_);
-          if (m.ok()) replies_.push_back(std::move(m).value());
-          cv_.notify_all();
-        },
-        [](const Status&) {});
-  }
-  // The next reply, or an empty message after 10 s.
-  Message Next() {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, std::chrono::seconds(10), [this] { return !replies_.empty(); })) return Message();
-    Message m = std::move(replies_.front());
-    replies_.pop_front();
-    return m;
-  }
-  Node& node() { return *node_; }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Message> replies_;
-  std::unique_ptr<Node> node_;  // Last: stopped first.
-};
-
 std::string Serialize(pb::Header h) {
   std::string s;
   CHECK(h.SerializeToString(&s));
@@ -398,19 +307,11 @@ TEST(FaultTest, ServerAnswersMalformedMessagesWithErrorsAndKeepsItsParameters) {
   const Endpoint server = raw.node().server(0);
 
   // A valid chunk: tensor 0 chunk 0, 8 floats.
-  auto initial = std::make_shared<std::vector<float>>(std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8});
-  Message init;
-  init.header.set_op(pb::INIT_CHUNK);
-  init.header.set_request_id(1);
-  init.header.set_dtype(pb::FLOAT32);
-  auto* meta = init.header.mutable_chunk_meta();
-  meta->set_length(8);
-  meta->set_lr_mult(1);
-  meta->set_decay_mult(1);
-  init.header.mutable_sgd()->set_lr_policy("fixed");
-  init.header.mutable_sgd()->set_base_lr(0.5f);
-  init.payload.push_back(Buffer::Of(initial));
-  ASSERT_TRUE(raw.node().Send(server, std::move(init)).ok());
+  const std::vector<float> initial = {1, 2, 3, 4, 5, 6, 7, 8};
+  ASSERT_TRUE(
+      raw.node()
+          .Send(server, test::InitChunkMessage(1, 0, initial, test::SgdFromText("base_lr: 0.5 lr_policy: 'fixed'")))
+          .ok());
   ASSERT_EQ(raw.Next().header.op(), pb::INIT_ACK);
 
   auto grad = std::make_shared<std::vector<float>>(8, 1.0f);
@@ -479,15 +380,12 @@ TEST(FaultTest, ServerAnswersMalformedMessagesWithErrorsAndKeepsItsParameters) {
     EXPECT_NE(reply.header.error().find(c.expect), std::string::npos) << c.name << ": " << reply.header.error();
   }
   // The parameters are unchanged and the server still serves.
-  Message pull;
-  pull.header.set_op(pb::PULL);
-  pull.header.set_request_id(20);
-  ASSERT_TRUE(raw.node().Send(server, std::move(pull)).ok());
+  ASSERT_TRUE(raw.node().Send(server, PullMessage(20, 0, 0)).ok());
   Message weights = raw.Next();
   ASSERT_EQ(weights.header.op(), pb::PULL_REPLY);
   EXPECT_EQ(weights.header.clock(), 0);
   ASSERT_EQ(weights.payload_bytes(), 32u);
-  EXPECT_EQ(std::memcmp(weights.payload[0].data(), initial->data(), 32), 0);
+  EXPECT_EQ(std::memcmp(weights.payload[0].data(), initial.data(), 32), 0);
   // A valid push after all that is applied normally: w -= 0.5 * 1.
   ASSERT_TRUE(
       raw.node()
@@ -496,10 +394,7 @@ TEST(FaultTest, ServerAnswersMalformedMessagesWithErrorsAndKeepsItsParameters) {
                                 Buffer::Of(grad)})
           .ok());
   EXPECT_EQ(raw.Next().header.op(), pb::PUSH_ACK);
-  Message pull2;
-  pull2.header.set_op(pb::PULL);
-  pull2.header.set_clock(1);
-  ASSERT_TRUE(raw.node().Send(server, std::move(pull2)).ok());
+  ASSERT_TRUE(raw.node().Send(server, PullMessage(0, 0, 1)).ok());
   Message after = raw.Next();
   ASSERT_EQ(after.header.op(), pb::PULL_REPLY);
   EXPECT_EQ(after.payload[0].floats()[0], 0.5f);
@@ -512,4 +407,5 @@ TEST(FaultTest, ServerAnswersMalformedMessagesWithErrorsAndKeepsItsParameters) {
 }
 
 }  // namespace
+}  // namespace test
 }  // namespace nereus

@@ -40,7 +40,8 @@ class EncodingSink : public ReplySink {
   size_t bytes_ = 0;
 };
 
-pb::SgdConfig Sgd() {
+// Caffe's "step" policy with a short step: the rate changes every 3 clocks.
+pb::SgdConfig StepDecaySgd() {
   pb::SgdConfig sgd;
   sgd.set_base_lr(0.01f);
   sgd.set_lr_policy("step");
@@ -62,7 +63,7 @@ Message Init(int tensor, int length) {
   meta->set_length(length);
   meta->set_lr_mult(1);
   meta->set_decay_mult(1);
-  *m.header.mutable_sgd() = Sgd();
+  *m.header.mutable_sgd() = StepDecaySgd();
   m.payload.push_back(Buffer::Of(std::make_shared<std::vector<float>>(length, 0.5f)));
   return m;
 }

@@ -13,31 +13,14 @@
 
 #include "common/sgd.h"
 #include "tests/support/bytes_equal.h"
+#include "tests/support/fixtures.h"
 
 namespace nereus {
 namespace {
 
-struct Captured {
-  Endpoint to;
-  Message msg;
-};
-
 // With apply threads, Reply() comes from the pool's threads, one at a time
 // (under the server's lock); the test reads `replies` after WaitIdle().
-class CaptureSink : public ReplySink {
- public:
-  void Reply(const Endpoint& to, Message msg) override { replies.push_back({to, std::move(msg)}); }
-  std::vector<Captured> replies;
-};
-
-pb::SgdConfig Sgd() {
-  pb::SgdConfig c;
-  c.set_base_lr(0.1f);
-  c.set_lr_policy("fixed");
-  c.set_momentum(0.5f);
-  c.set_weight_decay(0.0f);
-  return c;
-}
+using test::CaptureSink;
 
 // Every test runs with the updates on the Handle() thread (0) and on a pool
 // of 3 threads, every update through the pool (inline_apply_bytes 0): the
@@ -55,35 +38,13 @@ class ParamServerTest : public ::testing::TestWithParam<int> {
     server_.reset();  // Its pool's threads reply into sink_.
     server_ = std::make_unique<ParamServer>(o, &sink_);
     // Tensor 0, chunk 0: 4 floats, initial values 1, 2, 3, 4.
-    Message m = Floats(pb::INIT_CHUNK, 0, {1, 2, 3, 4});
-    auto* meta = m.header.mutable_chunk_meta();
-    meta->set_tensor(0);
-    meta->set_chunk(0);
-    meta->set_length(4);
-    meta->set_lr_mult(1);
-    meta->set_decay_mult(1);
-    *m.header.mutable_sgd() = Sgd();
-    Send(std::move(m), 0);
+    Send(test::InitChunkMessage(++id_, 0, {1, 2, 3, 4}, test::FixedMomentumSgd()), 0);
     ASSERT_EQ(Last().header.op(), pb::INIT_ACK);
   }
   Message Floats(pb::Op op, int64_t clock, std::vector<float> v) {
-    Message m;
-    m.header.set_op(op);
-    m.header.set_request_id(++id_);
-    m.header.set_clock(clock);
-    m.header.set_dtype(pb::FLOAT32);
-    auto p = std::make_shared<std::vector<float>>(std::move(v));
-    m.payload.push_back(Buffer::Of(p));
-    m.header.set_payload_bytes(m.payload_bytes());
-    return m;
+    return test::FloatsMessage(op, ++id_, 0, clock, std::move(v));
   }
-  Message Pull(int64_t clock) {
-    Message m;
-    m.header.set_op(pb::PULL);
-    m.header.set_request_id(++id_);
-    m.header.set_clock(clock);
-    return m;
-  }
+  Message Pull(int64_t clock) { return test::PullMessage(++id_, 0, clock); }
   void Send(Message m, int worker) {
     pb::Header partial = m.header;
     server_->Handle("w" + std::to_string(worker), worker, std::move(m), partial);
@@ -91,16 +52,7 @@ class ParamServerTest : public ::testing::TestWithParam<int> {
   }
   // A second chunk: tensor 1, chunk 0, 2 floats (10, 20).
   void InitSecond() {
-    Message m = Floats(pb::INIT_CHUNK, 0, {10, 20});
-    m.header.set_tensor(1);
-    auto* meta = m.header.mutable_chunk_meta();
-    meta->set_tensor(1);
-    meta->set_chunk(0);
-    meta->set_length(2);
-    meta->set_lr_mult(1);
-    meta->set_decay_mult(1);
-    *m.header.mutable_sgd() = Sgd();
-    Send(std::move(m), 0);
+    Send(test::InitChunkMessage(++id_, 1, {10, 20}, test::FixedMomentumSgd()), 0);
     ASSERT_EQ(Last().header.op(), pb::INIT_ACK);
   }
   // A batched PUSH (what CoalesceUnits builds): one part per gradient, each
@@ -139,7 +91,7 @@ class ParamServerTest : public ::testing::TestWithParam<int> {
     for (const pb::Part& p : m.header.parts()) ids.push_back(p.request_id());
     return ids;
   }
-  const Message& Last() { return sink_.replies.back().msg; }
+  const Message& Last() { return sink_.Last(); }
   std::vector<float> Weights() { return server_->Snapshot(0, 0).value().first; }
   int64_t Version() { return server_->Snapshot(0, 0).value().second; }
 
@@ -198,7 +150,7 @@ TEST_P(ParamServerTest, AverageDoesNotDependOnArrivalOrder) {
   std::vector<float> w = {1, 2, 3, 4}, h(4, 0), avg(4);
   const float* srcs[3] = {g0.data(), g1.data(), g2.data()};
   AverageInOrder(srcs, 3, avg.data(), 4);
-  SgdStep(Sgd(), 0.1f, 1, 1, avg.data(), w.data(), h.data(), 4);
+  SgdStep(test::FixedMomentumSgd(), 0.1f, 1, 1, avg.data(), w.data(), h.data(), 4);
   EXPECT_EQ(w, first);
 }
 
@@ -406,7 +358,7 @@ TEST_P(ParamServerTest, ReinitWithOtherLayoutIsRefused) {
   auto* meta = m.header.mutable_chunk_meta();
   meta->set_length(4);
   meta->set_lr_mult(2);
-  *m.header.mutable_sgd() = Sgd();
+  *m.header.mutable_sgd() = test::FixedMomentumSgd();
   Send(std::move(m), 0);
   EXPECT_EQ(Last().header.op(), pb::ERROR);
   EXPECT_NE(Last().header.error().find("already initialized with another layout"), std::string::npos);
@@ -426,7 +378,7 @@ constexpr int kPoolWorkers = 3, kPoolChunks = 12, kPoolClocks = 6;
 constexpr size_t kPoolFloats = 5000;
 
 pb::SgdConfig PoolSgd() {
-  pb::SgdConfig c = Sgd();
+  pb::SgdConfig c = test::FixedMomentumSgd();
   c.set_momentum(0.9f);
   c.set_weight_decay(0.01f);
   return c;
@@ -493,7 +445,7 @@ PoolRun RunPoolJob(int apply_threads) {
       }
     }
     server.WaitIdle();
-    for (const Captured& c : sink.replies) {
+    for (const CaptureSink::Captured& c : sink.replies) {
       if (c.msg.header.op() != pb::PULL_REPLY) continue;
       EXPECT_EQ(c.msg.header.parts_size(), 0);
       const float* f = c.msg.payload[0].floats();
@@ -604,7 +556,7 @@ TEST(ParamServerPoolTest, PullDuringAnUpdateIsAnsweredWhenItEnds) {
       meta->set_length(4);
       meta->set_lr_mult(1);
       meta->set_decay_mult(1);
-      *m.header.mutable_sgd() = Sgd();
+      *m.header.mutable_sgd() = test::FixedMomentumSgd();
     }
     pb::Header partial = m.header;
     server.Handle("w0", 0, std::move(m), partial);
@@ -652,7 +604,7 @@ TEST(ParamServerPoolTest, AfterStopApplyThreadsUpdatesAreMadeInline) {
   init.header.set_payload_bytes(8);
   init.header.mutable_chunk_meta()->set_length(2);
   init.header.mutable_chunk_meta()->set_lr_mult(1);
-  *init.header.mutable_sgd() = Sgd();
+  *init.header.mutable_sgd() = test::FixedMomentumSgd();
   auto push = [&](int64_t clock) {
     Message m;
     m.header.set_op(pb::PUSH);

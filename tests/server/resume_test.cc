@@ -14,6 +14,7 @@
 
 #include "server/checkpoint.h"
 #include "tests/support/bytes_equal.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/process_util.h"
 #include "tests/support/resume_util.h"
 #include "tests/support/synthetic_weights.h"

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/transport.h"
+#include "tests/support/fixtures.h"
 
 namespace nereus {
 namespace {
@@ -85,18 +86,8 @@ TEST(ServerNodeTest, DataBeforeOwnRegisterReplyIsHandledInOrder) {
   server_ep = reg->header.nodes(0).endpoint();
 
   // 1. INIT_CHUNK of tensor 0 chunk 0 = {1, 2, 3, 4}.
-  Message init;
-  init.header.set_op(pb::INIT_CHUNK);
-  init.header.set_request_id(11);
-  init.header.set_dtype(pb::FLOAT32);
-  auto* meta = init.header.mutable_chunk_meta();
-  meta->set_length(4);
-  meta->set_lr_mult(1.0f);
-  meta->set_decay_mult(1.0f);
-  meta->set_tensor_name("t");
-  init.header.mutable_sgd()->set_base_lr(0.5f);
-  init.header.mutable_sgd()->set_lr_policy("fixed");
-  init.payload.push_back(Floats({1, 2, 3, 4}));
+  Message init = test::InitChunkMessage(11, 0, {1, 2, 3, 4}, test::SgdFromText("base_lr: 0.5 lr_policy: 'fixed'"));
+  init.header.mutable_chunk_meta()->set_tensor_name("t");
   ASSERT_TRUE(coordinator->Send(server_ep, std::move(init)).ok());
   // 2. PUSH of clock 0 with a pull of clock 1 riding on it.
   Message push;
@@ -117,14 +108,8 @@ TEST(ServerNodeTest, DataBeforeOwnRegisterReplyIsHandledInOrder) {
   reply.header.mutable_job()->set_consistency(pb::BSP);
   reply.header.mutable_job()->set_heartbeat_interval_ms(1000);
   reply.header.mutable_job()->set_heartbeat_timeout_ms(60000);
-  auto* s = reply.header.add_nodes();
-  s->set_role(pb::SERVER);
-  s->set_rank(0);
-  s->set_endpoint(server_ep);
-  auto* w = reply.header.add_nodes();
-  w->set_role(pb::WORKER);
-  w->set_rank(0);
-  w->set_endpoint(self);
+  test::AddNode(&reply.header, pb::SERVER, 0, server_ep);
+  test::AddNode(&reply.header, pb::WORKER, 0, self);
   ASSERT_TRUE(coordinator->Send(server_ep, std::move(reply)).ok());
 
   std::vector<pb::Op> ops;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/fixtures.h"
 #include "tests/support/process_util.h"
 
 namespace nereus {
@@ -68,16 +69,9 @@ inline ClusterSpec SyntheticResumeSpec(int iterations, const std::string& prefix
   spec.servers = 2;
   spec.workers = 2;
   spec.coordinator_flags = Concat({"--partition_bytes=1024", "--consistency=bsp"}, heartbeat);
-  spec.worker_flags = {"--tensors=1000,250x10,64x3x3x3,7",
-                       "--iterations=" + std::to_string(iterations),
-                       "--seed=3",
-                       "--lr_policy=inv",
-                       "--base_lr=0.05",
-                       "--gamma=0.001",
-                       "--power=0.75",
-                       "--momentum=0.9",
-                       "--weight_decay=0.001",
-                       "--display=0"};
+  spec.worker_flags = Concat(
+      {"--tensors=1000,250x10,64x3x3x3,7", "--iterations=" + std::to_string(iterations), "--seed=3", "--display=0"},
+      InvDecaySgdFlags());
   for (int w = 0; w < 2; ++w)
     spec.worker_rank_flags.push_back({w, {"--weights_out=" + out.File(prefix + std::to_string(w))}});
   return spec;

@@ -6,35 +6,15 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <fstream>
-#include <random>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "proto/caffe.pb.h"
 #include "tests/support/process_util.h"
-#include "worker/trainer/data/db.h"
+#include "tests/support/train_test_util.h"
 
 namespace nereus {
 namespace test {
-
-inline void WriteText(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  ASSERT_TRUE(out.good()) << path;
-}
-
-// Runs `argv` to completion (bounded); returns the exit code.
-inline int RunToExit(const std::vector<std::string>& argv, const std::string& log, std::chrono::seconds timeout) {
-  auto p = Subprocess::Start(argv, log);
-  auto code = p->WaitFor(timeout);
-  EXPECT_TRUE(code.has_value()) << argv[0] << " did not exit within " << timeout.count() << " s:\n" << p->Log();
-  return code.value_or(-1);
-}
 
 constexpr int kRecords = 256;  // 4 standalone batches of 64 per pass.
 constexpr int kSide = 8;
@@ -43,33 +23,10 @@ constexpr int kClasses = 4;
 // kRecords 1x8x8 uint8 images; the label is the brightest quadrant, so the
 // net has something to learn.
 inline void WriteTinyLmdb(const std::string& path) {
-  auto db = data::LmdbDatabase::Open(path, data::DbMode::kNew);
-  ASSERT_TRUE(db.ok()) << db.status();
-  std::mt19937 rng(42);
-  std::uniform_int_distribution<int> pixel(0, 255);
-  std::vector<std::pair<std::string, std::string>> records;
-  for (int r = 0; r < kRecords; ++r) {
-    std::string bytes(kSide * kSide, '\0');
-    int sums[kClasses] = {0, 0, 0, 0};
-    for (int y = 0; y < kSide; ++y) {
-      for (int x = 0; x < kSide; ++x) {
-        const int v = pixel(rng);
-        bytes[y * kSide + x] = static_cast<char>(v);
-        sums[(y >= kSide / 2) * 2 + (x >= kSide / 2)] += v;
-      }
-    }
-    caffe::Datum datum;
-    datum.set_channels(1);
-    datum.set_height(kSide);
-    datum.set_width(kSide);
-    datum.set_data(bytes);
-    datum.set_label(static_cast<int>(std::max_element(sums, sums + kClasses) - sums));
-    char key[16];
-    std::snprintf(key, sizeof(key), "%08d", r);
-    records.emplace_back(key, datum.SerializeAsString());
-  }
-  Status st = (*db)->PutBatch(records);
-  ASSERT_TRUE(st.ok()) << st;
+  WriteImageLmdb(path, kRecords, 1, kSide, 42, [](int, const std::string& pixels) {
+    return BrightestRegion(pixels, kSide, kClasses,
+                           [](int x, int y) { return (y >= kSide / 2) * 2 + (x >= kSide / 2); });
+  });
 }
 
 // A small conv net without dropout (nothing random after initialization);
@@ -104,6 +61,51 @@ inline constexpr char kTinySgd[] =
 inline std::string TinySolver(const std::string& net, int max_iter, const std::string& update = kTinySgd) {
   return "net: \"" + net + "\"\n" + update + "display: 5\nmax_iter: " + std::to_string(max_iter) +
          "\nrandom_seed: 7\nsnapshot_after_train: false\nsolver_mode: CPU\n";
+}
+
+// The tiny data, a tiny net of batch `batch` over it and a solver of
+// `max_iter` iterations with the settings `update`, in DIR (tiny_lmdb,
+// net.prototxt, solver.prototxt); returns the solver's path.
+inline std::string WriteTinyJob(const TempDir& dir, int batch, int max_iter, const std::string& update = kTinySgd) {
+  WriteTinyLmdb(dir.File("tiny_lmdb"));
+  WriteText(dir.File("net.prototxt"), TinyNet(dir.File("tiny_lmdb"), batch));
+  WriteText(dir.File("solver.prototxt"), TinySolver(dir.File("net.prototxt"), max_iter, update));
+  return dir.File("solver.prototxt");
+}
+
+// nereus_worker --standalone --solver=SOLVER (and `flags`), writing its final
+// weights to DIR/NAME.caffemodel and its log to DIR/NAME.log; fails the test,
+// with the log, unless it exits 0 within 60 s. Call inside
+// ASSERT_NO_FATAL_FAILURE.
+inline void TrainStandalone(const TempDir& dir, const std::string& name, const std::string& solver,
+                            const std::vector<std::string>& flags = {}) {
+  std::vector<std::string> argv = {BinaryPath("nereus_worker"), "--standalone", "--solver=" + solver,
+                                   "--weights_out=" + dir.File(name + ".caffemodel")};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  ASSERT_EQ(RunToExit(argv, dir.File(name + ".log"), std::chrono::seconds(60)), 0) << ReadFile(dir.File(name + ".log"));
+}
+
+// The equivalence job of the trainer tests, on the tiny net and data:
+// `iterations` of the solver settings `update` standalone with batch 64
+// (DIR/standalone.caffemodel) and as 2 workers of batch 32 through 2 servers
+// whose 128-byte partitions spread every tensor over both
+// (DIR/w<rank>.caffemodel, summaries DIR/w<rank>.json); and the initial
+// weights, 0 iterations (DIR/init.caffemodel). Fails the test unless every run
+// exits 0; call inside ASSERT_NO_FATAL_FAILURE.
+inline void RunTinyEquivalence(const TempDir& dir, int iterations, const std::string& update = kTinySgd) {
+  const std::string db = dir.File("tiny_lmdb");
+  WriteTinyLmdb(db);
+  WriteText(dir.File("net64.prototxt"), TinyNet(db, 64));
+  WriteText(dir.File("net32.prototxt"), TinyNet(db, 32));
+  WriteText(dir.File("init.prototxt"), TinySolver(dir.File("net64.prototxt"), 0, update));
+  WriteText(dir.File("standalone.prototxt"), TinySolver(dir.File("net64.prototxt"), iterations, update));
+  WriteText(dir.File("distributed.prototxt"), TinySolver(dir.File("net32.prototxt"), iterations, update));
+  LocalCluster cluster(TwoWorkerTrainJob(dir, dir.File("distributed.prototxt"), {"--chunk_bytes=128"}), dir);
+  ASSERT_NO_FATAL_FAILURE(TrainStandalone(dir, "standalone", dir.File("standalone.prototxt")));
+  ASSERT_NO_FATAL_FAILURE(TrainStandalone(dir, "init", dir.File("init.prototxt")));
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(60), &report)) << report;
+  for (auto code : cluster.codes()) ASSERT_EQ(code, 0) << report;
 }
 
 }  // namespace test

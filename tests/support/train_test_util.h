@@ -1,28 +1,105 @@
-// Helpers of the trainer-mode tests (nereus_worker --solver): summary JSON
-// values and .caffemodel weights.
+// Helpers of the trainer-mode tests (nereus_worker --solver): generated
+// image LMDBs, text files, running a program to completion, null summary JSON
+// values and .caffemodel weights (numbers: JsonNumber, fixtures.h).
 #ifndef NEREUS_TESTS_SUPPORT_TRAIN_TEST_UTIL_H_
 #define NEREUS_TESTS_SUPPORT_TRAIN_TEST_UTIL_H_
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
 #include <map>
-#include <regex>
+#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "proto/caffe.pb.h"
+#include "tests/support/process_util.h"
+#include "worker/trainer/data/db.h"
 #include "worker/trainer/prototxt.h"
 
 namespace nereus {
 namespace test {
 
-// The number after "key": in a flat JSON object; NaN when absent or null.
-inline double JsonValue(const std::string& json, const std::string& key) {
-  std::smatch m;
-  const std::regex re("\"" + key + "\": ([-+0-9.eE]+|null)");
-  if (!std::regex_search(json, m, re) || m[1] == "null") return NAN;
-  return std::stod(m[1]);
+inline void WriteText(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  ASSERT_TRUE(out.good()) << path;
+}
+
+// Runs `argv` to completion (bounded); returns the exit code.
+inline int RunToExit(const std::vector<std::string>& argv, const std::string& log, std::chrono::seconds timeout) {
+  auto p = Subprocess::Start(argv, log);
+  auto code = p->WaitFor(timeout);
+  EXPECT_TRUE(code.has_value()) << argv[0] << " did not exit within " << timeout.count() << " s:\n" << p->Log();
+  return code.value_or(-1);
+}
+
+// `records` channels x side x side uint8 images of random pixels (drawn in
+// order from std::mt19937(seed)), keyed "%08d" by index; the label of record
+// r is label(r, its pixels).
+inline void WriteImageLmdb(const std::string& path, int records, int channels, int side, uint32_t seed,
+                           const std::function<int(int, const std::string&)>& label) {
+  auto db = data::LmdbDatabase::Open(path, data::DbMode::kNew);
+  ASSERT_TRUE(db.ok()) << db.status();
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> pixel(0, 255);
+  std::vector<std::pair<std::string, std::string>> batch;
+  for (int r = 0; r < records; ++r) {
+    std::string bytes(static_cast<size_t>(channels) * side * side, '\0');
+    for (char& b : bytes) b = static_cast<char>(pixel(rng));
+    caffe::Datum datum;
+    datum.set_channels(channels);
+    datum.set_height(side);
+    datum.set_width(side);
+    datum.set_data(bytes);
+    datum.set_label(label(r, bytes));
+    char key[16];
+    std::snprintf(key, sizeof(key), "%08d", r);
+    batch.emplace_back(key, datum.SerializeAsString());
+  }
+  Status st = (*db)->PutBatch(batch);
+  ASSERT_TRUE(st.ok()) << st;
+}
+
+// Random images whose label is the record's index modulo `classes`.
+inline void WriteRandomImageLmdb(const std::string& path, int records, int channels, int side, int classes,
+                                 uint32_t seed) {
+  WriteImageLmdb(path, records, channels, side, seed, [classes](int r, const std::string&) { return r % classes; });
+}
+
+// The label of a one-channel image cut into `regions` by `region_of(x, y)`:
+// the region of the largest pixel sum, so a net has something to learn.
+inline int BrightestRegion(const std::string& pixels, int side, int regions,
+                           const std::function<int(int, int)>& region_of) {
+  std::vector<int> sums(regions, 0);
+  for (int y = 0; y < side; ++y)
+    for (int x = 0; x < side; ++x) sums[region_of(x, y)] += static_cast<unsigned char>(pixels[y * side + x]);
+  return static_cast<int>(std::max_element(sums.begin(), sums.end()) - sums.begin());
+}
+
+// A job of 2 servers and 2 workers training `solver` under BSP (the
+// coordinator also gets `coordinator_flags`); worker r writes its final
+// weights to DIR/w<r>.caffemodel and its summary to DIR/w<r>.json.
+inline ClusterSpec TwoWorkerTrainJob(const TempDir& dir, const std::string& solver,
+                                     const std::vector<std::string>& coordinator_flags = {}) {
+  ClusterSpec spec;
+  spec.servers = 2;
+  spec.workers = 2;
+  spec.coordinator_flags = {"--consistency=bsp"};
+  spec.coordinator_flags.insert(spec.coordinator_flags.end(), coordinator_flags.begin(), coordinator_flags.end());
+  spec.worker_flags = {"--solver=" + solver};
+  for (int w = 0; w < 2; ++w) {
+    const std::string r = std::to_string(w);
+    spec.worker_rank_flags.push_back(
+        {w, {"--weights_out=" + dir.File("w" + r + ".caffemodel"), "--summary_json=" + dir.File("w" + r + ".json")}});
+  }
+  return spec;
 }
 
 inline bool JsonIsNull(const std::string& json, const std::string& key) {

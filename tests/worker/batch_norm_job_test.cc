@@ -10,17 +10,10 @@
 #include "tests/support/bytes_equal.h"
 #include "tests/support/process_util.h"
 #include "tests/support/train_test_util.h"
-#include "tests/support/zoo_test_util.h"
 
 namespace nereus {
+namespace test {
 namespace {
-
-using test::BinaryPath;
-using test::ClusterSpec;
-using test::LocalCluster;
-using test::ReadFile;
-using test::ReadWeights;
-using test::TempDir;
 
 constexpr int kIterations = 5;
 
@@ -51,15 +44,7 @@ TEST(BatchNormJobTest, StatisticsStayLocalToEachWorker) {
                                                    "lr_policy: \"fixed\"\ndisplay: 0\nmax_iter: " +
                                                    std::to_string(kIterations) +
                                                    "\nrandom_seed: 3\nsnapshot_after_train: false\n");
-  ClusterSpec spec;
-  spec.servers = 2;
-  spec.workers = 2;
-  spec.coordinator_flags = {"--consistency=bsp", "--chunk_bytes=64"};
-  spec.worker_flags = {"--solver=" + dir.File("solver.prototxt")};
-  for (int w = 0; w < 2; ++w) {
-    spec.worker_rank_flags.push_back({w, {"--weights_out=" + dir.File("w" + std::to_string(w) + ".caffemodel")}});
-  }
-  LocalCluster cluster(spec, dir);
+  LocalCluster cluster(TwoWorkerTrainJob(dir, dir.File("solver.prototxt"), {"--chunk_bytes=64"}), dir);
   std::string report;
   ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(90), &report)) << report;
   for (auto code : cluster.codes()) ASSERT_EQ(code, 0) << report;
@@ -87,4 +72,5 @@ TEST(BatchNormJobTest, StatisticsStayLocalToEachWorker) {
 }
 
 }  // namespace
+}  // namespace test
 }  // namespace nereus

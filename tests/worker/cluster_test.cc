@@ -7,23 +7,13 @@
 #include <regex>
 
 #include "common/sgd.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/process_util.h"
 #include "worker/synthetic/synthetic_model.h"
 
 namespace nereus {
+namespace test {
 namespace {
-
-using test::ClusterSpec;
-using test::LocalCluster;
-using test::ReadFile;
-using test::TempDir;
-
-std::vector<float> ReadFloats(const std::string& path) {
-  const std::string bytes = ReadFile(path);
-  std::vector<float> v(bytes.size() / sizeof(float));
-  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
-  return v;
-}
 
 // [[clock, version], ...] from a worker's --summary_json.
 std::vector<std::pair<int64_t, int64_t>> Pulls(const std::string& json) {
@@ -34,13 +24,6 @@ std::vector<std::pair<int64_t, int64_t>> Pulls(const std::string& json) {
   for (std::sregex_iterator it(rest.begin(), rest.end(), pair_re), end; it != end; ++it)
     out.emplace_back(std::stoll((*it)[1]), std::stoll((*it)[2]));
   return out;
-}
-
-double JsonNumber(const std::string& json, const std::string& key) {
-  std::smatch m;
-  std::regex re("\"" + key + "\": ([-+0-9.eE]+)");
-  if (!std::regex_search(json, m, re)) return NAN;
-  return std::stod(m[1]);
 }
 
 // A BSP job of 2 servers and 3 synthetic workers, 20 iterations; returns
@@ -54,9 +37,8 @@ std::vector<std::vector<float>> RunBspJob(const std::string& tensors, const std:
   spec.workers = workers;
   spec.coordinator_flags = {"--partition_bytes=" + partition_bytes, "--consistency=bsp"};
   spec.server_flags = server_flags;
-  spec.worker_flags = {"--tensors=" + tensors, "--iterations=20", "--seed=5",     "--lr_policy=inv",
-                       "--base_lr=0.05",       "--gamma=0.001",   "--power=0.75", "--momentum=0.9",
-                       "--weight_decay=0.001", "--display=0"};
+  spec.worker_flags = {"--tensors=" + tensors, "--iterations=20", "--seed=5", "--display=0"};
+  for (const std::string& f : test::InvDecaySgdFlags()) spec.worker_flags.push_back(f);
   for (int w = 0; w < workers; ++w)
     spec.worker_rank_flags.push_back({w, {"--weights_out=" + dir.File("w" + std::to_string(w))}});
   LocalCluster cluster(spec, dir);
@@ -72,16 +54,7 @@ std::vector<std::vector<float>> RunBspJob(const std::string& tensors, const std:
 // rank order, one SGD step per iteration.
 std::vector<float> BspReference(const std::string& tensors) {
   const int iterations = 20, workers = 3;
-  pb::SgdConfig sgd;
-  sgd.set_base_lr(0.05);
-  sgd.set_lr_policy("inv");
-  sgd.set_gamma(0.001);
-  sgd.set_power(0.75);
-  sgd.set_stepsize(10);
-  sgd.set_max_iter(iterations);
-  sgd.set_momentum(0.9);
-  sgd.set_weight_decay(0.001);
-  sgd.set_regularization_type("L2");
+  const pb::SgdConfig sgd = test::InvDecaySgd();
   SyntheticModel model(SyntheticKind::kNoise, 5, 0.01f);
   auto shapes = ParseTensorShapes(tensors).value();
   std::vector<float> expected;
@@ -197,4 +170,5 @@ TEST(AsyncTest, CompletesAndConvergesOnQuadratic) {
 }
 
 }  // namespace
+}  // namespace test
 }  // namespace nereus

@@ -16,7 +16,6 @@
 #include "tests/support/process_util.h"
 #include "tests/support/resume_util.h"
 #include "tests/support/train_test_util.h"
-#include "tests/support/zoo_test_util.h"
 
 namespace nereus {
 namespace {

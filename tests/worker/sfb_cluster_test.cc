@@ -11,23 +11,14 @@
 
 #include "nereus/client.h"
 #include "tests/support/bytes_equal.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/process_util.h"
 #include "tests/support/synthetic_weights.h"
+#include "worker/client/options_proto.h"
 
 namespace nereus {
+namespace test {
 namespace {
-
-using test::ClusterSpec;
-using test::LocalCluster;
-using test::ReadFile;
-using test::TempDir;
-
-double JsonNumber(const std::string& json, const std::string& key) {
-  std::smatch m;
-  std::regex re("\"" + key + "\": ([-+0-9.eE]+)");
-  if (!std::regex_search(json, m, re)) return NAN;
-  return std::stod(m[1]);
-}
 
 std::string JsonList(const std::string& json, const std::string& key) {
   std::smatch m;
@@ -57,14 +48,9 @@ JobResult RunJob(const std::string& sfb, const std::string& consistency = "bsp")
                        "--fc_batch=" + std::to_string(kBatch),
                        "--iterations=" + std::to_string(kClocks),
                        "--seed=5",
-                       "--lr_policy=inv",
-                       "--base_lr=0.05",
-                       "--gamma=0.001",
-                       "--power=0.75",
-                       "--momentum=0.9",
-                       "--weight_decay=0.001",
                        "--display=0",
                        "--sfb=" + sfb};
+  for (const std::string& f : test::InvDecaySgdFlags()) spec.worker_flags.push_back(f);
   for (int w = 0; w < kWorkers; ++w)
     spec.worker_rank_flags.push_back({w,
                                       {"--weights_out=" + dir.File("w" + std::to_string(w)),
@@ -225,10 +211,7 @@ TEST(SfbClusterTest, DeadPeerFailsTheWaitNamingIt) {
   spec.external_workers = {0};  // This test is worker 0.
   LocalCluster cluster(spec, dir);
 
-  ClientOptions o;
-  o.coordinator = cluster.coordinator_address();
-  o.rank = 0;
-  o.startup_timeout_s = 30;
+  ClientOptions o = test::TestWorkerOptions(cluster.coordinator_address(), 0);
   o.sfb = SfbMode::kOn;
   auto client = Client::Connect(o);
   ASSERT_TRUE(client.ok()) << client.status();
@@ -243,21 +226,7 @@ TEST(SfbClusterTest, DeadPeerFailsTheWaitNamingIt) {
   ASSERT_TRUE((*client)->RegisterTensor(t).ok());
   // The synthetic workers' solver flags at their defaults: every worker
   // applies the factors itself, so the job checks they agree.
-  pb::SgdConfig sgd;
-  sgd.set_base_lr(0.01f);
-  sgd.set_lr_policy("fixed");
-  sgd.set_gamma(0.1f);
-  sgd.set_power(0.75f);
-  sgd.set_stepsize(10);
-  sgd.set_max_iter(1000000);
-  sgd.set_momentum(0.9f);
-  sgd.set_weight_decay(0.0005f);
-  sgd.set_regularization_type("L2");
-  sgd.set_type(pb::SOLVER_SGD);
-  sgd.set_delta(1e-8f);
-  sgd.set_momentum2(0.999f);
-  sgd.set_rms_decay(0.99f);
-  ASSERT_TRUE((*client)->Init(sgd, {w.data()}).ok());
+  ASSERT_TRUE((*client)->Init(SgdConfigFromProto(test::SyntheticWorkerDefaultSgd()), {w.data()}).ok());
   EXPECT_EQ((*client)->sfb_tensors(), std::vector<int>{0});
   int64_t clock = 0;
   for (; clock < 5; ++clock) {
@@ -284,4 +253,5 @@ TEST(SfbClusterTest, DeadPeerFailsTheWaitNamingIt) {
 }
 
 }  // namespace
+}  // namespace test
 }  // namespace nereus

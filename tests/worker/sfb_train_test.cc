@@ -29,32 +29,9 @@ constexpr int kSide = 28, kClasses = 10, kRecords = 512;
 
 // The label is the brightest of 10 vertical bands, so there is something to learn.
 void WriteLmdb(const std::string& path) {
-  auto db = data::LmdbDatabase::Open(path, data::DbMode::kNew);
-  ASSERT_TRUE(db.ok()) << db.status();
-  std::mt19937 rng(3);
-  std::uniform_int_distribution<int> pixel(0, 255);
-  std::vector<std::pair<std::string, std::string>> records;
-  for (int r = 0; r < kRecords; ++r) {
-    std::string bytes(kSide * kSide, '\0');
-    int sums[kClasses] = {};
-    for (int y = 0; y < kSide; ++y)
-      for (int x = 0; x < kSide; ++x) {
-        const int v = pixel(rng);
-        bytes[y * kSide + x] = static_cast<char>(v);
-        sums[x * kClasses / kSide] += v;
-      }
-    caffe::Datum datum;
-    datum.set_channels(1);
-    datum.set_height(kSide);
-    datum.set_width(kSide);
-    datum.set_data(bytes);
-    datum.set_label(static_cast<int>(std::max_element(sums, sums + kClasses) - sums));
-    char key[16];
-    std::snprintf(key, sizeof(key), "%08d", r);
-    records.emplace_back(key, datum.SerializeAsString());
-  }
-  Status st = (*db)->PutBatch(records);
-  ASSERT_TRUE(st.ok()) << st;
+  test::WriteImageLmdb(path, kRecords, 1, kSide, 3, [](int, const std::string& pixels) {
+    return test::BrightestRegion(pixels, kSide, kClasses, [](int x, int) { return x * kClasses / kSide; });
+  });
 }
 
 // LeNet as in Caffe's examples/mnist (training phase only), batch 64 per worker.

@@ -13,24 +13,14 @@
 #include <cstring>
 
 #include "common/sgd.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/process_util.h"
 #include "tests/support/solver_reference.h"
 #include "worker/synthetic/synthetic_model.h"
 
 namespace nereus {
+namespace test {
 namespace {
-
-using test::ClusterSpec;
-using test::LocalCluster;
-using test::ReadFile;
-using test::TempDir;
-
-std::vector<float> ReadFloats(const std::string& path) {
-  const std::string bytes = ReadFile(path);
-  std::vector<float> v(bytes.size() / sizeof(float));
-  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
-  return v;
-}
 
 constexpr char kTensors[] = "4,6x5";
 constexpr uint64_t kSeed = 11;
@@ -166,4 +156,5 @@ INSTANTIATE_TEST_SUITE_P(TwoHistories, SolverCheckpointTest, ::testing::Values("
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 }  // namespace
+}  // namespace test
 }  // namespace nereus

@@ -16,15 +16,12 @@
 namespace nereus {
 namespace {
 
-using test::BinaryPath;
-using test::ClusterSpec;
-using test::LocalCluster;
 using test::ReadFile;
 using test::ReadWeights;
-using test::RunToExit;
 using test::TempDir;
 using test::TinyNet;
 using test::TinySolver;
+using test::TrainStandalone;
 using test::WriteText;
 using test::WriteTinyLmdb;
 
@@ -48,38 +45,7 @@ class SolverTypeTrainTest : public ::testing::TestWithParam<TypeCase> {};
 TEST_P(SolverTypeTrainTest, TwoWorkersOfBatch32MatchStandaloneBatch64) {
   const TypeCase& c = GetParam();
   TempDir dir;
-  const std::string db = dir.File("tiny_lmdb");
-  WriteTinyLmdb(db);
-  WriteText(dir.File("net64.prototxt"), TinyNet(db, 64));
-  WriteText(dir.File("net32.prototxt"), TinyNet(db, 32));
-  const int iterations = 10;
-  WriteText(dir.File("init.prototxt"), TinySolver(dir.File("net64.prototxt"), 0, c.update));
-  WriteText(dir.File("standalone.prototxt"), TinySolver(dir.File("net64.prototxt"), iterations, c.update));
-  WriteText(dir.File("distributed.prototxt"), TinySolver(dir.File("net32.prototxt"), iterations, c.update));
-
-  ClusterSpec spec;
-  spec.servers = 2;
-  spec.workers = 2;
-  spec.coordinator_flags = {"--consistency=bsp", "--chunk_bytes=128"};
-  spec.worker_flags = {"--solver=" + dir.File("distributed.prototxt")};
-  for (int w = 0; w < 2; ++w) {
-    spec.worker_rank_flags.push_back({w, {"--weights_out=" + dir.File("w" + std::to_string(w) + ".caffemodel")}});
-  }
-  LocalCluster cluster(spec, dir);
-  ASSERT_EQ(RunToExit({BinaryPath("nereus_worker"), "--standalone", "--solver=" + dir.File("standalone.prototxt"),
-                       "--weights_out=" + dir.File("standalone.caffemodel")},
-                      dir.File("standalone.log"), std::chrono::seconds(60)),
-            0)
-      << ReadFile(dir.File("standalone.log"));
-  ASSERT_EQ(RunToExit({BinaryPath("nereus_worker"), "--standalone", "--solver=" + dir.File("init.prototxt"),
-                       "--weights_out=" + dir.File("init.caffemodel")},
-                      dir.File("init.log"), std::chrono::seconds(60)),
-            0)
-      << ReadFile(dir.File("init.log"));
-  std::string report;
-  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(60), &report)) << report;
-  for (auto code : cluster.codes()) ASSERT_EQ(code, 0) << report;
-
+  ASSERT_NO_FATAL_FAILURE(test::RunTinyEquivalence(dir, 10, c.update));
   const auto init = ReadWeights(dir.File("init.caffemodel"));
   const auto standalone = ReadWeights(dir.File("standalone.caffemodel"));
   const auto w0 = ReadWeights(dir.File("w0.caffemodel"));
@@ -115,37 +81,21 @@ TEST(Hdf5TrainTest, SnapshotAndWeightsFlagsReadHdf5) {
   WriteText(dir.File("six.prototxt"), TinySolver(dir.File("net.prototxt"), 6, adam) + h5);
   WriteText(dir.File("three.prototxt"), TinySolver(dir.File("net.prototxt"), 3, adam));
   WriteText(dir.File("zero.prototxt"), TinySolver(dir.File("net.prototxt"), 0, adam));
-  const std::string worker = BinaryPath("nereus_worker");
-  ASSERT_EQ(RunToExit({worker, "--standalone", "--solver=" + dir.File("six.prototxt"),
-                       "--weights_out=" + dir.File("six.caffemodel")},
-                      dir.File("six.log"), std::chrono::seconds(60)),
-            0)
-      << ReadFile(dir.File("six.log"));
+  ASSERT_NO_FATAL_FAILURE(TrainStandalone(dir, "six", dir.File("six.prototxt")));
   const std::string state3 = dir.File("snap_iter_3.solverstate.h5");
   const std::string model3 = dir.File("snap_iter_3.caffemodel.h5");
   ASSERT_FALSE(ReadFile(state3).empty()) << ReadFile(dir.File("six.log"));
   ASSERT_FALSE(ReadFile(model3).empty());
 
-  ASSERT_EQ(RunToExit({worker, "--standalone", "--solver=" + dir.File("six.prototxt"), "--snapshot=" + state3,
-                       "--weights_out=" + dir.File("resumed.caffemodel")},
-                      dir.File("resumed.log"), std::chrono::seconds(60)),
-            0)
-      << ReadFile(dir.File("resumed.log"));
+  ASSERT_NO_FATAL_FAILURE(TrainStandalone(dir, "resumed", dir.File("six.prototxt"), {"--snapshot=" + state3}));
   EXPECT_NE(ReadFile(dir.File("resumed.log")).find("at iteration 3"), std::string::npos)
       << ReadFile(dir.File("resumed.log"));
   const auto six = ReadWeights(dir.File("six.caffemodel"));
   EXPECT_TRUE(test::BytesEqual(six, ReadWeights(dir.File("resumed.caffemodel"))));
 
   // The weights after 3 iterations, from a plain run and from the .h5.
-  ASSERT_EQ(RunToExit({worker, "--standalone", "--solver=" + dir.File("three.prototxt"),
-                       "--weights_out=" + dir.File("three.caffemodel")},
-                      dir.File("three.log"), std::chrono::seconds(60)),
-            0);
-  ASSERT_EQ(RunToExit({worker, "--standalone", "--solver=" + dir.File("zero.prototxt"), "--weights=" + model3,
-                       "--weights_out=" + dir.File("from_h5.caffemodel")},
-                      dir.File("from_h5.log"), std::chrono::seconds(60)),
-            0)
-      << ReadFile(dir.File("from_h5.log"));
+  ASSERT_NO_FATAL_FAILURE(TrainStandalone(dir, "three", dir.File("three.prototxt")));
+  ASSERT_NO_FATAL_FAILURE(TrainStandalone(dir, "from_h5", dir.File("zero.prototxt"), {"--weights=" + model3}));
   const auto three = ReadWeights(dir.File("three.caffemodel"));
   EXPECT_TRUE(test::BytesEqual(three, ReadWeights(dir.File("from_h5.caffemodel"))));
   EXPECT_GT(test::MaxAbsDiff(three, six), 1e-3);  // The comparisons could tell them apart.

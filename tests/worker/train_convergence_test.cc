@@ -10,6 +10,7 @@
 #include <fstream>
 #include <regex>
 
+#include "tests/support/fixtures.h"
 #include "tests/support/process_util.h"
 #include "tests/support/train_test_util.h"
 
@@ -18,7 +19,7 @@ namespace {
 
 using test::BinaryPath;
 using test::ClusterSpec;
-using test::JsonValue;
+using test::JsonNumber;
 using test::LocalCluster;
 using test::ReadFile;
 using test::Subprocess;
@@ -58,8 +59,8 @@ std::string LenetSolver(const TempDir& dir) {
 
 void ExpectConverged(const std::string& json, const std::string& who) {
   std::printf("%s: %s", who.c_str(), json.c_str());
-  EXPECT_GE(JsonValue(json, "test_accuracy"), kMinAccuracy) << who << ": " << json;
-  EXPECT_GT(JsonValue(json, "iterations"), 0) << json;
+  EXPECT_GE(JsonNumber(json, "test_accuracy"), kMinAccuracy) << who << ": " << json;
+  EXPECT_GT(JsonNumber(json, "iterations"), 0) << json;
 }
 
 TEST(LenetConvergenceTest, Standalone) {
@@ -82,7 +83,7 @@ TEST(LenetConvergenceTest, TwoWorkersTwoServers) {
   ClusterSpec spec;
   spec.servers = 2;
   spec.workers = 2;
-  // HybComm chooses per layer (issue 8): ip1 (500 x 800, batch 64) as
+  // HybComm chooses per layer: ip1 (500 x 800, batch 64) as
   // sufficient factors, ip2 (10 x 500) through the servers.
   spec.worker_flags = {"--solver=" + solver, "--sfb=auto"};
   for (int w = 0; w < 2; ++w)
@@ -102,7 +103,7 @@ TEST(LenetConvergenceTest, TwoWorkersTwoServers) {
   ExpectConverged(ReadFile(dir.File("w0.json")), "worker 0");
   const std::string w1 = ReadFile(dir.File("w1.json"));
   EXPECT_TRUE(test::JsonIsNull(w1, "test_accuracy")) << w1;
-  EXPECT_EQ(JsonValue(w1, "iterations"), JsonValue(ReadFile(dir.File("w0.json")), "iterations"));
+  EXPECT_EQ(JsonNumber(w1, "iterations"), JsonNumber(ReadFile(dir.File("w0.json")), "iterations"));
 }
 
 }  // namespace

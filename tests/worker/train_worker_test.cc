@@ -12,6 +12,7 @@
 
 #include "nereus/client.h"
 #include "tests/support/bytes_equal.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/process_util.h"
 #include "tests/support/tiny_train_job.h"
 #include "tests/support/train_test_util.h"
@@ -21,70 +22,23 @@
 #include "worker/trainer/solver.h"
 
 namespace nereus {
+namespace test {
 namespace {
-
-using test::BinaryPath;
-using test::ClusterSpec;
-using test::LocalCluster;
-using test::ReadFile;
-using test::ReadWeights;
-using test::Subprocess;
-using test::TempDir;
-
-using test::RunToExit;
-using test::TinyNet;
-using test::TinySolver;
-using test::WriteText;
-using test::WriteTinyLmdb;
 
 // --- Equivalence ----------------------------------------------------------
 
 TEST(TrainEquivalenceTest, TwoWorkersOfBatch32MatchStandaloneBatch64) {
   TempDir dir;
-  const std::string db = dir.File("tiny_lmdb");
-  WriteTinyLmdb(db);
-  WriteText(dir.File("net64.prototxt"), TinyNet(db, 64));
-  WriteText(dir.File("net32.prototxt"), TinyNet(db, 32));
-  WriteText(dir.File("init.prototxt"), TinySolver(dir.File("net64.prototxt"), 0));
-  WriteText(dir.File("standalone.prototxt"), TinySolver(dir.File("net64.prototxt"), 20));
-  WriteText(dir.File("distributed.prototxt"), TinySolver(dir.File("net32.prototxt"), 20));
-
-  // 2 workers x batch 32 through 2 servers (small chunks: every tensor is
-  // spread over both), next to a standalone run with batch 64.
-  ClusterSpec spec;
-  spec.servers = 2;
-  spec.workers = 2;
-  spec.coordinator_flags = {"--consistency=bsp", "--chunk_bytes=128"};
-  spec.worker_flags = {"--solver=" + dir.File("distributed.prototxt")};
-  for (int w = 0; w < 2; ++w) {
-    spec.worker_rank_flags.push_back({w,
-                                      {"--weights_out=" + dir.File("w" + std::to_string(w) + ".caffemodel"),
-                                       "--summary_json=" + dir.File("w" + std::to_string(w) + ".json")}});
-  }
-  LocalCluster cluster(spec, dir);
-  ASSERT_EQ(RunToExit({BinaryPath("nereus_worker"), "--standalone", "--solver=" + dir.File("standalone.prototxt"),
-                       "--weights_out=" + dir.File("standalone.caffemodel")},
-                      dir.File("standalone.log"), std::chrono::seconds(60)),
-            0)
-      << ReadFile(dir.File("standalone.log"));
-  ASSERT_EQ(RunToExit({BinaryPath("nereus_worker"), "--standalone", "--solver=" + dir.File("init.prototxt"),
-                       "--weights_out=" + dir.File("init.caffemodel")},
-                      dir.File("init.log"), std::chrono::seconds(60)),
-            0)
-      << ReadFile(dir.File("init.log"));
-  std::string report;
-  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(60), &report)) << report;
-  for (auto code : cluster.codes()) ASSERT_EQ(code, 0) << report;
-
+  ASSERT_NO_FATAL_FAILURE(test::RunTinyEquivalence(dir, 20));
   const auto init = ReadWeights(dir.File("init.caffemodel"));
   const auto standalone = ReadWeights(dir.File("standalone.caffemodel"));
   const auto w0 = ReadWeights(dir.File("w0.caffemodel"));
   const auto w1 = ReadWeights(dir.File("w1.caffemodel"));
   ASSERT_EQ(init.size(), 6u);  // conv1, ip1, ip2: weights and biases.
   for (const auto& json : {ReadFile(dir.File("w0.json")), ReadFile(dir.File("w1.json"))}) {
-    EXPECT_EQ(test::JsonValue(json, "iterations"), 20) << json;
-    EXPECT_EQ(test::JsonValue(json, "workers"), 2) << json;
-    EXPECT_EQ(test::JsonValue(json, "batch_size"), 32) << json;
+    EXPECT_EQ(test::JsonNumber(json, "iterations"), 20) << json;
+    EXPECT_EQ(test::JsonNumber(json, "workers"), 2) << json;
+    EXPECT_EQ(test::JsonNumber(json, "batch_size"), 32) << json;
   }
 
   // Both workers pulled the same weights from the servers: bit for bit.
@@ -112,16 +66,10 @@ TEST(TrainEquivalenceTest, TwoWorkersOfBatch32MatchStandaloneBatch64) {
 
 // --- Faults -----------------------------------------------------------------
 
-// This test is worker 1, training in-process through a ClientParameterSync;
-// worker 0 is a nereus_worker process. After a few iterations together,
-// server 1 is killed: the in-process Solver's Step returns a Status naming
-// it (no hang, no crash) and the worker process exits non-zero.
+// A job of one worker with --timeline: its trace has the trainer's spans and the client's.
 TEST(TrainTimelineTest, TraceHasEachLayersForwardAndBackwardAndItsCommunication) {
   TempDir dir;
-  const std::string db = dir.File("tiny_lmdb");
-  WriteTinyLmdb(db);
-  WriteText(dir.File("net.prototxt"), TinyNet(db, 16));
-  WriteText(dir.File("solver.prototxt"), TinySolver(dir.File("net.prototxt"), 6));
+  WriteTinyJob(dir, 16, 6);
   ClusterSpec spec;
   spec.servers = 1;
   spec.workers = 1;
@@ -141,12 +89,13 @@ TEST(TrainTimelineTest, TraceHasEachLayersForwardAndBackwardAndItsCommunication)
   EXPECT_EQ(trace.find("\"args\": {\"clock\": 3}"), std::string::npos);
 }
 
+// This test is worker 1, training in-process through a ClientParameterSync;
+// worker 0 is a nereus_worker process. After a few iterations together,
+// server 1 is killed: the in-process Solver's Step returns a Status naming
+// it (no hang, no crash) and the worker process exits non-zero.
 TEST(TrainFaultTest, KilledServerFailsTheTrainersWithAStatusNamingIt) {
   TempDir dir;
-  const std::string db = dir.File("tiny_lmdb");
-  WriteTinyLmdb(db);
-  WriteText(dir.File("net.prototxt"), TinyNet(db, 32));
-  WriteText(dir.File("solver.prototxt"), TinySolver(dir.File("net.prototxt"), 1000000));
+  WriteTinyJob(dir, 32, 1000000);
   ClusterSpec spec;
   spec.servers = 2;
   spec.workers = 2;
@@ -156,11 +105,7 @@ TEST(TrainFaultTest, KilledServerFailsTheTrainersWithAStatusNamingIt) {
   LocalCluster cluster(spec, dir);
 
   std::unique_ptr<Solver> solver;  // Outlives the client, whose pulls write into it.
-  ClientOptions options;
-  options.coordinator = cluster.coordinator_address();
-  options.rank = 1;
-  options.startup_timeout_s = 30;
-  auto client = Client::Connect(options);
+  auto client = Client::Connect(test::TestWorkerOptions(cluster.coordinator_address(), 1));
   ASSERT_TRUE(client.ok()) << client.status();
   ClientParameterSync sync(client->get());
   caffe::SolverParameter param;
@@ -236,4 +181,5 @@ TEST(TrainBadInputTest, DistributedSnapshotWithoutResumeIsRefused) {
 }
 
 }  // namespace
+}  // namespace test
 }  // namespace nereus

@@ -18,22 +18,16 @@
 #include <vector>
 
 #include "tests/support/bytes_equal.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/process_util.h"
 #include "tests/support/train_test_util.h"
-#include "tests/support/zoo_test_util.h"
 #include "worker/trainer/layer_registry.h"
 #include "worker/trainer/net.h"
 #include "worker/trainer/prototxt.h"
 
 namespace nereus {
+namespace test {
 namespace {
-
-using test::BinaryPath;
-using test::ClusterSpec;
-using test::LocalCluster;
-using test::ReadFile;
-using test::ReadWeights;
-using test::TempDir;
 
 std::string Model(const std::string& name) {
   const char* dir = std::getenv("NEREUS_SOURCE_DIR");
@@ -165,30 +159,20 @@ int TrainTwoIterations(const std::string& file, const std::string& final_pool, i
     std::printf("%s standalone: %s\n", file.c_str(), log.substr(at, end - at).c_str());
   }
   const std::string standalone = ReadFile(dir.File("standalone.json"));
-  EXPECT_EQ(2, test::JsonValue(standalone, "iterations")) << standalone;
-  const double standalone_loss = test::JsonValue(standalone, "train_loss");
+  EXPECT_EQ(2, test::JsonNumber(standalone, "iterations")) << standalone;
+  const double standalone_loss = test::JsonNumber(standalone, "train_loss");
   EXPECT_TRUE(std::isfinite(standalone_loss) && standalone_loss > 0) << standalone;
 
-  ClusterSpec spec;
-  spec.servers = 2;
-  spec.workers = 2;
-  spec.coordinator_flags = {"--consistency=bsp"};
-  spec.worker_flags = {"--solver=" + dir.File("solver.prototxt")};
-  for (int w = 0; w < 2; ++w) {
-    const std::string r = std::to_string(w);
-    spec.worker_rank_flags.push_back(
-        {w, {"--weights_out=" + dir.File("w" + r + ".caffemodel"), "--summary_json=" + dir.File("w" + r + ".json")}});
-  }
-  LocalCluster cluster(spec, dir);
+  LocalCluster cluster(TwoWorkerTrainJob(dir, dir.File("solver.prototxt")), dir);
   std::string report;
   const bool exited = cluster.WaitAll(std::chrono::seconds(300), &report);
   EXPECT_TRUE(exited) << report;
   if (!exited) return -1;
   for (auto c : cluster.codes()) EXPECT_EQ(c, 0) << report;
   const std::string w0_json = ReadFile(dir.File("w0.json"));
-  EXPECT_EQ(2, test::JsonValue(w0_json, "iterations")) << w0_json;
-  EXPECT_EQ(2, test::JsonValue(w0_json, "workers")) << w0_json;
-  const double job_loss = test::JsonValue(w0_json, "train_loss");
+  EXPECT_EQ(2, test::JsonNumber(w0_json, "iterations")) << w0_json;
+  EXPECT_EQ(2, test::JsonNumber(w0_json, "workers")) << w0_json;
+  const double job_loss = test::JsonNumber(w0_json, "train_loss");
   EXPECT_TRUE(std::isfinite(job_loss) && job_loss > 0) << w0_json;
   // Both workers hold the servers' learned weights; only BatchNorm
   // statistics (local to each worker) may differ.
@@ -222,4 +206,5 @@ TEST(ZooModelsTest, GoogLeNetTrainsStandaloneAndAsTwoWorkersTwoServers) {
 }
 
 }  // namespace
+}  // namespace test
 }  // namespace nereus

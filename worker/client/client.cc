@@ -26,6 +26,7 @@
 #include "worker/client/layer_pipeline.h"
 #include "worker/client/merge_profiler.h"
 #include "worker/client/message_builder.h"
+#include "worker/client/options_proto.h"
 #include "worker/client/reply_router.h"
 #include "worker/client/request_table.h"
 #include "worker/client/server_queues.h"
@@ -33,28 +34,6 @@
 #include "worker/client/timeline.h"
 
 namespace nereus {
-
-StatusOr<Schedule> ParseSchedule(const std::string& name) {
-  if (name == "sequential") return Schedule::kSequential;
-  if (name == "wfbp") return Schedule::kWfbp;
-  if (name == "priority") return Schedule::kPriority;
-  if (name == "full") return Schedule::kFull;
-  return InvalidArgumentError("--schedule must be sequential, wfbp, priority or full, got \"" + name + "\"");
-}
-
-const char* ScheduleName(Schedule s) {
-  switch (s) {
-    case Schedule::kSequential:
-      return "sequential";
-    case Schedule::kWfbp:
-      return "wfbp";
-    case Schedule::kPriority:
-      return "priority";
-    case Schedule::kFull:
-      return "full";
-  }
-  return "?";
-}
 
 Client::~Client() = default;
 
@@ -106,6 +85,7 @@ class ClientImpl final : public Client {
                                   requests_.FailAll(why);
                                   factors_.Abort(why);
                                 }));
+    job_ = JobInfoFromProto(node_.job());
     const bool prioritized = options_.schedule == Schedule::kPriority || options_.schedule == Schedule::kFull;
     queues_.Start(node_.job().num_servers(), node_.job().num_workers(), prioritized ? options_.credit_bytes : 0,
                   options_.batch_bytes);
@@ -122,11 +102,12 @@ class ClientImpl final : public Client {
   int rank() const override { return node_.rank(); }
   int num_workers() const override { return node_.job().num_workers(); }
   int num_servers() const override { return node_.job().num_servers(); }
-  const pb::JobConfig& job() const override { return node_.job(); }
+  const JobInfo& job() const override { return job_; }
 
   StatusOr<int> RegisterTensor(const TensorSpec& spec) override { return tensors_.Register(spec); }
 
-  Status Init(const pb::SgdConfig& sgd, const std::vector<const float*>& initial) override {
+  Status Init(const SgdConfig& config, const std::vector<const float*>& initial) override {
+    const pb::SgdConfig sgd = SgdConfigToProto(config);
     RETURN_IF_ERROR(pipeline_.Initialize(initial.size(), node_.job().chunk_bytes(), num_servers(), rank()));
     ASSIGN_OR_RETURN(const uint64_t sfb_digest, ChooseSfb(sgd));
     // Every worker must send the same tensors as factors and apply them with
@@ -172,7 +153,7 @@ class ClientImpl final : public Client {
     builder_.BuildPushes(refs, {grad}, {tensor}, clock, /*pull_of=*/nullptr, push, guard,
                          pipeline_.TensorPriority(tensor), &work);
     queues_.Submit(std::move(work));
-    return Handle(push);
+    return MakeHandle(push);
   }
 
   Handle Pull(int tensor, float* dst, int64_t clock) override {
@@ -184,7 +165,7 @@ class ClientImpl final : public Client {
     std::vector<QueuedMessage> work;
     builder_.BuildPulls(refs, dst, clock, pull, pipeline_.TensorPriority(tensor), &work);
     queues_.Submit(std::move(work));
-    return Handle(pull);
+    return MakeHandle(pull);
   }
 
   Status GradientsReady(int layer, int64_t clock) override { return pipeline_.GradientsReady(layer, clock); }
@@ -302,12 +283,13 @@ class ClientImpl final : public Client {
     std::vector<QueuedMessage> work;
     builder_.BuildInit(tensor, sgd, values, state, guard, &work);
     queues_.Submit(std::move(work));
-    return Handle(state);
+    return MakeHandle(state);
   }
 
   const ClientOptions options_;
   std::unique_ptr<Timeline> timeline_;  // Set by Start, then read-only; internally synchronized.
   std::string timeline_path_;           // options_.timeline with {rank} filled in.
+  JobInfo job_;                         // Set by Start, then read-only.
   mutable std::mutex mu_;
   std::vector<int> sfb_tensors_;  // GUARDED_BY(mu_): set by Init.
   TensorRegistry tensors_;

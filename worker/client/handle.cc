@@ -5,6 +5,8 @@ namespace nereus {
 
 Handle::Handle() : state_(std::make_shared<State>(0)) {}
 
+Handle::Handle(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
 Status Handle::Wait() const {
   std::unique_lock<std::mutex> lock(state_->mu);
   state_->cv.wait(lock, [this] { return state_->done; });
@@ -31,7 +33,7 @@ int64_t Handle::version() const {
 Handle FailedHandle(const Status& s) {
   auto state = std::make_shared<Handle::State>(1);
   state->Fail(s);
-  return Handle(state);
+  return MakeHandle(state);
 }
 
 }  // namespace nereus

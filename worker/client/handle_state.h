@@ -64,6 +64,13 @@ struct SendGuard {
   const StatePtr state;
 };
 
+// Handle's constructor from a State is private to the library: this is how
+// the library makes one.
+struct HandleAccess {
+  static Handle Make(StatePtr state) { return Handle(std::move(state)); }
+};
+inline Handle MakeHandle(StatePtr state) { return HandleAccess::Make(std::move(state)); }
+
 // A handle that is already done with `s`.
 Handle FailedHandle(const Status& s);
 

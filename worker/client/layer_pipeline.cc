@@ -82,11 +82,13 @@ void LayerPipeline::SetSfbTensors(const std::vector<int>& which) {
   }
 }
 
-Status LayerPipeline::CheckLayered(const char* op) const {
+StatusOr<int> LayerPipeline::CommLayerOf(const char* op, int layer) const {
   if (!initialized_) return FailedPreconditionError(std::string(op) + " before Init");
   if (!layered_)
     return FailedPreconditionError(std::string(op) + " needs every tensor registered with data and diff buffers");
-  return requests_->aborted();
+  RETURN_IF_ERROR(requests_->aborted());
+  auto it = layer_index_.find(layer);
+  return it == layer_index_.end() ? -1 : it->second;
 }
 
 int LayerPipeline::Chunks(int li, bool with_sfb) const {
@@ -110,10 +112,8 @@ Status LayerPipeline::GradientsReady(int layer, int64_t clock) {
   std::vector<QueuedMessage> work;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    RETURN_IF_ERROR(CheckLayered("GradientsReady"));
-    auto it = layer_index_.find(layer);
-    if (it == layer_index_.end()) return Status::OK();
-    const int li = it->second;
+    ASSIGN_OR_RETURN(const int li, CommLayerOf("GradientsReady", layer));
+    if (li < 0) return Status::OK();  // A layer without tensors.
     if (first_clock_ < 0) first_clock_ = clock;
     if (merges_.WantsPlan(clock - first_clock_) &&
         std::all_of(layers_.begin(), layers_.end(), [clock](const CommLayer& l) { return l.ready_clock < clock; }))
@@ -133,7 +133,7 @@ Status LayerPipeline::GradientsReady(int layer, int64_t clock) {
       // The next clock's pulls ride on these pushes, as in the other
       // schedules: a pull request sent apart would queue behind every push
       // to its server, and its server could answer only once the whole
-      // push is in. Measured on 2 emulated hosts (bench/results/scaling_v3, README),
+      // push is in. Measured on 2 emulated hosts (bench/results/scaling/README.md),
       // that let the two workers settle half a transfer out of phase, each
       // iteration then waiting 1.5 transfers instead of 1.
       BuildLayerPushes(all, clock, &work);
@@ -156,10 +156,8 @@ Status LayerPipeline::WaitWeights(int layer, int64_t clock) {
   std::vector<QueuedMessage> work;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    RETURN_IF_ERROR(CheckLayered("WaitWeights"));
-    auto it = layer_index_.find(layer);
-    if (it == layer_index_.end()) return Status::OK();
-    const int li = it->second;
+    ASSIGN_OR_RETURN(const int li, CommLayerOf("WaitWeights", layer));
+    if (li < 0) return Status::OK();  // A layer without tensors.
     CommLayer& L = layers_[li];
     if (first_clock_ < 0) first_clock_ = clock;
     if (L.pulled_clock > clock)
@@ -225,7 +223,7 @@ void LayerPipeline::BuildLayerPushes(const std::vector<int>& which, int64_t cloc
     for (int li : which) {
       auto st = all ? all : std::make_shared<Handle::State>(Chunks(li));
       for (int t : layers_[li].tensors) pull_of_tensor[t] = st;
-      layers_[li].pull = Handle(st);
+      layers_[li].pull = MakeHandle(st);
       layers_[li].pulled_clock = clock + 1;
     }
     pull_of = [&pull_of_tensor](int tensor) { return pull_of_tensor.at(tensor); };
@@ -246,7 +244,7 @@ void LayerPipeline::BuildLayerPushes(const std::vector<int>& which, int64_t cloc
     std::lock_guard<std::mutex> lock(push->mu);
     push->pending = static_cast<int>(built.size()) + 1;
   }
-  for (int li : which) layers_[li].push = Handle(push);
+  for (int li : which) layers_[li].push = MakeHandle(push);
   for (QueuedMessage& w : built) out->push_back(std::move(w));
 }
 
@@ -264,7 +262,7 @@ void LayerPipeline::BuildLayerPulls(const std::vector<int>& which, int64_t clock
       if (with_sfb || !Sfb(t))
         builder_->BuildPulls(tensors_->Refs(t), tensors_->spec(t).data, clock, st, static_cast<uint64_t>(li) << 32,
                              out);
-    layers_[li].pull = Handle(st);
+    layers_[li].pull = MakeHandle(st);
     layers_[li].pulled_clock = clock;
   }
 }

@@ -66,7 +66,9 @@ class LayerPipeline {
     Handle push;                // Gradients of pulled_clock - 1.
   };
 
-  Status CheckLayered(const char* op) const;  // REQUIRES(mu_)
+  // The comm layer of Net layer `layer` (-1: it has no tensors), or why `op`
+  // may not run now.
+  StatusOr<int> CommLayerOf(const char* op, int layer) const;  // REQUIRES(mu_)
   // Chunks of comm layer li's tensors (those through the servers, plus the
   // SFB tensors' when `with_sfb`).
   int Chunks(int li, bool with_sfb = false) const;

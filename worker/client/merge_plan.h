@@ -1,4 +1,6 @@
-// MG-WFBP merging of consecutive layers' gradients (REFERENCE.md section 3).
+// MG-WFBP merging of consecutive layers' gradients (Shi et al., "MG-WFBP:
+// Efficient Data Communication for Distributed Synchronous SGD Algorithms",
+// INFOCOM 2019; docs/CLIENT.md).
 #ifndef NEREUS_WORKER_CLIENT_MERGE_PLAN_H_
 #define NEREUS_WORKER_CLIENT_MERGE_PLAN_H_
 

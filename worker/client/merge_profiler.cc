@@ -35,7 +35,7 @@ StatusOr<LinkFit> CalibrateLink(Node* node, RequestTable* requests) {
         m.payload.push_back(Buffer::Of(scratch).Slice(0, bytes));
         const int64_t t0 = MonotonicMicros();
         RETURN_IF_ERROR(node->Send(node->server(s), std::move(m)));
-        RETURN_IF_ERROR(Handle(state).Wait());
+        RETURN_IF_ERROR(MakeHandle(state).Wait());
         pings.push_back(PingSample{s, static_cast<double>(bytes), (MonotonicMicros() - t0) * 1e-6});
       }
     }

@@ -44,10 +44,7 @@ void MessageBuilder::BuildPushes(const std::vector<ChunkRef>& refs, const std::v
     uint64_t pull_id = 0;
     if (pull_of) {
       pull_id = requests_->NextId();
-      Request pr;
-      pr.kind = Request::Kind::kPull;
-      pr.state = pull_of(r.tensor);
-      pr.server = c.server;
+      Request pr(Request::Kind::kPull, pull_of(r.tensor), c.server);
       pr.dst = spec.data + c.offset;
       pr.length = c.length;
       pr.what = "weights of tensor \"" + spec.name + "\" chunk " + std::to_string(c.chunk);
@@ -67,10 +64,7 @@ void MessageBuilder::BuildPushes(const std::vector<ChunkRef>& refs, const std::v
       w.msg.header.set_op(pb::PUSH);
       w.msg.header.set_request_id(w.request_id);
       w.msg.header.set_dtype(pb::FLOAT32);
-      Request ack;
-      ack.kind = Request::Kind::kAck;
-      ack.state = push;
-      ack.server = c.server;
+      Request ack(Request::Kind::kAck, push, c.server);
       ack.what = "PUSH of tensor \"" + spec.name + "\" chunk " + std::to_string(c.chunk);
       ack.clock = clock;
       ack.enqueue_us = now;
@@ -114,10 +108,7 @@ void MessageBuilder::BuildPulls(const std::vector<ChunkRef>& refs, float* dst, i
   for (const ChunkRef& ref : refs) {
     const ChunkPlacement& c = *ref.placement;
     const uint64_t id = requests_->NextId();
-    Request r;
-    r.kind = Request::Kind::kPull;
-    r.state = pull;
-    r.server = c.server;
+    Request r(Request::Kind::kPull, pull, c.server);
     // A pull request is a few bytes and its reply leaves the server when
     // the update exists: it is ordered by priority but takes no credit
     // (holding credit while the server waits for other workers would stall
@@ -148,10 +139,7 @@ void MessageBuilder::BuildInit(int tensor, const pb::SgdConfig& sgd, const float
   for (const ChunkRef& r : tensors_->Refs(tensor)) {
     const ChunkPlacement& c = *r.placement;
     const uint64_t id = requests_->NextId();
-    Request req;
-    req.kind = Request::Kind::kAck;
-    req.state = state;
-    req.server = c.server;
+    Request req(Request::Kind::kAck, state, c.server);
     req.what = "INIT_CHUNK of tensor \"" + spec.name + "\" chunk " + std::to_string(c.chunk);
     requests_->Add(id, std::move(req));
     QueuedMessage w{c.server, 0, 0, 0, id, Message()};

@@ -20,6 +20,10 @@ struct Request {
     kPull,  // PULL_REPLY (explicit, or riding on a push): a chunk into `dst`.
     kPong,  // PONG of a calibration PING.
   };
+  Request() = default;
+  // A request of `kind` completing `state`, sent to `server`.
+  Request(Kind kind, StatePtr state, int server) : kind(kind), state(std::move(state)), server(server) {}
+
   Kind kind = Kind::kAck;
   StatePtr state;
   int server = 0;

@@ -3,23 +3,17 @@
 #include <time.h>
 
 #include <fstream>
+#include <iterator>
+
+#include "common/enum_names.h"
 
 namespace nereus {
 
 const char* LaneName(Lane lane) {
-  switch (lane) {
-    case Lane::kCompute:
-      return "compute (forward/backward)";
-    case Lane::kQueue:
-      return "queued in the client";
-    case Lane::kPush:
-      return "push transfer";
-    case Lane::kServerApply:
-      return "server apply";
-    case Lane::kPull:
-      return "pull transfer";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {
+      "?", "compute (forward/backward)", "queued in the client", "push transfer", "server apply", "pull transfer"};
+  static_assert(std::size(kNames) == static_cast<size_t>(Lane::kPull) + 1, "a Lane without a name");
+  return NameOf(lane, kNames);
 }
 
 int64_t MonotonicMicros() {

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "worker/client/options_proto.h"
+
 namespace nereus {
 
 Status ClientParameterSync::Fail(Status st) {
@@ -91,10 +93,10 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
     tensor_ids_[p] = *id;
     initial.push_back(params[p]->cpu_data());
   }
-  RETURN_IF_ERROR(Fail(client_->Init(sgd, initial)));
+  RETURN_IF_ERROR(Fail(client_->Init(SgdConfigFromProto(sgd), initial)));
   // Every worker starts from worker 0's weights, or in a resumed job from the
   // servers' checkpoint at the job's start clock.
-  const int64_t start = client_->job().start_clock();
+  const int64_t start = client_->job().start_clock;
   for (int layer = 0; layer < net_->num_layers(); ++layer) {
     Status st = client_->WaitWeights(layer, start);
     if (!st.ok()) return Fail(st.Annotate("pulling the initial weights of layer " + net_->UniqueLayerName(layer)));

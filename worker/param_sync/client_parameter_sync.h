@@ -1,28 +1,35 @@
 // ClientParameterSync: the ParameterSync of a data-parallel worker, over the
-// worker client (nereus/client.h). Whole layers are pushed and pulled at the
-// solver's hook points:
+// worker client's layer-wise API (nereus/client.h). Each layer's gradients
+// leave as soon as its backward ends, and its weights of the next iteration
+// come back in the same round trip; the client's schedule (ClientOptions::
+// schedule) orders what is on the wire.
 //   Init             registers one tensor per learnable parameter of the train
 //                    net, named "<owner layer>/<blob index>" (a parameter
 //                    shared by name is registered once, by its owner layer),
+//                    with its layer, its data and diff buffers and, for a
+//                    fully connected weight, its sufficient factors;
 //                    initializes the servers (worker 0's values win) and
-//                    pulls clock 0 into every parameter, waiting, so every
-//                    worker starts from worker 0's weights. A layer's local
-//                    state (Layer::IsLocalState: BatchNorm's mean, variance
-//                    and count) is not registered: like Caffe's multi-GPU
-//                    training, each worker keeps its own, updated by its
-//                    forward passes; it is never pushed as a gradient nor
-//                    overwritten by a pull (worker 0's is the one tested and
-//                    snapshotted);
-//   GradientsReady   pushes the layer's parameter diffs for clock `iter`,
-//                    returning at once (the diffs stay valid until
-//                    FinishIteration, per the ParameterSync contract);
-//   FinishIteration  waits for this iteration's pushes, then issues the pulls
-//                    of clock iter+1 for every layer, layer 0 first, straight
-//                    into the parameters' data, without waiting;
-//   WaitWeights      waits for that layer's pulls only; repeated calls for the
-//                    same (layer, iter) return at once.
-// Until the pipelining issue lands this is the simple "push and pull whole
-// layers in the same places" version.
+//                    waits for every layer's weights of the job's start
+//                    clock, so every worker starts from worker 0's weights
+//                    (or from the servers' checkpoint in a resumed job). A
+//                    layer's local state (Layer::IsLocalState: BatchNorm's
+//                    mean, variance and count) is not registered: like
+//                    Caffe's multi-GPU training, each worker keeps its own,
+//                    updated by its forward passes; it is never pushed as a
+//                    gradient nor overwritten by a pull (worker 0's is the
+//                    one tested and snapshotted);
+//   GradientsReady   hands the layer's parameter diffs of iteration `iter` to
+//                    the client (Client::GradientsReady), which pushes them
+//                    without copying and asks for the layer's weights of
+//                    iter + 1 with them; returns at once. The diffs must stay
+//                    unchanged until that layer's WaitWeights(iter + 1): the
+//                    Solver clears a diff only at the backward of the next
+//                    iteration;
+//   FinishIteration  checks that every registered parameter was handed over
+//                    in `iter` and moves on to iter + 1; it waits for nothing;
+//   WaitWeights      waits for that layer's weights of `iter` only, which the
+//                    client writes straight into the parameters' data;
+//                    repeated calls for the same (layer, iter) return at once.
 //
 // Errors (a dead server, an aborted job, a refused request) come back as the
 // Status of the call that waits on them; once a call failed every later call
@@ -58,7 +65,7 @@ class ClientParameterSync : public ParameterSync {
   void set_net(const Net* net) { net_ = net; }
 
   // Whether a layer's weight gradient may be handed over as sufficient
-  // factors (Layer::WeightGradientFactors; the client's --sfb decides which
+  // factors (Layer::WeightGradientFactors; ClientOptions::sfb decides which
   // go that way). Only true when the diff equals the factor product: the
   // caller turns it off for iter_size > 1 and gradient clipping. Before Init.
   void set_factors_allowed(bool allowed) { factors_allowed_ = allowed; }

@@ -172,26 +172,26 @@ StatusOr<TrainSummary> RunTrainingOnce(const TrainRunOptions& options, int* rank
     summary.num_workers = client->num_workers();
     shard.shard_index = summary.rank;
     shard.num_shards = summary.num_workers;
-    const pb::JobConfig& job = client->job();
+    const JobInfo& job = client->job();
     if (!options.resume_file.empty()) {
       // A distributed snapshot: this .solverstate names the iteration, the
       // servers' checkpoint of that clock holds the weights and the history.
       caffe::SolverState state;
       RETURN_IF_ERROR(IsHdf5Path(options.resume_file) ? ReadSolverStateFromHdf5(options.resume_file, &state)
                                                       : ReadProtoFromBinaryFile(options.resume_file, &state));
-      if (!job.resume() || job.start_clock() != state.iter()) {
+      if (!job.resume || job.start_clock != state.iter()) {
         return InvalidArgumentError(
             "--snapshot=" + options.resume_file + " is at iteration " + std::to_string(state.iter()) + " but " +
-            (job.resume() ? "the servers resumed from their checkpoint of clock " + std::to_string(job.start_clock())
-                          : std::string("the job was not started with --resume")) +
+            (job.resume ? "the servers resumed from their checkpoint of clock " + std::to_string(job.start_clock)
+                        : std::string("the job was not started with --resume")) +
             ": in a job the servers hold the weights and the momentum, so a distributed snapshot is worker 0's "
             ".solverstate plus the servers' checkpoint of the same clock (start every process with --resume and "
             "servers whose --checkpoint_dir holds that clock)");
       }
     }
-    if (job.resume()) {
-      shard.skip_batches = static_cast<uint64_t>(job.start_clock()) * std::max(1, param.iter_size());
-      LOG(INFO) << "worker " << summary.rank << ": resuming at iteration " << job.start_clock()
+    if (job.resume) {
+      shard.skip_batches = static_cast<uint64_t>(job.start_clock) * std::max(1, param.iter_size());
+      LOG(INFO) << "worker " << summary.rank << ": resuming at iteration " << job.start_clock
                 << " from the servers' checkpoint";
     }
     sync = std::make_unique<ClientParameterSync>(client.get());
@@ -263,7 +263,7 @@ StatusOr<TrainSummary> RunTrainingOnce(const TrainRunOptions& options, int* rank
     LOG(INFO) << who << ": initial weights from " << options.weights_file;
   }
   if (options.standalone && !options.resume_file.empty()) RETURN_IF_ERROR(solver->Restore(options.resume_file));
-  if (client && client->job().resume()) solver->StartAt(client->job().start_clock());
+  if (client && client->job().resume) solver->StartAt(client->job().start_clock);
   const int64_t start_iter = solver->iter();
 
   const auto start = Clock::now();

@@ -140,7 +140,7 @@ class Layer {
   // are never pushed as gradients nor overwritten by a pull.
   virtual bool IsLocalState(int blob_id) const { return false; }
 
-  // Sufficient factors (REFERENCE.md section 2): after this layer's backward,
+  // Sufficient factors (docs/CLIENT.md, "Sufficient factors"): after this layer's backward,
   // the gradient of blobs()[param] over the batch is left^T * right, left =
   // rows x (the weight's first dimension), right = rows x (its second), both
   // row-major views into `bottom` and `top` (valid until their next

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sufficient-factor broadcasting measured (issue 8): VGG19 and VGG19-22K,
+# Sufficient-factor broadcasting measured (docs/CLIENT.md): VGG19 and VGG19-22K,
 # 4 workers x 4 servers in one process, batch 32 per worker, --sfb=off and
 # auto run back to back (same process, same machine moment) on a loopback
 # shaped to 1000 and then 10000 Mbit/s. One JSON per model; the table in

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Table of bench/results/sfb/run.sh's JSON: per model and link, --sfb=off
 against auto (bytes per worker per iteration, iteration time, its ratio to the
-lower bound), and the ratios the issue's targets are about."""
+lower bound), and the ratios off/auto the study is about."""
 import json
 import os
 import sys

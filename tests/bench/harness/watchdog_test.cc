@@ -1,4 +1,4 @@
-// The benchmark's watchdog and round-robin shares (issue 7: a bench that
+// The benchmark's watchdog and round-robin shares (a bench that once
 // assumed counts divide evenly waited for ever).
 #include "bench/harness/watchdog.h"
 
@@ -64,7 +64,7 @@ TEST(WatchdogTest, DisarmedWithZeroTimeout) {
 }
 
 TEST(RoundRobinShareTest, SharesAreExactWhenCountsDoNotDivide) {
-  // The hang of issue 7: 2 senders x 7629 messages over 2 receivers, each
+  // The hang seen once: 2 senders x 7629 messages over 2 receivers, each
   // sender starting at receiver 0, gives 7630 and 7628, not 7629 each.
   EXPECT_EQ(RoundRobinShare(7629, 2, 0, 0), 3815u);
   EXPECT_EQ(RoundRobinShare(7629, 2, 1, 0), 3814u);

@@ -49,17 +49,17 @@ TEST(RequestTableTest, FailAllFailsEveryRequestAndLaterOnesAtOnce) {
   table.FailAll(UnavailableError("server 1 died"));
   table.FailAll(AbortedError("client destroyed"));  // The first cause is kept.
   EXPECT_EQ(table.aborted().message(), "server 1 died");
-  const Status sa = Handle(a).Wait();
+  const Status sa = MakeHandle(a).Wait();
   EXPECT_EQ(sa.code(), StatusCode::kUnavailable);
   EXPECT_EQ(sa.message(), "PUSH of tensor \"a\" chunk 0: server 1 died");
-  EXPECT_EQ(Handle(b).Wait().message(), "PULL of tensor \"b\" chunk 0: server 1 died");
+  EXPECT_EQ(MakeHandle(b).Wait().message(), "PULL of tensor \"b\" chunk 0: server 1 died");
   Request r;
   EXPECT_FALSE(table.Take(3, &r));
   // Registered after the abort: no reply will come, so it fails at once.
   auto late = std::make_shared<Handle::State>(1);
   table.Add(4, MakeRequest(late, "PULL of tensor \"c\" chunk 2"));
-  EXPECT_TRUE(Handle(late).done());
-  EXPECT_EQ(Handle(late).Wait().message(), "PULL of tensor \"c\" chunk 2: server 1 died");
+  EXPECT_TRUE(MakeHandle(late).done());
+  EXPECT_EQ(MakeHandle(late).Wait().message(), "PULL of tensor \"c\" chunk 2: server 1 died");
   EXPECT_FALSE(table.Take(4, &r));
 }
 
@@ -135,6 +135,21 @@ struct BuilderFixture : public ::testing::Test {
     o.streams = 2;
     return o;
   }
+  // The pushes of every chunk of both tensors for clock 7 (base priority
+  // 1 << 32), merged per server or not, each carrying a pull of clock 8
+  // that completes `pull`; the acks complete `push`.
+  std::vector<QueuedMessage> PushAll(MessageBuilder& builder, bool merge) {
+    std::vector<ChunkRef> refs = reg.Refs(0);
+    for (const ChunkRef& r : reg.Refs(1)) refs.push_back(r);
+    push = std::make_shared<Handle::State>(1);
+    pull = std::make_shared<Handle::State>(static_cast<int>(refs.size()));
+    std::vector<QueuedMessage> out;
+    builder.BuildPushes(
+        refs, {grad[0], grad[1]}, {0, 1}, /*clock=*/7, [this](int) { return pull; }, push,
+        std::make_shared<SendGuard>(push), /*base_priority=*/uint64_t{1} << 32, &out, merge);
+    return out;
+  }
+  StatePtr push, pull;
   float data[2][5] = {};
   float grad[2][5] = {};
   TensorRegistry reg;
@@ -145,15 +160,7 @@ TEST_F(BuilderFixture, PushesCarryEveryChunkOnceAndRegisterTheirAcksAndPulls) {
   for (bool merge : {false, true}) {
     SCOPED_TRACE(merge ? "merged" : "one per chunk");
     MessageBuilder builder(Options(Schedule::kFull), &reg, &requests);
-    std::vector<ChunkRef> refs = reg.Refs(0);
-    for (const ChunkRef& r : reg.Refs(1)) refs.push_back(r);
-    auto push = std::make_shared<Handle::State>(1);
-    auto guard = std::make_shared<SendGuard>(push);
-    auto pull = std::make_shared<Handle::State>(static_cast<int>(refs.size()));
-    std::vector<QueuedMessage> out;
-    builder.BuildPushes(
-        refs, {grad[0], grad[1]}, {0, 1}, /*clock=*/7, [&](int) { return pull; }, push, guard,
-        /*base_priority=*/uint64_t{1} << 32, &out, merge);
+    const std::vector<QueuedMessage> out = PushAll(builder, merge);
     std::set<std::pair<int, int>> seen;
     for (const QueuedMessage& m : out) {
       const pb::Header& h = m.msg.header;
@@ -239,15 +246,7 @@ TEST_F(BuilderFixture, PullsWithoutPrioritiesKeepArrivalOrderOnOneStream) {
 
 TEST_F(BuilderFixture, CoalescedUnitsKeepEachUnitsRequestIdPartsAndFramesInOrder) {
   MessageBuilder builder(Options(Schedule::kFull), &reg, &requests);
-  std::vector<ChunkRef> refs = reg.Refs(0);
-  for (const ChunkRef& r : reg.Refs(1)) refs.push_back(r);
-  auto push = std::make_shared<Handle::State>(1);
-  auto guard = std::make_shared<SendGuard>(push);
-  auto pull = std::make_shared<Handle::State>(static_cast<int>(refs.size()));
-  std::vector<QueuedMessage> out;
-  builder.BuildPushes(
-      refs, {grad[0], grad[1]}, {0, 1}, 7, [&](int) { return pull; }, push, guard, uint64_t{1} << 32, &out,
-      /*merge=*/true);
+  std::vector<QueuedMessage> out = PushAll(builder, /*merge=*/true);
   // The units of the server that holds the merged one, plus a plain one.
   std::vector<QueuedMessage> units;
   int server = -1;

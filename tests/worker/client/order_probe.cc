@@ -54,9 +54,8 @@ int main(int argc, char** argv) {
     spec.diff = g[l].data();
     CHECK(c.RegisterTensor(spec).ok());
   }
-  pb::SgdConfig sgd;
-  sgd.set_base_lr(0.1f);
-  sgd.set_lr_policy("fixed");
+  SgdConfig sgd;
+  sgd.base_lr = 0.1f;
   CHECK(c.Init(sgd, init).ok());
   for (int l = 0; l < L; ++l) CHECK(c.WaitWeights(l, 0).ok());
   // Backward: the last layer's gradients first, then the others at once.

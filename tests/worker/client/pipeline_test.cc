@@ -7,7 +7,9 @@
 
 #include "bench/harness/local_job.h"
 #include "common/sgd.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/process_util.h"
+#include "worker/client/options_proto.h"
 #include "worker/synthetic/synthetic_model.h"
 
 namespace nereus {
@@ -15,18 +17,6 @@ namespace {
 
 constexpr int kClocks = 20;
 const char* kTensors = "1000,7,250x10,3,64x3x3x3,1,500,2";
-
-pb::SgdConfig Sgd() {
-  pb::SgdConfig sgd;
-  sgd.set_base_lr(0.05f);
-  sgd.set_lr_policy("inv");
-  sgd.set_gamma(0.001f);
-  sgd.set_power(0.75f);
-  sgd.set_momentum(0.9f);
-  sgd.set_weight_decay(0.001f);
-  sgd.set_regularization_type("L2");
-  return sgd;
-}
 
 // Trains the synthetic model through the layer-wise API; returns every
 // worker's final weights (all tensors, concatenated).
@@ -76,7 +66,7 @@ std::vector<std::vector<float>> Train(Schedule schedule, const std::string& time
           return;
         }
       }
-      Status st = c.Init(Sgd(), init);
+      Status st = c.Init(SgdConfigFromProto(test::InvDecaySgd()), init);
       for (int64_t clock = 0; st.ok() && clock < kClocks; ++clock) {
         for (int l = 0; st.ok() && l < T; ++l) st = c.WaitWeights(l, clock);
         for (int l = T - 1; st.ok() && l >= 0; --l) {
@@ -99,7 +89,7 @@ std::vector<std::vector<float>> Train(Schedule schedule, const std::string& time
 std::vector<float> Reference() {
   auto shapes = ParseTensorShapes(kTensors).value();
   SyntheticModel model(SyntheticKind::kNoise, 5, 0.01f);
-  pb::SgdConfig sgd = Sgd();
+  const pb::SgdConfig sgd = test::InvDecaySgd();
   std::vector<float> out;
   for (size_t t = 0; t < shapes.size(); ++t) {
     const size_t n = ElementCount(shapes[t]);

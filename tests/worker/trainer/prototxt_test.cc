@@ -231,7 +231,7 @@ TEST(PrototxtTest, UnknownFieldIsAnErrorWithNameAndLine) {
                               "field"),
             std::string::npos)
       << st;
-  // Caffe's solver fields of issue 12 are read.
+  // The fields of Caffe's adaptive solvers are read.
   st = ParseSolverParameter("type: \"Adam\"\ndelta: 1e-6\nmomentum2: 0.99\nrms_decay: 0.9\n", "s.prototxt", &solver);
   ASSERT_TRUE(st.ok()) << st;
   EXPECT_FLOAT_EQ(solver.delta(), 1e-6f);

@@ -76,7 +76,7 @@ float Lr(const std::string& fields, int64_t iter) {
 }
 
 TEST(SolverTest, LearningRatePolicies) {
-  // LeNet's solver: REFERENCE.md's check value.
+  // LeNet's solver: 0.01 * (1 + 0.0001 * 100)^-0.75, worked by hand.
   EXPECT_NEAR(Lr("base_lr: 0.01 lr_policy: \"inv\" gamma: 0.0001 power: 0.75", 100), 0.00992565f, 1e-8);
   EXPECT_NEAR(Lr("base_lr: 0.01 lr_policy: \"inv\" gamma: 0.0001 power: 0.75", 0), 0.01f, 1e-9);
   EXPECT_FLOAT_EQ(Lr("base_lr: 0.05 lr_policy: \"fixed\"", 12345), 0.05f);

@@ -1,4 +1,4 @@
-// Caffe's solver types (issue 12): SGD, Nesterov, AdaGrad, RMSProp, AdaDelta
+// Caffe's solver types: SGD, Nesterov, AdaGrad, RMSProp, AdaDelta
 // and Adam. Each one's update on a 4-element tensor is checked against a
 // reference written here from the formulas in double (not the code under
 // test), through common/sgd.h's SolverStep (what the servers run) and
@@ -367,12 +367,12 @@ TEST(UnknownFieldTest, MessageSaysWhetherCaffeHasTheField) {
   EXPECT_EQ(st.message(),
             "s.prototxt:2:3: unknown field \"momentun\" in caffe.SolverParameter: not a Caffe field (Nereus reads "
             "Caffe's own field names)");
-  // Caffe's example solvers' fields of issue 12 parse.
+  // The fields of Caffe's example solvers for these types parse.
   st = ParseSolverParameter("type: \"AdaDelta\"\ndelta: 1e-6\nmomentum2: 0.999\nrms_decay: 0.98\n", "s", &param);
   EXPECT_TRUE(st.ok()) << st;
 }
 
-// --- HDF5 snapshots (issue 11): Caffe's cifar10_full_solver.prototxt -------
+// --- HDF5 snapshots: Caffe's cifar10_full_solver.prototxt --------------------
 
 // Caffe's examples/cifar10/cifar10_full_solver.prototxt, unchanged.
 constexpr char kCifar10FullSolver[] = R"(# reduce learning rate after 120 epochs (60000 iters) by factor 0f 10

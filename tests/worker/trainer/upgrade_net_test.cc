@@ -17,7 +17,7 @@
 
 #include "tests/support/bytes_equal.h"
 #include "tests/support/gradient_checker.h"
-#include "tests/support/zoo_test_util.h"
+#include "tests/support/train_test_util.h"
 #include "worker/trainer/data/db.h"
 #include "worker/trainer/layer_registry.h"
 #include "worker/trainer/net.h"

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "proto/caffe.pb.h"
+#include "tests/support/process_util.h"
 #include "worker/trainer/data/db.h"
 #include "worker/trainer/data/idx.h"
 
@@ -39,9 +40,6 @@ RunResult RunConverter(const std::string& args) {
 class ConvertMnistTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "nereus_convert_test_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
     // 12 images of 28x28; pixel p of image i is (i * 31 + p) mod 256, label (i * 3) mod 10.
     IdxImages images;
     images.count = kCount;
@@ -54,11 +52,10 @@ class ConvertMnistTest : public ::testing::Test {
     ASSERT_TRUE(WriteIdxImages(Path("images"), images).ok());
     ASSERT_TRUE(WriteIdxLabels(Path("labels"), labels_).ok());
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string Path(const std::string& name) const { return dir_.File(name); }
 
   static constexpr int kCount = 12;
-  std::string dir_;
+  test::TempDir dir_;
   std::vector<std::uint8_t> labels_;
 };
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/process_util.h"
 #include "worker/trainer/blob.h"
 #include "worker/trainer/data/db.h"
 #include "worker/trainer/layer_registry.h"
@@ -28,15 +29,8 @@ float PixelOf(int record, int p) { return static_cast<float>((record + p) % 256)
 
 class DataLayerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "nereus_data_layer_test_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   std::string MakeDb(const std::string& name, int records) {
-    const std::string path = dir_ + "/" + name;
+    const std::string path = dir_.File(name);
     auto db = LmdbDatabase::Open(path, DbMode::kNew);
     EXPECT_TRUE(db.ok()) << db.status();
     LmdbWriter writer(db->get());
@@ -120,7 +114,7 @@ class DataLayerTest : public ::testing::Test {
     return labels;
   }
 
-  std::string dir_;
+  test::TempDir dir_;
   std::mt19937 rng_{1234};
   Blob data_;
   Blob label_;
@@ -307,16 +301,16 @@ TEST_F(DataLayerTest, TruncatedDatabaseIsASetUpErrorNotASigbus) {
 }
 
 TEST_F(DataLayerTest, MissingSourceAndMissingMeanFileAreSetUpErrorsNamingThem) {
-  DataLayer missing(Param(dir_ + "/missing_lmdb", 2));
-  EXPECT_EQ(SetUpLayer(&missing).ToString(), "INVALID_ARGUMENT: layer mnist (Data): LMDB database '" + dir_ +
+  DataLayer missing(Param(dir_.File("missing_lmdb"), 2));
+  EXPECT_EQ(SetUpLayer(&missing).ToString(), "INVALID_ARGUMENT: layer mnist (Data): LMDB database '" + dir_.path() +
                                                  "/missing_lmdb' does not exist (no such directory)");
   caffe::LayerParameter param = Param(MakeDb("db", 2), 2);
-  param.mutable_transform_param()->set_mean_file(dir_ + "/mean.binaryproto");
+  param.mutable_transform_param()->set_mean_file(dir_.File("mean.binaryproto"));
   DataLayer no_mean(param);
   EXPECT_EQ(SetUpLayer(&no_mean).ToString(),
             "INVALID_ARGUMENT: layer mnist (Data): transform_param: cannot open "
             "mean_file '" +
-                dir_ + "/mean.binaryproto': No such file or directory");
+                dir_.path() + "/mean.binaryproto': No such file or directory");
 }
 
 // The Net hands the label range of the loss to the Data layer: a label out of
@@ -368,7 +362,7 @@ net_param {
   layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
 }
 base_lr: 0.1 lr_policy: "fixed" max_iter: 10 display: 0 random_seed: 3
-snapshot: 1 snapshot_prefix: ")" + dir_ +
+snapshot: 1 snapshot_prefix: ")" + dir_.path() +
                                        R"(/snap" snapshot_after_train: false
 )",
                                    "solver.prototxt", &param);
@@ -379,9 +373,9 @@ snapshot: 1 snapshot_prefix: ")" + dir_ +
                                                "', record 7 (key '00000007'): not a Datum (3 bytes that do not parse)");
   EXPECT_EQ((*solver)->iter(), 3);
   for (int i = 1; i <= 3; ++i)
-    EXPECT_TRUE(std::filesystem::exists(dir_ + "/snap_iter_" + std::to_string(i) + ".caffemodel")) << i;
-  EXPECT_FALSE(std::filesystem::exists(dir_ + "/snap_iter_4.caffemodel"));
-  EXPECT_FALSE(std::filesystem::exists(dir_ + "/snap_iter_4.solverstate"));
+    EXPECT_TRUE(std::filesystem::exists(dir_.File("snap_iter_") + std::to_string(i) + ".caffemodel")) << i;
+  EXPECT_FALSE(std::filesystem::exists(dir_.File("snap_iter_4.caffemodel")));
+  EXPECT_FALSE(std::filesystem::exists(dir_.File("snap_iter_4.solverstate")));
 }
 
 TEST_F(DataLayerTest, SetUpErrorsNameTheProblem) {

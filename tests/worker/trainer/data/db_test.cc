@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "proto/caffe.pb.h"
+#include "tests/support/process_util.h"
 
 namespace nereus {
 namespace data {
@@ -15,15 +16,9 @@ namespace {
 
 class DbTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "nereus_db_test_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string Path(const std::string& name) const { return dir_.File(name); }
 
-  std::string dir_;
+  test::TempDir dir_;
 };
 
 std::string Key(int i) {

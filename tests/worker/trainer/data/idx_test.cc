@@ -8,19 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/process_util.h"
+
 namespace nereus {
 namespace data {
 namespace {
 
 class IdxTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "nereus_idx_test_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string Path(const std::string& name) const { return dir_.File(name); }
 
   // Writes raw bytes, so the test controls every header byte.
   void WriteBytes(const std::string& path, const std::vector<unsigned char>& bytes) {
@@ -28,7 +24,7 @@ class IdxTest : public ::testing::Test {
     out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   }
 
-  std::string dir_;
+  test::TempDir dir_;
 };
 
 // 2 images of 2x3, written byte by byte in big-endian as LeCun describes.

@@ -1,9 +1,10 @@
 // The Nereus worker client: what a trainer links to keep its parameters on
-// the parameter servers.
+// the parameter servers. docs/CLIENT.md is the guide; this header is the
+// contract.
 //
 // Typical use, per worker process:
-//   auto client = nereus::Client::Connect(options);          // joins the job
-//   int w = client->RegisterTensor({"fc1.weight", {500, 800}});
+//   auto client = nereus::Client::Connect(options).value();  // joins the job
+//   int w = client->RegisterTensor({"fc1.weight", {500, 800}}).value();
 //   client->Init(sgd, {initial_values...});                  // worker 0's values win
 //   for (clock = 0; ...; ++clock) {
 //     client->Pull(w, weights, clock).Wait();                 // weights after `clock` updates
@@ -12,8 +13,33 @@
 //   }
 //   client->Finish();                                         // clean job shutdown
 //
+// Words (docs/ARCHITECTURE.md has the same glossary):
+//   iteration     one forward and backward pass of the trainer over a batch.
+//   clock         the number of an iteration as the job counts it: a worker
+//                 pushes the gradients of clock c and pulls the weights for
+//                 clock c + 1. Clocks start at 0 (or at job().start_clock).
+//   version       how many updates a partition's weights include; under BSP
+//                 the weights for clock c are version c.
+//   partition     a piece of at most job().partition_bytes of one tensor:
+//                 what a server stores and updates and what the scheduler
+//                 orders (a "chunk" in older code).
+//   WFBP          wait-free backpropagation: a layer's gradients leave as
+//                 soon as its backward ends, overlapping the layers below.
+//   merge group   consecutive small layers pushed as one message (MG-WFBP,
+//                 Shi et al., INFOCOM 2019).
+//   credit        bytes of pushes allowed in flight to one server.
+//   SFB           sufficient-factor broadcasting: a fully connected layer's
+//                 gradient sent as the two thin matrices whose product it is,
+//                 to every other worker instead of through the servers.
+//   HybComm       Poseidon's per-layer choice between the servers and SFB.
+//   epoch         which formation of the job this is: 0 at start, one more
+//                 each time the job rolls back to a checkpoint.
+//
 // Thread safety: every method may be called from any thread, concurrently.
 // Communication runs on threads the client owns; nothing busy-waits.
+//
+// Part of Nereus's public API: includes only nereus/ headers and the standard
+// library.
 #ifndef NEREUS_CLIENT_H_
 #define NEREUS_CLIENT_H_
 
@@ -23,63 +49,34 @@
 #include <string>
 #include <vector>
 
-#include "common/hybcomm.h"
-#include "common/status.h"
-#include "proto/nereus.pb.h"
+#include "nereus/options.h"
+#include "nereus/status.h"
 
 namespace nereus {
 
-// How a worker orders its communication (see GradientsReady/WaitWeights).
-enum class Schedule {
-  kSequential,  // Push everything after the whole backward (each push carries its pull); wait for everything before the
-                // next forward.
-  kWfbp,        // Push each layer when its backward ends, first in first out; its pull rides along.
-  kPriority,    // WFBP plus priorities (layers nearer the input first) and at most credit_bytes in flight per server.
-  kFull,        // Priority plus MG-WFBP merging of small layers and parallel streams.
+// How updates are made visible to the workers.
+enum class Consistency {
+  kBsp,    // A partition's update for clock c averages every worker's gradient of c; Pull(clock) waits for exactly
+           // updates 0..clock-1.
+  kSsp,    // The same updates; Pull(clock) accepts weights with at least clock - staleness of them.
+  kAsync,  // Each push is applied when it arrives (scaled by 1/num_workers); a pull gets what the server holds.
 };
-StatusOr<Schedule> ParseSchedule(const std::string& name);  // sequential|wfbp|priority|full
-const char* ScheduleName(Schedule s);
+const char* ConsistencyName(Consistency c);  // "BSP", "SSP", "ASYNC"
 
-struct ClientOptions {
-  std::string coordinator = "127.0.0.1:7000";  // host:port of the coordinator.
-  int rank = -1;                               // -1: the coordinator assigns one.
-  std::string bind_host = "127.0.0.1";
-  // If set: the job's CURVE keys (nereus_keygen); every connection is
-  // encrypted and only the job's keys are admitted. Needs rank >= 0.
-  std::string curve_dir;
-  int startup_timeout_s = 60;
-  int io_threads = 1;  // ZeroMQ I/O threads.
-  int streams = 2;     // Connections per server (used by kFull).
-  Schedule schedule = Schedule::kFull;
-  // kPriority/kFull: bytes of pushes in flight to one server at once (pull
-  // requests are ordered by the same priorities but take no credit). Smaller
-  // lets urgent partitions overtake sooner; larger keeps the link busier.
-  uint64_t credit_bytes = 2 << 20;
-  // Every schedule: small PUSHes (or PULLs) queued for one server at the
-  // moment one of them may leave (the credit is in use, or they were
-  // submitted together) go as one message of at most this many bytes, taken
-  // in priority order; a unit of this size or more always goes alone. 0: off.
-  uint64_t batch_bytes = 64 << 10;
-  bool merge = true;  // kFull: MG-WFBP merging (--merge=auto|off).
-  // kFull with merging: plan with this link model (seconds per message and
-  // per byte) instead of timing PINGs at Init, e.g. for a link known in
-  // advance, or a test that needs the plan not to depend on timing. Both > 0
-  // to take effect.
-  double merge_alpha_s = 0;
-  double merge_beta_s_per_byte = 0;
-  int merge_profile_iterations = 3;  // Clocks 1..N are timed before merges are planned.
-  std::string timeline;              // If set, Finish() writes a Chrome trace here ("{rank}" is replaced).
-  int timeline_every = 1;            // Keep every N-th clock in the timeline.
-  // Join a job restarted from a checkpoint (every process gets --resume):
-  // job().start_clock() is then the clock to continue from, and Pull of that
-  // clock gives the checkpointed weights.
+// The job as the coordinator configured it, the same for every node.
+struct JobInfo {
+  int num_servers = 0;
+  int num_workers = 0;
+  Consistency consistency = Consistency::kBsp;
+  int staleness = 0;             // kSsp.
+  uint64_t partition_bytes = 0;  // The largest partition a tensor is cut into.
+  // The job was restarted from its servers' checkpoint of start_clock (every
+  // process with ClientOptions::resume); otherwise start_clock is 0.
   bool resume = false;
-  // Sufficient-factor broadcasting (--sfb) for tensors registered with
-  // factors: kAuto applies HybComm's cost rule (common/hybcomm.h) per tensor
-  // with the job's workers, servers and the tensor's factor_rows; kOn sends
-  // every such tensor as factors; kOff never does. Under SSP/async kAuto
-  // falls back to the servers and kOn makes Init fail.
-  SfbMode sfb = SfbMode::kAuto;
+  int64_t start_clock = 0;
+  // The largest checkpoint interval of the job's servers, in clocks (0: no
+  // checkpoints; then no tensor travels as sufficient factors).
+  int64_t checkpoint_every = 0;
 };
 
 struct TensorSpec {
@@ -135,13 +132,15 @@ class Handle {
   bool WaitFor(std::chrono::milliseconds timeout, Status* status) const;
   bool done() const;
   // Pull: the number of updates included in the weights received (the
-  // smallest over the tensor's chunks). Valid once done.
+  // smallest over the tensor's partitions). Valid once done.
   int64_t version() const;
 
-  struct State;
-  explicit Handle(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  struct State;  // Defined inside the library.
 
  private:
+  friend struct HandleAccess;  // The library's way to make a Handle of a State.
+  explicit Handle(std::shared_ptr<State> state);
+
   std::shared_ptr<State> state_;
 };
 
@@ -158,7 +157,7 @@ class Client {
   virtual int rank() const = 0;
   virtual int num_workers() const = 0;
   virtual int num_servers() const = 0;
-  virtual const pb::JobConfig& job() const = 0;
+  virtual const JobInfo& job() const = 0;
 
   // Declares a tensor; returns its id (0, 1, ... in call order). Every worker
   // must register the same tensors in the same order (checked at Init). Only
@@ -169,11 +168,11 @@ class Client {
   // of the tensor's element count) and the solver settings to the servers;
   // every worker then waits until all are initialized. Other workers' values
   // are ignored (pull clock 0 to start from worker 0's). Blocking.
-  virtual Status Init(const pb::SgdConfig& sgd, const std::vector<const float*>& initial_values) = 0;
+  virtual Status Init(const SgdConfig& sgd, const std::vector<const float*>& initial_values) = 0;
 
   // Sends tensor `tensor`'s gradient for `clock`. Returns at once; `grad` must
   // stay valid and unchanged until the handle is done (the bytes are sent
-  // without copying). Done when every server holding a chunk acknowledged it
+  // without copying). Done when every server holding a partition acknowledged it
   // and the transport has let go of the bytes. If the handle fails (a dead
   // server, an aborted job), the transport may still read `grad` until the
   // Client is destroyed.

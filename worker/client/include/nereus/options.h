@@ -1,0 +1,102 @@
+// What a worker client is configured with: ClientOptions (how it joins the
+// job and orders its communication) and SgdConfig (the solver settings that
+// Client::Init hands to the servers). docs/CLIENT.md explains each choice and
+// what it was measured to do; the words (clock, partition, credit, ...) are
+// defined in nereus/client.h and docs/ARCHITECTURE.md.
+//
+// Part of Nereus's public API: includes only nereus/ headers and the standard
+// library.
+#ifndef NEREUS_OPTIONS_H_
+#define NEREUS_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nereus/hybcomm.h"
+#include "nereus/status.h"
+
+namespace nereus {
+
+// How a worker orders its communication (see Client::GradientsReady and
+// Client::WaitWeights).
+enum class Schedule {
+  kSequential,  // Push everything after the whole backward (each push carries its pull); wait for everything before the
+                // next forward.
+  kWfbp,        // Push each layer when its backward ends, first in first out; its pull rides along.
+  kPriority,    // WFBP plus priorities (layers nearer the input first) and at most credit_bytes in flight per server.
+  kFull,        // Priority plus MG-WFBP merging of small layers and parallel streams.
+};
+StatusOr<Schedule> ParseSchedule(const std::string& name);  // sequential|wfbp|priority|full
+const char* ScheduleName(Schedule s);
+
+struct ClientOptions {
+  std::string coordinator = "127.0.0.1:7000";  // host:port of the coordinator.
+  int rank = -1;                               // -1: the coordinator assigns one.
+  std::string bind_host = "127.0.0.1";
+  // If set: the directory of the job's CURVE keys (made by nereus_keygen);
+  // every connection is encrypted and only the job's keys are admitted.
+  // Needs rank >= 0.
+  std::string curve_dir;
+  int startup_timeout_s = 60;
+  int io_threads = 1;  // ZeroMQ I/O threads.
+  int streams = 2;     // Connections per server (used by kFull).
+  Schedule schedule = Schedule::kFull;
+  // kPriority/kFull: bytes of pushes in flight to one server at once (pull
+  // requests are ordered by the same priorities but take no credit). Smaller
+  // lets urgent partitions overtake sooner; larger keeps the link busier.
+  uint64_t credit_bytes = 2 << 20;
+  // Every schedule: small PUSHes (or PULLs) queued for one server at the
+  // moment one of them may leave (the credit is in use, or they were
+  // submitted together) go as one message of at most this many bytes, taken
+  // in priority order; a unit of this size or more always goes alone. 0: off.
+  uint64_t batch_bytes = 64 << 10;
+  bool merge = true;  // kFull: MG-WFBP merging of small consecutive layers into merge groups.
+  // kFull with merging: plan with this link model (seconds per message and
+  // per byte) instead of timing PINGs at Init, e.g. for a link known in
+  // advance, or a test that needs the plan not to depend on timing. Both > 0
+  // to take effect.
+  double merge_alpha_s = 0;
+  double merge_beta_s_per_byte = 0;
+  int merge_profile_iterations = 3;  // Clocks 1..N are timed before merges are planned.
+  std::string timeline;              // If set, Finish() writes a Chrome trace here ("{rank}" is replaced).
+  int timeline_every = 1;            // Keep every N-th clock in the timeline.
+  // Join a job restarted from a checkpoint (every process of the job restarts
+  // with resume set): job().start_clock is then the clock to continue from,
+  // and Pull of that clock gives the checkpointed weights.
+  bool resume = false;
+  // HybComm for tensors registered with sufficient factors: kAuto applies
+  // Poseidon's cost rule per tensor with the job's workers, servers and the
+  // tensor's factor_rows; kOn sends every such tensor as factors; kOff never
+  // does. Under SSP/async kAuto keeps them on the servers and kOn makes Init
+  // fail.
+  SfbMode sfb = SfbMode::kAuto;
+};
+
+// Caffe's solver types; each keeps Caffe's history per parameter (one array,
+// or two for kAdaDelta and kAdam).
+enum class SolverType { kSgd, kNesterov, kAdaGrad, kRmsProp, kAdaDelta, kAdam };
+
+// The solver settings the servers (and, for tensors sent as factors, the
+// workers) apply, with Caffe's meaning and names (caffe.SolverParameter). The
+// defaults are Caffe's, except that Caffe has no default base_lr.
+struct SgdConfig {
+  float base_lr = 0;
+  std::string lr_policy = "fixed";  // fixed, step, exp, inv, multistep, poly, sigmoid.
+  float gamma = 0;
+  float power = 0;
+  int stepsize = 0;
+  std::vector<int> stepvalue;  // multistep.
+  int max_iter = 0;            // poly.
+  float momentum = 0;
+  float weight_decay = 0;
+  std::string regularization_type = "L2";  // L2 or L1.
+  SolverType type = SolverType::kSgd;
+  float delta = 1e-8f;       // AdaGrad, RMSProp, AdaDelta, Adam.
+  float momentum2 = 0.999f;  // Adam's beta2.
+  float rms_decay = 0.99f;   // RMSProp.
+};
+
+}  // namespace nereus
+
+#endif  // NEREUS_OPTIONS_H_
