@@ -121,9 +121,11 @@ Status DataLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (std::uint32_t i = 0; i < p.prefetch(); ++i) {
+      // Page-locked for a GPU (pinned here, once).
+      std::shared_ptr<gpu::DeviceMemory> pinned = device() != nullptr ? device()->memory() : nullptr;
       auto batch = std::make_unique<Batch>();
-      batch->data.resize(per_datum * batch_size_);
-      if (output_labels_) batch->label.resize(batch_size_);
+      batch->data = gpu::HostBuffer(per_datum * batch_size_, pinned);
+      if (output_labels_) batch->label = gpu::HostBuffer(batch_size_, pinned);
       free_.push_back(std::move(batch));
     }
   }
@@ -177,7 +179,7 @@ Status DataLayer::FillBatch(Batch* batch) {
     if (!s.ok()) {
       return DataLossError("record '" + key + "' of LMDB database '" + db_->path() + "': " + s.message());
     }
-    if (output_labels_) batch->label[i] = static_cast<float>(datum.label());
+    if (output_labels_) batch->label.data()[i] = static_cast<float>(datum.label());
   }
   return Status::OK();
 }
@@ -207,7 +209,7 @@ void DataLayer::PrefetchLoop() {
   }
 }
 
-void DataLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+std::unique_ptr<DataLayer::Batch> DataLayer::TakeBatch() {
   std::unique_ptr<Batch> batch;
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -218,19 +220,28 @@ void DataLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<
     batch = std::move(full_.front());
     full_.pop_front();
   }
-  std::vector<int> data_shape = datum_shape_;
-  data_shape[0] = batch_size_;
-  top[0]->Reshape(data_shape);
-  std::copy(batch->data.begin(), batch->data.end(), top[0]->mutable_cpu_data());
-  if (output_labels_) {
-    top[1]->Reshape(std::vector<int>{batch_size_});
-    std::copy(batch->label.begin(), batch->label.end(), top[1]->mutable_cpu_data());
-  }
+  return batch;
+}
+
+void DataLayer::ReturnBatch(std::unique_ptr<Batch> batch) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     free_.push_back(std::move(batch));
   }
   cv_.notify_all();
+}
+
+void DataLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  std::unique_ptr<Batch> batch = TakeBatch();
+  std::vector<int> data_shape = datum_shape_;
+  data_shape[0] = batch_size_;
+  top[0]->Reshape(data_shape);
+  std::copy(batch->data.data(), batch->data.data() + batch->data.size(), top[0]->mutable_cpu_data());
+  if (output_labels_) {
+    top[1]->Reshape(std::vector<int>{batch_size_});
+    std::copy(batch->label.data(), batch->label.data() + batch->label.size(), top[1]->mutable_cpu_data());
+  }
+  ReturnBatch(std::move(batch));
 }
 
 }  // namespace data

@@ -22,6 +22,14 @@
 // std::mt19937, seeded at SetUp with one draw from the Net's rng(), so runs
 // are reproducible and the Net's engine is never touched off its thread.
 //
+// On a GPU (a layer with a device): the batches are prefetched into
+// page-locked host buffers (allocated once, at set-up), and each Forward
+// starts the copy of the *next* batch to a device staging buffer on the
+// device's copy stream, so that it runs while this iteration computes; the
+// next Forward waits (on the compute stream, through an event) for that
+// copy and moves the batch into the tops by a device-to-device copy. The
+// batches and their order are the CPU's.
+//
 // Errors: bad configuration, a missing database, an empty shard or a first
 // record that cannot be used are Status errors from SetUp naming the layer.
 // A corrupt record found later by the prefetch thread is fatal at the next
@@ -47,6 +55,7 @@
 #include "proto/caffe.pb.h"
 #include "worker/trainer/data/data_transformer.h"
 #include "worker/trainer/data/db.h"
+#include "worker/trainer/gpu/host_buffer.h"
 #include "worker/trainer/layer.h"
 #include "worker/trainer/layer_registry.h"
 
@@ -82,6 +91,7 @@ class DataLayer : public Layer {
   int ExactNumBottomBlobs() const override { return 0; }
   int MinTopBlobs() const override { return 1; }
   int MaxTopBlobs() const override { return 2; }
+  bool HasGpuCode() const override { return true; }
 
   // Records in this worker's shard (per pass over the database).
   std::size_t shard_size() const { return shard_size_; }
@@ -90,12 +100,25 @@ class DataLayer : public Layer {
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override {}
+#ifdef NEREUS_HAVE_CUDA
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override {}
+#endif
 
  private:
   struct Batch {
-    std::vector<float> data;
-    std::vector<float> label;
+    gpu::HostBuffer data;  // Page-locked on a GPU.
+    gpu::HostBuffer label;
   };
+  // The device side of a GPU Data layer (data_layer.cu): staging buffers,
+  // events, the batch whose copy is in flight.
+  struct GpuStaging;
+
+  // The oldest prefetched batch (waits for one); fatal on a prefetch error.
+  std::unique_ptr<Batch> TakeBatch();
+  // Gives a batch back to the prefetch thread.
+  void ReturnBatch(std::unique_ptr<Batch> batch);
 
   // Validates data_param; returns the error naming the bad field.
   Status CheckParam() const;
@@ -127,6 +150,8 @@ class DataLayer : public Layer {
   // Mirrors stop_ so the thread can leave a batch early without the lock.
   std::atomic<bool> stopping_{false};
   std::thread thread_;
+  // After the queues: destroyed first (it waits for its copy in flight).
+  std::shared_ptr<GpuStaging> staging_;
 };
 
 }  // namespace data
