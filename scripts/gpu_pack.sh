@@ -51,7 +51,7 @@ MAX_BYTES=$((60 * 1024 * 1024))
 if [[ $BUILD == 1 ]]; then
   ./scripts/install_deps.sh
   LINES_ONLY=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
-              -DCMAKE_CUDA_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG")
+              -DCMAKE_CUDA_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG -Xcompiler=-g1")
   NEREUS_BUILD_DIR="$BUILD_DIR" ./scripts/build.sh -DNEREUS_WITH_CUDA=ON "${LINES_ONLY[@]}"
 fi
 [[ -f "$BUILD_DIR/CMakeCache.txt" ]] || { echo "gpu_pack.sh: no build in $BUILD_DIR" >&2; exit 1; }
@@ -128,7 +128,7 @@ fi
 {
   echo "nereus-gpu archive, packed $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -srm)"
   echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with local changes)')"
-  echo "build $BUILD_DIR, CUDA architectures $(grep -m1 '^CMAKE_CUDA_ARCHITECTURES' "$BUILD_DIR/CMakeCache.txt" | cut -d= -f2)"
+  echo "build $BUILD_DIR, CUDA architectures $(grep -m1 '^NEREUS_CUDA_ARCHITECTURES' "$BUILD_DIR/CMakeCache.txt" | cut -d= -f2)"
   echo "binaries: ${BINARIES[*]}"
   echo "libraries: $(ls "$PKG/lib" | tr '\n' ' ')"
 } > "$PKG/MANIFEST"

@@ -10,7 +10,8 @@
 set -euo pipefail
 BUILD_DIR=$1
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-if ! grep -q '^CMAKE_CUDA_COMPILER:' "$BUILD_DIR/CMakeCache.txt" || [[ ! -x "$BUILD_DIR/bin/gpu_test" ]]; then
+GPU_TESTS=$(cd "$BUILD_DIR" && ctest -N -L gpu)
+if [[ "$GPU_TESTS" != *": gpu_test"* || ! -x "$BUILD_DIR/bin/gpu_test" ]]; then
   echo "gpu_pack_test: this build has no GPU code (no CUDA toolkit found): nothing to pack"
   exit 77
 fi
@@ -41,10 +42,10 @@ done
 ls "$PKG/lib" | grep -q '^libprotobuf' || fail "protobuf's library is not packed"
 # Every test ctest labels gpu, with its filter.
 python3 - "$PKG/bin/tests.json" "$BUILD_DIR" <<'PY' || fail "tests.json does not list ctest's gpu tests"
-import json, subprocess, sys
+import json, re, subprocess, sys
 tests = json.load(open(sys.argv[1]))
 listed = subprocess.run(["ctest", "-N", "-L", "gpu"], cwd=sys.argv[2], stdout=subprocess.PIPE, text=True).stdout
-names = sorted(line.split(":")[1].strip() for line in listed.splitlines() if line.strip().startswith("Test"))
+names = sorted(re.findall(r"Test +#\d+: (\S+)", listed))
 assert sorted(t["name"] for t in tests) == names, (sorted(t["name"] for t in tests), names)
 device = [t for t in tests if t["name"] == "layer_device_test_gpu"][0]
 assert device["binary"] == "layer_device_test" and device["env"] == {"GTEST_FILTER": "*/Gpu.*"}, device

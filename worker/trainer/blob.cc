@@ -12,6 +12,7 @@
 #endif
 
 namespace nereus {
+#ifdef NEREUS_HAVE_CUDA
 namespace {
 
 // Where an operation on `mem` runs, as Caffe's Blob decides: on the current
@@ -19,17 +20,14 @@ namespace {
 // host (nullptr). Without a current CUDA device it is always the host (a
 // SyncedMemory copies what is needed), so CPU runs never take this path.
 gpu::Device* ComputeDeviceFor(const std::shared_ptr<SyncedMemory>& mem) {
-#ifdef NEREUS_HAVE_CUDA
   const SyncedMemory::Head head = mem->head();
   if (head != SyncedMemory::Head::kAtGpu && head != SyncedMemory::Head::kSynced) return nullptr;
   gpu::Device* device = gpu::CurrentDevice();
   return device != nullptr && !device->is_stand_in() ? device : nullptr;
-#else
-  return nullptr;
-#endif
 }
 
 }  // namespace
+#endif
 
 void Blob::Reshape(const std::vector<int>& shape) {
   CHECK_LE(shape.size(), static_cast<size_t>(kMaxBlobAxes));

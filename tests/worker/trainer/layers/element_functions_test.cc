@@ -202,8 +202,8 @@ TEST(PoolingFunctionsTest, GatheredBackwardIsTheCpuBackward) {
           for (int pw = 0; pw < g.pooled_w; ++pw) {
             const int o = p * out_plane + ph * g.pooled_w + pw;
             const float value = ops::MaxPoolAt(bottom.cpu_data() + p * in_plane, g, ph, pw, &argmax[o]);
-            if (max) ASSERT_EQ(top.cpu_data()[o], value);
-            if (!max) ASSERT_EQ(top.cpu_data()[o], ops::AvePoolAt(bottom.cpu_data() + p * in_plane, g, ph, pw));
+            const float expected = max ? value : ops::AvePoolAt(bottom.cpu_data() + p * in_plane, g, ph, pw);
+            ASSERT_EQ(top.cpu_data()[o], expected);
           }
         }
       }
