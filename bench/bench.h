@@ -112,6 +112,8 @@ int RunCluster(BenchContext& ctx);
 int RunClusterWorker();
 // The event-driven simulator (simulate_bench.cc).
 int RunSimulate(BenchContext& ctx);
+// The trainer's own speed on the CPU or a GPU (train_bench.cc).
+int RunTrain(BenchContext& ctx);
 
 }  // namespace bench
 }  // namespace nereus

@@ -1,6 +1,7 @@
 // nereus_bench: synthetic throughput benchmarks.
 //   nereus_bench transport [--json=FILE]   push/pull vs raw ZeroMQ
 //   nereus_bench pipeline  [--json=FILE]   a model's iteration under a schedule
+//   nereus_bench train     [--json=FILE]   the trainer's images/s, CPU or GPU
 //   nereus_bench list                      the subcommands, one a line
 // A new subcommand goes into kSubcommands below and gets a line in
 // tests/bench/bench_smoke_test.py (bench_smoke_test fails until it has one).
@@ -97,6 +98,9 @@ struct Subcommand {
 constexpr Subcommand kSubcommands[] = {
     {"transport", RunTransport}, {"pipeline", RunPipeline}, {"cluster", RunCluster},
     {"simulate", RunSimulate},   {"apply", RunApply},
+#ifdef NEREUS_HAVE_TRAINER
+    {"train", RunTrain},
+#endif
 };
 
 }  // namespace
@@ -132,7 +136,11 @@ int main(int argc, char** argv) {
       "      namespaces cannot be made). Everything made is removed at the end, also on SIGINT/SIGTERM.\n"
       "  nereus_bench simulate --model=M --schedule=S --host_list=... --link_list=... [--alpha_us=A]\n"
       "      [--beta_ns=B] [--apply_ns_per_byte=C] [--model_scale=F]\n"
-      "      event-driven prediction of the iteration time of the same job, one CSV line a configuration.",
+      "      event-driven prediction of the iteration time of the same job, one CSV line a configuration.\n"
+      "  nereus_bench train --model=lenet,cifar10_full,caffenet,vgg19,resnet50 [--gpu=N] [--batch=32]\n"
+      "                     [--warmup=5] [--iterations=8] [--model_dir=worker/trainer/models] [--json=FILE]\n"
+      "      the trainer's training iterations (forward, backward, update) on synthetic data, standalone on\n"
+      "      the CPU or GPU N: ms per iteration, images/s, forward and backward apart.",
       &argc, &argv);
   if (argc < 2) {
     LOG(ERROR) << "name a benchmark: transport, pipeline, ... (nereus_bench list; see --help)";

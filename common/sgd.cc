@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string>
 
+#include "common/sgd_rules.h"
+
 namespace nereus {
 
 Status ValidateSgdConfig(const pb::SgdConfig& c) {
@@ -147,15 +149,15 @@ void StepL2(float rate, float decay, float momentum, const Gradient& grad, const
     for (size_t k = i; k < i + 8; k += 4) {
       V4 g = grad.Vec(k);
       const V4 x = Load(in + k);
-      if (kDecay) g = decay * x + g;
-      const V4 h = rate * g + momentum * Load(history + k);
+      if (kDecay) g = sgd_rules::L2Regularized(g, x, decay);
+      const V4 h = sgd_rules::SgdHistory(g, Load(history + k), rate, momentum);
       Store(history + k, h);
       Store(out + k, x - h);
     }
   }
   for (; i < n; ++i) {
-    const float g = kDecay ? decay * in[i] + grad.At(i) : grad.At(i);
-    const float h = rate * g + momentum * history[i];
+    const float g = kDecay ? sgd_rules::L2Regularized(grad.At(i), in[i], decay) : grad.At(i);
+    const float h = sgd_rules::SgdHistory(g, history[i], rate, momentum);
     history[i] = h;
     out[i] = in[i] - h;
   }
@@ -174,9 +176,8 @@ void Step(const pb::SgdConfig& c, float rate, float lr_mult, float decay_mult, c
     StepL2<true>(local_rate, local_decay, momentum, grad, in, out, history, n);
   } else {
     for (size_t i = 0; i < n; ++i) {
-      const float s = static_cast<float>((in[i] > 0.0f) - (in[i] < 0.0f));
-      const float g = local_decay * s + grad.At(i);
-      const float h = local_rate * g + momentum * history[i];
+      const float g = sgd_rules::Regularized<sgd_rules::Reg::kL1>(grad.At(i), in[i], local_decay);
+      const float h = sgd_rules::SgdHistory(g, history[i], local_rate, momentum);
       history[i] = h;
       out[i] = in[i] - h;
     }
@@ -203,118 +204,84 @@ void SgdStepAveraged(const pb::SgdConfig& c, float rate, float lr_mult, float de
 
 namespace {
 
-enum class Reg { kNone, kL2, kL1 };
+using sgd_rules::Reg;
+using sgd_rules::Rule;
+using sgd_rules::StepConstants;
 
-// Caffe's Regularize on one element (caffe_axpy: diff = decay * x + diff).
+// The adaptive solvers' loops: one sgd_rules element per index, the same
+// functions the GPU trainer's kernels run.
 template <Reg R>
-inline float Regularized(float diff, float data, float decay) {
-  if (R == Reg::kNone) return diff;
-  if (R == Reg::kL2) return decay * data + diff;
-  const float sign = static_cast<float>((data > 0.0f) - (data < 0.0f));
-  return decay * sign + diff;
-}
-
-// Caffe's caffe_powx(x, 0.5): std::pow on floats, as Caffe calls it.
-inline float PowHalf(float x) { return std::pow(x, 0.5f); }
-
-template <Reg R>
-void NesterovLoop(float lr, float decay, float momentum, const float* diff, float* data, float* h, size_t n) {
-  const float one_plus = 1.0f + momentum;
-  for (size_t i = 0; i < n; ++i) {
-    const float g = Regularized<R>(diff[i], data[i], decay);
-    const float old = h[i];
-    const float now = lr * g + momentum * old;
-    h[i] = now;
-    const float u = one_plus * now - momentum * old;
-    data[i] = data[i] - u;
+void AdaptiveStep(Rule rule, const StepConstants& k, const float* diff, float* data, float* h, float* h2, size_t n) {
+  switch (rule) {
+    case Rule::kNesterov:
+      for (size_t i = 0; i < n; ++i) sgd_rules::NesterovElement<R>(k, diff[i], data + i, h + i);
+      break;
+    case Rule::kAdaGrad:
+      for (size_t i = 0; i < n; ++i) sgd_rules::AdaGradElement<R>(k, diff[i], data + i, h + i);
+      break;
+    case Rule::kRmsProp:
+      for (size_t i = 0; i < n; ++i) sgd_rules::RmsPropElement<R>(k, diff[i], data + i, h + i);
+      break;
+    case Rule::kAdaDelta:
+      for (size_t i = 0; i < n; ++i) sgd_rules::AdaDeltaElement<R>(k, diff[i], data + i, h + i, h2 + i);
+      break;
+    case Rule::kAdam:
+      for (size_t i = 0; i < n; ++i) sgd_rules::AdamElement<R>(k, diff[i], data + i, h + i, h2 + i);
+      break;
+    case Rule::kSgd:
+      LOG(FATAL) << "AdaptiveStep called for SGD";
   }
 }
 
-template <Reg R>
-void AdaGradLoop(float lr, float decay, float delta, const float* diff, float* data, float* h, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    const float g = Regularized<R>(diff[i], data[i], decay);
-    const float hist = g * g + h[i];
-    h[i] = hist;
-    const float u = lr * (g / (PowHalf(hist) + delta));
-    data[i] = data[i] - u;
-  }
-}
-
-template <Reg R>
-void RmsPropLoop(float lr, float decay, float delta, float rms_decay, const float* diff, float* data, float* h,
-                 size_t n) {
-  const float keep = 1.0f - rms_decay;
-  for (size_t i = 0; i < n; ++i) {
-    const float g = Regularized<R>(diff[i], data[i], decay);
-    const float hist = keep * (g * g) + rms_decay * h[i];
-    h[i] = hist;
-    const float u = lr * (g / (PowHalf(hist) + delta));
-    data[i] = data[i] - u;
-  }
-}
-
-template <Reg R>
-void AdaDeltaLoop(float lr, float decay, float delta, float momentum, const float* diff, float* data, float* h,
-                  float* h2, size_t n) {
-  const float keep = 1.0f - momentum;
-  for (size_t i = 0; i < n; ++i) {
-    const float g = Regularized<R>(diff[i], data[i], decay);
-    const float hist = keep * (g * g) + momentum * h[i];
-    h[i] = hist;
-    const float s = g * PowHalf((delta + h2[i]) / (delta + hist));
-    h2[i] = keep * (s * s) + momentum * h2[i];
-    data[i] = data[i] - lr * s;
-  }
-}
-
-template <Reg R>
-void AdamLoop(float scaled_lr, float decay, float delta, float beta1, float beta2, const float* diff, float* data,
-              float* m, float* v, size_t n) {
-  const float keep1 = 1.0f - beta1;
-  const float keep2 = 1.0f - beta2;
-  for (size_t i = 0; i < n; ++i) {
-    const float g = Regularized<R>(diff[i], data[i], decay);
-    const float mi = keep1 * g + beta1 * m[i];
-    m[i] = mi;
-    const float vi = keep2 * (g * g) + beta2 * v[i];
-    v[i] = vi;
-    const float u = scaled_lr * (mi / (PowHalf(vi) + delta));
-    data[i] = data[i] - u;
-  }
-}
-
-template <Reg R>
-void AdaptiveStep(const pb::SgdConfig& c, int64_t iter, float lr, float decay, const float* diff, float* data, float* h,
-                  float* h2, size_t n) {
-  switch (c.type()) {
+Rule RuleOf(pb::SolverType type) {
+  switch (type) {
+    case pb::SOLVER_SGD:
+      return Rule::kSgd;
     case pb::SOLVER_NESTEROV:
-      NesterovLoop<R>(lr, decay, c.momentum(), diff, data, h, n);
-      break;
+      return Rule::kNesterov;
     case pb::SOLVER_ADAGRAD:
-      AdaGradLoop<R>(lr, decay, c.delta(), diff, data, h, n);
-      break;
+      return Rule::kAdaGrad;
     case pb::SOLVER_RMSPROP:
-      RmsPropLoop<R>(lr, decay, c.delta(), c.rms_decay(), diff, data, h, n);
-      break;
+      return Rule::kRmsProp;
     case pb::SOLVER_ADADELTA:
-      AdaDeltaLoop<R>(lr, decay, c.delta(), c.momentum(), diff, data, h, h2, n);
-      break;
-    case pb::SOLVER_ADAM: {
-      // Caffe computes the bias correction in double (pow of a float and an
-      // int) and keeps it as a float.
-      const double t = static_cast<double>(iter + 1);
-      const float correction = static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(c.momentum2()), t)) /
-                                                  (1.0 - std::pow(static_cast<double>(c.momentum()), t)));
-      AdamLoop<R>(lr * correction, decay, c.delta(), c.momentum(), c.momentum2(), diff, data, h, h2, n);
-      break;
-    }
+      return Rule::kAdaDelta;
+    case pb::SOLVER_ADAM:
+      return Rule::kAdam;
     default:
-      LOG(FATAL) << "AdaptiveStep called for solver type " << SolverTypeName(c.type());
+      LOG(FATAL) << "unknown solver type " << static_cast<int>(type);
   }
+  return Rule::kSgd;
 }
 
 }  // namespace
+
+sgd_rules::StepPlan PlanSolverStep(const pb::SgdConfig& c, int64_t iter, float rate, float lr_mult, float decay_mult) {
+  sgd_rules::StepPlan plan;
+  plan.rule = RuleOf(c.type());
+  StepConstants& k = plan.constants;
+  k.lr = rate * lr_mult;
+  k.decay = c.weight_decay() * decay_mult;
+  k.momentum = c.momentum();
+  k.momentum2 = c.momentum2();
+  k.delta = c.delta();
+  k.rms_decay = c.rms_decay();
+  if (k.decay == 0.0f) {
+    plan.reg = Reg::kNone;
+  } else if (c.regularization_type() != "L1") {
+    plan.reg = Reg::kL2;
+  } else {
+    plan.reg = Reg::kL1;
+  }
+  if (c.type() == pb::SOLVER_ADAM) {
+    // Caffe computes the bias correction in double (pow of a float and an
+    // int) and keeps it as a float.
+    const double t = static_cast<double>(iter + 1);
+    const float correction = static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(c.momentum2()), t)) /
+                                                (1.0 - std::pow(static_cast<double>(c.momentum()), t)));
+    k.lr = k.lr * correction;
+  }
+  return plan;
+}
 
 void SolverStep(const pb::SgdConfig& c, int64_t iter, float rate, float lr_mult, float decay_mult, const float* diff,
                 float* data, float* history, float* history2, size_t n) {
@@ -323,14 +290,17 @@ void SolverStep(const pb::SgdConfig& c, int64_t iter, float rate, float lr_mult,
     return;
   }
   if (NumHistoryBlobs(c.type()) == 2) CHECK(history2 != nullptr || n == 0) << SolverTypeName(c.type());
-  const float local_rate = rate * lr_mult;
-  const float local_decay = c.weight_decay() * decay_mult;
-  if (local_decay == 0.0f) {
-    AdaptiveStep<Reg::kNone>(c, iter, local_rate, local_decay, diff, data, history, history2, n);
-  } else if (c.regularization_type() != "L1") {
-    AdaptiveStep<Reg::kL2>(c, iter, local_rate, local_decay, diff, data, history, history2, n);
-  } else {
-    AdaptiveStep<Reg::kL1>(c, iter, local_rate, local_decay, diff, data, history, history2, n);
+  const sgd_rules::StepPlan plan = PlanSolverStep(c, iter, rate, lr_mult, decay_mult);
+  switch (plan.reg) {
+    case Reg::kNone:
+      AdaptiveStep<Reg::kNone>(plan.rule, plan.constants, diff, data, history, history2, n);
+      break;
+    case Reg::kL2:
+      AdaptiveStep<Reg::kL2>(plan.rule, plan.constants, diff, data, history, history2, n);
+      break;
+    case Reg::kL1:
+      AdaptiveStep<Reg::kL1>(plan.rule, plan.constants, diff, data, history, history2, n);
+      break;
   }
 }
 

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/sgd_rules.h"
 #include "common/status.h"
 #include "proto/nereus.pb.h"
 
@@ -55,6 +56,12 @@ int NumHistoryBlobs(pb::SolverType type);
 // same bits.
 void SolverStep(const pb::SgdConfig& config, int64_t iter, float rate, float lr_mult, float decay_mult,
                 const float* diff, float* data, float* history, float* history2, size_t n);
+
+// What one SolverStep of a parameter amounts to per element (sgd_rules.h):
+// SolverStep runs it on the CPU, the GPU trainer (worker/trainer/gpu/
+// solver_step.cu) runs the same element functions on the device.
+sgd_rules::StepPlan PlanSolverStep(const pb::SgdConfig& config, int64_t iter, float rate, float lr_mult,
+                                   float decay_mult);
 
 // Caffe's learning rate at iteration `iter` (0-based, the value before the
 // iteration's increment). `config` must have passed ValidateSgdConfig.

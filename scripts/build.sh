@@ -7,7 +7,7 @@ BUILD_DIR="${NEREUS_BUILD_DIR:-build}"
 LAUNCHER=()
 if command -v ccache >/dev/null 2>&1; then
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(pwd)}"
-  LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="${NEREUS_BUILD_TYPE:-RelWithDebInfo}" "${LAUNCHER[@]}" "$@" >/dev/null
 cmake --build "$BUILD_DIR" -j "$(nproc)"

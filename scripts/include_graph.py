@@ -17,6 +17,13 @@ or of a lower floor, never of a higher one nor of a sibling on its own floor:
   8 bench                              bench/
   9 tests                              tests/
 
+CUDA stays out of common/, server/ and worker/client/: no file there may
+include a CUDA header (<cuda_runtime.h>, <cublas_v2.h>, <curand.h>, any
+<cuda*.h>, <cu*.h> of the toolkit's libraries, <thrust/...>, <cub/...>) or a
+file of worker/trainer/gpu/, and none may be a .cu/.cuh file; the servers and
+the client library build and run without the toolkit. (common/host_device.h,
+which only defines a macro, is how common/ shares arithmetic with GPU code.)
+
 Every header's include guard is NEREUS_ and its path in capitals, '/' and '.'
 as '_', with a trailing '_' (worker/trainer/blob.h: NEREUS_WORKER_TRAINER_BLOB_H_;
 a public header by the path it is included as: nereus/client.h:
@@ -77,6 +84,11 @@ SKIP_DIRS = {".git", ".ci", "build", "docs", "third_party"}
 SCRIPT_SOURCE_DIRS = ("scripts/tools",)
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 ANY_INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
+CUDA_FREE = ("common/", "server/", "worker/client/")
+CUDA_HEADER_RE = re.compile(
+    r"^(cuda[\w.]*\.h|cu(blas|blasLt|rand|fft|sparse|solver|dnn|tensor)\w*\.h|nvrtc\.h|nvToolsExt\w*\.h"
+    r"|device_launch_parameters\.h|(thrust|cub|cuda)/.*)$")
+GPU_SUPPORT = "worker/trainer/gpu/"
 
 
 def floor_of(path):
@@ -159,6 +171,29 @@ def guard_problems(root):
             problems.append("%s: no include guard (expected #ifndef %s)" % (f, want))
         elif guard != want:
             problems.append("%s: include guard %s does not match its path (expected %s)" % (f, guard, want))
+    return problems
+
+
+def cuda_problems(root):
+    """Messages naming each CUDA include (or CUDA source) in a CUDA-free component."""
+    problems = []
+    for f in source_files(root):
+        if not f.startswith(CUDA_FREE):
+            continue
+        if f.endswith((".cu", ".cuh")):
+            component = next(c for c in CUDA_FREE if f.startswith(c)).rstrip("/")
+            problems.append("%s: a CUDA source in %s, which must build without CUDA" % (f, component))
+            continue
+        with open(os.path.join(root, f), encoding="utf-8", errors="replace") as fh:
+            for number, line in enumerate(fh, 1):
+                m = ANY_INCLUDE_RE.match(line)
+                if not m:
+                    continue
+                target = m.group(2)
+                resolved = resolve(root, f, target)
+                if CUDA_HEADER_RE.match(target) or resolved.startswith(GPU_SUPPORT):
+                    problems.append('%s:%d: includes "%s": common/, server/ and worker/client/ stay free of CUDA'
+                                    % (f, number, target))
     return problems
 
 
@@ -314,7 +349,8 @@ def main(argv):
         problems = violations(root, edges)
         guards = guard_problems(root)
         public = public_header_problems(root)
-        for p in problems + guards + public:
+        cuda = cuda_problems(root)
+        for p in problems + cuda + guards + public:
             print(p)
         if problems:
             print("include_graph.py: %d include(s) break the floors proto <- common <- {server, worker/client, "
@@ -325,13 +361,18 @@ def main(argv):
             print("include_graph.py: %d header(s) with an include guard that does not match the path" % len(guards),
                   file=sys.stderr)
             status = 1
+        if cuda:
+            print("include_graph.py: %d CUDA include(s) or source(s) in common/, server/ or worker/client/" % len(cuda),
+                  file=sys.stderr)
+            status = 1
         if public:
             print("include_graph.py: %d include(s) of public headers that do not stand alone" % len(public),
                   file=sys.stderr)
             status = 1
-        if not problems and not guards and not public:
-            print("include_graph.py: %d includes in %d files, all down the floors; every include guard matches; "
-                  "the public headers stand alone" % (len(edges), len(set(e[0] for e in edges))))
+        if not problems and not guards and not public and not cuda:
+            print("include_graph.py: %d includes in %d files, all down the floors; no CUDA in common/, server/, "
+                  "worker/client/; every include guard matches; the public headers stand alone"
+                  % (len(edges), len(set(e[0] for e in edges))))
     return status
 
 

@@ -11,7 +11,8 @@ ROOT=$(pwd)
 ./scripts/install_deps.sh
 # Line tables only (-g1): backtraces and sanitizer reports keep file:line, and
 # the build takes about a third less time than with full debug info.
-LINES_ONLY=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG")
+LINES_ONLY=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
+            -DCMAKE_CUDA_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG -Xcompiler=-g1")
 ./scripts/build.sh "${LINES_ONLY[@]}"
 (cd "${NEREUS_BUILD_DIR:-build}" && ctest --output-on-failure --timeout 600 -j "$(nproc)" "$@")
 

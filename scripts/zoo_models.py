@@ -9,8 +9,20 @@
       BVLC GoogLeNet (models/bvlc_googlenet/train_val.prototxt): inception
       modules 3a-5b, LRN, and the two auxiliary classifiers (loss_weight 0.3).
 
-Both read ImageNet-style LMDBs (paths relative to the repository root, as the
-LeNet example) with crop 224 and Caffe's mean values. Run from anywhere:
+  worker/trainer/models/vgg19_train_val.prototxt
+      VGG-19 (Simonyan and Zisserman 2014), as their Caffe release
+      VGG_ILSVRC_19_layers: sixteen 3x3 convolutions in five blocks, each
+      block closed by a 2x2 max pooling, fc6/fc7 (4096, dropout 0.5), fc8.
+  worker/trainer/models/caffenet_train_val.prototxt
+      BVLC CaffeNet (models/bvlc_reference_caffenet/train_val.prototxt): the
+      AlexNet variant with pooling before normalization, grouped conv2/4/5.
+  worker/trainer/models/cifar10_full_train_test.prototxt
+      Caffe's CIFAR-10 full (examples/cifar10/cifar10_full_train_test.prototxt):
+      three 5x5 convolutions with max/average pooling and WITHIN_CHANNEL LRN.
+
+The ImageNet nets read ImageNet-style LMDBs (paths relative to the repository
+root, as the LeNet example) with crop 224 (CaffeNet 227) and Caffe's mean
+values, CIFAR-10 its 32x32 LMDBs. Run from anywhere:
   scripts/zoo_models.py            # (re)writes both files
   scripts/zoo_models.py --check    # exits 1 if the files differ from the output
 and print the parameter counts the tests check (--counts).
@@ -36,12 +48,12 @@ class Writer:
         return "\n".join(self.lines) + "\n"
 
 
-def data_layers(w, train_source, test_source, train_batch, test_batch):
+def data_layers(w, train_source, test_source, train_batch, test_batch, crop=224):
     for phase, source, batch, mirror in (("TRAIN", train_source, train_batch, "true"),
                                          ("TEST", test_source, test_batch, "false")):
         w.layer(['name: "data"', 'type: "Data"', 'top: "data"', 'top: "label"',
                  f"include {{ phase: {phase} }}",
-                 "transform_param {", f"  mirror: {mirror}", "  crop_size: 224",
+                 "transform_param {", f"  mirror: {mirror}", f"  crop_size: {crop}",
                  "  mean_value: 104", "  mean_value: 117", "  mean_value: 123", "}",
                  "data_param {", f'  source: "{source}"', f"  batch_size: {batch}",
                  "  backend: LMDB", "}"])
@@ -240,9 +252,134 @@ def googlenet():
     return w
 
 
+# ---- VGG-19, CaffeNet, CIFAR-10 full ----
+
+def accuracy(w, bottom, top_k=1, name="accuracy"):
+    body = [f'name: "{name}"', 'type: "Accuracy"', f'bottom: "{bottom}"', 'bottom: "label"', f'top: "{name}"',
+            "include { phase: TEST }"]
+    if top_k != 1:
+        body.append(f"accuracy_param {{ top_k: {top_k} }}")
+    w.layer(body)
+
+
+def softmax_loss(w, bottom):
+    w.layer(['name: "loss"', 'type: "SoftmaxWithLoss"', f'bottom: "{bottom}"', 'bottom: "label"', 'top: "loss"'])
+
+
+def vgg19():
+    w = Writer("VGG_ILSVRC_19_layers", [
+        "VGG-19 (Simonyan and Zisserman 2014) as their Caffe release",
+        "VGG_ILSVRC_19_layers: 3x3 convolutions (pad 1) in blocks of 2, 2, 4, 4, 4",
+        "closed by 2x2 max pooling, fc6/fc7 4096 with dropout 0.5, fc8 1000.",
+        "143,667,240 learned parameters. Gaussian (std 0.01) weights, zero biases,",
+        "as the paper's training from scratch. Written by scripts/zoo_models.py."])
+    data_layers(w, "data/imagenet/ilsvrc12_train_lmdb", "data/imagenet/ilsvrc12_val_lmdb", 32, 50)
+    bottom, cin = "data", 3
+    for block, (convs, width) in enumerate(((2, 64), (2, 128), (4, 256), (4, 512), (4, 512)), 1):
+        for i in range(1, convs + 1):
+            name = f"conv{block}_{i}"
+            conv(w, name, bottom, name, width, 3, pad=1, cin=cin, weight_filler='type: "gaussian" std: 0.01')
+            relu(w, f"relu{block}_{i}", name)
+            bottom, cin = name, width
+        pool(w, f"pool{block}", bottom, f"pool{block}", "MAX", 2, 2)
+        bottom = f"pool{block}"
+    fc(w, "fc6", bottom, "fc6", 4096, 512 * 7 * 7, weight_filler='type: "gaussian" std: 0.01')
+    relu(w, "relu6", "fc6")
+    dropout(w, "drop6", "fc6", 0.5)
+    fc(w, "fc7", "fc6", "fc7", 4096, 4096, weight_filler='type: "gaussian" std: 0.01')
+    relu(w, "relu7", "fc7")
+    dropout(w, "drop7", "fc7", 0.5)
+    fc(w, "fc8", "fc7", "fc8", 1000, 4096, weight_filler='type: "gaussian" std: 0.01')
+    accuracy(w, "fc8")
+    softmax_loss(w, "fc8")
+    return w
+
+
+def caffenet():
+    w = Writer("CaffeNet", [
+        "BVLC CaffeNet as models/bvlc_reference_caffenet/train_val.prototxt: AlexNet",
+        "with pooling before normalization; conv2, conv4 and conv5 in two groups.",
+        "60,965,224 learned parameters. Crop 227, Caffe's mean values instead of",
+        "the ImageNet mean file. Written by scripts/zoo_models.py."])
+    data_layers(w, "data/imagenet/ilsvrc12_train_lmdb", "data/imagenet/ilsvrc12_val_lmdb", 256, 50, crop=227)
+    g01, g005 = 'type: "gaussian" std: 0.01', 'type: "gaussian" std: 0.005'
+    conv(w, "conv1", "data", "conv1", 96, 11, 4, cin=3, weight_filler=g01)
+    relu(w, "relu1", "conv1")
+    pool(w, "pool1", "conv1", "pool1", "MAX", 3, 2)
+    lrn(w, "norm1", "pool1", "norm1")
+    grouped_conv(w, "conv2", "norm1", 256, 5, 2, 96, pad=2, weight_filler=g01, bias_value=1)
+    relu(w, "relu2", "conv2")
+    pool(w, "pool2", "conv2", "pool2", "MAX", 3, 2)
+    lrn(w, "norm2", "pool2", "norm2")
+    conv(w, "conv3", "norm2", "conv3", 384, 3, pad=1, cin=256, weight_filler=g01)
+    relu(w, "relu3", "conv3")
+    grouped_conv(w, "conv4", "conv3", 384, 3, 2, 384, pad=1, weight_filler=g01, bias_value=1)
+    relu(w, "relu4", "conv4")
+    grouped_conv(w, "conv5", "conv4", 256, 3, 2, 384, pad=1, weight_filler=g01, bias_value=1)
+    relu(w, "relu5", "conv5")
+    pool(w, "pool5", "conv5", "pool5", "MAX", 3, 2)
+    fc(w, "fc6", "pool5", "fc6", 4096, 256 * 6 * 6, weight_filler=g005, bias_value=1)
+    relu(w, "relu6", "fc6")
+    dropout(w, "drop6", "fc6", 0.5)
+    fc(w, "fc7", "fc6", "fc7", 4096, 4096, weight_filler=g005, bias_value=1)
+    relu(w, "relu7", "fc7")
+    dropout(w, "drop7", "fc7", 0.5)
+    fc(w, "fc8", "fc7", "fc8", 1000, 4096, weight_filler=g01)
+    accuracy(w, "fc8")
+    softmax_loss(w, "fc8")
+    return w
+
+
+def grouped_conv(w, name, bottom, num_output, kernel, group, cin, pad=0, weight_filler='type: "msra"',
+                 bias_value=0.0):
+    w.layer([f'name: "{name}"', 'type: "Convolution"', f'bottom: "{bottom}"', f'top: "{name}"',
+             "param { lr_mult: 1 decay_mult: 1 }", "param { lr_mult: 2 decay_mult: 0 }",
+             "convolution_param {", f"  num_output: {num_output}", f"  pad: {pad}", f"  kernel_size: {kernel}",
+             f"  group: {group}", f"  weight_filler {{ {weight_filler} }}",
+             f'  bias_filler {{ type: "constant" value: {bias_value} }}', "}"])
+    w.params += num_output * (cin // group) * kernel * kernel + num_output
+
+
+def cifar10_full():
+    w = Writer("CIFAR10_full", [
+        "Caffe's CIFAR-10 full (examples/cifar10/cifar10_full_train_test.prototxt):",
+        "5x5 convolutions of 32, 32 and 64 channels, max then average pooling, LRN",
+        "within channels; ip1 with Caffe's decay_mult 250. 89,578 learned",
+        "parameters. Pixels scaled to [0, 1) instead of the mean file. Written by",
+        "scripts/zoo_models.py."])
+    for phase, source, batch in (("TRAIN", "data/cifar10/cifar10_train_lmdb", 100),
+                                 ("TEST", "data/cifar10/cifar10_test_lmdb", 100)):
+        w.layer(['name: "cifar"', 'type: "Data"', 'top: "data"', 'top: "label"', f"include {{ phase: {phase} }}",
+                 "transform_param { scale: 0.00390625 }",
+                 "data_param {", f'  source: "{source}"', f"  batch_size: {batch}", "  backend: LMDB", "}"])
+    norm = ("lrn_param { local_size: 3 alpha: 5e-05 beta: 0.75 norm_region: WITHIN_CHANNEL }")
+    conv(w, "conv1", "data", "conv1", 32, 5, pad=2, cin=3, weight_filler='type: "gaussian" std: 0.0001')
+    pool(w, "pool1", "conv1", "pool1", "MAX", 3, 2)
+    relu(w, "relu1", "pool1")
+    w.layer(['name: "norm1"', 'type: "LRN"', 'bottom: "pool1"', 'top: "norm1"', norm])
+    conv(w, "conv2", "norm1", "conv2", 32, 5, pad=2, cin=32, weight_filler='type: "gaussian" std: 0.01')
+    relu(w, "relu2", "conv2")
+    pool(w, "pool2", "conv2", "pool2", "AVE", 3, 2)
+    w.layer(['name: "norm2"', 'type: "LRN"', 'bottom: "pool2"', 'top: "norm2"', norm])
+    conv(w, "conv3", "norm2", "conv3", 64, 5, pad=2, cin=32, weight_filler='type: "gaussian" std: 0.01')
+    relu(w, "relu3", "conv3")
+    pool(w, "pool3", "conv3", "pool3", "AVE", 3, 2)
+    w.layer(['name: "ip1"', 'type: "InnerProduct"', 'bottom: "pool3"', 'top: "ip1"',
+             "param { lr_mult: 1 decay_mult: 250 }", "param { lr_mult: 2 decay_mult: 0 }",
+             "inner_product_param {", "  num_output: 10", '  weight_filler { type: "gaussian" std: 0.01 }',
+             '  bias_filler { type: "constant" }', "}"])
+    w.params += 10 * 64 * 4 * 4 + 10
+    accuracy(w, "ip1")
+    softmax_loss(w, "ip1")
+    return w
+
+
 def main():
     nets = {"resnet50_train_val.prototxt": resnet50(),
-            "googlenet_train_val.prototxt": googlenet()}
+            "googlenet_train_val.prototxt": googlenet(),
+            "vgg19_train_val.prototxt": vgg19(),
+            "caffenet_train_val.prototxt": caffenet(),
+            "cifar10_full_train_test.prototxt": cifar10_full()}
     if "--counts" in sys.argv:
         for name, w in nets.items():
             print(f"{name}: {w.params} learned parameters")
@@ -251,6 +388,9 @@ def main():
     for name, w in nets.items():
         path = os.path.join(MODELS, name)
         if "--check" in sys.argv:
+            if not os.path.exists(path):
+                stale.append(path)
+                continue
             with open(path) as f:
                 if f.read() != w.text():
                     stale.append(path)

@@ -11,6 +11,7 @@
 #include "common/node_flags.h"
 #include "worker/client/client_flags.h"
 #include "worker/param_sync/trainer_runner.h"
+#include "worker/trainer/gpu/device.h"
 
 DEFINE_string(
     solver, "",
@@ -26,9 +27,16 @@ DEFINE_string(
     "stepsize, stepvalue, momentum, momentum2, weight_decay, regularization_type, clip_gradients, type "
     "(SGD, Nesterov, AdaGrad, RMSProp, AdaDelta, Adam) or the old solver_type, delta, rms_decay, "
     "random_seed, snapshot, snapshot_prefix, snapshot_diff, snapshot_format (BINARYPROTO or HDF5), "
-    "snapshot_after_train. Accepted without effect: solver_mode GPU and device_id (a warning; Nereus "
-    "trains on the CPU), debug_info, layer_wise_reduce (communication is always layer-wise). Any other "
-    "field is an error naming it.");
+    "snapshot_after_train, solver_mode and device_id (GPU training, standalone: see --gpu). Accepted "
+    "without effect: debug_info, layer_wise_reduce (communication is always layer-wise). Any other field is an "
+    "error naming it.");
+DEFINE_int32(gpu, -1,
+             "Trainer mode: train on this GPU (a CUDA device id, as Caffe's `train --gpu`). -1: as the solver file "
+             "says: solver_mode GPU trains on device_id when that GPU is there, and warns and trains on the CPU "
+             "when it is not (Caffe's published solver files say GPU); solver_mode CPU trains on the CPU. A GPU "
+             "asked for here that cannot be had (no CUDA device, a build without CUDA, an id out of range) is an "
+             "error naming it. Standalone only for now: in a job every worker trains on the CPU (solver_mode GPU "
+             "is then a warning, --gpu an error).");
 DEFINE_bool(standalone, false,
             "Trainer mode: train alone, without coordinator or servers (Caffe's CPU training; the solver applies "
             "SGD itself).");
@@ -72,8 +80,25 @@ int RunTrainerMode() {
                   "momentum history and load it from their checkpoint of the snapshot's iteration";
     return 2;
   }
+  if (FLAGS_gpu < -1) {
+    LOG(ERROR) << "--gpu=" << FLAGS_gpu << ": expected a CUDA device id (0, 1, ...) or -1 (as the solver file says)";
+    return 2;
+  }
+  if (FLAGS_gpu >= 0) {
+    if (!FLAGS_standalone) {
+      LOG(ERROR) << "--gpu=" << FLAGS_gpu
+                 << " in a job: not supported yet (a job's workers train on the CPU); use --gpu with --standalone";
+      return 2;
+    }
+    const Status usable = gpu::CheckDeviceId(FLAGS_gpu);
+    if (!usable.ok()) {
+      LOG(ERROR) << "--gpu=" << FLAGS_gpu << ": " << usable.message();
+      return 2;
+    }
+  }
   TrainRunOptions options;
   options.solver_file = FLAGS_solver;
+  options.gpu = FLAGS_gpu;
   options.standalone = FLAGS_standalone;
   options.resume_file = FLAGS_snapshot;
   options.weights_file = FLAGS_weights;

@@ -132,6 +132,19 @@ def check_rows_timed(rows):
     for r in rows:
         assert r["iteration_s"] > 0, r
 
+MODELS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                          "worker", "trainer", "models")
+
+
+def check_train(rows):
+    # The published parameter counts of the two nets run here (on the CPU).
+    assert [(r["model"], r["params"], r["batch"]) for r in rows] == [("lenet", 431080, 4), ("cifar10_full", 89578, 4)], rows
+    for r in rows:
+        assert r["device"] == "CPU" and r["gpu"] == -1, r
+        assert r["iteration_ms"] > 0 and r["forward_ms"] > 0 and r["backward_ms"] > 0, r
+        assert abs(r["images_per_s"] - 1e3 * r["batch"] / r["iteration_ms"]) < 1e-3 * r["images_per_s"], r
+
+
 # (subcommand, arguments, check of the JSON rows). Keep each run to seconds.
 RUNS = [
     ("transport", ["--sizes=" + ",".join(map(str, SIZES)), "--seconds=0.002", "--min_iterations=2",
@@ -156,6 +169,9 @@ RUNS = [
     ("simulate", ["--model=lenet", "--host_list=1,2", "--link_list=100", "--schedule=full"], check_rows_timed),
     ("simulate", ["--model=vgg19_22k", "--host_list=8,64", "--link_list=10000", "--schedule=full", "--sfb=auto",
                   "--device_gflops=3000", "--sim_iterations=2"], check_simulate_sfb),
+    # The trainer's own speed (on a GPU with --gpu=N; scripts/gpu_check.sh runs all five models there).
+    ("train", ["--model=lenet,cifar10_full", "--batch=4", "--warmup=1", "--iterations=2",
+               "--model_dir=" + MODELS_DIR], check_train),
 ]
 
 
@@ -181,10 +197,15 @@ def main():
     for sub in subcommands:
         if sub not in covered:
             failures.append("subcommand \"%s\" has no smoke run: add it to RUNS in %s" % (sub, __file__))
-    for sub in covered - set(subcommands):
+    # `train` needs the trainer, which a build without it (the TSan stage's) leaves out.
+    optional = {"train"}
+    for sub in covered - set(subcommands) - optional:
         failures.append("RUNS names \"%s\", which `nereus_bench list` does not know" % sub)
     with tempfile.TemporaryDirectory() as tmp:
         for i, (sub, args, check) in enumerate(RUNS):
+            if sub in optional and sub not in subcommands:
+                print("%-10s not in this build (no trainer): not run" % sub)
+                continue
             path = os.path.join(tmp, "%d_%s.json" % (i, sub))
             try:
                 p, secs, cmd = run(opts.bench, sub, args, path)

@@ -85,8 +85,8 @@ class IncludeGraphTest(unittest.TestCase):
     def test_clean_tree_passes(self):
         rc, out, err = self.run_script(CLEAN, "--check")
         self.assertEqual(rc, 0, out + err)
-        self.assertEqual(out, "include_graph.py: 24 includes in 16 files, all down the floors; every include guard matches; "
-                              "the public headers stand alone\n")
+        self.assertEqual(out, "include_graph.py: 24 includes in 16 files, all down the floors; no CUDA in common/, "
+                              "server/, worker/client/; every include guard matches; the public headers stand alone\n")
 
     def test_common_including_the_client_header_fails(self):
         self.check_fails_with({"common/flags.h": '#include "common/status.h"\n#include "nereus/client.h"\n'}, [
@@ -181,6 +181,46 @@ class IncludeGraphTest(unittest.TestCase):
         self.assertIn('"worker/param_sync" -> "worker/trainer";', text)
         self.assertIn('"worker/trainer/layers" -> "worker/trainer";', text)
         self.assertNotIn('"worker/client" -> "common" [color=red', text)
+
+    def test_cuda_stays_out_of_common_server_and_the_client(self):
+        files = dict(CLEAN)
+        files.update(guarded({
+            "common/fast.h": "#include <vector>\n#include <cuda_runtime.h>\n",
+            "server/update.cc": '#include "server/param_server.h"\n#include <cublas_v2.h>\n',
+            "worker/client/push.cc": "#include <thrust/device_vector.h>\n#include <curand.h>\n",
+            "worker/client/kernels.cu": "",
+            # The GPU support and the trainer may use CUDA; common/ may use the macro header.
+            "worker/trainer/gpu/device.cc": "#include <cuda_runtime.h>\n#include <cublas_v2.h>\n",
+            "worker/trainer/layers/relu.cu": '#include "worker/trainer/gpu/device.h"\n',
+            "worker/trainer/gpu/device.h": "",
+            "common/host_device.h": "",
+            "common/rules.h": '#include "common/host_device.h"\n',
+        }))
+        rc, out, err = self.run_script(files, "--check")
+        self.assertEqual(rc, 1, out + err)
+        self.assertEqual(out.splitlines(), [
+            'common/fast.h:2: includes "cuda_runtime.h": common/, server/ and worker/client/ stay free of CUDA',
+            'server/update.cc:2: includes "cublas_v2.h": common/, server/ and worker/client/ stay free of CUDA',
+            "worker/client/kernels.cu: a CUDA source in worker/client, which must build without CUDA",
+            'worker/client/push.cc:1: includes "thrust/device_vector.h": common/, server/ and worker/client/ stay '
+            "free of CUDA",
+            'worker/client/push.cc:2: includes "curand.h": common/, server/ and worker/client/ stay free of CUDA',
+        ])
+        self.assertIn("5 CUDA include(s) or source(s) in common/, server/ or worker/client/", err)
+        self.assertNotIn("break the floors", err)
+
+    def test_common_including_the_gpu_support_is_named_twice(self):
+        files = dict(CLEAN)
+        files.update(guarded({"common/fast.h": '#include "worker/trainer/gpu/device.h"\n',
+                              "worker/trainer/gpu/device.h": ""}))
+        rc, out, err = self.run_script(files, "--check")
+        self.assertEqual(rc, 1, out + err)
+        self.assertEqual(out.splitlines(), [
+            'common/fast.h:1: includes "worker/trainer/gpu/device.h": common (floor 1) may not include '
+            "worker/trainer (floor 3), a higher floor",
+            'common/fast.h:1: includes "worker/trainer/gpu/device.h": common/, server/ and worker/client/ stay free '
+            "of CUDA",
+        ])
 
     def test_no_mode_is_an_error(self):
         rc, out, err = self.run_script(CLEAN)

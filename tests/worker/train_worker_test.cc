@@ -180,6 +180,37 @@ TEST(TrainBadInputTest, DistributedSnapshotWithoutResumeIsRefused) {
       << ReadFile(dir.File("log"));
 }
 
+// --gpu: a GPU that cannot be had is an error naming it, before anything is
+// built (here: no CUDA device, or a build without CUDA; on a GPU machine: an
+// id past its last device).
+TEST(TrainBadInputTest, AGpuThatCannotBeHadIsAnErrorNamingIt) {
+  TempDir dir;
+  WriteText(dir.File("solver.prototxt"), TinySolver(dir.File("net.prototxt"), 1));
+  EXPECT_EQ(
+      RunToExit({BinaryPath("nereus_worker"), "--standalone", "--solver=" + dir.File("solver.prototxt"), "--gpu=99"},
+                dir.File("log"), std::chrono::seconds(30)),
+      2);
+  const std::string log = ReadFile(dir.File("log"));
+  const size_t at = log.find("--gpu=99: ");
+  ASSERT_NE(at, std::string::npos) << log;
+  const std::string why = log.substr(at, log.find('\n', at) - at);
+  EXPECT_TRUE(why.find(": no CUDA device (") != std::string::npos ||
+              why.find(": Nereus was built without CUDA") != std::string::npos ||
+              why.find(": CUDA device 99 does not exist: this machine has ") != std::string::npos)
+      << why;
+  EXPECT_EQ(
+      RunToExit({BinaryPath("nereus_worker"), "--standalone", "--solver=" + dir.File("solver.prototxt"), "--gpu=-2"},
+                dir.File("log2"), std::chrono::seconds(30)),
+      2);
+  EXPECT_NE(ReadFile(dir.File("log2")).find("--gpu=-2: expected a CUDA device id (0, 1, ...) or -1"), std::string::npos)
+      << ReadFile(dir.File("log2"));
+  EXPECT_EQ(RunToExit({BinaryPath("nereus_worker"), "--solver=" + dir.File("solver.prototxt"), "--gpu=0"},
+                      dir.File("log3"), std::chrono::seconds(30)),
+            2);
+  EXPECT_NE(ReadFile(dir.File("log3")).find("--gpu=0 in a job: not supported yet"), std::string::npos)
+      << ReadFile(dir.File("log3"));
+}
+
 }  // namespace
 }  // namespace test
 }  // namespace nereus

@@ -34,13 +34,17 @@ std::string Model(const std::string& name) {
   return std::string(dir != nullptr ? dir : ".") + "/worker/trainer/models/" + name;
 }
 
-// A Data layer stand-in with fixed top shapes ([N, 3, 224, 224] and [N]).
+// A Data layer stand-in with fixed top shapes: [1, 3, S, S] and [1], S the
+// crop (224 for ResNet-50, GoogLeNet and VGG-19, 227 for CaffeNet) or 32
+// without one (CIFAR-10).
 class ShapeOnlyDataLayer : public Layer {
  public:
   using Layer::Layer;
   int ExactNumBottomBlobs() const override { return 0; }
   void Reshape(const std::vector<Blob*>&, const std::vector<Blob*>& top) override {
-    top[0]->Reshape(std::vector<int>{1, 3, 224, 224});
+    const auto& t = layer_param_.transform_param();
+    const int side = t.has_crop_size() ? static_cast<int>(t.crop_size()) : 32;
+    top[0]->Reshape(std::vector<int>{1, 3, side, side});
     top[1]->Reshape(std::vector<int>{1});
   }
 
@@ -102,6 +106,24 @@ TEST(ZooModelsTest, GoogLeNetHasCaffesParameterCountAndWeightedAuxiliaryLosses) 
   EXPECT_EQ(9, c.layers_of_type.at("Concat"));
   EXPECT_EQ(2, c.layers_of_type.at("LRN"));
   EXPECT_EQ((std::vector<float>{0.3f, 0.3f, 1.0f}), c.loss_weights);
+}
+
+// The benchmark's nets (bench: nereus_bench train) as published: VGG-19
+// (the paper's 143,667,240), CaffeNet (bvlc_reference_caffenet's
+// 60,965,224) and Caffe's CIFAR-10 full (89,578).
+TEST(ZooModelsTest, Vgg19CaffeNetAndCifar10FullHaveThePublishedParameterCounts) {
+  const Counts vgg = CountModel("vgg19_train_val.prototxt");
+  EXPECT_EQ(143667240, vgg.learned);
+  EXPECT_EQ(16, vgg.layers_of_type.at("Convolution"));
+  EXPECT_EQ(5, vgg.layers_of_type.at("Pooling"));
+  EXPECT_EQ(3, vgg.layers_of_type.at("InnerProduct"));
+  const Counts caffenet = CountModel("caffenet_train_val.prototxt");
+  EXPECT_EQ(60965224, caffenet.learned);
+  EXPECT_EQ(2, caffenet.layers_of_type.at("LRN"));
+  const Counts cifar = CountModel("cifar10_full_train_test.prototxt");
+  EXPECT_EQ(89578, cifar.learned);
+  EXPECT_EQ(2, cifar.layers_of_type.at("LRN"));
+  for (const Counts* c : {&vgg, &caffenet, &cifar}) EXPECT_EQ(std::vector<float>{1.0f}, c->loss_weights);
 }
 
 // The model with a small crop, a batch of 2, the final 7x7 average pooling

@@ -206,6 +206,7 @@ StatusOr<TrainSummary> RunTrainingOnce(const TrainRunOptions& options, int* rank
   const int workers = summary.num_workers;
 
   SolverOptions solver_options;
+  solver_options.gpu = options.gpu >= 0 ? options.gpu : SolverOptions::kGpuFromSolver;
   const bool distributed = !options.standalone;
   solver_options.on_display = [&who, workers, distributed](const TrainProgress& p) {
     std::ostringstream line;

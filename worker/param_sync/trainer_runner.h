@@ -1,7 +1,8 @@
 // Trains a Caffe solver prototxt, standalone or as one data-parallel worker of
 // a Nereus job: what `nereus_worker --solver=FILE` runs.
 //
-// Standalone, it is Caffe's `train` on the CPU. Distributed, the worker joins
+// Standalone, it is Caffe's `train` on the CPU or (TrainRunOptions::gpu,
+// solver_mode GPU) a GPU. Distributed, the worker joins
 // the job through the client, its train Data layers read shard rank of
 // num_workers (record i goes to worker i mod P; the prototxt batch size is
 // per worker) and a ClientParameterSync keeps the weights on the servers.
@@ -38,6 +39,9 @@ struct TrainRunOptions {
   std::string weights_file;
   // After training, write the final weights as a .caffemodel here.
   std::string weights_out;
+  // The GPU to train on (standalone); -1: as the solver file says
+  // (SolverOptions::gpu's kGpuFromSolver).
+  int gpu = -1;
 };
 
 // What a run reports at the end (and --summary_json writes).

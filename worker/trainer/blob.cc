@@ -4,9 +4,30 @@
 #include <cmath>
 #include <sstream>
 
+#include "worker/trainer/gpu/device.h"
 #include "worker/trainer/math_functions.h"
 
+#ifdef NEREUS_HAVE_CUDA
+#include "worker/trainer/gpu/math_functions.h"
+#endif
+
 namespace nereus {
+#ifdef NEREUS_HAVE_CUDA
+namespace {
+
+// Where an operation on `mem` runs, as Caffe's Blob decides: on the current
+// device when the device copy is the fresh one (or both are), else on the
+// host (nullptr). Without a current CUDA device it is always the host (a
+// SyncedMemory copies what is needed), so CPU runs never take this path.
+gpu::Device* ComputeDeviceFor(const std::shared_ptr<SyncedMemory>& mem) {
+  const SyncedMemory::Head head = mem->head();
+  if (head != SyncedMemory::Head::kAtGpu && head != SyncedMemory::Head::kSynced) return nullptr;
+  gpu::Device* device = gpu::CurrentDevice();
+  return device != nullptr && !device->is_stand_in() ? device : nullptr;
+}
+
+}  // namespace
+#endif
 
 Status CheckBlobShape(const caffe::BlobShape& shape) {
   std::string text;
@@ -176,6 +197,12 @@ float* Blob::mutable_gpu_diff() {
 
 void Blob::Update() {
   if (count_ == 0) return;
+#ifdef NEREUS_HAVE_CUDA
+  if (gpu::Device* device = ComputeDeviceFor(data_)) {
+    caffe_gpu_axpy(device, count_, -1.0f, gpu_diff(), mutable_gpu_data());
+    return;
+  }
+#endif
   caffe_axpy(count_, -1.0f, cpu_diff(), mutable_cpu_data());
 }
 
@@ -259,23 +286,61 @@ void Blob::ToProto(caffe::BlobProto* proto, bool write_diff) const {
   }
 }
 
-float Blob::asum_data() const { return count_ == 0 ? 0.0f : caffe_cpu_asum(count_, cpu_data()); }
-float Blob::asum_diff() const { return count_ == 0 ? 0.0f : caffe_cpu_asum(count_, cpu_diff()); }
+float Blob::asum_data() const {
+  if (count_ == 0) return 0.0f;
+#ifdef NEREUS_HAVE_CUDA
+  if (gpu::Device* device = ComputeDeviceFor(data_)) return caffe_gpu_asum(device, count_, gpu_data());
+#endif
+  return caffe_cpu_asum(count_, cpu_data());
+}
+float Blob::asum_diff() const {
+  if (count_ == 0) return 0.0f;
+#ifdef NEREUS_HAVE_CUDA
+  if (gpu::Device* device = ComputeDeviceFor(diff_)) return caffe_gpu_asum(device, count_, gpu_diff());
+#endif
+  return caffe_cpu_asum(count_, cpu_diff());
+}
 float Blob::sumsq_data() const {
   if (count_ == 0) return 0.0f;
+#ifdef NEREUS_HAVE_CUDA
+  if (gpu::Device* device = ComputeDeviceFor(data_)) {
+    const float* d = gpu_data();
+    return caffe_gpu_dot(device, count_, d, d);
+  }
+#endif
   const float* d = cpu_data();
   return caffe_cpu_dot(count_, d, d);
 }
 float Blob::sumsq_diff() const {
   if (count_ == 0) return 0.0f;
+#ifdef NEREUS_HAVE_CUDA
+  if (gpu::Device* device = ComputeDeviceFor(diff_)) {
+    const float* d = gpu_diff();
+    return caffe_gpu_dot(device, count_, d, d);
+  }
+#endif
   const float* d = cpu_diff();
   return caffe_cpu_dot(count_, d, d);
 }
 void Blob::scale_data(float s) {
-  if (count_ > 0) caffe_scal(count_, s, mutable_cpu_data());
+  if (count_ == 0) return;
+#ifdef NEREUS_HAVE_CUDA
+  if (gpu::Device* device = ComputeDeviceFor(data_)) {
+    caffe_gpu_scal(device, count_, s, mutable_gpu_data());
+    return;
+  }
+#endif
+  caffe_scal(count_, s, mutable_cpu_data());
 }
 void Blob::scale_diff(float s) {
-  if (count_ > 0) caffe_scal(count_, s, mutable_cpu_diff());
+  if (count_ == 0) return;
+#ifdef NEREUS_HAVE_CUDA
+  if (gpu::Device* device = ComputeDeviceFor(diff_)) {
+    caffe_gpu_scal(device, count_, s, mutable_gpu_diff());
+    return;
+  }
+#endif
+  caffe_scal(count_, s, mutable_cpu_diff());
 }
 
 void Blob::ShareData(const Blob& other) {

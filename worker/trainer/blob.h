@@ -1,7 +1,10 @@
 // Blob: an N-d array of floats holding a value (data) and its gradient
 // (diff), Caffe's Blob<float> without the template. Memory lives in
-// SyncedMemory so it can sit on the host or a device; without CUDA the gpu_*
-// accessors fail loudly.
+// SyncedMemory so it can sit on the host or a device (the current one,
+// gpu/device.h); without CUDA and without a current device the gpu_*
+// accessors fail loudly. Update and the asum/sumsq/scale functions compute on
+// the current device when the device copy is fresh, as Caffe's do in GPU
+// mode, and on the host otherwise.
 //
 // Not thread-safe. Shapes are row-major, axis 0 first; count() is the product
 // of all dimensions (1 for a 0-axis blob).

@@ -1,5 +1,9 @@
 #include "worker/trainer/layer.h"
 
+#ifdef NEREUS_HAVE_CUDA
+#include "worker/trainer/gpu/math_functions.h"
+#endif
+
 namespace nereus {
 
 Status Layer::SetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -13,15 +17,38 @@ Status Layer::SetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& 
 float Layer::Forward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   forward_error_ = Status::OK();
   Reshape(bottom, top);
-  Forward_cpu(bottom, top);
+  if (device_ != nullptr) {
+    CHECK(!device_->is_stand_in()) << "layer " << layer_param_.name()
+                                   << ": a host stand-in device keeps memory only; it cannot run layers";
+    Forward_gpu(bottom, top);
+  } else {
+    Forward_cpu(bottom, top);
+  }
   if (!forward_error_.ok()) return 0.0f;
   float total = 0.0f;
   for (size_t top_id = 0; top_id < top.size(); ++top_id) {
     if (loss(static_cast<int>(top_id)) == 0.0f) continue;
     const int count = top[top_id]->count();
+#ifdef NEREUS_HAVE_CUDA
+    if (device_ != nullptr) {
+      total += caffe_gpu_dot(device_, count, top[top_id]->gpu_data(), top[top_id]->gpu_diff());
+      continue;
+    }
+#endif
     total += caffe_cpu_dot(count, top[top_id]->cpu_data(), top[top_id]->cpu_diff());
   }
   return total;
+}
+
+void Layer::Backward(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                     const std::vector<Blob*>& bottom) {
+  if (device_ != nullptr) {
+    CHECK(!device_->is_stand_in()) << "layer " << layer_param_.name()
+                                   << ": a host stand-in device keeps memory only; it cannot run layers";
+    Backward_gpu(top, propagate_down, bottom);
+  } else {
+    Backward_cpu(top, propagate_down, bottom);
+  }
 }
 
 void Layer::ToProto(caffe::LayerParameter* param, bool write_diff) const {

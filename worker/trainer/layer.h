@@ -1,7 +1,15 @@
 // Layer: Caffe's layer interface (set-up, reshape, forward, backward) for
-// float blobs on the CPU. A layer computes its top blobs from its bottom
-// blobs in Forward and, in Backward, the gradients of its bottoms (and
+// float blobs on the CPU or a GPU. A layer computes its top blobs from its
+// bottom blobs in Forward and, in Backward, the gradients of its bottoms (and
 // accumulates those of its parameter blobs) from its tops' gradients.
+//
+// Where it computes: a layer given a device (set_device, as the Net does for
+// a net built with NetOptions::device) runs Forward_gpu/Backward_gpu, else
+// Forward_cpu/Backward_cpu. A layer without GPU code keeps the defaults,
+// which run its CPU code (its blobs are copied to the host and back by
+// SyncedMemory), as Caffe does; HasGpuCode() says which layers have their own
+// (layer_gpu_coverage_test lists the ones that do not). docs/GPU.md says how
+// to add a layer's GPU code.
 //
 // Contract for implementations (the same as Caffe's):
 // - LayerSetUp reads layer_param() once, checks it and creates/fills blobs_
@@ -31,6 +39,7 @@
 #include "common/status.h"
 #include "proto/caffe.pb.h"
 #include "worker/trainer/blob.h"
+#include "worker/trainer/gpu/device.h"
 #include "worker/trainer/math_functions.h"
 
 namespace nereus {
@@ -63,10 +72,10 @@ class Layer {
   // Sizes the tops (and internal buffers) from the bottoms' shapes.
   virtual void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) = 0;
 
-  // Reshape, then Forward_cpu; returns the weighted loss sum over the tops
-  // with non-zero loss weight (sum of top data * top diff, as Caffe does).
-  // When Forward_cpu recorded an error (set_forward_error) it returns 0 and
-  // forward_error() says why.
+  // Reshape, then Forward_gpu with a device, else Forward_cpu; returns the
+  // weighted loss sum over the tops with non-zero loss weight (sum of top
+  // data * top diff, as Caffe does). When the forward recorded an error
+  // (set_forward_error) it returns 0 and forward_error() says why.
   float Forward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
 
   // Forward keeps Caffe's signature. A layer whose forward can meet bad input
@@ -76,11 +85,10 @@ class Layer {
   // before any later layer or hook runs. OK again at the next Forward.
   const Status& forward_error() const { return forward_error_; }
 
-  // Backward_cpu. propagate_down[i] says whether bottom[i]'s diff is needed.
+  // Backward_gpu with a device, else Backward_cpu. propagate_down[i] says
+  // whether bottom[i]'s diff is needed.
   void Backward(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                const std::vector<Blob*>& bottom) {
-    Backward_cpu(top, propagate_down, bottom);
-  }
+                const std::vector<Blob*>& bottom);
 
   // Learnable parameter blobs (weights, biases), shared_ptr so nets can share.
   std::vector<std::shared_ptr<Blob>>& blobs() { return blobs_; }
@@ -174,10 +182,29 @@ class Layer {
     return rng_;
   }
 
+  // The GPU this layer computes on (owned by whoever built the Net, set
+  // before SetUp like the RNG); nullptr: the CPU. A layer that owns inner
+  // layers (SoftmaxWithLoss's Softmax) hands them the same device.
+  void set_device(gpu::Device* device) { device_ = device; }
+  gpu::Device* device() const { return device_; }
+  // Whether this layer has GPU code of its own (overrides Forward_gpu and
+  // Backward_gpu); the others run their CPU code on a GPU net.
+  virtual bool HasGpuCode() const { return false; }
+
  protected:
   virtual void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) = 0;
   virtual void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                             const std::vector<Blob*>& bottom) = 0;
+  // The GPU code (a layer's .cu file beside its .cc, compiled in CUDA builds
+  // only). The defaults run the CPU code: Caffe's fallback for a layer
+  // without GPU code.
+  virtual void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+    Forward_cpu(bottom, top);
+  }
+  virtual void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                            const std::vector<Blob*>& bottom) {
+    Backward_cpu(top, propagate_down, bottom);
+  }
 
   // Returns InvalidArgument naming the layer when the counts break the
   // constraints above.
@@ -202,6 +229,7 @@ class Layer {
 
   std::mt19937* rng_ = nullptr;
   Status forward_error_;
+  gpu::Device* device_ = nullptr;
 };
 
 }  // namespace nereus

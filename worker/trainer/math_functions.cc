@@ -6,6 +6,8 @@
 #include <cstring>
 #include <limits>
 
+#include "worker/trainer/math_ops.h"
+
 namespace nereus {
 
 void caffe_cpu_gemm(CBLAS_TRANSPOSE TransA, CBLAS_TRANSPOSE TransB, int M, int N, int K, float alpha, const float* A,
@@ -55,34 +57,34 @@ void caffe_cpu_scale(int N, float alpha, const float* x, float* y) {
 }
 
 void caffe_add(int N, const float* a, const float* b, float* y) {
-  for (int i = 0; i < N; ++i) y[i] = a[i] + b[i];
+  for (int i = 0; i < N; ++i) y[i] = ops::Add()(a[i], b[i]);
 }
 void caffe_sub(int N, const float* a, const float* b, float* y) {
-  for (int i = 0; i < N; ++i) y[i] = a[i] - b[i];
+  for (int i = 0; i < N; ++i) y[i] = ops::Sub()(a[i], b[i]);
 }
 void caffe_mul(int N, const float* a, const float* b, float* y) {
-  for (int i = 0; i < N; ++i) y[i] = a[i] * b[i];
+  for (int i = 0; i < N; ++i) y[i] = ops::Mul()(a[i], b[i]);
 }
 void caffe_div(int N, const float* a, const float* b, float* y) {
-  for (int i = 0; i < N; ++i) y[i] = a[i] / b[i];
+  for (int i = 0; i < N; ++i) y[i] = ops::Div()(a[i], b[i]);
 }
 void caffe_powx(int N, const float* a, float b, float* y) {
-  for (int i = 0; i < N; ++i) y[i] = std::pow(a[i], b);
+  for (int i = 0; i < N; ++i) y[i] = ops::Pow(a[i], b);
 }
 void caffe_sqr(int N, const float* a, float* y) {
-  for (int i = 0; i < N; ++i) y[i] = a[i] * a[i];
+  for (int i = 0; i < N; ++i) y[i] = ops::Sqr(a[i]);
 }
 void caffe_exp(int N, const float* a, float* y) {
-  for (int i = 0; i < N; ++i) y[i] = std::exp(a[i]);
+  for (int i = 0; i < N; ++i) y[i] = ops::Exp(a[i]);
 }
 void caffe_log(int N, const float* a, float* y) {
-  for (int i = 0; i < N; ++i) y[i] = std::log(a[i]);
+  for (int i = 0; i < N; ++i) y[i] = ops::Log(a[i]);
 }
 void caffe_abs(int N, const float* a, float* y) {
-  for (int i = 0; i < N; ++i) y[i] = std::fabs(a[i]);
+  for (int i = 0; i < N; ++i) y[i] = ops::Abs(a[i]);
 }
 void caffe_cpu_sign(int N, const float* x, float* y) {
-  for (int i = 0; i < N; ++i) y[i] = static_cast<float>((0.0f < x[i]) - (x[i] < 0.0f));
+  for (int i = 0; i < N; ++i) y[i] = ops::Sign(x[i]);
 }
 
 float caffe_cpu_dot(int N, const float* x, const float* y) { return cblas_sdot(N, x, 1, y, 1); }

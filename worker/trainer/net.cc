@@ -5,6 +5,10 @@
 #include <sstream>
 
 #include "worker/trainer/math_functions.h"
+
+#ifdef NEREUS_HAVE_CUDA
+#include "worker/trainer/gpu/math_functions.h"
+#endif
 #include "worker/trainer/split_layer.h"
 #include "worker/trainer/upgrade_net.h"
 
@@ -148,13 +152,50 @@ Status InsertSplits(const caffe::NetParameter& param, caffe::NetParameter* param
   return Status::OK();
 }
 
-Net::Net(const NetOptions& options) : rng_(static_cast<std::mt19937::result_type>(options.seed)) {}
+Net::Net(const NetOptions& options)
+    : rng_(static_cast<std::mt19937::result_type>(options.seed)), device_(options.device) {}
 
 StatusOr<std::unique_ptr<Net>> Net::Create(const caffe::NetParameter& param, const LayerRegistry& registry,
                                            const NetOptions& options) {
   std::unique_ptr<Net> net(new Net(options));
+  gpu::ScopedDevice scope(options.device);
   RETURN_IF_ERROR(net->Init(param, registry, options));
+  RETURN_IF_ERROR(net->AllocateOnDevice());
   return net;
+}
+
+Status Net::CheckDevice(int layer_id, const char* pass) const {
+  if (device_ == nullptr) return Status::OK();
+  Status s = device_->TakeError();
+  if (s.ok()) return s;
+  return s.Annotate("net \"" + name_ + "\", layer \"" + layer_names_[layer_id] + "\" (" + layers_[layer_id]->type() +
+                    "), " + pass);
+}
+
+Status Net::AllocateOnDevice() {
+  if (device_ == nullptr) return Status::OK();
+  for (int i = 0; i < num_layers(); ++i) {
+    const Layer* layer = layers_[i].get();
+    if (!layer->HasGpuCode()) {
+      LOG(WARNING) << "net \"" << name_ << "\", layer \"" << layer_names_[i] << "\" (" << layer->type()
+                   << ") has no GPU code: it runs its CPU code, its blobs copied between host and device";
+    }
+    for (size_t t = 0; t < top_vecs_[i].size(); ++t) {
+      Blob* top = top_vecs_[i][t];
+      if (top->count() == 0) continue;
+      top->gpu_data();
+      if (blob_need_backward_[top_id_vecs_[i][t]]) top->gpu_diff();
+    }
+    if (phase_ == caffe::TRAIN) {
+      for (const auto& p : layer->blobs()) {
+        if (p->count() == 0) continue;
+        p->gpu_data();
+        p->gpu_diff();
+      }
+    }
+    RETURN_IF_ERROR(CheckDevice(i, "allocating its blobs on the device"));
+  }
+  return Status::OK();
 }
 
 Status Net::Init(const caffe::NetParameter& in_param, const LayerRegistry& registry, const NetOptions& options) {
@@ -245,6 +286,7 @@ Status Net::Init(const caffe::NetParameter& in_param, const LayerRegistry& regis
     // Names may repeat, as in Caffe (two layers named "loss"); the index
     // keeps the first layer of each name.
     layer_names_index_.emplace(layer_param->name(), layer_id);
+    layer->set_device(options.device);
     layer_names_.push_back(layer_param->name());
     layers_.push_back(std::move(layer));
     Layer* l = layers_.back().get();
@@ -548,11 +590,13 @@ Status Net::RunHooks(const std::vector<Hook>& hooks, int layer_id) const {
 StatusOr<float> Net::ForwardFromTo(int start, int end) {
   CHECK_GE(start, 0);
   CHECK_LT(end, num_layers());
+  gpu::ScopedDevice scope(device_);
   float loss = 0.0f;
   for (int i = start; i <= end; ++i) {
     RETURN_IF_ERROR(RunHooks(before_forward_, i));
     loss += layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
     RETURN_IF_ERROR(layers_[i]->forward_error());
+    RETURN_IF_ERROR(CheckDevice(i, "forward"));
     RETURN_IF_ERROR(RunHooks(after_forward_, i));
   }
   return loss;
@@ -563,10 +607,12 @@ StatusOr<float> Net::Forward() { return ForwardFromTo(0, num_layers() - 1); }
 Status Net::BackwardFromTo(int start, int end) {
   CHECK_GE(end, 0);
   CHECK_LT(start, num_layers());
+  gpu::ScopedDevice scope(device_);
   for (int i = start; i >= end; --i) {
     RETURN_IF_ERROR(RunHooks(before_backward_, i));
     if (layer_need_backward_[i]) {
       layers_[i]->Backward(top_vecs_[i], bottom_need_backward_[i], bottom_vecs_[i]);
+      RETURN_IF_ERROR(CheckDevice(i, "backward"));
     }
     RETURN_IF_ERROR(RunHooks(after_backward_, i));
   }
@@ -582,14 +628,23 @@ StatusOr<float> Net::ForwardBackward() {
 }
 
 void Net::Reshape() {
+  gpu::ScopedDevice scope(device_);
   for (int i = 0; i < num_layers(); ++i) layers_[i]->Reshape(bottom_vecs_[i], top_vecs_[i]);
 }
 
 void Net::ClearParamDiffs() {
+#ifdef NEREUS_HAVE_CUDA
+  if (device_ != nullptr) {
+    gpu::ScopedDevice scope(device_);
+    for (Blob* blob : learnable_params_) caffe_gpu_set(device_, blob->count(), 0.0f, blob->mutable_gpu_diff());
+    return;
+  }
+#endif
   for (Blob* blob : learnable_params_) caffe_set(blob->count(), 0.0f, blob->mutable_cpu_diff());
 }
 
 void Net::Update() {
+  gpu::ScopedDevice scope(device_);
   for (Blob* blob : learnable_params_) blob->Update();
 }
 

@@ -16,6 +16,11 @@
 // where Nereus needs one name per layer (the servers' tensor names, the
 // timeline).
 //
+// GPU: a net built with NetOptions::device computes its layers there (the
+// ones with GPU code; the others run their CPU code on copies), and reports
+// a GPU failure (out of device memory, a failed kernel or cuBLAS call) as the
+// Status of Create/Forward/Backward, naming the net, the layer and the pass.
+//
 // Hooks: callers register callbacks that run around each layer's forward and
 // backward with the layer's index. The data-parallel worker waits for a
 // layer's weights in before_forward and hands its gradients over in
@@ -38,6 +43,7 @@
 #include "common/status.h"
 #include "proto/caffe.pb.h"
 #include "worker/trainer/blob.h"
+#include "worker/trainer/gpu/device.h"
 #include "worker/trainer/layer.h"
 #include "worker/trainer/layer_registry.h"
 #include "worker/trainer/prototxt.h"
@@ -50,6 +56,11 @@ struct NetOptions {
   // Where the NetParameter's layers were written (for error messages); may
   // be null. Indexed by the layer's position in the unfiltered parameter.
   const PrototxtLocations* locations = nullptr;
+  // The GPU the net computes on (not owned; must outlive the net), or null
+  // for the CPU. Every layer gets it (Layer::set_device); the net allocates
+  // its blobs there as it is built (running out is an error naming the
+  // layer and the bytes asked for) and makes it current while it works.
+  gpu::Device* device = nullptr;
 };
 
 // Caffe's StateMeetsRule: whether `state` satisfies `rule` (phase, level
@@ -172,6 +183,8 @@ class Net {
   const std::string& UniqueLayerName(int layer_id) const { return unique_layer_names_[layer_id]; }
 
   std::mt19937* rng() { return &rng_; }
+  // The GPU the net computes on; nullptr: the CPU.
+  gpu::Device* device() const { return device_; }
 
  private:
   explicit Net(const NetOptions& options);
@@ -190,10 +203,17 @@ class Net {
   // Tells each producer of a label blob what its consumers accept
   // (Layer::AcceptedLabels / RestrictLabels).
   void HandOverLabelRanges();
+  // With a device: the error its layer_id's `pass` left on it, naming the
+  // net and the layer; OK without one.
+  Status CheckDevice(int layer_id, const char* pass) const;
+  // Allocates the device memory of every top (and, in a TRAIN net, every
+  // parameter and every diff backward will write), layer by layer.
+  Status AllocateOnDevice();
 
   std::string name_;
   caffe::Phase phase_ = caffe::TRAIN;
   std::mt19937 rng_;
+  gpu::Device* device_ = nullptr;
 
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<std::string> layer_names_;

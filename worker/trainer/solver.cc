@@ -11,6 +11,11 @@
 #include "worker/trainer/math_functions.h"
 #include "worker/trainer/prototxt.h"
 
+#ifdef NEREUS_HAVE_CUDA
+#include "worker/trainer/gpu/math_functions.h"
+#include "worker/trainer/gpu/solver_step.h"
+#endif
+
 namespace nereus {
 namespace {
 
@@ -106,12 +111,10 @@ Status Solver::Init(const LayerRegistry& registry) {
     return InvalidArgumentError("snapshot is specified but snapshot_prefix is not");
   }
   RETURN_IF_ERROR(ValidateSgdConfig(sgd_).Annotate("solver"));
-  if (p.solver_mode() == caffe::SolverParameter::GPU) {
-    LOG(WARNING) << "solver_mode GPU (device_id " << p.device_id()
-                 << ") requested: Nereus layers run on the CPU; continuing on the CPU";
-  }
   uint64_t seed = p.random_seed() >= 0 ? static_cast<uint64_t>(p.random_seed())
                                        : static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+  RETURN_IF_ERROR(ChooseDevice(seed));
+  gpu::ScopedDevice scope(device_.get());
 
   // Train net (Caffe's InitTrainNet).
   const int num_train_nets = p.has_net() + p.has_net_param() + p.has_train_net() + p.has_train_net_param();
@@ -138,6 +141,7 @@ Status Solver::Init(const LayerRegistry& registry) {
   *net_param.mutable_state() = train_state;
   NetOptions net_options;
   net_options.seed = seed;
+  net_options.device = device_.get();
   net_options.locations = have_locations ? &locations : nullptr;
   ASSIGN_OR_RETURN(net_, Net::Create(net_param, registry, net_options));
 
@@ -179,6 +183,7 @@ Status Solver::Init(const LayerRegistry& registry) {
     *test_param.mutable_state() = state;
     NetOptions test_options;
     test_options.seed = seed + 1 + static_cast<uint64_t>(i);
+    test_options.device = device_.get();
     test_options.locations = test_have_locations ? &test_locations : nullptr;
     ASSIGN_OR_RETURN(std::unique_ptr<Net> test_net, Net::Create(test_param, registry, test_options));
     RETURN_IF_ERROR(test_net->ShareTrainedLayersWith(*net_));
@@ -190,10 +195,15 @@ Status Solver::Init(const LayerRegistry& registry) {
   for (int k = 0; k < NumHistoryBlobs(sgd_.type()); ++k) {
     for (const Blob* blob : net_->learnable_params()) {
       auto h = std::make_unique<Blob>(blob->shape());
-      caffe_set(h->count(), 0.0f, h->mutable_cpu_data());
+      if (device_ != nullptr) {
+        if (h->count() > 0) h->mutable_gpu_data();  // Zero-filled on the device.
+      } else {
+        caffe_set(h->count(), 0.0f, h->mutable_cpu_data());
+      }
       history_.push_back(std::move(h));
     }
   }
+  if (device_ != nullptr) RETURN_IF_ERROR(device_->TakeError().Annotate("allocating the solver's history"));
   if (net_->num_layers() > 0 && !net_->top_vecs()[0].empty() && net_->top_vecs()[0][0]->num_axes() > 0) {
     images_per_iter_ = net_->top_vecs()[0][0]->shape(0) * p.iter_size();
   } else if (!net_->input_blobs().empty() && net_->input_blobs()[0]->num_axes() > 0) {
@@ -242,6 +252,42 @@ Status Solver::Init(const LayerRegistry& registry) {
   return Status::OK();
 }
 
+Status Solver::ChooseDevice(uint64_t seed) {
+  const caffe::SolverParameter& p = param_;
+  int gpu_id = SolverOptions::kCpu;
+  if (options_.gpu >= 0) {
+    if (sync_ != nullptr) {
+      return InvalidArgumentError("GPU " + std::to_string(options_.gpu) +
+                                  " asked for in a parameter-server job: not supported yet (gradients are not staged "
+                                  "off the device); train with --standalone on the GPU, or on the CPU in a job");
+    }
+    gpu_id = options_.gpu;
+  } else if (options_.gpu == SolverOptions::kGpuFromSolver && p.solver_mode() == caffe::SolverParameter::GPU) {
+    const Status usable = gpu::CheckDeviceId(p.device_id());
+    if (sync_ != nullptr) {
+      LOG(WARNING) << "solver_mode GPU (device_id " << p.device_id()
+                   << ") requested in a parameter-server job, where Nereus trains on the CPU; continuing on the CPU";
+    } else if (!usable.ok()) {
+      LOG(WARNING) << "solver_mode GPU (device_id " << p.device_id() << ") requested, but " << usable.message()
+                   << "; continuing on the CPU";
+    } else {
+      gpu_id = p.device_id();
+    }
+  } else if (options_.gpu != SolverOptions::kGpuFromSolver && options_.gpu != SolverOptions::kCpu) {
+    return InvalidArgumentError("bad GPU choice " + std::to_string(options_.gpu) + " (a device id >= 0, or the CPU)");
+  }
+  if (gpu_id < 0) return Status::OK();
+  gpu::DeviceOptions device_options;
+  device_options.device_id = gpu_id;
+  device_options.seed = seed;
+  device_options.memory_limit_bytes = options_.gpu_memory_limit_bytes;
+  auto device = gpu::Device::Create(device_options);
+  if (!device.ok()) return device.status().Annotate("GPU " + std::to_string(gpu_id));
+  device_ = std::move(device).value();
+  LOG(INFO) << "Solver: the nets compute on " << device_->description();
+  return Status::OK();
+}
+
 Status Solver::SyncCall(const std::function<Status()>& call) {
   const auto start = Clock::now();
   Status st = call();
@@ -270,6 +316,7 @@ void Solver::UpdateSmoothedLoss(float loss, int64_t start_iter, int average_loss
 }
 
 Status Solver::Step(int iters) {
+  gpu::ScopedDevice scope(device_.get());
   if (sync_ != nullptr && !sync_initialized_) {
     RETURN_IF_ERROR(SyncCall(
         [&] { return sync_->Init(net_->learnable_params(), net_->params_lr(), net_->params_weight_decay(), sgd_); }));
@@ -347,6 +394,7 @@ Status Solver::Step(int iters) {
     }
     if (sync_ == nullptr) {
       ApplyUpdate();
+      if (device_ != nullptr) RETURN_IF_ERROR(device_->TakeError().Annotate("the solver's update on the GPU"));
     } else {
       if (iter_size > 1 || clip) {
         ClipGradients();
@@ -382,6 +430,12 @@ void Solver::Normalize(int param_id) {
   if (param_.iter_size() == 1) return;
   const float accum_normalization = 1.0f / param_.iter_size();
   Blob* p = net_->learnable_params()[param_id];
+#ifdef NEREUS_HAVE_CUDA
+  if (device_ != nullptr) {
+    caffe_gpu_scal(device_.get(), p->count(), accum_normalization, p->mutable_gpu_diff());
+    return;
+  }
+#endif
   caffe_scal(p->count(), accum_normalization, p->mutable_cpu_diff());
 }
 
@@ -390,9 +444,23 @@ void Solver::ApplyUpdate() {
   // Caffe's order: clip the accumulated gradient, then per parameter
   // normalize by iter_size, regularize and update (SolverStep does the last
   // two and data -= update, which is Caffe's ComputeUpdateValue + Net::Update).
+  gpu::ScopedDevice scope(device_.get());
   ClipGradients();
   const auto& params = net_->learnable_params();
   const bool two = NumHistoryBlobs(sgd_.type()) == 2;
+#ifdef NEREUS_HAVE_CUDA
+  if (device_ != nullptr) {
+    for (size_t i = 0; i < params.size(); ++i) {
+      Normalize(static_cast<int>(i));
+      Blob* p = params[i];
+      float* history2 = two ? history_[params.size() + i]->mutable_gpu_data() : nullptr;
+      gpu::SolverStepGpu(device_.get(),
+                         PlanSolverStep(sgd_, iter_, rate, net_->params_lr()[i], net_->params_weight_decay()[i]),
+                         p->gpu_diff(), p->mutable_gpu_data(), history_[i]->mutable_gpu_data(), history2, p->count());
+    }
+    return;
+  }
+#endif
   for (size_t i = 0; i < params.size(); ++i) {
     Normalize(static_cast<int>(i));
     Blob* p = params[i];
@@ -403,6 +471,7 @@ void Solver::ApplyUpdate() {
 }
 
 StatusOr<TestResult> Solver::Test(int test_net_id) {
+  gpu::ScopedDevice scope(device_.get());
   CHECK_GE(test_net_id, 0);
   CHECK_LT(static_cast<size_t>(test_net_id), test_nets_.size());
   Net* test_net = test_nets_[test_net_id].get();
@@ -468,6 +537,7 @@ Status Solver::TestAll() {
 }
 
 Status Solver::Solve(const std::string& resume_file) {
+  gpu::ScopedDevice scope(device_.get());
   LOG(INFO) << "Solving " << net_->name() << " with " << SolverTypeName(sgd_.type())
             << ", learning rate policy: " << param_.lr_policy();
   if (!resume_file.empty()) RETURN_IF_ERROR(Restore(resume_file));
@@ -498,6 +568,7 @@ Status Solver::Solve(const std::string& resume_file) {
 }
 
 Status Solver::Snapshot(std::string* model_path, std::string* state_path) {
+  gpu::ScopedDevice scope(device_.get());
   // With a ParameterSync, the weights of iter_ may still be arriving (pulls
   // are issued at the end of the previous iteration): wait for them so the
   // file holds the weights after iter_ updates.
@@ -526,6 +597,7 @@ Status Solver::Snapshot(std::string* model_path, std::string* state_path) {
 }
 
 Status Solver::Restore(const std::string& state_file) {
+  gpu::ScopedDevice scope(device_.get());
   // As Caffe: a name ending in .h5 is an HDF5 state, anything else a binary proto.
   caffe::SolverState state;
   RETURN_IF_ERROR(IsHdf5Path(state_file) ? ReadSolverStateFromHdf5(state_file, &state)

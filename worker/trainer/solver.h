@@ -13,6 +13,14 @@
 // With a ParameterSync, the update is not applied locally: see
 // parameter_sync.h for when each method is called.
 //
+// GPU (SolverOptions::gpu, solver_mode): the Solver owns the device its nets
+// compute on; the histories live there and the update runs there
+// (gpu/solver_step.h, the same per-element rules as common/sgd). Snapshots
+// and Restore read and write the device-resident weights and histories
+// through their blobs. A ParameterSync job on a GPU is not supported yet (the
+// gradients are not staged off the device): an explicit GPU is an error
+// there, and solver_mode GPU warns and uses the CPU.
+//
 // Not thread-safe: one thread drives a Solver.
 #ifndef NEREUS_WORKER_TRAINER_SOLVER_H_
 #define NEREUS_WORKER_TRAINER_SOLVER_H_
@@ -26,6 +34,7 @@
 #include "common/status.h"
 #include "proto/caffe.pb.h"
 #include "proto/nereus.pb.h"
+#include "worker/trainer/gpu/device.h"
 #include "worker/trainer/layer_registry.h"
 #include "worker/trainer/net.h"
 #include "worker/trainer/parameter_sync.h"
@@ -75,6 +84,19 @@ struct SolverOptions {
   // Solver LOGs Caffe-like lines.
   std::function<void(const TrainProgress&)> on_display;
   std::function<void(const TestResult&)> on_test;
+
+  // Where the nets compute (nereus_worker --gpu):
+  //   kGpuFromSolver  as the solver says: solver_mode GPU on device_id, but
+  //                   where that device cannot be used (no GPU, a CPU-only
+  //                   build) a warning, then the CPU, as Caffe's published
+  //                   solver files say GPU; solver_mode CPU: the CPU;
+  //   kCpu            the CPU, whatever the solver says;
+  //   N >= 0          GPU N; an error naming N and why when it cannot be.
+  static constexpr int kGpuFromSolver = -2;
+  static constexpr int kCpu = -1;
+  int gpu = kGpuFromSolver;
+  // With a GPU: its device memory limit (gpu::DeviceOptions), 0 for all.
+  size_t gpu_memory_limit_bytes = 0;
 };
 
 class Solver {
@@ -121,6 +143,8 @@ class Solver {
   void StartAt(int64_t iter);
 
   Net* net() const { return net_.get(); }
+  // The GPU the nets compute on; nullptr: the CPU.
+  gpu::Device* device() const { return device_.get(); }
   const std::vector<std::unique_ptr<Net>>& test_nets() const { return test_nets_; }
   const caffe::SolverParameter& param() const { return param_; }
   const pb::SgdConfig& sgd_config() const { return sgd_; }
@@ -146,6 +170,9 @@ class Solver {
   void Normalize(int param_id);
   void UpdateSmoothedLoss(float loss, int64_t start_iter, int average_loss);
   Status SyncCall(const std::function<Status()>& call);
+  // Creates device_ as SolverOptions::gpu and solver_mode say (or leaves it
+  // null for the CPU).
+  Status ChooseDevice(uint64_t seed);
   Status WaitAllWeights();
 
   caffe::SolverParameter param_;
@@ -161,6 +188,8 @@ class Solver {
   std::vector<std::vector<int>> clear_before_backward_;
   bool first_sub_iter_ = true;
 
+  // Declared before the nets: destroyed after them.
+  std::unique_ptr<gpu::Device> device_;
   std::unique_ptr<Net> net_;
   std::vector<std::unique_ptr<Net>> test_nets_;
   std::vector<std::unique_ptr<Blob>> history_;

@@ -5,55 +5,78 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "worker/trainer/gpu/device.h"
+
 #ifdef NEREUS_HAVE_CUDA
 #include <cuda_runtime.h>
-#define NEREUS_CUDA_CHECK(expr)                                           \
-  do {                                                                    \
-    cudaError_t _e = (expr);                                              \
-    CHECK_EQ(_e, cudaSuccess) << #expr << ": " << cudaGetErrorString(_e); \
-  } while (0)
 #endif
 
 namespace nereus {
-namespace {
-
-[[maybe_unused]] [[noreturn]] void NoGpu(const char* what) {
-  LOG(FATAL) << "SyncedMemory::" << what
-             << " called, but Nereus was built without CUDA: use the CPU path "
-                "(solver_mode: CPU) or rebuild with the CUDA toolkit";
-  std::abort();
-}
-
-}  // namespace
 
 SyncedMemory::~SyncedMemory() {
-  if (cpu_ptr_ != nullptr && own_cpu_data_) std::free(cpu_ptr_);
+  if (cpu_ptr_ != nullptr && own_cpu_data_) {
+    if (cpu_pinned_) {
+      memory_->FreeHost(cpu_ptr_);
+    } else {
+      std::free(cpu_ptr_);
+    }
+  }
+  if (gpu_ptr_ != nullptr) memory_->Free(gpu_ptr_, size_ > 0 ? size_ : 1);
+}
+
+std::shared_ptr<gpu::DeviceMemory> SyncedMemory::PickDeviceMemory() {
+  if (gpu::Device* device = gpu::CurrentDevice()) return device->memory();
 #ifdef NEREUS_HAVE_CUDA
-  if (gpu_ptr_ != nullptr && own_gpu_data_) cudaFree(gpu_ptr_);
+  int device_id = 0;
+  cudaGetDevice(&device_id);
+  return gpu::NewCudaMemory(device_id, nullptr);
+#else
+  LOG(FATAL) << "SyncedMemory: device memory asked for, but Nereus was built without CUDA: use the CPU path "
+                "(solver_mode: CPU) or rebuild with the CUDA toolkit (docs/GPU.md)";
+  return nullptr;
 #endif
+}
+
+void SyncedMemory::ReportError(const char* what, const Status& error) {
+  gpu::Device* device = gpu::CurrentDevice();
+  CHECK(device != nullptr) << "SyncedMemory: " << what << ": " << error.message();
+  device->RecordError(error);
+}
+
+void SyncedMemory::AllocateHost(bool zero) {
+  const size_t bytes = size_ > 0 ? size_ : 1;
+  gpu::Device* device = gpu::CurrentDevice();
+  if (memory_ == nullptr && device != nullptr) memory_ = device->memory();
+  cpu_pinned_ = false;
+  cpu_ptr_ = nullptr;
+  if (memory_ != nullptr) {
+    cpu_ptr_ = memory_->AllocateHost(bytes);
+    if (cpu_ptr_ != nullptr) {
+      cpu_pinned_ = true;
+      if (zero) std::memset(cpu_ptr_, 0, bytes);
+    }
+  }
+  if (cpu_ptr_ == nullptr) cpu_ptr_ = zero ? std::calloc(bytes, 1) : std::malloc(bytes);
+  CHECK(cpu_ptr_ != nullptr) << "out of host memory allocating " << size_ << " bytes";
+  own_cpu_data_ = true;
 }
 
 void SyncedMemory::ToCpu() {
   switch (head_) {
     case Head::kUninitialized:
-      cpu_ptr_ = std::calloc(size_ > 0 ? size_ : 1, 1);
-      CHECK(cpu_ptr_ != nullptr) << "out of host memory allocating " << size_ << " bytes";
-      own_cpu_data_ = true;
+      AllocateHost(/*zero=*/true);
       head_ = Head::kAtCpu;
       break;
-    case Head::kAtGpu:
-#ifdef NEREUS_HAVE_CUDA
-      if (cpu_ptr_ == nullptr) {
-        cpu_ptr_ = std::malloc(size_ > 0 ? size_ : 1);
-        CHECK(cpu_ptr_ != nullptr) << "out of host memory allocating " << size_ << " bytes";
-        own_cpu_data_ = true;
+    case Head::kAtGpu: {
+      if (cpu_ptr_ == nullptr) AllocateHost(/*zero=*/false);
+      Status s = size_ > 0 ? memory_->CopyToHost(cpu_ptr_, gpu_ptr_, size_) : Status::OK();
+      if (!s.ok()) {
+        ReportError("copying to the host", s.Annotate("copying " + gpu::FormatBytes(size_) + " to the host"));
+        break;  // The host copy stays stale; the device's error says so.
       }
-      NEREUS_CUDA_CHECK(cudaMemcpy(cpu_ptr_, gpu_ptr_, size_, cudaMemcpyDeviceToHost));
       head_ = Head::kSynced;
-#else
-      NoGpu("ToCpu");
-#endif
       break;
+    }
     case Head::kAtCpu:
     case Head::kSynced:
       break;
@@ -61,29 +84,27 @@ void SyncedMemory::ToCpu() {
 }
 
 void SyncedMemory::ToGpu() {
-#ifdef NEREUS_HAVE_CUDA
-  switch (head_) {
-    case Head::kUninitialized:
-      NEREUS_CUDA_CHECK(cudaMalloc(&gpu_ptr_, size_ > 0 ? size_ : 1));
-      NEREUS_CUDA_CHECK(cudaMemset(gpu_ptr_, 0, size_));
-      own_gpu_data_ = true;
-      head_ = Head::kAtGpu;
-      break;
-    case Head::kAtCpu:
-      if (gpu_ptr_ == nullptr) {
-        NEREUS_CUDA_CHECK(cudaMalloc(&gpu_ptr_, size_ > 0 ? size_ : 1));
-        own_gpu_data_ = true;
-      }
-      NEREUS_CUDA_CHECK(cudaMemcpy(gpu_ptr_, cpu_ptr_, size_, cudaMemcpyHostToDevice));
-      head_ = Head::kSynced;
-      break;
-    case Head::kAtGpu:
-    case Head::kSynced:
-      break;
+  const bool uninitialized = head_ == Head::kUninitialized;
+  if (head_ == Head::kAtGpu || head_ == Head::kSynced) return;
+  if (gpu_ptr_ == nullptr) {
+    if (memory_ == nullptr) memory_ = PickDeviceMemory();
+    StatusOr<void*> ptr = memory_->Allocate(size_ > 0 ? size_ : 1);
+    if (!ptr.ok()) {
+      ReportError("allocating device memory", ptr.status());
+      return;
+    }
+    gpu_ptr_ = *ptr;
   }
-#else
-  NoGpu("ToGpu");
-#endif
+  Status s;
+  if (uninitialized) {
+    s = size_ > 0 ? memory_->ZeroDevice(gpu_ptr_, size_) : Status::OK();
+    if (s.ok()) head_ = Head::kAtGpu;
+  } else {
+    s = size_ > 0 ? memory_->CopyToDevice(gpu_ptr_, cpu_ptr_, size_) : Status::OK();
+    if (s.ok()) head_ = Head::kSynced;
+  }
+  if (!s.ok())
+    ReportError("copying to the device", s.Annotate("copying " + gpu::FormatBytes(size_) + " to the device"));
 }
 
 const void* SyncedMemory::cpu_data() {
@@ -99,10 +120,17 @@ void* SyncedMemory::mutable_cpu_data() {
 
 void SyncedMemory::set_cpu_data(void* data) {
   CHECK(data != nullptr);
-  if (own_cpu_data_) std::free(cpu_ptr_);
+  if (own_cpu_data_) {
+    if (cpu_pinned_) {
+      memory_->FreeHost(cpu_ptr_);
+    } else {
+      std::free(cpu_ptr_);
+    }
+  }
   cpu_ptr_ = data;
   head_ = Head::kAtCpu;
   own_cpu_data_ = false;
+  cpu_pinned_ = false;
 }
 
 const void* SyncedMemory::gpu_data() {
@@ -112,7 +140,7 @@ const void* SyncedMemory::gpu_data() {
 
 void* SyncedMemory::mutable_gpu_data() {
   ToGpu();
-  head_ = Head::kAtGpu;
+  if (gpu_ptr_ != nullptr) head_ = Head::kAtGpu;
   return gpu_ptr_;
 }
 

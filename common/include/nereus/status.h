@@ -23,6 +23,7 @@ enum class StatusCode {
   kAborted,             // The job was aborted (another node failed).
   kDataLoss,            // A malformed message or file.
   kInternal,
+  kResourceExhausted,  // Out of memory (a device's, say) or another finite resource.
   // The job rolls back to a checkpoint (a node rejoined it): this process's
   // part of the job is over; it joins the job again with resume set, keeping
   // its rank (docs/RELIABILITY.md, "Rejoining").
@@ -64,6 +65,7 @@ inline Status DeadlineExceededError(std::string m) { return Status(StatusCode::k
 inline Status AbortedError(std::string m) { return Status(StatusCode::kAborted, std::move(m)); }
 inline Status DataLossError(std::string m) { return Status(StatusCode::kDataLoss, std::move(m)); }
 inline Status InternalError(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
+inline Status ResourceExhaustedError(std::string m) { return Status(StatusCode::kResourceExhausted, std::move(m)); }
 inline Status RollbackError(std::string m) { return Status(StatusCode::kRollback, std::move(m)); }
 inline bool IsRollback(const Status& s) { return s.code() == StatusCode::kRollback; }
 

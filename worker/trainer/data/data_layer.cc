@@ -130,9 +130,11 @@ Status DataLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (std::uint32_t i = 0; i < p.prefetch(); ++i) {
+      // Page-locked for a GPU (pinned here, once).
+      std::shared_ptr<gpu::DeviceMemory> pinned = device() != nullptr ? device()->memory() : nullptr;
       auto batch = std::make_unique<Batch>();
-      batch->data.resize(per_datum * batch_size_);
-      if (output_labels_) batch->label.resize(batch_size_);
+      batch->data = gpu::HostBuffer(per_datum * batch_size_, pinned);
+      if (output_labels_) batch->label = gpu::HostBuffer(batch_size_, pinned);
       batch->labels.resize(batch_size_);
       batch->records.resize(batch_size_);
       batch->keys.resize(batch_size_);
@@ -200,7 +202,7 @@ Status DataLayer::FillBatch(Batch* batch) {
     Status s = transformer_->Transform(datum, batch->data.data() + per_datum * i, &prefetch_rng_);
     if (!s.ok()) return DataLossError(Where(index, key) + ": " + s.message());
     batch->labels[i] = datum.label();
-    if (output_labels_) batch->label[i] = static_cast<float>(datum.label());
+    if (output_labels_) batch->label.data()[i] = static_cast<float>(datum.label());
   }
   return Status::OK();
 }
@@ -248,43 +250,50 @@ Status DataLayer::CheckLabels(const Batch& batch) const {
   return Status::OK();
 }
 
-void DataLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+Status DataLayer::TakeBatch(std::unique_ptr<Batch>* out) {
   std::unique_ptr<Batch> batch;
   {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return !full_.empty() || !error_.ok(); });
-    if (full_.empty()) {
-      // The prefetch thread stopped at a record it could not use; the good
-      // batches before it have been handed out.
-      set_forward_error(error_.code(), error_.message());
-      return;
-    }
+    // The prefetch thread stopped at a record it could not use; the good
+    // batches before it have been handed out.
+    if (full_.empty()) return error_;
     batch = std::move(full_.front());
     full_.pop_front();
   }
-  const Status labels = CheckLabels(*batch);
+  Status labels = CheckLabels(*batch);
   if (!labels.ok()) {
-    set_forward_error(labels.code(), labels.message());
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      free_.push_back(std::move(batch));
-    }
-    cv_.notify_all();
-    return;
+    ReturnBatch(std::move(batch));
+    return labels;
   }
-  std::vector<int> data_shape = datum_shape_;
-  data_shape[0] = batch_size_;
-  top[0]->Reshape(data_shape);
-  std::copy(batch->data.begin(), batch->data.end(), top[0]->mutable_cpu_data());
-  if (output_labels_) {
-    top[1]->Reshape(std::vector<int>{batch_size_});
-    std::copy(batch->label.begin(), batch->label.end(), top[1]->mutable_cpu_data());
-  }
+  *out = std::move(batch);
+  return Status::OK();
+}
+
+void DataLayer::ReturnBatch(std::unique_ptr<Batch> batch) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     free_.push_back(std::move(batch));
   }
   cv_.notify_all();
+}
+
+void DataLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  std::unique_ptr<Batch> batch;
+  const Status taken = TakeBatch(&batch);
+  if (!taken.ok()) {
+    set_forward_error(taken.code(), taken.message());
+    return;
+  }
+  std::vector<int> data_shape = datum_shape_;
+  data_shape[0] = batch_size_;
+  top[0]->Reshape(data_shape);
+  std::copy(batch->data.data(), batch->data.data() + batch->data.size(), top[0]->mutable_cpu_data());
+  if (output_labels_) {
+    top[1]->Reshape(std::vector<int>{batch_size_});
+    std::copy(batch->label.data(), batch->label.data() + batch->label.size(), top[1]->mutable_cpu_data());
+  }
+  ReturnBatch(std::move(batch));
 }
 
 }  // namespace data

@@ -22,6 +22,14 @@
 // std::mt19937, seeded at SetUp with one draw from the Net's rng(), so runs
 // are reproducible and the Net's engine is never touched off its thread.
 //
+// On a GPU (a layer with a device): the batches are prefetched into
+// page-locked host buffers (allocated once, at set-up), and each Forward
+// starts the copy of the *next* batch to a device staging buffer on the
+// device's copy stream, so that it runs while this iteration computes; the
+// next Forward waits (on the compute stream, through an event) for that
+// copy and moves the batch into the tops by a device-to-device copy. The
+// batches and their order are the CPU's.
+//
 // Errors: bad configuration, a missing or truncated database, an empty shard
 // or a first record that cannot be used are Status errors from SetUp naming
 // the layer. A record the prefetch thread cannot use (not a Datum, another
@@ -33,6 +41,8 @@
 // of its batch. Every message names the database and the record, e.g.
 //   layer mnist (Data): LMDB database 'data/train_lmdb', record 2 (key
 //   '00000002'): not a Datum (3 bytes that do not parse)
+// On a GPU the next batch is taken one Forward ahead, but an error found in
+// it is kept and reported by the Forward that needs the batch, as on the CPU.
 //
 // Not thread-safe (like every Layer); the prefetch thread is internal.
 #ifndef NEREUS_WORKER_TRAINER_DATA_DATA_LAYER_H_
@@ -53,6 +63,7 @@
 #include "proto/caffe.pb.h"
 #include "worker/trainer/data/data_transformer.h"
 #include "worker/trainer/data/db.h"
+#include "worker/trainer/gpu/host_buffer.h"
 #include "worker/trainer/layer.h"
 #include "worker/trainer/layer_registry.h"
 
@@ -88,6 +99,7 @@ class DataLayer : public Layer {
   int ExactNumBottomBlobs() const override { return 0; }
   int MinTopBlobs() const override { return 1; }
   int MaxTopBlobs() const override { return 2; }
+  bool HasGpuCode() const override { return true; }
 
   // Records in this worker's shard (per pass over the database).
   std::size_t shard_size() const { return shard_size_; }
@@ -99,17 +111,32 @@ class DataLayer : public Layer {
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override {}
+#ifdef NEREUS_HAVE_CUDA
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override {}
+#endif
 
  private:
   struct Batch {
-    std::vector<float> data;
-    std::vector<float> label;
+    gpu::HostBuffer data;  // Page-locked on a GPU.
+    gpu::HostBuffer label;
     // Per item, for the label check and error messages: the record's label
     // as stored, its index in key order and its key.
     std::vector<std::int32_t> labels;
     std::vector<std::uint64_t> records;
     std::vector<std::string> keys;
   };
+  // The device side of a GPU Data layer (data_layer.cu): staging buffers,
+  // events, the batch whose copy is in flight.
+  struct GpuStaging;
+
+  // The oldest prefetched batch (waits for one) into *batch; the prefetch
+  // thread's error once the good batches before it are taken, or the label
+  // check's error (CheckLabels; the batch is given back).
+  Status TakeBatch(std::unique_ptr<Batch>* batch);
+  // Gives a batch back to the prefetch thread.
+  void ReturnBatch(std::unique_ptr<Batch> batch);
 
   // Validates data_param; returns the error naming the bad field.
   Status CheckParam() const;
@@ -148,6 +175,8 @@ class DataLayer : public Layer {
   // Mirrors stop_ so the thread can leave a batch early without the lock.
   std::atomic<bool> stopping_{false};
   std::thread thread_;
+  // After the queues: destroyed first (it waits for its copy in flight).
+  std::shared_ptr<GpuStaging> staging_;
 };
 
 }  // namespace data

@@ -73,13 +73,7 @@ void AccuracyLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vec
         return;
       }
       ++per_class_count_[label_value];
-      const float true_score = scores[i * dim + label_value * inner_num_ + j];
-      // The true class itself is counted once, hence -1.
-      int num_better = -1;
-      for (int k = 0; k < num_labels_ && num_better < top_k_; ++k) {
-        num_better += scores[i * dim + k * inner_num_ + j] >= true_score ? 1 : 0;
-      }
-      if (num_better < top_k_) {
+      if (ops::AccuracyHit(scores + i * dim + j, inner_num_, num_labels_, label_value, top_k_)) {
         ++correct;
         if (per_class != nullptr) per_class[label_value] += 1.0f;
       }

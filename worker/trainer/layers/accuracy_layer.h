@@ -6,11 +6,28 @@
 #ifndef NEREUS_WORKER_TRAINER_LAYERS_ACCURACY_LAYER_H_
 #define NEREUS_WORKER_TRAINER_LAYERS_ACCURACY_LAYER_H_
 
+#include <memory>
 #include <vector>
 
+#include "common/host_device.h"
 #include "worker/trainer/layer.h"
+#include "worker/trainer/syncedmem.h"
 
 namespace nereus {
+namespace ops {
+
+// Whether `label` is among the top_k scores of one position (its classes
+// `inner` floats apart from `scores`), ties counting against it: the CPU's
+// loop (accuracy_layer.cc) and the GPU's kernel (accuracy_layer.cu).
+NEREUS_HOST_DEVICE inline bool AccuracyHit(const float* scores, int inner, int num_labels, int label, int top_k) {
+  const float true_score = scores[label * inner];
+  // The true class itself is counted once, hence -1.
+  int num_better = -1;
+  for (int k = 0; k < num_labels && num_better < top_k; ++k) num_better += scores[k * inner] >= true_score ? 1 : 0;
+  return num_better < top_k;
+}
+
+}  // namespace ops
 
 class AccuracyLayer : public Layer {
  public:
@@ -20,6 +37,7 @@ class AccuracyLayer : public Layer {
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
   const char* type() const override { return "Accuracy"; }
+  bool HasGpuCode() const override { return true; }
   int ExactNumBottomBlobs() const override { return 2; }
   int MinTopBlobs() const override { return 1; }
   int MaxTopBlobs() const override { return 2; }
@@ -29,11 +47,17 @@ class AccuracyLayer : public Layer {
 
  protected:
   // A label outside [0, classes) (and not ignore_label) is a forward error
-  // (Layer::forward_error) naming the layer, the label and its position.
+  // (Layer::forward_error) naming the layer, the label and its position; on a
+  // GPU it is the error the Net returns (the same words).
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // Accuracy has no gradient: asking for one is fatal (as in Caffe).
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+#ifdef NEREUS_HAVE_CUDA
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+#endif
 
  private:
   int top_k_ = 1;
@@ -43,6 +67,14 @@ class AccuracyLayer : public Layer {
   int inner_num_ = 0;
   int num_labels_ = 0;
   std::vector<int> per_class_count_;
+#ifdef NEREUS_HAVE_CUDA
+  // Per position: 1 hit, 0 miss, -1 ignored, -2 label out of range.
+  std::shared_ptr<SyncedMemory> position_state_;
+  // Per class: labels seen, then hits ([2 * num_labels] ints).
+  std::shared_ptr<SyncedMemory> class_counts_;
+  // {first position with a bad label or -1}.
+  std::shared_ptr<SyncedMemory> stats_;
+#endif
 };
 
 }  // namespace nereus

@@ -179,7 +179,9 @@ void BaseConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std::
   }
   kernel_dim_ = (conv_in_channels_ / group_) * geometry_.kernel_h * geometry_.kernel_w;
   col_buffer_.Reshape({kernel_dim_ * group_, conv_out_spatial_dim_});
-  if (bias_term_) {
+  // Refilled only when the size changes: on a GPU, a host write here would
+  // mean a copy to the device (and a wait for it) at every forward.
+  if (bias_term_ && bias_multiplier_.count() != out_spatial_dim_) {
     bias_multiplier_.Reshape({out_spatial_dim_});
     caffe_set(out_spatial_dim_, 1.0f, bias_multiplier_.mutable_cpu_data());
   }

@@ -12,7 +12,8 @@
 //   BackwardGemm: input  = col2im(W^T * output), per group
 //   WeightGemm:   W     += output * im2col(input)^T, per group
 //   ForwardBias:  output += bias * 1^T;  BackwardBias: bias += output * 1
-// Each works on one image of the batch.
+// Each works on one image of the batch. Each has a GPU twin (the name with
+// Gpu, base_conv_layer.cu) that the layers' Forward_gpu/Backward_gpu use.
 //
 // Bottoms are 2-D [N, C, H, W] with axis 1 (Caffe's N-d im2col is not
 // supported); all bottoms share the weights and must have the same shape.
@@ -39,6 +40,7 @@ class BaseConvolutionLayer : public Layer {
   int MinBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
   bool EqualNumBottomTopBlobs() const override { return true; }
+  bool HasGpuCode() const override { return true; }
 
  protected:
   // Deconvolution swaps the roles of input and output: its weights are
@@ -53,6 +55,23 @@ class BaseConvolutionLayer : public Layer {
   void BackwardGemm(const float* output, const float* weights, float* input);
   void WeightGemm(const float* input, const float* output, float* weights);
   void BackwardBias(float* bias, const float* output);
+#ifdef NEREUS_HAVE_CUDA
+  // Their GPU twins (base_conv_layer.cu): the same products through cuBLAS
+  // on device memory, im2col/col2im by im2col.cu's kernels, but over `num`
+  // images at once: the columns of several images are made by one launch and
+  // multiplied by one strided-batched GEMM per group (at most
+  // kGpuColumnBytes of columns at a time), and a 1x1 convolution with
+  // stride 1 and no padding multiplies the images themselves, as Caffe's
+  // is_1x1_ does. `input`, `output` and `weights` point at the first image
+  // (the weights are shared). WeightGemmGpu adds each image's product in
+  // turn, as the CPU loop does.
+  static constexpr size_t kGpuColumnBytes = size_t{256} << 20;
+  void ForwardGemmGpu(const float* input, const float* weights, float* output, int num);
+  void ForwardBiasGpu(float* output, const float* bias, int num);
+  void BackwardGemmGpu(const float* output, const float* weights, float* input, int num);
+  void WeightGemmGpu(const float* input, const float* output, float* weights, int num);
+  void BackwardBiasGpu(float* bias, const float* output, int num);
+#endif
 
   int num_output_ = 0;
   int group_ = 1;
@@ -72,6 +91,15 @@ class BaseConvolutionLayer : public Layer {
   int kernel_dim_ = 0;             // (conv_in_channels_ / group) * kernel_h * kernel_w: its rows per group.
   Blob col_buffer_;                // [kernel_dim_ * group_, conv_out_spatial_dim_]
   Blob bias_multiplier_;           // out_spatial_dim_ ones
+#ifdef NEREUS_HAVE_CUDA
+  // Whether the columns are the image itself (1x1 kernel, stride 1, pad 0).
+  bool is_1x1() const;
+  // Images whose columns fit in kGpuColumnBytes (at least 1, at most num).
+  int GpuChunk(int num) const;
+  Blob gpu_columns_;     // The columns of a chunk of images.
+  Blob gpu_bias_sums_;   // BackwardBiasGpu: per image and channel.
+  Blob gpu_batch_ones_;  // BackwardBiasGpu: num ones.
+#endif
 };
 
 }  // namespace nereus

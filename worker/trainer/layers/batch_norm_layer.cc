@@ -54,15 +54,17 @@ void BatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector
   if (top[0] != bottom[0]) top[0]->ReshapeLike(*bottom[0]);
   num_ = bottom[0]->shape(0);
   spatial_ = bottom[0]->count() / (num_ * channels_ == 0 ? 1 : num_ * channels_);
-  mean_.resize(channels_);
-  variance_.resize(channels_);
-  x_norm_.resize(bottom[0]->count());
+  mean_.Reshape({channels_});
+  variance_.Reshape({channels_});
+  x_norm_.ReshapeLike(*bottom[0]);
 }
 
 void BatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const int count = bottom[0]->count();
   if (bottom[0] != top[0]) caffe_copy(count, bottom[0]->cpu_data(), top[0]->mutable_cpu_data());
   float* y = top[0]->mutable_cpu_data();
+  float* mean = mean_.mutable_cpu_data();
+  float* variance = variance_.mutable_cpu_data();
   const int m = num_ * spatial_;
   const float inv_m = 1.0f / static_cast<float>(m);
   // Per-channel sum of f(y) / m, summed per (n, c) row first, as Caffe's two
@@ -73,7 +75,7 @@ void BatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::ve
       for (int c = 0; c < channels_; ++c) {
         const float* row = y + (n * channels_ + c) * spatial_;
         float sum = 0.0f;
-        for (int s = 0; s < spatial_; ++s) sum += squared ? row[s] * row[s] : row[s];
+        for (int s = 0; s < spatial_; ++s) sum += squared ? ops::Sqr(row[s]) : row[s];
         out[c] += sum * inv_m;
       }
     }
@@ -81,34 +83,33 @@ void BatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::ve
   if (use_global_stats_) {
     const float stored = blobs_[2]->cpu_data()[0];
     const float factor = stored == 0.0f ? 0.0f : 1.0f / stored;
-    caffe_cpu_scale(channels_, factor, blobs_[0]->cpu_data(), mean_.data());
-    caffe_cpu_scale(channels_, factor, blobs_[1]->cpu_data(), variance_.data());
+    caffe_cpu_scale(channels_, factor, blobs_[0]->cpu_data(), mean);
+    caffe_cpu_scale(channels_, factor, blobs_[1]->cpu_data(), variance);
   } else {
-    channel_mean(false, mean_.data());
+    channel_mean(false, mean);
   }
   for (int n = 0; n < num_; ++n) {
     for (int c = 0; c < channels_; ++c) {
       float* row = y + (n * channels_ + c) * spatial_;
-      for (int s = 0; s < spatial_; ++s) row[s] -= mean_[c];
+      for (int s = 0; s < spatial_; ++s) row[s] = ops::BnCenter(row[s], mean[c]);
     }
   }
   if (!use_global_stats_) {
-    channel_mean(true, variance_.data());
+    channel_mean(true, variance);
     float* stats_count = blobs_[2]->mutable_cpu_data();
-    stats_count[0] = stats_count[0] * moving_average_fraction_ + 1.0f;
-    caffe_cpu_axpby(channels_, 1.0f, mean_.data(), moving_average_fraction_, blobs_[0]->mutable_cpu_data());
+    stats_count[0] = ops::BnStatsCount(stats_count[0], moving_average_fraction_);
+    caffe_cpu_axpby(channels_, 1.0f, mean, moving_average_fraction_, blobs_[0]->mutable_cpu_data());
     const float bias_correction = m > 1 ? static_cast<float>(m) / (m - 1) : 1.0f;
-    caffe_cpu_axpby(channels_, bias_correction, variance_.data(), moving_average_fraction_,
-                    blobs_[1]->mutable_cpu_data());
+    caffe_cpu_axpby(channels_, bias_correction, variance, moving_average_fraction_, blobs_[1]->mutable_cpu_data());
   }
-  for (int c = 0; c < channels_; ++c) variance_[c] = std::sqrt(variance_[c] + eps_);
+  for (int c = 0; c < channels_; ++c) variance[c] = ops::BnStd(variance[c], eps_);
   for (int n = 0; n < num_; ++n) {
     for (int c = 0; c < channels_; ++c) {
       float* row = y + (n * channels_ + c) * spatial_;
-      for (int s = 0; s < spatial_; ++s) row[s] /= variance_[c];
+      for (int s = 0; s < spatial_; ++s) row[s] = ops::BnNormalize(row[s], variance[c]);
     }
   }
-  caffe_copy(count, y, x_norm_.data());
+  caffe_copy(count, y, x_norm_.mutable_cpu_data());
 }
 
 void BatchNormLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
@@ -117,10 +118,12 @@ void BatchNormLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vect
   const int count = bottom[0]->count();
   const float* dy = top[0]->cpu_diff();
   if (bottom[0] == top[0]) {
-    x_norm_diff_.assign(dy, dy + count);
-    dy = x_norm_diff_.data();
+    x_norm_diff_.ReshapeLike(*top[0]);
+    caffe_copy(count, dy, x_norm_diff_.mutable_cpu_data());
+    dy = x_norm_diff_.cpu_data();
   }
   float* dx = bottom[0]->mutable_cpu_diff();
+  const float* std_dev = variance_.cpu_data();
   auto for_each = [&](auto f) {
     for (int n = 0; n < num_; ++n) {
       for (int c = 0; c < channels_; ++c) {
@@ -130,13 +133,13 @@ void BatchNormLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vect
     }
   };
   if (use_global_stats_) {
-    for_each([&](int i, int c) { dx[i] = dy[i] / variance_[c]; });
+    for_each([&](int i, int c) { dx[i] = ops::BnNormalize(dy[i], std_dev[c]); });
     return;
   }
   // With y = (x - mean) / sqrt(var + eps):
   // dE/dx = (dE/dy - mean(dE/dy) - mean(dE/dy * y) * y) / sqrt(var + eps),
   // the means over each channel's m values.
-  const float* y = x_norm_.data();
+  const float* y = x_norm_.cpu_data();
   std::vector<float> sum_dy_y(channels_, 0.0f);
   std::vector<float> sum_dy(channels_, 0.0f);
   for (int n = 0; n < num_; ++n) {
@@ -152,7 +155,7 @@ void BatchNormLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vect
     }
   }
   const float inv_m = 1.0f / static_cast<float>(num_ * spatial_);
-  for_each([&](int i, int c) { dx[i] = (dy[i] - inv_m * (y[i] * sum_dy_y[c] + sum_dy[c])) / variance_[c]; });
+  for_each([&](int i, int c) { dx[i] = ops::BnBackward(dy[i], y[i], sum_dy_y[c], sum_dy[c], inv_m, std_dev[c]); });
 }
 
 // ---- Scale ----
@@ -250,7 +253,8 @@ void ScaleLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blo
 
 void ScaleLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   if (bottom[0] == top[0]) {
-    bottom_copy_.assign(bottom[0]->cpu_data(), bottom[0]->cpu_data() + bottom[0]->count());
+    bottom_copy_.ReshapeLike(*bottom[0]);
+    caffe_copy(bottom[0]->count(), bottom[0]->cpu_data(), bottom_copy_.mutable_cpu_data());
   }
   const float* scale = bottom.size() > 1 ? bottom[1]->cpu_data() : blobs_[0]->cpu_data();
   const float* bias = bias_term_ ? blobs_[bias_index_]->cpu_data() : nullptr;
@@ -260,9 +264,10 @@ void ScaleLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector
     for (int d = 0; d < scale_dim_; ++d) {
       const int base = (n * scale_dim_ + d) * inner_dim_;
       const float factor = scale[d];
-      for (int j = 0; j < inner_dim_; ++j) out[base + j] = in[base + j] * factor;
       if (bias != nullptr) {
-        for (int j = 0; j < inner_dim_; ++j) out[base + j] += bias[d];
+        for (int j = 0; j < inner_dim_; ++j) out[base + j] = ops::ScaleForwardBias(in[base + j], factor, bias[d]);
+      } else {
+        for (int j = 0; j < inner_dim_; ++j) out[base + j] = ops::ScaleForward(in[base + j], factor);
       }
     }
   }
@@ -285,7 +290,7 @@ void ScaleLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<b
     }
   }
   if ((scale_is_param && param_propagate_down(0)) || (!scale_is_param && propagate_down[1])) {
-    const float* x = bottom[0] == top[0] ? bottom_copy_.data() : bottom[0]->cpu_data();
+    const float* x = bottom[0] == top[0] ? bottom_copy_.cpu_data() : bottom[0]->cpu_data();
     float* scale_diff = scale_is_param ? blobs_[0]->mutable_cpu_diff() : bottom[1]->mutable_cpu_diff();
     // A learned scale accumulates (Backward adds to parameter diffs); a
     // bottom's gradient is written.
@@ -305,7 +310,7 @@ void ScaleLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<b
     for (int n = 0; n < outer_dim_; ++n) {
       for (int d = 0; d < scale_dim_; ++d) {
         const int base = (n * scale_dim_ + d) * inner_dim_;
-        for (int j = 0; j < inner_dim_; ++j) dx[base + j] = dy[base + j] * scale[d];
+        for (int j = 0; j < inner_dim_; ++j) dx[base + j] = ops::ScaleForward(dy[base + j], scale[d]);
       }
     }
   }

@@ -20,9 +20,37 @@
 
 #include <vector>
 
+#include "common/host_device.h"
 #include "worker/trainer/layer.h"
+#include "worker/trainer/math_ops.h"
 
 namespace nereus {
+namespace ops {
+
+// Per-element arithmetic of BatchNorm and Scale, shared by the CPU loops
+// (batch_norm_layer.cc) and the GPU kernels (batch_norm_layer.cu). The sums
+// over a channel are not here: the CPU adds each (n, c) row in order, the
+// GPU with two cuBLAS matrix-vector products (Caffe's GPU BatchNorm), so they
+// differ in rounding.
+NEREUS_HOST_DEVICE inline float BnCenter(float x, float mean) { return x - mean; }
+NEREUS_HOST_DEVICE inline float BnStd(float variance, float eps) { return Sqrt(variance + eps); }
+NEREUS_HOST_DEVICE inline float BnNormalize(float centered, float std_dev) { return centered / std_dev; }
+NEREUS_HOST_DEVICE inline float BnStatsCount(float count, float moving_average_fraction) {
+  return count * moving_average_fraction + 1.0f;
+}
+// dE/dx from dE/dy, y, the channel's sums of dE/dy * y and dE/dy, 1/m and
+// sqrt(var + eps).
+NEREUS_HOST_DEVICE inline float BnBackward(float dy, float y, float sum_dy_y, float sum_dy, float inv_m,
+                                           float std_dev) {
+  return (dy - inv_m * (y * sum_dy_y + sum_dy)) / std_dev;
+}
+NEREUS_HOST_DEVICE inline float ScaleForward(float x, float scale) { return x * scale; }
+NEREUS_HOST_DEVICE inline float ScaleForwardBias(float x, float scale, float bias) {
+  const float scaled = x * scale;
+  return scaled + bias;
+}
+
+}  // namespace ops
 
 class BatchNormLayer : public Layer {
  public:
@@ -30,6 +58,7 @@ class BatchNormLayer : public Layer {
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   const char* type() const override { return "BatchNorm"; }
+  bool HasGpuCode() const override { return true; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   bool IsLocalState(int blob_id) const override { return true; }
@@ -38,6 +67,11 @@ class BatchNormLayer : public Layer {
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+#ifdef NEREUS_HAVE_CUDA
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+#endif
 
  private:
   bool use_global_stats_ = false;
@@ -46,10 +80,21 @@ class BatchNormLayer : public Layer {
   int channels_ = 0;
   int num_ = 0;
   int spatial_ = 0;
-  std::vector<float> mean_;         // [channels]
-  std::vector<float> variance_;     // [channels]: var, then sqrt(var + eps)
-  std::vector<float> x_norm_;       // the output, kept for backward (valid in place)
-  std::vector<float> x_norm_diff_;  // the top diff, copied when in place
+  Blob mean_;         // [channels]
+  Blob variance_;     // [channels]: var, then sqrt(var + eps)
+  Blob x_norm_;       // the output, kept for backward (valid in place)
+  Blob x_norm_diff_;  // the top diff, copied when in place
+#ifdef NEREUS_HAVE_CUDA
+  // The GPU's channel sums (two matrix-vector products over these): per
+  // (n, c) row, then per channel.
+  void ChannelSumsGpu(const float* x, float alpha, float* out);
+  Blob num_by_chans_;  // [num, channels]
+  Blob spatial_ones_;  // [spatial]
+  Blob batch_ones_;    // [num]
+  Blob temp_;          // [count]
+  Blob sum_dy_y_;      // [channels]
+  Blob sum_dy_;        // [channels]
+#endif
 };
 
 class ScaleLayer : public Layer {
@@ -58,6 +103,7 @@ class ScaleLayer : public Layer {
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   const char* type() const override { return "Scale"; }
+  bool HasGpuCode() const override { return true; }
   int MinBottomBlobs() const override { return 1; }
   int MaxBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
@@ -66,6 +112,11 @@ class ScaleLayer : public Layer {
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+#ifdef NEREUS_HAVE_CUDA
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+#endif
 
  private:
   // Checks that `scale` fits bottom's axes from axis_; returns the error.
@@ -77,7 +128,16 @@ class ScaleLayer : public Layer {
   int outer_dim_ = 0;
   int scale_dim_ = 0;
   int inner_dim_ = 0;
-  std::vector<float> bottom_copy_;  // the input, kept for backward when in place
+  Blob bottom_copy_;  // the input, kept for backward when in place
+#ifdef NEREUS_HAVE_CUDA
+  // Sums per (n, d) row of `x` (outer x scale_dim rows of inner_dim), then
+  // over n, added to out (beta 1) or written (beta 0).
+  void RowSumsGpu(const float* x, float beta, float* out);
+  Blob inner_ones_;  // [inner_dim]
+  Blob outer_ones_;  // [outer_dim]
+  Blob row_sums_;    // [outer_dim * scale_dim]
+  Blob product_;     // [count]: dy * x
+#endif
 };
 
 }  // namespace nereus

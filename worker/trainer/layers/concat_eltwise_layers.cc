@@ -122,7 +122,10 @@ void EltwiseLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<B
         << " is " << bottom[i]->shape_string();
   }
   top[0]->ReshapeLike(*bottom[0]);
-  if (op_ == caffe::EltwiseParameter::MAX) max_idx_.resize(bottom[0]->count());
+  if (op_ == caffe::EltwiseParameter::MAX && (max_idx_ == nullptr || max_idx_count_ != bottom[0]->count())) {
+    max_idx_count_ = bottom[0]->count();
+    max_idx_ = std::make_shared<SyncedMemory>(sizeof(int) * static_cast<size_t>(max_idx_count_));
+  }
 }
 
 void EltwiseLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -144,24 +147,11 @@ void EltwiseLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vect
     case caffe::EltwiseParameter::MAX: {
       const float* a = bottom[0]->cpu_data();
       const float* b = bottom[1]->cpu_data();
-      for (int k = 0; k < count; ++k) {
-        // Ties go to bottom 1 for the first pair, as in Caffe.
-        if (a[k] > b[k]) {
-          top_data[k] = a[k];
-          max_idx_[k] = 0;
-        } else {
-          top_data[k] = b[k];
-          max_idx_[k] = 1;
-        }
-      }
+      int* max_idx = static_cast<int*>(max_idx_->mutable_cpu_data());
+      for (int k = 0; k < count; ++k) ops::EltwiseMaxFirst(a[k], b[k], top_data + k, max_idx + k);
       for (size_t i = 2; i < bottom.size(); ++i) {
         const float* c = bottom[i]->cpu_data();
-        for (int k = 0; k < count; ++k) {
-          if (c[k] > top_data[k]) {
-            top_data[k] = c[k];
-            max_idx_[k] = static_cast<int>(i);
-          }
-        }
+        for (int k = 0; k < count; ++k) ops::EltwiseMaxNext(c[k], static_cast<int>(i), top_data + k, max_idx + k);
       }
       break;
     }
@@ -202,11 +192,13 @@ void EltwiseLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector
           caffe_cpu_scale(count, coeffs_[i], top_diff, bottom_diff);
         }
         break;
-      case caffe::EltwiseParameter::MAX:
+      case caffe::EltwiseParameter::MAX: {
+        const int* max_idx = static_cast<const int*>(max_idx_->cpu_data());
         for (int k = 0; k < count; ++k) {
-          bottom_diff[k] = max_idx_[k] == static_cast<int>(i) ? top_diff[k] : 0.0f;
+          bottom_diff[k] = ops::EltwiseMaxBackward(top_diff[k], max_idx[k], static_cast<int>(i));
         }
         break;
+      }
     }
   }
 }

@@ -11,11 +11,39 @@
 #ifndef NEREUS_WORKER_TRAINER_LAYERS_CONCAT_ELTWISE_LAYERS_H_
 #define NEREUS_WORKER_TRAINER_LAYERS_CONCAT_ELTWISE_LAYERS_H_
 
+#include <memory>
 #include <vector>
 
+#include "common/host_device.h"
 #include "worker/trainer/layer.h"
+#include "worker/trainer/syncedmem.h"
 
 namespace nereus {
+namespace ops {
+
+// Eltwise MAX, per element, shared by the CPU loops and the GPU kernels
+// (concat_eltwise_layers.cc and .cu): the first pair (ties go to bottom 1,
+// as in Caffe), then each further bottom i when strictly greater.
+NEREUS_HOST_DEVICE inline void EltwiseMaxFirst(float a, float b, float* top, int* index) {
+  if (a > b) {
+    *top = a;
+    *index = 0;
+  } else {
+    *top = b;
+    *index = 1;
+  }
+}
+NEREUS_HOST_DEVICE inline void EltwiseMaxNext(float c, int i, float* top, int* index) {
+  if (c > *top) {
+    *top = c;
+    *index = i;
+  }
+}
+NEREUS_HOST_DEVICE inline float EltwiseMaxBackward(float top_diff, int index, int i) {
+  return index == i ? top_diff : 0.0f;
+}
+
+}  // namespace ops
 
 class ConcatLayer : public Layer {
  public:
@@ -50,6 +78,7 @@ class EltwiseLayer : public Layer {
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
   const char* type() const override { return "Eltwise"; }
+  bool HasGpuCode() const override { return true; }
   int MinBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
 
@@ -57,12 +86,18 @@ class EltwiseLayer : public Layer {
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+#ifdef NEREUS_HAVE_CUDA
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+#endif
 
  private:
   caffe::EltwiseParameter::EltwiseOp op_ = caffe::EltwiseParameter::SUM;
   std::vector<float> coeffs_;
   bool stable_prod_grad_ = true;
-  std::vector<int> max_idx_;  // MAX: which bottom won, per element
+  std::shared_ptr<SyncedMemory> max_idx_;  // MAX: which bottom won, per element (ints)
+  int max_idx_count_ = 0;
 };
 
 }  // namespace nereus

@@ -53,7 +53,12 @@ void InnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
   std::vector<int> top_shape(bottom[0]->shape().begin(), bottom[0]->shape().begin() + axis);
   top_shape.push_back(N_);
   top[0]->Reshape(top_shape);
-  if (bias_term_) bias_multiplier_.assign(M_, 1.0f);
+  // Refilled only when M_ changes (on a GPU a host write would be a copy to
+  // the device at every forward).
+  if (bias_term_ && bias_multiplier_.count() != M_) {
+    bias_multiplier_.Reshape({M_});
+    caffe_set(M_, 1.0f, bias_multiplier_.mutable_cpu_data());
+  }
 }
 
 bool InnerProductLayer::WeightGradientFactors(int param, const std::vector<Blob*>& bottom,
@@ -76,8 +81,8 @@ void InnerProductLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std:
   caffe_cpu_gemm(CblasNoTrans, transpose_ ? CblasNoTrans : CblasTrans, M_, N_, K_, 1.0f, bottom_data, weight, 0.0f,
                  top_data);
   if (bias_term_) {
-    caffe_cpu_gemm(CblasNoTrans, CblasNoTrans, M_, N_, 1, 1.0f, bias_multiplier_.data(), blobs_[1]->cpu_data(), 1.0f,
-                   top_data);
+    caffe_cpu_gemm(CblasNoTrans, CblasNoTrans, M_, N_, 1, 1.0f, bias_multiplier_.cpu_data(), blobs_[1]->cpu_data(),
+                   1.0f, top_data);
   }
 }
 
@@ -95,7 +100,8 @@ void InnerProductLayer::Backward_cpu(const std::vector<Blob*>& top, const std::v
     }
   }
   if (bias_term_ && param_propagate_down(1)) {
-    caffe_cpu_gemv(CblasTrans, M_, N_, 1.0f, top_diff, bias_multiplier_.data(), 1.0f, blobs_[1]->mutable_cpu_diff());
+    caffe_cpu_gemv(CblasTrans, M_, N_, 1.0f, top_diff, bias_multiplier_.cpu_data(), 1.0f,
+                   blobs_[1]->mutable_cpu_diff());
   }
   if (propagate_down[0]) {
     caffe_cpu_gemm(CblasNoTrans, transpose_ ? CblasTrans : CblasNoTrans, M_, K_, N_, 1.0f, top_diff,

@@ -20,6 +20,7 @@ class InnerProductLayer : public Layer {
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
   const char* type() const override { return "InnerProduct"; }
+  bool HasGpuCode() const override { return true; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
 
@@ -32,6 +33,11 @@ class InnerProductLayer : public Layer {
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+#ifdef NEREUS_HAVE_CUDA
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+#endif
 
  private:
   int M_ = 0;  // rows: count(0, axis)
@@ -40,7 +46,7 @@ class InnerProductLayer : public Layer {
   int axis_ = 1;
   bool bias_term_ = true;
   bool transpose_ = false;
-  std::vector<float> bias_multiplier_;  // M_ ones
+  Blob bias_multiplier_;  // M_ ones
 };
 
 }  // namespace nereus

@@ -32,8 +32,20 @@ void LRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*
   height_ = bottom[0]->shape(2);
   width_ = bottom[0]->shape(3);
   top[0]->ReshapeLike(*bottom[0]);
-  scale_.resize(bottom[0]->count());
-  buffer_.resize(bottom[0]->count());
+  scale_.ReshapeLike(*bottom[0]);
+  buffer_.ReshapeLike(*bottom[0]);
+  ratio_.ReshapeLike(*bottom[0]);
+}
+
+ops::LrnGeometry LRNLayer::geometry() const {
+  ops::LrnGeometry g;
+  g.channels = channels_;
+  g.height = height_;
+  g.width = width_;
+  g.size = size_;
+  g.pre_pad = pre_pad_;
+  g.across = region_ == caffe::LRNParameter::ACROSS_CHANNELS;
+  return g;
 }
 
 void LRNLayer::WindowSum(const float* in, int num, float* out) const {
@@ -77,20 +89,23 @@ void LRNLayer::WindowSum(const float* in, int num, float* out) const {
 
 void LRNLayer::ComputeScale(const float* x, int num) {
   const int count = num * channels_ * height_ * width_;
-  for (int i = 0; i < count; ++i) buffer_[i] = x[i] * x[i];
-  WindowSum(buffer_.data(), num, scale_.data());
+  float* buffer = buffer_.mutable_cpu_data();
+  float* scale = scale_.mutable_cpu_data();
+  for (int i = 0; i < count; ++i) buffer[i] = ops::Sqr(x[i]);
+  WindowSum(buffer, num, scale);
   const bool across = region_ == caffe::LRNParameter::ACROSS_CHANNELS;
   const float offset = across ? k_ : 1.0f;
   const float coefficient = across ? alpha_ / size_ : alpha_ / (size_ * size_);
-  for (int i = 0; i < count; ++i) scale_[i] = offset + coefficient * scale_[i];
+  for (int i = 0; i < count; ++i) scale[i] = ops::LrnScale(scale[i], offset, coefficient);
 }
 
 void LRNLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const float* x = bottom[0]->cpu_data();
   float* y = top[0]->mutable_cpu_data();
   ComputeScale(x, bottom[0]->shape(0));
+  const float* scale = scale_.cpu_data();
   const int count = bottom[0]->count();
-  for (int i = 0; i < count; ++i) y[i] = x[i] * std::pow(scale_[i], -beta_);
+  for (int i = 0; i < count; ++i) y[i] = ops::LrnForward(x[i], scale[i], beta_);
 }
 
 void LRNLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
@@ -106,13 +121,13 @@ void LRNLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<boo
   const int count = bottom[0]->count();
   const bool across = region_ == caffe::LRNParameter::ACROSS_CHANNELS;
   const float coefficient = across ? alpha_ / size_ : alpha_ / (size_ * size_);
-  std::vector<float> ratio(count);
-  for (int i = 0; i < count; ++i) ratio[i] = dy[i] * y[i] / scale_[i];
-  WindowSum(ratio.data(), bottom[0]->shape(0), buffer_.data());
+  const float* scale = scale_.cpu_data();
+  float* ratio = ratio_.mutable_cpu_data();
+  float* buffer = buffer_.mutable_cpu_data();
+  for (int i = 0; i < count; ++i) ratio[i] = ops::LrnRatio(dy[i], y[i], scale[i]);
+  WindowSum(ratio, bottom[0]->shape(0), buffer);
   const float cache = 2.0f * coefficient * beta_;
-  for (int i = 0; i < count; ++i) {
-    dx[i] = dy[i] * std::pow(scale_[i], -beta_) - cache * x[i] * buffer_[i];
-  }
+  for (int i = 0; i < count; ++i) dx[i] = ops::LrnBackward(dy[i], x[i], scale[i], buffer[i], beta_, cache);
 }
 
 }  // namespace nereus

@@ -20,9 +20,7 @@ void ReLULayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<
   float* out = top[0]->mutable_cpu_data();
   const float slope = layer_param_.relu_param().negative_slope();
   const int count = bottom[0]->count();
-  for (int i = 0; i < count; ++i) {
-    out[i] = std::max(in[i], 0.0f) + slope * std::min(in[i], 0.0f);
-  }
+  for (int i = 0; i < count; ++i) out[i] = ops::ReLUForward(in[i], slope);
 }
 
 void ReLULayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
@@ -35,9 +33,7 @@ void ReLULayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bo
   float* bottom_diff = bottom[0]->mutable_cpu_diff();
   const float slope = layer_param_.relu_param().negative_slope();
   const int count = bottom[0]->count();
-  for (int i = 0; i < count; ++i) {
-    bottom_diff[i] = top_diff[i] * ((in[i] > 0.0f ? 1.0f : 0.0f) + slope * (in[i] <= 0.0f ? 1.0f : 0.0f));
-  }
+  for (int i = 0; i < count; ++i) bottom_diff[i] = ops::ReLUBackward(top_diff[i], in[i], slope);
 }
 
 // ---- Sigmoid ----
@@ -48,7 +44,7 @@ void SigmoidLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vect
   const int count = bottom[0]->count();
   // 0.5 * tanh(0.5 x) + 0.5 equals the logistic function and does not
   // overflow for large |x| (Caffe's formulation).
-  for (int i = 0; i < count; ++i) out[i] = 0.5f * std::tanh(0.5f * in[i]) + 0.5f;
+  for (int i = 0; i < count; ++i) out[i] = ops::SigmoidForward(in[i]);
 }
 
 void SigmoidLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
@@ -58,7 +54,7 @@ void SigmoidLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector
   const float* top_diff = top[0]->cpu_diff();
   float* bottom_diff = bottom[0]->mutable_cpu_diff();
   const int count = bottom[0]->count();
-  for (int i = 0; i < count; ++i) bottom_diff[i] = top_diff[i] * out[i] * (1.0f - out[i]);
+  for (int i = 0; i < count; ++i) bottom_diff[i] = ops::SigmoidBackward(top_diff[i], out[i]);
 }
 
 // ---- TanH ----
@@ -67,7 +63,7 @@ void TanHLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<
   const float* in = bottom[0]->cpu_data();
   float* out = top[0]->mutable_cpu_data();
   const int count = bottom[0]->count();
-  for (int i = 0; i < count; ++i) out[i] = std::tanh(in[i]);
+  for (int i = 0; i < count; ++i) out[i] = ops::Tanh(in[i]);
 }
 
 void TanHLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
@@ -77,7 +73,7 @@ void TanHLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bo
   const float* top_diff = top[0]->cpu_diff();
   float* bottom_diff = bottom[0]->mutable_cpu_diff();
   const int count = bottom[0]->count();
-  for (int i = 0; i < count; ++i) bottom_diff[i] = top_diff[i] * (1.0f - out[i] * out[i]);
+  for (int i = 0; i < count; ++i) bottom_diff[i] = ops::TanHBackward(top_diff[i], out[i]);
 }
 
 // ---- Dropout ----
@@ -97,7 +93,16 @@ Status DropoutLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const st
 
 void DropoutLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   NeuronLayer::Reshape(bottom, top);
-  mask_.resize(bottom[0]->count());
+  if (mask_ == nullptr || mask_count_ != bottom[0]->count()) {
+    mask_count_ = bottom[0]->count();
+    mask_ = std::make_shared<SyncedMemory>(sizeof(unsigned int) * static_cast<size_t>(mask_count_));
+  }
+}
+
+std::vector<unsigned int> DropoutLayer::mask() const {
+  if (mask_ == nullptr) return {};
+  const auto* m = static_cast<const unsigned int*>(mask_->cpu_data());
+  return std::vector<unsigned int>(m, m + mask_count_);
 }
 
 void DropoutLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -106,9 +111,10 @@ void DropoutLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vect
   const int count = bottom[0]->count();
   if (phase_ == caffe::TRAIN) {
     const float scale = scale_train_ ? scale_ : 1.0f;
+    auto* mask = static_cast<unsigned int*>(mask_->mutable_cpu_data());
     for (int i = 0; i < count; ++i) {
-      mask_[i] = mask_rng_() > uint_threshold_ ? 1u : 0u;
-      out[i] = in[i] * static_cast<float>(mask_[i]) * scale;
+      mask[i] = ops::DropoutKeep(mask_rng_(), uint_threshold_);
+      out[i] = ops::DropoutApply(in[i], mask[i], scale);
     }
   } else {
     caffe_copy(count, in, out);
@@ -124,9 +130,8 @@ void DropoutLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector
   const int count = bottom[0]->count();
   if (phase_ == caffe::TRAIN) {
     const float scale = scale_train_ ? scale_ : 1.0f;
-    for (int i = 0; i < count; ++i) {
-      bottom_diff[i] = top_diff[i] * static_cast<float>(mask_[i]) * scale;
-    }
+    const auto* mask = static_cast<const unsigned int*>(mask_->cpu_data());
+    for (int i = 0; i < count; ++i) bottom_diff[i] = ops::DropoutApply(top_diff[i], mask[i], scale);
   } else {
     caffe_copy(count, top_diff, bottom_diff);
     if (!scale_train_) caffe_scal(count, 1.0f / scale_, bottom_diff);

@@ -10,12 +10,39 @@
 #define NEREUS_WORKER_TRAINER_LAYERS_NEURON_LAYERS_H_
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <vector>
 
+#include "common/host_device.h"
 #include "worker/trainer/layer.h"
+#include "worker/trainer/math_ops.h"
+#include "worker/trainer/syncedmem.h"
 
 namespace nereus {
+namespace ops {
+
+// Per-element arithmetic of these layers, shared by the CPU loops
+// (neuron_layers.cc) and the GPU kernels (neuron_layers.cu).
+NEREUS_HOST_DEVICE inline float ReLUForward(float x, float slope) { return Max(x, 0.0f) + slope * Min(x, 0.0f); }
+// `x` is the input (or, in place, the output: same sign for slope >= 0).
+NEREUS_HOST_DEVICE inline float ReLUBackward(float top_diff, float x, float slope) {
+  return top_diff * ((x > 0.0f ? 1.0f : 0.0f) + slope * (x <= 0.0f ? 1.0f : 0.0f));
+}
+// 0.5 tanh(0.5 x) + 0.5 is the logistic function without overflow.
+NEREUS_HOST_DEVICE inline float SigmoidForward(float x) { return 0.5f * Tanh(0.5f * x) + 0.5f; }
+NEREUS_HOST_DEVICE inline float SigmoidBackward(float top_diff, float y) { return top_diff * y * (1.0f - y); }
+NEREUS_HOST_DEVICE inline float TanHBackward(float top_diff, float y) { return top_diff * (1.0f - y * y); }
+// A unit is kept when its 32-bit draw exceeds the threshold.
+NEREUS_HOST_DEVICE inline unsigned int DropoutKeep(uint32_t draw, uint32_t threshold) {
+  return draw > threshold ? 1u : 0u;
+}
+// Forward (x the input) and backward (x the top's gradient) alike.
+NEREUS_HOST_DEVICE inline float DropoutApply(float x, unsigned int keep, float scale) {
+  return x * static_cast<float>(keep) * scale;
+}
+
+}  // namespace ops
 
 // Shape handling shared by the element-wise layers.
 class NeuronLayer : public Layer {
@@ -30,63 +57,91 @@ class ReLULayer : public NeuronLayer {
  public:
   explicit ReLULayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
   const char* type() const override { return "ReLU"; }
+  bool HasGpuCode() const override { return true; }
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+#ifdef NEREUS_HAVE_CUDA
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+#endif
 };
 
 class SigmoidLayer : public NeuronLayer {
  public:
   explicit SigmoidLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
   const char* type() const override { return "Sigmoid"; }
+  bool HasGpuCode() const override { return true; }
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // Uses the top data (valid in place).
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+#ifdef NEREUS_HAVE_CUDA
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+#endif
 };
 
 class TanHLayer : public NeuronLayer {
  public:
   explicit TanHLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
   const char* type() const override { return "TanH"; }
+  bool HasGpuCode() const override { return true; }
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+#ifdef NEREUS_HAVE_CUDA
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+#endif
 };
 
 // Dropout draws its masks from its own engine, seeded at set-up from the
 // Net's engine (rng()), so masks are reproducible for a given solver
 // random_seed and do not depend on what other layers draw during training.
+// On a GPU the draws come from the device's cuRAND generator (seeded with
+// the solver's random_seed): other masks than the CPU's, the same rule.
 class DropoutLayer : public NeuronLayer {
  public:
   explicit DropoutLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   const char* type() const override { return "Dropout"; }
+  bool HasGpuCode() const override { return true; }
 
   // Reseeds the mask engine (tests use it to repeat a mask).
   void set_seed(uint32_t seed) { mask_rng_.seed(seed); }
-  // The mask of the last TRAIN forward (1 keeps, 0 drops).
-  const std::vector<unsigned int>& mask() const { return mask_; }
+  // The mask of the last TRAIN forward (1 keeps, 0 drops), copied to the
+  // host.
+  std::vector<unsigned int> mask() const;
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+#ifdef NEREUS_HAVE_CUDA
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+#endif
 
  private:
   float threshold_ = 0.5f;  // dropout_ratio
   float scale_ = 2.0f;      // 1 / (1 - threshold_)
   bool scale_train_ = true;
-  uint32_t uint_threshold_ = 0;  // a unit is dropped when its draw is <= this
-  std::mt19937 mask_rng_;
-  std::vector<unsigned int> mask_;
+  uint32_t uint_threshold_ = 0;         // a unit is dropped when its draw is <= this
+  std::mt19937 mask_rng_;               // The CPU's draws; on a GPU the device's cuRAND generator draws.
+  std::shared_ptr<SyncedMemory> mask_;  // count unsigned ints
+  int mask_count_ = 0;
 };
 
 }  // namespace nereus

@@ -112,49 +112,44 @@ void PoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<B
   const std::vector<int> top_shape = {bottom[0]->shape(0), channels_, pooled_h_, pooled_w_};
   top[0]->Reshape(top_shape);
   if (top.size() > 1) top[1]->Reshape(top_shape);
-  if (method_ == caffe::PoolingParameter::MAX && top.size() == 1) {
-    max_idx_.resize(top[0]->count());
+  if (method_ == caffe::PoolingParameter::MAX && top.size() == 1 &&
+      (max_idx_ == nullptr || max_idx_count_ != top[0]->count())) {
+    max_idx_count_ = top[0]->count();
+    max_idx_ = std::make_shared<SyncedMemory>(sizeof(int) * static_cast<size_t>(max_idx_count_));
   }
+  geometry_.height = height_;
+  geometry_.width = width_;
+  geometry_.pooled_h = pooled_h_;
+  geometry_.pooled_w = pooled_w_;
+  geometry_.kernel_h = kernel_h_;
+  geometry_.kernel_w = kernel_w_;
+  geometry_.stride_h = stride_h_;
+  geometry_.stride_w = stride_w_;
+  geometry_.pad_h = pad_h_;
+  geometry_.pad_w = pad_w_;
 }
 
 void PoolingLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const float* bottom_data = bottom[0]->cpu_data();
   float* top_data = top[0]->mutable_cpu_data();
-  const int top_count = top[0]->count();
   const int planes = bottom[0]->shape(0) * channels_;
   const int in_plane = height_ * width_;
   const int out_plane = pooled_h_ * pooled_w_;
   if (method_ == caffe::PoolingParameter::MAX) {
     const bool use_top_mask = top.size() > 1;
     float* top_mask = use_top_mask ? top[1]->mutable_cpu_data() : nullptr;
-    int* mask = use_top_mask ? nullptr : max_idx_.data();
-    caffe_set(top_count, -FLT_MAX, top_data);
-    if (use_top_mask) {
-      caffe_set(top_count, -1.0f, top_mask);
-    } else {
-      std::fill(max_idx_.begin(), max_idx_.end(), -1);
-    }
+    int* mask = use_top_mask ? nullptr : static_cast<int*>(max_idx_->mutable_cpu_data());
     for (int plane = 0; plane < planes; ++plane) {
       const float* in = bottom_data + plane * in_plane;
       for (int ph = 0; ph < pooled_h_; ++ph) {
         for (int pw = 0; pw < pooled_w_; ++pw) {
-          const int hstart = std::max(ph * stride_h_ - pad_h_, 0);
-          const int wstart = std::max(pw * stride_w_ - pad_w_, 0);
-          const int hend = std::min(ph * stride_h_ - pad_h_ + kernel_h_, height_);
-          const int wend = std::min(pw * stride_w_ - pad_w_ + kernel_w_, width_);
           const int pool_index = plane * out_plane + ph * pooled_w_ + pw;
-          for (int h = hstart; h < hend; ++h) {
-            for (int w = wstart; w < wend; ++w) {
-              const int index = h * width_ + w;
-              if (in[index] > top_data[pool_index]) {
-                top_data[pool_index] = in[index];
-                if (use_top_mask) {
-                  top_mask[pool_index] = static_cast<float>(index);
-                } else {
-                  mask[pool_index] = index;
-                }
-              }
-            }
+          int argmax = -1;
+          top_data[pool_index] = ops::MaxPoolAt(in, geometry_, ph, pw, &argmax);
+          if (use_top_mask) {
+            top_mask[pool_index] = static_cast<float>(argmax);
+          } else {
+            mask[pool_index] = argmax;
           }
         }
       }
@@ -166,20 +161,7 @@ void PoolingLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vect
     const float* in = bottom_data + plane * in_plane;
     for (int ph = 0; ph < pooled_h_; ++ph) {
       for (int pw = 0; pw < pooled_w_; ++pw) {
-        int hstart = ph * stride_h_ - pad_h_;
-        int wstart = pw * stride_w_ - pad_w_;
-        int hend = std::min(hstart + kernel_h_, height_ + pad_h_);
-        int wend = std::min(wstart + kernel_w_, width_ + pad_w_);
-        const int pool_size = (hend - hstart) * (wend - wstart);
-        hstart = std::max(hstart, 0);
-        wstart = std::max(wstart, 0);
-        hend = std::min(hend, height_);
-        wend = std::min(wend, width_);
-        float sum = 0.0f;
-        for (int h = hstart; h < hend; ++h) {
-          for (int w = wstart; w < wend; ++w) sum += in[h * width_ + w];
-        }
-        top_data[plane * out_plane + ph * pooled_w_ + pw] = sum / pool_size;
+        top_data[plane * out_plane + ph * pooled_w_ + pw] = ops::AvePoolAt(in, geometry_, ph, pw);
       }
     }
   }
@@ -197,10 +179,11 @@ void PoolingLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector
   if (method_ == caffe::PoolingParameter::MAX) {
     const bool use_top_mask = top.size() > 1;
     const float* top_mask = use_top_mask ? top[1]->cpu_data() : nullptr;
+    const int* mask = use_top_mask ? nullptr : static_cast<const int*>(max_idx_->cpu_data());
     for (int plane = 0; plane < planes; ++plane) {
       float* in_diff = bottom_diff + plane * in_plane;
       for (int i = plane * out_plane; i < (plane + 1) * out_plane; ++i) {
-        const int index = use_top_mask ? static_cast<int>(top_mask[i]) : max_idx_[i];
+        const int index = use_top_mask ? static_cast<int>(top_mask[i]) : mask[i];
         if (index >= 0) in_diff[index] += top_diff[i];
       }
     }

@@ -8,14 +8,128 @@
 // the part of a window beyond the padding does not). MAX writes the argmax
 // (flat index within the H x W plane) to an optional second top, otherwise to
 // an internal buffer. global_pooling pools each whole plane to 1x1.
+// Backward: the CPU scatters each output's gradient into its window; the GPU
+// gathers, per input element, the outputs whose windows hold it, adding them
+// in the same order (so both give the same bits).
 #ifndef NEREUS_WORKER_TRAINER_LAYERS_POOLING_LAYER_H_
 #define NEREUS_WORKER_TRAINER_LAYERS_POOLING_LAYER_H_
 
+#include <cfloat>
+#include <memory>
 #include <vector>
 
+#include "common/host_device.h"
 #include "worker/trainer/layer.h"
+#include "worker/trainer/math_ops.h"
+#include "worker/trainer/syncedmem.h"
 
 namespace nereus {
+namespace ops {
+
+// One plane's pooling geometry (what Reshape derives).
+struct PoolGeometry {
+  int height = 0, width = 0;
+  int pooled_h = 0, pooled_w = 0;
+  int kernel_h = 0, kernel_w = 0;
+  int stride_h = 1, stride_w = 1;
+  int pad_h = 0, pad_w = 0;
+};
+
+// Per-element arithmetic, shared by the CPU loops (pooling_layer.cc) and the
+// GPU kernels (pooling_layer.cu), each output or input element on its own.
+
+// MAX of the window of output (ph, pw) over `plane`; *argmax receives the
+// first position (flat in the plane) of the maximum, -1 when nothing in the
+// window exceeds -FLT_MAX.
+NEREUS_HOST_DEVICE inline float MaxPoolAt(const float* plane, const PoolGeometry& g, int ph, int pw, int* argmax) {
+  const int hstart = MaxInt(ph * g.stride_h - g.pad_h, 0);
+  const int wstart = MaxInt(pw * g.stride_w - g.pad_w, 0);
+  const int hend = MinInt(ph * g.stride_h - g.pad_h + g.kernel_h, g.height);
+  const int wend = MinInt(pw * g.stride_w - g.pad_w + g.kernel_w, g.width);
+  float best = -FLT_MAX;
+  int best_index = -1;
+  for (int h = hstart; h < hend; ++h) {
+    for (int w = wstart; w < wend; ++w) {
+      const int index = h * g.width + w;
+      if (plane[index] > best) {
+        best = plane[index];
+        best_index = index;
+      }
+    }
+  }
+  *argmax = best_index;
+  return best;
+}
+
+// AVE: the window's sum divided by its size clipped to the padded input.
+NEREUS_HOST_DEVICE inline float AvePoolAt(const float* plane, const PoolGeometry& g, int ph, int pw) {
+  int hstart = ph * g.stride_h - g.pad_h;
+  int wstart = pw * g.stride_w - g.pad_w;
+  int hend = MinInt(hstart + g.kernel_h, g.height + g.pad_h);
+  int wend = MinInt(wstart + g.kernel_w, g.width + g.pad_w);
+  const int pool_size = (hend - hstart) * (wend - wstart);
+  hstart = MaxInt(hstart, 0);
+  wstart = MaxInt(wstart, 0);
+  hend = MinInt(hend, g.height);
+  wend = MinInt(wend, g.width);
+  float sum = 0.0f;
+  for (int h = hstart; h < hend; ++h) {
+    for (int w = wstart; w < wend; ++w) sum += plane[h * g.width + w];
+  }
+  return sum / pool_size;
+}
+
+// The outputs whose windows hold input row h (and likewise columns):
+// [*start, *end).
+NEREUS_HOST_DEVICE inline void PoolOutputsCovering(int h, int pad, int kernel, int stride, int pooled, int* start,
+                                                   int* end) {
+  const int hp = h + pad;
+  *start = hp < kernel ? 0 : (hp - kernel) / stride + 1;
+  *end = MinInt(hp / stride + 1, pooled);
+}
+
+// MAX backward, gathered: the gradient of input (h, w) is the sum, from 0, of
+// the top gradients of the windows whose argmax it is, in the order of the
+// outputs (the CPU's scatter adds them in that order too). `mask` holds the
+// argmax of each output (int, or float when it is the second top).
+template <class Mask>
+NEREUS_HOST_DEVICE inline float MaxPoolBackwardAt(const float* top_diff, const Mask* mask, const PoolGeometry& g, int h,
+                                                  int w) {
+  int phstart, phend, pwstart, pwend;
+  PoolOutputsCovering(h, g.pad_h, g.kernel_h, g.stride_h, g.pooled_h, &phstart, &phend);
+  PoolOutputsCovering(w, g.pad_w, g.kernel_w, g.stride_w, g.pooled_w, &pwstart, &pwend);
+  const int index = h * g.width + w;
+  float gradient = 0.0f;
+  for (int ph = phstart; ph < phend; ++ph) {
+    for (int pw = pwstart; pw < pwend; ++pw) {
+      const int o = ph * g.pooled_w + pw;
+      if (static_cast<int>(mask[o]) == index) gradient += top_diff[o];
+    }
+  }
+  return gradient;
+}
+
+// AVE backward, gathered: the sum, from 0, of top_diff / pool_size over the
+// windows holding input (h, w), in the order of the outputs.
+NEREUS_HOST_DEVICE inline float AvePoolBackwardAt(const float* top_diff, const PoolGeometry& g, int h, int w) {
+  int phstart, phend, pwstart, pwend;
+  PoolOutputsCovering(h, g.pad_h, g.kernel_h, g.stride_h, g.pooled_h, &phstart, &phend);
+  PoolOutputsCovering(w, g.pad_w, g.kernel_w, g.stride_w, g.pooled_w, &pwstart, &pwend);
+  float gradient = 0.0f;
+  for (int ph = phstart; ph < phend; ++ph) {
+    for (int pw = pwstart; pw < pwend; ++pw) {
+      const int hstart = ph * g.stride_h - g.pad_h;
+      const int wstart = pw * g.stride_w - g.pad_w;
+      const int hend = MinInt(hstart + g.kernel_h, g.height + g.pad_h);
+      const int wend = MinInt(wstart + g.kernel_w, g.width + g.pad_w);
+      const int pool_size = (hend - hstart) * (wend - wstart);
+      gradient += top_diff[ph * g.pooled_w + pw] / pool_size;
+    }
+  }
+  return gradient;
+}
+
+}  // namespace ops
 
 class PoolingLayer : public Layer {
  public:
@@ -25,6 +139,7 @@ class PoolingLayer : public Layer {
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
   const char* type() const override { return "Pooling"; }
+  bool HasGpuCode() const override { return true; }
   int ExactNumBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
   // MAX can output its argmax as a second top.
@@ -35,11 +150,18 @@ class PoolingLayer : public Layer {
   // Caffe's pooled output length for one spatial axis; any_pad says whether
   // either axis is padded (Caffe clips a padding-only last window only then).
   static int PooledSize(int input, int kernel, int pad, int stride, bool any_pad);
+  // The geometry of the last Reshape.
+  const ops::PoolGeometry& geometry() const { return geometry_; }
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+#ifdef NEREUS_HAVE_CUDA
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+#endif
 
  private:
   caffe::PoolingParameter::PoolMethod method_ = caffe::PoolingParameter::MAX;
@@ -49,7 +171,11 @@ class PoolingLayer : public Layer {
   int pad_h_ = 0, pad_w_ = 0;
   int channels_ = 0, height_ = 0, width_ = 0;
   int pooled_h_ = 0, pooled_w_ = 0;
-  std::vector<int> max_idx_;  // MAX with a single top: argmax per output
+  ops::PoolGeometry geometry_;
+  // MAX with a single top: the argmax per output (ints), on the host or the
+  // device.
+  std::shared_ptr<SyncedMemory> max_idx_;
+  int max_idx_count_ = 0;
 };
 
 }  // namespace nereus

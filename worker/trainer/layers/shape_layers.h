@@ -29,11 +29,20 @@ class FlattenLayer : public Layer {
   const char* type() const override { return "Flatten"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
+  bool HasGpuCode() const override { return true; }
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+  // Sharing memory is the same on every device.
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    Forward_cpu(bottom, top);
+  }
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override {
+    Backward_cpu(top, propagate_down, bottom);
+  }
 };
 
 class ReshapeLayer : public Layer {
@@ -44,10 +53,16 @@ class ReshapeLayer : public Layer {
   const char* type() const override { return "Reshape"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
+  bool HasGpuCode() const override { return true; }
 
  protected:
+  // The top shares the bottom's memory (Reshape): nothing to compute on any
+  // device.
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override {}
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override {}
 
  private:
@@ -86,11 +101,17 @@ class SilenceLayer : public Layer {
   const char* type() const override { return "Silence"; }
   int MinBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 0; }
+  bool HasGpuCode() const override { return true; }
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
+#ifdef NEREUS_HAVE_CUDA
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+#endif
 };
 
 class InputLayer : public Layer {
@@ -102,10 +123,16 @@ class InputLayer : public Layer {
   const char* type() const override { return "Input"; }
   int ExactNumBottomBlobs() const override { return 0; }
   int MinTopBlobs() const override { return 1; }
+  bool HasGpuCode() const override { return true; }
 
  protected:
+  // Nothing to compute: the caller fills the tops (on the host or, through
+  // mutable_gpu_data, on the device).
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override {}
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override {}
 };
 

@@ -42,18 +42,7 @@ void SoftmaxLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vect
   float* out = top[0]->mutable_cpu_data();
   const int dim = channels_ * inner_num_;
   for (int i = 0; i < outer_num_; ++i) {
-    for (int j = 0; j < inner_num_; ++j) {
-      const float* x = in + i * dim + j;
-      float* y = out + i * dim + j;
-      float max_value = -FLT_MAX;
-      for (int c = 0; c < channels_; ++c) max_value = std::max(max_value, x[c * inner_num_]);
-      float sum = 0.0f;
-      for (int c = 0; c < channels_; ++c) {
-        y[c * inner_num_] = std::exp(x[c * inner_num_] - max_value);
-        sum += y[c * inner_num_];
-      }
-      for (int c = 0; c < channels_; ++c) y[c * inner_num_] /= sum;
-    }
+    for (int j = 0; j < inner_num_; ++j) ops::SoftmaxAt(in + i * dim + j, out + i * dim + j, channels_, inner_num_);
   }
 }
 
@@ -68,12 +57,7 @@ void SoftmaxLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector
   for (int i = 0; i < outer_num_; ++i) {
     for (int j = 0; j < inner_num_; ++j) {
       const int base = i * dim + j;
-      float dot = 0.0f;
-      for (int c = 0; c < channels_; ++c) dot += dy[base + c * inner_num_] * y[base + c * inner_num_];
-      for (int c = 0; c < channels_; ++c) {
-        const int k = base + c * inner_num_;
-        dx[k] = (dy[k] - dot) * y[k];
-      }
+      ops::SoftmaxBackwardAt(y + base, dy + base, dx + base, channels_, inner_num_);
     }
   }
 }
@@ -94,6 +78,7 @@ Status SoftmaxWithLossLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, 
   softmax_param.set_type("Softmax");
   *softmax_param.mutable_softmax_param() = layer_param_.softmax_param();
   softmax_ = std::make_unique<SoftmaxLayer>(softmax_param);
+  softmax_->set_device(device());
   softmax_bottom_ = {bottom[0]};
   softmax_top_ = {&prob_};
   RETURN_IF_ERROR(softmax_->SetUp(softmax_bottom_, softmax_top_));
@@ -140,23 +125,7 @@ void SoftmaxWithLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::
 }
 
 float SoftmaxWithLossLayer::Normalizer(int valid_count) const {
-  float normalizer = 1.0f;
-  switch (normalization_) {
-    case caffe::LossParameter::FULL:
-      normalizer = static_cast<float>(outer_num_ * inner_num_);
-      break;
-    case caffe::LossParameter::VALID:
-      normalizer = static_cast<float>(valid_count);
-      break;
-    case caffe::LossParameter::BATCH_SIZE:
-      normalizer = static_cast<float>(outer_num_);
-      break;
-    case caffe::LossParameter::NONE:
-      normalizer = 1.0f;
-      break;
-  }
-  // Never divide by zero (e.g. every label ignored).
-  return std::max(1.0f, normalizer);
+  return ops::SoftmaxLossNormalizer(static_cast<int>(normalization_), outer_num_, inner_num_, valid_count);
 }
 
 void SoftmaxWithLossLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -176,7 +145,7 @@ void SoftmaxWithLossLayer::Forward_cpu(const std::vector<Blob*>& bottom, const s
                                                             " is out of range [0, " + std::to_string(channels_) + ")");
         return;
       }
-      loss -= std::log(std::max(prob[i * dim + label_value * inner_num_ + j], FLT_MIN));
+      loss += ops::SoftmaxLossAt(prob[i * dim + label_value * inner_num_ + j]);
       ++count;
     }
   }

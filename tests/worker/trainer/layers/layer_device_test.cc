@@ -1,0 +1,360 @@
+// The layers with GPU code, typed over the device they run on (Caffe's
+// device-typed tests): forward values worked by hand and numeric gradient
+// checks, the same on the CPU (/Cpu, ctest layer_device_test) and on the GPU
+// (/Gpu, ctest layer_device_test_gpu, label gpu: skipped without a GPU, a
+// failure under NEREUS_REQUIRE_GPU=1). The GPU's forward values are checked
+// to 1e-5 relative (GEMMs of a few terms in another order; CUDA's expf within
+// 2 ulp), the gradients by the checker's own threshold, as on the CPU.
+// layer_gpu_test compares the two devices directly on larger blobs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "tests/support/layer_test.h"
+#include "worker/trainer/layers/neuron_layers.h"
+#include "worker/trainer/split_layer.h"
+
+namespace nereus {
+namespace {
+
+using test::ExpectBlobNear;
+using test::FillDistinct;
+using test::FillGaussian;
+using test::GradientChecker;
+using test::SetBlobData;
+
+template <typename TypeParam>
+class LayerDeviceTest : public test::LayerTest<TypeParam> {
+ protected:
+  // Sets the layer up on `bottom` -> `top` (fails the test on an error).
+  void SetUpLayer(Layer* layer, const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+    const Status s = layer->SetUp(bottom, top);
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  void ExpectNear(const std::vector<float>& expected, const Blob& actual) {
+    ASSERT_EQ(static_cast<int>(expected.size()), actual.count());
+    for (int i = 0; i < actual.count(); ++i) {
+      EXPECT_NEAR(expected[i], actual.cpu_data()[i], 1e-5f * std::max(1.0f, std::fabs(expected[i]))) << i;
+    }
+  }
+  // Fails the test if the device recorded an error.
+  void ExpectDeviceOk() {
+    if (this->device() != nullptr) {
+      const Status s = this->device()->TakeError();
+      EXPECT_TRUE(s.ok()) << s;
+    }
+  }
+  Blob bottom_, bottom2_, top_, top2_;
+};
+
+TYPED_TEST_SUITE(LayerDeviceTest, test::TestDevices, test::DeviceNames);
+
+std::vector<float> OneToN(int n) {
+  std::vector<float> v(n);
+  std::iota(v.begin(), v.end(), 1.0f);
+  return v;
+}
+
+TYPED_TEST(LayerDeviceTest, ConvolutionForwardDiagonalKernelWithBias) {
+  this->bottom_.Reshape({1, 1, 3, 3});
+  SetBlobData(&this->bottom_, OneToN(9));
+  auto layer = this->MakeLayer("name: 'conv' type: 'Convolution' convolution_param { num_output: 1 kernel_size: 2 }");
+  this->SetUpLayer(layer.get(), {&this->bottom_}, {&this->top_});
+  SetBlobData(layer->blobs()[0].get(), {1, 0, 0, 1});
+  SetBlobData(layer->blobs()[1].get(), {0.5f});
+  layer->Forward({&this->bottom_}, {&this->top_});
+  this->ExpectNear({6.5f, 8.5f, 12.5f, 14.5f}, this->top_);  // x(i,j) + x(i+1,j+1) + 0.5
+  this->ExpectDeviceOk();
+}
+
+TYPED_TEST(LayerDeviceTest, ConvolutionGradientGroupsPadStride) {
+  this->bottom_.Reshape({2, 4, 6, 5});
+  FillGaussian(&this->bottom_, &this->rng_);
+  auto layer = this->MakeLayer(
+      "name: 'conv' type: 'Convolution' convolution_param { num_output: 4 kernel_size: 3 pad: 1 stride: 2 group: 2 "
+      "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }");
+  GradientChecker checker(1e-2f, 1e-3f);
+  checker.CheckGradient(layer.get(), {&this->bottom_}, {&this->top_});
+  EXPECT_GT(checker.comparisons(), 0);
+  this->ExpectDeviceOk();
+}
+
+TYPED_TEST(LayerDeviceTest, Convolution1x1Gradient) {
+  // The GPU multiplies the images themselves (no im2col) for 1x1, stride 1.
+  this->bottom_.Reshape({3, 5, 3, 4});
+  FillGaussian(&this->bottom_, &this->rng_);
+  auto layer = this->MakeLayer(
+      "name: 'conv' type: 'Convolution' convolution_param { num_output: 3 kernel_size: 1 "
+      "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'constant' value: 0.1 } }");
+  GradientChecker checker(1e-2f, 1e-3f);
+  checker.CheckGradient(layer.get(), {&this->bottom_}, {&this->top_});
+  EXPECT_GT(checker.comparisons(), 0);
+  this->ExpectDeviceOk();
+}
+
+TYPED_TEST(LayerDeviceTest, DeconvolutionGradient) {
+  this->bottom_.Reshape({2, 3, 3, 4});
+  FillGaussian(&this->bottom_, &this->rng_);
+  auto layer = this->MakeLayer(
+      "name: 'deconv' type: 'Deconvolution' convolution_param { num_output: 2 kernel_size: 3 stride: 2 pad: 1 "
+      "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }");
+  GradientChecker checker(1e-2f, 1e-3f);
+  checker.CheckGradient(layer.get(), {&this->bottom_}, {&this->top_});
+  EXPECT_GT(checker.comparisons(), 0);
+  this->ExpectDeviceOk();
+}
+
+TYPED_TEST(LayerDeviceTest, InnerProductForwardAndGradient) {
+  this->bottom_.Reshape({2, 3});
+  SetBlobData(&this->bottom_, {1, 2, 3, -1, 0, 2});
+  auto layer = this->MakeLayer(
+      "name: 'ip' type: 'InnerProduct' inner_product_param { num_output: 2 "
+      "weight_filler { type: 'constant' value: 0 } }");
+  this->SetUpLayer(layer.get(), {&this->bottom_}, {&this->top_});
+  SetBlobData(layer->blobs()[0].get(), {1, 0, 1, 0.5f, 0.5f, 0});
+  SetBlobData(layer->blobs()[1].get(), {0.25f, -1});
+  layer->Forward({&this->bottom_}, {&this->top_});
+  this->ExpectNear({4.25f, 0.5f, 1.25f, -1.5f}, this->top_);
+  for (const char* transpose : {"false", "true"}) {
+    Blob bottom(std::vector<int>{3, 2, 2}), top;
+    FillGaussian(&bottom, &this->rng_);
+    auto ip = this->MakeLayer(
+        std::string("name: 'ip' type: 'InnerProduct' inner_product_param { num_output: 3 transpose: ") + transpose +
+        " weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }");
+    GradientChecker checker(1e-2f, 1e-3f);
+    checker.CheckGradient(ip.get(), {&bottom}, {&top});
+  }
+  this->ExpectDeviceOk();
+}
+
+TYPED_TEST(LayerDeviceTest, PoolingForwardMaxAndAve) {
+  this->bottom_.Reshape({1, 1, 6, 6});
+  std::vector<float> iota(36);
+  std::iota(iota.begin(), iota.end(), 0.0f);  // x(h, w) = 6h + w
+  SetBlobData(&this->bottom_, iota);
+  auto max = this->MakeLayer("name: 'p' type: 'Pooling' pooling_param { pool: MAX kernel_size: 3 stride: 2 }");
+  this->SetUpLayer(max.get(), {&this->bottom_}, {&this->top_, &this->top2_});
+  max->Forward({&this->bottom_}, {&this->top_, &this->top2_});
+  this->ExpectNear({14, 16, 17, 26, 28, 29, 32, 34, 35}, this->top_);
+  this->ExpectNear({14, 16, 17, 26, 28, 29, 32, 34, 35}, this->top2_);  // The argmax is the value here.
+  Blob ave_top;
+  auto ave = this->MakeLayer("name: 'p' type: 'Pooling' pooling_param { pool: AVE kernel_size: 2 stride: 2 }");
+  this->SetUpLayer(ave.get(), {&this->bottom_}, {&ave_top});
+  ave->Forward({&this->bottom_}, {&ave_top});
+  this->ExpectNear({3.5f, 5.5f, 7.5f, 15.5f, 17.5f, 19.5f, 27.5f, 29.5f, 31.5f}, ave_top);
+  this->ExpectDeviceOk();
+}
+
+TYPED_TEST(LayerDeviceTest, PoolingGradient) {
+  for (const char* config : {"pool: MAX kernel_size: 3 stride: 2 pad: 1", "pool: AVE kernel_size: 3 stride: 2 pad: 1",
+                             "pool: MAX kernel_h: 2 kernel_w: 3 stride: 1"}) {
+    Blob bottom(std::vector<int>{2, 2, 5, 6}), top;
+    FillDistinct(&bottom, &this->rng_);
+    auto layer = this->MakeLayer(std::string("name: 'p' type: 'Pooling' pooling_param { ") + config + " }");
+    GradientChecker checker(1e-3f, 1e-2f);
+    checker.CheckGradient(layer.get(), {&bottom}, {&top});
+    EXPECT_GT(checker.comparisons(), 0) << config;
+  }
+  this->ExpectDeviceOk();
+}
+
+TYPED_TEST(LayerDeviceTest, NeuronGradients) {
+  for (const char* text : {"name: 'r' type: 'ReLU'", "name: 'r' type: 'ReLU' relu_param { negative_slope: 0.1 }",
+                           "name: 's' type: 'Sigmoid'", "name: 't' type: 'TanH'"}) {
+    Blob bottom(std::vector<int>{2, 3, 4}), top;
+    FillGaussian(&bottom, &this->rng_);
+    auto layer = this->MakeLayer(text);
+    GradientChecker checker(1e-2f, 1e-3f, 0.0f, 0.01f);
+    checker.CheckGradientEltwise(layer.get(), {&bottom}, {&top});
+    EXPECT_GT(checker.comparisons(), 0) << text;
+  }
+  this->ExpectDeviceOk();
+}
+
+TYPED_TEST(LayerDeviceTest, DropoutAppliesItsMaskScaled) {
+  this->bottom_.Reshape({4, 250});
+  FillGaussian(&this->bottom_, &this->rng_);
+  auto layer = this->MakeLayer("name: 'd' type: 'Dropout' phase: TRAIN dropout_param { dropout_ratio: 0.25 }");
+  this->SetUpLayer(layer.get(), {&this->bottom_}, {&this->top_});
+  layer->Forward({&this->bottom_}, {&this->top_});
+  const std::vector<unsigned int> mask = static_cast<DropoutLayer*>(layer.get())->mask();
+  ASSERT_EQ(1000u, mask.size());
+  int kept = 0;
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(mask[i] == 0u || mask[i] == 1u);
+    kept += mask[i];
+    // Exact: x * 1 * (1 / 0.75) or x * 0 * ..., one function on both devices.
+    EXPECT_EQ(ops::DropoutApply(this->bottom_.cpu_data()[i], mask[i], 1.0f / 0.75f), this->top_.cpu_data()[i]);
+  }
+  EXPECT_NEAR(750, kept, 60);  // Binomial(1000, 0.75): standard deviation 13.7.
+  for (int i = 0; i < 1000; ++i) this->top_.mutable_cpu_diff()[i] = 1.0f;
+  layer->Backward({&this->top_}, {true}, {&this->bottom_});
+  for (int i = 0; i < 1000; ++i) EXPECT_EQ(mask[i] * (1.0f / 0.75f), this->bottom_.cpu_diff()[i]);
+  this->ExpectDeviceOk();
+}
+
+TYPED_TEST(LayerDeviceTest, LrnGradientBothRegions) {
+  for (const char* region : {"ACROSS_CHANNELS", "WITHIN_CHANNEL"}) {
+    Blob bottom(std::vector<int>{2, 5, 3, 4}), top;
+    FillGaussian(&bottom, &this->rng_);
+    auto layer = this->MakeLayer(std::string("name: 'n' type: 'LRN' lrn_param { local_size: 3 alpha: 1 beta: 0.75 "
+                                             "norm_region: ") +
+                                 region + " }");
+    GradientChecker checker(1e-2f, 1e-2f);
+    checker.CheckGradient(layer.get(), {&bottom}, {&top});
+    EXPECT_GT(checker.comparisons(), 0) << region;
+  }
+  this->ExpectDeviceOk();
+}
+
+TYPED_TEST(LayerDeviceTest, BatchNormNormalizesAndKeepsItsStatistics) {
+  this->bottom_.Reshape({4, 3, 2, 5});
+  FillGaussian(&this->bottom_, &this->rng_, 3.0f);
+  auto layer = this->MakeLayer("name: 'bn' type: 'BatchNorm' phase: TRAIN batch_norm_param { eps: 0 }");
+  this->SetUpLayer(layer.get(), {&this->bottom_}, {&this->top_});
+  layer->Forward({&this->bottom_}, {&this->top_});
+  for (int c = 0; c < 3; ++c) {
+    double sum = 0, sum_sq = 0;
+    for (int n = 0; n < 4; ++n) {
+      for (int s = 0; s < 10; ++s) {
+        const float y = this->top_.cpu_data()[(n * 3 + c) * 10 + s];
+        sum += y;
+        sum_sq += y * y;
+      }
+    }
+    EXPECT_NEAR(0.0, sum / 40, 1e-5) << c;
+    EXPECT_NEAR(1.0, sum_sq / 40, 1e-4) << c;
+  }
+  EXPECT_EQ(1.0f, layer->blobs()[2]->cpu_data()[0]);  // 0 * 0.999 + 1
+  GradientChecker checker(1e-2f, 2e-3f);
+  Blob bottom(std::vector<int>{3, 2, 2, 2}), top;
+  FillGaussian(&bottom, &this->rng_);
+  auto bn = this->MakeLayer("name: 'bn' type: 'BatchNorm' phase: TRAIN");
+  checker.CheckGradient(bn.get(), {&bottom}, {&top});
+  this->ExpectDeviceOk();
+}
+
+TYPED_TEST(LayerDeviceTest, ScaleGradientLearnedAndFromABottom) {
+  {
+    Blob bottom(std::vector<int>{2, 3, 4}), top;
+    FillGaussian(&bottom, &this->rng_);
+    auto layer = this->MakeLayer(
+        "name: 's' type: 'Scale' scale_param { bias_term: true filler { type: 'gaussian' } "
+        "bias_filler { type: 'gaussian' } }");
+    GradientChecker checker(1e-2f, 1e-3f);
+    checker.CheckGradient(layer.get(), {&bottom}, {&top});
+  }
+  Blob bottom(std::vector<int>{2, 3, 4}), scale(std::vector<int>{3}), top;
+  FillGaussian(&bottom, &this->rng_);
+  FillGaussian(&scale, &this->rng_);
+  auto layer = this->MakeLayer("name: 's' type: 'Scale' scale_param { axis: 1 }");
+  GradientChecker checker(1e-2f, 1e-3f);
+  checker.CheckGradient(layer.get(), {&bottom, &scale}, {&top});
+  this->ExpectDeviceOk();
+}
+
+TYPED_TEST(LayerDeviceTest, EltwiseGradientEveryOperation) {
+  for (const char* op : {"operation: SUM coeff: 1 coeff: -0.5 coeff: 2", "operation: PROD", "operation: MAX"}) {
+    Blob a(std::vector<int>{2, 3, 2}), b(std::vector<int>{2, 3, 2}), c(std::vector<int>{2, 3, 2}), top;
+    FillDistinct(&a, &this->rng_);
+    FillDistinct(&b, &this->rng_, 0.07f);
+    FillDistinct(&c, &this->rng_, 0.11f);
+    auto layer = this->MakeLayer(std::string("name: 'e' type: 'Eltwise' eltwise_param { ") + op + " }");
+    GradientChecker checker(1e-3f, 1e-2f);
+    checker.CheckGradient(layer.get(), {&a, &b, &c}, {&top});
+    EXPECT_GT(checker.comparisons(), 0) << op;
+  }
+  this->ExpectDeviceOk();
+}
+
+TYPED_TEST(LayerDeviceTest, SoftmaxSumsToOneAndGradient) {
+  this->bottom_.Reshape({2, 5, 3});
+  FillGaussian(&this->bottom_, &this->rng_);
+  auto layer = this->MakeLayer("name: 's' type: 'Softmax'");
+  this->SetUpLayer(layer.get(), {&this->bottom_}, {&this->top_});
+  layer->Forward({&this->bottom_}, {&this->top_});
+  for (int n = 0; n < 2; ++n) {
+    for (int j = 0; j < 3; ++j) {
+      float sum = 0;
+      for (int c = 0; c < 5; ++c) sum += this->top_.cpu_data()[(n * 5 + c) * 3 + j];
+      EXPECT_NEAR(1.0f, sum, 1e-6f);
+    }
+  }
+  Blob bottom(std::vector<int>{2, 4, 3}), top;
+  FillGaussian(&bottom, &this->rng_);
+  auto softmax = this->MakeLayer("name: 's' type: 'Softmax'");
+  GradientChecker checker(1e-2f, 1e-3f);
+  checker.CheckGradient(softmax.get(), {&bottom}, {&top});
+  this->ExpectDeviceOk();
+}
+
+TYPED_TEST(LayerDeviceTest, SoftmaxWithLossValueAndGradient) {
+  this->bottom_.Reshape({2, 3});
+  SetBlobData(&this->bottom_, {0, 0, 0, 1, 2, 3});
+  this->bottom2_.Reshape({2});
+  SetBlobData(&this->bottom2_, {1, 2});
+  auto layer = this->MakeLayer("name: 'l' type: 'SoftmaxWithLoss'");
+  this->SetUpLayer(layer.get(), {&this->bottom_, &this->bottom2_}, {&this->top_});
+  layer->Forward({&this->bottom_, &this->bottom2_}, {&this->top_});
+  // (-log(1/3) - log(e^3 / (e + e^2 + e^3))) / 2
+  const double expected = (std::log(3.0) - (3.0 - std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)))) / 2;
+  EXPECT_NEAR(expected, this->top_.cpu_data()[0], 1e-6);
+  for (const char* extra : {"", "loss_param { ignore_label: 0 normalization: FULL }"}) {
+    Blob scores(std::vector<int>{3, 4, 2}), labels(std::vector<int>{3, 1, 2}), loss;
+    FillGaussian(&scores, &this->rng_);
+    SetBlobData(&labels, {0, 1, 2, 3, 0, 2});
+    auto l = this->MakeLayer(std::string("name: 'l' type: 'SoftmaxWithLoss' ") + extra);
+    GradientChecker checker(1e-2f, 1e-2f);
+    checker.CheckGradient(l.get(), {&scores, &labels}, {&loss}, 0);
+    EXPECT_GT(checker.comparisons(), 0);
+  }
+  this->ExpectDeviceOk();
+}
+
+TYPED_TEST(LayerDeviceTest, AccuracyTopKAndPerClass) {
+  this->bottom_.Reshape({4, 3});
+  SetBlobData(&this->bottom_, {0.1f, 0.7f, 0.2f,  // class 1 first, 2 second
+                               0.5f, 0.3f, 0.2f,  //
+                               0.2f, 0.2f, 0.6f,  //
+                               0.3f, 0.3f, 0.4f});
+  this->bottom2_.Reshape({4});
+  SetBlobData(&this->bottom2_, {1, 1, 2, 0});
+  auto top1 = this->MakeLayer("name: 'a' type: 'Accuracy'");
+  this->SetUpLayer(top1.get(), {&this->bottom_, &this->bottom2_}, {&this->top_, &this->top2_});
+  top1->Forward({&this->bottom_, &this->bottom2_}, {&this->top_, &this->top2_});
+  EXPECT_EQ(0.5f, this->top_.cpu_data()[0]);  // rows 0 and 2
+  this->ExpectNear({0.0f, 0.5f, 1.0f}, this->top2_);
+  Blob top;
+  auto top2 = this->MakeLayer("name: 'a' type: 'Accuracy' accuracy_param { top_k: 2 }");
+  this->SetUpLayer(top2.get(), {&this->bottom_, &this->bottom2_}, {&top});
+  top2->Forward({&this->bottom_, &this->bottom2_}, {&top});
+  EXPECT_EQ(0.75f, top.cpu_data()[0]);  // row 3's label 0 ties class 1: counted against it
+  this->ExpectDeviceOk();
+}
+
+TYPED_TEST(LayerDeviceTest, SplitSharesForwardAndSumsBackward) {
+  this->bottom_.Reshape({2, 3});
+  SetBlobData(&this->bottom_, OneToN(6));
+  SplitLayer layer(test::ParseLayerParameter("name: 's' type: 'Split'"));
+  layer.set_device(this->device());
+  Blob a, b, c;
+  this->SetUpLayer(&layer, {&this->bottom_}, {&a, &b, &c});
+  layer.Forward({&this->bottom_}, {&a, &b, &c});
+  EXPECT_EQ(this->bottom_.data(), b.data());
+  SetBlobData(&a, OneToN(6));  // Shared: writes the bottom too.
+  for (int i = 0; i < 6; ++i) {
+    a.mutable_cpu_diff()[i] = 1.0f;
+    b.mutable_cpu_diff()[i] = 0.5f * i;
+    c.mutable_cpu_diff()[i] = -2.0f;
+  }
+  layer.Backward({&a, &b, &c}, {true}, {&this->bottom_});
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(1.0f + 0.5f * i - 2.0f, this->bottom_.cpu_diff()[i]);
+  this->ExpectDeviceOk();
+}
+
+}  // namespace
+}  // namespace nereus

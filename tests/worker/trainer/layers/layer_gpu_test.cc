@@ -1,0 +1,267 @@
+// Every layer with GPU code, on the GPU against the CPU from the same weights,
+// bottoms and top gradients (test::ExpectGpuMatchesCpu), at sizes a real net
+// has in miniature; and the Data layer's GPU path (page-locked batches, the
+// copy stream) against its CPU path. Label gpu: skipped ("no CUDA device")
+// where there is none, a failure under NEREUS_REQUIRE_GPU=1.
+//
+// The tolerance of each comparison, and why:
+//   exact ({0, 0})  the GPU runs the CPU's element functions in the CPU's
+//                   order, built with --fmad=false: ReLU, pooling (forward,
+//                   and backward gathered in the order the CPU scatters),
+//                   Eltwise PROD/MAX, Scale's forward, Accuracy, Split,
+//                   im2col/col2im;
+//   4e-6 relative   CUDA's tanhf/expf/powf are within 2 ulp of glibc's, and
+//                   one or two such results feed the rest (Sigmoid, TanH,
+//                   Softmax, LRN);
+//   1e-4 relative   cuBLAS sums (GEMM, GEMV, dot) in another order than
+//                   OpenBLAS, with fused multiply-adds: K * 2^-24 relative
+//   + 1e-4 abs.     to the sum of |terms| (K <= 600 here); the absolute floor
+//                   covers results that cancel to near zero (convolution,
+//                   deconvolution, inner product, BatchNorm's and Scale's
+//                   sums, SoftmaxWithLoss's mean, Eltwise SUM's axpy).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/support/layer_test.h"
+#include "tests/support/tiny_train_job.h"
+#include "worker/trainer/data/data_layer.h"
+
+namespace nereus {
+namespace {
+
+using test::ExpectGpuMatchesCpu;
+using test::Tolerance;
+
+constexpr Tolerance kExact{0.0f, 0.0f};
+constexpr Tolerance kUlps{4e-6f, 1e-7f};
+constexpr Tolerance kSums{1e-4f, 1e-4f};
+
+TEST(LayerGpuTest, Convolution) {
+  NEREUS_GPU_OR_SKIP(device);
+  const char* configs[] = {
+      "num_output: 8 kernel_size: 3 pad: 1",
+      "num_output: 6 kernel_size: 3 stride: 2 group: 2",
+      "num_output: 4 kernel_size: 1",  // 1x1: the GPU skips im2col
+      "num_output: 4 kernel_h: 3 kernel_w: 2 pad_h: 1 stride_w: 2 dilation: 2",
+      "num_output: 5 kernel_size: 5 stride: 4 pad: 2 bias_term: false",
+  };
+  for (const char* config : configs) {
+    const long n = ExpectGpuMatchesCpu(
+        device,
+        std::string("name: 'c' type: 'Convolution' convolution_param { ") + config +
+            " weight_filler { type: 'gaussian' std: 0.1 } bias_filler { type: 'gaussian' std: 0.1 } }",
+        {{3, 4, 11, 9}}, kSums);
+    EXPECT_GT(n, 0) << config;
+  }
+}
+
+TEST(LayerGpuTest, ConvolutionBatchLargerThanOneColumnChunk) {
+  NEREUS_GPU_OR_SKIP(device);
+  // 40 images of 3x64x64, kernel 3: 27 x 3844 floats of columns each, so the
+  // GPU's 256 MiB column budget holds them all; still one chunk, many images.
+  EXPECT_GT(ExpectGpuMatchesCpu(device,
+                                "name: 'c' type: 'Convolution' convolution_param { num_output: 8 kernel_size: 3 "
+                                "weight_filler { type: 'gaussian' std: 0.1 } }",
+                                {{40, 3, 64, 64}}, kSums),
+            0);
+}
+
+TEST(LayerGpuTest, Deconvolution) {
+  NEREUS_GPU_OR_SKIP(device);
+  for (const char* config : {"num_output: 3 kernel_size: 4 stride: 2 pad: 1", "num_output: 4 kernel_size: 1"}) {
+    EXPECT_GT(ExpectGpuMatchesCpu(device,
+                                  std::string("name: 'd' type: 'Deconvolution' convolution_param { ") + config +
+                                      " weight_filler { type: 'gaussian' std: 0.1 } bias_filler { type: 'gaussian' "
+                                      "std: 0.1 } }",
+                                  {{2, 6, 7, 5}}, kSums),
+              0)
+        << config;
+  }
+}
+
+TEST(LayerGpuTest, InnerProduct) {
+  NEREUS_GPU_OR_SKIP(device);
+  for (const char* transpose : {"false", "true"}) {
+    EXPECT_GT(ExpectGpuMatchesCpu(device,
+                                  std::string("name: 'ip' type: 'InnerProduct' inner_product_param { num_output: 37 "
+                                              "transpose: ") +
+                                      transpose +
+                                      " weight_filler { type: 'gaussian' std: 0.05 } bias_filler { type: 'gaussian' "
+                                      "std: 0.1 } }",
+                                  {{16, 6, 10, 10}}, kSums),
+              0);
+  }
+}
+
+TEST(LayerGpuTest, PoolingIsBitwiseTheCpu) {
+  NEREUS_GPU_OR_SKIP(device);
+  const char* configs[] = {"pool: MAX kernel_size: 3 stride: 2", "pool: MAX kernel_size: 2 stride: 2 pad: 1",
+                           "pool: AVE kernel_size: 3 stride: 2", "pool: AVE kernel_size: 3 stride: 1 pad: 1",
+                           "pool: AVE global_pooling: true"};
+  for (const char* config : configs) {
+    EXPECT_GT(ExpectGpuMatchesCpu(device, std::string("name: 'p' type: 'Pooling' pooling_param { ") + config + " }",
+                                  {{3, 5, 13, 12}}, kExact),
+              0)
+        << config;
+  }
+  // MAX with its argmax as a second top.
+  EXPECT_GT(ExpectGpuMatchesCpu(device,
+                                "name: 'p' type: 'Pooling' top: 'p' top: 'mask' "
+                                "pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 1 }",
+                                {{2, 3, 9, 9}}, kExact),
+            0);
+}
+
+TEST(LayerGpuTest, NeuronLayers) {
+  NEREUS_GPU_OR_SKIP(device);
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 'r' type: 'ReLU'", {{4, 3, 8, 8}}, kExact), 0);
+  EXPECT_GT(
+      ExpectGpuMatchesCpu(device, "name: 'r' type: 'ReLU' relu_param { negative_slope: 0.1 }", {{4, 3, 8, 8}}, kExact),
+      0);
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 's' type: 'Sigmoid'", {{4, 3, 8, 8}}, kUlps), 0);
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 't' type: 'TanH'", {{4, 3, 8, 8}}, kUlps), 0);
+  // TEST-phase dropout passes the data through (with scale_train: false, scaled).
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 'd' type: 'Dropout' phase: TEST", {{4, 100}}, kExact), 0);
+  EXPECT_GT(ExpectGpuMatchesCpu(device,
+                                "name: 'd' type: 'Dropout' phase: TEST dropout_param { dropout_ratio: 0.3 "
+                                "scale_train: false }",
+                                {{4, 100}}, kUlps),
+            0);
+}
+
+TEST(LayerGpuTest, Lrn) {
+  NEREUS_GPU_OR_SKIP(device);
+  for (const char* region : {"ACROSS_CHANNELS", "WITHIN_CHANNEL"}) {
+    EXPECT_GT(ExpectGpuMatchesCpu(device,
+                                  std::string("name: 'n' type: 'LRN' lrn_param { local_size: 5 alpha: 0.0001 beta: "
+                                              "0.75 norm_region: ") +
+                                      region + " }",
+                                  {{3, 16, 9, 9}}, Tolerance{1e-5f, 1e-6f}),
+              0)
+        << region;
+  }
+}
+
+TEST(LayerGpuTest, BatchNormTrainTestAndScale) {
+  NEREUS_GPU_OR_SKIP(device);
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 'bn' type: 'BatchNorm' phase: TRAIN", {{8, 16, 7, 7}}, kSums), 0);
+  EXPECT_GT(ExpectGpuMatchesCpu(device,
+                                "name: 'bn' type: 'BatchNorm' phase: TEST batch_norm_param { use_global_stats: false }",
+                                {{8, 16, 7, 7}}, kSums),
+            0);
+  EXPECT_GT(ExpectGpuMatchesCpu(device,
+                                "name: 's' type: 'Scale' scale_param { bias_term: true filler { type: 'gaussian' } "
+                                "bias_filler { type: 'gaussian' } }",
+                                {{8, 16, 7, 7}}, kSums),
+            0);
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 's' type: 'Scale' scale_param { axis: 1 num_axes: 1 }", {{8, 16, 7, 7}},
+                                kSums),
+            0);
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 's' type: 'Scale'", {{8, 16, 7, 7}, {16}}, kSums), 0);
+}
+
+TEST(LayerGpuTest, BatchNormGlobalStatisticsAfterTraining) {
+  NEREUS_GPU_OR_SKIP(device);
+  // use_global_stats reads the running statistics: zero at first (factor 0).
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 'bn' type: 'BatchNorm' phase: TEST", {{4, 6, 5, 5}}, kSums), 0);
+}
+
+TEST(LayerGpuTest, Eltwise) {
+  NEREUS_GPU_OR_SKIP(device);
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 'e' type: 'Eltwise' eltwise_param { operation: PROD }",
+                                {{2, 3, 5, 5}, {2, 3, 5, 5}, {2, 3, 5, 5}}, kExact),
+            0);
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 'e' type: 'Eltwise' eltwise_param { operation: MAX }",
+                                {{2, 3, 5, 5}, {2, 3, 5, 5}, {2, 3, 5, 5}}, kExact),
+            0);
+  EXPECT_GT(
+      ExpectGpuMatchesCpu(device, "name: 'e' type: 'Eltwise' eltwise_param { operation: SUM coeff: 1 coeff: -0.5 }",
+                          {{2, 3, 5, 5}, {2, 3, 5, 5}}, kUlps),
+      0);
+}
+
+TEST(LayerGpuTest, SoftmaxAndLoss) {
+  NEREUS_GPU_OR_SKIP(device);
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 's' type: 'Softmax'", {{8, 1000}}, Tolerance{1e-5f, 1e-9f}), 0);
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 's' type: 'Softmax' softmax_param { axis: 1 }", {{2, 5, 4, 3}},
+                                Tolerance{1e-5f, 1e-7f}),
+            0);
+  auto labels = [](int index, Blob* blob, std::mt19937* rng) {
+    if (index == 0) {
+      test::FillGaussian(blob, rng, 3.0f);
+      return;
+    }
+    for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] = static_cast<float>((i * 7) % 10);
+  };
+  for (const char* loss_param : {"", "loss_param { ignore_label: 3 }", "loss_param { normalization: BATCH_SIZE }",
+                                 "loss_param { normalization: FULL ignore_label: 0 }"}) {
+    EXPECT_GT(ExpectGpuMatchesCpu(
+                  device, std::string("name: 'l' type: 'SoftmaxWithLoss' top: 'loss' top: 'prob' ") + loss_param,
+                  {{32, 10}, {32}}, Tolerance{1e-5f, 1e-6f}, true, labels, {true, false}),
+              0)
+        << loss_param;
+  }
+}
+
+TEST(LayerGpuTest, AccuracyIsBitwiseTheCpu) {
+  NEREUS_GPU_OR_SKIP(device);
+  auto labels = [](int index, Blob* blob, std::mt19937* rng) {
+    if (index == 0) {
+      test::FillGaussian(blob, rng);
+      return;
+    }
+    for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] = static_cast<float>((i * 3) % 10);
+  };
+  for (const char* param : {"", "accuracy_param { top_k: 3 }", "accuracy_param { ignore_label: 4 }"}) {
+    EXPECT_GT(ExpectGpuMatchesCpu(device, std::string("name: 'a' type: 'Accuracy' top: 'a' top: 'per_class' ") + param,
+                                  {{64, 10}, {64}}, kExact, /*backward=*/false, labels),
+              0)
+        << param;
+  }
+}
+
+TEST(LayerGpuTest, SplitIsBitwiseTheCpu) {
+  NEREUS_GPU_OR_SKIP(device);
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 's' type: 'Split' top: 'a' top: 'b' top: 'c'", {{3, 4, 5}}, kExact), 0);
+}
+
+// The Data layer on the GPU gives the CPU's batches, in the CPU's order
+// (through page-locked buffers and the copy stream, one batch ahead).
+TEST(LayerGpuTest, DataLayerGivesTheCpuBatches) {
+  NEREUS_GPU_OR_SKIP(device);
+  const std::string dir = ::testing::TempDir() + "/layer_gpu_test_data";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  test::WriteTinyLmdb(dir + "/lmdb");
+  const caffe::LayerParameter param = test::ParseLayerParameter(
+      "name: 'data' type: 'Data' top: 'data' top: 'label' phase: TRAIN transform_param { scale: 0.00390625 } "
+      "data_param { source: '" +
+      dir + "/lmdb' batch_size: 24 backend: LMDB prefetch: 2 }");
+  std::mt19937 cpu_rng(3), gpu_rng(3);
+  data::DataLayer cpu(param), on_gpu(param);
+  cpu.set_rng(&cpu_rng);
+  on_gpu.set_rng(&gpu_rng);
+  on_gpu.set_device(device);
+  gpu::ScopedDevice scope(device);
+  Blob cpu_data, cpu_label, gpu_data, gpu_label;
+  ASSERT_TRUE(cpu.SetUp({}, {&cpu_data, &cpu_label}).ok());
+  ASSERT_TRUE(on_gpu.SetUp({}, {&gpu_data, &gpu_label}).ok());
+  // 256 records, 24 a batch: 13 batches wrap around the database once.
+  for (int iter = 0; iter < 13; ++iter) {
+    cpu.Forward({}, {&cpu_data, &cpu_label});
+    on_gpu.Forward({}, {&gpu_data, &gpu_label});
+    const Status s = device->TakeError();
+    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_EQ(cpu_data.shape(), gpu_data.shape());
+    ASSERT_EQ(SyncedMemory::Head::kAtGpu, gpu_data.data()->head()) << "the batch was made on the device";
+    ASSERT_EQ(0, std::memcmp(cpu_data.cpu_data(), gpu_data.cpu_data(), sizeof(float) * cpu_data.count())) << iter;
+    ASSERT_EQ(0, std::memcmp(cpu_label.cpu_data(), gpu_label.cpu_data(), sizeof(float) * cpu_label.count())) << iter;
+  }
+}
+
+}  // namespace
+}  // namespace nereus

@@ -1,0 +1,196 @@
+#include "worker/trainer/gpu/device.h"
+
+#include <glog/logging.h>
+
+#ifdef NEREUS_HAVE_CUDA
+#include "worker/trainer/gpu/cuda_check.h"
+#endif
+
+namespace nereus {
+namespace gpu {
+namespace {
+
+thread_local Device* current_device = nullptr;
+
+}  // namespace
+
+bool BuiltWithCuda() {
+#ifdef NEREUS_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+#ifdef NEREUS_HAVE_CUDA
+namespace {
+
+// cudaGetDeviceCount's answer: the count, or why there is none.
+int CountDevices(std::string* why) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    if (why != nullptr) *why = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+    return 0;
+  }
+  if (count == 0 && why != nullptr) *why = "the CUDA runtime reports 0 devices";
+  return count;
+}
+
+}  // namespace
+
+int DeviceCount() { return CountDevices(nullptr); }
+
+Status CheckDeviceId(int device_id) {
+  std::string why;
+  const int count = CountDevices(&why);
+  if (count == 0) return FailedPreconditionError("no CUDA device (" + why + ")");
+  if (device_id < 0 || device_id >= count) {
+    return InvalidArgumentError("CUDA device " + std::to_string(device_id) + " does not exist: this machine has " +
+                                std::to_string(count) + " (0.." + std::to_string(count - 1) + ")");
+  }
+  return Status::OK();
+}
+
+StatusOr<std::unique_ptr<Device>> Device::Create(const DeviceOptions& options) {
+  RETURN_IF_ERROR(CheckDeviceId(options.device_id));
+  std::unique_ptr<Device> d(new Device(options));
+  const std::string where = "CUDA device " + std::to_string(options.device_id);
+  auto fail = [&](const Status& s) { return s.Annotate("setting up " + where); };
+  Status s = CudaStatus(cudaSetDevice(options.device_id), "cudaSetDevice");
+  if (!s.ok()) return fail(s);
+  cudaDeviceProp prop;
+  s = CudaStatus(cudaGetDeviceProperties(&prop, options.device_id), "cudaGetDeviceProperties");
+  if (!s.ok()) return fail(s);
+  d->description_ = std::string(prop.name) + " (device " + std::to_string(options.device_id) + ", compute capability " +
+                    std::to_string(prop.major) + "." + std::to_string(prop.minor) + ", " +
+                    FormatBytes(prop.totalGlobalMem) + ")";
+  // The compute stream blocks with the legacy default stream, so a plain
+  // cudaMemcpy elsewhere (a blob read without a current device) still comes
+  // after the kernels queued on it; the copy stream does not, so that batch
+  // copies overlap compute.
+  s = CudaStatus(cudaStreamCreateWithFlags(&d->compute_stream_, cudaStreamDefault), "cudaStreamCreate (compute)");
+  if (!s.ok()) return fail(s);
+  s = CudaStatus(cudaStreamCreateWithFlags(&d->copy_stream_, cudaStreamNonBlocking), "cudaStreamCreate (copy)");
+  if (!s.ok()) return fail(s);
+  s = CublasStatus(cublasCreate(&d->cublas_), "cublasCreate");
+  if (!s.ok()) return fail(s);
+  s = CublasStatus(cublasSetStream(d->cublas_, d->compute_stream_), "cublasSetStream");
+  if (!s.ok()) return fail(s);
+  // FP32 GEMMs in FP32: no TF32 tensor-core rounding (cuBLAS's default since
+  // CUDA 11, said explicitly).
+  s = CublasStatus(cublasSetMathMode(d->cublas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  if (!s.ok()) return fail(s);
+  s = CurandStatus(curandCreateGenerator(&d->curand_, CURAND_RNG_PSEUDO_DEFAULT), "curandCreateGenerator");
+  if (!s.ok()) return fail(s);
+  s = CurandStatus(curandSetPseudoRandomGeneratorSeed(d->curand_, options.seed), "curandSetPseudoRandomGeneratorSeed");
+  if (!s.ok()) return fail(s);
+  s = CurandStatus(curandSetStream(d->curand_, d->compute_stream_), "curandSetStream");
+  if (!s.ok()) return fail(s);
+  d->memory_ = NewCudaMemory(options.device_id, d->compute_stream_, options.memory_limit_bytes);
+  LOG(INFO) << "GPU: " << d->description_;
+  return d;
+}
+
+Device::~Device() {
+  if (stand_in_) return;
+  if (compute_stream_ != nullptr) cudaStreamSynchronize(compute_stream_);
+  if (memory_) memory_->DetachStream();
+  if (curand_ != nullptr) curandDestroyGenerator(curand_);
+  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (copy_stream_ != nullptr) cudaStreamDestroy(copy_stream_);
+  if (compute_stream_ != nullptr) cudaStreamDestroy(compute_stream_);
+}
+
+Status Device::TakeError(bool check_stream) {
+  if (check_stream && !stand_in_) {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) RecordError(CudaStatus(e, "a kernel or CUDA call (cudaGetLastError)"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  Status s = error_;
+  error_ = Status::OK();
+  failed_.store(false);
+  return s;
+}
+
+Status Device::Synchronize() {
+  if (stand_in_) return TakeError(false);
+  Status s = CudaStatus(cudaStreamSynchronize(compute_stream_), "cudaStreamSynchronize");
+  if (!s.ok()) RecordError(s);
+  return TakeError();
+}
+
+ScopedDevice::ScopedDevice(Device* device) : previous_(current_device), active_(device != nullptr) {
+  if (!active_) return;
+  current_device = device;
+  if (!device->is_stand_in()) {
+    cudaError_t e = cudaSetDevice(device->device_id());
+    if (e != cudaSuccess) device->RecordError(CudaStatus(e, "cudaSetDevice"));
+  }
+}
+
+ScopedDevice::~ScopedDevice() {
+  if (!active_) return;
+  current_device = previous_;
+  if (previous_ != nullptr && !previous_->is_stand_in()) cudaSetDevice(previous_->device_id());
+}
+
+#else  // CPU-only build.
+
+int DeviceCount() { return 0; }
+
+Status CheckDeviceId(int device_id) {
+  return FailedPreconditionError(
+      "Nereus was built without CUDA (no GPU code in this build; rebuild where nvcc, "
+      "cuBLAS and cuRAND are found, docs/GPU.md)");
+}
+
+StatusOr<std::unique_ptr<Device>> Device::Create(const DeviceOptions& options) {
+  return CheckDeviceId(options.device_id);
+}
+
+Device::~Device() = default;
+
+Status Device::TakeError(bool check_stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Status s = error_;
+  error_ = Status::OK();
+  failed_.store(false);
+  return s;
+}
+
+Status Device::Synchronize() { return TakeError(false); }
+
+ScopedDevice::ScopedDevice(Device* device) : previous_(current_device), active_(device != nullptr) {
+  if (active_) current_device = device;
+}
+
+ScopedDevice::~ScopedDevice() {
+  if (active_) current_device = previous_;
+}
+
+#endif
+
+std::unique_ptr<Device> Device::CreateStandIn(const DeviceOptions& options) {
+  std::unique_ptr<Device> d(new Device(options));
+  d->stand_in_ = true;
+  d->description_ = "host stand-in for device " + std::to_string(options.device_id);
+  d->memory_ = NewHostStandInMemory(options.memory_limit_bytes);
+  return d;
+}
+
+void Device::RecordError(const Status& error) {
+  if (error.ok()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (error_.ok()) error_ = error;
+  failed_.store(true);
+}
+
+bool Device::ok() const { return !failed_.load(std::memory_order_relaxed); }
+
+Device* CurrentDevice() { return current_device; }
+
+}  // namespace gpu
+}  // namespace nereus

@@ -1,0 +1,154 @@
+// Device: the GPU a net computes on, and everything the net's GPU code needs
+// from it: the device id, the compute stream (every kernel, cuBLAS call and
+// SyncedMemory copy of the net runs on it, in order), a copy stream for
+// transfers that overlap compute (the Data layer's batches), the cuBLAS
+// handle bound to the compute stream, the cuRAND generator (Dropout), the
+// device memory (DeviceMemory: SyncedMemory's allocations and copies, with
+// an optional limit), page-locked host buffers, and the first error any of
+// them met.
+//
+// There is no global mode (Caffe's Caffe::mode() is what this replaces):
+// whoever builds a Net hands it a Device (NetOptions::device), the Solver
+// owns the one its nets share, and the Net hands it to every layer
+// (Layer::set_device) as it hands them the random engine. A layer with a
+// device runs Forward_gpu/Backward_gpu; without one, the CPU code.
+//
+// Errors: GPU code cannot return a Status from inside Forward (Caffe's
+// signature), so a failed allocation, launch or library call is recorded
+// with RecordError (the first one wins; later GPU work of the pass is
+// skipped: gpu::Launch and the caffe_gpu_* functions do nothing while an
+// error is pending) and the Net collects it with TakeError after each layer,
+// adding the net's and the layer's names. Kernels run asynchronously, so a
+// fault inside one (an illegal address) may surface at a later layer's
+// check; CUDA_LAUNCH_BLOCKING=1 makes every launch synchronous and the
+// report exact.
+//
+// The current device: SyncedMemory has no device of its own (Caffe's
+// interface: gpu_data() takes no argument), so a Device is made current on
+// the calling thread (ScopedDevice, which also calls cudaSetDevice) while a
+// Net builds, runs its passes or the Solver updates; SyncedMemory allocates
+// and copies through the current device's memory, and reports to it. Like
+// CUDA's own current device, this is per thread.
+//
+// A CPU-only build has the class but Create fails; CreateStandIn (host
+// memory standing in for the device's, no streams) works in every build,
+// for tests of the memory bookkeeping.
+//
+// Thread-compatible: one thread drives a Device (the net's); RecordError
+// and TakeError are thread-safe.
+#ifndef NEREUS_WORKER_TRAINER_GPU_DEVICE_H_
+#define NEREUS_WORKER_TRAINER_GPU_DEVICE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/status.h"
+#include "worker/trainer/gpu/device_memory.h"
+
+// The CUDA libraries' handle types, declared as they do (cudaStream_t is
+// CUstream_st*, cublasHandle_t is cublasContext*, curandGenerator_t is
+// curandGenerator_st*), so that this header needs no CUDA include.
+struct CUstream_st;
+struct cublasContext;
+struct curandGenerator_st;
+
+namespace nereus {
+namespace gpu {
+
+struct DeviceOptions {
+  int device_id = 0;
+  // Seed of the cuRAND generator (the Solver passes its random_seed).
+  uint64_t seed = 1701;
+  // Device memory this device may use, 0 for all there is. Allocations past
+  // it fail as if the device were full (tests; sharing a GPU).
+  size_t memory_limit_bytes = 0;
+};
+
+// CUDA devices this process can use: 0 in a CPU-only build, without a driver
+// or without a device.
+int DeviceCount();
+// OK when `device_id` names a usable device; otherwise an error that says
+// why not: "Nereus was built without CUDA", "no CUDA device (<the
+// runtime's words>)", or "device N does not exist: this machine has M".
+Status CheckDeviceId(int device_id);
+// True when this is a CUDA build.
+bool BuiltWithCuda();
+
+class Device {
+ public:
+  // Creates the streams, handles and generator on `options.device_id`.
+  // Errors: CheckDeviceId's, or the CUDA call that failed.
+  static StatusOr<std::unique_ptr<Device>> Create(const DeviceOptions& options);
+  // A device whose memory is host memory (NewHostStandInMemory): memory
+  // bookkeeping only, no streams, no kernels.
+  static std::unique_ptr<Device> CreateStandIn(const DeviceOptions& options = DeviceOptions());
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  int device_id() const { return options_.device_id; }
+  const DeviceOptions& options() const { return options_; }
+  bool is_stand_in() const { return stand_in_; }
+  // "NVIDIA H200 (device 0, compute capability 9.0, 139.8 GiB)".
+  const std::string& description() const { return description_; }
+
+  CUstream_st* compute_stream() const { return compute_stream_; }
+  CUstream_st* copy_stream() const { return copy_stream_; }
+  cublasContext* cublas() const { return cublas_; }
+  curandGenerator_st* curand() const { return curand_; }
+  const std::shared_ptr<DeviceMemory>& memory() const { return memory_; }
+
+  // Records `error` unless one is pending (the first error is the cause).
+  void RecordError(const Status& error);
+  // Whether no error is pending.
+  bool ok() const;
+  // The pending error (OK if none), cleared; with `check_stream`, first
+  // collects an error the CUDA runtime holds for this thread
+  // (cudaGetLastError).
+  Status TakeError(bool check_stream = true);
+  // Waits for the compute stream; its error, if any, is returned (and
+  // recorded).
+  Status Synchronize();
+
+ private:
+  explicit Device(const DeviceOptions& options) : options_(options) {}
+
+  DeviceOptions options_;
+  bool stand_in_ = false;
+  std::string description_;
+  CUstream_st* compute_stream_ = nullptr;
+  CUstream_st* copy_stream_ = nullptr;
+  cublasContext* cublas_ = nullptr;
+  curandGenerator_st* curand_ = nullptr;
+  std::shared_ptr<DeviceMemory> memory_;
+  std::atomic<bool> failed_{false};  // Whether error_ holds an error (read without the lock).
+  mutable std::mutex mu_;
+  Status error_;  // GUARDED_BY(mu_)
+};
+
+// The device made current on this thread (ScopedDevice), or nullptr.
+Device* CurrentDevice();
+
+// Makes `device` current on this thread for its lifetime (and calls
+// cudaSetDevice for a CUDA device), restoring the previous one after.
+// `device` may be null (then nothing changes).
+class ScopedDevice {
+ public:
+  explicit ScopedDevice(Device* device);
+  ~ScopedDevice();
+  ScopedDevice(const ScopedDevice&) = delete;
+  ScopedDevice& operator=(const ScopedDevice&) = delete;
+
+ private:
+  Device* previous_;
+  bool active_;
+};
+
+}  // namespace gpu
+}  // namespace nereus
+
+#endif  // NEREUS_WORKER_TRAINER_GPU_DEVICE_H_
