@@ -13,10 +13,10 @@
 #include <regex>
 #include <string>
 
+#include "tests/support/fixtures.h"
 #include "tests/support/bytes_equal.h"
 #include "tests/support/process_util.h"
 #include "tests/support/train_test_util.h"
-#include "tests/support/zoo_test_util.h"
 
 namespace nereus {
 namespace {
@@ -200,13 +200,13 @@ TEST(CaffeExamplesTest, MnistAutoencoderTrainsStandaloneAndAsTwoWorkersTwoServer
                                                       ", l2_error " + kFixed + ", [0-9]+ images/s")))
       << line.str();
   const std::string json = ReadFile(dir.File("standalone.json"));
-  EXPECT_EQ(test::JsonValue(json, "test_iteration"), 6) << json;
+  EXPECT_EQ(test::JsonNumber(json, "test_iteration"), 6) << json;
   EXPECT_TRUE(test::JsonIsNull(json, "test_accuracy")) << json;
-  const double cross_entropy = test::JsonValue(json, "cross_entropy_loss");
+  const double cross_entropy = test::JsonNumber(json, "cross_entropy_loss");
   EXPECT_TRUE(std::isfinite(cross_entropy) && cross_entropy > 0) << json;
   // loss_weight 1 on cross_entropy_loss, 0 on l2_error.
-  EXPECT_EQ(test::JsonValue(json, "test_loss"), cross_entropy) << json;
-  EXPECT_GT(test::JsonValue(json, "l2_error"), 0) << json;
+  EXPECT_EQ(test::JsonNumber(json, "test_loss"), cross_entropy) << json;
+  EXPECT_GT(test::JsonNumber(json, "l2_error"), 0) << json;
   const auto standalone = ReadWeights(dir.File("standalone.caffemodel"));
   EXPECT_GT(test::MaxAbsDiff(standalone, init), 1e-3) << "training barely moved the weights";
 
@@ -225,8 +225,8 @@ TEST(CaffeExamplesTest, MnistAutoencoderTrainsStandaloneAndAsTwoWorkersTwoServer
   ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(240), &report)) << report;
   for (auto code : cluster.codes()) EXPECT_EQ(code, 0) << report;
   const std::string w0_json = ReadFile(dir.File("w0.json"));
-  EXPECT_EQ(test::JsonValue(w0_json, "test_iteration"), 6) << w0_json;
-  EXPECT_EQ(test::JsonValue(w0_json, "workers"), 2) << w0_json;
+  EXPECT_EQ(test::JsonNumber(w0_json, "test_iteration"), 6) << w0_json;
+  EXPECT_EQ(test::JsonNumber(w0_json, "workers"), 2) << w0_json;
   const std::string w1_json = ReadFile(dir.File("w1.json"));
   EXPECT_NE(w1_json.find("\"test_note\": \"worker 0 runs the tests\""), std::string::npos) << w1_json;
   const std::string w1_log = cluster.worker(1).Log();

@@ -12,6 +12,7 @@
 #include <regex>
 #include <string>
 
+#include "tests/support/fixtures.h"
 #include "tests/support/process_util.h"
 #include "tests/support/tiny_train_job.h"
 #include "tests/support/train_test_util.h"
@@ -79,10 +80,10 @@ TEST(TrainSummaryTest, NamesTheIterationOfTheTestItReports) {
   EXPECT_NE(line.find(accuracy), std::string::npos) << line;
 
   const std::string json = TrainSummaryJson(s);
-  EXPECT_EQ(test::JsonValue(json, "test_iteration"), 5) << json;
+  EXPECT_EQ(test::JsonNumber(json, "test_iteration"), 5) << json;
   // 9 significant digits: the float itself when read back as a float.
-  EXPECT_EQ(static_cast<float>(test::JsonValue(json, "test_accuracy")), *s.test_accuracy) << json;
-  EXPECT_EQ(static_cast<float>(test::JsonValue(json, "test_loss")), *s.test_loss) << json;
+  EXPECT_EQ(static_cast<float>(test::JsonNumber(json, "test_accuracy")), *s.test_accuracy) << json;
+  EXPECT_EQ(static_cast<float>(test::JsonNumber(json, "test_loss")), *s.test_loss) << json;
   EXPECT_TRUE(test::JsonIsNull(json, "test_note")) << json;
   EXPECT_NE(json.find("\"test_outputs\": {\"accuracy\": "), std::string::npos) << json;
 }

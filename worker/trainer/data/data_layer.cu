@@ -124,8 +124,12 @@ void DataLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<
   // 4. The next batch's copy, overlapping this iteration's compute; an error
   // taking it belongs to the next Forward.
   std::unique_ptr<Batch> next;
-  s.pending_error = TakeBatch(&next);
-  if (s.pending_error.ok()) start_copy(std::move(next));
+  Status taken = TakeBatch(&next);
+  if (taken.ok()) {
+    start_copy(std::move(next));
+  } else {
+    std::swap(s.pending_error, taken);
+  }
 }
 
 }  // namespace data
