@@ -40,12 +40,14 @@
 
 DEFINE_int32(hosts, 2, "cluster: emulated hosts (network namespaces), each running one server and one worker.");
 DEFINE_double(latency_us, 0, "cluster: one-way latency added between two hosts (tc netem), microseconds.");
-DEFINE_double(model_scale, 1,
-              "cluster, simulate: shrink the model by this factor F in bytes and FLOPs alike, so that a big model "
-              "fits a small machine: every layer's FLOPs / F, every tensor to 1/F of its elements; a fully connected "
-              "weight stays a matrix (rows and columns / sqrt(F)) whose sufficient factors have batch / sqrt(F) "
-              "rows, so that both of HybComm's paths move 1/F of the bytes and it chooses as at full size "
-              "(bench/sim/models.h). --partition_bytes and --credit_bytes are divided by F too.");
+DEFINE_double(
+    model_scale, 1,
+    "cluster, simulate, pipeline: shrink the model by this factor F in bytes and FLOPs alike, so that a big model "
+    "fits a small machine: every layer's FLOPs / F, every tensor to 1/F of its elements; a fully connected "
+    "weight stays a matrix (rows and columns / sqrt(F)) whose sufficient factors have batch / sqrt(F) "
+    "rows, so that both of HybComm's paths move 1/F of the bytes and it chooses as at full size "
+    "(bench/sim/models.h). cluster, simulate: --partition_bytes and --credit_bytes are divided by F too (pipeline: as "
+    "given).");
 DEFINE_int32(timeout_s, 900, "cluster: stop everything and fail if the job has not finished after this long.");
 DEFINE_string(cluster_logs, "",
               "cluster: keep each process's log here (default: a temporary directory, removed on success).");
@@ -58,6 +60,8 @@ DECLARE_int32(batch);
 DECLARE_int32(iterations);
 DECLARE_int32(warmup);
 DECLARE_uint64(partition_bytes);
+DECLARE_string(sfb_rebuild);
+DECLARE_double(device_update_gbytes);
 
 namespace nereus {
 namespace bench {
@@ -353,16 +357,19 @@ int RunClusterWorker() {
     return 2;
   }
   options->merge_profile_iterations = std::max(1, FLAGS_warmup - 2);
-  auto client = Client::Connect(*options);
-  if (!client.ok()) {
-    LOG(ERROR) << "cluster worker: " << client.status();
-    return 1;
-  }
   EmulatedRun run;
   run.device_gflops = FLAGS_device_gflops;
   run.batch = FLAGS_batch;
   run.warmup = FLAGS_warmup;
   run.iterations = FLAGS_iterations;
+  run.rebuild_on_device = FLAGS_sfb_rebuild == "device";
+  run.device_update_gbytes = FLAGS_device_update_gbytes;
+  SetRebuildOptions(run, &*options);
+  auto client = Client::Connect(*options);
+  if (!client.ok()) {
+    LOG(ERROR) << "cluster worker: " << client.status();
+    return 1;
+  }
   WorkerTimes times;
   Status st = RunEmulatedWorker(**client, shrunk, run, &times);
   Status fin = (*client)->Finish();
@@ -407,6 +414,10 @@ int RunCluster(BenchContext& ctx) {
   }
   if (FLAGS_hosts < 1 || FLAGS_hosts > 250) {
     LOG(ERROR) << "--hosts must be 1..250, got " << FLAGS_hosts;
+    return 2;
+  }
+  if (FLAGS_sfb_rebuild != "cpu" && FLAGS_sfb_rebuild != "device") {
+    LOG(ERROR) << "cluster: --sfb_rebuild must be cpu or device, got \"" << FLAGS_sfb_rebuild << "\"";
     return 2;
   }
   if (FLAGS_link_mbit < 0 || FLAGS_latency_us < 0 || FLAGS_model_scale < 1 || FLAGS_device_gflops <= 0) {
@@ -483,6 +494,8 @@ int RunCluster(BenchContext& ctx) {
                                        "--credit_bytes=" + std::to_string(Scaled(FLAGS_credit_bytes)),
                                        "--merge=" + FLAGS_merge,
                                        "--sfb=" + FLAGS_sfb,
+                                       "--sfb_rebuild=" + FLAGS_sfb_rebuild,
+                                       "--device_update_gbytes=" + std::to_string(FLAGS_device_update_gbytes),
                                        "--cluster_result=" + worker_results.back()};
       if (!FLAGS_timeline.empty()) argv.push_back("--timeline=" + FLAGS_timeline);
       st = jobs.Start("worker " + std::to_string(h), (*net)->Wrap(h, argv),

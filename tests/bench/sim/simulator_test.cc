@@ -265,6 +265,30 @@ TEST(EmulatedDeviceTest, CountsEachOvershootOnceAndRestartsAfterABlockedWait) {
   EXPECT_DOUBLE_EQ(d.End(at(81000)), 1000e-6);
 }
 
+// --sfb_rebuild=device: the emulated device's rebuild of one SFB weight, and
+// what the client is told.
+TEST(EmulatedDeviceTest, RebuildOnTheDeviceTakesItsFlopsAndStepAtTheDeviceRates) {
+  EmulatedRun run;
+  run.batch = 32;
+  run.device_gflops = 57000;
+  run.device_update_gbytes = 800;
+  // VGG19 fc6 (4096 x 25088), 4 workers: 2 * 128 * 102760448 = 26306674688 FLOPs / 57e12
+  // = 0.000461520608 s; 411041792 bytes / 800e9 = 0.00051380224 s.
+  EXPECT_NEAR(RebuildSeconds(run, 4, 32, 4096, 25088), 0.000461520608 + 0.00051380224, 1e-11);
+  // Shrunk by 16 (fc6 1024 x 6272, 8 factor rows): 2 * 32 * 6422528 / 57e12 + 25690112 / 800e9.
+  EXPECT_NEAR(RebuildSeconds(run, 4, 8, 1024, 6272), 7.21125950877e-6 + 3.211264e-5, 1e-15);
+  ClientOptions o;
+  SetRebuildOptions(run, &o);  // Not on the device: the client is left to time this CPU.
+  EXPECT_EQ(o.sfb_rebuild_gflops, 0);
+  EXPECT_FALSE(o.sfb_emulated_rebuild);
+  run.rebuild_on_device = true;
+  SetRebuildOptions(run, &o);
+  EXPECT_EQ(o.sfb_rebuild_gflops, 57000);
+  EXPECT_EQ(o.sfb_update_gbytes, 800);
+  EXPECT_TRUE(o.sfb_emulated_rebuild);
+  EXPECT_EQ(o.sfb_rebuild_on, "the emulated device");
+}
+
 }  // namespace
 }  // namespace bench
 }  // namespace nereus
