@@ -129,16 +129,16 @@ class ClientImpl final : public Client {
 
   Status Init(const pb::SgdConfig& sgd, const std::vector<const float*>& initial) override {
     RETURN_IF_ERROR(pipeline_.Initialize(initial.size(), node_.job().chunk_bytes(), num_servers(), rank()));
-    ASSIGN_OR_RETURN(const uint64_t sfb_digest, ChooseSfb(sgd));
-    // Every worker must send the same tensors as factors and apply them with
-    // the same solver settings: the digest covers both.
-    RETURN_IF_ERROR(node_.Barrier("nereus.model", pb::WORKER, tensors_.Digest() ^ sfb_digest));
+    RETURN_IF_ERROR(node_.Barrier("nereus.model", pb::WORKER, tensors_.Digest()));
     if (rank() == 0) {
       std::vector<Handle> handles;
       for (int t = 0; t < tensors_.size(); ++t) handles.push_back(SendInit(t, sgd, initial[t]));
       for (auto& h : handles) RETURN_IF_ERROR(h.Wait().Annotate("initializing the servers"));
     }
     RETURN_IF_ERROR(node_.Barrier("nereus.init", pb::WORKER));
+    // After the servers are initialized, so that the link is timed by every
+    // worker at once, as merging has always timed it.
+    RETURN_IF_ERROR(ChooseSfb(sgd));
     const bool layered = pipeline_.layered();
     const bool merging = options_.schedule == Schedule::kFull && options_.merge && layered;
     if (merging && options_.merge_alpha_s > 0 && options_.merge_beta_s_per_byte > 0) {
@@ -273,11 +273,14 @@ class ClientImpl final : public Client {
 
   // HybComm: which tensors registered with factors go as factors (worker 0
   // logs the table), configures the FactorExchange and the LayerPipeline.
-  // Returns a digest of the choice (0 when nothing goes as factors). Every
-  // worker passes the "nereus.hybcomm" barrier, which checks that they
-  // registered the same tensors and, under auto, makes every worker price
-  // the layers with the same rates (each the slowest worker's).
-  StatusOr<uint64_t> ChooseSfb(const pb::SgdConfig& sgd) {
+  // After
+  // the "nereus.model" barrier (every worker registered the same tensors):
+  // where some have factors, every worker passes the "nereus.hybcomm"
+  // barrier, which under auto makes every worker price the layers with the
+  // same rates (each the slowest worker's), and refuses workers given
+  // different --sfb modes; then the "nereus.sfb" barrier checks that all
+  // chose alike.
+  Status ChooseSfb(const pb::SgdConfig& sgd) {
     std::vector<int> eligible;
     std::vector<FcLayerShape> shapes;
     for (int t = 0; t < tensors_.size(); ++t) {
@@ -286,10 +289,7 @@ class ClientImpl final : public Client {
       eligible.push_back(t);
       shapes.push_back({s.name, s.shape[0], s.shape[1], s.factor_rows});
     }
-    if (eligible.empty()) {
-      RETURN_IF_ERROR(node_.Barrier("nereus.hybcomm", pb::WORKER, tensors_.Digest()));
-      return uint64_t{0};
-    }
+    if (eligible.empty()) return Status::OK();
     if (!pipeline_.layered())
       return InvalidArgumentError("tensor \"" + tensors_.spec(eligible[0]).name +
                                   "\" has factors but not every tensor has data and diff buffers (the layer-wise API)");
@@ -326,7 +326,7 @@ class ClientImpl final : public Client {
       ASSIGN_OR_RETURN(rates, OwnSfbRates());
       values = {rates.link_bytes_per_s, rates.rebuild_flops_per_s, rates.update_bytes_per_s, rates.apply_bytes_per_s};
     }
-    RETURN_IF_ERROR(node_.Barrier("nereus.hybcomm", pb::WORKER, tensors_.Digest(), &values)
+    RETURN_IF_ERROR(node_.Barrier("nereus.hybcomm", pb::WORKER, 0, &values)
                         .Annotate("agreeing on HybComm's rates (every worker needs the same --sfb)"));
     if (!values.empty()) {
       rates.link_bytes_per_s = values[0];
@@ -340,7 +340,7 @@ class ClientImpl final : public Client {
       LOG(INFO) << "worker 0: " << FormatHybCommTable(mode, num_workers(), num_servers(), rates, choices);
     std::vector<int> chosen;
     std::vector<FactorExchange::TensorInfo> infos;
-    uint64_t digest = 0;
+    uint64_t digest = 1469598103934665603ull;  // FNV-1a's offset basis: never 0 (0 = no check).
     for (size_t i = 0; i < choices.size(); ++i) {
       if (!choices[i].sfb) continue;
       const int t = eligible[i];
@@ -365,9 +365,14 @@ class ClientImpl final : public Client {
     factors_.Configure(sgd, num_workers(), rank(), num_servers(), std::move(infos),
                        /*rebuild=*/!options_.sfb_emulated_rebuild);
     pipeline_.SetSfbTensors(chosen);
-    std::lock_guard<std::mutex> lock(mu_);
-    sfb_tensors_ = chosen;
-    return digest;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sfb_tensors_ = chosen;
+    }
+    // Every worker must send the same tensors as factors and apply them with
+    // the same solver settings (the digest covers both), and be ready for
+    // its peers' factors, before any sends factors.
+    return node_.Barrier("nereus.sfb", pb::WORKER, digest);
   }
 
   Handle SendInit(int tensor, const pb::SgdConfig& sgd, const float* values) {
