@@ -40,14 +40,12 @@
 
 DEFINE_int32(hosts, 2, "cluster: emulated hosts (network namespaces), each running one server and one worker.");
 DEFINE_double(latency_us, 0, "cluster: one-way latency added between two hosts (tc netem), microseconds.");
-DEFINE_double(
-    model_scale, 1,
-    "cluster, simulate, pipeline: shrink the model by this factor F in bytes and FLOPs alike, so that a big model "
-    "fits a small machine: every layer's FLOPs / F, every tensor to 1/F of its elements; a fully connected "
-    "weight stays a matrix (rows and columns / sqrt(F)) whose sufficient factors have batch / sqrt(F) "
-    "rows, so that both of HybComm's paths move 1/F of the bytes and it chooses as at full size "
-    "(bench/sim/models.h). cluster, simulate: --partition_bytes and --credit_bytes are divided by F too (pipeline: as "
-    "given).");
+DEFINE_double(model_scale, 1,
+              "cluster, simulate: shrink the model by this factor F in bytes and FLOPs alike, so that a big model "
+              "fits a small machine: every layer's FLOPs / F, every tensor to 1/F of its elements; a fully connected "
+              "weight stays a matrix (rows and columns / sqrt(F)) whose sufficient factors have batch / sqrt(F) "
+              "rows, so that both of HybComm's paths move 1/F of the bytes and it chooses as at full size "
+              "(bench/sim/models.h). --partition_bytes and --credit_bytes are divided by F too.");
 DEFINE_int32(timeout_s, 900, "cluster: stop everything and fail if the job has not finished after this long.");
 DEFINE_string(cluster_logs, "",
               "cluster: keep each process's log here (default: a temporary directory, removed on success).");
