@@ -89,10 +89,11 @@ std::optional<T> ValueOrLog(StatusOr<T> v) {
   return std::nullopt;
 }
 
-// The emulated device and iterations of --device_gflops, --batch, --warmup
-// and --iterations (pipeline_bench.cc defines them; pipeline, cluster and
-// simulate share them).
-EmulatedRun EmulatedRunFromFlags();
+// The emulated device and iterations of --device_gflops, --batch, --warmup,
+// --iterations and --device_update_gbytes (pipeline_bench.cc defines them;
+// pipeline, cluster and simulate share them); SFB layers rebuilt on the
+// emulated device if rebuild_on_device (--sfb_rebuild=device).
+EmulatedRun EmulatedRunFromFlags(bool rebuild_on_device = false);
 
 class Watchdog;
 

@@ -52,6 +52,8 @@ DECLARE_int32(batch);
 DECLARE_int32(iterations);
 DECLARE_int32(warmup);
 DECLARE_uint64(partition_bytes);
+DECLARE_string(sfb_rebuild);
+DECLARE_double(device_update_gbytes);
 
 namespace nereus {
 namespace bench {
@@ -187,12 +189,13 @@ int RunClusterWorker() {
     return 2;
   }
   options->merge_profile_iterations = std::max(1, FLAGS_warmup - 2);
+  const EmulatedRun run = EmulatedRunFromFlags(FLAGS_sfb_rebuild == "device");
+  SetRebuildOptions(run, &*options);
   auto client = Client::Connect(*options);
   if (!client.ok()) {
     LOG(ERROR) << "cluster worker: " << client.status();
     return 1;
   }
-  const EmulatedRun run = EmulatedRunFromFlags();
   WorkerTimes times;
   Status st = RunEmulatedWorker(**client, shrunk, run, &times);
   Status fin = (*client)->Finish();
@@ -227,6 +230,10 @@ int RunCluster(BenchContext& ctx) {
   if (!model || !schedule || !threads) return 2;
   if (FLAGS_hosts < 1 || FLAGS_hosts > 250) {
     LOG(ERROR) << "--hosts must be 1..250, got " << FLAGS_hosts;
+    return 2;
+  }
+  if (FLAGS_sfb_rebuild != "cpu" && FLAGS_sfb_rebuild != "device") {
+    LOG(ERROR) << "cluster: --sfb_rebuild must be cpu or device, got \"" << FLAGS_sfb_rebuild << "\"";
     return 2;
   }
   if (FLAGS_link_mbit < 0 || FLAGS_latency_us < 0 || FLAGS_model_scale < 1 || FLAGS_device_gflops <= 0) {
@@ -303,6 +310,8 @@ int RunCluster(BenchContext& ctx) {
                                        "--credit_bytes=" + std::to_string(Scaled(FLAGS_credit_bytes)),
                                        "--merge=" + FLAGS_merge,
                                        "--sfb=" + FLAGS_sfb,
+                                       "--sfb_rebuild=" + FLAGS_sfb_rebuild,
+                                       "--device_update_gbytes=" + std::to_string(FLAGS_device_update_gbytes),
                                        "--cluster_result=" + worker_results.back()};
       if (!FLAGS_timeline.empty()) argv.push_back("--timeline=" + FLAGS_timeline);
       st = jobs.Start("worker " + std::to_string(h), (*net)->Wrap(h, argv),

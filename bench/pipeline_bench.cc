@@ -19,6 +19,7 @@
 #include "bench/harness/netns.h"
 #include "bench/harness/watchdog.h"
 #include "bench/sim/models.h"
+#include "common/compute_rates.h"
 #include "common/hybcomm.h"
 #include "common/node_flags.h"
 #include "server/server_flags.h"
@@ -45,20 +46,36 @@ DEFINE_string(batch_sweep, "",
 DEFINE_int32(rounds, 1,
              "pipeline: run every (schedule, --batch_sweep value) this many times, interleaved round by round, so "
              "the settings compared share the machine's slow and fast moments; each run is its own row.");
+DEFINE_string(sfb_rebuild, "cpu",
+              "pipeline, cluster: where a layer sent as sufficient factors is rebuilt. cpu: by each worker's client "
+              "on this CPU (a real OpenBLAS GEMM and SGD step); HybComm is told this CPU's GEMM rate divided by "
+              "--workers and its one-thread step rate times min(1, cores / --workers) (pipeline: the workers share "
+              "this machine) unless --sfb_rebuild_gflops/--sfb_update_gbytes say otherwise. device: on the emulated "
+              "device, as Poseidon rebuilt on the GPU: the layer's forward first holds the device for 2(P1 K)MN "
+              "FLOPs at --device_gflops plus 4MN bytes at --device_update_gbytes, HybComm is told those rates, and "
+              "the client skips the arithmetic (those weights are not updated; nothing checks them). pipeline: a "
+              "comma-separated list runs each in turn (--sfb=off once per round).");
+DEFINE_double(device_update_gbytes, 800,
+              "pipeline, cluster, --sfb_rebuild=device: GB of weights per second of the emulated device's SGD step "
+              "after a rebuild (an H200 copies 4.15 TB/s on the device and a momentum step moves ~5 floats per "
+              "weight: ~800).");
 DECLARE_string(json);
 DECLARE_string(sfb);
+DECLARE_double(model_scale);
 DECLARE_string(link_list);
 DEFINE_bool(inside_netns, false, "pipeline: internal; set when re-run inside the shaped namespace.");
 
 namespace nereus {
 namespace bench {
 
-EmulatedRun EmulatedRunFromFlags() {
+EmulatedRun EmulatedRunFromFlags(bool rebuild_on_device) {
   EmulatedRun run;
   run.device_gflops = FLAGS_device_gflops;
   run.batch = FLAGS_batch;
   run.warmup = FLAGS_warmup;
   run.iterations = FLAGS_iterations;
+  run.rebuild_on_device = rebuild_on_device;
+  run.device_update_gbytes = FLAGS_device_update_gbytes;
   return run;
 }
 namespace {
@@ -78,12 +95,28 @@ struct Outcome {
   double factor_bytes_received = 0;  // As counted in the window (see RunOne).
   double factor_apply_s = 0;         // The client's factor GEMMs and SGD steps (a thread of its own).
   int sfb_tensors = 0;               // Tensors the client sent as factors.
+  // The rebuild rates HybComm was told (0: the client timed them; off and on do not price).
+  double rebuild_gflops = 0, update_gbytes = 0;
 };
 
+// The EmulatedRun of the flags, rebuilding SFB layers on the emulated device
+// or not.
+// --sfb_rebuild=cpu: the share of this CPU's rebuild rates HybComm is told
+// each worker has, where the flags give none (the --workers clients of this
+// process rebuild the same clock at once: OpenBLAS's GEMM uses every core, so
+// each gets 1/W of it; the SGD step runs on one thread per worker).
+void SetCpuShare(ClientOptions* o) {
+  const CpuRates& cpu = ThisCpuRates();
+  const double w = std::max(1, FLAGS_workers);
+  const double cores = std::max(1u, std::thread::hardware_concurrency());
+  if (o->sfb_rebuild_gflops <= 0) o->sfb_rebuild_gflops = cpu.gemm_flops_per_s / 1e9 / w;
+  if (o->sfb_update_gbytes <= 0) o->sfb_update_gbytes = cpu.step_bytes_per_s / 1e9 * std::min(1.0, cores / w);
+}
+
 StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, uint64_t batch_bytes, const std::string& sfb,
-                         Watchdog* wd) {
+                         const std::string& rebuild, Watchdog* wd) {
   const std::string phase = std::string("pipeline ") + model.name + " " + ScheduleName(schedule) +
-                            " batch_bytes=" + std::to_string(batch_bytes) + " sfb=" + sfb;
+                            " batch_bytes=" + std::to_string(batch_bytes) + " sfb=" + sfb + " rebuild=" + rebuild;
   wd->Phase(phase + ": job start");
   LocalJobOptions o;
   o.servers = FLAGS_servers;
@@ -104,8 +137,12 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, uint64_t bat
   o.client.merge_profile_iterations = std::max(1, FLAGS_warmup - 2);
   o.server_transport.streams_per_peer = schedule == Schedule::kFull ? FLAGS_streams : 1;
   ASSIGN_OR_RETURN(o.server_apply_threads, ApplyThreadsFromFlags());
+  const EmulatedRun run = EmulatedRunFromFlags(rebuild == "device");
+  if (run.rebuild_on_device)
+    SetRebuildOptions(run, &o.client);
+  else if (sfb == "auto")
+    SetCpuShare(&o.client);
   ASSIGN_OR_RETURN(auto job, LocalJob::Start(o));
-  const EmulatedRun run = EmulatedRunFromFlags();
   std::vector<double> fwd, bwd;
   LayerTimes(model, run, &fwd, &bwd);
   double compute = 0;
@@ -132,6 +169,8 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, uint64_t bat
   out.iteration_s = Median(all);
   out.compute_s = compute;
   out.sfb_tensors = sfb_tensors;
+  out.rebuild_gflops = o.client.sfb_rebuild_gflops;
+  out.update_gbytes = o.client.sfb_update_gbytes;
   const double per = static_cast<double>(W) * std::max(1, FLAGS_iterations);
   for (const WorkerTimes& t : times) {
     const ClientStats &a = t.timed_begin, &b = t.timed_end;
@@ -159,8 +198,25 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, uint64_t bat
 }
 
 int RunInside(Watchdog* wd) {
-  auto model = ValueOrLog(ModelByName(FLAGS_model));
-  if (!model) return 2;
+  auto full = ValueOrLog(ModelByName(FLAGS_model));
+  if (!full) return 2;
+  if (FLAGS_model_scale < 1) {
+    LOG(ERROR) << "--model_scale must be >= 1, got " << FLAGS_model_scale;
+    return 2;
+  }
+  // Fully connected weights stay matrices with factors (bench/sim/models.h).
+  const ModelSpec shrunk = Shrink(*full, FLAGS_model_scale);
+  const ModelSpec* model = &shrunk;
+  std::vector<std::string> rebuilds = SplitCsv(FLAGS_sfb_rebuild);
+  for (const std::string& r : rebuilds)
+    if (r != "cpu" && r != "device") {
+      LOG(ERROR) << "--sfb_rebuild must be cpu or device (or a comma-separated list of them), got \"" << r << "\"";
+      return 2;
+    }
+  if (rebuilds.empty()) {
+    LOG(ERROR) << "--sfb_rebuild: give cpu or device (or a comma-separated list of them)";
+    return 2;
+  }
   std::vector<Schedule> schedules;
   if (FLAGS_schedule == "all") {
     schedules = {Schedule::kSequential, Schedule::kWfbp, Schedule::kPriority, Schedule::kFull};
@@ -199,28 +255,38 @@ int RunInside(Watchdog* wd) {
     LOG(ERROR) << "--sfb: give auto, off or on (or a comma-separated list of them)";
     return 2;
   }
-  std::printf("%s: %.1f M parameters, %d worker(s), %d server(s), batch %d, link %s\n", model->name.c_str(),
-              model->parameters() / 1e6, FLAGS_workers, FLAGS_servers, FLAGS_batch,
+  // Each --sfb mode with each --sfb_rebuild place; off rebuilds nothing, so it runs once.
+  std::vector<std::pair<std::string, std::string>> runs;
+  for (const std::string& sfb : sfb_modes)
+    for (const std::string& rebuild : rebuilds) {
+      runs.emplace_back(sfb, rebuild);
+      if (sfb == "off") break;
+    }
+  std::printf("%s (--model_scale=%g): %.1f M parameters, %d worker(s), %d server(s), batch %d, link %s\n",
+              model->name.c_str(), FLAGS_model_scale, model->parameters() / 1e6, FLAGS_workers, FLAGS_servers,
+              FLAGS_batch,
               FLAGS_link_mbit > 0 ? (std::to_string(static_cast<int>(FLAGS_link_mbit)) + " Mbit/s").c_str()
                                   : "loopback (unshaped)");
-  std::printf("%-11s %7s %5s %12s %10s %10s %10s %10s %9s %9s %10s %9s\n", "schedule", "batch_B", "sfb", "iteration_s",
-              "compute_s", "bound_s", "x bound", "samples/s", "push/it", "pull/it", "MB/worker", "apply_s");
+  std::printf("%-11s %7s %5s %7s %4s %12s %10s %10s %10s %10s %9s %9s %10s %9s\n", "schedule", "batch_B", "sfb",
+              "rebuild", "SFB", "iteration_s", "compute_s", "bound_s", "x bound", "samples/s", "push/it", "pull/it",
+              "MB/worker", "apply_s");
   JsonRows json(FLAGS_json);
   for (int round = 0; round < FLAGS_rounds; ++round) {
     for (Schedule s : schedules) {
       for (uint64_t batch_bytes : sweep) {
-        for (const std::string& sfb : sfb_modes) {
-          auto out = RunOne(*model, s, batch_bytes, sfb, wd);
+        for (const auto& [sfb, rebuild] : runs) {
+          auto out = RunOne(*model, s, batch_bytes, sfb, rebuild, wd);
           if (!out.ok()) {
-            LOG(ERROR) << "pipeline " << ScheduleName(s) << " batch_bytes=" << batch_bytes << " sfb=" << sfb << ": "
-                       << out.status();
+            LOG(ERROR) << "pipeline " << ScheduleName(s) << " batch_bytes=" << batch_bytes << " sfb=" << sfb
+                       << " rebuild=" << rebuild << ": " << out.status();
             return 1;
           }
           const double samples = FLAGS_workers * FLAGS_batch / out->iteration_s;
-          std::printf("%-11s %7llu %5s %12.3f %10.3f %10.3f %10.3f %10.1f %9.1f %9.1f %10.1f %9.3f\n", ScheduleName(s),
-                      static_cast<unsigned long long>(batch_bytes), sfb.c_str(), out->iteration_s, out->compute_s,
-                      out->lower_bound_s, out->iteration_s / out->lower_bound_s, samples, out->push_messages,
-                      out->pull_messages, out->bytes_per_worker / 1e6, out->factor_apply_s);
+          std::printf("%-11s %7llu %5s %7s %4d %12.3f %10.3f %10.3f %10.3f %10.1f %9.1f %9.1f %10.1f %9.3f\n",
+                      ScheduleName(s), static_cast<unsigned long long>(batch_bytes), sfb.c_str(), rebuild.c_str(),
+                      out->sfb_tensors, out->iteration_s, out->compute_s, out->lower_bound_s,
+                      out->iteration_s / out->lower_bound_s, samples, out->push_messages, out->pull_messages,
+                      out->bytes_per_worker / 1e6, out->factor_apply_s);
           std::fflush(stdout);
           Record r;
           r.Set("model", model->name).Set("workers", FLAGS_workers).Set("servers", FLAGS_servers);
@@ -234,6 +300,9 @@ int RunInside(Watchdog* wd) {
           r.Set("sfb", sfb).Set("sfb_tensors", out->sfb_tensors).Set("link_bytes_per_iter", out->link_bytes);
           r.Set("factor_messages_per_iter", out->factor_messages).Set("factor_apply_s", out->factor_apply_s);
           r.Set("batch", FLAGS_batch).Set("factor_bytes_received_per_iter", out->factor_bytes_received);
+          r.Set("sfb_rebuild", rebuild).Set("model_scale", FLAGS_model_scale);
+          r.Set("device_gflops", FLAGS_device_gflops).Set("rebuild_gflops", out->rebuild_gflops);
+          r.Set("update_gbytes", out->update_gbytes);
           if (!json.Add(r)) return 1;
         }
       }

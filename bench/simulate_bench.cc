@@ -105,10 +105,10 @@ int RunSimulate(BenchContext& ctx) {
     // host count's; HybComm decides per host count, as in a job.
     auto simulate = [&](int h, int* sfb_layers) -> StatusOr<SimResult> {
       std::vector<HybCommChoice> choices;
-      ASSIGN_OR_RETURN(auto layers, SimLayersOf(shrunk, fwd, bwd, h, *sfb, FLAGS_batch, &choices));
+      o.hosts = h;
+      ASSIGN_OR_RETURN(auto layers, SimLayersOf(shrunk, fwd, bwd, h, *sfb, FLAGS_batch, HybCommRatesOf(o), &choices));
       *sfb_layers = 0;
       for (const HybCommChoice& c : choices) *sfb_layers += c.sfb;
-      o.hosts = h;
       return Simulate(layers, o);
     };
     int sfb_layers = 0;

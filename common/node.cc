@@ -114,18 +114,29 @@ Status Node::Send(const Endpoint& to, Message msg, int stream) {
   return transport_->Send(to, std::move(msg), stream);
 }
 
-Status Node::Barrier(const std::string& name, pb::Role group, uint64_t model_digest) {
+Status Node::Barrier(const std::string& name, pb::Role group, uint64_t model_digest, std::vector<double>* min_values) {
   Message m;
   m.header.set_op(pb::BARRIER);
   m.header.set_barrier_name(name);
   m.header.set_barrier_group(group);
   m.header.set_model_digest(model_digest);
+  if (min_values != nullptr)
+    for (double v : *min_values) m.header.add_barrier_min(v);
   RETURN_IF_ERROR(Send(coordinator_, std::move(m)));
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return barrier_released_.count(name) > 0 || !abort_.ok() || stopping_; });
   if (!abort_.ok()) return abort_;
   if (stopping_) return FailedPreconditionError("node stopping");
   barrier_released_.erase(name);
+  auto reduced = barrier_min_.find(name);
+  if (min_values != nullptr) {
+    const size_t got = reduced == barrier_min_.end() ? 0 : reduced->second.size();
+    if (got != min_values->size())
+      return InternalError("barrier \"" + name + "\": the release carries " + std::to_string(got) +
+                           " reduced value(s), this node sent " + std::to_string(min_values->size()));
+    if (got > 0) *min_values = reduced->second;
+  }
+  if (reduced != barrier_min_.end()) barrier_min_.erase(reduced);
   return Status::OK();
 }
 
@@ -243,6 +254,8 @@ void Node::OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Head
     case pb::BARRIER_RELEASE: {
       std::lock_guard<std::mutex> lock(mu_);
       barrier_released_[h.barrier_name()]++;
+      if (h.barrier_min_size() > 0)
+        barrier_min_[h.barrier_name()].assign(h.barrier_min().begin(), h.barrier_min().end());
       cv_.notify_all();
       break;
     }

@@ -88,8 +88,12 @@ class Node {
   // Blocks until every node of `group` (ROLE_UNSPECIFIED: all servers and
   // workers) has entered barrier `name`, or the job aborts. A nonzero
   // `model_digest` must be equal across the group, or the job aborts with an
-  // error naming the nodes that disagree.
-  Status Barrier(const std::string& name, pb::Role group, uint64_t model_digest = 0);
+  // error naming the nodes that disagree. If `min_values` is set, its values
+  // are reduced over the group: on OK it holds the element-wise minimum of
+  // every node's (NaNs ignored); nodes that send different numbers of values
+  // abort the job with an error naming them.
+  Status Barrier(const std::string& name, pb::Role group, uint64_t model_digest = 0,
+                 std::vector<double>* min_values = nullptr);
 
   // Worker: tells the coordinator this worker has finished, then blocks until
   // the job shuts down (OK) or aborts. Server: blocks until shutdown or abort.
@@ -127,14 +131,15 @@ class Node {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool registered_ = false;                         // GUARDED_BY(mu_)
-  Status register_error_;                           // GUARDED_BY(mu_)
-  Status abort_;                                    // GUARDED_BY(mu_)
-  bool shutdown_ = false;                           // GUARDED_BY(mu_)
-  bool stopping_ = false;                           // GUARDED_BY(mu_)
-  std::map<std::string, int> barrier_released_;     // GUARDED_BY(mu_): name -> releases
-  std::chrono::steady_clock::time_point last_ack_;  // GUARDED_BY(mu_)
-  bool coordinator_silent_ = false;                 // GUARDED_BY(mu_): said so in the log
+  bool registered_ = false;                                 // GUARDED_BY(mu_)
+  Status register_error_;                                   // GUARDED_BY(mu_)
+  Status abort_;                                            // GUARDED_BY(mu_)
+  bool shutdown_ = false;                                   // GUARDED_BY(mu_)
+  bool stopping_ = false;                                   // GUARDED_BY(mu_)
+  std::map<std::string, int> barrier_released_;             // GUARDED_BY(mu_): name -> releases
+  std::map<std::string, std::vector<double>> barrier_min_;  // GUARDED_BY(mu_): name -> reduced values released
+  std::chrono::steady_clock::time_point last_ack_;          // GUARDED_BY(mu_)
+  bool coordinator_silent_ = false;                         // GUARDED_BY(mu_): said so in the log
   std::thread heartbeat_;
   std::thread abort_notifier_;
 };

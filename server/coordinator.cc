@@ -1,6 +1,8 @@
 #include "server/coordinator.h"
 
+#include <cmath>
 #include <iterator>
+#include <limits>
 #include <sstream>
 
 #include "common/node.h"
@@ -573,6 +575,10 @@ void Coordinator::HandleBarrier(const Endpoint& from, const pb::Header& h) {
   BarrierState& b = barriers_[h.barrier_name()];
   b.arrived.insert(from);
   if (h.model_digest() != 0) b.digests[h.model_digest()].push_back(NodeName(m->role, m->rank));
+  b.value_counts[h.barrier_min_size()].push_back(NodeName(m->role, m->rank));
+  if (b.min.size() < static_cast<size_t>(h.barrier_min_size()))
+    b.min.resize(h.barrier_min_size(), std::numeric_limits<double>::quiet_NaN());
+  for (int i = 0; i < h.barrier_min_size(); ++i) b.min[i] = std::fmin(b.min[i], h.barrier_min(i));
   int expected = 0;
   if (h.barrier_group() == pb::SERVER || h.barrier_group() == pb::ROLE_UNSPECIFIED)
     expected += options_.job.num_servers();
@@ -590,8 +596,20 @@ void Coordinator::HandleBarrier(const Endpoint& from, const pb::Header& h) {
     Fail(InvalidArgumentError(os.str()));
     return;
   }
+  if (b.value_counts.size() > 1) {
+    std::ostringstream os;
+    os << "nodes sent different numbers of values to reduce at barrier \"" << h.barrier_name() << "\":";
+    for (auto& [count, names] : b.value_counts) {
+      os << " {";
+      for (size_t i = 0; i < names.size(); ++i) os << (i ? ", " : "") << names[i];
+      os << "} sent " << count << ";";
+    }
+    Fail(InvalidArgumentError(os.str()));
+    return;
+  }
   Message rel;
   rel.header.set_op(pb::BARRIER_RELEASE);
+  for (double v : b.min) rel.header.add_barrier_min(v);
   rel.header.set_sender_role(pb::COORDINATOR);
   rel.header.set_barrier_name(h.barrier_name());
   for (const Endpoint& ep : b.arrived) (void)transport_->Send(ep, rel);

@@ -91,6 +91,8 @@ class Coordinator {
   struct BarrierState {
     std::set<Endpoint> arrived;
     std::map<uint64_t, std::vector<std::string>> digests;  // digest -> node names
+    std::map<int, std::vector<std::string>> value_counts;  // barrier_min values sent -> node names
+    std::vector<double> min;                               // Element-wise minimum so far (NaNs ignored).
   };
 
   void OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial);

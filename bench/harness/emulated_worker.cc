@@ -24,6 +24,20 @@ void LayerTimes(const ModelSpec& model, const EmulatedRun& run, std::vector<doub
   }
 }
 
+double RebuildSeconds(const EmulatedRun& run, int workers, int64_t factor_rows, int64_t rows, int64_t cols) {
+  const double mn = static_cast<double>(rows) * static_cast<double>(cols);
+  return 2.0 * workers * static_cast<double>(factor_rows) * mn / (run.device_gflops * 1e9) +
+         4.0 * mn / (run.device_update_gbytes * 1e9);
+}
+
+void SetRebuildOptions(const EmulatedRun& run, ClientOptions* options) {
+  if (!run.rebuild_on_device) return;
+  options->sfb_rebuild_on = "the emulated device";
+  options->sfb_rebuild_gflops = run.device_gflops;
+  options->sfb_update_gbytes = run.device_update_gbytes;
+  options->sfb_emulated_rebuild = true;
+}
+
 EmulatedDevice::Clock::time_point EmulatedDevice::Begin(double seconds, Clock::time_point ready, bool blocked) {
   // Far behind (the first layer, or after a long stall): the device idled.
   if (!started_ || blocked || deadline_ < ready - std::chrono::milliseconds(50)) deadline_ = ready;
@@ -51,6 +65,7 @@ Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& r
   // Per layer: the factors' rows (the batch, or fewer in a shrunk model:
   // models.h, Shrink).
   std::vector<int64_t> rows(L, 0);
+  std::vector<int> layer_of;  // Of each registered tensor.
   for (int l = 0; l < L; ++l) {
     const ModelLayer& layer = model.layers[l];
     const int64_t K = rows[l] = FactorRows(layer, run.batch);
@@ -82,10 +97,19 @@ Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& r
         spec.factor_right = right[l]->data();
       }
       init.push_back(w[l][p].data());
+      layer_of.push_back(l);
       RETURN_IF_ERROR(c.RegisterTensor(spec).status());
     }
   }
   RETURN_IF_ERROR(c.Init(SgdConfigFromProto(BenchSgd()), init));
+  // The emulated device's rebuild of each layer's SFB weight (0 elsewhere).
+  std::vector<double> rebuild(L, 0.0);
+  if (run.rebuild_on_device)
+    for (int t : c.sfb_tensors()) {
+      const int l = layer_of.at(t);
+      rebuild[l] +=
+          RebuildSeconds(run, c.num_workers(), rows[l], model.layers[l].params[0][0], model.layers[l].params[0][1]);
+    }
   const int total = run.warmup + run.iterations;
   auto seconds = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
   const auto kBlocked = std::chrono::milliseconds(1);  // A wait longer than this blocked.
@@ -102,9 +126,16 @@ Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& r
       const auto a = Clock::now();
       RETURN_IF_ERROR(c.WaitWeights(l, it));
       const auto b = Clock::now();
-      const int64_t begin = MonotonicMicros();
-      slept += compute(fwd[l], b, b - a > kBlocked || (l == 0 && next_blocked));
+      const bool blocked = b - a > kBlocked || (l == 0 && next_blocked);
       next_blocked = false;
+      if (it > 0 && rebuild[l] > 0) {
+        // The update of clock it - 1, rebuilt on the device before this forward.
+        const int64_t rebuild_begin = MonotonicMicros();
+        slept += compute(rebuild[l], b, blocked);
+        c.TraceSpan("rebuild " + model.layers[l].name, it, rebuild_begin, MonotonicMicros());
+      }
+      const int64_t begin = MonotonicMicros();
+      slept += compute(fwd[l], b, blocked && !(it > 0 && rebuild[l] > 0));
       c.TraceSpan("forward " + model.layers[l].name, it, begin, MonotonicMicros());
       waited += seconds(a, b);
     }

@@ -19,7 +19,33 @@ struct EmulatedRun {
   int batch = 32;
   int warmup = 5;      // Iterations not timed.
   int iterations = 8;  // Iterations timed.
+  // Where a layer sent as sufficient factors is rebuilt. false: by the
+  // client on this CPU (a real GEMM and SGD step, common/sfb.h). true: on the
+  // emulated device, as Poseidon rebuilt on the GPU: before the layer's
+  // forward of clock c >= 1 the device is held for the rebuild of clock c - 1,
+  // RebuildSeconds() (its GEMM at device_gflops, its SGD step at
+  // device_update_gbytes), and the client skips the arithmetic
+  // (ClientOptions::sfb_emulated_rebuild): those weights are not updated.
+  bool rebuild_on_device = false;
+  // GB of weights per second of the emulated device's SGD step: an H200
+  // copies 4.15 TB/s on the device (../shared/GPU.md) and a momentum step
+  // moves about 5 floats per weight (reads gradient, weight and history,
+  // writes weight and history): ~800.
+  double device_update_gbytes = 800;
 };
+
+// The emulated device's rebuild of one SFB weight of `rows` x `cols` from
+// `workers` workers' factors of `factor_rows` rows each (FactorRows: the
+// batch, fewer in a shrunk model): 2 (workers factor_rows) rows cols FLOPs at
+// device_gflops plus 4 rows cols bytes at device_update_gbytes. The GEMM
+// over the factors actually sent, as HybComm prices it (in a model shrunk by
+// F, 1/F^1.5 of the full one's: bench/sim/models.h).
+double RebuildSeconds(const EmulatedRun& run, int workers, int64_t factor_rows, int64_t rows, int64_t cols);
+
+// What HybComm must be told when run.rebuild_on_device: the rebuild runs on
+// the emulated device at its rates, and the client skips it. Leaves
+// `options` alone otherwise (the client times this CPU).
+void SetRebuildOptions(const EmulatedRun& run, ClientOptions* options);
 
 // Per timed iteration.
 struct WorkerTimes {
@@ -68,7 +94,9 @@ void LayerTimes(const ModelSpec& model, const EmulatedRun& run, std::vector<doub
 // rows, as the trainer's InnerProduct does; a shrunk model's FactorRows), so
 // the client's --sfb decides
 // whether they travel as factors among the workers or through the servers;
-// the full gradient the servers get is exactly left^T * right.
+// the full gradient the servers get is exactly left^T * right. With
+// run.rebuild_on_device the client must have been connected with
+// SetRebuildOptions(run, ...).
 Status RunEmulatedWorker(Client& client, const ModelSpec& model, const EmulatedRun& run, WorkerTimes* times);
 
 }  // namespace bench

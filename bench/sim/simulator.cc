@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <map>
 #include <queue>
 #include <tuple>
@@ -360,9 +361,23 @@ StatusOr<SimResult> Simulate(const std::vector<SimLayer>& layers, const SimOptio
   return sim.Run();
 }
 
+HybCommRates HybCommRatesOf(const SimOptions& o) {
+  constexpr double kFree = std::numeric_limits<double>::infinity();
+  auto rate = [&](double seconds_per_unit) { return seconds_per_unit > 0 ? 1 / seconds_per_unit : kFree; };
+  HybCommRates r;
+  r.link_bytes_per_s = o.link_bytes_per_s > 0 ? o.link_bytes_per_s : kFree;
+  r.rebuild_flops_per_s = o.sfb_flops_per_s > 0 ? o.sfb_flops_per_s : kFree;
+  r.update_bytes_per_s = rate(o.sfb_apply_s_per_byte < 0 ? o.apply_s_per_byte : o.sfb_apply_s_per_byte);
+  // A partition's apply takes bytes x workers x apply_s_per_byte.
+  r.apply_bytes_per_s = rate(std::max(1, o.hosts) * o.apply_s_per_byte);
+  r.rebuild_on = "the simulated worker";
+  r.origin = "the simulator's";
+  return r;
+}
+
 StatusOr<std::vector<SimLayer>> SimLayersOf(const ModelSpec& model, const std::vector<double>& forward_s,
                                             const std::vector<double>& backward_s, int hosts, SfbMode sfb, int batch,
-                                            std::vector<HybCommChoice>* choices) {
+                                            const HybCommRates& rates, std::vector<HybCommChoice>* choices) {
   const size_t L = model.layers.size();
   if (forward_s.size() != L || backward_s.size() != L)
     return InvalidArgumentError("simulate: " + std::to_string(L) + " layers but " + std::to_string(forward_s.size()) +
@@ -384,7 +399,7 @@ StatusOr<std::vector<SimLayer>> SimLayersOf(const ModelSpec& model, const std::v
       fc_layer.push_back(l);
     }
   }
-  ASSIGN_OR_RETURN(std::vector<HybCommChoice> chosen, DecideHybComm(sfb, hosts, hosts, pb::BSP, fc));
+  ASSIGN_OR_RETURN(std::vector<HybCommChoice> chosen, DecideHybComm(sfb, hosts, hosts, pb::BSP, rates, fc));
   for (size_t i = 0; i < chosen.size(); ++i) {
     SimLayer& x = layers[fc_layer[i]];
     x.sfb = chosen[i].sfb;

@@ -94,15 +94,22 @@ struct SimResult {
 
 StatusOr<SimResult> Simulate(const std::vector<SimLayer>& layers, const SimOptions& options);
 
+// The rates HybComm prices its paths with in the job `options` simulates
+// (options.hosts set): its link, the workers' rebuild (sfb_flops_per_s and
+// the SGD step) and the servers' apply of one partition's gradients from
+// every worker; a rate the options leave free (0) is +infinity.
+HybCommRates HybCommRatesOf(const SimOptions& options);
+
 // The simulator's layers of `model` on `hosts` hosts (one worker and one
 // server each), with per-layer compute `forward_s` and `backward_s`: every
 // learnable tensor, and for each fully connected layer HybComm's choice
 // (common/hybcomm.h: `sfb`, P1 = P2 = hosts, BSP, K = FactorRows(layer,
-// batch)) made as the job's client makes it. `choices`, if given, gets the
-// choices of the fully connected layers.
+// batch), priced at `rates`, e.g. HybCommRatesOf(the options simulated)) made
+// as the job's client makes it. `choices`, if given, gets the choices of the
+// fully connected layers.
 StatusOr<std::vector<SimLayer>> SimLayersOf(const ModelSpec& model, const std::vector<double>& forward_s,
                                             const std::vector<double>& backward_s, int hosts, SfbMode sfb, int batch,
-                                            std::vector<HybCommChoice>* choices = nullptr);
+                                            const HybCommRates& rates, std::vector<HybCommChoice>* choices = nullptr);
 
 // Payload bytes a second a TCP stream gets from a link shaped to `mbit` Mbit/s
 // at `mtu` (1448 payload bytes of every 1514 the shaper counts at MTU 1500).

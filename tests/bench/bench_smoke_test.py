@@ -111,8 +111,11 @@ def check_pipeline_sfb(rows):
     assert got == want, got
     for i in range(0, len(rows), 3):
         off, auto, on = rows[i:i + 3]
-        # LeNet, 3 workers, 2 servers, batch 32: HybComm sends ip1 (500x800)
-        # as factors and keeps ip2 (10x500) on the servers; on sends both.
+        # LeNet, 3 workers, 2 servers, batch 32, at the rates given (RATES,
+        # GEMM 20 GFLOP/s): HybComm sends ip1 (500x800) as factors (SFB
+        # 2.66 ms of link + 3.84 ms of GEMM + 0.8 ms of step against PS 19.2 +
+        # 0.4 ms) and keeps ip2 (10x500) on the servers (its factors alone
+        # take 1.04 ms, PS 0.245 ms); on sends both.
         assert (off["sfb_tensors"], auto["sfb_tensors"], on["sfb_tensors"]) == (0, 1, 2), rows[i:i + 3]
         assert off["factor_messages_per_iter"] == 0 and auto["factor_messages_per_iter"] > 0, rows[i:i + 3]
         # Bytes per worker per iteration, both ways, worked by hand (the 1%
@@ -125,6 +128,42 @@ def check_pipeline_sfb(rows):
         for r, want in ((off, 3448640), (auto, 914240), (on, 1135360)):
             assert abs(r["bytes_per_worker"] - want) < 0.01 * want, (want, r)
         assert auto["factor_apply_s"] > 0, auto
+
+
+# HybComm's rates given, so that auto's choice does not depend on timing: a 1
+# Gbit/s link, SGD step and server apply 2 GB/s, the rebuild's GEMM as named.
+RATES = ["--sfb_link_gbit=1", "--sfb_update_gbytes=2", "--sfb_apply_gbytes=2"]
+
+
+def check_pipeline_rebuild(rows):
+    # --sfb=off,auto --sfb_rebuild=cpu,device --rounds=2: off once per round.
+    got = [(r["round"], r["sfb"], r["sfb_rebuild"]) for r in rows]
+    want = [(k, m, b) for k in (0, 1) for m, b in (("off", "cpu"), ("auto", "cpu"), ("auto", "device"))]
+    assert got == want, got
+    for i in range(0, len(rows), 3):
+        off, cpu, dev = rows[i:i + 3]
+        # LeNet, 3 workers, 2 servers, K = 32, link 1.25e8 B/s each way. ip1: PS 4.8 MB, 19.2 ms + 0.4 ms of
+        # apply. SFB 665,600 B, 2.66 ms, + a GEMM of 2*96*400,000 = 76.8 MFLOP: at 1 GFLOP/s (cpu) 76.8 ms
+        # -> PS; at the device's 100 TFLOP/s 0.8 us (+ 2 us of step at 800 GB/s) -> SFB. ip2 stays on the
+        # servers (its factors alone, 261,120 B, take 1.04 ms > PS's 0.245 ms).
+        assert (off["sfb_tensors"], cpu["sfb_tensors"], dev["sfb_tensors"]) == (0, 0, 1), rows[i:i + 3]
+        assert cpu["rebuild_gflops"] == 1 and dev["rebuild_gflops"] == 100000, rows[i:i + 3]
+        assert dev["update_gbytes"] == 800, dev
+        assert cpu["factor_messages_per_iter"] == 0 and dev["factor_messages_per_iter"] > 0, rows[i:i + 3]
+        # The emulated device rebuilds: the client's CPU never runs the GEMM.
+        assert dev["factor_apply_s"] == 0, dev
+        assert abs(dev["bytes_per_worker"] - 914240) < 0.01 * 914240, dev
+        assert abs(cpu["bytes_per_worker"] - 3448640) < 0.01 * 3448640, cpu
+
+
+def check_pipeline_scaled(rows):
+    # VGG19 at --model_scale=4096 (fully connected weights 64x392, 64x64, 16x64 with round(32 / 64) = 1 factor
+    # row each: bench/sim/models.h), 2 workers, 1 server, rebuilt on the device. fc6: PS 200,704 B, 0.803 ms +
+    # 0.05 ms of apply; SFB 3,648 B, 0.015 ms + 0.1 us -> SFB. fc7: PS 32,768 B, 0.131 + 0.008 ms; SFB 1,024 B,
+    # 0.004 ms -> SFB. fc8: PS 8,192 B, 0.033 + 0.002 ms; SFB 640 B, 0.003 ms -> SFB.
+    assert [r["sfb"] for r in rows] == ["auto"], rows
+    r = rows[0]
+    assert r["model_scale"] == 4096 and r["sfb_tensors"] == 3 and r["iteration_s"] > 0, r
 
 
 def check_rows_timed(rows):
@@ -159,8 +198,17 @@ RUNS = [
     ("pipeline", ["--model=lenet", "--workers=2", "--servers=2", "--schedule=full", "--iterations=2", "--warmup=3",
                   "--device_gflops=100000", "--batch_sweep=0,65536", "--rounds=2"], check_pipeline_sweep),
     ("pipeline", ["--model=lenet", "--workers=3", "--servers=2", "--schedule=full", "--iterations=3", "--warmup=3",
-                  "--device_gflops=100000", "--sfb=off,auto,on", "--link_list=" + ",".join(map(str, SFB_LINKS))],
+                  "--device_gflops=100000", "--sfb=off,auto,on", "--link_list=" + ",".join(map(str, SFB_LINKS)),
+                  "--sfb_rebuild_gflops=20"] + RATES,
      check_pipeline_sfb),
+    ("pipeline", ["--model=lenet", "--workers=3", "--servers=2", "--schedule=full", "--iterations=2", "--warmup=2",
+                  "--device_gflops=100000", "--sfb=off,auto", "--sfb_rebuild=cpu,device", "--rounds=2",
+                  "--sfb_rebuild_gflops=1"] + RATES,
+     check_pipeline_rebuild),
+    ("pipeline", ["--model=vgg19", "--model_scale=4096", "--workers=2", "--servers=1", "--schedule=full",
+                  "--iterations=2", "--warmup=2", "--device_gflops=100000", "--sfb=auto", "--sfb_rebuild=device"] +
+     RATES,
+     check_pipeline_scaled),
     # Needs root (network namespaces); exit 77 elsewhere, reported below.
     ("cluster", ["--model=lenet", "--hosts=2", "--link_mbit=100", "--schedule=full", "--iterations=2", "--warmup=2",
                  "--device_gflops=100000", "--timeout_s=120"], check_rows_timed),

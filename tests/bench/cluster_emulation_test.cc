@@ -116,7 +116,6 @@ TEST(ClusterEmulationTest, RunsCleansUpAndMatchesTheSimulator) {
     fwd[l] += std::max(0.0, overshoot) / (2 * fwd.size());
     bwd[l] += std::max(0.0, overshoot) / (2 * fwd.size());
   }
-  auto layers = bench::SimLayersOf(model, fwd, bwd, 2, SfbMode::kAuto, run.batch).value();
   bench::SimOptions o;
   o.hosts = 2;
   o.schedule = Schedule::kFull;
@@ -124,6 +123,7 @@ TEST(ClusterEmulationTest, RunsCleansUpAndMatchesTheSimulator) {
   o.partition_bytes = (1 << 20) / kScale;
   o.credit_bytes = (2 << 20) / kScale;
   o.sfb_flops_per_s = 1e9;  // The client's GEMM on this CPU, roughly: 0.5 ms for fc1000's 0.5 MFLOP.
+  auto layers = bench::SimLayersOf(model, fwd, bwd, 2, SfbMode::kAuto, run.batch, bench::HybCommRatesOf(o)).value();
   auto predicted = bench::Simulate(layers, o).value();
 #ifndef NEREUS_SANITIZED_BUILD
   // Link-bound, as designed: most of the iteration is waiting.

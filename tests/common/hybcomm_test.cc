@@ -1,14 +1,42 @@
-// HybComm's per-layer choice (common/hybcomm.h) against a table worked by
-// hand from Poseidon's cost model (docs/CLIENT.md):
-//   SFB floats per worker: 2K(P1-1)(M+N);  PS floats per node: 2MN(P1+P2-2)/P2;
-//   SFB iff the first <= the second.
+// HybComm's per-layer choice (common/hybcomm.h) against cases worked by hand
+// from Poseidon's cost model (docs/CLIENT.md) and the cost model of hybcomm.h:
+//   SFB floats per worker: 2K(P1-1)(M+N);  PS floats per node: 2MN(P1+P2-2)/P2
+//   PS  seconds = PS bytes / 2 / link  + 4MN / P2 / apply
+//   SFB seconds = SFB bytes / 2 / link + 2 (P1 K) M N / rebuild + 4MN / update
+//   SFB iff SFB seconds <= PS seconds.
 // Every expected number below was multiplied out by hand (bytes = 4 x floats).
 #include "common/hybcomm.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+#include <regex>
+
 namespace nereus {
 namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Free compute: the model reduces to Poseidon's bytes-only rule. A link of
+// 0.5 bytes/s each way makes each path's seconds equal its bytes.
+HybCommRates BytesOnly() {
+  HybCommRates r;
+  r.link_bytes_per_s = 0.5;
+  r.rebuild_flops_per_s = kInf;
+  r.update_bytes_per_s = kInf;
+  r.apply_bytes_per_s = kInf;
+  return r;
+}
+
+HybCommRates Rates(double link, double rebuild, double update, double apply) {
+  HybCommRates r;
+  r.link_bytes_per_s = link;
+  r.rebuild_flops_per_s = rebuild;
+  r.update_bytes_per_s = update;
+  r.apply_bytes_per_s = apply;
+  return r;
+}
 
 struct Row {
   const char* name;
@@ -48,9 +76,10 @@ const Row kTable[] = {
     {"ip1", 500, 800, 64, 1, 1, 0, 0, true},
 };
 
-TEST(HybCommTest, AutoMatchesTheHandWorkedTable) {
+TEST(HybCommTest, WithFreeComputeAutoIsPoseidonsBytesRule) {
   for (const Row& r : kTable) {
-    auto c = DecideHybComm(SfbMode::kAuto, r.workers, r.servers, pb::BSP, {{r.name, r.rows, r.cols, r.batch}});
+    auto c =
+        DecideHybComm(SfbMode::kAuto, r.workers, r.servers, pb::BSP, BytesOnly(), {{r.name, r.rows, r.cols, r.batch}});
     ASSERT_TRUE(c.ok()) << c.status();
     ASSERT_EQ(c->size(), 1u);
     const HybCommChoice& x = (*c)[0];
@@ -59,32 +88,148 @@ TEST(HybCommTest, AutoMatchesTheHandWorkedTable) {
     EXPECT_EQ(x.sfb, r.sfb);
     EXPECT_DOUBLE_EQ(x.sfb_bytes, 4 * r.sfb_floats);
     EXPECT_NEAR(x.ps_bytes, 4 * r.ps_floats, 0.1);
-    EXPECT_EQ(x.reason, r.sfb ? "auto: SFB bytes <= PS bytes" : "auto: SFB bytes > PS bytes");
+    ASSERT_TRUE(x.priced);
+    EXPECT_DOUBLE_EQ(x.sfb_s, x.sfb_bytes);
+    EXPECT_DOUBLE_EQ(x.ps_s, x.ps_bytes);
+    EXPECT_EQ(x.sfb_rebuild_s, 0.0);
+    EXPECT_EQ(x.ps_apply_s, 0.0);
+    if (r.sfb_floats == r.ps_floats)
+      EXPECT_EQ(x.reason, "auto: same cost, SFB (a tie goes to SFB)");
+    else
+      EXPECT_EQ(x.reason, r.sfb ? "auto: SFB costs less" : "auto: PS costs less");
     EXPECT_EQ(x.layer.name, r.name);
   }
 }
 
-TEST(HybCommTest, VggFcLayersKeepTheirOrderAndBytesInOneCall) {
-  // VGG19 at 4 workers x 4 servers, K = 32: every FC layer goes SFB.
-  auto c = DecideHybComm(SfbMode::kAuto, 4, 4, pb::BSP,
+// The case of issue 20: VGG19, 4 workers x 4 servers, K = 32, the rebuild on
+// a CPU. There each worker rebuilt 31.6 GFLOP per iteration in 0.857 s
+// (36.9 GFLOP/s); here 40 GFLOP/s, a 5 GB/s link each way (the unshaped
+// loopback moved off's 1.7 GB per node in < 0.33 s), SGD step and server
+// apply 5 GB/s. SFB moves 55x fewer bytes of fc6 but costs 5x more.
+TEST(HybCommTest, BytesFavourSfbButACpuRebuildMakesItSlower) {
+  auto c = DecideHybComm(SfbMode::kAuto, 4, 4, pb::BSP, Rates(5e9, 40e9, 5e9, 5e9),
                          {{"fc6", 4096, 25088, 32}, {"fc7", 4096, 4096, 32}, {"fc8", 1000, 4096, 32}});
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->size(), 3u);
-  EXPECT_EQ((*c)[0].layer.name, "fc6");
-  EXPECT_EQ((*c)[2].layer.name, "fc8");
-  // fc6: SFB 4*2*32*3*29184 = 22413312 bytes, PS 4*2*102760448*6/4 = 1233125376 bytes.
-  EXPECT_DOUBLE_EQ((*c)[0].sfb_bytes, 22413312);
-  EXPECT_DOUBLE_EQ((*c)[0].ps_bytes, 1233125376);
-  for (const auto& x : *c) EXPECT_TRUE(x.sfb) << x.layer.name;
+  const HybCommChoice& fc6 = (*c)[0];
+  // Bytes: SFB 4*2*32*3*29184 = 22413312, PS 4*2*102760448*6/4 = 1233125376.
+  EXPECT_DOUBLE_EQ(fc6.sfb_bytes, 22413312);
+  EXPECT_DOUBLE_EQ(fc6.ps_bytes, 1233125376);
+  // GEMM: 2 * (4*32) * 102760448 = 26306674688 FLOPs.
+  EXPECT_DOUBLE_EQ(fc6.rebuild_flops, 26306674688.0);
+  // PS:  1233125376 / 2 / 5e9 = 0.1233125376 s + 4*102760448/4 / 5e9 = 0.0205520896 s.
+  EXPECT_DOUBLE_EQ(fc6.ps_link_s, 0.1233125376);
+  EXPECT_DOUBLE_EQ(fc6.ps_apply_s, 0.0205520896);
+  EXPECT_DOUBLE_EQ(fc6.ps_s, 0.1438646272);
+  // SFB: 22413312 / 1e10 = 0.0022413312 s + 26306674688 / 40e9 = 0.6576668672 s
+  //      + 411041792 / 5e9 = 0.0822083584 s.
+  EXPECT_DOUBLE_EQ(fc6.sfb_link_s, 0.0022413312);
+  EXPECT_DOUBLE_EQ(fc6.sfb_rebuild_s, 0.7398752256);
+  EXPECT_DOUBLE_EQ(fc6.sfb_s, 0.7421165568);
+  // fc7: PS 0.0201326592 + 0.0033554432; SFB 0.0006291456 + 0.1073741824 + 0.0134217728.
+  EXPECT_DOUBLE_EQ((*c)[1].ps_s, 0.0234881024);
+  EXPECT_DOUBLE_EQ((*c)[1].sfb_s, 0.1214251008);
+  // fc8: PS 0.0049152 + 0.0008192; SFB 0.0003913728 + 0.0262144 + 0.0032768.
+  EXPECT_DOUBLE_EQ((*c)[2].ps_s, 0.0057344);
+  EXPECT_DOUBLE_EQ((*c)[2].sfb_s, 0.0298825728);
+  for (const auto& x : *c) {
+    EXPECT_FALSE(x.sfb) << x.layer.name;
+    EXPECT_EQ(x.reason, "auto: PS costs less, though SFB moves fewer bytes") << x.layer.name;
+  }
+  // The same job rebuilding on an H200 (GPU.md: fc6's GEMM at 40 TFLOP/s;
+  // SGD step 800 GB/s): fc6 SFB 0.0022413312 + 0.000657666867 + 0.00051380224
+  // = 0.00341280031 s against PS 0.1438646272 s.
+  auto gpu = DecideHybComm(SfbMode::kAuto, 4, 4, pb::BSP, Rates(5e9, 40e12, 800e9, 5e9), {{"fc6", 4096, 25088, 32}});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_TRUE((*gpu)[0].sfb);
+  EXPECT_NEAR((*gpu)[0].sfb_s, 0.0034128003, 1e-10);
+  EXPECT_EQ((*gpu)[0].reason, "auto: SFB costs less");
+  // A free link: only the work counts, and the servers' apply is cheaper than the CPU's rebuild.
+  auto free_link =
+      DecideHybComm(SfbMode::kAuto, 4, 4, pb::BSP, Rates(kInf, 40e9, 5e9, 5e9), {{"fc6", 4096, 25088, 32}});
+  ASSERT_TRUE(free_link.ok()) << free_link.status();
+  EXPECT_FALSE((*free_link)[0].sfb);
+  EXPECT_DOUBLE_EQ((*free_link)[0].ps_s, 0.0205520896);
+}
+
+// The reverse: SFB moves more bytes, but the servers' apply costs more than
+// a GPU's rebuild. fc8 (1000 x 4096) with K = 1024, 2 workers, 1 server
+// applying at 1 GB/s, a 100 Gbit/s link (12.5 GB/s).
+TEST(HybCommTest, BytesFavourServersButTheirApplyMakesThemSlower) {
+  auto c = DecideHybComm(SfbMode::kAuto, 2, 1, pb::BSP, Rates(12.5e9, 40e12, 800e9, 1e9), {{"fc8", 1000, 4096, 1024}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  const HybCommChoice& x = (*c)[0];
+  // Bytes: SFB 4*2*1024*1*5096 = 41746432 > PS 4*2*4096000*1/1 = 32768000.
+  EXPECT_DOUBLE_EQ(x.sfb_bytes, 41746432);
+  EXPECT_DOUBLE_EQ(x.ps_bytes, 32768000);
+  // PS:  32768000 / 2 / 12.5e9 = 0.00131072 + 16384000 / 1e9 = 0.016384.
+  EXPECT_DOUBLE_EQ(x.ps_s, 0.01769472);
+  // SFB: 41746432 / 25e9 = 0.00166985728 + 2*2048*4096000 / 40e12 = 0.0004194304 + 16384000 / 800e9 = 0.00002048.
+  EXPECT_DOUBLE_EQ(x.sfb_link_s, 0.00166985728);
+  EXPECT_DOUBLE_EQ(x.sfb_rebuild_s, 0.0004399104);
+  EXPECT_DOUBLE_EQ(x.sfb_s, 0.00210976768);
+  EXPECT_TRUE(x.sfb);
+  EXPECT_EQ(x.reason, "auto: SFB costs less, though it moves more bytes");
+}
+
+// M = N = 4, K = 2, P1 = P2 = 2: 128 bytes either way, a 64 B/s link (1 s
+// each), apply 4*16/2 = 32 bytes at 32 B/s (1 s); the rebuild 2*4*16 = 128
+// FLOPs at 256 FLOP/s (0.5 s) and 64 bytes at 128 B/s (0.5 s): 2 s each.
+TEST(HybCommTest, AnExactTieGoesToSfbAndAHairSlowerRebuildToServers) {
+  auto tie = DecideHybComm(SfbMode::kAuto, 2, 2, pb::BSP, Rates(64, 256, 128, 32), {{"t", 4, 4, 2}});
+  ASSERT_TRUE(tie.ok()) << tie.status();
+  EXPECT_EQ((*tie)[0].ps_s, 2.0);
+  EXPECT_EQ((*tie)[0].sfb_s, 2.0);
+  EXPECT_TRUE((*tie)[0].sfb);
+  EXPECT_EQ((*tie)[0].reason, "auto: same cost, SFB (a tie goes to SFB)");
+  // GEMM at 255 FLOP/s: 128/255 > 0.5 s.
+  auto slower = DecideHybComm(SfbMode::kAuto, 2, 2, pb::BSP, Rates(64, 255, 128, 32), {{"t", 4, 4, 2}});
+  ASSERT_TRUE(slower.ok()) << slower.status();
+  EXPECT_FALSE((*slower)[0].sfb);
+  EXPECT_EQ((*slower)[0].reason, "auto: PS costs less");
+}
+
+TEST(HybCommTest, AutoRefusesUnknownOrBadRatesNamingThem) {
+  const std::vector<FcLayerShape> fc6 = {{"fc6", 4096, 25088, 32}};
+  auto zero_link = DecideHybComm(SfbMode::kAuto, 4, 4, pb::BSP, Rates(0, 40e9, 5e9, 5e9), fc6);
+  ASSERT_FALSE(zero_link.ok());
+  EXPECT_EQ(zero_link.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(zero_link.status().message(),
+            "HybComm (--sfb=auto) cannot price the layers: the link rate (bytes/s) is unknown (0)");
+  auto negative = DecideHybComm(SfbMode::kAuto, 4, 4, pb::BSP, Rates(5e9, -1, 5e9, 5e9), fc6);
+  ASSERT_FALSE(negative.ok());
+  EXPECT_EQ(negative.status().message(),
+            "HybComm (--sfb=auto) cannot price the layers: the rebuild GEMM rate (FLOP/s) is -1.000000, which is not "
+            "> 0");
+  auto nan = DecideHybComm(SfbMode::kAuto, 4, 4, pb::BSP, Rates(5e9, 40e9, std::nan(""), 5e9), fc6);
+  ASSERT_FALSE(nan.ok());
+  EXPECT_NE(nan.status().message().find("the rebuild SGD step rate (bytes/s) is nan"), std::string::npos)
+      << nan.status();
+  auto apply = DecideHybComm(SfbMode::kAuto, 4, 4, pb::BSP, Rates(5e9, 40e9, 5e9, 0), fc6);
+  ASSERT_FALSE(apply.ok());
+  EXPECT_NE(apply.status().message().find("the server apply rate (bytes/s) is unknown (0)"), std::string::npos)
+      << apply.status();
+  // Where nothing is priced, unknown rates are no error and nothing is priced.
+  for (SfbMode mode : {SfbMode::kOff, SfbMode::kOn}) {
+    auto x = DecideHybComm(mode, 4, 4, pb::BSP, HybCommRates(), fc6);
+    ASSERT_TRUE(x.ok()) << x.status();
+    EXPECT_FALSE((*x)[0].priced);
+    EXPECT_EQ((*x)[0].ps_s, 0.0);
+  }
+  auto ssp = DecideHybComm(SfbMode::kAuto, 4, 4, pb::SSP, HybCommRates(), fc6);
+  ASSERT_TRUE(ssp.ok()) << ssp.status();
+  EXPECT_FALSE((*ssp)[0].sfb);
+  EXPECT_TRUE(DecideHybComm(SfbMode::kAuto, 4, 4, pb::BSP, HybCommRates(), {}).ok());
 }
 
 TEST(HybCommTest, OnAndOffOverrideTheRule) {
   // ip2 at 2 x 2, K = 64 is PS by the rule; on forces SFB. ip1 is SFB by the rule; off forces PS.
-  auto on = DecideHybComm(SfbMode::kOn, 2, 2, pb::BSP, {{"ip2", 10, 500, 64}});
+  auto on = DecideHybComm(SfbMode::kOn, 2, 2, pb::BSP, BytesOnly(), {{"ip2", 10, 500, 64}});
   ASSERT_TRUE(on.ok()) << on.status();
   EXPECT_TRUE((*on)[0].sfb);
   EXPECT_EQ((*on)[0].reason, "--sfb=on");
-  auto off = DecideHybComm(SfbMode::kOff, 2, 2, pb::BSP, {{"ip1", 500, 800, 64}});
+  EXPECT_TRUE((*on)[0].priced);  // Known rates: on is priced too, for the table.
+  auto off = DecideHybComm(SfbMode::kOff, 2, 2, pb::BSP, BytesOnly(), {{"ip1", 500, 800, 64}});
   ASSERT_TRUE(off.ok()) << off.status();
   EXPECT_FALSE((*off)[0].sfb);
   EXPECT_EQ((*off)[0].reason, "--sfb=off");
@@ -92,7 +237,7 @@ TEST(HybCommTest, OnAndOffOverrideTheRule) {
 
 TEST(HybCommTest, AutoFallsBackToServersUnderSspAndAsync) {
   for (pb::Consistency c : {pb::SSP, pb::ASYNC}) {
-    auto x = DecideHybComm(SfbMode::kAuto, 8, 8, c, {{"fc6", 4096, 25088, 32}});
+    auto x = DecideHybComm(SfbMode::kAuto, 8, 8, c, BytesOnly(), {{"fc6", 4096, 25088, 32}});
     ASSERT_TRUE(x.ok()) << x.status();
     EXPECT_FALSE((*x)[0].sfb);
     EXPECT_EQ((*x)[0].reason, "auto falls back to PS under " + pb::Consistency_Name(c) + " (SFB needs BSP)");
@@ -100,23 +245,24 @@ TEST(HybCommTest, AutoFallsBackToServersUnderSspAndAsync) {
 }
 
 TEST(HybCommTest, OnIsRefusedUnderSspAndAsync) {
-  auto x = DecideHybComm(SfbMode::kOn, 2, 2, pb::SSP, {{"ip1", 500, 800, 64}});
+  auto x = DecideHybComm(SfbMode::kOn, 2, 2, pb::SSP, BytesOnly(), {{"ip1", 500, 800, 64}});
   ASSERT_FALSE(x.ok());
   EXPECT_EQ(x.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(x.status().message().find("--sfb=on needs --consistency=bsp"), std::string::npos) << x.status();
   EXPECT_NE(x.status().message().find("SSP"), std::string::npos) << x.status();
-  EXPECT_FALSE(DecideHybComm(SfbMode::kOn, 2, 2, pb::ASYNC, {}).ok());
+  EXPECT_FALSE(DecideHybComm(SfbMode::kOn, 2, 2, pb::ASYNC, BytesOnly(), {}).ok());
 }
 
 TEST(HybCommTest, BadShapesAndJobsAreRefusedNamingThem) {
-  auto x = DecideHybComm(SfbMode::kAuto, 2, 2, pb::BSP, {{"ip9", 10, 0, 64}});
+  auto x = DecideHybComm(SfbMode::kAuto, 2, 2, pb::BSP, BytesOnly(), {{"ip9", 10, 0, 64}});
   ASSERT_FALSE(x.ok());
-  EXPECT_NE(x.status().message().find("layer \"ip9\""), std::string::npos) << x.status();
-  auto y = DecideHybComm(SfbMode::kAuto, 2, 2, pb::BSP, {{"ip1", 500, 800, 0}});
-  EXPECT_FALSE(y.ok());
-  auto z = DecideHybComm(SfbMode::kAuto, 0, 2, pb::BSP, {});
+  EXPECT_EQ(x.status().message(), "layer \"ip9\": HybComm needs a positive shape and batch, got 10 x 0 with batch 64");
+  auto y = DecideHybComm(SfbMode::kAuto, 2, 2, pb::BSP, BytesOnly(), {{"ip1", 500, 800, 0}});
+  ASSERT_FALSE(y.ok());
+  EXPECT_NE(y.status().message().find("with batch 0"), std::string::npos) << y.status();
+  auto z = DecideHybComm(SfbMode::kAuto, 0, 2, pb::BSP, BytesOnly(), {});
   ASSERT_FALSE(z.ok());
-  EXPECT_NE(z.status().message().find("0 worker(s)"), std::string::npos) << z.status();
+  EXPECT_EQ(z.status().message(), "HybComm needs at least one worker and one server, got 0 worker(s) and 2 server(s)");
 }
 
 TEST(HybCommTest, ParseAndTable) {
@@ -126,17 +272,39 @@ TEST(HybCommTest, ParseAndTable) {
   auto bad = ParseSfbMode("yes");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(), "--sfb must be auto, off or on, got \"yes\"");
-  auto c = DecideHybComm(SfbMode::kAuto, 2, 2, pb::BSP, {{"ip1", 500, 800, 64}, {"ip2", 10, 500, 64}});
-  ASSERT_TRUE(c.ok());
-  const std::string t = FormatHybCommTable(SfbMode::kAuto, 2, 2, *c);
-  EXPECT_NE(t.find("HybComm (--sfb=auto, 2 worker(s), 2 server(s))"), std::string::npos) << t;
-  // ip1: 665600 SFB bytes, 3200000 PS bytes; ip2: 261120 and 40000.
-  EXPECT_NE(t.find("ip1"), std::string::npos);
-  EXPECT_NE(t.find("500x800"), std::string::npos) << t;
-  EXPECT_NE(t.find("3200000"), std::string::npos) << t;
-  EXPECT_NE(t.find("665600"), std::string::npos) << t;
-  EXPECT_NE(t.find("SFB  auto: SFB bytes <= PS bytes"), std::string::npos) << t;
-  EXPECT_NE(t.find("PS   auto: SFB bytes > PS bytes"), std::string::npos) << t;
+  // The tie above, and ip2 (10 x 500, K = 2) at the same rates: PS 8*5000*2/2 = 40000 bytes, 312.5 s on the
+  // link + 4*5000/2 / 32 = 312.5 s; SFB 8*2*1*510 = 8160 bytes, 63.75 s + 2*4*5000/256 = 156.25 s + 20000/128
+  // = 156.25 s.
+  HybCommRates rates = Rates(64, 256, 128, 32);
+  rates.rebuild_on = "cpu";
+  rates.origin = "given";
+  auto c = DecideHybComm(SfbMode::kAuto, 2, 2, pb::BSP, rates, {{"t", 4, 4, 2}, {"ip2", 10, 500, 2}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_DOUBLE_EQ((*c)[1].ps_s, 625);
+  EXPECT_DOUBLE_EQ((*c)[1].sfb_s, 376.25);
+  const std::string t = FormatHybCommTable(SfbMode::kAuto, 2, 2, rates, *c);
+  EXPECT_NE(t.find("HybComm (--sfb=auto, 2 worker(s), 2 server(s)); per clock per node; link 6.4e-08 GB/s each way; "
+                   "rebuild on cpu: GEMM 2.56e-07 GFLOP/s, SGD step 1.28e-07 GB/s; server apply 3.2e-08 GB/s "
+                   "(given); costs in ms:\n"),
+            std::string::npos)
+      << t;
+  EXPECT_TRUE(std::regex_search(t, std::regex("\n  t +4x4 +2 +128 +128 +1000\\.000 +1000\\.000 +2000\\.000 +1000\\.000 "
+                                              "+1000\\.000 +2000\\.000 SFB  auto: same cost, SFB \\(a tie goes to "
+                                              "SFB\\)\n")))
+      << t;
+  EXPECT_TRUE(
+      std::regex_search(t, std::regex("\n  ip2 +10x500 +2 +40000 +8160 +312500\\.000 +312500\\.000 +625000\\.000 "
+                                      "+63750\\.000 +312500\\.000 +376250\\.000 SFB  auto: SFB costs less\n")))
+      << t;
+  // Unpriced (off with unknown rates): dashes, and the unknown rates marked.
+  auto off = DecideHybComm(SfbMode::kOff, 2, 2, pb::BSP, HybCommRates(), {{"t", 4, 4, 2}});
+  ASSERT_TRUE(off.ok());
+  const std::string u = FormatHybCommTable(SfbMode::kOff, 2, 2, HybCommRates(), *off);
+  EXPECT_NE(u.find("link ? GB/s each way; rebuild on cpu: GEMM ? GFLOP/s"), std::string::npos) << u;
+  EXPECT_TRUE(std::regex_search(u, std::regex("\n  t +4x4 +2 +128 +128( +-){6} PS +--sfb=off\n"))) << u;
+  // A free part is named so.
+  const std::string f = FormatHybCommTable(SfbMode::kAuto, 2, 2, BytesOnly(), {});
+  EXPECT_NE(f.find("GEMM free (inf GFLOP/s)"), std::string::npos) << f;
 }
 
 }  // namespace

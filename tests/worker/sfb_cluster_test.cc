@@ -38,6 +38,9 @@ struct JobResult {
   std::vector<std::string> json, logs;
 };
 
+const char* const kRates[] = {"--sfb_link_gbit=1", "--sfb_rebuild_gflops=20", "--sfb_update_gbytes=2",
+                              "--sfb_apply_gbytes=2"};
+
 JobResult RunJob(const std::string& sfb, const std::string& consistency = "bsp") {
   TempDir dir;
   ClusterSpec spec;
@@ -51,6 +54,9 @@ JobResult RunJob(const std::string& sfb, const std::string& consistency = "bsp")
                        "--display=0",
                        "--sfb=" + sfb};
   for (const std::string& f : test::InvDecaySgdFlags()) spec.worker_flags.push_back(f);
+  // HybComm's rates given (a 1 Gbit/s link; rebuild GEMM 20 GFLOP/s, SGD
+  // step and server apply 2 GB/s), so auto's choice does not depend on timing.
+  for (const char* f : kRates) spec.worker_flags.push_back(f);
   for (int w = 0; w < kWorkers; ++w)
     spec.worker_rank_flags.push_back({w,
                                       {"--weights_out=" + dir.File("w" + std::to_string(w)),
@@ -134,8 +140,12 @@ TEST(SfbClusterTest, OnMatchesOffWithinToleranceAndReplicasAreBitwiseIdentical) 
 }
 
 TEST(SfbClusterTest, AutoSendsOnlyTheLayersTheRuleChooses) {
-  // 3 workers, 2 servers, K = 8: t1 (64 x 100) SFB 2*8*2*164 = 5248 <= PS 2*6400*3/2 = 19200 floats;
-  // t2 (250 x 10) SFB 2*8*2*260 = 8320 > PS 2*2500*3/2 = 7500: through the servers.
+  // 3 workers, 2 servers, K = 8, the rates of kRates (link 1.25e8 bytes/s each way):
+  // t1 (64 x 100): PS 4*2*6400*3/2 = 76800 bytes, 0.3072 ms on the link + 4*6400/2 / 2e9 = 0.0064 ms of apply
+  //   = 0.3136 ms; SFB 4*2*8*2*164 = 20992 bytes, 0.083968 ms + 2*24*6400 / 20e9 = 0.01536 ms of GEMM
+  //   + 25600 / 2e9 = 0.0128 ms of step = 0.112128 ms: as factors.
+  // t2 (250 x 10): PS 30000 bytes, 0.12 + 0.0025 = 0.1225 ms; SFB 33280 bytes, 0.13312 + 0.006 + 0.005
+  //   = 0.14412 ms: through the servers.
   const JobResult autorun = RunJob("auto");
   for (int w = 0; w < kWorkers; ++w) {
     EXPECT_EQ(JsonList(autorun.json[w], "sfb_tensors"), "1") << autorun.json[w];
@@ -144,9 +154,16 @@ TEST(SfbClusterTest, AutoSendsOnlyTheLayersTheRuleChooses) {
   }
   const std::string& log = autorun.logs[0];
   EXPECT_NE(log.find("HybComm (--sfb=auto, 3 worker(s), 2 server(s))"), std::string::npos) << log;
-  EXPECT_TRUE(std::regex_search(log, std::regex("t1 +64x100 +8 +76800 +20992 +SFB +auto: SFB bytes <= PS bytes")))
+  EXPECT_NE(log.find("link 0.125 GB/s each way; rebuild on cpu: GEMM 20 GFLOP/s, SGD step 2 GB/s; server apply 2 "
+                     "GB/s (link, GEMM, SGD step and apply given; the slowest of 3 workers)"),
+            std::string::npos)
       << log;
-  EXPECT_TRUE(std::regex_search(log, std::regex("t2 +250x10 +8 +30000 +33280 +PS +auto: SFB bytes > PS bytes"))) << log;
+  EXPECT_TRUE(std::regex_search(log, std::regex("t1 +64x100 +8 +76800 +20992 +0\\.307 +0\\.006 +0\\.314 +0\\.084 "
+                                                "+0\\.028 +0\\.112 +SFB +auto: SFB costs less\n")))
+      << log;
+  EXPECT_TRUE(std::regex_search(log, std::regex("t2 +250x10 +8 +30000 +33280 +0\\.120 +0\\.00[23] +0\\.12[23] "
+                                                "+0\\.133 +0\\.011 +0\\.144 +PS +auto: PS costs less\n")))
+      << log;
 }
 
 TEST(SfbClusterTest, SspFallsBackUnderAutoAndRefusesOn) {

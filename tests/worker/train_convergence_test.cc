@@ -85,7 +85,13 @@ TEST(LenetConvergenceTest, TwoWorkersTwoServers) {
   spec.workers = 2;
   // HybComm chooses per layer: ip1 (500 x 800, batch 64) as
   // sufficient factors, ip2 (10 x 500) through the servers.
-  spec.worker_flags = {"--solver=" + solver, "--sfb=auto"};
+  // HybComm's rates given (link 1 Gbit/s, rebuild GEMM 20 GFLOP/s, SGD step and
+  // server apply 2 GB/s), so the choice does not depend on timing. ip1 (K = 64,
+  // P1 = P2 = 2): PS 3.2 MB, 12.8 ms on the link + 0.4 ms of apply; SFB 665600
+  // bytes, 2.66 ms + 5.12 ms of GEMM + 0.8 ms of step: as factors. ip2: PS 0.165
+  // ms, SFB 261120 bytes alone 1.04 ms: through the servers.
+  spec.worker_flags = {"--solver=" + solver,    "--sfb=auto",          "--sfb_link_gbit=1", "--sfb_rebuild_gflops=20",
+                       "--sfb_update_gbytes=2", "--sfb_apply_gbytes=2"};
   for (int w = 0; w < 2; ++w)
     spec.worker_rank_flags.push_back({w, {"--summary_json=" + dir.File("w" + std::to_string(w) + ".json")}});
   const auto start = std::chrono::steady_clock::now();

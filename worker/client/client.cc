@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/compute_rates.h"
 #include "common/curve_keys.h"
 #include "common/hybcomm.h"
 #include "common/node.h"
@@ -109,16 +110,16 @@ class ClientImpl final : public Client {
   Status Init(const SgdConfig& config, const std::vector<const float*>& initial) override {
     const pb::SgdConfig sgd = SgdConfigToProto(config);
     RETURN_IF_ERROR(pipeline_.Initialize(initial.size(), node_.job().chunk_bytes(), num_servers(), rank()));
-    ASSIGN_OR_RETURN(const uint64_t sfb_digest, ChooseSfb(sgd));
-    // Every worker must send the same tensors as factors and apply them with
-    // the same solver settings: the digest covers both.
-    RETURN_IF_ERROR(node_.Barrier("nereus.model", pb::WORKER, tensors_.Digest() ^ sfb_digest));
+    RETURN_IF_ERROR(node_.Barrier("nereus.model", pb::WORKER, tensors_.Digest()));
     if (rank() == 0) {
       std::vector<Handle> handles;
       for (int t = 0; t < tensors_.size(); ++t) handles.push_back(SendInit(t, sgd, initial[t]));
       for (auto& h : handles) RETURN_IF_ERROR(h.Wait().Annotate("initializing the servers"));
     }
     RETURN_IF_ERROR(node_.Barrier("nereus.init", pb::WORKER));
+    // After the servers are initialized, so that the link is timed by every
+    // worker at once, as merging has always timed it.
+    RETURN_IF_ERROR(ChooseSfb(sgd));
     const bool layered = pipeline_.layered();
     const bool merging = options_.schedule == Schedule::kFull && options_.merge && layered;
     if (merging && options_.merge_alpha_s > 0 && options_.merge_beta_s_per_byte > 0) {
@@ -126,9 +127,8 @@ class ClientImpl final : public Client {
       LOG(INFO) << "worker " << rank() << ": link model given: alpha " << options_.merge_alpha_s * 1e6 << " us, beta "
                 << options_.merge_beta_s_per_byte * 1e9 << " ns/byte";
     } else if (merging) {
-      auto fit = CalibrateLink(&node_, &requests_);
+      auto fit = MeasureLink();
       if (!fit.ok()) return fit.status().Annotate("measuring the link for merging");
-      if (fit->fell_back || fit->alpha_bounded) LOG(WARNING) << "worker " << rank() << ": " << fit->note;
       const LinkModel& link = fit->model;
       pipeline_.SetLink(link);
       LOG(INFO) << "worker " << rank() << ": link model alpha " << link.alpha * 1e6 << " us, beta " << link.beta * 1e9
@@ -201,10 +201,67 @@ class ClientImpl final : public Client {
   }
 
  private:
+  // The PING fit of the link (CalibrateLink), timed once per Init, for
+  // HybComm and merging. Init's thread only.
+  StatusOr<LinkFit> MeasureLink() {
+    if (!link_fit_) {
+      auto fit = CalibrateLink(&node_, &requests_);
+      if (!fit.ok()) return fit.status();
+      if (fit->fell_back || fit->alpha_bounded) LOG(WARNING) << "worker " << rank() << ": " << fit->note;
+      link_fit_ = std::move(fit).value();
+    }
+    return *link_fit_;
+  }
+
+  // This worker's rates for HybComm's cost model: those given in the options,
+  // the others timed here (see ClientOptions). `origin` says which.
+  StatusOr<HybCommRates> OwnSfbRates() {
+    HybCommRates r;
+    std::vector<std::string> timed, given;
+    auto note = [&](bool was_given, const char* what) { (was_given ? given : timed).push_back(what); };
+    if (options_.sfb_link_gbit > 0) {
+      r.link_bytes_per_s = options_.sfb_link_gbit * 1e9 / 8;
+      note(true, "link");
+    } else if (options_.merge_beta_s_per_byte > 0) {
+      r.link_bytes_per_s = 1 / options_.merge_beta_s_per_byte;
+      note(true, "link");
+    } else {
+      auto measured = MeasureLink();
+      if (!measured.ok()) return measured.status().Annotate("measuring the link for HybComm");
+      const LinkFit& fit = *measured;
+      r.link_bytes_per_s = 1 / fit.model.beta;
+      note(false, fit.fell_back ? "link (implausible: 10 Gbit/s assumed)" : "link");
+    }
+    const bool cpu = options_.sfb_rebuild_gflops <= 0 || options_.sfb_update_gbytes <= 0;
+    const CpuRates& here = cpu ? ThisCpuRates() : CpuRates{};
+    r.rebuild_flops_per_s = options_.sfb_rebuild_gflops > 0 ? options_.sfb_rebuild_gflops * 1e9 : here.gemm_flops_per_s;
+    note(options_.sfb_rebuild_gflops > 0, "GEMM");
+    r.update_bytes_per_s = options_.sfb_update_gbytes > 0 ? options_.sfb_update_gbytes * 1e9 : here.step_bytes_per_s;
+    note(options_.sfb_update_gbytes > 0, "SGD step");
+    r.apply_bytes_per_s =
+        options_.sfb_apply_gbytes > 0 ? options_.sfb_apply_gbytes * 1e9 : MeasureApplyBytesPerS(num_workers());
+    note(options_.sfb_apply_gbytes > 0, "apply");
+    r.rebuild_on = options_.sfb_rebuild_on;
+    auto join = [](const std::vector<std::string>& v) {
+      std::string out;
+      for (size_t i = 0; i < v.size(); ++i) out += (i == 0 ? "" : i + 1 == v.size() ? " and " : ", ") + v[i];
+      return out;
+    };
+    if (!timed.empty()) r.origin = join(timed) + " timed on each worker at Init";
+    if (!given.empty()) r.origin += (r.origin.empty() ? "" : "; ") + join(given) + " given";
+    return r;
+  }
+
   // HybComm: which tensors registered with factors go as factors (worker 0
   // logs the table), configures the FactorExchange and the LayerPipeline.
-  // Returns a digest of the choice (0 when nothing goes as factors).
-  StatusOr<uint64_t> ChooseSfb(const pb::SgdConfig& sgd) {
+  // After
+  // the "nereus.model" barrier (every worker registered the same tensors):
+  // where some have factors, every worker passes the "nereus.hybcomm"
+  // barrier, which under auto makes every worker price the layers with the
+  // same rates (each the slowest worker's), and refuses workers given
+  // different --sfb modes; then the "nereus.sfb" barrier checks that all
+  // chose alike.
+  Status ChooseSfb(const pb::SgdConfig& sgd) {
     std::vector<int> eligible;
     std::vector<FcLayerShape> shapes;
     for (int t = 0; t < tensors_.size(); ++t) {
@@ -213,7 +270,7 @@ class ClientImpl final : public Client {
       eligible.push_back(t);
       shapes.push_back({s.name, s.shape[0], s.shape[1], s.factor_rows});
     }
-    if (eligible.empty()) return uint64_t{0};
+    if (eligible.empty()) return Status::OK();
     if (!pipeline_.layered())
       return InvalidArgumentError("tensor \"" + tensors_.spec(eligible[0]).name +
                                   "\" has factors but not every tensor has data and diff buffers (the layer-wise API)");
@@ -242,12 +299,29 @@ class ClientImpl final : public Client {
       if (rank() == 0) LOG(INFO) << "worker 0: servers checkpoint: every tensor goes through the servers (--sfb=off)";
       mode = SfbMode::kOff;
     }
-    ASSIGN_OR_RETURN(auto choices,
-                     DecideHybComm(mode, num_workers(), num_servers(), node_.job().consistency(), shapes));
-    if (rank() == 0) LOG(INFO) << "worker 0: " << FormatHybCommTable(mode, num_workers(), num_servers(), choices);
+    const pb::Consistency consistency = node_.job().consistency();
+    const bool bsp = consistency == pb::BSP || consistency == pb::CONSISTENCY_UNSPECIFIED;
+    HybCommRates rates;
+    std::vector<double> values;  // Sent to the barrier only when auto prices the layers.
+    if (mode == SfbMode::kAuto && bsp) {
+      ASSIGN_OR_RETURN(rates, OwnSfbRates());
+      values = {rates.link_bytes_per_s, rates.rebuild_flops_per_s, rates.update_bytes_per_s, rates.apply_bytes_per_s};
+    }
+    RETURN_IF_ERROR(node_.Barrier("nereus.hybcomm", pb::WORKER, 0, &values)
+                        .Annotate("agreeing on HybComm's rates (every worker needs the same --sfb)"));
+    if (!values.empty()) {
+      rates.link_bytes_per_s = values[0];
+      rates.rebuild_flops_per_s = values[1];
+      rates.update_bytes_per_s = values[2];
+      rates.apply_bytes_per_s = values[3];
+      if (num_workers() > 1) rates.origin += "; the slowest of " + std::to_string(num_workers()) + " workers";
+    }
+    ASSIGN_OR_RETURN(auto choices, DecideHybComm(mode, num_workers(), num_servers(), consistency, rates, shapes));
+    if (rank() == 0)
+      LOG(INFO) << "worker 0: " << FormatHybCommTable(mode, num_workers(), num_servers(), rates, choices);
     std::vector<int> chosen;
     std::vector<FactorExchange::TensorInfo> infos;
-    uint64_t digest = 0;
+    uint64_t digest = 1469598103934665603ull;  // FNV-1a's offset basis: never 0 (0 = no check).
     for (size_t i = 0; i < choices.size(); ++i) {
       if (!choices[i].sfb) continue;
       const int t = eligible[i];
@@ -269,11 +343,17 @@ class ClientImpl final : public Client {
     // Each worker applies the SFB updates itself: with the same solver settings.
     if (!chosen.empty())
       for (unsigned char c : sgd.SerializeAsString()) digest = (digest ^ c) * 1099511628211ull;
-    factors_.Configure(sgd, num_workers(), rank(), num_servers(), std::move(infos));
+    factors_.Configure(sgd, num_workers(), rank(), num_servers(), std::move(infos),
+                       /*rebuild=*/!options_.sfb_emulated_rebuild);
     pipeline_.SetSfbTensors(chosen);
-    std::lock_guard<std::mutex> lock(mu_);
-    sfb_tensors_ = chosen;
-    return digest;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sfb_tensors_ = chosen;
+    }
+    // Every worker must send the same tensors as factors and apply them with
+    // the same solver settings (the digest covers both), and be ready for
+    // its peers' factors, before any sends factors.
+    return node_.Barrier("nereus.sfb", pb::WORKER, digest);
   }
 
   Handle SendInit(int tensor, const pb::SgdConfig& sgd, const float* values) {
@@ -291,7 +371,8 @@ class ClientImpl final : public Client {
   std::string timeline_path_;           // options_.timeline with {rank} filled in.
   JobInfo job_;                         // Set by Start, then read-only.
   mutable std::mutex mu_;
-  std::vector<int> sfb_tensors_;  // GUARDED_BY(mu_): set by Init.
+  std::vector<int> sfb_tensors_;     // GUARDED_BY(mu_): set by Init.
+  std::optional<LinkFit> link_fit_;  // Init's thread only: MeasureLink's.
   TensorRegistry tensors_;
   RequestTable requests_;
   ServerQueues queues_;
@@ -308,6 +389,12 @@ class ClientImpl final : public Client {
 StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   if (options.credit_bytes == 0 && (options.schedule == Schedule::kPriority || options.schedule == Schedule::kFull))
     return InvalidArgumentError("--credit_bytes must be > 0 with --schedule=priority or full");
+  for (const auto& [name, v] : {std::pair<const char*, double>{"--sfb_rebuild_gflops", options.sfb_rebuild_gflops},
+                                {"--sfb_update_gbytes", options.sfb_update_gbytes},
+                                {"--sfb_apply_gbytes", options.sfb_apply_gbytes},
+                                {"--sfb_link_gbit", options.sfb_link_gbit}})
+    if (!(v >= 0))
+      return InvalidArgumentError(std::string(name) + " must be >= 0 (0: measured at Init), got " + std::to_string(v));
   std::optional<CurveKeys> curve;
   if (!options.curve_dir.empty()) {
     if (options.rank < 0)

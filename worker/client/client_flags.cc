@@ -25,10 +25,25 @@ DEFINE_string(timeline, "",
 DEFINE_int32(timeline_every, 1, "Worker: keep every N-th iteration in --timeline, so files stay small.");
 DEFINE_string(sfb, "auto",
               "Worker: sufficient-factor broadcasting of fully connected weights (BSP only). auto: per layer, "
-              "HybComm's cost rule (factors to every other worker when 2K(P1-1)(M+N) <= 2MN(P1+P2-2)/P2, K the "
-              "batch, P1 workers, P2 servers; worker 0 logs the table; SSP/async fall back to the servers); on: "
-              "every fully connected weight as factors (refused under SSP/async); off: everything through the "
-              "servers.");
+              "HybComm's cost model: factors to every other worker when their bytes over the link plus rebuilding "
+              "the update on every worker (a GEMM of 2(P1 K)MN FLOPs and an SGD step) cost no more than the full "
+              "matrix's bytes (2MN(P1+P2-2)/P2 floats per node) plus the servers' apply; K the batch, P1 workers, "
+              "P2 servers, rates from the --sfb_* flags below or timed at start; worker 0 logs the table; SSP/async "
+              "fall back to the servers. on: every fully connected weight as factors (refused under SSP/async); "
+              "off: everything through the servers.");
+DEFINE_double(sfb_link_gbit, 0,
+              "Worker, --sfb=auto: the link rate HybComm prices bytes at, Gbit/s each way per node. 0: timed with "
+              "pings to the servers at start (the slowest worker's figure).");
+DEFINE_double(sfb_rebuild_gflops, 0,
+              "Worker, --sfb=auto: GFLOP/s of the GEMM that rebuilds an SFB layer's update where this worker does "
+              "it. 0: this CPU's, timed at start (OpenBLAS, a 1024x1024 weight, K = 256); workers sharing a "
+              "machine should each be given their share.");
+DEFINE_double(sfb_update_gbytes, 0,
+              "Worker, --sfb=auto: GB of weights per second of the SGD step after that rebuild. 0: this CPU's, "
+              "timed at start (one thread).");
+DEFINE_double(sfb_apply_gbytes, 0,
+              "Worker, --sfb=auto: GB of weights per second a server averages the workers' gradients and steps, "
+              "all its apply threads together. 0: one thread of this CPU, timed at start with the job's workers.");
 
 namespace nereus {
 
@@ -55,6 +70,10 @@ StatusOr<ClientOptions> ClientOptionsFromFlags() {
   o.timeline = FLAGS_timeline;
   o.timeline_every = FLAGS_timeline_every;
   ASSIGN_OR_RETURN(o.sfb, ParseSfbMode(FLAGS_sfb));
+  o.sfb_link_gbit = FLAGS_sfb_link_gbit;
+  o.sfb_rebuild_gflops = FLAGS_sfb_rebuild_gflops;
+  o.sfb_update_gbytes = FLAGS_sfb_update_gbytes;
+  o.sfb_apply_gbytes = FLAGS_sfb_apply_gbytes;
   return o;
 }
 

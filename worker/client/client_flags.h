@@ -1,5 +1,6 @@
 // The worker's communication flags (--schedule, --credit_bytes, --batch_bytes, --merge,
-// --timeline, --timeline_every, --sfb) and ClientOptionsFromFlags, for the binaries
+// --timeline, --timeline_every, --sfb and HybComm's rates --sfb_link_gbit, --sfb_rebuild_gflops,
+// --sfb_update_gbytes, --sfb_apply_gbytes) and ClientOptionsFromFlags, for the binaries
 // that make a Client (nereus_worker, nereus_bench). Linked only into
 // binaries, never into the libraries; the node flags they build on are in
 // common/node_flags.h.
@@ -19,6 +20,10 @@ DECLARE_string(merge);
 DECLARE_string(timeline);
 DECLARE_int32(timeline_every);
 DECLARE_string(sfb);
+DECLARE_double(sfb_link_gbit);
+DECLARE_double(sfb_rebuild_gflops);
+DECLARE_double(sfb_update_gbytes);
+DECLARE_double(sfb_apply_gbytes);
 
 namespace nereus {
 

@@ -18,15 +18,16 @@ FactorExchange::~FactorExchange() {
 }
 
 void FactorExchange::Configure(const pb::SgdConfig& sgd, int num_workers, int rank, int num_servers,
-                               std::vector<TensorInfo> tensors) {
+                               std::vector<TensorInfo> tensors, bool rebuild) {
   std::lock_guard<std::mutex> lock(mu_);
   sgd_ = sgd;
+  rebuild_ = rebuild;
   num_workers_ = num_workers;
   rank_ = rank;
   num_servers_ = num_servers;
   for (TensorInfo& t : tensors) {
     State s;
-    s.history.assign(static_cast<size_t>(t.shape.rows * t.shape.cols), 0.0f);
+    if (rebuild) s.history.assign(static_cast<size_t>(t.shape.rows * t.shape.cols), 0.0f);
     const int id = t.id;
     s.info = std::move(t);
     tensors_.emplace(id, std::move(s));
@@ -49,8 +50,9 @@ void FactorExchange::ApplyLoop() {
     std::vector<const Factors*> by_rank;
     for (const Factors& f : ready.by_rank) by_rank.push_back(&f);
     const auto begin = std::chrono::steady_clock::now();
-    ApplySufficientFactors(sgd_, c, s.info.lr_mult, s.info.decay_mult, by_rank, s.info.shape, s.info.data,
-                           s.history.data(), &s.scratch);
+    if (rebuild_)
+      ApplySufficientFactors(sgd_, c, s.info.lr_mult, s.info.decay_mult, by_rank, s.info.shape, s.info.data,
+                             s.history.data(), &s.scratch);
     apply_us_.fetch_add(static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - begin).count()));
     lock.lock();

@@ -67,7 +67,11 @@ class FactorExchange {
   // Init, before any peer can send factors (every worker's Init ends at a
   // common barrier). Every tensor's data holds the weights of clock 0.
   // Destinations of messages to worker w are num_servers + w (ServerQueues).
-  void Configure(const pb::SgdConfig& sgd, int num_workers, int rank, int num_servers, std::vector<TensorInfo> tensors);
+  // `rebuild` false (ClientOptions::sfb_emulated_rebuild, benchmarks only):
+  // a complete clock is marked applied without computing its update, so the
+  // tensors' data keep their values.
+  void Configure(const pb::SgdConfig& sgd, int num_workers, int rank, int num_servers, std::vector<TensorInfo> tensors,
+                 bool rebuild = true);
   bool Has(int tensor) const;
 
   // GradientsReady(clock): copies this worker's factors of `tensor` (the
@@ -130,6 +134,7 @@ class FactorExchange {
   std::condition_variable cv_;
   pb::SgdConfig sgd_;                                  // Set by Configure, then read-only.
   int num_workers_ = 0, rank_ = -1, num_servers_ = 0;  // Likewise.
+  bool rebuild_ = true;                                // Likewise.
   std::map<int, State> tensors_;                       // GUARDED_BY(mu_) (the map's shape is fixed by Configure).
   Status abort_;                                       // GUARDED_BY(mu_)
   std::deque<std::pair<int, int64_t>> ready_;          // (tensor, clock) complete, in order.  GUARDED_BY(mu_)

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "common/hybcomm.h"
 
@@ -69,6 +70,16 @@ TEST(ModelsTest, ShrinkKeepsFullyConnectedLayersMatricesWithFactors) {
   EXPECT_NEAR(static_cast<double>(s256.parameters()) / (vgg.parameters() / 256.0), 1.0, 0.005);
 }
 
+// HybComm's rule on bytes alone (compute free): what shrinking keeps. Its
+// compute terms shrink as the model's FLOPs and bytes do (1/F), except the
+// rebuild's GEMM over the factors sent (1/F^1.5, models.h).
+const HybCommRates kBytesOnly = [] {
+  HybCommRates r;
+  r.link_bytes_per_s = 1;
+  r.rebuild_flops_per_s = r.update_bytes_per_s = r.apply_bytes_per_s = std::numeric_limits<double>::infinity();
+  return r;
+}();
+
 // Per fully connected layer, with P workers and P servers: the bytes a node
 // moves through the servers (4 x 2MN(2P-2)/P) and as factors
 // (4 x 2K(P-1)(M+N)), at full size and shrunk by F, as HybComm counts them.
@@ -80,7 +91,8 @@ std::vector<PathBytes> BytesOf(const ModelSpec& m, int hosts, int batch) {
   for (const ModelLayer& l : m.layers)
     if (l.fully_connected) fc.push_back({l.name, l.params[0][0], l.params[0][1], FactorRows(l, batch)});
   std::vector<PathBytes> out;
-  const std::vector<HybCommChoice> choices = DecideHybComm(SfbMode::kAuto, hosts, hosts, pb::BSP, fc).value();
+  const std::vector<HybCommChoice> choices =
+      DecideHybComm(SfbMode::kAuto, hosts, hosts, pb::BSP, kBytesOnly, fc).value();
   for (const HybCommChoice& c : choices) out.push_back({c.ps_bytes, c.sfb_bytes});
   return out;
 }
@@ -123,8 +135,8 @@ TEST(ModelsTest, ShrinkKeepsHybCommsChoices) {
           a.push_back({x.name, x.params[0][0], x.params[0][1], FactorRows(x, batch)});
           b.push_back({y.name, y.params[0][0], y.params[0][1], FactorRows(y, batch)});
         }
-        const auto ca = DecideHybComm(SfbMode::kAuto, hosts, hosts, pb::BSP, a).value();
-        const auto cb = DecideHybComm(SfbMode::kAuto, hosts, hosts, pb::BSP, b).value();
+        const auto ca = DecideHybComm(SfbMode::kAuto, hosts, hosts, pb::BSP, kBytesOnly, a).value();
+        const auto cb = DecideHybComm(SfbMode::kAuto, hosts, hosts, pb::BSP, kBytesOnly, b).value();
         for (size_t i = 0; i < ca.size(); ++i)
           EXPECT_EQ(ca[i].sfb, cb[i].sfb) << name << " F " << f << " hosts " << hosts << " " << ca[i].layer.name;
       }
@@ -133,9 +145,10 @@ TEST(ModelsTest, ShrinkKeepsHybCommsChoices) {
   // The counterfactual: ResNet-50 at F = 128 with K = 32 factor rows kept.
   const ModelLayer fc = Shrink(ModelByName("resnet50").value(), 128).layers.back();
   const FcLayerShape kept{fc.name, fc.params[0][0], fc.params[0][1], batch};
-  EXPECT_FALSE(DecideHybComm(SfbMode::kAuto, 4, 4, pb::BSP, {kept}).value()[0].sfb);
+  EXPECT_FALSE(DecideHybComm(SfbMode::kAuto, 4, 4, pb::BSP, kBytesOnly, {kept}).value()[0].sfb);
   const ModelLayer full_fc = ModelByName("resnet50").value().layers.back();
-  EXPECT_TRUE(DecideHybComm(SfbMode::kAuto, 32, 32, pb::BSP, {{full_fc.name, 1000, 2048, batch}}).value()[0].sfb);
+  EXPECT_TRUE(
+      DecideHybComm(SfbMode::kAuto, 32, 32, pb::BSP, kBytesOnly, {{full_fc.name, 1000, 2048, batch}}).value()[0].sfb);
 }
 
 }  // namespace

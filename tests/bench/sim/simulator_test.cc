@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <limits>
 
 #include "bench/harness/emulated_worker.h"
 #include "common/shard_map.h"
@@ -176,13 +177,28 @@ TEST(SimulatorTest, SufficientFactorsByHand) {
 }
 
 // SimLayersOf makes HybComm's choice as a job's client does: LeNet on 3
-// hosts (3 workers, 3 servers, batch 32) sends ip1 (500 x 800) as factors
-// and keeps ip2 (10 x 500) on the servers; --sfb=off keeps both there.
+// hosts (3 workers, 3 servers, batch 32), a 1 Gbit/s link (1.25e8 B/s), the
+// rebuild at 20 GFLOP/s, apply and step 0.25 ns a byte a gradient. ip1 (500 x
+// 800): PS 8*400000*4/3 B, 17.07 ms on the link + 533333 B / (1 / 0.75 ns)
+// = 0.4 ms; SFB 665600 B, 2.66 ms + 2*96*400000 / 20e9 = 3.84 ms of GEMM +
+// 1.6 MB / 4 GB/s = 0.4 ms: as factors. ip2 (10 x 500): its factors alone,
+// 261120 B, take 1.04 ms, PS 53333 B 0.21 ms: through the servers. --sfb=off
+// keeps both there; at 1 GFLOP/s ip1's GEMM takes 76.8 ms: the servers.
 TEST(SimulatorTest, SimLayersOfMakesHybCommsChoice) {
   const ModelSpec lenet = ModelByName("lenet").value();
   const std::vector<double> t(lenet.layers.size(), 0.001);
+  SimOptions o;
+  o.hosts = 3;
+  o.link_bytes_per_s = 1.25e8;
+  o.sfb_flops_per_s = 20e9;
+  o.apply_s_per_byte = 0.25e-9;
+  const HybCommRates rates = HybCommRatesOf(o);
+  EXPECT_DOUBLE_EQ(rates.link_bytes_per_s, 1.25e8);
+  EXPECT_DOUBLE_EQ(rates.rebuild_flops_per_s, 20e9);
+  EXPECT_DOUBLE_EQ(rates.update_bytes_per_s, 4e9);
+  EXPECT_DOUBLE_EQ(rates.apply_bytes_per_s, 1 / 0.75e-9);
   std::vector<HybCommChoice> choices;
-  auto layers = SimLayersOf(lenet, t, t, 3, SfbMode::kAuto, 32, &choices).value();
+  auto layers = SimLayersOf(lenet, t, t, 3, SfbMode::kAuto, 32, rates, &choices).value();
   ASSERT_EQ(layers.size(), 4u);
   EXPECT_FALSE(layers[1].sfb);
   EXPECT_TRUE(layers[2].sfb);
@@ -193,8 +209,15 @@ TEST(SimulatorTest, SimLayersOfMakesHybCommsChoice) {
   EXPECT_FALSE(layers[3].sfb);
   ASSERT_EQ(choices.size(), 2u);
   EXPECT_EQ(choices[0].layer.name, "ip1");
-  EXPECT_FALSE(SimLayersOf(lenet, t, t, 3, SfbMode::kOff, 32).value()[2].sfb);
-  EXPECT_FALSE(SimLayersOf(lenet, t, {0.1}, 3, SfbMode::kAuto, 32).ok());
+  EXPECT_NEAR(choices[0].sfb_s, 0.0026624 + 0.00384 + 0.0004, 1e-12);
+  EXPECT_FALSE(SimLayersOf(lenet, t, t, 3, SfbMode::kOff, 32, rates).value()[2].sfb);
+  EXPECT_FALSE(SimLayersOf(lenet, t, {0.1}, 3, SfbMode::kAuto, 32, rates).ok());
+  o.sfb_flops_per_s = 1e9;
+  EXPECT_FALSE(SimLayersOf(lenet, t, t, 3, SfbMode::kAuto, 32, HybCommRatesOf(o)).value()[2].sfb);
+  // What the options leave free costs nothing.
+  const SimOptions free;
+  EXPECT_EQ(HybCommRatesOf(free).rebuild_flops_per_s, std::numeric_limits<double>::infinity());
+  EXPECT_EQ(HybCommRatesOf(free).apply_bytes_per_s, std::numeric_limits<double>::infinity());
 }
 
 TEST(SimulatorTest, RejectsBadInput) {
@@ -240,6 +263,30 @@ TEST(EmulatedDeviceTest, CountsEachOvershootOnceAndRestartsAfterABlockedWait) {
   // Far behind its deadline (over 50 ms) without a block: restarts too.
   EXPECT_EQ(d.Begin(1e-3, at(80000), false), at(81000));
   EXPECT_DOUBLE_EQ(d.End(at(81000)), 1000e-6);
+}
+
+// --sfb_rebuild=device: the emulated device's rebuild of one SFB weight, and
+// what the client is told.
+TEST(EmulatedDeviceTest, RebuildOnTheDeviceTakesItsFlopsAndStepAtTheDeviceRates) {
+  EmulatedRun run;
+  run.batch = 32;
+  run.device_gflops = 57000;
+  run.device_update_gbytes = 800;
+  // VGG19 fc6 (4096 x 25088), 4 workers: 2 * 128 * 102760448 = 26306674688 FLOPs / 57e12
+  // = 0.000461520608 s; 411041792 bytes / 800e9 = 0.00051380224 s.
+  EXPECT_NEAR(RebuildSeconds(run, 4, 32, 4096, 25088), 0.000461520608 + 0.00051380224, 1e-11);
+  // Shrunk by 16 (fc6 1024 x 6272, 8 factor rows): 2 * 32 * 6422528 / 57e12 + 25690112 / 800e9.
+  EXPECT_NEAR(RebuildSeconds(run, 4, 8, 1024, 6272), 7.21125950877e-6 + 3.211264e-5, 1e-15);
+  ClientOptions o;
+  SetRebuildOptions(run, &o);  // Not on the device: the client is left to time this CPU.
+  EXPECT_EQ(o.sfb_rebuild_gflops, 0);
+  EXPECT_FALSE(o.sfb_emulated_rebuild);
+  run.rebuild_on_device = true;
+  SetRebuildOptions(run, &o);
+  EXPECT_EQ(o.sfb_rebuild_gflops, 57000);
+  EXPECT_EQ(o.sfb_update_gbytes, 800);
+  EXPECT_TRUE(o.sfb_emulated_rebuild);
+  EXPECT_EQ(o.sfb_rebuild_on, "the emulated device");
 }
 
 }  // namespace

@@ -3,9 +3,11 @@
 // MergeProfiler promise in their headers.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <set>
 
+#include "nereus/client.h"
 #include "worker/client/merge_profiler.h"
 #include "worker/client/message_builder.h"
 #include "worker/client/request_table.h"
@@ -68,6 +70,22 @@ TensorSpec Spec(const std::string& name, std::vector<int64_t> shape) {
   s.name = name;
   s.shape = std::move(shape);
   return s;
+}
+
+// HybComm's rates (ClientOptions::sfb_*): 0 means measured; a negative or
+// NaN rate is refused before anything connects.
+TEST(ClientOptionsTest, NegativeOrNanHybCommRatesAreRefusedNamingTheFlag) {
+  ClientOptions o;
+  o.coordinator = "127.0.0.1:1";  // Never reached.
+  o.sfb_rebuild_gflops = -1;
+  auto bad = Client::Connect(o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "--sfb_rebuild_gflops must be >= 0 (0: measured at Init), got -1.000000");
+  o.sfb_rebuild_gflops = 0;
+  o.sfb_link_gbit = std::nan("");
+  auto nan = Client::Connect(o);
+  ASSERT_FALSE(nan.ok());
+  EXPECT_NE(nan.status().message().find("--sfb_link_gbit must be >= 0"), std::string::npos) << nan.status();
 }
 
 TEST(TensorRegistryTest, RegisterRejectsBadSpecsNamingTheTensor) {

@@ -176,5 +176,45 @@ TEST_F(ExchangeFixture, AbortWakesAWaitingAdvanceWithTheReason) {
   EXPECT_EQ(exchange_.applied(1), 0);
 }
 
+// ClientOptions::sfb_emulated_rebuild (benchmarks whose emulated device
+// rebuilds): a clock completes as usual, but its update is not computed.
+TEST(EmulatedRebuildTest, ACompleteClockCountsAsAppliedAndTheWeightsStay) {
+  RequestTable requests;
+  int acks = 0;
+  FactorExchange exchange(
+      &requests,
+      [&](const Endpoint&, Message m) {
+        acks += m.header.op() == pb::FACTORS_ACK;
+        return Status::OK();
+      },
+      [](const Endpoint& from, int* rank) {
+        *rank = from == "w1" ? 1 : -1;
+        return from == "w1";
+      });
+  std::vector<float> weights = {10, 20, 30, 40, 50, 60}, left = {1, 2}, right = {3, 0, -3};
+  pb::SgdConfig sgd;
+  sgd.set_base_lr(1.0f);
+  sgd.set_lr_policy("fixed");
+  FactorExchange::TensorInfo t;
+  t.id = 0;
+  t.name = "ip1/0";
+  t.shape = {2, 3};
+  t.batch = 1;
+  t.data = weights.data();
+  t.left = left.data();
+  t.right = right.data();
+  exchange.Configure(sgd, 2, 0, 1, {t}, /*rebuild=*/false);
+  auto push = std::make_shared<Handle::State>(1);
+  std::vector<QueuedMessage> out;
+  ASSERT_TRUE(exchange.BuildSends(0, 0, 0, push, &out).ok());
+  ASSERT_EQ(out.size(), 1u);  // Factors still go to the other worker.
+  exchange.OnFactors("w1", FactorsFrom(0, 0, 1, {0, 1}, {1, 1, 1}, 7));
+  EXPECT_EQ(acks, 1);
+  ASSERT_TRUE(exchange.Advance(0, 1).ok());
+  EXPECT_EQ(exchange.applied(0), 1);
+  EXPECT_EQ(weights, (std::vector<float>{10, 20, 30, 40, 50, 60}));
+  EXPECT_EQ(exchange.apply_us(), 0u);
+}
+
 }  // namespace
 }  // namespace nereus

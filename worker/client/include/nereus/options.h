@@ -65,12 +65,39 @@ struct ClientOptions {
   // with resume set): job().start_clock is then the clock to continue from,
   // and Pull of that clock gives the checkpointed weights.
   bool resume = false;
-  // HybComm for tensors registered with sufficient factors: kAuto applies
-  // Poseidon's cost rule per tensor with the job's workers, servers and the
-  // tensor's factor_rows; kOn sends every such tensor as factors; kOff never
-  // does. Under SSP/async kAuto keeps them on the servers and kOn makes Init
-  // fail.
+  // Sufficient-factor broadcasting (--sfb) for tensors registered with
+  // factors: kAuto applies HybComm's cost rule (Poseidon's, counting work
+  // too) per tensor with the job's workers, servers and the tensor's
+  // factor_rows; kOn sends every such tensor as factors; kOff never does.
+  // Under SSP/async kAuto keeps them on the servers and kOn makes Init fail.
   SfbMode sfb = SfbMode::kAuto;
+  // HybComm's cost model under kAuto (docs/ARCHITECTURE.md, "HybComm"): a
+  // layer goes as factors iff its bytes over the link plus the rebuild of its
+  // update on every worker cost no more than its bytes plus the servers'
+  // apply. The rates it prices them with; 0 = measured at Init, and every
+  // worker then takes the slowest worker's figure, so all choose alike.
+  // Where this worker rebuilds SFB updates, for the table: "cpu" (the
+  // client's own thread, common/sfb.h) unless the caller does it elsewhere.
+  std::string sfb_rebuild_on = "cpu";
+  // The rebuild's GEMM there, GFLOP/s (2 FLOPs per multiply-add), and its
+  // SGD step, GB of weights per second. 0: this CPU's, timed once per
+  // process (common/compute_rates.h); a process running several workers
+  // should give each its share. A GPU's own figures, measured by whoever
+  // rebuilds there.
+  double sfb_rebuild_gflops = 0;
+  double sfb_update_gbytes = 0;
+  // A server's apply (average of the workers' gradients and SGD step), GB of
+  // weights per second, all its apply threads together. 0: one thread of this
+  // CPU with this job's worker count.
+  double sfb_apply_gbytes = 0;
+  // A node's link, Gbit/s each way. 0: merge_beta_s_per_byte if given, else
+  // timed with PINGs to the servers at Init (as for merging).
+  double sfb_link_gbit = 0;
+  // Benchmarks that emulate the device only: the client does not compute SFB
+  // updates (those weights are left as they are: never train with this); a
+  // clock counts as applied once every worker's factors of it are here, and
+  // the caller charges the rebuild to its emulated device.
+  bool sfb_emulated_rebuild = false;
 };
 
 // Caffe's solver types; each keeps Caffe's history per parameter (one array,
