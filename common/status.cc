@@ -8,8 +8,8 @@
 namespace nereus {
 
 const char* StatusCodeName(StatusCode code) {
-  static constexpr const char* kNames[] = {"OK",          "INVALID_ARGUMENT",  "NOT_FOUND", "FAILED_PRECONDITION",
-                                           "UNAVAILABLE", "DEADLINE_EXCEEDED", "ABORTED",   "DATA_LOSS",
+  static constexpr const char* kNames[] = {"OK",          "INVALID_ARGUMENT",   "NOT_FOUND", "FAILED_PRECONDITION",
+                                           "UNAVAILABLE", "DEADLINE_EXCEEDED",  "ABORTED",   "DATA_LOSS",
                                            "INTERNAL",    "RESOURCE_EXHAUSTED", "ROLLBACK"};
   static_assert(std::size(kNames) == static_cast<size_t>(StatusCode::kRollback) + 1, "a StatusCode without a name");
   return NameOf(code, kNames, "UNKNOWN");

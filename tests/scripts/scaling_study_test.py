@@ -79,11 +79,14 @@ class SimulateContractTest(unittest.TestCase):
                          [("1", "100"), ("2", "100"), ("1", "1000"), ("2", "1000")])
         for key in ("iteration_s", "compute_s", "efficiency", "sfb_layers", "sent_bytes", "factor_bytes", "rebuild_s"):
             self.assertIn(key, rows[0])
-        # LeNet on 2 hosts: ip1 as factors (HybComm), and a slower rebuild makes the iteration longer.
+        # LeNet on 2 hosts: ip1 as factors (HybComm, the rebuild free). A slow rebuild reaches the simulator:
+        # forced to factors it takes longer, and HybComm, which prices it, keeps ip1 on the servers.
         self.assertEqual(rows[1]["sfb_layers"], "1")
         slow = dict(consts, rebuild_gflops=0.001)
-        self.assertGreater(float(self.bench.simulate("lenet", 2, 100, 1000, 1, "full", "auto", slow)[0]["rebuild_s"]),
-                           float(rows[1]["rebuild_s"]))
+        forced = self.bench.simulate("lenet", 2, 100, 1000, 1, "full", "on", slow)[0]
+        self.assertGreater(float(forced["rebuild_s"]), float(rows[1]["rebuild_s"]))
+        self.assertGreater(float(forced["iteration_s"]), float(rows[1]["iteration_s"]))
+        self.assertEqual(self.bench.simulate("lenet", 2, 100, 1000, 1, "full", "auto", slow)[0]["sfb_layers"], "0")
         # predict() on a summary as summarize() makes it.
         s = {"model": "lenet", "hosts": 2, "link_mbit": 100, "device_gflops": 1000, "shrink": 1, "schedule": "full",
              "sfb": "off", "overhead_us": 0}

@@ -13,8 +13,8 @@
 #include <regex>
 #include <string>
 
-#include "tests/support/fixtures.h"
 #include "tests/support/bytes_equal.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/process_util.h"
 #include "tests/support/train_test_util.h"
 
