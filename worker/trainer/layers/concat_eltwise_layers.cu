@@ -1,7 +1,8 @@
-// EltwiseLayer's GPU code: concat_eltwise_layers.cc's steps on the device
-// (PROD and SUM through the GPU math functions, MAX by the element functions
-// of concat_eltwise_layers.h). Concat has no GPU code yet: it runs its CPU
-// code on a GPU net.
+// ConcatLayer's and EltwiseLayer's GPU code: Concat copies one element a
+// thread to its place in the top (ops::ConcatIndex; Slice uses the same
+// copy), Eltwise runs concat_eltwise_layers.cc's steps on the device (PROD
+// and SUM through the GPU math functions, MAX by the element functions of
+// concat_eltwise_layers.h).
 #include "worker/trainer/gpu/kernel.h"
 #include "worker/trainer/gpu/math_functions.h"
 #include "worker/trainer/layers/concat_eltwise_layers.h"
@@ -20,7 +21,58 @@ __global__ void MaxBackwardKernel(int n, const float* top_diff, const int* index
   NEREUS_KERNEL_LOOP(i, n) bottom_diff[i] = ops::EltwiseMaxBackward(top_diff[i], index[i], bottom_index);
 }
 
+// n = the part's count.
+__global__ void ConcatCopyKernel(int n, bool to_whole, const float* from, float* to, int inner, int whole_axis,
+                                 int part_axis, int offset) {
+  NEREUS_KERNEL_LOOP(i, n) {
+    const int part_index = static_cast<int>(i);
+    const int whole_index = ops::ConcatIndex(part_index, inner, whole_axis, part_axis, offset);
+    if (to_whole) {
+      to[whole_index] = from[part_index];
+    } else {
+      to[part_index] = from[whole_index];
+    }
+  }
+}
+
 }  // namespace
+
+void ConcatCopyGpu(gpu::Device* device, bool to_whole, int part_count, const float* from, float* to, int inner,
+                   int whole_axis, int part_axis, int offset) {
+  gpu::Launch(device, to_whole ? "ConcatToWhole" : "ConcatFromWhole", part_count, ConcatCopyKernel, to_whole, from, to,
+              inner, whole_axis, part_axis, offset);
+}
+
+// ---- Concat ----
+
+void ConcatLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  float* top_data = top[0]->mutable_gpu_data();
+  const int top_concat_axis = top[0]->shape(concat_axis_);
+  int offset = 0;
+  for (Blob* b : bottom) {
+    const int bottom_concat_axis = b->shape(concat_axis_);
+    ConcatCopyGpu(device(), true, b->count(), b->gpu_data(), top_data, concat_input_size_, top_concat_axis,
+                  bottom_concat_axis, offset);
+    offset += bottom_concat_axis;
+  }
+}
+
+void ConcatLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                               const std::vector<Blob*>& bottom) {
+  const float* top_diff = top[0]->gpu_diff();
+  const int top_concat_axis = top[0]->shape(concat_axis_);
+  int offset = 0;
+  for (size_t i = 0; i < bottom.size(); ++i) {
+    const int bottom_concat_axis = bottom[i]->shape(concat_axis_);
+    if (propagate_down[i]) {
+      ConcatCopyGpu(device(), false, bottom[i]->count(), top_diff, bottom[i]->mutable_gpu_diff(), concat_input_size_,
+                    top_concat_axis, bottom_concat_axis, offset);
+    }
+    offset += bottom_concat_axis;
+  }
+}
+
+// ---- Eltwise ----
 
 void EltwiseLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const int count = top[0]->count();

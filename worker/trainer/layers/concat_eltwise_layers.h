@@ -2,7 +2,8 @@
 //
 // Concat (Caffe's ConcatLayer): joins the bottoms along concat_param.axis
 // (default 1; the deprecated concat_dim is accepted, not both). All other
-// dimensions must agree.
+// dimensions must agree. Its GPU code (and Slice's, its inverse) copies one
+// element a thread to or from the place ops::ConcatIndex gives.
 //
 // Eltwise (Caffe's EltwiseLayer): element-wise PROD, SUM (with one optional
 // coefficient per bottom) or MAX of bottoms of identical shape. MAX routes
@@ -43,7 +44,23 @@ NEREUS_HOST_DEVICE inline float EltwiseMaxBackward(float top_diff, int index, in
   return index == i ? top_diff : 0.0f;
 }
 
+// Where element `index` of a part (outer x part_axis x inner) is in the whole
+// (outer x whole_axis x inner) that joins it at `offset` along the axis:
+// Concat's bottom in its top, Slice's top in its bottom.
+NEREUS_HOST_DEVICE inline int ConcatIndex(int index, int inner, int whole_axis, int part_axis, int offset) {
+  const int part_chunk = part_axis * inner;
+  return (index / part_chunk * whole_axis + offset) * inner + index % part_chunk;
+}
+
 }  // namespace ops
+
+#ifdef NEREUS_HAVE_CUDA
+// Concat's and Slice's copy on the device: to_whole, whole[ConcatIndex(i)] =
+// part[i]; otherwise part[i] = whole[ConcatIndex(i)], for the part_count
+// elements of the part.
+void ConcatCopyGpu(gpu::Device* device, bool to_whole, int part_count, const float* from, float* to, int inner,
+                   int whole_axis, int part_axis, int offset);
+#endif
 
 class ConcatLayer : public Layer {
  public:
@@ -53,6 +70,7 @@ class ConcatLayer : public Layer {
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
   const char* type() const override { return "Concat"; }
+  bool HasGpuCode() const override { return true; }
   int MinBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
 
@@ -60,6 +78,11 @@ class ConcatLayer : public Layer {
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+#ifdef NEREUS_HAVE_CUDA
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+#endif
 
  private:
   // Empty when the bottoms fit together; otherwise what is wrong.

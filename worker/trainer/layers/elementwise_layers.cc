@@ -13,13 +13,14 @@ namespace {
 
 // The input of a layer's forward, valid in backward: the bottom itself, or
 // the copy the forward kept when running in place.
-const float* SavedInput(const Blob& bottom, const Blob& top, const std::vector<float>& copy) {
-  return &bottom == &top ? copy.data() : bottom.cpu_data();
+const float* SavedInput(const Blob& bottom, const Blob& top, const Blob& copy) {
+  return &bottom == &top ? copy.cpu_data() : bottom.cpu_data();
 }
 
-void SaveInputIfInPlace(const Blob& bottom, const Blob& top, std::vector<float>* copy) {
+void SaveInputIfInPlace(const Blob& bottom, const Blob& top, Blob* copy) {
   if (&bottom != &top) return;
-  copy->assign(bottom.cpu_data(), bottom.cpu_data() + bottom.count());
+  copy->ReshapeLike(bottom);
+  caffe_copy(bottom.count(), bottom.cpu_data(), copy->mutable_cpu_data());
 }
 
 }  // namespace
@@ -34,7 +35,7 @@ Status AbsValLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std
 void AbsValLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const float* in = bottom[0]->cpu_data();
   float* out = top[0]->mutable_cpu_data();
-  for (int i = 0; i < bottom[0]->count(); ++i) out[i] = std::fabs(in[i]);
+  for (int i = 0; i < bottom[0]->count(); ++i) out[i] = ops::Abs(in[i]);
 }
 
 void AbsValLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
@@ -43,26 +44,16 @@ void AbsValLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<
   const float* in = bottom[0]->cpu_data();
   const float* top_diff = top[0]->cpu_diff();
   float* bottom_diff = bottom[0]->mutable_cpu_diff();
-  for (int i = 0; i < bottom[0]->count(); ++i) {
-    const float sign = static_cast<float>((0.0f < in[i]) - (in[i] < 0.0f));
-    bottom_diff[i] = top_diff[i] * sign;
-  }
+  for (int i = 0; i < bottom[0]->count(); ++i) bottom_diff[i] = ops::AbsValBackward(top_diff[i], in[i]);
 }
 
 // ---- BNLL ----
-
-namespace {
-constexpr float kBNLLThreshold = 50.0f;  // Caffe's: exp() of more would overflow
-}  // namespace
 
 void BNLLLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   SaveInputIfInPlace(*bottom[0], *top[0], &bottom_copy_);
   const float* in = bottom[0]->cpu_data();
   float* out = top[0]->mutable_cpu_data();
-  for (int i = 0; i < bottom[0]->count(); ++i) {
-    const float x = in[i];
-    out[i] = x > 0.0f ? x + std::log(1.0f + std::exp(-x)) : std::log(1.0f + std::exp(x));
-  }
+  for (int i = 0; i < bottom[0]->count(); ++i) out[i] = ops::BNLLForward(in[i]);
 }
 
 void BNLLLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
@@ -71,10 +62,7 @@ void BNLLLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bo
   const float* in = SavedInput(*bottom[0], *top[0], bottom_copy_);
   const float* top_diff = top[0]->cpu_diff();
   float* bottom_diff = bottom[0]->mutable_cpu_diff();
-  for (int i = 0; i < bottom[0]->count(); ++i) {
-    const float e = std::exp(std::min(in[i], kBNLLThreshold));
-    bottom_diff[i] = top_diff[i] * e / (e + 1.0f);
-  }
+  for (int i = 0; i < bottom[0]->count(); ++i) bottom_diff[i] = ops::BNLLBackward(top_diff[i], in[i]);
 }
 
 // ---- ELU ----
@@ -83,9 +71,7 @@ void ELULayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<B
   const float* in = bottom[0]->cpu_data();
   float* out = top[0]->mutable_cpu_data();
   const float alpha = layer_param_.elu_param().alpha();
-  for (int i = 0; i < bottom[0]->count(); ++i) {
-    out[i] = std::max(in[i], 0.0f) + alpha * (std::exp(std::min(in[i], 0.0f)) - 1.0f);
-  }
+  for (int i = 0; i < bottom[0]->count(); ++i) out[i] = ops::ELUForward(in[i], alpha);
 }
 
 void ELULayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
@@ -96,9 +82,7 @@ void ELULayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<boo
   const float* top_diff = top[0]->cpu_diff();
   float* bottom_diff = bottom[0]->mutable_cpu_diff();
   const float alpha = layer_param_.elu_param().alpha();
-  for (int i = 0; i < bottom[0]->count(); ++i) {
-    bottom_diff[i] = in[i] > 0.0f ? top_diff[i] : top_diff[i] * (out[i] + alpha);
-  }
+  for (int i = 0; i < bottom[0]->count(); ++i) bottom_diff[i] = ops::ELUBackward(top_diff[i], in[i], out[i], alpha);
 }
 
 // ---- Exp ----
@@ -118,11 +102,7 @@ Status ExpLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::v
 void ExpLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const float* in = bottom[0]->cpu_data();
   float* out = top[0]->mutable_cpu_data();
-  for (int i = 0; i < bottom[0]->count(); ++i) {
-    float v = inner_scale_ == 1.0f ? in[i] : inner_scale_ * in[i];
-    v = std::exp(v);
-    out[i] = outer_scale_ == 1.0f ? v : outer_scale_ * v;
-  }
+  for (int i = 0; i < bottom[0]->count(); ++i) out[i] = ops::ExpForward(in[i], inner_scale_, outer_scale_);
 }
 
 void ExpLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
@@ -131,10 +111,7 @@ void ExpLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<boo
   const float* out = top[0]->cpu_data();
   const float* top_diff = top[0]->cpu_diff();
   float* bottom_diff = bottom[0]->mutable_cpu_diff();
-  for (int i = 0; i < bottom[0]->count(); ++i) {
-    bottom_diff[i] = top_diff[i] * out[i];
-    if (inner_scale_ != 1.0f) bottom_diff[i] *= inner_scale_;
-  }
+  for (int i = 0; i < bottom[0]->count(); ++i) bottom_diff[i] = ops::ExpBackward(top_diff[i], out[i], inner_scale_);
 }
 
 // ---- Log ----
@@ -160,8 +137,7 @@ void LogLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<B
   const float* in = bottom[0]->cpu_data();
   float* out = top[0]->mutable_cpu_data();
   for (int i = 0; i < bottom[0]->count(); ++i) {
-    out[i] = std::log(input_scale_ * in[i] + input_shift_);
-    if (base_scale_ != 1.0f) out[i] *= base_scale_;
+    out[i] = ops::LogForward(in[i], input_scale_, input_shift_, base_scale_);
   }
 }
 
@@ -171,9 +147,8 @@ void LogLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<boo
   const float* in = SavedInput(*bottom[0], *top[0], bottom_copy_);
   const float* top_diff = top[0]->cpu_diff();
   float* bottom_diff = bottom[0]->mutable_cpu_diff();
-  const float numerator = input_scale_ * base_scale_;
   for (int i = 0; i < bottom[0]->count(); ++i) {
-    bottom_diff[i] = top_diff[i] * numerator / (input_scale_ * in[i] + input_shift_);
+    bottom_diff[i] = ops::LogBackward(top_diff[i], in[i], input_scale_, input_shift_, base_scale_);
   }
 }
 
@@ -187,6 +162,8 @@ Status PowerLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std:
   return Status::OK();
 }
 
+float PowerLayer::ConstantOutput() const { return power_ == 0.0f ? 1.0f : std::pow(shift_, power_); }
+
 void PowerLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   SaveInputIfInPlace(*bottom[0], *top[0], &bottom_copy_);
   const float* in = bottom[0]->cpu_data();
@@ -194,14 +171,10 @@ void PowerLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector
   const int count = bottom[0]->count();
   if (scale_ * power_ == 0.0f) {
     // The output does not depend on the input.
-    const float value = power_ == 0.0f ? 1.0f : std::pow(shift_, power_);
-    caffe_set(count, value, out);
+    caffe_set(count, ConstantOutput(), out);
     return;
   }
-  for (int i = 0; i < count; ++i) {
-    const float base = scale_ * in[i] + shift_;
-    out[i] = power_ == 1.0f ? base : std::pow(base, power_);
-  }
+  for (int i = 0; i < count; ++i) out[i] = ops::PowerForward(in[i], power_, scale_, shift_);
 }
 
 void PowerLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
@@ -211,21 +184,7 @@ void PowerLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<b
   const float* top_diff = top[0]->cpu_diff();
   float* bottom_diff = bottom[0]->mutable_cpu_diff();
   const int count = bottom[0]->count();
-  const float diff_scale = power_ * scale_;
-  for (int i = 0; i < count; ++i) {
-    // dy/dx = power * scale * (shift + scale * x) ^ (power - 1)
-    float d;
-    if (diff_scale == 0.0f) {
-      d = 0.0f;
-    } else if (power_ == 1.0f) {
-      d = diff_scale;
-    } else if (power_ == 2.0f) {
-      d = diff_scale * (scale_ * in[i] + shift_);
-    } else {
-      d = diff_scale * std::pow(scale_ * in[i] + shift_, power_ - 1.0f);
-    }
-    bottom_diff[i] = top_diff[i] * d;
-  }
+  for (int i = 0; i < count; ++i) bottom_diff[i] = ops::PowerBackward(top_diff[i], in[i], power_, scale_, shift_);
 }
 
 // ---- Threshold ----
@@ -234,7 +193,7 @@ void ThresholdLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::ve
   const float* in = bottom[0]->cpu_data();
   float* out = top[0]->mutable_cpu_data();
   const float threshold = layer_param_.threshold_param().threshold();
-  for (int i = 0; i < bottom[0]->count(); ++i) out[i] = in[i] > threshold ? 1.0f : 0.0f;
+  for (int i = 0; i < bottom[0]->count(); ++i) out[i] = ops::ThresholdForward(in[i], threshold);
 }
 
 void ThresholdLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
@@ -288,10 +247,8 @@ void PReLULayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector
   const int count = bottom[0]->count();
   const int channels = bottom[0]->shape(1);
   const int dim = bottom[0]->count(2);
-  const int div_factor = channel_shared_ ? channels : 1;
   for (int i = 0; i < count; ++i) {
-    const int c = (i / dim) % channels / div_factor;
-    out[i] = std::max(in[i], 0.0f) + slope[c] * std::min(in[i], 0.0f);
+    out[i] = ops::ReLUForward(in[i], slope[ops::PReLUChannel(i, channels, dim, channel_shared_)]);
   }
 }
 
@@ -303,19 +260,20 @@ void PReLULayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<b
   const int count = bottom[0]->count();
   const int channels = bottom[0]->shape(1);
   const int dim = bottom[0]->count(2);
-  const int div_factor = channel_shared_ ? channels : 1;
   if (param_propagate_down(0)) {
+    // Each slope's terms in the order of the elements (one at a time, as the
+    // GPU's one thread per slope adds them).
     float* slope_diff = blobs_[0]->mutable_cpu_diff();
-    for (int i = 0; i < count; ++i) {
-      const int c = (i / dim) % channels / div_factor;
-      slope_diff[c] += top_diff[i] * in[i] * (in[i] <= 0.0f ? 1.0f : 0.0f);
+    const int num = bottom[0]->shape(0);
+    for (int c = 0; c < blobs_[0]->count(); ++c) {
+      slope_diff[c] = ops::PReLUSlopeGradient(top_diff, in, c, num, channels, dim, channel_shared_, slope_diff[c]);
     }
   }
   if (propagate_down[0]) {
     float* bottom_diff = bottom[0]->mutable_cpu_diff();
     for (int i = 0; i < count; ++i) {
-      const int c = (i / dim) % channels / div_factor;
-      bottom_diff[i] = top_diff[i] * ((in[i] > 0.0f ? 1.0f : 0.0f) + slope[c] * (in[i] <= 0.0f ? 1.0f : 0.0f));
+      bottom_diff[i] =
+          ops::ReLUBackward(top_diff[i], in[i], slope[ops::PReLUChannel(i, channels, dim, channel_shared_)]);
     }
   }
 }

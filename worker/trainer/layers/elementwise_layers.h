@@ -10,25 +10,127 @@
 //   PReLU:     y = max(x, 0) + a_c * min(x, 0), a learned per channel
 //              (axis 1), or one a for all when channel_shared; a starts at
 //              0.25 unless prelu_param.filler says otherwise.
+// Each has GPU code (elementwise_layers.cu) running the element functions
+// below, which the CPU loops run too. A layer that keeps its input for
+// backward when in place keeps it in a Blob, on the device it runs on.
 #ifndef NEREUS_WORKER_TRAINER_LAYERS_ELEMENTWISE_LAYERS_H_
 #define NEREUS_WORKER_TRAINER_LAYERS_ELEMENTWISE_LAYERS_H_
 
 #include <vector>
 
+#include "common/host_device.h"
+#include "worker/trainer/blob.h"
 #include "worker/trainer/layers/neuron_layers.h"
+#include "worker/trainer/math_ops.h"
 
 namespace nereus {
+namespace ops {
+
+// Per-element arithmetic of these layers, shared by the CPU loops
+// (elementwise_layers.cc) and the GPU kernels (elementwise_layers.cu).
+// PReLU's forward and backward are ReLU's (neuron_layers.h) with the
+// channel's slope.
+
+NEREUS_HOST_DEVICE inline float AbsValBackward(float top_diff, float x) { return top_diff * Sign(x); }
+
+// Caffe's: exp() of more would overflow.
+constexpr float kBNLLThreshold = 50.0f;
+NEREUS_HOST_DEVICE inline float BNLLForward(float x) { return x > 0.0f ? x + Log(1.0f + Exp(-x)) : Log(1.0f + Exp(x)); }
+NEREUS_HOST_DEVICE inline float BNLLBackward(float top_diff, float x) {
+  const float e = Exp(Min(x, kBNLLThreshold));
+  return top_diff * e / (e + 1.0f);
+}
+
+NEREUS_HOST_DEVICE inline float ELUForward(float x, float alpha) {
+  return Max(x, 0.0f) + alpha * (Exp(Min(x, 0.0f)) - 1.0f);
+}
+// `x` the input (or, in place, the output: the same sign), `y` the output.
+NEREUS_HOST_DEVICE inline float ELUBackward(float top_diff, float x, float y, float alpha) {
+  return x > 0.0f ? top_diff : top_diff * (y + alpha);
+}
+
+// inner_scale = log(base) * scale, outer_scale = base ^ shift.
+NEREUS_HOST_DEVICE inline float ExpForward(float x, float inner_scale, float outer_scale) {
+  const float v = Exp(inner_scale == 1.0f ? x : inner_scale * x);
+  return outer_scale == 1.0f ? v : outer_scale * v;
+}
+NEREUS_HOST_DEVICE inline float ExpBackward(float top_diff, float y, float inner_scale) {
+  const float d = top_diff * y;
+  return inner_scale == 1.0f ? d : d * inner_scale;
+}
+
+// base_scale = 1 / ln(base).
+NEREUS_HOST_DEVICE inline float LogForward(float x, float scale, float shift, float base_scale) {
+  const float v = Log(scale * x + shift);
+  return base_scale == 1.0f ? v : v * base_scale;
+}
+NEREUS_HOST_DEVICE inline float LogBackward(float top_diff, float x, float scale, float shift, float base_scale) {
+  return top_diff * (scale * base_scale) / (scale * x + shift);
+}
+
+// (shift + scale * x) ^ power; the layer handles scale * power == 0 (a
+// constant output) itself.
+NEREUS_HOST_DEVICE inline float PowerForward(float x, float power, float scale, float shift) {
+  const float base = scale * x + shift;
+  return power == 1.0f ? base : Pow(base, power);
+}
+// top_diff * power * scale * (shift + scale * x) ^ (power - 1).
+NEREUS_HOST_DEVICE inline float PowerBackward(float top_diff, float x, float power, float scale, float shift) {
+  const float diff_scale = power * scale;
+  float d;
+  if (diff_scale == 0.0f) {
+    d = 0.0f;
+  } else if (power == 1.0f) {
+    d = diff_scale;
+  } else if (power == 2.0f) {
+    d = diff_scale * (scale * x + shift);
+  } else {
+    d = diff_scale * Pow(scale * x + shift, power - 1.0f);
+  }
+  return top_diff * d;
+}
+
+NEREUS_HOST_DEVICE inline float ThresholdForward(float x, float threshold) { return x > threshold ? 1.0f : 0.0f; }
+
+// The slope that element i uses: its channel's (axis 1 of num x channels x
+// dim), or the one shared slope.
+NEREUS_HOST_DEVICE inline int PReLUChannel(int i, int channels, int dim, bool channel_shared) {
+  return channel_shared ? 0 : (i / dim) % channels;
+}
+// The gradient of slope c: `acc` (the slope's gradient so far) plus, one by
+// one in increasing element order, top_diff * x of the elements of channel c
+// (of every channel when shared) with x <= 0.
+NEREUS_HOST_DEVICE inline float PReLUSlopeGradient(const float* top_diff, const float* x, int c, int num, int channels,
+                                                   int dim, bool channel_shared, float acc) {
+  const int first = channel_shared ? 0 : c;
+  const int last = channel_shared ? channels : c + 1;
+  for (int n = 0; n < num; ++n) {
+    for (int ch = first; ch < last; ++ch) {
+      const int base = (n * channels + ch) * dim;
+      for (int s = 0; s < dim; ++s) acc += top_diff[base + s] * x[base + s] * (x[base + s] <= 0.0f ? 1.0f : 0.0f);
+    }
+  }
+  return acc;
+}
+
+}  // namespace ops
 
 class AbsValLayer : public NeuronLayer {
  public:
   explicit AbsValLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
   const char* type() const override { return "AbsVal"; }
+  bool HasGpuCode() const override { return true; }
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // Needs the input's sign: not in place (Caffe refuses it too).
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+#ifdef NEREUS_HAVE_CUDA
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+#endif
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 };
 
@@ -36,27 +138,39 @@ class BNLLLayer : public NeuronLayer {
  public:
   explicit BNLLLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
   const char* type() const override { return "BNLL"; }
+  bool HasGpuCode() const override { return true; }
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // In place, keeps a copy of the input for backward.
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+#ifdef NEREUS_HAVE_CUDA
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+#endif
 
  private:
-  std::vector<float> bottom_copy_;
+  Blob bottom_copy_;  // the input, kept for backward when in place
 };
 
 class ELULayer : public NeuronLayer {
  public:
   explicit ELULayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
   const char* type() const override { return "ELU"; }
+  bool HasGpuCode() const override { return true; }
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // In place the bottom holds y, whose sign is x's (alpha > 0), as in Caffe.
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+#ifdef NEREUS_HAVE_CUDA
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+#endif
 };
 
 class ExpLayer : public NeuronLayer {
@@ -64,11 +178,17 @@ class ExpLayer : public NeuronLayer {
   explicit ExpLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   const char* type() const override { return "Exp"; }
+  bool HasGpuCode() const override { return true; }
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+#ifdef NEREUS_HAVE_CUDA
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+#endif
 
  private:
   float inner_scale_ = 1.0f;  // log(base) * scale
@@ -80,18 +200,24 @@ class LogLayer : public NeuronLayer {
   explicit LogLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   const char* type() const override { return "Log"; }
+  bool HasGpuCode() const override { return true; }
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // In place, keeps a copy of the input for backward.
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+#ifdef NEREUS_HAVE_CUDA
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+#endif
 
  private:
   float base_scale_ = 1.0f;  // 1 / ln(base)
   float input_scale_ = 1.0f;
   float input_shift_ = 0.0f;
-  std::vector<float> bottom_copy_;
+  Blob bottom_copy_;  // the input, kept for backward when in place
 };
 
 class PowerLayer : public NeuronLayer {
@@ -99,24 +225,34 @@ class PowerLayer : public NeuronLayer {
   explicit PowerLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   const char* type() const override { return "Power"; }
+  bool HasGpuCode() const override { return true; }
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // In place, keeps a copy of the input for backward.
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+#ifdef NEREUS_HAVE_CUDA
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+#endif
 
  private:
+  // The output when it does not depend on the input (scale * power == 0).
+  float ConstantOutput() const;
+
   float power_ = 1.0f;
   float scale_ = 1.0f;
   float shift_ = 0.0f;
-  std::vector<float> bottom_copy_;
+  Blob bottom_copy_;  // the input, kept for backward when in place
 };
 
 class ThresholdLayer : public NeuronLayer {
  public:
   explicit ThresholdLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
   const char* type() const override { return "Threshold"; }
+  bool HasGpuCode() const override { return true; }
   // Not differentiable: a net that needs its bottom's gradient is refused
   // when built (Net), where Caffe dies in Backward.
   bool AllowForceBackward(int bottom_index) const override { return false; }
@@ -127,6 +263,11 @@ class ThresholdLayer : public NeuronLayer {
   // refuses such a net).
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+#ifdef NEREUS_HAVE_CUDA
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+#endif
 };
 
 class PReLULayer : public NeuronLayer {
@@ -135,15 +276,21 @@ class PReLULayer : public NeuronLayer {
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   const char* type() const override { return "PReLU"; }
+  bool HasGpuCode() const override { return true; }
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+#ifdef NEREUS_HAVE_CUDA
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+#endif
 
  private:
   bool channel_shared_ = false;
-  std::vector<float> bottom_copy_;  // the input, kept for backward when in place
+  Blob bottom_copy_;  // the input, kept for backward when in place
 };
 
 }  // namespace nereus

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "worker/trainer/layers/layer_check.h"
+#include "worker/trainer/layers/softmax_layers.h"
 #include "worker/trainer/math_functions.h"
 
 namespace nereus {
@@ -43,23 +44,22 @@ void EuclideanLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::ve
   LAYER_CHECK(bottom[0]->count(1) == bottom[1]->count(1))
       << "the inputs must have the same dimension, got " << bottom[0]->shape_string() << " and "
       << bottom[1]->shape_string();
-  diff_.resize(bottom[0]->count());
+  diff_.ReshapeLike(*bottom[0]);
 }
 
 void EuclideanLossLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const int count = bottom[0]->count();
-  caffe_sub(count, bottom[0]->cpu_data(), bottom[1]->cpu_data(), diff_.data());
-  const float dot = caffe_cpu_dot(count, diff_.data(), diff_.data());
-  top[0]->mutable_cpu_data()[0] = dot / bottom[0]->shape(0) / 2.0f;
+  caffe_sub(count, bottom[0]->cpu_data(), bottom[1]->cpu_data(), diff_.mutable_cpu_data());
+  const float dot = caffe_cpu_dot(count, diff_.cpu_data(), diff_.cpu_data());
+  top[0]->mutable_cpu_data()[0] = ops::EuclideanLossValue(dot, bottom[0]->shape(0));
 }
 
 void EuclideanLossLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                       const std::vector<Blob*>& bottom) {
   for (int i = 0; i < 2; ++i) {
     if (!propagate_down[i]) continue;
-    const float sign = i == 0 ? 1.0f : -1.0f;
-    const float alpha = sign * top[0]->cpu_diff()[0] / bottom[i]->shape(0);
-    caffe_cpu_scale(bottom[i]->count(), alpha, diff_.data(), bottom[i]->mutable_cpu_diff());
+    const float alpha = ops::EuclideanLossGradScale(i == 0 ? 1.0f : -1.0f, top[0]->cpu_diff()[0], bottom[i]->shape(0));
+    caffe_cpu_scale(bottom[i]->count(), alpha, diff_.cpu_data(), bottom[i]->mutable_cpu_diff());
   }
 }
 
@@ -92,24 +92,10 @@ void SigmoidCrossEntropyLossLayer::Reshape(const std::vector<Blob*>& bottom, con
   inner_num_ = bottom[0]->count(1);
 }
 
+// SoftmaxWithLoss's normalizer (the same modes; never below 1, so all
+// targets ignored does not divide by zero).
 float SigmoidCrossEntropyLossLayer::Normalizer(int valid_count) const {
-  float normalizer = 1.0f;
-  switch (normalization_) {
-    case caffe::LossParameter::FULL:
-      normalizer = static_cast<float>(outer_num_ * inner_num_);
-      break;
-    case caffe::LossParameter::VALID:
-      normalizer = valid_count == -1 ? static_cast<float>(outer_num_ * inner_num_) : static_cast<float>(valid_count);
-      break;
-    case caffe::LossParameter::BATCH_SIZE:
-      normalizer = static_cast<float>(outer_num_);
-      break;
-    case caffe::LossParameter::NONE:
-      normalizer = 1.0f;
-      break;
-  }
-  // Never divide by zero (all targets ignored).
-  return std::max(1.0f, normalizer);
+  return ops::SoftmaxLossNormalizer(static_cast<int>(normalization_), outer_num_, inner_num_, valid_count);
 }
 
 void SigmoidCrossEntropyLossLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -119,11 +105,8 @@ void SigmoidCrossEntropyLossLayer::Forward_cpu(const std::vector<Blob*>& bottom,
   int valid_count = 0;
   float loss = 0.0f;
   for (int i = 0; i < count; ++i) {
-    if (has_ignore_label_ && static_cast<int>(t[i]) == ignore_label_) continue;
-    // -[t log(s) + (1 - t) log(1 - s)] with s = sigmoid(x), written so that
-    // exp never overflows: x (t - [x >= 0]) - log(1 + exp(x - 2 x [x >= 0])).
-    const float positive = x[i] >= 0.0f ? 1.0f : 0.0f;
-    loss -= x[i] * (t[i] - positive) - std::log(1.0f + std::exp(x[i] - 2.0f * x[i] * positive));
+    if (ops::SigmoidCrossEntropyIgnored(t[i], has_ignore_label_, ignore_label_)) continue;
+    loss -= ops::SigmoidCrossEntropyLogLikelihood(x[i], t[i]);
     ++valid_count;
   }
   normalizer_ = Normalizer(valid_count);
@@ -140,12 +123,8 @@ void SigmoidCrossEntropyLossLayer::Backward_cpu(const std::vector<Blob*>& top, c
   const int count = bottom[0]->count();
   const float scale = top[0]->cpu_diff()[0] / normalizer_;
   for (int i = 0; i < count; ++i) {
-    if (has_ignore_label_ && static_cast<int>(t[i]) == ignore_label_) {
-      dx[i] = 0.0f;
-      continue;
-    }
-    const float sigmoid = 0.5f * std::tanh(0.5f * x[i]) + 0.5f;
-    dx[i] = (sigmoid - t[i]) * scale;
+    dx[i] = ops::SigmoidCrossEntropyGradient(
+        x[i], t[i], ops::SigmoidCrossEntropyIgnored(t[i], has_ignore_label_, ignore_label_), scale);
   }
 }
 

@@ -10,14 +10,55 @@
 //   target equals it; normalization as Caffe: given normalization, else the
 //   deprecated normalize (true: VALID, false: BATCH_SIZE), else BATCH_SIZE.
 //   The targets get no gradient.
+// Both have GPU code (loss_layers.cu): the element functions below, which the
+// CPU runs too, and the loss summed on the device by one block (in double),
+// as SoftmaxWithLoss's: no copy to the host.
 #ifndef NEREUS_WORKER_TRAINER_LAYERS_LOSS_LAYERS_H_
 #define NEREUS_WORKER_TRAINER_LAYERS_LOSS_LAYERS_H_
 
+#include <memory>
 #include <vector>
 
+#include "common/host_device.h"
+#include "worker/trainer/blob.h"
 #include "worker/trainer/layer.h"
+#include "worker/trainer/layers/neuron_layers.h"
+#include "worker/trainer/math_ops.h"
 
 namespace nereus {
+namespace ops {
+
+// Per-element arithmetic of the losses, shared by the CPU (loss_layers.cc)
+// and the GPU kernels (loss_layers.cu).
+
+// EuclideanLoss from the sum of squared differences and the batch size.
+NEREUS_HOST_DEVICE inline float EuclideanLossValue(float sum_of_squares, int num) {
+  return sum_of_squares / static_cast<float>(num) / 2.0f;
+}
+// The factor of a - b in bottom i's gradient: +-top_diff / num (sign +1 for
+// bottom 0, -1 for bottom 1).
+NEREUS_HOST_DEVICE inline float EuclideanLossGradScale(float sign, float top_diff, int num) {
+  return sign * top_diff / static_cast<float>(num);
+}
+
+// Whether a SigmoidCrossEntropyLoss target is ignored.
+NEREUS_HOST_DEVICE inline bool SigmoidCrossEntropyIgnored(float target, bool has_ignore_label, int ignore_label) {
+  return has_ignore_label && static_cast<int>(target) == ignore_label;
+}
+// One entry's t log(s) + (1 - t) log(1 - s), s = sigmoid(x) (the negated
+// loss), written so that exp never overflows:
+// x (t - [x >= 0]) - log(1 + exp(x - 2 x [x >= 0])).
+NEREUS_HOST_DEVICE inline float SigmoidCrossEntropyLogLikelihood(float x, float t) {
+  const float positive = x >= 0.0f ? 1.0f : 0.0f;
+  return x * (t - positive) - Log(1.0f + Exp(x - 2.0f * x * positive));
+}
+// One score's gradient, (sigmoid(x) - t) * scale (0 when ignored), scale =
+// top_diff / normalizer.
+NEREUS_HOST_DEVICE inline float SigmoidCrossEntropyGradient(float x, float t, bool ignored, float scale) {
+  return ignored ? 0.0f : (SigmoidForward(x) - t) * scale;
+}
+
+}  // namespace ops
 
 // Caffe's LossLayer: two bottoms with the same first dimension, one scalar
 // top (created when the prototxt omits it), loss_weight 1 by default.
@@ -37,14 +78,20 @@ class EuclideanLossLayer : public LossLayer {
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   const char* type() const override { return "EuclideanLoss"; }
+  bool HasGpuCode() const override { return true; }
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+#ifdef NEREUS_HAVE_CUDA
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+#endif
 
  private:
-  std::vector<float> diff_;  // a - b of the last forward
+  Blob diff_;  // a - b of the last forward
 };
 
 class SigmoidCrossEntropyLossLayer : public LossLayer {
@@ -53,6 +100,7 @@ class SigmoidCrossEntropyLossLayer : public LossLayer {
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   const char* type() const override { return "SigmoidCrossEntropyLoss"; }
+  bool HasGpuCode() const override { return true; }
   bool AllowForceBackward(int bottom_index) const override { return bottom_index != 1; }
 
  protected:
@@ -60,6 +108,11 @@ class SigmoidCrossEntropyLossLayer : public LossLayer {
   // Asking for the targets' gradient is fatal, naming the layer (as Caffe).
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+#ifdef NEREUS_HAVE_CUDA
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+#endif
 
  private:
   float Normalizer(int valid_count) const;
@@ -69,7 +122,10 @@ class SigmoidCrossEntropyLossLayer : public LossLayer {
   int ignore_label_ = 0;
   int outer_num_ = 0;
   int inner_num_ = 0;
-  float normalizer_ = 1.0f;  // of the last forward
+  float normalizer_ = 1.0f;  // of the last forward on the CPU
+#ifdef NEREUS_HAVE_CUDA
+  Blob gpu_normalizer_;  // [1]: of the last forward on the GPU, on the device
+#endif
 };
 
 }  // namespace nereus

@@ -293,17 +293,21 @@ void ArgMaxLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Bl
   top[0]->Reshape(shape);
 }
 
+void ArgMaxLayer::ItemGeometry(const Blob& bottom, int* dim, int* axis_dist) const {
+  if (has_axis_) {
+    *dim = bottom.shape(axis_);
+    *axis_dist = bottom.count(axis_) / *dim;
+  } else {
+    *dim = bottom.count(1);
+    *axis_dist = 1;
+  }
+}
+
 void ArgMaxLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const float* in = bottom[0]->cpu_data();
   float* out = top[0]->mutable_cpu_data();
   int dim, axis_dist;
-  if (has_axis_) {
-    dim = bottom[0]->shape(axis_);
-    axis_dist = bottom[0]->count(axis_) / dim;
-  } else {
-    dim = bottom[0]->count(1);
-    axis_dist = 1;
-  }
+  ItemGeometry(*bottom[0], &dim, &axis_dist);
   const int num = bottom[0]->count() / dim;
   std::vector<std::pair<float, int>> pairs(dim);
   for (int i = 0; i < num; ++i) {
@@ -311,15 +315,7 @@ void ArgMaxLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vecto
     for (int j = 0; j < dim; ++j) pairs[j] = {in[base + j * axis_dist], j};
     std::partial_sort(pairs.begin(), pairs.begin() + top_k_, pairs.end(), std::greater<std::pair<float, int>>());
     for (int j = 0; j < top_k_; ++j) {
-      if (has_axis_) {
-        const int at = (i / axis_dist * top_k_ + j) * axis_dist + i % axis_dist;
-        out[at] = out_max_val_ ? pairs[j].first : static_cast<float>(pairs[j].second);
-      } else if (out_max_val_) {
-        out[2 * i * top_k_ + j] = static_cast<float>(pairs[j].second);
-        out[2 * i * top_k_ + top_k_ + j] = pairs[j].first;
-      } else {
-        out[i * top_k_ + j] = static_cast<float>(pairs[j].second);
-      }
+      ops::ArgMaxWrite(out, i, j, top_k_, axis_dist, has_axis_, out_max_val_, pairs[j].first, pairs[j].second);
     }
   }
 }

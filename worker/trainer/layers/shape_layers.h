@@ -10,16 +10,56 @@
 //   Input:   no bottoms; tops of input_param.shape (one shape for all tops or
 //            one per top), filled by the caller (deploy nets, tests).
 //   ArgMax:  the indices (and with out_max_val the values) of the top_k
-//            largest entries per item, or along `axis`; no gradient.
+//            largest entries per item, or along `axis`; no gradient. The CPU
+//            sorts each item's entries; the GPU, one thread an item, picks
+//            them one rank at a time (ops::ArgMaxNext): the same result for
+//            inputs without NaN.
 // (Split, which the Net also inserts itself, is worker/trainer/split_layer.h.)
 #ifndef NEREUS_WORKER_TRAINER_LAYERS_SHAPE_LAYERS_H_
 #define NEREUS_WORKER_TRAINER_LAYERS_SHAPE_LAYERS_H_
 
 #include <vector>
 
+#include "common/host_device.h"
 #include "worker/trainer/layer.h"
 
 namespace nereus {
+namespace ops {
+
+// ArgMax's ranks one at a time: the largest (value, index) pair of an item's
+// `dim` entries, `stride` floats apart, below (prev_value, prev_index) in
+// the pairs' order (by value, then by index: ties go to the larger index, as
+// Caffe's sort of pairs), or the largest of all when `first`.
+NEREUS_HOST_DEVICE inline void ArgMaxNext(const float* x, int dim, int stride, bool first, float prev_value,
+                                          int prev_index, float* value, int* index) {
+  bool found = false;
+  for (int j = 0; j < dim; ++j) {
+    const float v = x[j * stride];
+    if (!first && !(v < prev_value || (v == prev_value && j < prev_index))) continue;
+    if (!found || v >= *value) {  // j ascends: an equal value has the larger index
+      *value = v;
+      *index = j;
+      found = true;
+    }
+  }
+}
+
+// Writes rank j (value, index) of item i to ArgMax's top (the layout of
+// ArgMaxLayer::Reshape): along the axis with `axis`, else the indices then
+// (out_max_val) the values per item.
+NEREUS_HOST_DEVICE inline void ArgMaxWrite(float* out, int i, int j, int top_k, int axis_dist, bool has_axis,
+                                           bool out_max_val, float value, int index) {
+  if (has_axis) {
+    out[(i / axis_dist * top_k + j) * axis_dist + i % axis_dist] = out_max_val ? value : static_cast<float>(index);
+  } else if (out_max_val) {
+    out[2 * i * top_k + j] = static_cast<float>(index);
+    out[2 * i * top_k + top_k + j] = value;
+  } else {
+    out[i * top_k + j] = static_cast<float>(index);
+  }
+}
+
+}  // namespace ops
 
 class FlattenLayer : public Layer {
  public:
@@ -76,6 +116,7 @@ class SliceLayer : public Layer {
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   const char* type() const override { return "Slice"; }
+  bool HasGpuCode() const override { return true; }
   int ExactNumBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
 
@@ -83,6 +124,12 @@ class SliceLayer : public Layer {
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+#ifdef NEREUS_HAVE_CUDA
+  // Concat's copy (concat_eltwise_layers.h's ConcatCopyGpu), the other way.
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+#endif
 
  private:
   // Sizes of the tops along the slice axis for `bottom`, or an error.
@@ -142,6 +189,7 @@ class ArgMaxLayer : public Layer {
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   const char* type() const override { return "ArgMax"; }
+  bool HasGpuCode() const override { return true; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   bool AllowForceBackward(int bottom_index) const override { return false; }
@@ -152,12 +200,20 @@ class ArgMaxLayer : public Layer {
   // No gradient: asking for one is fatal, naming the layer.
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+#ifdef NEREUS_HAVE_CUDA
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+#endif
 
  private:
   bool out_max_val_ = false;
   int top_k_ = 1;
   bool has_axis_ = false;
   int axis_ = 0;
+
+  // Entries per item (`dim`) and their distance (`axis_dist`) for `bottom`.
+  void ItemGeometry(const Blob& bottom, int* dim, int* axis_dist) const;
 };
 
 }  // namespace nereus

@@ -9,18 +9,23 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "tests/support/gradient_checker.h"
 #include "worker/trainer/layers/accuracy_layer.h"
 #include "worker/trainer/layers/batch_norm_layer.h"
 #include "worker/trainer/layers/concat_eltwise_layers.h"
+#include "worker/trainer/layers/elementwise_layers.h"
 #include "worker/trainer/layers/im2col.h"
+#include "worker/trainer/layers/loss_layers.h"
 #include "worker/trainer/layers/lrn_layer.h"
 #include "worker/trainer/layers/neuron_layers.h"
 #include "worker/trainer/layers/pooling_layer.h"
+#include "worker/trainer/layers/shape_layers.h"
 #include "worker/trainer/layers/softmax_layers.h"
 #include "worker/trainer/math_ops.h"
 
@@ -359,6 +364,214 @@ TEST(EltwiseFunctionsTest, MaxTiesGoToTheLaterBottom) {
   EXPECT_EQ(1.5f, top);
   EXPECT_EQ(4.0f, ops::EltwiseMaxBackward(4.0f, 2, 2));
   EXPECT_EQ(0.0f, ops::EltwiseMaxBackward(4.0f, 2, 1));
+}
+
+// The element-wise layers of elementwise_layers.h, on values whose results
+// are exact in binary (or exactly a library call's result).
+TEST(ElementwiseFunctionsTest, ExactValues) {
+  EXPECT_EQ(2.5f, ops::Abs(-2.5f));
+  EXPECT_EQ(-3.0f, ops::AbsValBackward(3.0f, -2.0f));
+  EXPECT_EQ(0.0f, ops::AbsValBackward(3.0f, 0.0f));  // sign(0) = 0
+  EXPECT_EQ(3.0f, ops::AbsValBackward(3.0f, 0.5f));
+  // BNLL: log(1 + exp(-100)) rounds to log(1) = 0 on either branch.
+  EXPECT_EQ(100.0f, ops::BNLLForward(100.0f));
+  EXPECT_EQ(0.0f, ops::BNLLForward(-100.0f));
+  EXPECT_EQ(std::log(2.0f), ops::BNLLForward(0.0f));
+  EXPECT_EQ(1.0f, ops::BNLLBackward(2.0f, 0.0f));  // 2 * 1 / 2
+  // Clamped at 50: exp(50) / (exp(50) + 1) rounds to 1, where exp(1000)
+  // would give inf / inf.
+  EXPECT_EQ(2.0f, ops::BNLLBackward(2.0f, 1000.0f));
+  EXPECT_EQ(2.0f, ops::ELUForward(2.0f, 0.5f));
+  EXPECT_EQ(-0.5f, ops::ELUForward(-100.0f, 0.5f));  // 0.5 * (exp(-100) - 1), exp(-100) - 1 rounding to -1
+  EXPECT_EQ(4.0f, ops::ELUBackward(4.0f, 1.0f, 1.0f, 0.5f));
+  EXPECT_EQ(1.0f, ops::ELUBackward(4.0f, -1.0f, -0.25f, 0.5f));  // 4 * (-0.25 + 0.5)
+  EXPECT_EQ(2.0f, ops::ELUBackward(4.0f, 0.0f, 0.0f, 0.5f));     // x = 0 takes alpha
+  EXPECT_EQ(1.0f, ops::ExpForward(0.0f, 2.0f, 1.0f));
+  EXPECT_EQ(3.0f, ops::ExpForward(0.0f, 2.0f, 3.0f));
+  EXPECT_EQ(std::exp(1.5f), ops::ExpForward(1.5f, 1.0f, 1.0f));
+  EXPECT_EQ(std::exp(0.75f) * 4.0f, ops::ExpForward(1.5f, 0.5f, 4.0f));
+  EXPECT_EQ(6.0f, ops::ExpBackward(2.0f, 3.0f, 1.0f));
+  EXPECT_EQ(3.0f, ops::ExpBackward(2.0f, 3.0f, 0.5f));
+  EXPECT_EQ(0.0f, ops::LogForward(1.0f, 2.0f, -1.0f, 1.0f));  // log(2 - 1)
+  EXPECT_EQ(std::log(4.0f) * 0.5f, ops::LogForward(1.5f, 2.0f, 1.0f, 0.5f));
+  EXPECT_EQ(1.5f, ops::LogBackward(3.0f, 1.0f, 2.0f, 0.0f, 0.5f));   // 3 * (2 * 0.5) / (2 * 1)
+  EXPECT_EQ(2.0f, ops::LogBackward(1.0f, 0.25f, 4.0f, 1.0f, 1.0f));  // 4 / (4 * 0.25 + 1)
+  EXPECT_EQ(4.0f, ops::PowerForward(3.0f, 2.0f, 0.5f, 0.5f));        // (0.5 * 3 + 0.5)^2
+  EXPECT_EQ(7.0f, ops::PowerForward(3.0f, 1.0f, 2.0f, 1.0f));        // power 1: no pow
+  EXPECT_EQ(0.0f, ops::PowerBackward(5.0f, 3.0f, 0.0f, 2.0f, 1.0f));
+  EXPECT_EQ(16.0f, ops::PowerBackward(2.0f, 3.0f, 1.0f, 8.0f, 1.0f));  // 2 * 1 * 8
+  EXPECT_EQ(2.0f, ops::PowerBackward(1.0f, 3.0f, 2.0f, 0.5f, 0.5f));   // 1 * (2 * 0.5) * (0.5 * 3 + 0.5)
+  EXPECT_EQ(96.0f, ops::PowerBackward(1.0f, 1.5f, 3.0f, 2.0f, 1.0f));  // 3 * 2 * (2 * 1.5 + 1)^2
+  EXPECT_EQ(0.0f, ops::ThresholdForward(0.5f, 0.5f));                  // strictly greater
+  EXPECT_EQ(1.0f, ops::ThresholdForward(0.625f, 0.5f));
+  EXPECT_EQ(0, ops::PReLUChannel(7, 3, 2, false));  // element 7 of 3 channels of 2: (7 / 2) % 3
+  EXPECT_EQ(2, ops::PReLUChannel(5, 3, 2, false));
+  EXPECT_EQ(0, ops::PReLUChannel(5, 3, 2, true));
+}
+
+TEST(ElementwiseFunctionsTest, PReLUSlopeGradientByHand) {
+  // 2 images of 2 channels of 2: channel 0 is elements 0, 1, 4, 5.
+  const float x[] = {-1.0f, 2.0f, -3.0f, 0.5f, -0.5f, -2.0f, 1.0f, 0.0f};
+  const float dy[] = {1.0f, 1.0f, 2.0f, 2.0f, 4.0f, 4.0f, 1.0f, 1.0f};
+  EXPECT_EQ(-10.5f, ops::PReLUSlopeGradient(dy, x, 0, 2, 2, 2, false, 0.5f));  // 0.5 - 1 - 2 - 8
+  EXPECT_EQ(-6.0f, ops::PReLUSlopeGradient(dy, x, 1, 2, 2, 2, false, 0.0f));   // x = 0 counts, adding 0
+  EXPECT_EQ(-17.0f, ops::PReLUSlopeGradient(dy, x, 0, 2, 2, 2, true, 0.0f));
+}
+
+// The slope gradient gathered per slope (the GPU's thread, and now the CPU's
+// loop) is the element-order scatter the CPU layer did before, bit for bit.
+TEST(ElementwiseFunctionsTest, PReLUSlopeGradientIsTheScatteredSum) {
+  std::mt19937 rng(11);
+  const int num = 3, channels = 5, dim = 7, count = num * channels * dim;
+  const std::vector<float> x = Gaussian(count, &rng), dy = Gaussian(count, &rng);
+  for (bool shared : {false, true}) {
+    const int slopes = shared ? 1 : channels;
+    std::vector<float> scattered(slopes, 0.25f);
+    for (int i = 0; i < count; ++i) {
+      const int c = (i / dim) % channels / (shared ? channels : 1);
+      scattered[c] += dy[i] * x[i] * (x[i] <= 0.0f ? 1.0f : 0.0f);
+    }
+    for (int c = 0; c < slopes; ++c) {
+      const float g = ops::PReLUSlopeGradient(dy.data(), x.data(), c, num, channels, dim, shared, 0.25f);
+      EXPECT_EQ(0, std::memcmp(&g, &scattered[c], sizeof(float))) << shared << " " << c;
+    }
+  }
+}
+
+TEST(LossFunctionsTest, ExactValues) {
+  EXPECT_EQ(2.0f, ops::EuclideanLossValue(8.0f, 2));  // 8 / 2 / 2
+  EXPECT_EQ(-1.5f, ops::EuclideanLossGradScale(-1.0f, 3.0f, 2));
+  EXPECT_EQ(0.75f, ops::EuclideanLossGradScale(1.0f, 3.0f, 4));
+  EXPECT_TRUE(ops::SigmoidCrossEntropyIgnored(2.0f, true, 2));
+  EXPECT_TRUE(ops::SigmoidCrossEntropyIgnored(2.5f, true, 2));  // truncated to int, as Caffe
+  EXPECT_FALSE(ops::SigmoidCrossEntropyIgnored(2.0f, false, 2));
+  EXPECT_FALSE(ops::SigmoidCrossEntropyIgnored(1.0f, true, 2));
+  EXPECT_EQ(-std::log(2.0f), ops::SigmoidCrossEntropyLogLikelihood(0.0f, 0.25f));
+  // |x| = 100: log(1 + exp(-100)) rounds to 0, so the exact t x - max(x, 0).
+  EXPECT_EQ(0.0f, ops::SigmoidCrossEntropyLogLikelihood(100.0f, 1.0f));
+  EXPECT_EQ(-100.0f, ops::SigmoidCrossEntropyLogLikelihood(100.0f, 0.0f));
+  EXPECT_EQ(-100.0f, ops::SigmoidCrossEntropyLogLikelihood(-100.0f, 1.0f));
+  EXPECT_EQ(0.0f, ops::SigmoidCrossEntropyLogLikelihood(-100.0f, 0.0f));
+  EXPECT_EQ(-25.0f, ops::SigmoidCrossEntropyLogLikelihood(100.0f, 0.75f));
+  EXPECT_EQ(-1.0f, ops::SigmoidCrossEntropyGradient(0.0f, 1.0f, false, 2.0f));  // (0.5 - 1) * 2
+  EXPECT_EQ(0.0f, ops::SigmoidCrossEntropyGradient(0.0f, 1.0f, true, 2.0f));
+  EXPECT_EQ(0.25f, ops::SigmoidCrossEntropyGradient(100.0f, 0.75f, false, 1.0f));  // sigmoid(100) = 1
+}
+
+TEST(ConcatFunctionsTest, IndexByHand) {
+  // A part of 3 along the axis at offset 1 of a whole of 5, inner 2: part
+  // element 5 (outer 0, axis 2, inner 1) is whole (0, 3, 1) = 7; element 6
+  // (outer 1, axis 0, inner 0) is whole (1, 1, 0) = 12.
+  EXPECT_EQ(7, ops::ConcatIndex(5, 2, 5, 3, 1));
+  EXPECT_EQ(12, ops::ConcatIndex(6, 2, 5, 3, 1));
+  EXPECT_EQ(0, ops::ConcatIndex(0, 2, 5, 3, 0));
+}
+
+// Every element of every bottom of a CPU Concat is at ConcatIndex in its top,
+// and every top element is reached once; Slice's tops are the same places.
+TEST(ConcatFunctionsTest, IndexIsTheCpuConcatAndSlice) {
+  std::mt19937 rng(12);
+  for (int axis : {0, 1, 2}) {
+    Blob a(std::vector<int>{2, 3, 4}), b(std::vector<int>{2, 3, 4}), c(std::vector<int>{2, 3, 4});
+    std::vector<int> shape_b = b.shape(), shape_c = c.shape();
+    shape_b[axis] = 1;
+    shape_c[axis] = 2;
+    b.Reshape(shape_b);
+    c.Reshape(shape_c);
+    FillGaussian(&a, &rng);
+    FillGaussian(&b, &rng);
+    FillGaussian(&c, &rng);
+    ConcatLayer concat(
+        ParseLayerParameter("name: 'c' type: 'Concat' concat_param { axis: " + std::to_string(axis) + " }"));
+    Blob top;
+    ASSERT_TRUE(concat.SetUp({&a, &b, &c}, {&top}).ok());
+    concat.Forward({&a, &b, &c}, {&top});
+    const int inner = top.count(axis + 1);
+    std::vector<int> reached(top.count(), 0);
+    int offset = 0;
+    for (Blob* part : {&a, &b, &c}) {
+      for (int i = 0; i < part->count(); ++i) {
+        const int at = ops::ConcatIndex(i, inner, top.shape(axis), part->shape(axis), offset);
+        ASSERT_GE(at, 0);
+        ASSERT_LT(at, top.count());
+        EXPECT_EQ(part->cpu_data()[i], top.cpu_data()[at]) << axis << " " << i;
+        ++reached[at];
+      }
+      offset += part->shape(axis);
+    }
+    for (int k = 0; k < top.count(); ++k) EXPECT_EQ(1, reached[k]) << axis << " " << k;
+    SliceLayer slice(ParseLayerParameter("name: 's' type: 'Slice' slice_param { axis: " + std::to_string(axis) +
+                                         " slice_point: 3 slice_point: 4 }"));
+    Blob sa, sb, sc;
+    ASSERT_TRUE(slice.SetUp({&top}, {&sa, &sb, &sc}).ok());
+    slice.Forward({&top}, {&sa, &sb, &sc});
+    offset = 0;
+    for (Blob* part : {&sa, &sb, &sc}) {
+      for (int i = 0; i < part->count(); ++i) {
+        EXPECT_EQ(top.cpu_data()[ops::ConcatIndex(i, inner, top.shape(axis), part->shape(axis), offset)],
+                  part->cpu_data()[i])
+            << axis << " " << i;
+      }
+      offset += part->shape(axis);
+    }
+  }
+}
+
+TEST(ArgMaxFunctionsTest, RanksByHand) {
+  const float x[] = {1.0f, 3.0f, 3.0f, 2.0f};
+  float value = 0.0f;
+  int index = -1;
+  ops::ArgMaxNext(x, 4, 1, true, value, index, &value, &index);
+  EXPECT_EQ(3.0f, value);
+  EXPECT_EQ(2, index);  // the tie goes to the larger index
+  ops::ArgMaxNext(x, 4, 1, false, value, index, &value, &index);
+  EXPECT_EQ(1, index);
+  ops::ArgMaxNext(x, 4, 1, false, value, index, &value, &index);
+  EXPECT_EQ(3, index);
+  ops::ArgMaxNext(x, 4, 1, false, value, index, &value, &index);
+  EXPECT_EQ(1.0f, value);
+  EXPECT_EQ(0, index);
+  // Entries 2 apart: 1, 3 (indices 0, 1).
+  ops::ArgMaxNext(x, 2, 2, true, 0.0f, -1, &value, &index);
+  EXPECT_EQ(3.0f, value);
+  EXPECT_EQ(1, index);
+  float out[4] = {};
+  ops::ArgMaxWrite(out, 1, 0, 1, 1, false, true, 2.5f, 3);  // item 1: index then value
+  EXPECT_EQ(3.0f, out[2]);
+  EXPECT_EQ(2.5f, out[3]);
+}
+
+// The GPU's rank-at-a-time selection (ArgMaxNext, ArgMaxWrite per rank, as
+// the kernel runs them) gives the CPU layer's top bit for bit, ties included.
+TEST(ArgMaxFunctionsTest, RanksAreTheCpuLayer) {
+  std::mt19937 rng(13);
+  for (const char* param : {"top_k: 1", "top_k: 3 out_max_val: true", "top_k: 4", "top_k: 2 axis: 1",
+                            "top_k: 3 axis: 2 out_max_val: true", "axis: 0"}) {
+    Blob bottom(std::vector<int>{3, 4, 5}), top;
+    FillGaussian(&bottom, &rng);
+    for (int i = 0; i < bottom.count(); ++i) {  // multiples of 0.5: many ties
+      bottom.mutable_cpu_data()[i] = std::round(2.0f * bottom.cpu_data()[i]) / 2.0f;
+    }
+    ArgMaxLayer layer(ParseLayerParameter(std::string("name: 'a' type: 'ArgMax' argmax_param { ") + param + " }"));
+    ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok()) << param;
+    layer.Forward({&bottom}, {&top});
+    const caffe::ArgMaxParameter& p = layer.layer_param().argmax_param();
+    const int axis = p.has_axis() ? bottom.CanonicalAxisIndex(p.axis()) : -1;
+    const int dim = p.has_axis() ? bottom.shape(axis) : bottom.count(1);
+    const int axis_dist = p.has_axis() ? bottom.count(axis) / dim : 1;
+    const int top_k = static_cast<int>(p.top_k());
+    std::vector<float> out(top.count(), std::numeric_limits<float>::quiet_NaN());
+    for (int i = 0; i < bottom.count() / dim; ++i) {
+      const float* x = bottom.cpu_data() + (i / axis_dist) * dim * axis_dist + i % axis_dist;
+      float value = 0.0f;
+      int index = -1;
+      for (int j = 0; j < top_k; ++j) {
+        ops::ArgMaxNext(x, dim, axis_dist, j == 0, value, index, &value, &index);
+        ops::ArgMaxWrite(out.data(), i, j, top_k, axis_dist, p.has_axis(), p.out_max_val(), value, index);
+      }
+    }
+    ASSERT_EQ(0, std::memcmp(out.data(), top.cpu_data(), sizeof(float) * out.size())) << param;
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "tests/support/layer_test.h"
@@ -39,6 +40,23 @@ class LayerDeviceTest : public test::LayerTest<TypeParam> {
     ASSERT_EQ(static_cast<int>(expected.size()), actual.count());
     for (int i = 0; i < actual.count(); ++i) {
       EXPECT_NEAR(expected[i], actual.cpu_data()[i], 1e-5f * std::max(1.0f, std::fabs(expected[i]))) << i;
+    }
+  }
+  // A gradient check (threshold 1e-3, kinks at 0 skipped) of each layer of
+  // `texts` on N(0, 1) bottoms of `shape`; `eltwise`: each top element
+  // against its own bottom element only (layers without parameters).
+  void CheckGradients(const std::vector<const char*>& texts, const std::vector<int>& shape, bool eltwise) {
+    for (const char* text : texts) {
+      Blob bottom(shape), top;
+      FillGaussian(&bottom, &this->rng_);
+      auto layer = this->MakeLayer(text);
+      GradientChecker checker(1e-2f, 1e-3f, 0.0f, 0.01f);
+      if (eltwise) {
+        checker.CheckGradientEltwise(layer.get(), {&bottom}, {&top});
+      } else {
+        checker.CheckGradient(layer.get(), {&bottom}, {&top});
+      }
+      EXPECT_GT(checker.comparisons(), 0) << text;
     }
   }
   // Fails the test if the device recorded an error.
@@ -163,15 +181,9 @@ TYPED_TEST(LayerDeviceTest, PoolingGradient) {
 }
 
 TYPED_TEST(LayerDeviceTest, NeuronGradients) {
-  for (const char* text : {"name: 'r' type: 'ReLU'", "name: 'r' type: 'ReLU' relu_param { negative_slope: 0.1 }",
-                           "name: 's' type: 'Sigmoid'", "name: 't' type: 'TanH'"}) {
-    Blob bottom(std::vector<int>{2, 3, 4}), top;
-    FillGaussian(&bottom, &this->rng_);
-    auto layer = this->MakeLayer(text);
-    GradientChecker checker(1e-2f, 1e-3f, 0.0f, 0.01f);
-    checker.CheckGradientEltwise(layer.get(), {&bottom}, {&top});
-    EXPECT_GT(checker.comparisons(), 0) << text;
-  }
+  this->CheckGradients({"name: 'r' type: 'ReLU'", "name: 'r' type: 'ReLU' relu_param { negative_slope: 0.1 }",
+                        "name: 's' type: 'Sigmoid'", "name: 't' type: 'TanH'"},
+                       {2, 3, 4}, /*eltwise=*/true);
   this->ExpectDeviceOk();
 }
 
@@ -353,6 +365,195 @@ TYPED_TEST(LayerDeviceTest, SplitSharesForwardAndSumsBackward) {
   }
   layer.Backward({&a, &b, &c}, {true}, {&this->bottom_});
   for (int i = 0; i < 6; ++i) EXPECT_EQ(1.0f + 0.5f * i - 2.0f, this->bottom_.cpu_diff()[i]);
+  this->ExpectDeviceOk();
+}
+
+TYPED_TEST(LayerDeviceTest, ElementwiseNeuronForwardValues) {
+  this->bottom_.Reshape({1, 4});  // 4 channels for PReLU
+  const std::vector<float> x = {-2.0f, -0.5f, 0.0f, 1.5f};
+  SetBlobData(&this->bottom_, x);
+  auto expect = [&](const std::string& text, auto f) {
+    Blob top;
+    auto layer = this->MakeLayer(text);
+    this->SetUpLayer(layer.get(), {&this->bottom_}, {&top});
+    layer->Forward({&this->bottom_}, {&top});
+    std::vector<float> expected;
+    for (float v : x) expected.push_back(static_cast<float>(f(static_cast<double>(v))));
+    SCOPED_TRACE(text);
+    this->ExpectNear(expected, top);
+  };
+  expect("name: 'a' type: 'AbsVal'", [](double v) { return std::fabs(v); });
+  expect("name: 'b' type: 'BNLL'", [](double v) { return std::log1p(std::exp(v)); });
+  expect("name: 'e' type: 'ELU'", [](double v) { return v > 0 ? v : std::expm1(v); });
+  expect("name: 'x' type: 'Exp' exp_param { base: 2 }", [](double v) { return std::exp2(v); });
+  expect("name: 'l' type: 'Log' log_param { shift: 3 }", [](double v) { return std::log(v + 3); });
+  expect("name: 'p' type: 'Power' power_param { power: 2 scale: 0.5 shift: 1 }",
+         [](double v) { return (0.5 * v + 1) * (0.5 * v + 1); });
+  expect("name: 't' type: 'Threshold'", [](double v) { return v > 0 ? 1.0 : 0.0; });
+  expect("name: 'r' type: 'PReLU'", [](double v) { return v > 0 ? v : 0.25 * v; });
+  this->ExpectDeviceOk();
+}
+
+TYPED_TEST(LayerDeviceTest, ElementwiseNeuronGradients) {
+  this->CheckGradients(
+      {"name: 'a' type: 'AbsVal'", "name: 'b' type: 'BNLL'", "name: 'e' type: 'ELU' elu_param { alpha: 0.5 }",
+       "name: 'x' type: 'Exp' exp_param { base: 2 scale: 0.5 shift: 1 }",
+       "name: 'l' type: 'Log' log_param { scale: 0.5 shift: 5 }",
+       "name: 'p' type: 'Power' power_param { power: 1.5 scale: 0.5 shift: 4 }",
+       "name: 'p' type: 'Power' power_param { power: 2 scale: -1 shift: 1 }",
+       "name: 'p' type: 'Power' power_param { power: 1 scale: 3 }"},
+      {2, 3, 4}, /*eltwise=*/true);
+  // PReLU's slopes too.
+  this->CheckGradients({"name: 'r' type: 'PReLU' prelu_param { filler { type: 'gaussian' std: 0.5 } }",
+                        "name: 'r' type: 'PReLU' prelu_param { channel_shared: true }"},
+                       {2, 3, 2, 2}, /*eltwise=*/false);
+  this->ExpectDeviceOk();
+}
+
+// In place (top == bottom) the layers that need their input in backward keep
+// a copy of it (on the device they run on): the same bits as out of place.
+TYPED_TEST(LayerDeviceTest, ElementwiseInPlaceIsOutOfPlace) {
+  for (const char* text : {"name: 'b' type: 'BNLL'", "name: 'e' type: 'ELU'", "name: 'x' type: 'Exp'",
+                           "name: 'l' type: 'Log' log_param { shift: 5 }",
+                           "name: 'p' type: 'Power' power_param { power: 1.5 shift: 4 }", "name: 'r' type: 'PReLU'"}) {
+    SCOPED_TRACE(text);
+    Blob x(std::vector<int>{2, 3, 5}), top, y;
+    FillGaussian(&x, &this->rng_);
+    y.CopyFrom(x, false, true);
+    auto out_of_place = this->MakeLayer(text);
+    auto in_place = this->MakeLayer(text);
+    this->SetUpLayer(out_of_place.get(), {&x}, {&top});
+    this->SetUpLayer(in_place.get(), {&y}, {&y});
+    out_of_place->Forward({&x}, {&top});
+    in_place->Forward({&y}, {&y});
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (int i = 0; i < top.count(); ++i) top.mutable_cpu_diff()[i] = normal(this->rng_);
+    y.CopyFrom(top, /*copy_diff=*/true);
+    out_of_place->Backward({&top}, {true}, {&x});
+    in_place->Backward({&y}, {true}, {&y});
+    for (int i = 0; i < top.count(); ++i) {
+      EXPECT_EQ(top.cpu_data()[i], y.cpu_data()[i]) << i;
+      EXPECT_EQ(x.cpu_diff()[i], y.cpu_diff()[i]) << i;
+    }
+    for (size_t p = 0; p < out_of_place->blobs().size(); ++p) {
+      for (int i = 0; i < out_of_place->blobs()[p]->count(); ++i) {
+        EXPECT_EQ(out_of_place->blobs()[p]->cpu_diff()[i], in_place->blobs()[p]->cpu_diff()[i]) << i;
+      }
+    }
+  }
+  this->ExpectDeviceOk();
+}
+
+TYPED_TEST(LayerDeviceTest, EuclideanLossValueAndGradient) {
+  this->bottom_.Reshape({2, 2});
+  SetBlobData(&this->bottom_, {1, 2, 3, 4});
+  this->bottom2_.Reshape({2, 2});
+  SetBlobData(&this->bottom2_, {0, 0, 1, 1});
+  auto layer = this->MakeLayer("name: 'l' type: 'EuclideanLoss'");
+  this->SetUpLayer(layer.get(), {&this->bottom_, &this->bottom2_}, {&this->top_});
+  layer->Forward({&this->bottom_, &this->bottom2_}, {&this->top_});
+  EXPECT_EQ(4.5f, this->top_.cpu_data()[0]);  // (1 + 4 + 4 + 9) / 2 / 2
+  this->top_.mutable_cpu_diff()[0] = 2.0f;
+  layer->Backward({&this->top_}, {true, true}, {&this->bottom_, &this->bottom2_});
+  const float diff[] = {1, 2, 2, 3};  // (a - b) * 2 / 2, and its negation
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(diff[i], this->bottom_.cpu_diff()[i]) << i;
+    EXPECT_EQ(-diff[i], this->bottom2_.cpu_diff()[i]) << i;
+  }
+  Blob a(std::vector<int>{3, 2, 2}), b(std::vector<int>{3, 4}), loss;
+  FillGaussian(&a, &this->rng_);
+  FillGaussian(&b, &this->rng_);
+  auto l = this->MakeLayer("name: 'l' type: 'EuclideanLoss'");
+  GradientChecker checker(1e-2f, 1e-2f);
+  checker.CheckGradient(l.get(), {&a, &b}, {&loss});
+  EXPECT_GT(checker.comparisons(), 0);
+  this->ExpectDeviceOk();
+}
+
+TYPED_TEST(LayerDeviceTest, SigmoidCrossEntropyLossValueAndGradient) {
+  this->bottom_.Reshape({2, 2});
+  SetBlobData(&this->bottom_, {0, 0, 100, -100});
+  this->bottom2_.Reshape({2, 2});
+  SetBlobData(&this->bottom2_, {1, 0, 0.75f, 0});
+  {
+    auto layer = this->MakeLayer("name: 'l' type: 'SigmoidCrossEntropyLoss'");
+    this->SetUpLayer(layer.get(), {&this->bottom_, &this->bottom2_}, {&this->top_});
+    layer->Forward({&this->bottom_, &this->bottom2_}, {&this->top_});
+    // log 2 + log 2 + 25 + 0, over the batch of 2.
+    EXPECT_NEAR(std::log(2.0) + 12.5, this->top_.cpu_data()[0], 1e-5);
+  }
+  {
+    auto layer = this->MakeLayer(
+        "name: 'l' type: 'SigmoidCrossEntropyLoss' loss_param { ignore_label: 1 normalization: VALID }");
+    this->SetUpLayer(layer.get(), {&this->bottom_, &this->bottom2_}, {&this->top_});
+    layer->Forward({&this->bottom_, &this->bottom2_}, {&this->top_});
+    EXPECT_NEAR((std::log(2.0) + 25) / 3, this->top_.cpu_data()[0], 1e-5);  // the first target ignored
+    this->top_.mutable_cpu_diff()[0] = 3.0f;
+    layer->Backward({&this->top_}, {true, false}, {&this->bottom_, &this->bottom2_});
+    // (sigmoid(x) - t) * 3 / 3: ignored 0, 0.5, 1 - 0.75, 0 - 0.
+    EXPECT_EQ(0.0f, this->bottom_.cpu_diff()[0]);
+    EXPECT_EQ(0.5f, this->bottom_.cpu_diff()[1]);
+    EXPECT_EQ(0.25f, this->bottom_.cpu_diff()[2]);
+    EXPECT_EQ(0.0f, this->bottom_.cpu_diff()[3]);
+  }
+  for (const char* extra : {"", "loss_param { ignore_label: 1 normalization: VALID }"}) {
+    Blob scores(std::vector<int>{3, 4}), targets(std::vector<int>{3, 4}), loss;
+    FillGaussian(&scores, &this->rng_);
+    for (int i = 0; i < targets.count(); ++i) targets.mutable_cpu_data()[i] = 0.25f * static_cast<float>(i % 5);
+    auto l = this->MakeLayer(std::string("name: 'l' type: 'SigmoidCrossEntropyLoss' ") + extra);
+    GradientChecker checker(1e-2f, 1e-2f);
+    checker.CheckGradient(l.get(), {&scores, &targets}, {&loss}, 0);
+    EXPECT_GT(checker.comparisons(), 0) << extra;
+  }
+  this->ExpectDeviceOk();
+}
+
+TYPED_TEST(LayerDeviceTest, ConcatAndSliceValuesAndGradients) {
+  this->bottom_.Reshape({2, 1, 2});
+  SetBlobData(&this->bottom_, OneToN(4));
+  this->bottom2_.Reshape({2, 2, 2});
+  SetBlobData(&this->bottom2_, {11, 12, 13, 14, 15, 16, 17, 18});
+  auto concat = this->MakeLayer("name: 'c' type: 'Concat'");
+  this->SetUpLayer(concat.get(), {&this->bottom_, &this->bottom2_}, {&this->top_});
+  concat->Forward({&this->bottom_, &this->bottom2_}, {&this->top_});
+  this->ExpectNear({1, 2, 11, 12, 13, 14, 3, 4, 15, 16, 17, 18}, this->top_);
+  Blob first, second;
+  auto slice = this->MakeLayer("name: 's' type: 'Slice' slice_param { slice_point: 1 }");
+  this->SetUpLayer(slice.get(), {&this->top_}, {&first, &second});
+  slice->Forward({&this->top_}, {&first, &second});
+  this->ExpectNear(OneToN(4), first);
+  this->ExpectNear({11, 12, 13, 14, 15, 16, 17, 18}, second);
+  for (const char* axis : {"0", "1", "2"}) {
+    Blob a(std::vector<int>{2, 3, 2}), b(std::vector<int>{2, 3, 2}), top;
+    FillGaussian(&a, &this->rng_);
+    FillGaussian(&b, &this->rng_);
+    auto c = this->MakeLayer(std::string("name: 'c' type: 'Concat' concat_param { axis: ") + axis + " }");
+    GradientChecker checker(1e-2f, 1e-3f);
+    checker.CheckGradient(c.get(), {&a, &b}, {&top});
+    EXPECT_GT(checker.comparisons(), 0) << axis;
+    Blob whole(std::vector<int>{2, 4, 2}), t1, t2;
+    FillGaussian(&whole, &this->rng_);
+    auto s = this->MakeLayer(std::string("name: 's' type: 'Slice' slice_param { axis: ") + axis + " }");
+    GradientChecker slice_checker(1e-2f, 1e-3f);
+    slice_checker.CheckGradient(s.get(), {&whole}, {&t1, &t2});
+    EXPECT_GT(slice_checker.comparisons(), 0) << axis;
+  }
+  this->ExpectDeviceOk();
+}
+
+TYPED_TEST(LayerDeviceTest, ArgMaxTopKWithTies) {
+  this->bottom_.Reshape({2, 4});
+  SetBlobData(&this->bottom_, {1, 3, 3, 2, 0, -1, 5, 5});
+  auto layer = this->MakeLayer("name: 'a' type: 'ArgMax' argmax_param { top_k: 2 out_max_val: true }");
+  this->SetUpLayer(layer.get(), {&this->bottom_}, {&this->top_});
+  layer->Forward({&this->bottom_}, {&this->top_});
+  // Per item: the indices (ties to the larger), then the values.
+  this->ExpectNear({2, 1, 3, 3, 3, 2, 5, 5}, this->top_);
+  Blob along;
+  auto axis = this->MakeLayer("name: 'a' type: 'ArgMax' argmax_param { axis: 0 }");
+  this->SetUpLayer(axis.get(), {&this->bottom_}, {&along});
+  axis->Forward({&this->bottom_}, {&along});
+  this->ExpectNear({0, 0, 1, 1}, along);
   this->ExpectDeviceOk();
 }
 

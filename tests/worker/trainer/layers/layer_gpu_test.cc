@@ -9,18 +9,29 @@
 //                   order, built with --fmad=false: ReLU, pooling (forward,
 //                   and backward gathered in the order the CPU scatters),
 //                   Eltwise PROD/MAX, Scale's forward, Accuracy, Split,
-//                   im2col/col2im;
+//                   im2col/col2im, AbsVal, Threshold, PReLU (its slope
+//                   gradient gathered per slope in the CPU's order), Power
+//                   without pow (power 1), Concat, Slice;
 //   4e-6 relative   CUDA's tanhf/expf/powf are within 2 ulp of glibc's, and
 //                   one or two such results feed the rest (Sigmoid, TanH,
 //                   Softmax, LRN);
+//   4e-6 relative   the same for BNLL, ELU, Exp, Log and Power, whose
+//   + 3e-7 abs.     results near 0 come from a cancellation (ELU's
+//                   exp(x) - 1, BNLL's log(1 + exp(x)) for x << 0): 2 ulp
+//                   of a value near 1 is up to 1.2e-7 absolute, twice that
+//                   once scaled (alpha, the top gradient);
 //   1e-4 relative   cuBLAS sums (GEMM, GEMV, dot) in another order than
 //                   OpenBLAS, with fused multiply-adds: K * 2^-24 relative
 //   + 1e-4 abs.     to the sum of |terms| (K <= 600 here); the absolute floor
 //                   covers results that cancel to near zero (convolution,
 //                   deconvolution, inner product, BatchNorm's and Scale's
-//                   sums, SoftmaxWithLoss's mean, Eltwise SUM's axpy).
+//                   sums, SoftmaxWithLoss's mean, Eltwise SUM's axpy);
+//                   EuclideanLoss's and SigmoidCrossEntropyLoss's sums too
+//                   (the GPU sums in double, the CPU in float: n * 2^-24
+//                   relative, n <= 160 here, of terms of one sign).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -39,6 +50,7 @@ using test::Tolerance;
 constexpr Tolerance kExact{0.0f, 0.0f};
 constexpr Tolerance kUlps{4e-6f, 1e-7f};
 constexpr Tolerance kSums{1e-4f, 1e-4f};
+constexpr Tolerance kCancelling{4e-6f, 3e-7f};
 
 TEST(LayerGpuTest, Convolution) {
   NEREUS_GPU_OR_SKIP(device);
@@ -131,6 +143,80 @@ TEST(LayerGpuTest, NeuronLayers) {
                                 "scale_train: false }",
                                 {{4, 100}}, kUlps),
             0);
+}
+
+TEST(LayerGpuTest, ElementwiseLayers) {
+  NEREUS_GPU_OR_SKIP(device);
+  const std::vector<std::vector<int>> shape = {{4, 3, 8, 8}};
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 'a' type: 'AbsVal'", shape, kExact), 0);
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 't' type: 'Threshold' threshold_param { threshold: 0.25 }", shape,
+                                kExact, /*backward=*/false),
+            0);
+  EXPECT_GT(
+      ExpectGpuMatchesCpu(device, "name: 'r' type: 'PReLU' prelu_param { filler { type: 'gaussian' } }", shape, kExact),
+      0);
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 'r' type: 'PReLU' prelu_param { channel_shared: true }", shape, kExact),
+            0);
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 'p' type: 'Power' power_param { scale: 2 shift: 1 }", shape, kExact), 0);
+  for (const char* text : {"name: 'b' type: 'BNLL'", "name: 'e' type: 'ELU' elu_param { alpha: 0.5 }",
+                           "name: 'x' type: 'Exp'", "name: 'x' type: 'Exp' exp_param { base: 2 scale: 0.5 shift: 1 }",
+                           "name: 'l' type: 'Log' log_param { shift: 5 }",
+                           "name: 'l' type: 'Log' log_param { base: 10 scale: 0.5 shift: 4 }",
+                           "name: 'p' type: 'Power' power_param { power: 1.5 scale: 0.5 shift: 4 }",
+                           "name: 'p' type: 'Power' power_param { power: 2 scale: 0.5 shift: 1 }"}) {
+    EXPECT_GT(ExpectGpuMatchesCpu(device, text, shape, kCancelling), 0) << text;
+  }
+}
+
+TEST(LayerGpuTest, Losses) {
+  NEREUS_GPU_OR_SKIP(device);
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 'l' type: 'EuclideanLoss'", {{16, 10}, {16, 10}}, kSums), 0);
+  auto targets = [](int index, Blob* blob, std::mt19937* rng) {
+    if (index == 0) {
+      test::FillGaussian(blob, rng, 3.0f);
+      return;
+    }
+    for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] = 0.25f * static_cast<float>((i * 7) % 5);
+  };
+  for (const char* loss_param :
+       {"", "loss_param { ignore_label: 1 normalization: VALID }", "loss_param { normalization: FULL }"}) {
+    EXPECT_GT(ExpectGpuMatchesCpu(device, std::string("name: 'l' type: 'SigmoidCrossEntropyLoss' ") + loss_param,
+                                  {{16, 10}, {16, 10}}, kSums, true, targets, {true, false}),
+              0)
+        << loss_param;
+  }
+}
+
+TEST(LayerGpuTest, ConcatAndSliceAreBitwiseTheCpu) {
+  NEREUS_GPU_OR_SKIP(device);
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 'c' type: 'Concat'", {{2, 3, 4, 5}, {2, 1, 4, 5}, {2, 2, 4, 5}}, kExact),
+            0);
+  EXPECT_GT(
+      ExpectGpuMatchesCpu(device, "name: 'c' type: 'Concat' concat_param { axis: 0 }", {{2, 3, 4}, {1, 3, 4}}, kExact),
+      0);
+  EXPECT_GT(ExpectGpuMatchesCpu(device,
+                                "name: 's' type: 'Slice' top: 'a' top: 'b' top: 'c' "
+                                "slice_param { slice_point: 1 slice_point: 4 }",
+                                {{2, 6, 4, 5}}, kExact),
+            0);
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 's' type: 'Slice' top: 'a' top: 'b' slice_param { axis: -1 }",
+                                {{3, 4, 6}}, kExact),
+            0);
+}
+
+TEST(LayerGpuTest, ArgMaxIsBitwiseTheCpu) {
+  NEREUS_GPU_OR_SKIP(device);
+  auto with_ties = [](int, Blob* blob, std::mt19937* rng) {
+    test::FillGaussian(blob, rng);
+    for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] = std::round(2.0f * blob->cpu_data()[i]);
+  };
+  for (const char* param :
+       {"top_k: 1", "top_k: 3 out_max_val: true", "top_k: 2 axis: 1 out_max_val: true", "axis: -1"}) {
+    EXPECT_GT(ExpectGpuMatchesCpu(device, std::string("name: 'a' type: 'ArgMax' argmax_param { ") + param + " }",
+                                  {{8, 6, 5}}, kExact, /*backward=*/false, with_ties),
+              0)
+        << param;
+  }
 }
 
 TEST(LayerGpuTest, Lrn) {

@@ -1,0 +1,108 @@
+// EuclideanLoss's and SigmoidCrossEntropyLoss's GPU code: the loss summed by
+// one block on the device (in double, as SoftmaxWithLoss's; the CPU sums in
+// float, so the two agree within the summation error), the gradients one
+// thread per element, each running loss_layers.h's element functions. The
+// top gradient and the normalizer are read on the device: no copy to the
+// host.
+#include "worker/trainer/gpu/kernel.h"
+#include "worker/trainer/gpu/math_functions.h"
+#include "worker/trainer/layers/layer_check.h"
+#include "worker/trainer/layers/loss_layers.h"
+#include "worker/trainer/layers/softmax_layers.h"
+
+namespace nereus {
+namespace {
+
+constexpr int kReduceThreads = 256;
+
+// One block: diff = a - b, top = sum(diff^2) / num / 2.
+__global__ void EuclideanLossKernel(int n, const float* a, const float* b, float* diff, int num, float* top) {
+  __shared__ double shared[kReduceThreads];
+  double sum = 0.0;
+  for (int i = threadIdx.x; i < n; i += kReduceThreads) {
+    const float d = ops::Sub()(a[i], b[i]);
+    diff[i] = d;
+    sum += static_cast<double>(d * d);
+  }
+  sum = gpu::BlockSum<kReduceThreads>(sum, shared);
+  if (threadIdx.x == 0) top[0] = ops::EuclideanLossValue(static_cast<float>(sum), num);
+}
+
+__global__ void EuclideanLossBackwardKernel(int n, const float* diff, const float* top_diff, float sign, int num,
+                                            float* bottom_diff) {
+  const float alpha = ops::EuclideanLossGradScale(sign, top_diff[0], num);
+  NEREUS_KERNEL_LOOP(i, n) bottom_diff[i] = alpha * diff[i];
+}
+
+// One block: top = -sum(log-likelihood of the counted entries) / normalizer;
+// normalizer[0] keeps the divisor for backward.
+__global__ void SigmoidCrossEntropyLossKernel(int n, const float* x, const float* t, bool has_ignore_label,
+                                              int ignore_label, int mode, int outer, int inner, float* top,
+                                              float* normalizer) {
+  __shared__ double loss_shared[kReduceThreads];
+  __shared__ int count_shared[kReduceThreads];
+  double sum = 0.0;
+  int valid = 0;
+  for (int i = threadIdx.x; i < n; i += kReduceThreads) {
+    if (ops::SigmoidCrossEntropyIgnored(t[i], has_ignore_label, ignore_label)) continue;
+    sum += static_cast<double>(ops::SigmoidCrossEntropyLogLikelihood(x[i], t[i]));
+    ++valid;
+  }
+  sum = gpu::BlockSum<kReduceThreads>(sum, loss_shared);
+  valid = gpu::BlockSum<kReduceThreads>(valid, count_shared);
+  if (threadIdx.x == 0) {
+    const float divisor = ops::SoftmaxLossNormalizer(mode, outer, inner, valid);
+    normalizer[0] = divisor;
+    top[0] = -static_cast<float>(sum) / divisor;
+  }
+}
+
+__global__ void SigmoidCrossEntropyBackwardKernel(int n, const float* x, const float* t, bool has_ignore_label,
+                                                  int ignore_label, const float* top_diff, const float* normalizer,
+                                                  float* dx) {
+  const float scale = top_diff[0] / normalizer[0];
+  NEREUS_KERNEL_LOOP(i, n) {
+    dx[i] = ops::SigmoidCrossEntropyGradient(
+        x[i], t[i], ops::SigmoidCrossEntropyIgnored(t[i], has_ignore_label, ignore_label), scale);
+  }
+}
+
+}  // namespace
+
+// ---- EuclideanLoss ----
+
+void EuclideanLossLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  gpu::LaunchOneBlock<kReduceThreads>(device(), "EuclideanLoss", EuclideanLossKernel, bottom[0]->count(),
+                                      bottom[0]->gpu_data(), bottom[1]->gpu_data(), diff_.mutable_gpu_data(),
+                                      bottom[0]->shape(0), top[0]->mutable_gpu_data());
+}
+
+void EuclideanLossLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                      const std::vector<Blob*>& bottom) {
+  for (int i = 0; i < 2; ++i) {
+    if (!propagate_down[i]) continue;
+    gpu::Launch(device(), "EuclideanLossBackward", bottom[i]->count(), EuclideanLossBackwardKernel, diff_.gpu_data(),
+                top[0]->gpu_diff(), i == 0 ? 1.0f : -1.0f, bottom[i]->shape(0), bottom[i]->mutable_gpu_diff());
+  }
+}
+
+// ---- SigmoidCrossEntropyLoss ----
+
+void SigmoidCrossEntropyLossLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  gpu_normalizer_.Reshape(std::vector<int>{1});
+  gpu::LaunchOneBlock<kReduceThreads>(device(), "SigmoidCrossEntropyLoss", SigmoidCrossEntropyLossKernel,
+                                      bottom[0]->count(), bottom[0]->gpu_data(), bottom[1]->gpu_data(),
+                                      has_ignore_label_, ignore_label_, static_cast<int>(normalization_), outer_num_,
+                                      inner_num_, top[0]->mutable_gpu_data(), gpu_normalizer_.mutable_gpu_data());
+}
+
+void SigmoidCrossEntropyLossLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                                const std::vector<Blob*>& bottom) {
+  LAYER_CHECK(!propagate_down[1]) << "cannot backpropagate to the targets (bottom 1)";
+  if (!propagate_down[0]) return;
+  gpu::Launch(device(), "SigmoidCrossEntropyLossBackward", bottom[0]->count(), SigmoidCrossEntropyBackwardKernel,
+              bottom[0]->gpu_data(), bottom[1]->gpu_data(), has_ignore_label_, ignore_label_, top[0]->gpu_diff(),
+              static_cast<const float*>(gpu_normalizer_.gpu_data()), bottom[0]->mutable_gpu_diff());
+}
+
+}  // namespace nereus
