@@ -11,6 +11,44 @@ Status ClientParameterSync::Fail(Status st) {
   return status_;
 }
 
+ClientParameterSync::~ClientParameterSync() {
+  if (staging_ != nullptr) staging_->Drain().IgnoreError();
+}
+
+Status ClientParameterSync::CheckStaging() {
+  if (staging_ == nullptr) return status_;
+  std::lock_guard<std::mutex> lock(staging_mu_);
+  return Fail(staging_error_);
+}
+
+Status ClientParameterSync::WaitHandedOver(int layer, int64_t clock) {
+  if (staging_ == nullptr || staged_clock_[layer] < clock - 1) return CheckStaging();
+  {
+    std::unique_lock<std::mutex> lock(staging_mu_);
+    staging_cv_.wait(lock, [&] { return !staging_error_.ok() || handed_clock_[layer] >= clock - 1; });
+  }
+  return CheckStaging();
+}
+
+Status ClientParameterSync::UploadWeights(int layer, int64_t iter) {
+  if (staging_ == nullptr || uploaded_clock_[layer] == iter) return Status::OK();
+  std::vector<StagingCopy> copies;
+  for (int id : net_->layer_learnable_param_ids(layer)) {
+    if (local_[id]) continue;
+    copies.push_back({net_data_[id], data_mirror_[id].data(), data_mirror_[id].size() * sizeof(float)});
+  }
+  uploaded_clock_[layer] = iter;
+  if (copies.empty()) return Status::OK();
+  RETURN_IF_ERROR(Fail(staging_->StageWeights(layer, net_->UniqueLayerName(layer), copies)));
+  if (staging_->device_memory()) {
+    // The device copy is the fresh one now (the compute stream waits for it).
+    for (int id : net_->layer_learnable_param_ids(layer)) {
+      if (!local_[id]) params_[id]->data()->MarkGpuWritten();
+    }
+  }
+  return Status::OK();
+}
+
 Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::vector<float>& lr_mult,
                                  const std::vector<float>& decay_mult, const pb::SgdConfig& sgd) {
   CHECK(net_ != nullptr) << "ClientParameterSync::set_net must be called before Init";
@@ -18,6 +56,14 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
   CHECK_EQ(params.size(), lr_mult.size());
   CHECK_EQ(params.size(), decay_mult.size());
   RETURN_IF_ERROR(status_);
+  if (net_->device() != nullptr && (staging_ == nullptr || !staging_->device_memory())) {
+    return Fail(FailedPreconditionError("net \"" + net_->name() + "\" computes on " + net_->device()->description() +
+                                        ": its parameters need a device staging (set_staging) to reach the client"));
+  }
+  if (net_->device() == nullptr && staging_ != nullptr && staging_->device_memory()) {
+    return Fail(FailedPreconditionError("net \"" + net_->name() +
+                                        "\" computes on the CPU, but its staging copies device memory"));
+  }
   params_ = params;
   names_.assign(params.size(), "");
   tensor_ids_.assign(params.size(), -1);
@@ -66,6 +112,18 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
       if (params[p] == net_->params()[o].get() || params[p] == net_->params()[i].get()) shared[p] = true;
   }
   factors_.assign(params.size(), Layer::GradientFactors());
+  if (staging_ != nullptr) {
+    data_mirror_.clear();
+    diff_mirror_.clear();
+    data_mirror_.resize(params.size());
+    diff_mirror_.resize(params.size());
+    net_data_.assign(params.size(), nullptr);
+    net_diff_.assign(params.size(), nullptr);
+    uploaded_clock_.assign(net_->num_layers(), -1);
+    staged_clock_.assign(net_->num_layers(), -1);
+    std::lock_guard<std::mutex> lock(staging_mu_);
+    handed_clock_.assign(net_->num_layers(), -1);
+  }
   for (size_t p = 0; p < params.size(); ++p) {
     CHECK(!names_[p].empty()) << "learnable param " << p << " has no owner layer";
     if (local_[p]) continue;
@@ -77,10 +135,27 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
     spec.layer = owner[p];
     spec.data = params[p]->mutable_cpu_data();
     spec.diff = params[p]->cpu_diff();
+    if (staging_ != nullptr) {
+      // The client reads and writes the mirrors (page-locked for a device);
+      // the staging copies between them and the net's buffers.
+      std::shared_ptr<gpu::DeviceMemory> pin;
+      if (net_->device() != nullptr) pin = net_->device()->memory();
+      data_mirror_[p] = gpu::HostBuffer(params[p]->count(), pin);
+      diff_mirror_[p] = gpu::HostBuffer(params[p]->count(), pin);
+      spec.data = data_mirror_[p].data();
+      spec.diff = diff_mirror_[p].data();
+      if (staging_->device_memory()) {
+        net_data_[p] = params[p]->mutable_gpu_data();
+        net_diff_[p] = params[p]->mutable_gpu_diff();
+      } else {
+        net_data_[p] = params[p]->mutable_cpu_data();
+        net_diff_[p] = params[p]->cpu_diff();
+      }
+    }
     const int layer = owner[p];
     const int blob = std::stoi(names_[p].substr(names_[p].rfind('/') + 1));
     Layer::GradientFactors f;
-    if (factors_allowed_ && !shared[p] && params[p]->num_axes() == 2 &&
+    if (factors_allowed_ && staging_ == nullptr && !shared[p] && params[p]->num_axes() == 2 &&
         net_->layers()[layer]->WeightGradientFactors(blob, net_->bottom_vecs()[layer], net_->top_vecs()[layer], &f)) {
       spec.factor_rows = f.rows;
       spec.factor_left = f.left;
@@ -108,23 +183,24 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
 
 Status ClientParameterSync::WaitWeights(int layer, int64_t iter) {
   CHECK(initialized_) << "WaitWeights before Init";
-  RETURN_IF_ERROR(status_);
+  RETURN_IF_ERROR(CheckStaging());
   if (iter != pull_clock_) {
     return Fail(FailedPreconditionError(
         "the weights of iteration " + std::to_string(iter) + " were never requested (the last pull was for clock " +
         std::to_string(pull_clock_) + "; a resumed job starts at the job's start clock)"));
   }
+  RETURN_IF_ERROR(WaitHandedOver(layer, iter));
   Status st = client_->WaitWeights(layer, iter);
   if (!st.ok()) {
     return Fail(st.Annotate("pulling the weights of layer " + net_->UniqueLayerName(layer) + " for iteration " +
                             std::to_string(iter)));
   }
-  return Status::OK();
+  return UploadWeights(layer, iter);
 }
 
 Status ClientParameterSync::GradientsReady(int layer, int64_t iter) {
   CHECK(initialized_) << "GradientsReady before Init";
-  RETURN_IF_ERROR(status_);
+  RETURN_IF_ERROR(CheckStaging());
   for (int id : net_->layer_learnable_param_ids(layer)) {
     CHECK_LT(pushed_iter_[id], iter) << names_[id] << " pushed twice for iteration " << iter;
     pushed_iter_[id] = iter;
@@ -139,6 +215,34 @@ Status ClientParameterSync::GradientsReady(int layer, int64_t iter) {
                                           " moved or changed shape after Init (was the net reshaped?)"));
     }
   }
+  if (staging_ != nullptr) {
+    // Every layer goes through the staging, those without gradients too, so
+    // the client gets the layers in backward order.
+    std::vector<StagingCopy> copies;
+    for (int id : net_->layer_learnable_param_ids(layer)) {
+      if (local_[id]) continue;
+      copies.push_back({diff_mirror_[id].data(), net_diff_[id], diff_mirror_[id].size() * sizeof(float)});
+    }
+    const std::string name = net_->UniqueLayerName(layer);
+    staged_clock_[layer] = iter;
+    // Runs on the staging's thread once the copies are done (or failed).
+    auto hand_over = [this, layer, iter, name](const Status& copied) {
+      Status st = copied;
+      {
+        std::lock_guard<std::mutex> lock(staging_mu_);
+        if (st.ok()) st = staging_error_;  // Nothing more is handed over after a failure.
+      }
+      if (st.ok()) {
+        st = client_->GradientsReady(layer, iter);
+        if (!st.ok()) st = st.Annotate("pushing the gradients of layer " + name);
+      }
+      std::lock_guard<std::mutex> lock(staging_mu_);
+      if (!st.ok() && staging_error_.ok()) staging_error_ = st;
+      if (st.ok()) handed_clock_[layer] = iter;
+      staging_cv_.notify_all();
+    };
+    return Fail(staging_->StageGradients(layer, name, copies, std::move(hand_over)));
+  }
   Status st = client_->GradientsReady(layer, iter);
   if (!st.ok()) return Fail(st.Annotate("pushing the gradients of layer " + net_->UniqueLayerName(layer)));
   return Status::OK();
@@ -146,7 +250,7 @@ Status ClientParameterSync::GradientsReady(int layer, int64_t iter) {
 
 Status ClientParameterSync::FinishIteration(int64_t iter) {
   CHECK(initialized_) << "FinishIteration before Init";
-  RETURN_IF_ERROR(status_);
+  RETURN_IF_ERROR(CheckStaging());
   for (size_t p = 0; p < params_.size(); ++p) {
     if (!local_[p] && pushed_iter_[p] != iter) {
       return Fail(
@@ -162,10 +266,13 @@ Status ClientParameterSync::FinishIteration(int64_t iter) {
 Status ClientParameterSync::Drain() {
   if (!initialized_) return status_;
   for (int layer = 0; layer < net_->num_layers(); ++layer) {
+    if (staging_ != nullptr && !WaitHandedOver(layer, pull_clock_).ok()) break;
     Status st = client_->WaitWeights(layer, pull_clock_);
     if (!st.ok()) Fail(st.Annotate("pulling the weights of layer " + net_->UniqueLayerName(layer))).IgnoreError();
+    if (status_.ok()) UploadWeights(layer, pull_clock_).IgnoreError();
   }
-  return status_;
+  if (staging_ != nullptr) Fail(staging_->Drain()).IgnoreError();
+  return CheckStaging();
 }
 
 }  // namespace nereus

@@ -35,17 +35,33 @@
 // Status of the call that waits on them; once a call failed every later call
 // returns the same error.
 //
+// Staging (set_staging; a net on a GPU, docs/GPU.md "Staging"): the client
+// reads and writes pinned host mirrors of every registered parameter's
+// weights and gradients instead of the blobs, and a DeviceStaging moves them:
+// GradientsReady stages the layer's gradients off the device and hands the
+// layer to the client from the staging's thread once they are on the host;
+// WaitWeights, once the client wrote the layer's weights into the mirrors,
+// stages them onto the device before the layer's forward (the compute stream
+// waits for them; the calling thread does not). A failed copy is the Status
+// of the next call (naming the layer and the call), and nothing of that
+// layer or a later one is handed to the client. Sufficient factors are not
+// registered then (the factors live on the device: issue 20, item 2).
+//
 // Not thread-safe: like every ParameterSync, it is called from the thread that
 // drives the Solver. The Client does the communication on its own threads.
 #ifndef NEREUS_WORKER_PARAM_SYNC_CLIENT_PARAMETER_SYNC_H_
 #define NEREUS_WORKER_PARAM_SYNC_CLIENT_PARAMETER_SYNC_H_
 
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "nereus/client.h"
+#include "worker/param_sync/device_staging.h"
+#include "worker/trainer/gpu/host_buffer.h"
 #include "worker/trainer/net.h"
 #include "worker/trainer/parameter_sync.h"
 
@@ -56,6 +72,9 @@ class ClientParameterSync : public ParameterSync {
   // `client` is not owned and must outlive this object; nothing may have been
   // registered with it yet.
   explicit ClientParameterSync(Client* client) : client_(client) {}
+  // With staging: waits for the staging's pending hand-overs (so destroy
+  // this before the client).
+  ~ClientParameterSync() override;
   ClientParameterSync(const ClientParameterSync&) = delete;
   ClientParameterSync& operator=(const ClientParameterSync&) = delete;
 
@@ -69,6 +88,13 @@ class ClientParameterSync : public ParameterSync {
   // go that way). Only true when the diff equals the factor product: the
   // caller turns it off for iter_size > 1 and gradient clipping. Before Init.
   void set_factors_allowed(bool allowed) { factors_allowed_ = allowed; }
+
+  // Moves the weights and gradients between the net's buffers and the host
+  // mirrors the client uses (see the header comment); not owned, must
+  // outlive this object. Required for a net on a device (Net::device()):
+  // a DeviceStaging whose device_memory() is true there, false for a CPU
+  // net. Before Init.
+  void set_staging(DeviceStaging* staging) { staging_ = staging; }
 
   Status Init(const std::vector<Blob*>& params, const std::vector<float>& lr_mult, const std::vector<float>& decay_mult,
               const pb::SgdConfig& sgd) override;
@@ -91,6 +117,17 @@ class ClientParameterSync : public ParameterSync {
  private:
   // Records the first error; returns the sticky status.
   Status Fail(Status st);
+  // With staging: the error a copy or a hand-over on the staging's thread
+  // met, recorded as this object's error.
+  Status CheckStaging();
+  // Stages layer `layer`'s weights (the mirrors) onto the net's buffers,
+  // once per clock.
+  Status UploadWeights(int layer, int64_t iter);
+  // With staging: waits until the staging's thread has handed layer
+  // `layer`'s gradients of the clock before `clock` to the client (or
+  // failed), so that the client's WaitWeights never waits for a hand-over
+  // that will not come.
+  Status WaitHandedOver(int layer, int64_t clock);
 
   Client* const client_;
   const Net* net_ = nullptr;
@@ -105,6 +142,20 @@ class ClientParameterSync : public ParameterSync {
   bool factors_allowed_ = true;
   // Per learnable parameter: the factors registered with the client (rows 0: none).
   std::vector<Layer::GradientFactors> factors_;
+
+  DeviceStaging* staging_ = nullptr;
+  // With staging, per learnable parameter: the host mirrors the client uses,
+  // and the net's own buffers (device memory on a GPU net).
+  std::vector<gpu::HostBuffer> data_mirror_;
+  std::vector<gpu::HostBuffer> diff_mirror_;
+  std::vector<float*> net_data_;
+  std::vector<const float*> net_diff_;
+  std::vector<int64_t> uploaded_clock_;  // Per layer: clock of the weights last staged onto the net.
+  std::vector<int64_t> staged_clock_;    // Per layer: clock of the gradients last staged off the net.
+  std::mutex staging_mu_;
+  std::condition_variable staging_cv_;
+  std::vector<int64_t> handed_clock_;  // GUARDED_BY(staging_mu_): per layer, last clock handed to the client.
+  Status staging_error_;               // GUARDED_BY(staging_mu_): set on the staging's thread.
 };
 
 }  // namespace nereus

@@ -144,4 +144,9 @@ void* SyncedMemory::mutable_gpu_data() {
   return gpu_ptr_;
 }
 
+void SyncedMemory::MarkGpuWritten() {
+  CHECK(gpu_ptr_ != nullptr) << "SyncedMemory::MarkGpuWritten without a device copy";
+  head_ = Head::kAtGpu;
+}
+
 }  // namespace nereus

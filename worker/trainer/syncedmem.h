@@ -55,6 +55,12 @@ class SyncedMemory {
   const void* gpu_data();
   void* mutable_gpu_data();
 
+  // The device copy was written behind this buffer's back, by an
+  // asynchronous copy that the compute stream waits for before any later
+  // use (the bridge's staging of fresh weights): it is now the fresh one and
+  // the host copy stale (head kAtGpu). The device copy must exist.
+  void MarkGpuWritten();
+
   Head head() const { return head_; }
   size_t size() const { return size_; }
   // Whether the host copy is page-locked memory.

@@ -83,6 +83,25 @@ TEST(StandInTest, SyncedMemoryCopiesOnlyWhenTheOtherSideIsNewer) {
   EXPECT_EQ(4 * sizeof(float), memory.bytes_in_use());
 }
 
+// The bridge's staging writes a parameter's device copy with an asynchronous
+// copy and then says so: the host copy is stale from then on.
+TEST(StandInTest, MarkGpuWrittenMakesTheDeviceCopyTheFreshOne) {
+  auto device = gpu::Device::CreateStandIn();
+  gpu::ScopedDevice scope(device.get());
+  const gpu::DeviceMemory& memory = *device->memory();
+  SyncedMemory m(2 * sizeof(float));
+  static_cast<float*>(m.mutable_cpu_data())[0] = 1.0f;
+  float* d = const_cast<float*>(static_cast<const float*>(m.gpu_data()));  // Host and device agree.
+  EXPECT_EQ(Head::kSynced, m.head());
+  EXPECT_EQ(1, memory.copies_to_device());
+  d[0] = 7.0f;  // What the staging's copy does, behind the buffer's back.
+  m.MarkGpuWritten();
+  EXPECT_EQ(Head::kAtGpu, m.head());
+  EXPECT_EQ(7.0f, static_cast<const float*>(m.cpu_data())[0]);  // Copied back, not the stale 1.
+  EXPECT_EQ(1, memory.copies_to_host());
+  EXPECT_EQ(1, memory.copies_to_device());
+}
+
 TEST(StandInTest, HostMemoryIsPlainWithoutADevice) {
   SyncedMemory m(8);
   EXPECT_EQ(0, static_cast<const char*>(m.cpu_data())[7]);

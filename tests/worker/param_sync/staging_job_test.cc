@@ -1,0 +1,136 @@
+// ClientParameterSync through a device staging (HostStaging: the CPU
+// implementation of the interface the CUDA staging implements) in a real job:
+// 1 server (a process) and the test as its one worker. The client then reads
+// and writes the host mirrors and the staging moves every layer's gradients
+// and weights between them and the net, so the final weights equal the plain
+// path's bit for bit only if every copy happened, in time, in order. A copy
+// that fails stops the training with an error naming the layer.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nereus/client.h"
+#include "tests/support/bytes_equal.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/process_util.h"
+#include "tests/support/tiny_train_job.h"
+#include "tests/support/train_test_util.h"
+#include "worker/param_sync/client_parameter_sync.h"
+#include "worker/param_sync/host_staging.h"
+#include "worker/trainer/layer_registry.h"
+#include "worker/trainer/prototxt.h"
+#include "worker/trainer/solver.h"
+
+namespace nereus {
+namespace {
+
+using test::BytesEqual;
+using test::TempDir;
+
+struct JobRun {
+  Status status;                            // Of the training (Step, then Drain).
+  std::vector<std::vector<float>> initial;  // The learnable parameters before training.
+  std::vector<std::vector<float>> final;    // And after.
+};
+
+std::vector<std::vector<float>> Weights(const Solver& solver) {
+  std::vector<std::vector<float>> out;
+  for (Blob* b : solver.net()->learnable_params()) out.emplace_back(b->cpu_data(), b->cpu_data() + b->count());
+  return out;
+}
+
+// `iterations` of the tiny solver as the one worker of a 1-server job, through
+// `staging` (null: the plain path). `layer_of` (may be null) receives the
+// train net's index of `layer_name` before training starts.
+void RunJob(const std::string& solver_file, HostStaging* staging, int iterations, JobRun* run,
+            const std::string& layer_name = "", std::atomic<int>* layer_of = nullptr) {
+  TempDir dir;
+  test::LocalCluster cluster(test::OneServerAndTheTestAsWorker(), dir);
+  std::unique_ptr<Solver> solver;  // Outlives the client, whose pulls write into its blobs.
+  auto client = Client::Connect(test::TestWorkerOptions(cluster.coordinator_address(), 0));
+  ASSERT_TRUE(client.ok()) << client.status();
+  {
+    ClientParameterSync sync(client->get());  // Destroyed before the client (it drains the staging).
+    sync.set_staging(staging);
+    caffe::SolverParameter param;
+    ASSERT_TRUE(ReadSolverParameterFromTextFile(solver_file, &param).ok());
+    param.set_display(0);
+    auto created = Solver::Create(param, DefaultLayerRegistry(), &sync);
+    ASSERT_TRUE(created.ok()) << created.status();
+    solver = std::move(created).value();
+    sync.set_net(solver->net());
+    if (layer_of != nullptr) *layer_of = solver->net()->layer_index(layer_name);
+    run->initial = Weights(*solver);
+    run->status = solver->Step(iterations);
+    if (run->status.ok()) run->status = sync.Drain();
+    if (run->status.ok()) run->final = Weights(*solver);
+  }
+  if (run->status.ok()) {
+    Status st = (*client)->Finish();
+    ASSERT_TRUE(st.ok()) << st;
+    std::string report;
+    ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(30), &report)) << report;
+  }
+  client->reset();  // Leaves the job (a failed run: as a dead worker).
+}
+
+TEST(StagingJobTest, WeightsEqualThePlainPathBitForBit) {
+  TempDir dir;
+  const std::string solver = test::WriteTinyJob(dir, 32, 6);
+  JobRun plain, staged;
+  ASSERT_NO_FATAL_FAILURE(RunJob(solver, nullptr, 6, &plain));
+  ASSERT_TRUE(plain.status.ok()) << plain.status;
+
+  std::atomic<int> copies_to_host{0}, copies_to_device{0};
+  HostStagingOptions options;  // host_computes: a CPU net.
+  options.before_copy = [&](int, bool to_host) {
+    ++(to_host ? copies_to_host : copies_to_device);
+    return Status::OK();
+  };
+  HostStaging staging(options);
+  ASSERT_NO_FATAL_FAILURE(RunJob(solver, &staging, 6, &staged));
+  ASSERT_TRUE(staged.status.ok()) << staged.status;
+
+  ASSERT_EQ(plain.final.size(), 6u);  // conv1, ip1, ip2: weights and biases.
+  for (size_t p = 0; p < plain.final.size(); ++p) {
+    EXPECT_TRUE(BytesEqual(staged.initial[p], plain.initial[p], "initial param " + std::to_string(p)));
+    EXPECT_TRUE(BytesEqual(staged.final[p], plain.final[p], "param " + std::to_string(p)));
+    EXPECT_FALSE(BytesEqual(plain.final[p], plain.initial[p])) << "param " << p << " did not train";
+  }
+  // Every layer's gradients of every iteration went through the staging (7
+  // layers x 6), and the weights of the 3 layers with parameters for clocks
+  // 0..6 (the last by Drain).
+  EXPECT_EQ(copies_to_host.load(), 7 * 6);
+  EXPECT_EQ(copies_to_device.load(), 3 * 7);
+}
+
+TEST(StagingJobTest, AFailedCopyStopsTheTrainingNamingTheLayer) {
+  TempDir dir;
+  const std::string solver = test::WriteTinyJob(dir, 32, 100);
+  std::atomic<int> ip1{-1}, ip1_copies{0};
+  HostStagingOptions options;
+  options.before_copy = [&](int layer, bool to_host) {
+    // The third copy of ip1's gradients (iteration 2) fails.
+    if (to_host && layer == ip1.load() && ++ip1_copies == 3) {
+      return InternalError("cudaMemcpyAsync: cudaErrorIllegalAddress: an illegal memory access was encountered");
+    }
+    return Status::OK();
+  };
+  HostStaging staging(options);
+  JobRun run;
+  ASSERT_NO_FATAL_FAILURE(RunJob(solver, &staging, 100, &run, "ip1", &ip1));
+  ASSERT_GE(ip1.load(), 0);
+  EXPECT_EQ(run.status.code(), StatusCode::kInternal) << run.status;
+  EXPECT_NE(run.status.message().find("copying the gradients of layer \"ip1\" to the host: cudaMemcpyAsync: "
+                                      "cudaErrorIllegalAddress: an illegal memory access was encountered"),
+            std::string::npos)
+      << run.status;
+  EXPECT_EQ(ip1_copies.load(), 3);  // Nothing was copied after the failure.
+}
+
+}  // namespace
+}  // namespace nereus

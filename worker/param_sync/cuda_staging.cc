@@ -1,0 +1,206 @@
+#include "worker/param_sync/cuda_staging.h"
+
+#ifdef NEREUS_HAVE_CUDA
+#include <cuda_runtime.h>
+#include <glog/logging.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "worker/trainer/gpu/cuda_check.h"
+#endif
+
+namespace nereus {
+
+#ifdef NEREUS_HAVE_CUDA
+namespace {
+
+class CudaStaging : public DeviceStaging {
+ public:
+  explicit CudaStaging(gpu::Device* device) : device_(device) {}
+  ~CudaStaging() override {
+    Shutdown().IgnoreError();
+    for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
+    if (uploaded_ != nullptr) cudaEventDestroy(uploaded_);
+  }
+
+  Status Start() {
+    NEREUS_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
+    thread_ = std::thread([this] { Complete(); });
+    return Status::OK();
+  }
+
+  Status StageGradients(int layer, const std::string& layer_name, const std::vector<StagingCopy>& copies,
+                        Done done) override {
+    RETURN_IF_ERROR(CheckUsable());
+    const std::string what = "copying the gradients of layer \"" + layer_name + "\" to the host";
+    Pending p;
+    p.layer_name = layer_name;
+    p.done = std::move(done);
+    Status st = GetEvent(&p.computed);
+    if (st.ok()) st = GetEvent(&p.copied);
+    if (st.ok()) st = gpu::CudaStatus(cudaEventRecord(p.computed, device_->compute_stream()), "cudaEventRecord");
+    if (st.ok())
+      st = gpu::CudaStatus(cudaStreamWaitEvent(device_->copy_stream(), p.computed, 0), "cudaStreamWaitEvent");
+    for (const StagingCopy& c : copies) {
+      if (!st.ok()) break;
+      st = gpu::CudaStatus(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDeviceToHost, device_->copy_stream()),
+                           "cudaMemcpyAsync");
+    }
+    if (st.ok()) st = gpu::CudaStatus(cudaEventRecord(p.copied, device_->copy_stream()), "cudaEventRecord");
+    if (!st.ok()) {
+      PutEvent(p.computed);
+      PutEvent(p.copied);
+      return Fail(st.Annotate(what));
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.push_back(std::move(p));
+    cv_.notify_all();
+    return Status::OK();
+  }
+
+  Status StageWeights(int layer, const std::string& layer_name, const std::vector<StagingCopy>& copies) override {
+    RETURN_IF_ERROR(CheckUsable());
+    Status st;
+    for (const StagingCopy& c : copies) {
+      if (!st.ok()) break;
+      st = gpu::CudaStatus(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyHostToDevice, device_->copy_stream()),
+                           "cudaMemcpyAsync");
+    }
+    // One event serves every layer: cudaStreamWaitEvent waits for the record
+    // made before it, whatever is recorded later.
+    if (st.ok()) st = gpu::CudaStatus(cudaEventRecord(uploaded_, device_->copy_stream()), "cudaEventRecord");
+    if (st.ok()) {
+      st = gpu::CudaStatus(cudaStreamWaitEvent(device_->compute_stream(), uploaded_, 0), "cudaStreamWaitEvent");
+    }
+    if (!st.ok()) return Fail(st.Annotate("copying the weights of layer \"" + layer_name + "\" to the device"));
+    return Status::OK();
+  }
+
+  Status Drain() override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return pending_.empty() && !busy_; });
+    }
+    Status st = gpu::CudaStatus(cudaStreamSynchronize(device_->copy_stream()), "cudaStreamSynchronize");
+    if (!st.ok()) Fail(st.Annotate("draining the device staging")).IgnoreError();
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_;
+  }
+
+  Status Shutdown() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_ || !thread_.joinable()) return error_;
+      closed_ = true;
+    }
+    Status st = Drain();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+      cv_.notify_all();
+    }
+    thread_.join();
+    return st;
+  }
+
+  bool device_memory() const override { return true; }
+
+ private:
+  struct Pending {
+    std::string layer_name;
+    cudaEvent_t computed = nullptr;
+    cudaEvent_t copied = nullptr;
+    Done done;
+  };
+
+  Status CheckUsable() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return FailedPreconditionError("the device staging was shut down");
+    return error_;
+  }
+
+  Status Fail(const Status& st) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_.ok()) error_ = st;
+    return error_;
+  }
+
+  // Events that the completion thread sleeps on (cudaEventBlockingSync).
+  Status GetEvent(cudaEvent_t* event) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!free_events_.empty()) {
+        *event = free_events_.back();
+        free_events_.pop_back();
+        return Status::OK();
+      }
+    }
+    return gpu::CudaStatus(cudaEventCreateWithFlags(event, cudaEventDisableTiming | cudaEventBlockingSync),
+                           "cudaEventCreateWithFlags");
+  }
+  void PutEvent(cudaEvent_t event) {
+    if (event == nullptr) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    free_events_.push_back(event);
+  }
+
+  // The completion thread: hands each layer over when its copies are done.
+  void Complete() {
+    cudaSetDevice(device_->device_id());
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+      if (pending_.empty()) return;  // stop_
+      Pending p = std::move(pending_.front());
+      pending_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      Status st = gpu::CudaStatus(cudaEventSynchronize(p.copied), "cudaEventSynchronize")
+                      .Annotate("copying the gradients of layer \"" + p.layer_name + "\" to the host");
+      PutEvent(p.computed);
+      PutEvent(p.copied);
+      st = Fail(st);  // The sticky error: nothing is handed over after one.
+      p.done(st);
+      lock.lock();
+      busy_ = false;
+      cv_.notify_all();
+    }
+  }
+
+  gpu::Device* const device_;
+  cudaEvent_t uploaded_ = nullptr;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending> pending_;           // GUARDED_BY(mu_)
+  std::vector<cudaEvent_t> free_events_;  // GUARDED_BY(mu_)
+  bool busy_ = false;                     // GUARDED_BY(mu_)
+  bool stop_ = false;                     // GUARDED_BY(mu_)
+  bool closed_ = false;                   // GUARDED_BY(mu_)
+  Status error_;                          // GUARDED_BY(mu_)
+};
+
+}  // namespace
+#endif  // NEREUS_HAVE_CUDA
+
+StatusOr<std::unique_ptr<DeviceStaging>> NewCudaStaging(gpu::Device* device) {
+  if (device == nullptr) return InvalidArgumentError("a device staging needs a device");
+#ifdef NEREUS_HAVE_CUDA
+  if (device->is_stand_in()) {
+    return FailedPreconditionError("a device staging needs a CUDA device, not a host stand-in");
+  }
+  auto staging = std::make_unique<CudaStaging>(device);
+  RETURN_IF_ERROR(staging->Start().Annotate("starting the device staging on " + device->description()));
+  return std::unique_ptr<DeviceStaging>(std::move(staging));
+#else
+  return FailedPreconditionError("a device staging needs CUDA: Nereus was built without it");
+#endif
+}
+
+}  // namespace nereus

@@ -1,0 +1,108 @@
+// HostStaging: DeviceStaging with host threads standing in for the device's
+// streams, so the staging's ordering is tested on machines without a GPU, and
+// a CPU net can run through the same bridge code as a GPU net.
+//
+// Each stream is an ordered queue of operations run by a thread this object
+// owns; an event is a completion flag. An operation may wait for an event
+// (cudaStreamWaitEvent), run some work, and record an event when it is done
+// (cudaEventRecord). The copy stream runs the copies (memcpy) and then the
+// layer's `done` callback, so the callbacks run on the copy stream's thread,
+// in the order the layers were staged.
+//
+// With `host_computes` (a CPU net: the thread that calls the staging
+// computes the layers itself), the compute stream is that thread: an event
+// on it is complete when recorded, and StageWeights waits for its copies
+// before returning, since the forward that follows runs at once on the
+// caller. Without it (tests), compute work is queued with EnqueueCompute and
+// the compute stream's thread runs it, as a GPU runs kernels.
+//
+// Every wait is on a condition variable; Shutdown (or the destructor) drains
+// both streams and joins their threads.
+#ifndef NEREUS_WORKER_PARAM_SYNC_HOST_STAGING_H_
+#define NEREUS_WORKER_PARAM_SYNC_HOST_STAGING_H_
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "worker/param_sync/device_staging.h"
+
+namespace nereus {
+
+struct HostStagingOptions {
+  // The calling thread computes (a CPU net); see the header comment.
+  bool host_computes = true;
+  // Runs on the copy stream's thread before a layer's copies, with the layer
+  // and whether they go to the host (gradients) or to the device (weights);
+  // an error fails the copies as a failed cudaMemcpyAsync would. Tests use
+  // it to hold a copy back or to make one fail.
+  std::function<Status(int layer, bool to_host)> before_copy;
+  // Called on the streams' threads as things happen: "d2h <layer> begin",
+  // "d2h <layer> end", "h2d <layer> begin", "h2d <layer> end".
+  std::function<void(const std::string&)> trace;
+};
+
+class HostStaging : public DeviceStaging {
+ public:
+  enum class Stream { kCompute, kCopy };
+
+  explicit HostStaging(HostStagingOptions options = HostStagingOptions());
+  ~HostStaging() override;
+  HostStaging(const HostStaging&) = delete;
+  HostStaging& operator=(const HostStaging&) = delete;
+
+  Status StageGradients(int layer, const std::string& layer_name, const std::vector<StagingCopy>& copies,
+                        Done done) override;
+  Status StageWeights(int layer, const std::string& layer_name, const std::vector<StagingCopy>& copies) override;
+  Status Drain() override;
+  Status Shutdown() override;
+  bool device_memory() const override { return false; }
+
+  // Queues `work` on the compute stream (a kernel). Only without
+  // host_computes.
+  void EnqueueCompute(std::function<void()> work);
+  // Blocks until `stream` can run nothing more for now: its queue is empty,
+  // or its next operation waits for an event not yet recorded.
+  void WaitUntilSettled(Stream stream);
+
+ private:
+  struct Event {
+    bool done = false;  // GUARDED_BY(mu_)
+  };
+  struct Op {
+    std::shared_ptr<Event> wait;    // Run only once this is done (may be null).
+    std::function<void()> work;     // Runs without the lock (may be empty).
+    std::shared_ptr<Event> record;  // Done after the work (may be null).
+  };
+  struct StreamState {
+    std::deque<Op> queue;
+    bool busy = false;  // An operation is running.
+    std::thread thread;
+  };
+
+  void Run(StreamState* stream);
+  void Enqueue(StreamState* stream, Op op);  // Takes the lock.
+  bool Settled(const StreamState& stream) const;
+  // Copies `copies`; a failure (before_copy's, or a null pointer) becomes the
+  // sticky error, annotated with what was copied. Returns the sticky error.
+  Status Copy(int layer, const std::string& layer_name, bool to_host, const std::vector<StagingCopy>& copies);
+  Status CheckUsable();  // Takes the lock.
+
+  const HostStagingOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  Status error_;         // GUARDED_BY(mu_): the first failure.
+  bool stop_ = false;    // GUARDED_BY(mu_)
+  bool closed_ = false;  // GUARDED_BY(mu_): Shutdown was called.
+  StreamState compute_;  // GUARDED_BY(mu_), but for the thread.
+  StreamState copy_;     // GUARDED_BY(mu_), but for the thread.
+};
+
+}  // namespace nereus
+
+#endif  // NEREUS_WORKER_PARAM_SYNC_HOST_STAGING_H_
