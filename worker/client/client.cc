@@ -171,8 +171,12 @@ class ClientImpl final : public Client {
   Status GradientsReady(int layer, int64_t clock) override { return pipeline_.GradientsReady(layer, clock); }
   Status WaitWeights(int layer, int64_t clock) override { return pipeline_.WaitWeights(layer, clock); }
 
-  void TraceSpan(const std::string& name, int64_t clock, int64_t begin_us, int64_t end_us) override {
-    if (timeline_) timeline_->Span(Lane::kCompute, name, clock, begin_us, end_us);
+  void TraceSpan(const std::string& name, int64_t clock, int64_t begin_us, int64_t end_us, TraceLane lane) override {
+    if (!timeline_) return;
+    const Lane to = lane == TraceLane::kDeviceToHost   ? Lane::kDeviceToHost
+                    : lane == TraceLane::kHostToDevice ? Lane::kHostToDevice
+                                                       : Lane::kCompute;
+    timeline_->Span(to, name, clock, begin_us, end_us);
   }
 
   ClientStats stats() const override {

@@ -10,9 +10,15 @@
 namespace nereus {
 
 const char* LaneName(Lane lane) {
-  static constexpr const char* kNames[] = {
-      "?", "compute (forward/backward)", "queued in the client", "push transfer", "server apply", "pull transfer"};
-  static_assert(std::size(kNames) == static_cast<size_t>(Lane::kPull) + 1, "a Lane without a name");
+  static constexpr const char* kNames[] = {"?",
+                                           "compute (forward/backward)",
+                                           "queued in the client",
+                                           "push transfer",
+                                           "server apply",
+                                           "pull transfer",
+                                           "device-to-host copy",
+                                           "host-to-device copy"};
+  static_assert(std::size(kNames) == static_cast<size_t>(Lane::kHostToDevice) + 1, "a Lane without a name");
   return NameOf(lane, kNames);
 }
 
@@ -49,7 +55,8 @@ Status Timeline::Write(const std::string& path) const {
   out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
   out << "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " << pid_ << ", \"args\": {\"name\": \"worker " << pid_
       << "\"}}";
-  for (Lane l : {Lane::kCompute, Lane::kQueue, Lane::kPush, Lane::kServerApply, Lane::kPull}) {
+  for (Lane l : {Lane::kCompute, Lane::kQueue, Lane::kPush, Lane::kServerApply, Lane::kPull, Lane::kDeviceToHost,
+                 Lane::kHostToDevice}) {
     out << ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << pid_ << ", \"tid\": " << static_cast<int>(l)
         << ", \"args\": {\"name\": \"" << LaneName(l) << "\"}}";
     out << ",\n{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": " << pid_

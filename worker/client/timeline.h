@@ -13,7 +13,17 @@
 namespace nereus {
 
 // Lanes of a worker's trace (one "thread" row each in the viewer).
-enum class Lane { kCompute = 1, kQueue = 2, kPush = 3, kServerApply = 4, kPull = 5 };
+// kDeviceToHost and kHostToDevice: a GPU worker's copies of a layer's
+// gradients off the device and of its weights onto it (the bridge's staging).
+enum class Lane {
+  kCompute = 1,
+  kQueue = 2,
+  kPush = 3,
+  kServerApply = 4,
+  kPull = 5,
+  kDeviceToHost = 6,
+  kHostToDevice = 7
+};
 const char* LaneName(Lane lane);
 
 // Microseconds on CLOCK_MONOTONIC (shared by the processes of one host).

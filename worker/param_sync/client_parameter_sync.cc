@@ -119,8 +119,22 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
     diff_mirror_.resize(params.size());
     net_data_.assign(params.size(), nullptr);
     net_diff_.assign(params.size(), nullptr);
-    uploaded_clock_.assign(net_->num_layers(), -1);
-    staged_clock_.assign(net_->num_layers(), -1);
+    uploaded_clock_ = std::vector<std::atomic<int64_t>>(net_->num_layers());
+    staged_clock_ = std::vector<std::atomic<int64_t>>(net_->num_layers());
+    for (int l = 0; l < net_->num_layers(); ++l) {
+      uploaded_clock_[l] = -1;
+      staged_clock_[l] = -1;
+    }
+    // The copies' spans on the timeline, per layer and clock. A layer's copy
+    // of clock c is reported before the bridge stages that layer's copy of
+    // c + 1 (its gradients: the hand-over of c comes first; its weights:
+    // their upload is on the copy stream before the gradients of c), so the
+    // layer's clock read here is the copy's.
+    staging_->set_span_sink([this](int layer, bool to_host, int64_t begin_us, int64_t end_us) {
+      client_->TraceSpan((to_host ? "d2h " : "h2d ") + net_->UniqueLayerName(layer),
+                         to_host ? staged_clock_[layer].load() : uploaded_clock_[layer].load(), begin_us, end_us,
+                         to_host ? TraceLane::kDeviceToHost : TraceLane::kHostToDevice);
+    });
     std::lock_guard<std::mutex> lock(staging_mu_);
     handed_clock_.assign(net_->num_layers(), -1);
   }

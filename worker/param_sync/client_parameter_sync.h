@@ -52,6 +52,7 @@
 #ifndef NEREUS_WORKER_PARAM_SYNC_CLIENT_PARAMETER_SYNC_H_
 #define NEREUS_WORKER_PARAM_SYNC_CLIENT_PARAMETER_SYNC_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -150,8 +151,11 @@ class ClientParameterSync : public ParameterSync {
   std::vector<gpu::HostBuffer> diff_mirror_;
   std::vector<float*> net_data_;
   std::vector<const float*> net_diff_;
-  std::vector<int64_t> uploaded_clock_;  // Per layer: clock of the weights last staged onto the net.
-  std::vector<int64_t> staged_clock_;    // Per layer: clock of the gradients last staged off the net.
+  // Per layer: clock of the weights last staged onto the net, and of the
+  // gradients last staged off it (written here, read by the span sink on the
+  // staging's thread).
+  std::vector<std::atomic<int64_t>> uploaded_clock_;
+  std::vector<std::atomic<int64_t>> staged_clock_;
   std::mutex staging_mu_;
   std::condition_variable staging_cv_;
   std::vector<int64_t> handed_clock_;  // GUARDED_BY(staging_mu_): per layer, last clock handed to the client.

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "worker/client/timeline.h"
 #include "worker/trainer/gpu/cuda_check.h"
 #endif
 
@@ -26,11 +27,9 @@ class CudaStaging : public DeviceStaging {
   ~CudaStaging() override {
     Shutdown().IgnoreError();
     for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
-    if (uploaded_ != nullptr) cudaEventDestroy(uploaded_);
   }
 
   Status Start() {
-    NEREUS_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
     thread_ = std::thread([this] { Complete(); });
     return Status::OK();
   }
@@ -38,15 +37,20 @@ class CudaStaging : public DeviceStaging {
   Status StageGradients(int layer, const std::string& layer_name, const std::vector<StagingCopy>& copies,
                         Done done) override {
     RETURN_IF_ERROR(CheckUsable());
-    const std::string what = "copying the gradients of layer \"" + layer_name + "\" to the host";
     Pending p;
+    p.layer = layer;
+    p.to_host = true;
+    p.has_copies = !copies.empty();
     p.layer_name = layer_name;
     p.done = std::move(done);
     Status st = GetEvent(&p.computed);
+    if (st.ok()) st = GetEvent(&p.started);
     if (st.ok()) st = GetEvent(&p.copied);
     if (st.ok()) st = gpu::CudaStatus(cudaEventRecord(p.computed, device_->compute_stream()), "cudaEventRecord");
-    if (st.ok())
+    if (st.ok()) {
       st = gpu::CudaStatus(cudaStreamWaitEvent(device_->copy_stream(), p.computed, 0), "cudaStreamWaitEvent");
+    }
+    if (st.ok()) st = gpu::CudaStatus(cudaEventRecord(p.started, device_->copy_stream()), "cudaEventRecord");
     for (const StagingCopy& c : copies) {
       if (!st.ok()) break;
       st = gpu::CudaStatus(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDeviceToHost, device_->copy_stream()),
@@ -54,9 +58,8 @@ class CudaStaging : public DeviceStaging {
     }
     if (st.ok()) st = gpu::CudaStatus(cudaEventRecord(p.copied, device_->copy_stream()), "cudaEventRecord");
     if (!st.ok()) {
-      PutEvent(p.computed);
-      PutEvent(p.copied);
-      return Fail(st.Annotate(what));
+      PutEvents(p);
+      return Fail(st.Annotate(What(p)));
     }
     std::lock_guard<std::mutex> lock(mu_);
     pending_.push_back(std::move(p));
@@ -66,19 +69,32 @@ class CudaStaging : public DeviceStaging {
 
   Status StageWeights(int layer, const std::string& layer_name, const std::vector<StagingCopy>& copies) override {
     RETURN_IF_ERROR(CheckUsable());
-    Status st;
+    Pending p;
+    p.layer = layer;
+    p.to_host = false;
+    p.has_copies = !copies.empty();
+    p.layer_name = layer_name;
+    Status st = GetEvent(&p.started);
+    if (st.ok()) st = GetEvent(&p.copied);
+    if (st.ok()) st = gpu::CudaStatus(cudaEventRecord(p.started, device_->copy_stream()), "cudaEventRecord");
     for (const StagingCopy& c : copies) {
       if (!st.ok()) break;
       st = gpu::CudaStatus(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyHostToDevice, device_->copy_stream()),
                            "cudaMemcpyAsync");
     }
-    // One event serves every layer: cudaStreamWaitEvent waits for the record
-    // made before it, whatever is recorded later.
-    if (st.ok()) st = gpu::CudaStatus(cudaEventRecord(uploaded_, device_->copy_stream()), "cudaEventRecord");
+    if (st.ok()) st = gpu::CudaStatus(cudaEventRecord(p.copied, device_->copy_stream()), "cudaEventRecord");
     if (st.ok()) {
-      st = gpu::CudaStatus(cudaStreamWaitEvent(device_->compute_stream(), uploaded_, 0), "cudaStreamWaitEvent");
+      st = gpu::CudaStatus(cudaStreamWaitEvent(device_->compute_stream(), p.copied, 0), "cudaStreamWaitEvent");
     }
-    if (!st.ok()) return Fail(st.Annotate("copying the weights of layer \"" + layer_name + "\" to the device"));
+    if (!st.ok()) {
+      PutEvents(p);
+      return Fail(st.Annotate(What(p)));
+    }
+    // The completion thread sees the upload end (its span; its events back
+    // to the pool) in order with the gradients.
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.push_back(std::move(p));
+    cv_.notify_all();
     return Status::OK();
   }
 
@@ -113,11 +129,26 @@ class CudaStaging : public DeviceStaging {
 
  private:
   struct Pending {
+    int layer = -1;
+    bool to_host = true;  // Gradients off the device; else weights onto it.
+    bool has_copies = false;
     std::string layer_name;
-    cudaEvent_t computed = nullptr;
-    cudaEvent_t copied = nullptr;
-    Done done;
+    cudaEvent_t computed = nullptr;  // Gradients: the layer's backward done.
+    cudaEvent_t started = nullptr;   // The copies began on the copy stream.
+    cudaEvent_t copied = nullptr;    // And ended.
+    Done done;                       // Gradients only.
   };
+
+  static std::string What(const Pending& p) {
+    return p.to_host ? "copying the gradients of layer \"" + p.layer_name + "\" to the host"
+                     : "copying the weights of layer \"" + p.layer_name + "\" to the device";
+  }
+
+  void PutEvents(const Pending& p) {
+    PutEvent(p.computed);
+    PutEvent(p.started);
+    PutEvent(p.copied);
+  }
 
   Status CheckUsable() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -131,7 +162,8 @@ class CudaStaging : public DeviceStaging {
     return error_;
   }
 
-  // Events that the completion thread sleeps on (cudaEventBlockingSync).
+  // Events that the completion thread sleeps on (cudaEventBlockingSync),
+  // timed (the copies' spans).
   Status GetEvent(cudaEvent_t* event) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -141,8 +173,7 @@ class CudaStaging : public DeviceStaging {
         return Status::OK();
       }
     }
-    return gpu::CudaStatus(cudaEventCreateWithFlags(event, cudaEventDisableTiming | cudaEventBlockingSync),
-                           "cudaEventCreateWithFlags");
+    return gpu::CudaStatus(cudaEventCreateWithFlags(event, cudaEventBlockingSync), "cudaEventCreateWithFlags");
   }
   void PutEvent(cudaEvent_t event) {
     if (event == nullptr) return;
@@ -161,12 +192,15 @@ class CudaStaging : public DeviceStaging {
       pending_.pop_front();
       busy_ = true;
       lock.unlock();
-      Status st = gpu::CudaStatus(cudaEventSynchronize(p.copied), "cudaEventSynchronize")
-                      .Annotate("copying the gradients of layer \"" + p.layer_name + "\" to the host");
-      PutEvent(p.computed);
-      PutEvent(p.copied);
+      Status st = gpu::CudaStatus(cudaEventSynchronize(p.copied), "cudaEventSynchronize").Annotate(What(p));
+      const int64_t end_us = MonotonicMicros();
+      float ms = 0;
+      if (st.ok() && p.has_copies && span_sink_ && cudaEventElapsedTime(&ms, p.started, p.copied) == cudaSuccess) {
+        span_sink_(p.layer, p.to_host, end_us - static_cast<int64_t>(ms * 1000.0f), end_us);
+      }
+      PutEvents(p);
       st = Fail(st);  // The sticky error: nothing is handed over after one.
-      p.done(st);
+      if (p.done) p.done(st);
       lock.lock();
       busy_ = false;
       cv_.notify_all();
@@ -174,7 +208,6 @@ class CudaStaging : public DeviceStaging {
   }
 
   gpu::Device* const device_;
-  cudaEvent_t uploaded_ = nullptr;
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -12,7 +12,10 @@
 //   StageWeights    cudaMemcpyAsync(pinned mirror -> device, copy stream) per
 //                   parameter; cudaEventRecord(uploaded, copy stream);
 //                   cudaStreamWaitEvent(compute stream, uploaded). The calling
-//                   thread never synchronises the device.
+//                   thread never synchronises the device; the completion
+//                   thread sees the upload end too (its span, its events).
+// Every copy is bracketed by timed events on the copy stream, so the span
+// sink gets its measured duration (ending when the completion was seen).
 // A failed CUDA call is the sticky error, naming the layer and the call.
 //
 // Never run on a GPU yet (docs/GPU.md, "Staging").

@@ -38,8 +38,10 @@
 #define NEREUS_WORKER_PARAM_SYNC_DEVICE_STAGING_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -60,7 +62,17 @@ class DeviceStaging {
   // this layer's copies (or an earlier one's) failed.
   using Done = std::function<void(const Status&)>;
 
+  // Runs on the staging's thread for each layer's copies (not for a layer
+  // without any), after they ran and before that layer's `done`: whether
+  // they went to the host, and when they began and ended (microseconds of
+  // CLOCK_MONOTONIC; for CUDA the copy's measured duration ending when its
+  // completion was seen). The bridge draws them on the timeline.
+  using SpanSink = std::function<void(int layer, bool to_host, int64_t begin_us, int64_t end_us)>;
+
   virtual ~DeviceStaging() = default;
+
+  // Before the first Stage call.
+  void set_span_sink(SpanSink sink) { span_sink_ = std::move(sink); }
 
   // `layer_name` is for error messages. When the call returns OK, `done`
   // runs exactly once (at the latest in Drain or Shutdown); when it returns
@@ -77,6 +89,9 @@ class DeviceStaging {
   // Whether the copies' net side is device memory (CudaStaging) or host
   // memory (HostStaging: the net computes on the CPU).
   virtual bool device_memory() const = 0;
+
+ protected:
+  SpanSink span_sink_;
 };
 
 }  // namespace nereus

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <utility>
 
+#include "worker/client/timeline.h"
+
 namespace nereus {
 
 HostStaging::HostStaging(HostStagingOptions options) : options_(std::move(options)) {
@@ -76,6 +78,7 @@ Status HostStaging::Copy(int layer, const std::string& layer_name, bool to_host,
   const std::string what = std::string(to_host ? "d2h " : "h2d ") + std::to_string(layer);
   if (options_.trace) options_.trace(what + " begin");
   Status st = options_.before_copy ? options_.before_copy(layer, to_host) : Status::OK();
+  const int64_t begin_us = MonotonicMicros();
   for (const StagingCopy& c : copies) {
     if (!st.ok()) break;
     if (c.bytes > 0 && (c.dst == nullptr || c.src == nullptr)) {
@@ -84,6 +87,7 @@ Status HostStaging::Copy(int layer, const std::string& layer_name, bool to_host,
     }
     if (c.bytes > 0) std::memcpy(c.dst, c.src, c.bytes);
   }
+  if (st.ok() && span_sink_ && !copies.empty()) span_sink_(layer, to_host, begin_us, MonotonicMicros());
   if (options_.trace) options_.trace(what + " end");
   std::lock_guard<std::mutex> lock(mu_);
   if (!st.ok() && error_.ok()) {

@@ -144,6 +144,21 @@ TEST(HostStagingTest, LayersAreHandedOverInBackwardOrderEachAfterItsCopy) {
   }
 }
 
+TEST(HostStagingTest, EachLayersCopiesAreReportedAsASpanBeforeItsHandOver) {
+  Log log;
+  HostStaging staging(StreamsOnThreads(&log));
+  staging.set_span_sink([&](int layer, bool to_host, int64_t begin_us, int64_t end_us) {
+    EXPECT_LE(begin_us, end_us);
+    log.Add(std::string(to_host ? "span d2h " : "span h2d ") + std::to_string(layer));
+  });
+  std::vector<float> grad = {1.0f}, mirror = {0.0f};
+  ASSERT_TRUE(staging.StageGradients(2, "ip", {CopyOf(&mirror, grad)}, [&](const Status&) { log.Add("done 2"); }).ok());
+  ASSERT_TRUE(staging.StageGradients(1, "relu", {}, [&](const Status&) { log.Add("done 1"); }).ok());  // No copies.
+  ASSERT_TRUE(staging.StageWeights(2, "ip", {CopyOf(&grad, mirror)}).ok());
+  ASSERT_TRUE(staging.Drain().ok());
+  EXPECT_EQ(log.Only({"span", "done"}), (std::vector<std::string>{"span d2h 2", "done 2", "done 1", "span h2d 2"}));
+}
+
 TEST(HostStagingTest, TheForwardWaitsForItsWeightsUpload) {
   Log log;
   Gate upload_may_run;

@@ -9,7 +9,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
+#include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,11 +50,14 @@ std::vector<std::vector<float>> Weights(const Solver& solver) {
 // `staging` (null: the plain path). `layer_of` (may be null) receives the
 // train net's index of `layer_name` before training starts.
 void RunJob(const std::string& solver_file, HostStaging* staging, int iterations, JobRun* run,
-            const std::string& layer_name = "", std::atomic<int>* layer_of = nullptr) {
+            const std::string& layer_name = "", std::atomic<int>* layer_of = nullptr,
+            const std::string& timeline = "") {
   TempDir dir;
   test::LocalCluster cluster(test::OneServerAndTheTestAsWorker(), dir);
   std::unique_ptr<Solver> solver;  // Outlives the client, whose pulls write into its blobs.
-  auto client = Client::Connect(test::TestWorkerOptions(cluster.coordinator_address(), 0));
+  ClientOptions options = test::TestWorkerOptions(cluster.coordinator_address(), 0);
+  options.timeline = timeline;
+  auto client = Client::Connect(options);
   ASSERT_TRUE(client.ok()) << client.status();
   {
     ClientParameterSync sync(client->get());  // Destroyed before the client (it drains the staging).
@@ -92,7 +98,7 @@ TEST(StagingJobTest, WeightsEqualThePlainPathBitForBit) {
     return Status::OK();
   };
   HostStaging staging(options);
-  ASSERT_NO_FATAL_FAILURE(RunJob(solver, &staging, 6, &staged));
+  ASSERT_NO_FATAL_FAILURE(RunJob(solver, &staging, 6, &staged, "", nullptr, dir.File("timeline.json")));
   ASSERT_TRUE(staged.status.ok()) << staged.status;
 
   ASSERT_EQ(plain.final.size(), 6u);  // conv1, ip1, ip2: weights and biases.
@@ -106,6 +112,29 @@ TEST(StagingJobTest, WeightsEqualThePlainPathBitForBit) {
   // 0..6 (the last by Drain).
   EXPECT_EQ(copies_to_host.load(), 7 * 6);
   EXPECT_EQ(copies_to_device.load(), 3 * 7);
+
+  // The timeline has each copy on its lane (6: device to host, 7: host to
+  // device), per layer with parameters and clock; none for the others.
+  const std::string json = test::ReadFile(dir.File("timeline.json"));
+  std::map<std::string, std::set<int64_t>> clocks;  // "<name> <tid>" -> clocks
+  const std::regex span(
+      R"re(\{"name": "([^"]+)", "ph": "X", "pid": \d+, "tid": (\d+), "ts": \d+, "dur": \d+, "args": \{"clock": (\d+)\}\})re");
+  for (auto it = std::sregex_iterator(json.begin(), json.end(), span); it != std::sregex_iterator(); ++it) {
+    const std::string name = (*it)[1];
+    if (name.rfind("d2h ", 0) == 0 || name.rfind("h2d ", 0) == 0) {
+      clocks[name + " " + (*it)[2].str()].insert(std::stoll((*it)[3]));
+    }
+  }
+  const std::set<int64_t> pushed = {0, 1, 2, 3, 4, 5}, pulled = {0, 1, 2, 3, 4, 5, 6};
+  EXPECT_EQ(clocks, (std::map<std::string, std::set<int64_t>>{{"d2h conv1 6", pushed},
+                                                              {"d2h ip1 6", pushed},
+                                                              {"d2h ip2 6", pushed},
+                                                              {"h2d conv1 7", pulled},
+                                                              {"h2d ip1 7", pulled},
+                                                              {"h2d ip2 7", pulled}}))
+      << json.substr(0, 2000);
+  EXPECT_NE(json.find("\"device-to-host copy\""), std::string::npos);
+  EXPECT_NE(json.find("\"host-to-device copy\""), std::string::npos);
 }
 
 TEST(StagingJobTest, AFailedCopyStopsTheTrainingNamingTheLayer) {

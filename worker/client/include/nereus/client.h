@@ -119,6 +119,9 @@ struct ClientStats {
   uint64_t batched_units = 0;          // Units (messages the builder made) that left inside those batches.
 };
 
+// The lane of a span a trainer adds to the timeline (Client::TraceSpan).
+enum class TraceLane { kCompute, kDeviceToHost, kHostToDevice };
+
 // The completion of one asynchronous Push or Pull. Cheap to copy; copies share
 // state. A default-constructed Handle is already done with OK.
 class Handle {
@@ -198,8 +201,11 @@ class Client {
   // (only that layer's). Repeated calls for the same clock return at once.
   virtual Status WaitWeights(int layer, int64_t clock) = 0;
   // Records a span (e.g. a layer's forward) on this worker's timeline, in
-  // microseconds of CLOCK_MONOTONIC. No-op without options.timeline.
-  virtual void TraceSpan(const std::string& name, int64_t clock, int64_t begin_us, int64_t end_us) = 0;
+  // microseconds of CLOCK_MONOTONIC, on `lane`: the trainer's compute, or a
+  // copy of a layer between the device and the host (a GPU worker's
+  // staging). No-op without options.timeline.
+  virtual void TraceSpan(const std::string& name, int64_t clock, int64_t begin_us, int64_t end_us,
+                         TraceLane lane = TraceLane::kCompute) = 0;
 
   // Counters of what this client has sent. Thread-safe.
   virtual ClientStats stats() const = 0;
