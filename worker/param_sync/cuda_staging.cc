@@ -37,65 +37,27 @@ class CudaStaging : public DeviceStaging {
   Status StageGradients(int layer, const std::string& layer_name, const std::vector<StagingCopy>& copies,
                         Done done) override {
     RETURN_IF_ERROR(CheckUsable());
-    Pending p;
-    p.layer = layer;
-    p.to_host = true;
-    p.has_copies = !copies.empty();
-    p.layer_name = layer_name;
+    Pending p = MakePending(layer, layer_name, /*to_host=*/true, copies);
     p.done = std::move(done);
     Status st = GetEvent(&p.computed);
-    if (st.ok()) st = GetEvent(&p.started);
-    if (st.ok()) st = GetEvent(&p.copied);
     if (st.ok()) st = gpu::CudaStatus(cudaEventRecord(p.computed, device_->compute_stream()), "cudaEventRecord");
     if (st.ok()) {
       st = gpu::CudaStatus(cudaStreamWaitEvent(device_->copy_stream(), p.computed, 0), "cudaStreamWaitEvent");
     }
-    if (st.ok()) st = gpu::CudaStatus(cudaEventRecord(p.started, device_->copy_stream()), "cudaEventRecord");
-    for (const StagingCopy& c : copies) {
-      if (!st.ok()) break;
-      st = gpu::CudaStatus(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDeviceToHost, device_->copy_stream()),
-                           "cudaMemcpyAsync");
-    }
-    if (st.ok()) st = gpu::CudaStatus(cudaEventRecord(p.copied, device_->copy_stream()), "cudaEventRecord");
-    if (!st.ok()) {
-      PutEvents(p);
-      return Fail(st.Annotate(What(p)));
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    pending_.push_back(std::move(p));
-    cv_.notify_all();
-    return Status::OK();
+    if (st.ok()) st = EnqueueCopies(&p, copies, cudaMemcpyDeviceToHost);
+    return Submit(std::move(p), st);
   }
 
   Status StageWeights(int layer, const std::string& layer_name, const std::vector<StagingCopy>& copies) override {
     RETURN_IF_ERROR(CheckUsable());
-    Pending p;
-    p.layer = layer;
-    p.to_host = false;
-    p.has_copies = !copies.empty();
-    p.layer_name = layer_name;
-    Status st = GetEvent(&p.started);
-    if (st.ok()) st = GetEvent(&p.copied);
-    if (st.ok()) st = gpu::CudaStatus(cudaEventRecord(p.started, device_->copy_stream()), "cudaEventRecord");
-    for (const StagingCopy& c : copies) {
-      if (!st.ok()) break;
-      st = gpu::CudaStatus(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyHostToDevice, device_->copy_stream()),
-                           "cudaMemcpyAsync");
-    }
-    if (st.ok()) st = gpu::CudaStatus(cudaEventRecord(p.copied, device_->copy_stream()), "cudaEventRecord");
+    Pending p = MakePending(layer, layer_name, /*to_host=*/false, copies);
+    Status st = EnqueueCopies(&p, copies, cudaMemcpyHostToDevice);
     if (st.ok()) {
       st = gpu::CudaStatus(cudaStreamWaitEvent(device_->compute_stream(), p.copied, 0), "cudaStreamWaitEvent");
     }
-    if (!st.ok()) {
-      PutEvents(p);
-      return Fail(st.Annotate(What(p)));
-    }
-    // The completion thread sees the upload end (its span; its events back
-    // to the pool) in order with the gradients.
-    std::lock_guard<std::mutex> lock(mu_);
-    pending_.push_back(std::move(p));
-    cv_.notify_all();
-    return Status::OK();
+    // The completion thread sees the upload end too (its span; its events
+    // back to the pool), in order with the gradients.
+    return Submit(std::move(p), st);
   }
 
   Status Drain() override {
@@ -142,6 +104,42 @@ class CudaStaging : public DeviceStaging {
   static std::string What(const Pending& p) {
     return p.to_host ? "copying the gradients of layer \"" + p.layer_name + "\" to the host"
                      : "copying the weights of layer \"" + p.layer_name + "\" to the device";
+  }
+
+  static Pending MakePending(int layer, const std::string& layer_name, bool to_host,
+                             const std::vector<StagingCopy>& copies) {
+    Pending p;
+    p.layer = layer;
+    p.to_host = to_host;
+    p.has_copies = !copies.empty();
+    p.layer_name = layer_name;
+    return p;
+  }
+
+  // On the copy stream: the `started` event, the copies, the `copied` event.
+  Status EnqueueCopies(Pending* p, const std::vector<StagingCopy>& copies, cudaMemcpyKind kind) {
+    Status st = GetEvent(&p->started);
+    if (st.ok()) st = GetEvent(&p->copied);
+    if (st.ok()) st = gpu::CudaStatus(cudaEventRecord(p->started, device_->copy_stream()), "cudaEventRecord");
+    for (const StagingCopy& c : copies) {
+      if (!st.ok()) break;
+      st = gpu::CudaStatus(cudaMemcpyAsync(c.dst, c.src, c.bytes, kind, device_->copy_stream()), "cudaMemcpyAsync");
+    }
+    if (st.ok()) st = gpu::CudaStatus(cudaEventRecord(p->copied, device_->copy_stream()), "cudaEventRecord");
+    return st;
+  }
+
+  // Hands `p` to the completion thread when `enqueued` is OK; else the
+  // sticky error, naming the layer.
+  Status Submit(Pending p, const Status& enqueued) {
+    if (!enqueued.ok()) {
+      PutEvents(p);
+      return Fail(enqueued.Annotate(What(p)));
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.push_back(std::move(p));
+    cv_.notify_all();
+    return Status::OK();
   }
 
   void PutEvents(const Pending& p) {
