@@ -215,7 +215,9 @@ TEST(HostStagingTest, WhenTheCallerComputesStageWeightsReturnsWithTheWeightsInPl
 TEST(HostStagingTest, AFailedCopyNamesTheLayerAndNothingAfterItMoves) {
   Log log;
   HostStagingOptions options = StreamsOnThreads(&log);
-  options.before_copy = [](int layer, bool to_host) {
+  Gate all_staged;  // The copies start once the three layers are staged.
+  options.before_copy = [&](int layer, bool to_host) {
+    if (layer == 3) all_staged.Pass();
     return layer == 2 && to_host ? InternalError("cudaMemcpyAsync: cudaErrorLaunchFailure: unspecified launch failure")
                                  : Status::OK();
   };
@@ -229,6 +231,7 @@ TEST(HostStagingTest, AFailedCopyNamesTheLayerAndNothingAfterItMoves) {
                                     [&, layer](const Status& st) { handed[layer] = st; })
                     .ok());
   }
+  all_staged.Open();
   const Status drained = staging.Drain();
   const std::string expected =
       "copying the gradients of layer \"ip1\" to the host: cudaMemcpyAsync: cudaErrorLaunchFailure: unspecified "
