@@ -24,7 +24,9 @@
 #include "tests/support/train_test_util.h"
 #include "worker/param_sync/client_parameter_sync.h"
 #include "worker/param_sync/host_staging.h"
+#include "worker/trainer/gpu/device.h"
 #include "worker/trainer/layer_registry.h"
+#include "worker/trainer/net.h"
 #include "worker/trainer/prototxt.h"
 #include "worker/trainer/solver.h"
 
@@ -159,6 +161,65 @@ TEST(StagingJobTest, AFailedCopyStopsTheTrainingNamingTheLayer) {
             std::string::npos)
       << run.status;
   EXPECT_EQ(ip1_copies.load(), 3);  // Nothing was copied after the failure.
+}
+
+// A staging of device memory that moves nothing (only its kind matters).
+class DeviceMemoryStaging : public DeviceStaging {
+ public:
+  Status StageGradients(int, const std::string&, const std::vector<StagingCopy>&, Done done) override {
+    done(Status::OK());
+    return Status::OK();
+  }
+  Status StageWeights(int, const std::string&, const std::vector<StagingCopy>&) override { return Status::OK(); }
+  Status Drain() override { return Status::OK(); }
+  Status Shutdown() override { return Status::OK(); }
+  bool device_memory() const override { return true; }
+};
+
+StatusOr<std::unique_ptr<Net>> TinyIpNet(gpu::Device* device) {
+  caffe::NetParameter p;
+  Status st = ParseNetParameter(R"(name: "tiny_ip"
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }
+layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y" inner_product_param { num_output: 2 } })",
+                                "tiny_ip.prototxt", &p);
+  if (!st.ok()) return st;
+  p.mutable_state()->set_phase(caffe::TRAIN);
+  NetOptions options;
+  options.device = device;
+  return Net::Create(p, DefaultLayerRegistry(), options);
+}
+
+// Init refuses a staging that does not fit the net before it registers
+// anything (so no client is needed here).
+Status InitWith(const Net& net, DeviceStaging* staging) {
+  ClientParameterSync sync(nullptr);
+  sync.set_net(&net);
+  sync.set_staging(staging);
+  return sync.Init(net.learnable_params(), net.params_lr(), net.params_weight_decay(), pb::SgdConfig());
+}
+
+TEST(StagingBridgeTest, ANetOnADeviceNeedsADeviceStaging) {
+  auto device = gpu::Device::CreateStandIn();
+  gpu::ScopedDevice scope(device.get());
+  auto net = TinyIpNet(device.get());
+  ASSERT_TRUE(net.ok()) << net.status();
+  const std::string expected =
+      "net \"tiny_ip\" computes on host stand-in for device 0: its parameters need a device staging (set_staging) to "
+      "reach the client";
+  Status st = InitWith(**net, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(st.message(), expected);
+  HostStaging host;  // Copies host memory only.
+  EXPECT_EQ(InitWith(**net, &host).message(), expected);
+}
+
+TEST(StagingBridgeTest, ACpuNetRefusesAStagingOfDeviceMemory) {
+  auto net = TinyIpNet(nullptr);
+  ASSERT_TRUE(net.ok()) << net.status();
+  DeviceMemoryStaging staging;
+  const Status st = InitWith(**net, &staging);
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(st.message(), "net \"tiny_ip\" computes on the CPU, but its staging copies device memory");
 }
 
 }  // namespace
