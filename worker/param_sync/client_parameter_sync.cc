@@ -22,7 +22,8 @@ Status ClientParameterSync::CheckStaging() {
 }
 
 Status ClientParameterSync::WaitHandedOver(int layer, int64_t clock) {
-  if (staging_ == nullptr || staged_clock_[layer] < clock - 1) return CheckStaging();
+  RETURN_IF_ERROR(CheckStaging());
+  if (staging_ == nullptr || staged_clock_[layer] < clock - 1) return Status::OK();
   {
     std::unique_lock<std::mutex> lock(staging_mu_);
     staging_cv_.wait(lock, [&] { return !staging_error_.ok() || handed_clock_[layer] >= clock - 1; });
@@ -255,7 +256,14 @@ Status ClientParameterSync::GradientsReady(int layer, int64_t iter) {
       if (st.ok()) handed_clock_[layer] = iter;
       staging_cv_.notify_all();
     };
-    return Fail(staging_->StageGradients(layer, name, copies, std::move(hand_over)));
+    Status staged = staging_->StageGradients(layer, name, copies, std::move(hand_over));
+    if (!staged.ok()) {
+      // No hand-over will come: whoever waits for one (WaitHandedOver) stops.
+      std::lock_guard<std::mutex> lock(staging_mu_);
+      if (staging_error_.ok()) staging_error_ = staged;
+      staging_cv_.notify_all();
+    }
+    return Fail(staged);
   }
   Status st = client_->GradientsReady(layer, iter);
   if (!st.ok()) return Fail(st.Annotate("pushing the gradients of layer " + net_->UniqueLayerName(layer)));
