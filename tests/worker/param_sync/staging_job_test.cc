@@ -38,6 +38,7 @@ using test::TempDir;
 
 struct JobRun {
   Status status;                            // Of the training (Step, then Drain).
+  Status drain;                             // Of the Drain after Step.
   std::vector<std::vector<float>> initial;  // The learnable parameters before training.
   std::vector<std::vector<float>> final;    // And after.
 };
@@ -74,7 +75,8 @@ void RunJob(const std::string& solver_file, HostStaging* staging, int iterations
     if (layer_of != nullptr) *layer_of = solver->net()->layer_index(layer_name);
     run->initial = Weights(*solver);
     run->status = solver->Step(iterations);
-    if (run->status.ok()) run->status = sync.Drain();
+    run->drain = sync.Drain();  // Returns, also after a failure.
+    if (run->status.ok()) run->status = run->drain;
     if (run->status.ok()) run->final = Weights(*solver);
   }
   if (run->status.ok()) {
@@ -161,6 +163,38 @@ TEST(StagingJobTest, AFailedCopyStopsTheTrainingNamingTheLayer) {
             std::string::npos)
       << run.status;
   EXPECT_EQ(ip1_copies.load(), 3);  // Nothing was copied after the failure.
+  EXPECT_EQ(run.drain.message(), run.status.message().substr(run.status.message().find("copying")));
+}
+
+// A staging whose StageGradients cannot enqueue ip1's copies at iteration 1
+// (as when cudaMemcpyAsync refuses them): the next forward must not wait for
+// a hand-over that will never come.
+class EnqueueFails : public HostStaging {
+ public:
+  std::atomic<int> ip1{-1};
+  Status StageGradients(int layer, const std::string& layer_name, const std::vector<StagingCopy>& copies,
+                        Done done) override {
+    if (layer == ip1.load() && ++calls_ == 2) {
+      return InternalError("copying the gradients of layer \"" + layer_name +
+                           "\" to the host: cudaMemcpyAsync: cudaErrorInvalidValue: invalid argument");
+    }
+    return HostStaging::StageGradients(layer, layer_name, copies, std::move(done));
+  }
+
+ private:
+  int calls_ = 0;
+};
+
+TEST(StagingJobTest, ACopyThatCannotBeEnqueuedStopsTheTrainingWithoutAHang) {
+  TempDir dir;
+  const std::string solver = test::WriteTinyJob(dir, 32, 100);
+  EnqueueFails staging;
+  JobRun run;
+  ASSERT_NO_FATAL_FAILURE(RunJob(solver, &staging, 100, &run, "ip1", &staging.ip1));
+  const std::string expected =
+      "copying the gradients of layer \"ip1\" to the host: cudaMemcpyAsync: cudaErrorInvalidValue: invalid argument";
+  EXPECT_EQ(run.status.message(), "iteration 1: " + expected);
+  EXPECT_EQ(run.drain.message(), expected);
 }
 
 // A staging of device memory that moves nothing (only its kind matters).
