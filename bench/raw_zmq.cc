@@ -7,18 +7,17 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 #include <zmq.hpp>
 
 #include "bench/bench.h"
+#include "common/mutex.h"
 #include "common/sgd.h"
 #include "common/shard_map.h"
 
@@ -99,10 +98,10 @@ class RawServer {
   ~RawServer() {
     thread_.join();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       stop_appliers_ = true;
     }
-    jobs_cv_.notify_all();
+    jobs_cv_.SignalAll();
     for (std::thread& t : appliers_) t.join();
     if (done_fd_ >= 0) close(done_fd_);
   }
@@ -217,10 +216,10 @@ class RawServer {
     u.applying = true;
     ++in_flight_;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       jobs_.push_back(std::move(job));
     }
-    jobs_cv_.notify_one();
+    jobs_cv_.Signal();
   }
 
   // Receive thread: the apply threads' finished updates.
@@ -229,7 +228,7 @@ class RawServer {
     (void)!read(done_fd_, &n, sizeof(n));
     std::vector<uint32_t> done;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       done.swap(done_);
     }
     for (uint32_t chunk : done) {
@@ -244,15 +243,15 @@ class RawServer {
   }
 
   void ApplyLoop() {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     while (true) {
-      jobs_cv_.wait(lock, [&] { return stop_appliers_ || !jobs_.empty(); });
+      while (!stop_appliers_ && jobs_.empty()) jobs_cv_.Wait(&mu_);
       if (jobs_.empty()) return;
       Job job = std::move(jobs_.front());
       jobs_.pop_front();
-      lock.unlock();
+      mu_.Unlock();
       Update(job);
-      lock.lock();
+      mu_.Lock();
       done_.push_back(job.chunk);
       const uint64_t one = 1;
       (void)!write(done_fd_, &one, sizeof(one));
@@ -283,11 +282,11 @@ class RawServer {
   std::string endpoint_;
   int in_flight_ = 0;  // Receive thread: updates handed over and not yet done.
   int done_fd_ = -1;   // eventfd: an apply thread finished an update.
-  std::mutex mu_;
-  std::condition_variable jobs_cv_;
-  std::deque<Job> jobs_;        // GUARDED_BY(mu_)
-  std::vector<uint32_t> done_;  // GUARDED_BY(mu_): chunks whose update is made.
-  bool stop_appliers_ = false;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar jobs_cv_;
+  std::deque<Job> jobs_ NEREUS_GUARDED_BY(mu_);
+  std::vector<uint32_t> done_ NEREUS_GUARDED_BY(mu_);  // Chunks whose update is made.
+  bool stop_appliers_ NEREUS_GUARDED_BY(mu_) = false;
   std::vector<std::thread> appliers_;
   std::thread thread_;
 };

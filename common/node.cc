@@ -31,10 +31,10 @@ Node::Node(NodeOptions options) : options_(std::move(options)), transport_(NewZm
 
 Node::~Node() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (heartbeat_.joinable()) heartbeat_.join();
   transport_->Stop();
   if (abort_notifier_.joinable()) abort_notifier_.join();
@@ -78,23 +78,27 @@ Status Node::Start(DataHandler on_data, AbortHandler on_abort) {
   // connection that breaks (another process briefly on that port), and
   // ZeroMQ drops what it had queued on it. The coordinator ignores repeats,
   // or answers them with the address book once the job has started.
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options_.startup_timeout_s);
-  const auto answered = [this] { return registered_ || !register_error_.ok() || !abort_.ok(); };
-  bool done = false;
-  while (!(done = cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() + kRegisterRepeat),
-                                 answered)) &&
-         std::chrono::steady_clock::now() < deadline) {
-    lock.unlock();
+  auto repeat_at = std::chrono::steady_clock::now() + kRegisterRepeat;
+  while (!registered_ && register_error_.ok() && abort_.ok()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) break;
+    if (now < repeat_at) {
+      cv_.WaitUntil(&mu_, std::min(deadline, repeat_at));
+      continue;
+    }
+    repeat_at = now + kRegisterRepeat;
+    mu_.Unlock();
     // Never blocks: a connection that cannot queue it (a refused CURVE
     // handshake leaves none) must not keep Start past its deadline.
     Status st = transport_->SendIfRoom(coordinator_, reg);
     if (!st.ok()) VLOG(1) << "repeating REGISTER: " << st;
-    lock.lock();
+    mu_.Lock();
   }
   if (!abort_.ok()) return abort_;
   if (!register_error_.ok()) return register_error_;
-  if (!done) {
+  if (!registered_) {
     return DeadlineExceededError("no answer from the coordinator at " + coordinator_ + " within " +
                                  std::to_string(options_.startup_timeout_s) +
                                  " s (--startup_timeout_s): is it running at that address, and have all "
@@ -123,8 +127,8 @@ Status Node::Barrier(const std::string& name, pb::Role group, uint64_t model_dig
   if (min_values != nullptr)
     for (double v : *min_values) m.header.add_barrier_min(v);
   RETURN_IF_ERROR(Send(coordinator_, std::move(m)));
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return barrier_released_.count(name) > 0 || !abort_.ok() || stopping_; });
+  MutexLock lock(&mu_);
+  while (barrier_released_.count(name) == 0 && abort_.ok() && !stopping_) cv_.Wait(&mu_);
   if (!abort_.ok()) return abort_;
   if (stopping_) return FailedPreconditionError("node stopping");
   barrier_released_.erase(name);
@@ -146,20 +150,20 @@ Status Node::Finish() {
     m.header.set_op(pb::DONE);
     RETURN_IF_ERROR(Send(coordinator_, std::move(m)));
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return shutdown_ || !abort_.ok() || stopping_; });
+  MutexLock lock(&mu_);
+  while (!shutdown_ && abort_.ok() && !stopping_) cv_.Wait(&mu_);
   if (!abort_.ok()) return abort_;
   return Status::OK();
 }
 
 Status Node::aborted() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return abort_;
 }
 
 void Node::Abort(const Status& why) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!abort_.ok() || shutdown_) return;
     abort_ = why;
   }
@@ -169,7 +173,7 @@ void Node::Abort(const Status& why) {
   } else {
     LOG(ERROR) << who << ": job aborted: " << why.message();
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   // The owner's handler may block or take locks: run it off the receive and
   // heartbeat threads. Joined by the destructor.
   if (on_abort_) abort_notifier_ = std::thread([this, why] { on_abort_(why); });
@@ -182,7 +186,7 @@ void Node::OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Head
     // rate-limited log line.
     bool member;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (!registered_ && early_.size() < kMaxEarlyMessages) {
         // A peer that got the address book first may already send (its
         // REGISTER_REPLY arrived before ours): held until ours is here.
@@ -215,7 +219,7 @@ void Node::OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Head
     case pb::REGISTER_REPLY: {
       std::vector<EarlyMessage> early;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         if (registered_) break;
         job_ = h.job();
         servers_.assign(job_.num_servers(), "");
@@ -233,7 +237,7 @@ void Node::OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Head
         } else {
           registered_ = true;
         }
-        cv_.notify_all();
+        cv_.SignalAll();
         early.swap(early_);
       }
       // Messages that came before the address book, now judged by it
@@ -242,25 +246,25 @@ void Node::OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Head
       break;
     }
     case pb::ERROR: {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (!registered_) {
         register_error_ = InvalidArgumentError("coordinator refused registration: " + h.error());
-        cv_.notify_all();
+        cv_.SignalAll();
       } else {
         LOG(ERROR) << "coordinator reports: " << h.error();
       }
       break;
     }
     case pb::BARRIER_RELEASE: {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       barrier_released_[h.barrier_name()]++;
       if (h.barrier_min_size() > 0)
         barrier_min_[h.barrier_name()].assign(h.barrier_min().begin(), h.barrier_min().end());
-      cv_.notify_all();
+      cv_.SignalAll();
       break;
     }
     case pb::HEARTBEAT_ACK: {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       last_ack_ = std::chrono::steady_clock::now();
       if (coordinator_silent_) {
         coordinator_silent_ = false;
@@ -274,7 +278,7 @@ void Node::OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Head
     case pb::ROLLBACK: {
       bool current;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         current = registered_ && h.epoch() > job_.epoch();
       }
       if (current)
@@ -283,9 +287,9 @@ void Node::OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Head
       break;
     }
     case pb::SHUTDOWN: {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       shutdown_ = true;
-      cv_.notify_all();
+      cv_.SignalAll();
       break;
     }
     default:
@@ -296,16 +300,19 @@ void Node::OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Head
 void Node::HeartbeatLoop() {
   const auto interval = std::chrono::milliseconds(std::max(1, job_.heartbeat_interval_ms()));
   const auto timeout = std::chrono::milliseconds(std::max(1, job_.heartbeat_timeout_ms()));
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   while (!stopping_ && !shutdown_ && abort_.ok()) {
-    lock.unlock();
+    mu_.Unlock();
     Message hb;
     hb.header.set_op(pb::HEARTBEAT);
     Status st = Send(coordinator_, std::move(hb));
     if (!st.ok()) LOG(WARNING) << "heartbeat: " << st;
-    lock.lock();
+    mu_.Lock();
     // A timed wait, not a sleep: Stop, shutdown and abort wake it at once.
-    cv_.wait_for(lock, interval, [this] { return stopping_ || shutdown_ || !abort_.ok(); });
+    const auto next = std::chrono::steady_clock::now() + interval;
+    while (!stopping_ && !shutdown_ && abort_.ok()) {
+      if (!cv_.WaitUntil(&mu_, next)) break;
+    }
     if (stopping_ || shutdown_ || !abort_.ok()) break;
     const auto silent = std::chrono::steady_clock::now() - last_ack_;
     if (silent > std::max<std::chrono::milliseconds>(3 * interval, std::chrono::seconds(1)) && silent <= timeout &&
@@ -320,7 +327,7 @@ void Node::HeartbeatLoop() {
     }
     if (silent > timeout) {
       const double s = std::chrono::duration<double>(silent).count();
-      lock.unlock();
+      mu_.Unlock();
       std::ostringstream os;
       os.precision(2);
       os << std::fixed << "lost contact with the coordinator at " << coordinator_ << ": no heartbeat reply for " << s
@@ -329,6 +336,7 @@ void Node::HeartbeatLoop() {
       return;
     }
   }
+  mu_.Unlock();
 }
 
 }  // namespace nereus

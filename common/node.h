@@ -8,16 +8,15 @@
 #define NEREUS_COMMON_NODE_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/message.h"
+#include "common/mutex.h"
 #include "common/refusal_log.h"
 #include "common/status.h"
 #include "common/transport.h"
@@ -67,7 +66,7 @@ class Node {
   // Binds, registers with the coordinator and blocks until every node has
   // registered (the start barrier) or startup_timeout_s passes. `on_data` and
   // `on_abort` must stay valid until Stop() or destruction.
-  Status Start(DataHandler on_data, AbortHandler on_abort);
+  Status Start(DataHandler on_data, AbortHandler on_abort) NEREUS_LOCKS_EXCLUDED(mu_);
 
   // Valid after Start() succeeded.
   int rank() const { return rank_; }
@@ -93,19 +92,19 @@ class Node {
   // every node's (NaNs ignored); nodes that send different numbers of values
   // abort the job with an error naming them.
   Status Barrier(const std::string& name, pb::Role group, uint64_t model_digest = 0,
-                 std::vector<double>* min_values = nullptr);
+                 std::vector<double>* min_values = nullptr) NEREUS_LOCKS_EXCLUDED(mu_);
 
   // Worker: tells the coordinator this worker has finished, then blocks until
   // the job shuts down (OK) or aborts. Server: blocks until shutdown or abort.
-  Status Finish();
+  Status Finish() NEREUS_LOCKS_EXCLUDED(mu_);
 
   // The abort status, or OK while the job runs.
-  Status aborted() const;
+  Status aborted() const NEREUS_LOCKS_EXCLUDED(mu_);
 
  private:
-  void OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial);
-  void HeartbeatLoop();
-  void Abort(const Status& why);
+  void OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) NEREUS_LOCKS_EXCLUDED(mu_);
+  void HeartbeatLoop() NEREUS_LOCKS_EXCLUDED(mu_);
+  void Abort(const Status& why) NEREUS_LOCKS_EXCLUDED(mu_);
 
   const NodeOptions options_;
   std::unique_ptr<Transport> transport_;
@@ -127,19 +126,18 @@ class Node {
   };
   static constexpr size_t kMaxEarlyMessages = 4096;
   static constexpr std::chrono::seconds kRegisterRepeat{1};  // REGISTER is re-sent this often until answered.
-  std::vector<EarlyMessage> early_;                          // GUARDED_BY(mu_)
-
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool registered_ = false;                                 // GUARDED_BY(mu_)
-  Status register_error_;                                   // GUARDED_BY(mu_)
-  Status abort_;                                            // GUARDED_BY(mu_)
-  bool shutdown_ = false;                                   // GUARDED_BY(mu_)
-  bool stopping_ = false;                                   // GUARDED_BY(mu_)
-  std::map<std::string, int> barrier_released_;             // GUARDED_BY(mu_): name -> releases
-  std::map<std::string, std::vector<double>> barrier_min_;  // GUARDED_BY(mu_): name -> reduced values released
-  std::chrono::steady_clock::time_point last_ack_;          // GUARDED_BY(mu_)
-  bool coordinator_silent_ = false;                         // GUARDED_BY(mu_): said so in the log
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::vector<EarlyMessage> early_ NEREUS_GUARDED_BY(mu_);
+  bool registered_ NEREUS_GUARDED_BY(mu_) = false;
+  Status register_error_ NEREUS_GUARDED_BY(mu_);
+  Status abort_ NEREUS_GUARDED_BY(mu_);
+  bool shutdown_ NEREUS_GUARDED_BY(mu_) = false;
+  bool stopping_ NEREUS_GUARDED_BY(mu_) = false;
+  std::map<std::string, int> barrier_released_ NEREUS_GUARDED_BY(mu_);             // name -> releases
+  std::map<std::string, std::vector<double>> barrier_min_ NEREUS_GUARDED_BY(mu_);  // name -> reduced values released
+  std::chrono::steady_clock::time_point last_ack_ NEREUS_GUARDED_BY(mu_);
+  bool coordinator_silent_ NEREUS_GUARDED_BY(mu_) = false;  // Said so in the log.
   std::thread heartbeat_;
   std::thread abort_notifier_;
 };

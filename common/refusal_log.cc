@@ -32,7 +32,7 @@ bool RefusalLog::Refuse(const std::string& peer, const std::string& why) {
   std::string key = EscapeBytes(peer);
   uint64_t unlogged = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ++total_;
     auto it = peers_.find(key);
     if (it == peers_.end()) {
@@ -67,7 +67,7 @@ bool RefusalLog::Refuse(const std::string& peer, const std::string& why) {
 }
 
 uint64_t RefusalLog::total() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return total_;
 }
 

@@ -8,8 +8,9 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
+
+#include "common/mutex.h"
 
 namespace nereus {
 
@@ -30,10 +31,10 @@ class RefusalLog {
   // `why` says what and why ("refused a message: ..."). Logs a WARNING
   // "<who>: from <peer>: <why>" unless this peer was logged within the interval.
   // Returns true if it logged. Thread-safe.
-  bool Refuse(const std::string& peer, const std::string& why);
+  bool Refuse(const std::string& peer, const std::string& why) NEREUS_LOCKS_EXCLUDED(mu_);
 
   // Every refusal recorded, logged or not.
-  uint64_t total() const;
+  uint64_t total() const NEREUS_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Entry {
@@ -44,9 +45,9 @@ class RefusalLog {
   const std::string who_;
   const std::chrono::milliseconds interval_;
   const size_t max_peers_;
-  mutable std::mutex mu_;
-  std::map<std::string, Entry> peers_;  // GUARDED_BY(mu_): escaped peer -> state
-  uint64_t total_ = 0;                  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<std::string, Entry> peers_ NEREUS_GUARDED_BY(mu_);  // Escaped peer -> state.
+  uint64_t total_ NEREUS_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace nereus

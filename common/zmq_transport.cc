@@ -19,11 +19,11 @@
 #include <atomic>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <random>
 #include <thread>
 #include <zmq.hpp>
 
+#include "common/mutex.h"
 #include "common/refusal_log.h"
 #include "common/transport.h"
 
@@ -106,7 +106,7 @@ class ZmqTransport final : public Transport {
   }
 
   void Stop() override {
-    std::lock_guard<std::mutex> stop_lock(stop_mu_);
+    MutexLock stop_lock(&stop_mu_);
     if (!started_ || stopped_) return;
     stopped_ = true;
     try {
@@ -122,9 +122,9 @@ class ZmqTransport final : public Transport {
       LOG(ERROR) << "transport stop: " << e.what();
       if (receiver_.joinable()) receiver_.join();
     }
-    std::lock_guard<std::mutex> lock(peers_mu_);
+    MutexLock lock(&peers_mu_);
     for (auto& [name, peer] : peers_) {
-      std::lock_guard<std::mutex> plock(peer->mu);
+      MutexLock plock(&peer->mu);
       peer->socket.set(zmq::sockopt::linger, options_.linger_ms);
       peer->socket.close();
       peer->closed = true;
@@ -136,13 +136,13 @@ class ZmqTransport final : public Transport {
   }
 
   void Disconnect(const Endpoint& peer_endpoint) override {
-    std::lock_guard<std::mutex> lock(peers_mu_);
+    MutexLock lock(&peers_mu_);
     const std::string prefix = peer_endpoint + "#";
     for (auto it = peers_.lower_bound(prefix);
          it != peers_.end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
       const std::shared_ptr<Peer> peer = it->second;  // Outlives the lock below.
       it = peers_.erase(it);
-      std::lock_guard<std::mutex> plock(peer->mu);
+      MutexLock plock(&peer->mu);
       peer->socket.set(zmq::sockopt::linger, 0);  // Whatever is still queued for it is dropped.
       peer->socket.close();
       peer->closed = true;
@@ -152,9 +152,9 @@ class ZmqTransport final : public Transport {
  private:
   // Shared: a sender holds its Peer while Disconnect or Stop close it.
   struct Peer {
-    std::mutex mu;  // Guards socket and closed: ZeroMQ sockets are not thread-safe.
-    zmq::socket_t socket;
-    bool closed = false;
+    Mutex mu;  // ZeroMQ sockets are not thread-safe.
+    zmq::socket_t socket NEREUS_GUARDED_BY(mu);
+    bool closed NEREUS_GUARDED_BY(mu) = false;
   };
 
   StatusOr<std::shared_ptr<Peer>> GetPeer(const Endpoint& to, int stream) {
@@ -164,11 +164,12 @@ class ZmqTransport final : public Transport {
             ? static_cast<int>(static_cast<unsigned>(stream) % static_cast<unsigned>(options_.streams_per_peer))
             : 0;
     const std::string key = to + "#" + std::to_string(s);
-    std::lock_guard<std::mutex> lock(peers_mu_);
+    MutexLock lock(&peers_mu_);
     if (stopped_) return FailedPreconditionError("transport stopped");
     auto it = peers_.find(key);
     if (it != peers_.end()) return it->second;
     auto peer = std::make_shared<Peer>();
+    MutexLock plock(&peer->mu);  // Not shared yet, but the analysis cannot know.
     try {
       peer->socket = zmq::socket_t(ctx_, zmq::socket_type::dealer);
       // Each stream needs its own identity at the receiving ROUTER.
@@ -199,7 +200,7 @@ class ZmqTransport final : public Transport {
   // first frame is.
   Status SendRaw(const Endpoint& to, std::vector<zmq::message_t> frames, int stream, bool dontwait = false) {
     ASSIGN_OR_RETURN(std::shared_ptr<Peer> peer, GetPeer(to, stream));
-    std::lock_guard<std::mutex> lock(peer->mu);
+    MutexLock lock(&peer->mu);
     if (peer->closed) return UnavailableError("send to " + to + ": the connection was closed");
     try {
       for (size_t i = 0; i < frames.size(); ++i) {
@@ -482,9 +483,9 @@ class ZmqTransport final : public Transport {
   std::thread receiver_;
   std::atomic<bool> started_{false};
   std::atomic<bool> stopped_{false};
-  std::mutex stop_mu_;
-  std::mutex peers_mu_;  // Guards peers_.
-  std::map<std::string, std::shared_ptr<Peer>> peers_;
+  Mutex stop_mu_;                                   // Serializes Stop().
+  Mutex peers_mu_ NEREUS_ACQUIRED_AFTER(stop_mu_);  // Taken before any Peer::mu.
+  std::map<std::string, std::shared_ptr<Peer>> peers_ NEREUS_GUARDED_BY(peers_mu_);
   std::unique_ptr<RefusalLog> refusals_;                           // Set by Start(); used by the receive thread.
   std::unique_ptr<RefusalLog> zap_refusals_, handshake_refusals_;  // Used by the security thread.
   // CURVE only: the security thread and its sockets (used by it alone once

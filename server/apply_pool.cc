@@ -14,32 +14,32 @@ ApplyPool::ApplyPool(int threads) {
 
 ApplyPool::~ApplyPool() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   for (std::thread& t : threads_) t.join();
 }
 
 void ApplyPool::Submit(std::function<void()> task) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     CHECK(!stop_) << "ApplyPool::Submit after the pool began to stop";
     tasks_.push_back(std::move(task));
   }
-  cv_.notify_one();
+  cv_.Signal();
 }
 
 void ApplyPool::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (true) {
-    cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+    while (!stop_ && tasks_.empty()) cv_.Wait(&mu_);
     if (tasks_.empty()) return;  // stop_, and nothing left to run.
     std::function<void()> task = std::move(tasks_.front());
     tasks_.pop_front();
-    lock.unlock();
+    mu_.Unlock();
     task();
-    lock.lock();
+    mu_.Lock();
   }
 }
 

@@ -4,12 +4,12 @@
 #ifndef NEREUS_SERVER_APPLY_POOL_H_
 #define NEREUS_SERVER_APPLY_POOL_H_
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace nereus {
 
@@ -17,21 +17,21 @@ class ApplyPool {
  public:
   explicit ApplyPool(int threads);  // threads >= 1.
   // Runs every task already submitted, then joins the threads.
-  ~ApplyPool();
+  ~ApplyPool() NEREUS_LOCKS_EXCLUDED(mu_);
   ApplyPool(const ApplyPool&) = delete;
   ApplyPool& operator=(const ApplyPool&) = delete;
 
   // Thread-safe; never blocks on a running task.
-  void Submit(std::function<void()> task);
+  void Submit(std::function<void()> task) NEREUS_LOCKS_EXCLUDED(mu_);
   int threads() const { return static_cast<int>(threads_.size()); }
 
  private:
-  void Loop();
+  void Loop() NEREUS_LOCKS_EXCLUDED(mu_);
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;  // GUARDED_BY(mu_)
-  bool stop_ = false;                        // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<std::function<void()>> tasks_ NEREUS_GUARDED_BY(mu_);
+  bool stop_ NEREUS_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

@@ -336,36 +336,36 @@ CheckpointWriter::CheckpointWriter(std::string dir, int keep, int max_queued)
 
 CheckpointWriter::~CheckpointWriter() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   thread_.join();
 }
 
 void CheckpointWriter::Submit(std::unique_ptr<ShardState> state) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [this] { return queue_.size() < max_queued_; });
+  MutexLock lock(&mu_);
+  while (queue_.size() >= max_queued_) cv_.Wait(&mu_);
   queue_.push_back(std::move(state));
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 Status CheckpointWriter::Flush() {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [this] { return queue_.empty() && !busy_; });
+  MutexLock lock(&mu_);
+  while (!queue_.empty() || busy_) cv_.Wait(&mu_);
   return error_;
 }
 
 void CheckpointWriter::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (true) {
-    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    while (!stop_ && queue_.empty()) cv_.Wait(&mu_);
     if (queue_.empty()) return;  // stop_, and everything queued is written.
     std::unique_ptr<ShardState> state = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
-    cv_.notify_all();  // Room in the queue.
-    lock.unlock();
+    cv_.SignalAll();  // Room in the queue.
+    mu_.Unlock();
     const pb::CheckpointShard& info = state->info;
     Status st = WriteCheckpoint(dir_, *state);
     if (st.ok()) st = PruneCheckpoints(dir_, info.server_rank(), keep_);
@@ -377,10 +377,10 @@ void CheckpointWriter::Loop() {
                  << " failed: " << st.message();
     }
     state.reset();  // Releases the shared weights before taking the lock.
-    lock.lock();
+    mu_.Lock();
     busy_ = false;
     if (!st.ok() && error_.ok()) error_ = st;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 }
 

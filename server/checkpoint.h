@@ -10,17 +10,16 @@
 #ifndef NEREUS_SERVER_CHECKPOINT_H_
 #define NEREUS_SERVER_CHECKPOINT_H_
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "proto/checkpoint.pb.h"
 
@@ -87,28 +86,28 @@ Status PruneCheckpoints(const std::string& dir, int rank, int keep);
 class CheckpointWriter {
  public:
   CheckpointWriter(std::string dir, int keep, int max_queued = 2);
-  ~CheckpointWriter();
+  ~CheckpointWriter() NEREUS_LOCKS_EXCLUDED(mu_);
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
-  void Submit(std::unique_ptr<ShardState> state);
+  void Submit(std::unique_ptr<ShardState> state) NEREUS_LOCKS_EXCLUDED(mu_);
   // Blocks until every submitted shard is written (or failed); returns the
   // first error, if any.
-  Status Flush();
+  Status Flush() NEREUS_LOCKS_EXCLUDED(mu_);
   const std::string& dir() const { return dir_; }
 
  private:
-  void Loop();
+  void Loop() NEREUS_LOCKS_EXCLUDED(mu_);
 
   const std::string dir_;
   const int keep_;
   const size_t max_queued_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::unique_ptr<ShardState>> queue_;  // GUARDED_BY(mu_)
-  bool busy_ = false;                              // GUARDED_BY(mu_): a shard is being written
-  bool stop_ = false;                              // GUARDED_BY(mu_)
-  Status error_;                                   // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<std::unique_ptr<ShardState>> queue_ NEREUS_GUARDED_BY(mu_);
+  bool busy_ NEREUS_GUARDED_BY(mu_) = false;  // A shard is being written.
+  bool stop_ NEREUS_GUARDED_BY(mu_) = false;
+  Status error_ NEREUS_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

@@ -65,7 +65,7 @@ Status Coordinator::Start() {
                                 });
   if (!st.ok()) return st.Annotate("coordinator");
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     formation_deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(options_.startup_timeout_s);
     if (previous.has_value()) {
       RETURN_IF_ERROR(TakeBack(*previous));
@@ -231,12 +231,12 @@ void Coordinator::OnMessage(const Endpoint& from, StatusOr<Message> msg, const p
     err.header.set_error_op(partial.op());
     err.header.set_request_id(partial.request_id());
     err.header.set_error(msg.status().message());
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (Find(from) != nullptr || partial.op() == pb::REGISTER) (void)transport_->Send(from, std::move(err));
     return;
   }
   const pb::Header& h = msg->header;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (Member* m = Find(from)) m->last_seen = std::chrono::steady_clock::now();
   switch (h.op()) {
     case pb::REGISTER:
@@ -265,7 +265,7 @@ void Coordinator::OnMessage(const Endpoint& from, StatusOr<Message> msg, const p
         PersistOrFail();
         for (auto& [ep, member] : members_) SendTo(ep, pb::SHUTDOWN);
         finished_ = true;
-        cv_.notify_all();
+        cv_.SignalAll();
       }
       break;
     }
@@ -417,7 +417,7 @@ void Coordinator::HandleRegister(const Endpoint& from, const pb::Header& h) {
   } else {
     LOG(INFO) << "coordinator: every node registered again; epoch " << epoch_ << " started";
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 Status Coordinator::CheckRejoin(const pb::NodeInfo& n) const {
@@ -511,7 +511,7 @@ bool Coordinator::HandleRejoin(const Endpoint& from, const pb::NodeInfo& n, cons
   barriers_.clear();
   rejoin_waiting_.clear();
   formation_deadline_ = now + std::chrono::seconds(options_.startup_timeout_s);
-  cv_.notify_all();
+  cv_.SignalAll();
   return true;
 }
 
@@ -617,7 +617,7 @@ void Coordinator::HandleBarrier(const Endpoint& from, const pb::Header& h) {
 }
 
 void Coordinator::Stop(const std::string& why) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   LOG(WARNING) << "coordinator: " << why << "; ending the job";
   Fail(AbortedError(why));
 }
@@ -626,7 +626,7 @@ void Coordinator::Fail(const Status& why) {
   if (!failure_.ok() || finished_) return;
   failure_ = why;
   for (auto& [ep, member] : members_) SendTo(ep, pb::ABORT, why.message());
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 std::string Coordinator::MissingNodes() const {
@@ -649,7 +649,7 @@ std::string Coordinator::MissingNodes() const {
 Status Coordinator::Run() {
   const auto timeout = std::chrono::milliseconds(options_.job.heartbeat_timeout_ms());
   const auto check_every = std::chrono::milliseconds(std::max(1, options_.job.heartbeat_interval_ms() / 2));
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   while (true) {
     if (finished_) break;
     if (!failure_.ok()) break;
@@ -662,7 +662,7 @@ Status Coordinator::Run() {
                                    " s (--startup_timeout_s): missing " + MissingNodes()));
         break;
       }
-      cv_.wait_until(lock, formation_deadline_);
+      cv_.WaitUntil(&mu_, formation_deadline_);
       continue;
     }
     for (auto& [ep, m] : members_) {
@@ -678,14 +678,14 @@ Status Coordinator::Run() {
     }
     if (!failure_.ok()) break;
     // A timed wait: a heartbeat deadline can pass without any message arriving.
-    cv_.wait_for(lock, check_every);
+    cv_.WaitFor(&mu_, check_every);
   }
   const Status result = failure_;
   // Nothing is left to take back.
   persisted_.set_ended(true);
   persisted_.set_outcome(result.ok() ? "finished" : result.message());
   if (Status st = Persist(); !st.ok()) LOG(ERROR) << "coordinator: " << st.message();
-  lock.unlock();
+  mu_.Unlock();
   if (!result.ok()) {
     LOG(ERROR) << "coordinator: job aborted: " << result.message();
   } else {

@@ -23,16 +23,15 @@
 #define NEREUS_SERVER_COORDINATOR_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "common/message.h"
+#include "common/mutex.h"
 #include "common/refusal_log.h"
 #include "common/status.h"
 #include "common/transport.h"
@@ -65,18 +64,18 @@ class Coordinator {
   // state directory: a state of a job that has not ended is taken back with
   // --resume and refused without it; a damaged state file is refused naming
   // it (the coordinator cannot tell whether its job still runs).
-  Status Start();
+  Status Start() NEREUS_LOCKS_EXCLUDED(mu_);
   const Endpoint& endpoint() const { return transport_->endpoint(); }
 
   // Blocks until the job ends. OK: every worker finished and every node was
   // told to shut down. Otherwise the error names the node that failed (missing
   // at start-up, silent, or refused); every other node has been sent ABORT.
-  Status Run();
+  Status Run() NEREUS_LOCKS_EXCLUDED(mu_);
 
   // Ends the job as a failure would: every node is sent ABORT with `why`, Run
   // returns it, and the state file says the job ended (nothing to take back).
   // Thread-safe; for a signal (SIGTERM: the operator stops the job).
-  void Stop(const std::string& why);
+  void Stop(const std::string& why) NEREUS_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Member {
@@ -95,68 +94,70 @@ class Coordinator {
     std::vector<double> min;                               // Element-wise minimum so far (NaNs ignored).
   };
 
-  void OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial);
-  void HandleRegister(const Endpoint& from, const pb::Header& h);
-  void HandleBarrier(const Endpoint& from, const pb::Header& h);
-  // REQUIRES(mu_), started_. A REGISTER naming the rank of `old`, from a new
+  void OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) NEREUS_LOCKS_EXCLUDED(mu_);
+  void HandleRegister(const Endpoint& from, const pb::Header& h) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleBarrier(const Endpoint& from, const pb::Header& h) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After started_. A REGISTER naming the rank of `old`, from a new
   // endpoint. Returns true if the job rolled back and `n` is to be registered
   // in the new epoch; false if it was refused or waits (unanswered, so that
   // the node repeats it) for `old` to fall silent.
-  bool HandleRejoin(const Endpoint& from, const pb::NodeInfo& n, const Member& old);
-  // REQUIRES(mu_). Why a rejoin of `n` cannot be done in this job, or OK.
-  Status CheckRejoin(const pb::NodeInfo& n) const;
-  // REQUIRES(mu_). Refuses a REGISTER that cannot join this job: the reason,
+  bool HandleRejoin(const Endpoint& from, const pb::NodeInfo& n, const Member& old)
+      NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why a rejoin of `n` cannot be done in this job, or OK.
+  Status CheckRejoin(const pb::NodeInfo& n) const NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Refuses a REGISTER that cannot join this job: the reason,
   // or OK.
-  Status CheckRegistration(const pb::NodeInfo& n) const;
-  // REQUIRES(mu_). With --resume, the newest clock every server checkpointed.
-  StatusOr<int64_t> ResumeClock() const;
-  void SendTo(const Endpoint& to, pb::Op op, const std::string& error = "");
+  Status CheckRegistration(const pb::NodeInfo& n) const NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // With --resume, the newest clock every server checkpointed.
+  StatusOr<int64_t> ResumeClock() const NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendTo(const Endpoint& to, pb::Op op, const std::string& error = "") NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Before binding: the state a previous coordinator left in the state
   // directory, if this coordinator is to take its job back (nullopt: a new
   // job); errors say why neither is possible.
   StatusOr<std::optional<pb::CoordinatorState>> PreviousState() const;
-  // After binding, REQUIRES(mu_): takes the job of `previous` back.
-  Status TakeBack(const pb::CoordinatorState& previous);
-  // REQUIRES(mu_). Writes persisted_ (with a state directory).
-  Status Persist();
-  // REQUIRES(mu_). Persist, failing the job if the state cannot be written
+  // After binding: takes the job of `previous` back.
+  Status TakeBack(const pb::CoordinatorState& previous) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes persisted_ (with a state directory).
+  Status Persist() NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Persist, failing the job if the state cannot be written
   // (a restart could not take the job back).
-  void PersistOrFail();
-  // REQUIRES(mu_). The endpoint of a member of the previous formation, which
+  void PersistOrFail() NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The endpoint of a member of the previous formation, which
   // has not registered again.
-  bool IsPrevious(const Endpoint& e) const;
-  void Fail(const Status& why);      // REQUIRES(mu_)
-  std::string MissingNodes() const;  // REQUIRES(mu_)
-  Member* Find(const Endpoint& e);   // REQUIRES(mu_)
+  bool IsPrevious(const Endpoint& e) const NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Fail(const Status& why) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string MissingNodes() const NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Member* Find(const Endpoint& e) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorOptions options_;
   std::unique_ptr<Transport> transport_;
   RefusalLog refusals_;  // Strangers' and bad messages, rate-limited.
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<Endpoint, Member> members_;  // GUARDED_BY(mu_)
-  bool started_ = false;                // GUARDED_BY(mu_): address book sent
+  Mutex mu_;
+  CondVar cv_;
+  std::map<Endpoint, Member> members_ NEREUS_GUARDED_BY(mu_);
+  bool started_ NEREUS_GUARDED_BY(mu_) = false;  // Address book sent.
   // The address book as sent, for a node that repeats its REGISTER because
   // the reply (or its first REGISTER) was lost.
-  std::optional<Message> register_reply_;         // GUARDED_BY(mu_)
-  int workers_done_ = 0;                          // GUARDED_BY(mu_)
-  bool finished_ = false;                         // GUARDED_BY(mu_)
-  Status failure_;                                // GUARDED_BY(mu_)
-  std::map<std::string, BarrierState> barriers_;  // GUARDED_BY(mu_)
+  std::optional<Message> register_reply_ NEREUS_GUARDED_BY(mu_);
+  int workers_done_ NEREUS_GUARDED_BY(mu_) = 0;
+  bool finished_ NEREUS_GUARDED_BY(mu_) = false;
+  Status failure_ NEREUS_GUARDED_BY(mu_);
+  std::map<std::string, BarrierState> barriers_ NEREUS_GUARDED_BY(mu_);
   // Rollback state.
-  uint32_t epoch_ = 0;   // GUARDED_BY(mu_): JobConfig.epoch of the current formation.
-  bool resume_ = false;  // GUARDED_BY(mu_): options_.resume, then true after a rollback.
-  std::chrono::steady_clock::time_point formation_deadline_;  // GUARDED_BY(mu_): every node registered by then.
+  uint32_t epoch_ NEREUS_GUARDED_BY(mu_) = 0;   // JobConfig.epoch of the current formation.
+  bool resume_ NEREUS_GUARDED_BY(mu_) = false;  // options_.resume, then true after a rollback.
+  // Every node registered by then.
+  std::chrono::steady_clock::time_point formation_deadline_ NEREUS_GUARDED_BY(mu_);
   // Rejoining nodes waiting for the member of their rank to fall silent:
   // when each was first heard (bounded).
-  std::map<Endpoint, std::chrono::steady_clock::time_point> rejoin_waiting_;  // GUARDED_BY(mu_)
+  std::map<Endpoint, std::chrono::steady_clock::time_point> rejoin_waiting_ NEREUS_GUARDED_BY(mu_);
   static constexpr size_t kMaxRejoinWaiting = 64;
   // Endpoints of the previous epoch, by (role, rank), still connected; each
   // is disconnected once its node registers again (it has read ROLLBACK).
-  std::map<std::pair<int, int>, Endpoint> previous_;  // GUARDED_BY(mu_)
+  std::map<std::pair<int, int>, Endpoint> previous_ NEREUS_GUARDED_BY(mu_);
   // What is kept in the state directory, as last written.
-  pb::CoordinatorState persisted_;  // GUARDED_BY(mu_)
+  pb::CoordinatorState persisted_ NEREUS_GUARDED_BY(mu_);
 };
 
 }  // namespace nereus

@@ -27,29 +27,29 @@ ParamServer::ParamServer(ParamServerOptions options, ReplySink* sink)
 ParamServer::~ParamServer() { StopApplyThreads(); }
 
 void ParamServer::WaitIdle() const {
-  std::unique_lock<std::mutex> lock(mu_);
-  idle_cv_.wait(lock, [&] { return in_flight_ == 0; });
+  MutexLock lock(&mu_);
+  while (in_flight_ != 0) idle_cv_.Wait(&mu_);
 }
 
 void ParamServer::StopApplyThreads() {
   std::unique_ptr<ApplyPool> pool;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     inline_only_ = true;  // Handle() submits nothing from here on.
-    idle_cv_.wait(lock, [&] { return in_flight_ == 0; });
+    while (in_flight_ != 0) idle_cv_.Wait(&mu_);
     pool = std::move(pool_);
   }
   pool.reset();  // Joins the (idle) threads, without the lock.
 }
 
 int ParamServer::num_chunks() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return static_cast<int>(chunks_.size());
 }
 
 StatusOr<std::pair<std::vector<float>, int64_t>> ParamServer::Snapshot(int tensor, int chunk) const {
-  std::unique_lock<std::mutex> lock(mu_);
-  idle_cv_.wait(lock, [&] { return in_flight_ == 0; });
+  MutexLock lock(&mu_);
+  while (in_flight_ != 0) idle_cv_.Wait(&mu_);
   auto it = chunks_.find({tensor, chunk});
   if (it == chunks_.end())
     return NotFoundError("no chunk " + std::to_string(chunk) + " of tensor " + std::to_string(tensor));
@@ -82,7 +82,7 @@ int64_t ParamServer::MinVersion(int64_t clock) const {
 }
 
 void ParamServer::Handle(const Endpoint& from, int worker_rank, StatusOr<Message> msg, const pb::Header& partial) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!msg.ok()) {
     refusals_.Refuse(from, "refused a message: " + msg.status().message());
     SendError(from, partial, msg.status());
@@ -122,7 +122,7 @@ void ParamServer::Handle(const Endpoint& from, int worker_rank, StatusOr<Message
     refusals_.Refuse(from, std::string("refused ") + OpName(h.op()) + ": " + st.message());
     SendError(from, h, st);
   }
-  StartUpdates(lock);
+  StartUpdates();
   FlushReplies();
 }
 
@@ -442,8 +442,7 @@ bool ParamServer::TakeUpdate(Chunk* c, Update* u) {
   return true;
 }
 
-void ParamServer::StartUpdates(std::unique_lock<std::mutex>& lock) {
-  (void)lock;  // Held.
+void ParamServer::StartUpdates() {
   std::vector<Update> group;
   uint64_t bytes = 0;
   for (Chunk* c : ready_) {
@@ -477,7 +476,7 @@ void ParamServer::RunUpdates(std::vector<Update> group) {
   while (!group.empty()) {
     // Without the lock: these chunks' arrays are this task's (applying).
     for (Update& u : group) Compute(&u);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (Update& u : group) Complete(&u);
     // Every chunk first completes, then the next updates are taken: a
     // clock's hooks (checkpoints) see no chunk of the group still applying.
@@ -488,7 +487,7 @@ void ParamServer::RunUpdates(std::vector<Update> group) {
     }
     FlushReplies();
     group = std::move(next);
-    if (group.empty() && --in_flight_ == 0) idle_cv_.notify_all();
+    if (group.empty() && --in_flight_ == 0) idle_cv_.SignalAll();
   }
 }
 
@@ -595,8 +594,8 @@ void ParamServer::OnClock(int64_t clock) {
 }
 
 std::unique_ptr<ShardState> ParamServer::ExportState() const {
-  std::unique_lock<std::mutex> lock(mu_);
-  idle_cv_.wait(lock, [&] { return in_flight_ == 0; });
+  MutexLock lock(&mu_);
+  while (in_flight_ != 0) idle_cv_.Wait(&mu_);
   return ExportLocked(min_version_);
 }
 
@@ -630,7 +629,7 @@ std::unique_ptr<ShardState> ParamServer::ExportLocked(int64_t clock) const {
 }
 
 Status ParamServer::Restore(ShardState state) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const pb::CheckpointShard& info = state.info;
   const std::string what =
       "the checkpoint of clock " + std::to_string(info.clock()) + " of server " + std::to_string(info.server_rank());

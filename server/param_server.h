@@ -19,18 +19,17 @@
 #ifndef NEREUS_SERVER_PARAM_SERVER_H_
 #define NEREUS_SERVER_PARAM_SERVER_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/message.h"
+#include "common/mutex.h"
 #include "common/refusal_log.h"
 #include "common/status.h"
 #include "server/apply_pool.h"
@@ -103,22 +102,23 @@ class ParamServer {
   // Handles one request from `from` (a worker of rank `worker_rank`, or -1 if
   // the sender is not a known worker). Never crashes on a bad request: it
   // answers ERROR naming the problem and leaves the parameters untouched.
-  void Handle(const Endpoint& from, int worker_rank, StatusOr<Message> msg, const pb::Header& partial);
+  void Handle(const Endpoint& from, int worker_rank, StatusOr<Message> msg, const pb::Header& partial)
+      NEREUS_LOCKS_EXCLUDED(mu_);
 
   // A copy of chunk (tensor, chunk)'s weights and its version (tests). Waits
   // until no update is in flight (WaitIdle).
-  StatusOr<std::pair<std::vector<float>, int64_t>> Snapshot(int tensor, int chunk) const;
+  StatusOr<std::pair<std::vector<float>, int64_t>> Snapshot(int tensor, int chunk) const NEREUS_LOCKS_EXCLUDED(mu_);
 
   // Blocks until every update started so far has been made and its replies
   // sent (returns at once with apply_threads 0).
-  void WaitIdle() const;
+  void WaitIdle() const NEREUS_LOCKS_EXCLUDED(mu_);
 
   // Waits for the updates in flight, then makes every later one on the
   // Handle() thread and stops the pool's threads. Call it before the sink
   // goes away (ServerNode: before its Node), as the pool's threads reply.
   // Idempotent.
-  void StopApplyThreads();
-  int num_chunks() const;
+  void StopApplyThreads() NEREUS_LOCKS_EXCLUDED(mu_);
+  int num_chunks() const NEREUS_LOCKS_EXCLUDED(mu_);
 
   // Loads a checkpoint (before the first Handle()): the chunks, their
   // versions, weights and history, and the solver settings. The job's
@@ -126,11 +126,11 @@ class ParamServer {
   // (else they are refused, naming the difference); the first INIT_CHUNK's
   // solver settings replace the checkpoint's, as Caffe's resume takes the
   // current solver file. Errors name what does not match the job.
-  Status Restore(ShardState state);
+  Status Restore(ShardState state) NEREUS_LOCKS_EXCLUDED(mu_);
 
   // This shard's state now (tests; the checkpoint hook builds the same).
   // Waits until no update is in flight (WaitIdle).
-  std::unique_ptr<ShardState> ExportState() const;
+  std::unique_ptr<ShardState> ExportState() const NEREUS_LOCKS_EXCLUDED(mu_);
 
  private:
   struct PendingClock {
@@ -190,23 +190,23 @@ class ParamServer {
   };
   using Key = std::pair<int, int>;  // (tensor, chunk)
 
-  Status HandleInit(const Endpoint& from, const Message& msg);
-  Status HandlePush(const Endpoint& from, int worker, const Message& msg);
-  Status CheckPush(int worker, const PushPart& p, uint64_t bytes);
-  void StorePush(const Endpoint& from, int worker, PushPart p);
-  Status HandlePull(const Endpoint& from, const Message& msg);
-  StatusOr<Chunk*> FindChunk(const pb::Header& h);
+  Status HandleInit(const Endpoint& from, const Message& msg) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Status HandlePush(const Endpoint& from, int worker, const Message& msg) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Status CheckPush(int worker, const PushPart& p, uint64_t bytes) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StorePush(const Endpoint& from, int worker, PushPart p) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Status HandlePull(const Endpoint& from, const Message& msg) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  StatusOr<Chunk*> FindChunk(const pb::Header& h) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether c's next update can start now (it is not being updated and its
   // gradients are all in); if so marks c applying and fills *u.
-  bool TakeUpdate(Chunk* c, Update* u);
+  bool TakeUpdate(Chunk* c, Update* u) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether c's next update has every gradient it needs.
-  bool TakeUpdateReady(const Chunk* c) const;
+  bool TakeUpdateReady(const Chunk* c) const NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts the updates of the chunks in ready_ (made ready by this Handle()
   // call): on this thread, or as one task on the pool.
-  void StartUpdates(std::unique_lock<std::mutex>& lock);
+  void StartUpdates() NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes the updates of `group`, and then every update they make ready,
   // until none is left (a pool task; called without the lock).
-  void RunUpdates(std::vector<Update> group);
+  void RunUpdates(std::vector<Update> group) NEREUS_LOCKS_EXCLUDED(mu_);
   // The arithmetic of one update: the average of the gradients (in
   // worker-rank order; one: taken as it is) and one solver step. Touches
   // only u->chunk's weights, spare, history(2) and average, which are the
@@ -214,19 +214,21 @@ class ParamServer {
   void Compute(Update* u);
   // After Compute, under the lock: the version, the timing, the clock
   // hooks, and the pulls now answerable.
-  void Complete(Update* u);
-  void AnswerPulls(Chunk* c);
-  void SendWeights(Chunk* c, const Endpoint& to, uint64_t request_id, int32_t priority);
-  void FlushReplies();
-  void SendError(const Endpoint& to, const pb::Header& request, const Status& status);
-  void Ack(const Endpoint& to, pb::Op op, const pb::Header& request);
+  void Complete(Update* u) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AnswerPulls(Chunk* c) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendWeights(Chunk* c, const Endpoint& to, uint64_t request_id, int32_t priority)
+      NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FlushReplies() NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendError(const Endpoint& to, const pb::Header& request, const Status& status)
+      NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Ack(const Endpoint& to, pb::Op op, const pb::Header& request) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t MinVersion(int64_t clock) const;
   // Keeps min_version_/at_min_ current after c's version grew by one.
-  void VersionAdvanced(int64_t old_version);
-  void RecountMin();
-  void OnClock(int64_t clock);
-  std::unique_ptr<ShardState> ExportLocked(int64_t clock) const;
-  Status CheckRestoredInitialized();
+  void VersionAdvanced(int64_t old_version) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecountMin() NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnClock(int64_t clock) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::unique_ptr<ShardState> ExportLocked(int64_t clock) const NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Status CheckRestoredInitialized() NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ParamServerOptions options_;
   ReplySink* const sink_;
@@ -235,21 +237,24 @@ class ParamServer {
 
   // Guards everything below but the arrays an update in flight owns (see
   // Chunk::applying); Handle() and the end of every update hold it.
-  mutable std::mutex mu_;
-  mutable std::condition_variable idle_cv_;  // Notified when in_flight_ drops to 0.
-  std::map<Key, Chunk> chunks_;
-  std::vector<Chunk*> ready_;                        // Chunks the current Handle() call may have made ready.
-  int in_flight_ = 0;                                // Pool tasks submitted and not yet done.
-  int applying_ = 0;                                 // Chunks with applying set.
-  bool inline_only_ = false;                         // StopApplyThreads was called.
-  std::unique_ptr<ApplyPool> pool_;                  // Null with apply_threads 0 and after StopApplyThreads.
-  std::map<Endpoint, std::vector<OutPart>> outbox_;  // Filled and flushed within Handle().
+  mutable Mutex mu_;
+  mutable CondVar idle_cv_;  // Signalled when in_flight_ drops to 0.
+  std::map<Key, Chunk> chunks_ NEREUS_GUARDED_BY(mu_);
+  std::vector<Chunk*> ready_ NEREUS_GUARDED_BY(mu_);  // Chunks the current Handle() call may have made ready.
+  int in_flight_ NEREUS_GUARDED_BY(mu_) = 0;          // Pool tasks submitted and not yet done.
+  int applying_ NEREUS_GUARDED_BY(mu_) = 0;           // Chunks with applying set.
+  bool inline_only_ NEREUS_GUARDED_BY(mu_) = false;   // StopApplyThreads was called.
+  // Null with apply_threads 0 and after StopApplyThreads.
+  std::unique_ptr<ApplyPool> pool_ NEREUS_GUARDED_BY(mu_);
+  // Filled and flushed within Handle().
+  std::map<Endpoint, std::vector<OutPart>> outbox_ NEREUS_GUARDED_BY(mu_);
   // The smallest version over chunks_ and how many chunks have it.
-  int64_t min_version_ = 0;
-  size_t at_min_ = 0;
-  int64_t restored_clock_ = -1;   // The checkpoint loaded by Restore(), or -1.
-  bool restored_checked_ = true;  // false from Restore() until every restored chunk was initialized.
-  RefusalLog refusals_;           // Refused requests, rate-limited per peer.
+  int64_t min_version_ NEREUS_GUARDED_BY(mu_) = 0;
+  size_t at_min_ NEREUS_GUARDED_BY(mu_) = 0;
+  int64_t restored_clock_ NEREUS_GUARDED_BY(mu_) = -1;  // The checkpoint loaded by Restore(), or -1.
+  // false from Restore() until every restored chunk was initialized.
+  bool restored_checked_ NEREUS_GUARDED_BY(mu_) = true;
+  RefusalLog refusals_;  // Refused requests, rate-limited per peer (its own lock).
 };
 
 }  // namespace nereus

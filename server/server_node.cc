@@ -19,7 +19,7 @@ ServerNode::ServerNode(NodeOptions options, ServerCheckpointOptions checkpoints,
 
 ServerNode::~ServerNode() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     failed_ = true;  // Data still arriving is dropped.
   }
   // The pool's threads send replies through node_: they finish first, and
@@ -96,7 +96,7 @@ Status ServerNode::Run() {
     }
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     server_ = std::move(server);
     failed_ = server_ == nullptr;
     if (failed_) {
@@ -147,7 +147,7 @@ void ServerNode::OnData(const Endpoint& from, StatusOr<Message> msg, const pb::H
   // Data can arrive between the start barrier and server_ being built (or a
   // checkpoint being loaded): it waits in early_ (see server_node.h).
   if (!ready_.load(std::memory_order_acquire)) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (failed_) return;
     if (!ready_.load(std::memory_order_relaxed)) {
       early_.push_back(Early{from, std::move(msg), partial});

@@ -7,9 +7,9 @@
 #include <atomic>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "common/node.h"
 #include "common/refusal_log.h"
 #include "server/checkpoint.h"
@@ -54,7 +54,7 @@ class ServerNode : public ReplySink {
     StatusOr<Message> msg;
     pb::Header partial;
   };
-  void OnData(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial);
+  void OnData(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial) NEREUS_LOCKS_EXCLUDED(mu_);
   void Dispatch(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial);
   StatusOr<std::unique_ptr<ParamServer>> MakeParamServer();
 
@@ -66,15 +66,17 @@ class ServerNode : public ReplySink {
   // (or loaded its checkpoint). Such messages wait in early_, in arrival
   // order, and Run hands them to the ParamServer before any later one; the
   // receive thread never blocks (it must read this node's REGISTER_REPLY).
-  std::mutex mu_;
+  Mutex mu_;
   std::unique_ptr<CheckpointWriter> writer_;  // Set before server_; outlives it.
-  std::unique_ptr<ParamServer> server_;       // GUARDED_BY(mu_) until ready_, then read-only.
-  std::deque<Early> early_;                   // GUARDED_BY(mu_)
-  bool failed_ = false;                       // GUARDED_BY(mu_): Start failed; drop data.
-  std::atomic<bool> ready_{false};            // server_ built and early_ drained.
-  RefusalLog refusals_{"server"};             // Messages from members that are not workers.
-  RefusalLog reply_failures_{"server"};       // Replies the transport did not take.
-  std::unique_ptr<Node> node_;                // Last: stopped before server_ goes away.
+  // Written under mu_ before ready_, then read-only (read without mu_ once
+  // ready_ is true): not expressible as NEREUS_GUARDED_BY.
+  std::unique_ptr<ParamServer> server_;
+  std::deque<Early> early_ NEREUS_GUARDED_BY(mu_);
+  bool failed_ NEREUS_GUARDED_BY(mu_) = false;  // Start failed; drop data.
+  std::atomic<bool> ready_{false};              // server_ built and early_ drained.
+  RefusalLog refusals_{"server"};               // Messages from members that are not workers.
+  RefusalLog reply_failures_{"server"};         // Replies the transport did not take.
+  std::unique_ptr<Node> node_;                  // Last: stopped before server_ goes away.
   // node_.get(), for the receive thread (OnData, Reply): ~ServerNode's
   // node_.reset() nulls node_ before ~Node has stopped that thread, which may
   // still be in OnData or Reply (a SIGSEGV at shutdown under load).

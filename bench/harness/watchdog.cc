@@ -13,29 +13,29 @@ Watchdog::Watchdog(double timeout_s, Expired expired) : timeout_s_(timeout_s), e
 
 Watchdog::~Watchdog() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void Watchdog::Phase(const std::string& name) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     phase_ = name.empty() ? "(unnamed)" : name;
     deadline_ = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                        std::chrono::duration<double>(timeout_s_));
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void Watchdog::Idle() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     phase_.clear();
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void Watchdog::ExitStuck(const std::string& phase, double timeout_s) {
@@ -48,19 +48,21 @@ void Watchdog::ExitStuck(const std::string& phase, double timeout_s) {
 }
 
 void Watchdog::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (!stop_) {
     if (phase_.empty()) {
-      cv_.wait(lock, [this] { return stop_ || !phase_.empty(); });
+      while (!stop_ && phase_.empty()) cv_.Wait(&mu_);
       continue;
     }
     const auto deadline = deadline_;
     const std::string phase = phase_;
     // Woken early by a new phase (a new deadline), Idle or stop.
-    if (cv_.wait_until(lock, deadline, [&] { return stop_ || phase_ != phase || deadline_ != deadline; })) continue;
-    lock.unlock();
+    bool expired = false;
+    while (!stop_ && phase_ == phase && deadline_ == deadline && !expired) expired = !cv_.WaitUntil(&mu_, deadline);
+    if (stop_ || phase_ != phase || deadline_ != deadline) continue;
+    mu_.Unlock();
     expired_(phase, timeout_s_);
-    lock.lock();
+    mu_.Lock();
     // Fire once per phase (when `expired_` returns, as in tests), unless a
     // new phase began meanwhile.
     if (phase_ == phase && deadline_ == deadline) phase_.clear();

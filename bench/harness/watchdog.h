@@ -7,11 +7,11 @@
 #define NEREUS_BENCH_HARNESS_WATCHDOG_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
+
+#include "common/mutex.h"
 
 namespace nereus {
 namespace bench {
@@ -47,12 +47,12 @@ class Watchdog {
 
   const double timeout_s_;
   const Expired expired_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::string phase_;                               // GUARDED_BY(mu_); empty: idle.
-  std::chrono::steady_clock::time_point deadline_;  // GUARDED_BY(mu_)
-  bool stop_ = false;                               // GUARDED_BY(mu_)
-  std::thread thread_;                              // Owned; joined by the destructor.
+  Mutex mu_;
+  CondVar cv_;
+  std::string phase_ NEREUS_GUARDED_BY(mu_);  // Empty: idle.
+  std::chrono::steady_clock::time_point deadline_ NEREUS_GUARDED_BY(mu_);
+  bool stop_ NEREUS_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // Owned; joined by the destructor.
 };
 
 }  // namespace bench

@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +20,7 @@
 #include "common/compute_rates.h"
 #include "common/curve_keys.h"
 #include "common/hybcomm.h"
+#include "common/mutex.h"
 #include "common/node.h"
 #include "worker/client/factor_exchange.h"
 #include "worker/client/handle_state.h"
@@ -187,7 +187,7 @@ class ClientImpl final : public Client {
   }
 
   std::vector<int> sfb_tensors() const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return sfb_tensors_;
   }
 
@@ -351,7 +351,7 @@ class ClientImpl final : public Client {
                        /*rebuild=*/!options_.sfb_emulated_rebuild);
     pipeline_.SetSfbTensors(chosen);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       sfb_tensors_ = chosen;
     }
     // Every worker must send the same tensors as factors and apply them with
@@ -374,9 +374,9 @@ class ClientImpl final : public Client {
   std::unique_ptr<Timeline> timeline_;  // Set by Start, then read-only; internally synchronized.
   std::string timeline_path_;           // options_.timeline with {rank} filled in.
   JobInfo job_;                         // Set by Start, then read-only.
-  mutable std::mutex mu_;
-  std::vector<int> sfb_tensors_;     // GUARDED_BY(mu_): set by Init.
-  std::optional<LinkFit> link_fit_;  // Init's thread only: MeasureLink's.
+  mutable Mutex mu_;
+  std::vector<int> sfb_tensors_ NEREUS_GUARDED_BY(mu_);  // Set by Init.
+  std::optional<LinkFit> link_fit_;                      // Init's thread only: MeasureLink's.
   TensorRegistry tensors_;
   RequestTable requests_;
   ServerQueues queues_;

@@ -10,16 +10,16 @@ namespace nereus {
 
 FactorExchange::~FactorExchange() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (applier_.joinable()) applier_.join();
 }
 
 void FactorExchange::Configure(const pb::SgdConfig& sgd, int num_workers, int rank, int num_servers,
                                std::vector<TensorInfo> tensors, bool rebuild) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   sgd_ = sgd;
   rebuild_ = rebuild;
   num_workers_ = num_workers;
@@ -36,16 +36,16 @@ void FactorExchange::Configure(const pb::SgdConfig& sgd, int num_workers, int ra
 }
 
 void FactorExchange::ApplyLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (true) {
-    cv_.wait(lock, [this] { return stopping_ || !abort_.ok() || !ready_.empty(); });
+    while (!stopping_ && abort_.ok() && ready_.empty()) cv_.Wait(&mu_);
     if (stopping_ || !abort_.ok()) return;
     const auto [tensor, c] = ready_.front();
     ready_.pop_front();
     State& s = tensors_.at(tensor);
     Clock ready = std::move(s.pending.at(c));
     s.pending.erase(c);
-    lock.unlock();
+    mu_.Unlock();
     // Every worker applies the same factors in rank order: identical bits.
     std::vector<const Factors*> by_rank;
     for (const Factors& f : ready.by_rank) by_rank.push_back(&f);
@@ -55,19 +55,19 @@ void FactorExchange::ApplyLoop() {
                              s.history.data(), &s.scratch);
     apply_us_.fetch_add(static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - begin).count()));
-    lock.lock();
+    mu_.Lock();
     s.applied = c + 1;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 }
 
 bool FactorExchange::Has(int tensor) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return tensors_.count(tensor) > 0;
 }
 
 int64_t FactorExchange::applied(int tensor) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = tensors_.find(tensor);
   return it == tensors_.end() ? -1 : it->second.applied;
 }
@@ -89,14 +89,14 @@ Status FactorExchange::Store(int sender, int tensor, int64_t clock, Factors f) {
   // clock c is applied (WaitWeights(c + 1) comes first).
   if (++c.count == num_workers_) {
     ready_.emplace_back(tensor, clock);
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   return Status::OK();
 }
 
 StatusOr<int> FactorExchange::BuildSends(int tensor, int64_t clock, uint64_t priority, const StatePtr& push,
                                          std::vector<QueuedMessage>* out) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   State& s = tensors_.at(tensor);
   const TensorInfo& t = s.info;
   if (clock <= s.own_clock)
@@ -143,14 +143,14 @@ StatusOr<int> FactorExchange::BuildSends(int tensor, int64_t clock, uint64_t pri
 }
 
 Status FactorExchange::Advance(int tensor, int64_t clock) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   State& s = tensors_.at(tensor);
   if (s.applied >= clock) return abort_;
   if (s.own_clock < clock - 1)
     return FailedPreconditionError("the weights of " + s.info.name + " for clock " + std::to_string(clock) +
                                    " need this worker's factors of clock " + std::to_string(clock - 1) +
                                    ", which were never handed over (GradientsReady)");
-  cv_.wait(lock, [&] { return !abort_.ok() || s.applied >= clock; });
+  while (abort_.ok() && s.applied < clock) cv_.Wait(&mu_);
   return abort_;
 }
 
@@ -171,17 +171,17 @@ void FactorExchange::OnFactors(const Endpoint& from, const Message& msg) {
   if (!worker_rank_(from, &sender) || sender < 0 || sender >= num_workers_ || sender == rank_) {
     st = Refuse(from, h, "FACTORS from " + from + ", which is not another worker of this job");
   } else {
-    std::unique_lock<std::mutex> lock(mu_);
+    mu_.Lock();
     auto it = tensors_.find(h.tensor());
     if (it == tensors_.end()) {
-      lock.unlock();
+      mu_.Unlock();
       st = Refuse(
           from, h,
           "FACTORS for tensor " + std::to_string(h.tensor()) + ", which is not a sufficient-factor tensor of this job");
     } else {
       auto f = ParseFactors(msg, it->second.info.shape, "\"" + it->second.info.name + "\"");
       Status stored = f.ok() ? Store(sender, h.tensor(), h.clock(), std::move(f).value()) : f.status();
-      lock.unlock();
+      mu_.Unlock();
       if (!stored.ok()) {
         st = Refuse(from, h, stored.message());
       } else {
@@ -200,11 +200,11 @@ void FactorExchange::OnFactors(const Endpoint& from, const Message& msg) {
 
 void FactorExchange::Abort(const Status& why) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!abort_.ok()) return;
     abort_ = why;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 }  // namespace nereus

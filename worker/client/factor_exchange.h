@@ -4,18 +4,17 @@
 #define NEREUS_WORKER_CLIENT_FACTOR_EXCHANGE_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/message.h"
+#include "common/mutex.h"
 #include "common/sfb.h"
 #include "common/status.h"
 #include "worker/client/handle_state.h"
@@ -123,22 +122,24 @@ class FactorExchange {
   };
   Status Refuse(const Endpoint& from, const pb::Header& h, const std::string& why);
   // Stores, and queues the clock for the applier once it is complete.
-  Status Store(int sender, int tensor, int64_t clock, Factors f);  // REQUIRES(mu_)
-  void ApplyLoop();
+  Status Store(int sender, int tensor, int64_t clock, Factors f) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyLoop() NEREUS_LOCKS_EXCLUDED(mu_);
 
   RequestTable* const requests_;
   const ReplyFn reply_;
   const WorkerRankFn worker_rank_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable Mutex mu_;
+  CondVar cv_;
   pb::SgdConfig sgd_;                                  // Set by Configure, then read-only.
   int num_workers_ = 0, rank_ = -1, num_servers_ = 0;  // Likewise.
   bool rebuild_ = true;                                // Likewise.
-  std::map<int, State> tensors_;                       // GUARDED_BY(mu_) (the map's shape is fixed by Configure).
-  Status abort_;                                       // GUARDED_BY(mu_)
-  std::deque<std::pair<int, int64_t>> ready_;          // (tensor, clock) complete, in order.  GUARDED_BY(mu_)
-  bool stopping_ = false;                              // GUARDED_BY(mu_)
+  // The map's shape is fixed by Configure; the applier works on a State it
+  // took from ready_ without mu_ (info, history, scratch are its own then).
+  std::map<int, State> tensors_ NEREUS_GUARDED_BY(mu_);
+  Status abort_ NEREUS_GUARDED_BY(mu_);
+  std::deque<std::pair<int, int64_t>> ready_ NEREUS_GUARDED_BY(mu_);  // (tensor, clock) complete, in order.
+  bool stopping_ NEREUS_GUARDED_BY(mu_) = false;
   std::thread applier_;
   std::atomic<uint64_t> received_bytes_{0}, apply_us_{0};
 };

@@ -8,25 +8,29 @@ Handle::Handle() : state_(std::make_shared<State>(0)) {}
 Handle::Handle(std::shared_ptr<State> state) : state_(std::move(state)) {}
 
 Status Handle::Wait() const {
-  std::unique_lock<std::mutex> lock(state_->mu);
-  state_->cv.wait(lock, [this] { return state_->done; });
+  MutexLock lock(&state_->mu);
+  while (!state_->done) state_->cv.Wait(&state_->mu);
   return state_->status;
 }
 
 bool Handle::WaitFor(std::chrono::milliseconds timeout, Status* status) const {
-  std::unique_lock<std::mutex> lock(state_->mu);
-  if (!state_->cv.wait_for(lock, timeout, [this] { return state_->done; })) return false;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  MutexLock lock(&state_->mu);
+  while (!state_->done) {
+    if (!state_->cv.WaitUntil(&state_->mu, deadline)) break;
+  }
+  if (!state_->done) return false;
   if (status != nullptr) *status = state_->status;
   return true;
 }
 
 bool Handle::done() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(&state_->mu);
   return state_->done;
 }
 
 int64_t Handle::version() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(&state_->mu);
   return state_->version;
 }
 

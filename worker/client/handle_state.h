@@ -3,13 +3,12 @@
 #ifndef NEREUS_WORKER_CLIENT_HANDLE_STATE_H_
 #define NEREUS_WORKER_CLIENT_HANDLE_STATE_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <utility>
 
+#include "common/mutex.h"
 #include "nereus/client.h"
 
 namespace nereus {
@@ -18,33 +17,33 @@ namespace nereus {
 // by the user threads that wait, the receive thread that completes units and
 // the transport threads that release payloads (SendGuard). Thread-safe.
 struct Handle::State {
-  std::mutex mu;
-  std::condition_variable cv;
-  int pending = 0;                                        // Completions still expected.   GUARDED_BY(mu)
-  bool done = false;                                      // GUARDED_BY(mu)
-  Status status;                                          // GUARDED_BY(mu)
-  int64_t version = std::numeric_limits<int64_t>::max();  // GUARDED_BY(mu)
+  Mutex mu;
+  CondVar cv;
+  int pending NEREUS_GUARDED_BY(mu) = 0;  // Completions still expected.
+  bool done NEREUS_GUARDED_BY(mu) = false;
+  Status status NEREUS_GUARDED_BY(mu);
+  int64_t version NEREUS_GUARDED_BY(mu) = std::numeric_limits<int64_t>::max();
 
   explicit State(int n) : pending(n), done(n == 0) {
     if (n == 0) version = 0;
   }
 
   // One unit done; `v` >= 0 is the version it carries (the smallest wins).
-  void Complete(int64_t v = -1) {
-    std::lock_guard<std::mutex> lock(mu);
+  void Complete(int64_t v = -1) NEREUS_LOCKS_EXCLUDED(mu) {
+    MutexLock lock(&mu);
     if (done) return;
     if (v >= 0 && v < version) version = v;
     if (--pending == 0) {
       done = true;
-      cv.notify_all();
+      cv.SignalAll();
     }
   }
-  void Fail(const Status& s) {
-    std::lock_guard<std::mutex> lock(mu);
+  void Fail(const Status& s) NEREUS_LOCKS_EXCLUDED(mu) {
+    MutexLock lock(&mu);
     if (done) return;
     status = s;
     done = true;
-    cv.notify_all();
+    cv.SignalAll();
   }
 };
 

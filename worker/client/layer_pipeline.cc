@@ -21,7 +21,7 @@ LayerPipeline::LayerPipeline(const ClientOptions& options, TensorRegistry* tenso
       merges_(options.schedule == Schedule::kFull && options.merge, options.merge_profile_iterations) {}
 
 Status LayerPipeline::Initialize(size_t num_initial, uint64_t chunk_bytes, int num_servers, int rank) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   RETURN_IF_ERROR(tensors_->Freeze(num_initial, chunk_bytes, num_servers));
   rank_ = rank;
   layered_ = tensors_->size() > 0;
@@ -45,17 +45,17 @@ Status LayerPipeline::Initialize(size_t num_initial, uint64_t chunk_bytes, int n
 }
 
 bool LayerPipeline::layered() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return layered_;
 }
 
 int LayerPipeline::num_layers() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return static_cast<int>(layers_.size());
 }
 
 uint64_t LayerPipeline::TensorPriority(int tensor) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (layered_) {
     const int layer = tensors_->spec(tensor).layer >= 0 ? tensors_->spec(tensor).layer : tensor;
     return static_cast<uint64_t>(layer_index_.at(layer)) << 32;
@@ -64,12 +64,12 @@ uint64_t LayerPipeline::TensorPriority(int tensor) const {
 }
 
 void LayerPipeline::SetLink(const LinkModel& link) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   merges_.set_link(link);
 }
 
 void LayerPipeline::SetSfbTensors(const std::vector<int>& which) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   sfb_.assign(tensors_->size(), false);
   for (int t : which) sfb_[t] = true;
   // Merge planning weighs what goes to the servers.
@@ -101,7 +101,7 @@ int LayerPipeline::Chunks(int li, bool with_sfb) const {
 void LayerPipeline::Prefetch(int layer) {
   std::vector<QueuedMessage> work;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     BuildLayerPulls({layer}, 0, &work);
   }
   queues_->Submit(std::move(work));
@@ -111,7 +111,7 @@ Status LayerPipeline::GradientsReady(int layer, int64_t clock) {
   const int64_t now = MonotonicMicros();
   std::vector<QueuedMessage> work;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ASSIGN_OR_RETURN(const int li, CommLayerOf("GradientsReady", layer));
     if (li < 0) return Status::OK();  // A layer without tensors.
     if (first_clock_ < 0) first_clock_ = clock;
@@ -155,7 +155,7 @@ Status LayerPipeline::WaitWeights(int layer, int64_t clock) {
   std::vector<int> sfb;
   std::vector<QueuedMessage> work;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ASSIGN_OR_RETURN(const int li, CommLayerOf("WaitWeights", layer));
     if (li < 0) return Status::OK();  // A layer without tensors.
     CommLayer& L = layers_[li];
@@ -185,7 +185,7 @@ Status LayerPipeline::WaitWeights(int layer, int64_t clock) {
   if (st.ok()) st = push.Wait();  // The diff buffers are free again.
   // SFB tensors: every worker's factors of clock - 1, one GEMM, one SGD step.
   for (size_t i = 0; st.ok() && i < sfb.size(); ++i) st = factors_->Advance(sfb[i], clock);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (merges_.profiling()) merges_.RecordWaitEnd(clock - std::max<int64_t>(first_clock_, 0), MonotonicMicros());
   return st;
 }
@@ -241,7 +241,7 @@ void LayerPipeline::BuildLayerPushes(const std::vector<int>& which, int64_t cloc
       CHECK(sent.ok()) << sent.status();
     }
   {
-    std::lock_guard<std::mutex> lock(push->mu);
+    MutexLock lock(&push->mu);
     push->pending = static_cast<int>(built.size()) + 1;
   }
   for (int li : which) layers_[li].push = MakeHandle(push);

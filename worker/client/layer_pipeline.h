@@ -4,9 +4,9 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <vector>
 
+#include "common/mutex.h"
 #include "nereus/client.h"
 #include "worker/client/factor_exchange.h"
 #include "worker/client/merge_profiler.h"
@@ -35,7 +35,7 @@ class LayerPipeline {
 
   // Init: freezes the registry (see TensorRegistry::Freeze) and groups the
   // tensors into comm layers, atomically for every other caller.
-  Status Initialize(size_t num_initial, uint64_t chunk_bytes, int num_servers, int rank);
+  Status Initialize(size_t num_initial, uint64_t chunk_bytes, int num_servers, int rank) NEREUS_LOCKS_EXCLUDED(mu_);
 
   // Whether every tensor has data and diff buffers (the layer-wise API works).
   bool layered() const;
@@ -53,8 +53,8 @@ class LayerPipeline {
   int num_layers() const;
 
   // See Client::GradientsReady / Client::WaitWeights.
-  Status GradientsReady(int layer, int64_t clock);
-  Status WaitWeights(int layer, int64_t clock);
+  Status GradientsReady(int layer, int64_t clock) NEREUS_LOCKS_EXCLUDED(mu_);
+  Status WaitWeights(int layer, int64_t clock) NEREUS_LOCKS_EXCLUDED(mu_);
 
  private:
   struct CommLayer {
@@ -68,16 +68,18 @@ class LayerPipeline {
 
   // The comm layer of Net layer `layer` (-1: it has no tensors), or why `op`
   // may not run now.
-  StatusOr<int> CommLayerOf(const char* op, int layer) const;  // REQUIRES(mu_)
+  StatusOr<int> CommLayerOf(const char* op, int layer) const NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Chunks of comm layer li's tensors (those through the servers, plus the
   // SFB tensors' when `with_sfb`).
-  int Chunks(int li, bool with_sfb = false) const;
-  bool Sfb(int tensor) const { return !sfb_.empty() && sfb_[tensor]; }  // REQUIRES(mu_)
+  int Chunks(int li, bool with_sfb = false) const NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Sfb(int tensor) const NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !sfb_.empty() && sfb_[tensor]; }
   // Pushes the gradients of comm layers `which` for `clock`, each carrying
-  // the pull of clock + 1 (REQUIRES(mu_)).
-  void BuildLayerPushes(const std::vector<int>& which, int64_t clock, std::vector<QueuedMessage>* out);
-  // Explicit pulls of comm layers `which` for `clock` (REQUIRES(mu_)).
-  void BuildLayerPulls(const std::vector<int>& which, int64_t clock, std::vector<QueuedMessage>* out);
+  // the pull of clock + 1.
+  void BuildLayerPushes(const std::vector<int>& which, int64_t clock, std::vector<QueuedMessage>* out)
+      NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Explicit pulls of comm layers `which` for `clock`.
+  void BuildLayerPulls(const std::vector<int>& which, int64_t clock, std::vector<QueuedMessage>* out)
+      NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ClientOptions options_;
   TensorRegistry* const tensors_;
@@ -86,18 +88,18 @@ class LayerPipeline {
   ServerQueues* const queues_;
   FactorExchange* const factors_;
 
-  mutable std::mutex mu_;
-  bool initialized_ = false;           // GUARDED_BY(mu_)
-  bool layered_ = false;               // GUARDED_BY(mu_)
-  int rank_ = -1;                      // GUARDED_BY(mu_)
-  std::map<int, int> layer_index_;     // User layer -> comm layer.  GUARDED_BY(mu_)
-  std::vector<CommLayer> layers_;      // GUARDED_BY(mu_)
-  std::vector<uint64_t> layer_bytes_;  // Gradient bytes per comm layer.  GUARDED_BY(mu_)
-  MergeProfiler merges_;               // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  bool initialized_ NEREUS_GUARDED_BY(mu_) = false;
+  bool layered_ NEREUS_GUARDED_BY(mu_) = false;
+  int rank_ NEREUS_GUARDED_BY(mu_) = -1;
+  std::map<int, int> layer_index_ NEREUS_GUARDED_BY(mu_);  // User layer -> comm layer.
+  std::vector<CommLayer> layers_ NEREUS_GUARDED_BY(mu_);
+  std::vector<uint64_t> layer_bytes_ NEREUS_GUARDED_BY(mu_);  // Gradient bytes per comm layer.
+  MergeProfiler merges_ NEREUS_GUARDED_BY(mu_);
   // The first clock asked for (0, or a resumed job's start clock): the merge
-  // profiler counts clocks from it.  GUARDED_BY(mu_)
-  int64_t first_clock_ = -1;
-  std::vector<bool> sfb_;  // Per tensor.  GUARDED_BY(mu_)
+  // profiler counts clocks from it.
+  int64_t first_clock_ NEREUS_GUARDED_BY(mu_) = -1;
+  std::vector<bool> sfb_ NEREUS_GUARDED_BY(mu_);  // Per tensor.
 };
 
 }  // namespace nereus

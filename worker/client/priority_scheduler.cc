@@ -13,7 +13,7 @@ PriorityScheduler::PriorityScheduler(int num_servers, uint64_t credit_bytes, uin
       servers_(num_servers) {}
 
 void PriorityScheduler::Enqueue(Item item) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   CHECK_GE(item.server, 0);
   CHECK_LT(item.server, static_cast<int>(servers_.size()));
   Server& s = servers_[item.server];
@@ -23,7 +23,7 @@ void PriorityScheduler::Enqueue(Item item) {
 }
 
 void PriorityScheduler::EnqueueAll(std::vector<Item> items) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<bool> touched(servers_.size(), false);
   for (Item& item : items) {
     CHECK_GE(item.server, 0);
@@ -37,7 +37,7 @@ void PriorityScheduler::EnqueueAll(std::vector<Item> items) {
 }
 
 void PriorityScheduler::Complete(int server, uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Server& s = servers_.at(server);
   CHECK_GE(s.in_flight, bytes) << "completing more bytes than are in flight";
   s.in_flight -= bytes;
@@ -79,12 +79,12 @@ void PriorityScheduler::Dispatch(Server* s) {
 }
 
 uint64_t PriorityScheduler::in_flight(int server) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return servers_.at(server).in_flight;
 }
 
 size_t PriorityScheduler::queued(int server) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return servers_.at(server).queue.size();
 }
 

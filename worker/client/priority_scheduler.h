@@ -5,9 +5,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <queue>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace nereus {
 
@@ -68,7 +69,7 @@ class PriorityScheduler {
     std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
     uint64_t in_flight = 0;
   };
-  void Dispatch(Server* s);  // REQUIRES(mu_)
+  void Dispatch(Server* s) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Fits(const Server& s, uint64_t bytes) const {
     return credit_ == 0 || s.in_flight == 0 || s.in_flight + bytes <= credit_;
   }
@@ -76,9 +77,9 @@ class PriorityScheduler {
   const uint64_t credit_;
   const uint64_t batch_bytes_;
   const BatchSend send_batch_;
-  mutable std::mutex mu_;
-  uint64_t seq_ = 0;             // GUARDED_BY(mu_)
-  std::vector<Server> servers_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  uint64_t seq_ NEREUS_GUARDED_BY(mu_) = 0;
+  std::vector<Server> servers_ NEREUS_GUARDED_BY(mu_);
 };
 
 }  // namespace nereus

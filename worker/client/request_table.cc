@@ -5,14 +5,14 @@
 namespace nereus {
 
 uint64_t RequestTable::NextId() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return next_id_++;
 }
 
 void RequestTable::Add(uint64_t id, Request r) {
   Status abort;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (abort_.ok()) {
       requests_.emplace(id, std::move(r));
       return;
@@ -23,7 +23,7 @@ void RequestTable::Add(uint64_t id, Request r) {
 }
 
 bool RequestTable::Take(uint64_t id, Request* out) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = requests_.find(id);
   if (it == requests_.end()) return false;
   *out = std::move(it->second);
@@ -32,7 +32,7 @@ bool RequestTable::Take(uint64_t id, Request* out) {
 }
 
 void RequestTable::StampDispatch(uint64_t id, int64_t us) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = requests_.find(id);
   if (it != requests_.end()) it->second.dispatch_us = us;
 }
@@ -40,7 +40,7 @@ void RequestTable::StampDispatch(uint64_t id, int64_t us) {
 void RequestTable::FailAll(const Status& why) {
   std::map<uint64_t, Request> requests;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (abort_.ok()) abort_ = why;
     requests.swap(requests_);
   }
@@ -48,7 +48,7 @@ void RequestTable::FailAll(const Status& why) {
 }
 
 Status RequestTable::aborted() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return abort_;
 }
 

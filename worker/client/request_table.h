@@ -4,10 +4,10 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "worker/client/handle_state.h"
 
@@ -63,10 +63,10 @@ class RequestTable {
   Status aborted() const;
 
  private:
-  mutable std::mutex mu_;
-  uint64_t next_id_ = 1;                  // GUARDED_BY(mu_)
-  std::map<uint64_t, Request> requests_;  // GUARDED_BY(mu_)
-  Status abort_;                          // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  uint64_t next_id_ NEREUS_GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, Request> requests_ NEREUS_GUARDED_BY(mu_);
+  Status abort_ NEREUS_GUARDED_BY(mu_);
 };
 
 }  // namespace nereus

@@ -17,7 +17,7 @@ uint64_t Fnv1a(uint64_t h, const void* data, size_t n) {
 }  // namespace
 
 StatusOr<int> TensorRegistry::Register(const TensorSpec& spec) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (frozen_) return FailedPreconditionError("RegisterTensor(\"" + spec.name + "\") after Init");
   if (spec.shape.empty()) return InvalidArgumentError("tensor \"" + spec.name + "\" has no shape");
   uint64_t n = 1;
@@ -39,7 +39,7 @@ StatusOr<int> TensorRegistry::Register(const TensorSpec& spec) {
 }
 
 Status TensorRegistry::Freeze(size_t num_initial, uint64_t chunk_bytes, int num_servers) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (frozen_) return FailedPreconditionError("Init called twice");
   if (num_initial != specs_.size())
     return InvalidArgumentError("Init got " + std::to_string(num_initial) + " initial values for " +
@@ -51,12 +51,12 @@ Status TensorRegistry::Freeze(size_t num_initial, uint64_t chunk_bytes, int num_
 }
 
 bool TensorRegistry::frozen() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return frozen_;
 }
 
 Status TensorRegistry::CheckTensor(int tensor, const char* op) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!frozen_) return FailedPreconditionError(std::string(op) + " before Init");
   if (tensor < 0 || tensor >= static_cast<int>(specs_.size()))
     return NotFoundError("unknown tensor id " + std::to_string(tensor));

@@ -4,9 +4,9 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/shard_map.h"
 #include "common/status.h"
 #include "nereus/client.h"
@@ -26,15 +26,15 @@ struct ChunkRef {
 class TensorRegistry {
  public:
   // Validates and appends `spec`; returns its id. Fails after Freeze().
-  StatusOr<int> Register(const TensorSpec& spec);
+  StatusOr<int> Register(const TensorSpec& spec) NEREUS_LOCKS_EXCLUDED(mu_);
 
   // Init: checks that `num_initial` values came, one per tensor, and cuts the
   // tensors into chunks over the servers. Fails if called twice.
-  Status Freeze(size_t num_initial, uint64_t chunk_bytes, int num_servers);
-  bool frozen() const;
+  Status Freeze(size_t num_initial, uint64_t chunk_bytes, int num_servers) NEREUS_LOCKS_EXCLUDED(mu_);
+  bool frozen() const NEREUS_LOCKS_EXCLUDED(mu_);
 
   // OK if `tensor` is a registered id and Init has run; `op` names the caller.
-  Status CheckTensor(int tensor, const char* op) const;
+  Status CheckTensor(int tensor, const char* op) const NEREUS_LOCKS_EXCLUDED(mu_);
 
   // After Freeze():
   int size() const { return static_cast<int>(specs_.size()); }
@@ -48,9 +48,11 @@ class TensorRegistry {
   uint64_t Digest() const;
 
  private:
-  mutable std::mutex mu_;
-  bool frozen_ = false;               // GUARDED_BY(mu_)
-  std::vector<TensorSpec> specs_;     // GUARDED_BY(mu_) until frozen, then read-only.
+  mutable Mutex mu_;
+  bool frozen_ NEREUS_GUARDED_BY(mu_) = false;
+  // Written under mu_ until frozen_, then read-only and read without mu_
+  // (size(), spec(), Digest()): not expressible as NEREUS_GUARDED_BY.
+  std::vector<TensorSpec> specs_;
   std::vector<uint64_t> elements_;    // Likewise.
   std::unique_ptr<ShardMap> shards_;  // Set by Freeze, then read-only.
 };

@@ -30,12 +30,12 @@ int64_t MonotonicMicros() {
 
 void Timeline::Span(Lane lane, const std::string& name, int64_t clock, int64_t begin_us, int64_t end_us) {
   if (!Keeps(clock)) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   events_.push_back(Event{lane, name, clock, begin_us, std::max<int64_t>(0, end_us - begin_us)});
 }
 
 size_t Timeline::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return events_.size();
 }
 
@@ -49,7 +49,7 @@ static std::string Escape(const std::string& s) {
 }
 
 Status Timeline::Write(const std::string& path) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::ofstream out(path);
   if (!out) return UnavailableError("cannot open --timeline file " + path);
   out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";

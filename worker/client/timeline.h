@@ -4,10 +4,10 @@
 #define NEREUS_WORKER_CLIENT_TIMELINE_H_
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace nereus {
@@ -35,10 +35,11 @@ class Timeline {
   Timeline(int pid, int every) : pid_(pid), every_(every < 1 ? 1 : every) {}
   bool Keeps(int64_t clock) const { return clock % every_ == 0; }
   // A complete span [begin_us, end_us) on `lane`, tagged with its clock.
-  void Span(Lane lane, const std::string& name, int64_t clock, int64_t begin_us, int64_t end_us);
-  size_t size() const;
+  void Span(Lane lane, const std::string& name, int64_t clock, int64_t begin_us, int64_t end_us)
+      NEREUS_LOCKS_EXCLUDED(mu_);
+  size_t size() const NEREUS_LOCKS_EXCLUDED(mu_);
   // Writes {"traceEvents": [...]} with metadata naming the process and lanes.
-  Status Write(const std::string& path) const;
+  Status Write(const std::string& path) const NEREUS_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Event {
@@ -49,8 +50,8 @@ class Timeline {
   };
   const int pid_;
   const int every_;
-  mutable std::mutex mu_;
-  std::vector<Event> events_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::vector<Event> events_ NEREUS_GUARDED_BY(mu_);
 };
 
 }  // namespace nereus

@@ -14,7 +14,7 @@ static_assert(!std::is_copy_constructible<SendGuard>::value, "a copy would compl
 static_assert(!std::is_move_constructible<SendGuard>::value, "a moved-from guard would complete it too");
 
 bool Done(const StatePtr& s) {
-  std::lock_guard<std::mutex> lock(s->mu);
+  MutexLock lock(&s->mu);
   return s->done;
 }
 
@@ -30,7 +30,7 @@ TEST(SendGuardTest, CompletesOnlyWhenTheLastOwnerLetsGo) {
   EXPECT_FALSE(Done(state));
   frame_b.reset();  // The transport lets go of the last frame.
   EXPECT_TRUE(Done(state));
-  std::lock_guard<std::mutex> lock(state->mu);
+  MutexLock lock(&state->mu);
   EXPECT_EQ(state->pending, 0);
 }
 
