@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs every test through ctest; then
+# Installs what is missing, builds, and runs every test through ctest (among
+# them thread_safety_test: clang's -Wthread-safety over the sources that use
+# nereus::Mutex, scripts/thread_safety.sh, about a minute of CPU); then
 # runs the server/client concurrency tests again under ThreadSanitizer
 # (skip that stage with NEREUS_SKIP_TSAN=1; ./scripts/sanitize.sh also runs
 # ASan+UBSan over everything). Before that, scripts/fuzz.sh fuzzes the message
