@@ -152,22 +152,15 @@ void Blob::CopyFrom(const Blob& source, bool copy_diff, bool reshape) {
   }
 }
 
-const float* Blob::cpu_data() const {
-  CHECK(data_ != nullptr) << "blob used before Reshape";
-  return static_cast<const float*>(data_->cpu_data());
+SyncedMemory* Blob::Memory(const std::shared_ptr<SyncedMemory>& memory) {
+  CHECK(memory != nullptr) << "blob used before Reshape";
+  return memory.get();
 }
-float* Blob::mutable_cpu_data() {
-  CHECK(data_ != nullptr) << "blob used before Reshape";
-  return static_cast<float*>(data_->mutable_cpu_data());
-}
-const float* Blob::cpu_diff() const {
-  CHECK(diff_ != nullptr) << "blob used before Reshape";
-  return static_cast<const float*>(diff_->cpu_data());
-}
-float* Blob::mutable_cpu_diff() {
-  CHECK(diff_ != nullptr) << "blob used before Reshape";
-  return static_cast<float*>(diff_->mutable_cpu_data());
-}
+
+const float* Blob::cpu_data() const { return static_cast<const float*>(Memory(data_)->cpu_data()); }
+float* Blob::mutable_cpu_data() { return static_cast<float*>(Memory(data_)->mutable_cpu_data()); }
+const float* Blob::cpu_diff() const { return static_cast<const float*>(Memory(diff_)->cpu_data()); }
+float* Blob::mutable_cpu_diff() { return static_cast<float*>(Memory(diff_)->mutable_cpu_data()); }
 void Blob::set_cpu_data(float* data) {
   CHECK(data_ != nullptr) << "blob used before Reshape";
   // Make sure data_ has the current size (another blob may share it).
@@ -178,22 +171,10 @@ void Blob::set_cpu_data(float* data) {
   }
   data_->set_cpu_data(data);
 }
-const float* Blob::gpu_data() const {
-  CHECK(data_ != nullptr) << "blob used before Reshape";
-  return static_cast<const float*>(data_->gpu_data());
-}
-float* Blob::mutable_gpu_data() {
-  CHECK(data_ != nullptr) << "blob used before Reshape";
-  return static_cast<float*>(data_->mutable_gpu_data());
-}
-const float* Blob::gpu_diff() const {
-  CHECK(diff_ != nullptr) << "blob used before Reshape";
-  return static_cast<const float*>(diff_->gpu_data());
-}
-float* Blob::mutable_gpu_diff() {
-  CHECK(diff_ != nullptr) << "blob used before Reshape";
-  return static_cast<float*>(diff_->mutable_gpu_data());
-}
+const float* Blob::gpu_data() const { return static_cast<const float*>(Memory(data_)->gpu_data()); }
+float* Blob::mutable_gpu_data() { return static_cast<float*>(Memory(data_)->mutable_gpu_data()); }
+const float* Blob::gpu_diff() const { return static_cast<const float*>(Memory(diff_)->gpu_data()); }
+float* Blob::mutable_gpu_diff() { return static_cast<float*>(Memory(diff_)->mutable_gpu_data()); }
 
 void Blob::Update() {
   if (count_ == 0) return;

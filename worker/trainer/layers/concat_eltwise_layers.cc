@@ -3,6 +3,7 @@
 #include <cfloat>
 #include <string>
 
+#include "worker/trainer/blob_math.h"
 #include "worker/trainer/layers/layer_check.h"
 #include "worker/trainer/math_functions.h"
 
@@ -160,45 +161,18 @@ void EltwiseLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vect
 
 void EltwiseLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                 const std::vector<Blob*>& bottom) {
-  const int count = top[0]->count();
-  const float* top_data = top[0]->cpu_data();
-  const float* top_diff = top[0]->cpu_diff();
   for (size_t i = 0; i < bottom.size(); ++i) {
     if (!propagate_down[i]) continue;
+    if (op_ != caffe::EltwiseParameter::MAX) {
+      BackwardSumProd(CpuMath(), top, bottom, i);
+      continue;
+    }
+    const int count = top[0]->count();
+    const float* top_diff = top[0]->cpu_diff();
     float* bottom_diff = bottom[i]->mutable_cpu_diff();
-    switch (op_) {
-      case caffe::EltwiseParameter::PROD:
-        if (stable_prod_grad_) {
-          // Product of the other bottoms, without dividing by this one.
-          bool initialized = false;
-          for (size_t j = 0; j < bottom.size(); ++j) {
-            if (j == i) continue;
-            if (!initialized) {
-              caffe_copy(count, bottom[j]->cpu_data(), bottom_diff);
-              initialized = true;
-            } else {
-              caffe_mul(count, bottom[j]->cpu_data(), bottom_diff, bottom_diff);
-            }
-          }
-        } else {
-          caffe_div(count, top_data, bottom[i]->cpu_data(), bottom_diff);
-        }
-        caffe_mul(count, bottom_diff, top_diff, bottom_diff);
-        break;
-      case caffe::EltwiseParameter::SUM:
-        if (coeffs_[i] == 1.0f) {
-          caffe_copy(count, top_diff, bottom_diff);
-        } else {
-          caffe_cpu_scale(count, coeffs_[i], top_diff, bottom_diff);
-        }
-        break;
-      case caffe::EltwiseParameter::MAX: {
-        const int* max_idx = static_cast<const int*>(max_idx_->cpu_data());
-        for (int k = 0; k < count; ++k) {
-          bottom_diff[k] = ops::EltwiseMaxBackward(top_diff[k], max_idx[k], static_cast<int>(i));
-        }
-        break;
-      }
+    const int* max_idx = static_cast<const int*>(max_idx_->cpu_data());
+    for (int k = 0; k < count; ++k) {
+      bottom_diff[k] = ops::EltwiseMaxBackward(top_diff[k], max_idx[k], static_cast<int>(i));
     }
   }
 }

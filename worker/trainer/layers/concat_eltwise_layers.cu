@@ -3,6 +3,7 @@
 // copy), Eltwise runs concat_eltwise_layers.cc's steps on the device (PROD
 // and SUM through the GPU math functions, MAX by the element functions of
 // concat_eltwise_layers.h).
+#include "worker/trainer/blob_math.h"
 #include "worker/trainer/gpu/kernel.h"
 #include "worker/trainer/gpu/math_functions.h"
 #include "worker/trainer/layers/concat_eltwise_layers.h"
@@ -103,43 +104,14 @@ void EltwiseLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vect
 
 void EltwiseLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                 const std::vector<Blob*>& bottom) {
-  const int count = top[0]->count();
-  const float* top_data = top[0]->gpu_data();
-  const float* top_diff = top[0]->gpu_diff();
   for (size_t i = 0; i < bottom.size(); ++i) {
     if (!propagate_down[i]) continue;
-    float* bottom_diff = bottom[i]->mutable_gpu_diff();
-    switch (op_) {
-      case caffe::EltwiseParameter::PROD:
-        if (stable_prod_grad_) {
-          // Product of the other bottoms, without dividing by this one.
-          bool initialized = false;
-          for (size_t j = 0; j < bottom.size(); ++j) {
-            if (j == i) continue;
-            if (!initialized) {
-              caffe_gpu_copy(device(), count, bottom[j]->gpu_data(), bottom_diff);
-              initialized = true;
-            } else {
-              caffe_gpu_mul(device(), count, bottom[j]->gpu_data(), bottom_diff, bottom_diff);
-            }
-          }
-        } else {
-          caffe_gpu_div(device(), count, top_data, bottom[i]->gpu_data(), bottom_diff);
-        }
-        caffe_gpu_mul(device(), count, bottom_diff, top_diff, bottom_diff);
-        break;
-      case caffe::EltwiseParameter::SUM:
-        if (coeffs_[i] == 1.0f) {
-          caffe_gpu_copy(device(), count, top_diff, bottom_diff);
-        } else {
-          caffe_gpu_scale(device(), count, coeffs_[i], top_diff, bottom_diff);
-        }
-        break;
-      case caffe::EltwiseParameter::MAX:
-        gpu::Launch(device(), "EltwiseMaxBackward", count, MaxBackwardKernel, top_diff,
-                    static_cast<const int*>(max_idx_->gpu_data()), static_cast<int>(i), bottom_diff);
-        break;
+    if (op_ != caffe::EltwiseParameter::MAX) {
+      BackwardSumProd(GpuMath(device()), top, bottom, i);
+      continue;
     }
+    gpu::Launch(device(), "EltwiseMaxBackward", top[0]->count(), MaxBackwardKernel, top[0]->gpu_diff(),
+                static_cast<const int*>(max_idx_->gpu_data()), static_cast<int>(i), bottom[i]->mutable_gpu_diff());
   }
 }
 

@@ -33,45 +33,32 @@ Status AbsValLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std
 }
 
 void AbsValLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const float* in = bottom[0]->cpu_data();
-  float* out = top[0]->mutable_cpu_data();
-  for (int i = 0; i < bottom[0]->count(); ++i) out[i] = ops::Abs(in[i]);
+  ForwardEach(*bottom[0], top[0], ops::Abs);
 }
 
 void AbsValLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                const std::vector<Blob*>& bottom) {
-  if (!propagate_down[0]) return;
-  const float* in = bottom[0]->cpu_data();
-  const float* top_diff = top[0]->cpu_diff();
-  float* bottom_diff = bottom[0]->mutable_cpu_diff();
-  for (int i = 0; i < bottom[0]->count(); ++i) bottom_diff[i] = ops::AbsValBackward(top_diff[i], in[i]);
+  if (propagate_down[0]) BackwardEach(*top[0], bottom[0]->cpu_data(), bottom[0], ops::AbsValBackward);
 }
 
 // ---- BNLL ----
 
 void BNLLLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   SaveInputIfInPlace(*bottom[0], *top[0], &bottom_copy_);
-  const float* in = bottom[0]->cpu_data();
-  float* out = top[0]->mutable_cpu_data();
-  for (int i = 0; i < bottom[0]->count(); ++i) out[i] = ops::BNLLForward(in[i]);
+  ForwardEach(*bottom[0], top[0], ops::BNLLForward);
 }
 
 void BNLLLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                              const std::vector<Blob*>& bottom) {
   if (!propagate_down[0]) return;
-  const float* in = SavedInput(*bottom[0], *top[0], bottom_copy_);
-  const float* top_diff = top[0]->cpu_diff();
-  float* bottom_diff = bottom[0]->mutable_cpu_diff();
-  for (int i = 0; i < bottom[0]->count(); ++i) bottom_diff[i] = ops::BNLLBackward(top_diff[i], in[i]);
+  BackwardEach(*top[0], SavedInput(*bottom[0], *top[0], bottom_copy_), bottom[0], ops::BNLLBackward);
 }
 
 // ---- ELU ----
 
 void ELULayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const float* in = bottom[0]->cpu_data();
-  float* out = top[0]->mutable_cpu_data();
   const float alpha = layer_param_.elu_param().alpha();
-  for (int i = 0; i < bottom[0]->count(); ++i) out[i] = ops::ELUForward(in[i], alpha);
+  ForwardEach(*bottom[0], top[0], [alpha](float x) { return ops::ELUForward(x, alpha); });
 }
 
 void ELULayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
@@ -100,18 +87,14 @@ Status ExpLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::v
 }
 
 void ExpLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const float* in = bottom[0]->cpu_data();
-  float* out = top[0]->mutable_cpu_data();
-  for (int i = 0; i < bottom[0]->count(); ++i) out[i] = ops::ExpForward(in[i], inner_scale_, outer_scale_);
+  ForwardEach(*bottom[0], top[0], [this](float x) { return ops::ExpForward(x, inner_scale_, outer_scale_); });
 }
 
 void ExpLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                             const std::vector<Blob*>& bottom) {
   if (!propagate_down[0]) return;
-  const float* out = top[0]->cpu_data();
-  const float* top_diff = top[0]->cpu_diff();
-  float* bottom_diff = bottom[0]->mutable_cpu_diff();
-  for (int i = 0; i < bottom[0]->count(); ++i) bottom_diff[i] = ops::ExpBackward(top_diff[i], out[i], inner_scale_);
+  BackwardEach(*top[0], top[0]->cpu_data(), bottom[0],
+               [this](float dy, float y) { return ops::ExpBackward(dy, y, inner_scale_); });
 }
 
 // ---- Log ----
@@ -134,22 +117,15 @@ Status LogLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::v
 
 void LogLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   SaveInputIfInPlace(*bottom[0], *top[0], &bottom_copy_);
-  const float* in = bottom[0]->cpu_data();
-  float* out = top[0]->mutable_cpu_data();
-  for (int i = 0; i < bottom[0]->count(); ++i) {
-    out[i] = ops::LogForward(in[i], input_scale_, input_shift_, base_scale_);
-  }
+  ForwardEach(*bottom[0], top[0],
+              [this](float x) { return ops::LogForward(x, input_scale_, input_shift_, base_scale_); });
 }
 
 void LogLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                             const std::vector<Blob*>& bottom) {
   if (!propagate_down[0]) return;
-  const float* in = SavedInput(*bottom[0], *top[0], bottom_copy_);
-  const float* top_diff = top[0]->cpu_diff();
-  float* bottom_diff = bottom[0]->mutable_cpu_diff();
-  for (int i = 0; i < bottom[0]->count(); ++i) {
-    bottom_diff[i] = ops::LogBackward(top_diff[i], in[i], input_scale_, input_shift_, base_scale_);
-  }
+  BackwardEach(*top[0], SavedInput(*bottom[0], *top[0], bottom_copy_), bottom[0],
+               [this](float dy, float x) { return ops::LogBackward(dy, x, input_scale_, input_shift_, base_scale_); });
 }
 
 // ---- Power ----
@@ -166,34 +142,26 @@ float PowerLayer::ConstantOutput() const { return power_ == 0.0f ? 1.0f : std::p
 
 void PowerLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   SaveInputIfInPlace(*bottom[0], *top[0], &bottom_copy_);
-  const float* in = bottom[0]->cpu_data();
-  float* out = top[0]->mutable_cpu_data();
-  const int count = bottom[0]->count();
   if (scale_ * power_ == 0.0f) {
     // The output does not depend on the input.
-    caffe_set(count, ConstantOutput(), out);
+    caffe_set(bottom[0]->count(), ConstantOutput(), top[0]->mutable_cpu_data());
     return;
   }
-  for (int i = 0; i < count; ++i) out[i] = ops::PowerForward(in[i], power_, scale_, shift_);
+  ForwardEach(*bottom[0], top[0], [this](float x) { return ops::PowerForward(x, power_, scale_, shift_); });
 }
 
 void PowerLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                               const std::vector<Blob*>& bottom) {
   if (!propagate_down[0]) return;
-  const float* in = SavedInput(*bottom[0], *top[0], bottom_copy_);
-  const float* top_diff = top[0]->cpu_diff();
-  float* bottom_diff = bottom[0]->mutable_cpu_diff();
-  const int count = bottom[0]->count();
-  for (int i = 0; i < count; ++i) bottom_diff[i] = ops::PowerBackward(top_diff[i], in[i], power_, scale_, shift_);
+  BackwardEach(*top[0], SavedInput(*bottom[0], *top[0], bottom_copy_), bottom[0],
+               [this](float dy, float x) { return ops::PowerBackward(dy, x, power_, scale_, shift_); });
 }
 
 // ---- Threshold ----
 
 void ThresholdLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const float* in = bottom[0]->cpu_data();
-  float* out = top[0]->mutable_cpu_data();
   const float threshold = layer_param_.threshold_param().threshold();
-  for (int i = 0; i < bottom[0]->count(); ++i) out[i] = ops::ThresholdForward(in[i], threshold);
+  ForwardEach(*bottom[0], top[0], [threshold](float x) { return ops::ThresholdForward(x, threshold); });
 }
 
 void ThresholdLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
@@ -212,21 +180,9 @@ Status PReLULayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std:
   const int channels = bottom[0]->shape(1);
   const std::vector<int> shape = channel_shared_ ? std::vector<int>{} : std::vector<int>{channels};
   if (!blobs_.empty()) {
-    if (blobs_[0]->shape() != shape) {
-      return LayerError("existing slope blob has shape " + blobs_[0]->shape_string() + ", expected " +
-                        Blob(shape).shape_string());
-    }
+    RETURN_IF_ERROR(CheckExistingShape(*blobs_[0], shape, "slope blob"));
   } else {
-    blobs_.push_back(std::make_shared<Blob>(shape));
-    caffe::FillerParameter filler;
-    if (p.has_filler()) {
-      filler = p.filler();
-    } else {
-      filler.set_type("constant");
-      filler.set_value(0.25f);
-    }
-    Status filled = FillBlob(filler, blobs_[0].get(), rng());
-    if (!filled.ok()) return LayerError("prelu_param.filler: " + filled.message());
+    RETURN_IF_ERROR(AddFilledBlob(shape, FillerOrConstant(p.has_filler(), p.filler(), 0.25f), "prelu_param.filler"));
   }
   param_propagate_down_.assign(blobs_.size(), true);
   return Status::OK();

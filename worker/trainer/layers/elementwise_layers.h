@@ -117,39 +117,23 @@ NEREUS_HOST_DEVICE inline float PReLUSlopeGradient(const float* top_diff, const 
 
 class AbsValLayer : public NeuronLayer {
  public:
-  explicit AbsValLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
+  using NeuronLayer::NeuronLayer;
   const char* type() const override { return "AbsVal"; }
-  bool HasGpuCode() const override { return true; }
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // Needs the input's sign: not in place (Caffe refuses it too).
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  NEREUS_LAYER_PASSES;
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 };
 
 class BNLLLayer : public NeuronLayer {
  public:
-  explicit BNLLLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
+  using NeuronLayer::NeuronLayer;
   const char* type() const override { return "BNLL"; }
-  bool HasGpuCode() const override { return true; }
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // In place, keeps a copy of the input for backward.
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  NEREUS_LAYER_PASSES;
 
  private:
   Blob bottom_copy_;  // the input, kept for backward when in place
@@ -157,38 +141,22 @@ class BNLLLayer : public NeuronLayer {
 
 class ELULayer : public NeuronLayer {
  public:
-  explicit ELULayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
+  using NeuronLayer::NeuronLayer;
   const char* type() const override { return "ELU"; }
-  bool HasGpuCode() const override { return true; }
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // In place the bottom holds y, whose sign is x's (alpha > 0), as in Caffe.
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  NEREUS_LAYER_PASSES;
 };
 
 class ExpLayer : public NeuronLayer {
  public:
-  explicit ExpLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
+  using NeuronLayer::NeuronLayer;
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   const char* type() const override { return "Exp"; }
-  bool HasGpuCode() const override { return true; }
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  NEREUS_LAYER_PASSES;
 
  private:
   float inner_scale_ = 1.0f;  // log(base) * scale
@@ -197,21 +165,13 @@ class ExpLayer : public NeuronLayer {
 
 class LogLayer : public NeuronLayer {
  public:
-  explicit LogLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
+  using NeuronLayer::NeuronLayer;
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   const char* type() const override { return "Log"; }
-  bool HasGpuCode() const override { return true; }
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // In place, keeps a copy of the input for backward.
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  NEREUS_LAYER_PASSES;
 
  private:
   float base_scale_ = 1.0f;  // 1 / ln(base)
@@ -222,21 +182,13 @@ class LogLayer : public NeuronLayer {
 
 class PowerLayer : public NeuronLayer {
  public:
-  explicit PowerLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
+  using NeuronLayer::NeuronLayer;
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   const char* type() const override { return "Power"; }
-  bool HasGpuCode() const override { return true; }
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // In place, keeps a copy of the input for backward.
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  NEREUS_LAYER_PASSES;
 
  private:
   // The output when it does not depend on the input (scale * power == 0).
@@ -250,43 +202,27 @@ class PowerLayer : public NeuronLayer {
 
 class ThresholdLayer : public NeuronLayer {
  public:
-  explicit ThresholdLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
+  using NeuronLayer::NeuronLayer;
   const char* type() const override { return "Threshold"; }
-  bool HasGpuCode() const override { return true; }
   // Not differentiable: a net that needs its bottom's gradient is refused
   // when built (Net), where Caffe dies in Backward.
   bool AllowForceBackward(int bottom_index) const override { return false; }
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // Asking for a gradient is fatal, naming the layer (our bug: the Net
   // refuses such a net).
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  NEREUS_LAYER_PASSES;
 };
 
 class PReLULayer : public NeuronLayer {
  public:
-  explicit PReLULayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
+  using NeuronLayer::NeuronLayer;
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   const char* type() const override { return "PReLU"; }
-  bool HasGpuCode() const override { return true; }
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  NEREUS_LAYER_PASSES;
 
  private:
   bool channel_shared_ = false;

@@ -16,11 +16,8 @@ void NeuronLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Bl
 // ---- ReLU ----
 
 void ReLULayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const float* in = bottom[0]->cpu_data();
-  float* out = top[0]->mutable_cpu_data();
   const float slope = layer_param_.relu_param().negative_slope();
-  const int count = bottom[0]->count();
-  for (int i = 0; i < count; ++i) out[i] = ops::ReLUForward(in[i], slope);
+  ForwardEach(*bottom[0], top[0], [slope](float x) { return ops::ReLUForward(x, slope); });
 }
 
 void ReLULayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
@@ -28,52 +25,33 @@ void ReLULayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bo
   if (!propagate_down[0]) return;
   // In place, bottom data is the output, whose sign matches the input's for
   // slope >= 0 (Caffe has the same property).
-  const float* in = bottom[0]->cpu_data();
-  const float* top_diff = top[0]->cpu_diff();
-  float* bottom_diff = bottom[0]->mutable_cpu_diff();
   const float slope = layer_param_.relu_param().negative_slope();
-  const int count = bottom[0]->count();
-  for (int i = 0; i < count; ++i) bottom_diff[i] = ops::ReLUBackward(top_diff[i], in[i], slope);
+  BackwardEach(*top[0], bottom[0]->cpu_data(), bottom[0],
+               [slope](float dy, float x) { return ops::ReLUBackward(dy, x, slope); });
 }
 
 // ---- Sigmoid ----
 
 void SigmoidLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const float* in = bottom[0]->cpu_data();
-  float* out = top[0]->mutable_cpu_data();
-  const int count = bottom[0]->count();
   // 0.5 * tanh(0.5 x) + 0.5 equals the logistic function and does not
   // overflow for large |x| (Caffe's formulation).
-  for (int i = 0; i < count; ++i) out[i] = ops::SigmoidForward(in[i]);
+  ForwardEach(*bottom[0], top[0], ops::SigmoidForward);
 }
 
 void SigmoidLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                 const std::vector<Blob*>& bottom) {
-  if (!propagate_down[0]) return;
-  const float* out = top[0]->cpu_data();
-  const float* top_diff = top[0]->cpu_diff();
-  float* bottom_diff = bottom[0]->mutable_cpu_diff();
-  const int count = bottom[0]->count();
-  for (int i = 0; i < count; ++i) bottom_diff[i] = ops::SigmoidBackward(top_diff[i], out[i]);
+  if (propagate_down[0]) BackwardEach(*top[0], top[0]->cpu_data(), bottom[0], ops::SigmoidBackward);
 }
 
 // ---- TanH ----
 
 void TanHLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const float* in = bottom[0]->cpu_data();
-  float* out = top[0]->mutable_cpu_data();
-  const int count = bottom[0]->count();
-  for (int i = 0; i < count; ++i) out[i] = ops::Tanh(in[i]);
+  ForwardEach(*bottom[0], top[0], ops::Tanh);
 }
 
 void TanHLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                              const std::vector<Blob*>& bottom) {
-  if (!propagate_down[0]) return;
-  const float* out = top[0]->cpu_data();
-  const float* top_diff = top[0]->cpu_diff();
-  float* bottom_diff = bottom[0]->mutable_cpu_diff();
-  const int count = bottom[0]->count();
-  for (int i = 0; i < count; ++i) bottom_diff[i] = ops::TanHBackward(top_diff[i], out[i]);
+  if (propagate_down[0]) BackwardEach(*top[0], top[0]->cpu_data(), bottom[0], ops::TanHBackward);
 }
 
 // ---- Dropout ----

@@ -47,62 +47,57 @@ NEREUS_HOST_DEVICE inline float DropoutApply(float x, unsigned int keep, float s
 // Shape handling shared by the element-wise layers.
 class NeuronLayer : public Layer {
  public:
-  explicit NeuronLayer(const caffe::LayerParameter& param) : Layer(param) {}
+  using Layer::Layer;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
+
+ protected:
+  // The CPU loops of the element-wise layers: top = f(x) for each element x
+  // of the bottom, and the bottom's diff = g(dy, x) for each element dy of
+  // the top's diff and x of `x` (the input or the output, as g needs).
+  template <typename F>
+  static void ForwardEach(const Blob& bottom, Blob* top, F f) {
+    const float* in = bottom.cpu_data();
+    float* out = top->mutable_cpu_data();
+    const int count = bottom.count();
+    for (int i = 0; i < count; ++i) out[i] = f(in[i]);
+  }
+  template <typename G>
+  static void BackwardEach(const Blob& top, const float* x, Blob* bottom, G g) {
+    const float* top_diff = top.cpu_diff();
+    float* bottom_diff = bottom->mutable_cpu_diff();
+    const int count = bottom->count();
+    for (int i = 0; i < count; ++i) bottom_diff[i] = g(top_diff[i], x[i]);
+  }
 };
 
 class ReLULayer : public NeuronLayer {
  public:
-  explicit ReLULayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
+  using NeuronLayer::NeuronLayer;
   const char* type() const override { return "ReLU"; }
-  bool HasGpuCode() const override { return true; }
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  NEREUS_LAYER_PASSES;
 };
 
 class SigmoidLayer : public NeuronLayer {
  public:
-  explicit SigmoidLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
+  using NeuronLayer::NeuronLayer;
   const char* type() const override { return "Sigmoid"; }
-  bool HasGpuCode() const override { return true; }
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // Uses the top data (valid in place).
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  NEREUS_LAYER_PASSES;
 };
 
 class TanHLayer : public NeuronLayer {
  public:
-  explicit TanHLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
+  using NeuronLayer::NeuronLayer;
   const char* type() const override { return "TanH"; }
-  bool HasGpuCode() const override { return true; }
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  NEREUS_LAYER_PASSES;
 };
 
 // Dropout draws its masks from its own engine, seeded at set-up from the
@@ -112,11 +107,10 @@ class TanHLayer : public NeuronLayer {
 // the solver's random_seed): other masks than the CPU's, the same rule.
 class DropoutLayer : public NeuronLayer {
  public:
-  explicit DropoutLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
+  using NeuronLayer::NeuronLayer;
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   const char* type() const override { return "Dropout"; }
-  bool HasGpuCode() const override { return true; }
 
   // Reseeds the mask engine (tests use it to repeat a mask).
   void set_seed(uint32_t seed) { mask_rng_.seed(seed); }
@@ -125,14 +119,7 @@ class DropoutLayer : public NeuronLayer {
   std::vector<unsigned int> mask() const;
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  NEREUS_LAYER_PASSES;
 
  private:
   float threshold_ = 0.5f;  // dropout_ratio
