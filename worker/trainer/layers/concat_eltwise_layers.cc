@@ -62,34 +62,27 @@ void ConcatLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Bl
 void ConcatLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   float* top_data = top[0]->mutable_cpu_data();
   const int top_concat_axis = top[0]->shape(concat_axis_);
-  int offset = 0;
-  for (Blob* b : bottom) {
+  ForEachPart(bottom, concat_axis_, [&](size_t i, Blob* b, int bottom_concat_axis, int offset) {
     const float* bottom_data = b->cpu_data();
-    const int bottom_concat_axis = b->shape(concat_axis_);
     const int chunk = bottom_concat_axis * concat_input_size_;
     for (int n = 0; n < num_concats_; ++n) {
       caffe_copy(chunk, bottom_data + n * chunk, top_data + (n * top_concat_axis + offset) * concat_input_size_);
     }
-    offset += bottom_concat_axis;
-  }
+  });
 }
 
 void ConcatLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                const std::vector<Blob*>& bottom) {
   const float* top_diff = top[0]->cpu_diff();
   const int top_concat_axis = top[0]->shape(concat_axis_);
-  int offset = 0;
-  for (size_t i = 0; i < bottom.size(); ++i) {
-    const int bottom_concat_axis = bottom[i]->shape(concat_axis_);
-    if (propagate_down[i]) {
-      float* bottom_diff = bottom[i]->mutable_cpu_diff();
-      const int chunk = bottom_concat_axis * concat_input_size_;
-      for (int n = 0; n < num_concats_; ++n) {
-        caffe_copy(chunk, top_diff + (n * top_concat_axis + offset) * concat_input_size_, bottom_diff + n * chunk);
-      }
+  ForEachPart(bottom, concat_axis_, [&](size_t i, Blob* b, int bottom_concat_axis, int offset) {
+    if (!propagate_down[i]) return;
+    float* bottom_diff = b->mutable_cpu_diff();
+    const int chunk = bottom_concat_axis * concat_input_size_;
+    for (int n = 0; n < num_concats_; ++n) {
+      caffe_copy(chunk, top_diff + (n * top_concat_axis + offset) * concat_input_size_, bottom_diff + n * chunk);
     }
-    offset += bottom_concat_axis;
-  }
+  });
 }
 
 // ---- Eltwise ----

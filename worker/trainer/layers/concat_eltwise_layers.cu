@@ -49,28 +49,21 @@ void ConcatCopyGpu(gpu::Device* device, bool to_whole, int part_count, const flo
 void ConcatLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   float* top_data = top[0]->mutable_gpu_data();
   const int top_concat_axis = top[0]->shape(concat_axis_);
-  int offset = 0;
-  for (Blob* b : bottom) {
-    const int bottom_concat_axis = b->shape(concat_axis_);
+  ForEachPart(bottom, concat_axis_, [&](size_t i, Blob* b, int bottom_concat_axis, int offset) {
     ConcatCopyGpu(device(), true, b->count(), b->gpu_data(), top_data, concat_input_size_, top_concat_axis,
                   bottom_concat_axis, offset);
-    offset += bottom_concat_axis;
-  }
+  });
 }
 
 void ConcatLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                const std::vector<Blob*>& bottom) {
   const float* top_diff = top[0]->gpu_diff();
   const int top_concat_axis = top[0]->shape(concat_axis_);
-  int offset = 0;
-  for (size_t i = 0; i < bottom.size(); ++i) {
-    const int bottom_concat_axis = bottom[i]->shape(concat_axis_);
-    if (propagate_down[i]) {
-      ConcatCopyGpu(device(), false, bottom[i]->count(), top_diff, bottom[i]->mutable_gpu_diff(), concat_input_size_,
-                    top_concat_axis, bottom_concat_axis, offset);
-    }
-    offset += bottom_concat_axis;
-  }
+  ForEachPart(bottom, concat_axis_, [&](size_t i, Blob* b, int bottom_concat_axis, int offset) {
+    if (!propagate_down[i]) return;
+    ConcatCopyGpu(device(), false, b->count(), top_diff, b->mutable_gpu_diff(), concat_input_size_, top_concat_axis,
+                  bottom_concat_axis, offset);
+  });
 }
 
 // ---- Eltwise ----

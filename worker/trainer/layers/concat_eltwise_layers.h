@@ -62,6 +62,19 @@ void ConcatCopyGpu(gpu::Device* device, bool to_whole, int part_count, const flo
                    int whole_axis, int part_axis, int offset);
 #endif
 
+// Calls f(i, part i, its size along `axis`, where it starts there) for the
+// parts of a concatenation along `axis`, in order: Concat's bottoms, Slice's
+// tops.
+template <typename F>
+void ForEachPart(const std::vector<Blob*>& parts, int axis, F f) {
+  int offset = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const int size = parts[i]->shape(axis);
+    f(i, parts[i], size, offset);
+    offset += size;
+  }
+}
+
 class ConcatLayer : public Layer {
  public:
   using Layer::Layer;

@@ -9,165 +9,54 @@
 #include "worker/trainer/math_functions.h"
 
 namespace nereus {
+namespace ops {
 namespace {
 
-// The input of a layer's forward, valid in backward: the bottom itself, or
-// the copy the forward kept when running in place.
-const float* SavedInput(const Blob& bottom, const Blob& top, const Blob& copy) {
-  return &bottom == &top ? copy.cpu_data() : bottom.cpu_data();
-}
-
-void SaveInputIfInPlace(const Blob& bottom, const Blob& top, Blob* copy) {
-  if (&bottom != &top) return;
-  copy->ReshapeLike(bottom);
-  caffe_copy(bottom.count(), bottom.cpu_data(), copy->mutable_cpu_data());
+// ln(base) for exp_param/log_param (`field`): base -1 means e.
+StatusOr<float> LogOfBase(const std::string& field, float base) {
+  if (base != -1.0f && !(base > 0.0f)) {
+    return InvalidArgumentError(field + ".base must be strictly positive (or -1 for e), got " + std::to_string(base));
+  }
+  return base == -1.0f ? 1.0f : std::log(base);
 }
 
 }  // namespace
 
-// ---- AbsVal ----
-
-Status AbsValLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  if (bottom[0] == top[0]) return LayerError("AbsVal does not allow in-place computation");
+Status ExpOp::SetUp(const caffe::LayerParameter& param) {
+  const caffe::ExpParameter& p = param.exp_param();
+  ASSIGN_OR_RETURN(const float log_base, LogOfBase("exp_param", p.base()));
+  inner_scale = log_base * p.scale();
+  outer_scale = p.shift() == 0.0f ? 1.0f : std::exp(log_base * p.shift());
   return Status::OK();
 }
 
-void AbsValLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  ForwardEach(*bottom[0], top[0], ops::Abs);
-}
-
-void AbsValLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                               const std::vector<Blob*>& bottom) {
-  if (propagate_down[0]) BackwardEach(*top[0], bottom[0]->cpu_data(), bottom[0], ops::AbsValBackward);
-}
-
-// ---- BNLL ----
-
-void BNLLLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  SaveInputIfInPlace(*bottom[0], *top[0], &bottom_copy_);
-  ForwardEach(*bottom[0], top[0], ops::BNLLForward);
-}
-
-void BNLLLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                             const std::vector<Blob*>& bottom) {
-  if (!propagate_down[0]) return;
-  BackwardEach(*top[0], SavedInput(*bottom[0], *top[0], bottom_copy_), bottom[0], ops::BNLLBackward);
-}
-
-// ---- ELU ----
-
-void ELULayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const float alpha = layer_param_.elu_param().alpha();
-  ForwardEach(*bottom[0], top[0], [alpha](float x) { return ops::ELUForward(x, alpha); });
-}
-
-void ELULayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                            const std::vector<Blob*>& bottom) {
-  if (!propagate_down[0]) return;
-  const float* in = bottom[0]->cpu_data();
-  const float* out = top[0]->cpu_data();
-  const float* top_diff = top[0]->cpu_diff();
-  float* bottom_diff = bottom[0]->mutable_cpu_diff();
-  const float alpha = layer_param_.elu_param().alpha();
-  for (int i = 0; i < bottom[0]->count(); ++i) bottom_diff[i] = ops::ELUBackward(top_diff[i], in[i], out[i], alpha);
-}
-
-// ---- Exp ----
-
-Status ExpLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const caffe::ExpParameter& p = layer_param_.exp_param();
-  const float base = p.base();
-  if (base != -1.0f && !(base > 0.0f)) {
-    return LayerError("exp_param.base must be strictly positive (or -1 for e), got " + std::to_string(base));
-  }
-  const float log_base = base == -1.0f ? 1.0f : std::log(base);
-  inner_scale_ = log_base * p.scale();
-  outer_scale_ = p.shift() == 0.0f ? 1.0f : std::exp(log_base * p.shift());
-  return Status::OK();
-}
-
-void ExpLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  ForwardEach(*bottom[0], top[0], [this](float x) { return ops::ExpForward(x, inner_scale_, outer_scale_); });
-}
-
-void ExpLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                            const std::vector<Blob*>& bottom) {
-  if (!propagate_down[0]) return;
-  BackwardEach(*top[0], top[0]->cpu_data(), bottom[0],
-               [this](float dy, float y) { return ops::ExpBackward(dy, y, inner_scale_); });
-}
-
-// ---- Log ----
-
-Status LogLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const caffe::LogParameter& p = layer_param_.log_param();
-  const float base = p.base();
-  if (base != -1.0f && !(base > 0.0f)) {
-    return LayerError("log_param.base must be strictly positive (or -1 for e), got " + std::to_string(base));
-  }
-  const float log_base = base == -1.0f ? 1.0f : std::log(base);
+Status LogOp::SetUp(const caffe::LayerParameter& param) {
+  const caffe::LogParameter& p = param.log_param();
+  ASSIGN_OR_RETURN(const float log_base, LogOfBase("log_param", p.base()));
   if (!std::isfinite(log_base) || log_base == 0.0f) {
-    return LayerError("log_param.base " + std::to_string(base) + " has no usable logarithm");
+    return InvalidArgumentError("log_param.base " + std::to_string(p.base()) + " has no usable logarithm");
   }
-  base_scale_ = 1.0f / log_base;
-  input_scale_ = p.scale();
-  input_shift_ = p.shift();
+  base_scale = 1.0f / log_base;
+  input_scale = p.scale();
+  input_shift = p.shift();
   return Status::OK();
 }
 
-void LogLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  SaveInputIfInPlace(*bottom[0], *top[0], &bottom_copy_);
-  ForwardEach(*bottom[0], top[0],
-              [this](float x) { return ops::LogForward(x, input_scale_, input_shift_, base_scale_); });
-}
-
-void LogLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                            const std::vector<Blob*>& bottom) {
-  if (!propagate_down[0]) return;
-  BackwardEach(*top[0], SavedInput(*bottom[0], *top[0], bottom_copy_), bottom[0],
-               [this](float dy, float x) { return ops::LogBackward(dy, x, input_scale_, input_shift_, base_scale_); });
-}
-
-// ---- Power ----
-
-Status PowerLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const caffe::PowerParameter& p = layer_param_.power_param();
-  power_ = p.power();
-  scale_ = p.scale();
-  shift_ = p.shift();
+Status PowerOp::SetUp(const caffe::LayerParameter& param) {
+  const caffe::PowerParameter& p = param.power_param();
+  power = p.power();
+  scale = p.scale();
+  shift = p.shift();
   return Status::OK();
 }
 
-float PowerLayer::ConstantOutput() const { return power_ == 0.0f ? 1.0f : std::pow(shift_, power_); }
-
-void PowerLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  SaveInputIfInPlace(*bottom[0], *top[0], &bottom_copy_);
-  if (scale_ * power_ == 0.0f) {
-    // The output does not depend on the input.
-    caffe_set(bottom[0]->count(), ConstantOutput(), top[0]->mutable_cpu_data());
-    return;
-  }
-  ForwardEach(*bottom[0], top[0], [this](float x) { return ops::PowerForward(x, power_, scale_, shift_); });
+bool PowerOp::Constant(float* value) const {
+  if (scale * power != 0.0f) return false;
+  *value = power == 0.0f ? 1.0f : std::pow(shift, power);
+  return true;
 }
 
-void PowerLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                              const std::vector<Blob*>& bottom) {
-  if (!propagate_down[0]) return;
-  BackwardEach(*top[0], SavedInput(*bottom[0], *top[0], bottom_copy_), bottom[0],
-               [this](float dy, float x) { return ops::PowerBackward(dy, x, power_, scale_, shift_); });
-}
-
-// ---- Threshold ----
-
-void ThresholdLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const float threshold = layer_param_.threshold_param().threshold();
-  ForwardEach(*bottom[0], top[0], [threshold](float x) { return ops::ThresholdForward(x, threshold); });
-}
-
-void ThresholdLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                                  const std::vector<Blob*>& bottom) {
-  LAYER_CHECK(!propagate_down[0]) << "Threshold has no gradient; set propagate_down: false";
-}
+}  // namespace ops
 
 // ---- PReLU ----
 
@@ -196,7 +85,7 @@ void PReLULayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blo
 }
 
 void PReLULayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  SaveInputIfInPlace(*bottom[0], *top[0], &bottom_copy_);
+  SaveInputIfInPlace(CpuMath(), *bottom[0], *top[0], &bottom_copy_);
   const float* in = bottom[0]->cpu_data();
   float* out = top[0]->mutable_cpu_data();
   const float* slope = blobs_[0]->cpu_data();
@@ -210,7 +99,7 @@ void PReLULayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector
 
 void PReLULayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                               const std::vector<Blob*>& bottom) {
-  const float* in = SavedInput(*bottom[0], *top[0], bottom_copy_);
+  const float* in = SavedInput(*bottom[0], *top[0], bottom_copy_).cpu_data();
   const float* slope = blobs_[0]->cpu_data();
   const float* top_diff = top[0]->cpu_diff();
   const int count = bottom[0]->count();

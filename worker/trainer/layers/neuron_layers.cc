@@ -13,47 +13,6 @@ void NeuronLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Bl
   if (top[0] != bottom[0]) top[0]->ReshapeLike(*bottom[0]);
 }
 
-// ---- ReLU ----
-
-void ReLULayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const float slope = layer_param_.relu_param().negative_slope();
-  ForwardEach(*bottom[0], top[0], [slope](float x) { return ops::ReLUForward(x, slope); });
-}
-
-void ReLULayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                             const std::vector<Blob*>& bottom) {
-  if (!propagate_down[0]) return;
-  // In place, bottom data is the output, whose sign matches the input's for
-  // slope >= 0 (Caffe has the same property).
-  const float slope = layer_param_.relu_param().negative_slope();
-  BackwardEach(*top[0], bottom[0]->cpu_data(), bottom[0],
-               [slope](float dy, float x) { return ops::ReLUBackward(dy, x, slope); });
-}
-
-// ---- Sigmoid ----
-
-void SigmoidLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  // 0.5 * tanh(0.5 x) + 0.5 equals the logistic function and does not
-  // overflow for large |x| (Caffe's formulation).
-  ForwardEach(*bottom[0], top[0], ops::SigmoidForward);
-}
-
-void SigmoidLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                                const std::vector<Blob*>& bottom) {
-  if (propagate_down[0]) BackwardEach(*top[0], top[0]->cpu_data(), bottom[0], ops::SigmoidBackward);
-}
-
-// ---- TanH ----
-
-void TanHLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  ForwardEach(*bottom[0], top[0], ops::Tanh);
-}
-
-void TanHLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                             const std::vector<Blob*>& bottom) {
-  if (propagate_down[0]) BackwardEach(*top[0], top[0]->cpu_data(), bottom[0], ops::TanHBackward);
-}
-
 // ---- Dropout ----
 
 Status DropoutLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "worker/trainer/layers/concat_eltwise_layers.h"
 #include "worker/trainer/layers/layer_check.h"
 #include "worker/trainer/math_functions.h"
 
@@ -199,7 +200,7 @@ void SliceLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blo
 void SliceLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const float* in = bottom[0]->cpu_data();
   const int bottom_axis = bottom[0]->shape(slice_axis_);
-  ForEachSlice(top, [&](Blob* t, int top_axis, int offset) {
+  ForEachPart(top, slice_axis_, [&](size_t, Blob* t, int top_axis, int offset) {
     float* out = t->mutable_cpu_data();
     for (int n = 0; n < num_slices_; ++n) {
       caffe_copy(top_axis * slice_size_, in + (n * bottom_axis + offset) * slice_size_,
@@ -213,7 +214,7 @@ void SliceLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<b
   if (!propagate_down[0]) return;
   float* bottom_diff = bottom[0]->mutable_cpu_diff();
   const int bottom_axis = bottom[0]->shape(slice_axis_);
-  ForEachSlice(top, [&](Blob* t, int top_axis, int offset) {
+  ForEachPart(top, slice_axis_, [&](size_t, Blob* t, int top_axis, int offset) {
     const float* top_diff = t->cpu_diff();
     for (int n = 0; n < num_slices_; ++n) {
       caffe_copy(top_axis * slice_size_, top_diff + n * top_axis * slice_size_,

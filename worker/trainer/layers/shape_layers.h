@@ -119,18 +119,6 @@ class SliceLayer : public Layer {
   // Sizes of the tops along the slice axis for `bottom`, or an error.
   StatusOr<std::vector<int>> TopSizes(const Blob& bottom, int num_tops) const;
   int SliceAxis(const Blob& bottom) const;
-  // Calls f(top, its size along the slice axis, where it starts there) for
-  // each top in order.
-  template <typename F>
-  void ForEachSlice(const std::vector<Blob*>& top, F f) const {
-    int offset = 0;
-    for (Blob* t : top) {
-      const int top_axis = t->shape(slice_axis_);
-      f(t, top_axis, offset);
-      offset += top_axis;
-    }
-  }
-
   int slice_axis_ = 1;
   int num_slices_ = 0;
   int slice_size_ = 0;
