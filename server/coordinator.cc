@@ -3,7 +3,10 @@
 #include <cmath>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "common/node.h"
 #include "server/checkpoint.h"
@@ -35,6 +38,25 @@ ZmqTransportOptions CoordinatorTransport(const CoordinatorOptions& o) {
   ZmqTransportOptions t;
   t.curve = o.curve;
   return t;
+}
+
+// The nodes that disagree at a barrier, one group per key:
+// " {a, b} <verb> <key>; {c} <verb> <key>;" (keys in hex with `hex`).
+template <typename Key>
+std::string NodeGroups(const std::map<Key, std::vector<std::string>>& groups, const std::string& verb, bool hex) {
+  std::ostringstream os;
+  for (const auto& [key, names] : groups) {
+    os << " {";
+    for (size_t i = 0; i < names.size(); ++i) os << (i ? ", " : "") << names[i];
+    os << "} " << verb << " ";
+    if (hex) {
+      os << std::hex << key << std::dec;
+    } else {
+      os << key;
+    }
+    os << ";";
+  }
+  return os.str();
 }
 }  // namespace
 
@@ -586,25 +608,13 @@ void Coordinator::HandleBarrier(const Endpoint& from, const pb::Header& h) {
     expected += options_.job.num_workers();
   if (static_cast<int>(b.arrived.size()) < expected) return;
   if (b.digests.size() > 1) {
-    std::ostringstream os;
-    os << "nodes registered different models at barrier \"" << h.barrier_name() << "\":";
-    for (auto& [digest, names] : b.digests) {
-      os << " {";
-      for (size_t i = 0; i < names.size(); ++i) os << (i ? ", " : "") << names[i];
-      os << "} have digest " << std::hex << digest << std::dec << ";";
-    }
-    Fail(InvalidArgumentError(os.str()));
+    Fail(InvalidArgumentError("nodes registered different models at barrier \"" + h.barrier_name() +
+                              "\":" + NodeGroups(b.digests, "have digest", /*hex=*/true)));
     return;
   }
   if (b.value_counts.size() > 1) {
-    std::ostringstream os;
-    os << "nodes sent different numbers of values to reduce at barrier \"" << h.barrier_name() << "\":";
-    for (auto& [count, names] : b.value_counts) {
-      os << " {";
-      for (size_t i = 0; i < names.size(); ++i) os << (i ? ", " : "") << names[i];
-      os << "} sent " << count << ";";
-    }
-    Fail(InvalidArgumentError(os.str()));
+    Fail(InvalidArgumentError("nodes sent different numbers of values to reduce at barrier \"" + h.barrier_name() +
+                              "\":" + NodeGroups(b.value_counts, "sent", /*hex=*/false)));
     return;
   }
   Message rel;

@@ -152,22 +152,15 @@ void Blob::CopyFrom(const Blob& source, bool copy_diff, bool reshape) {
   }
 }
 
-const float* Blob::cpu_data() const {
-  CHECK(data_ != nullptr) << "blob used before Reshape";
-  return static_cast<const float*>(data_->cpu_data());
+SyncedMemory* Blob::Memory(const std::shared_ptr<SyncedMemory>& memory) {
+  CHECK(memory != nullptr) << "blob used before Reshape";
+  return memory.get();
 }
-float* Blob::mutable_cpu_data() {
-  CHECK(data_ != nullptr) << "blob used before Reshape";
-  return static_cast<float*>(data_->mutable_cpu_data());
-}
-const float* Blob::cpu_diff() const {
-  CHECK(diff_ != nullptr) << "blob used before Reshape";
-  return static_cast<const float*>(diff_->cpu_data());
-}
-float* Blob::mutable_cpu_diff() {
-  CHECK(diff_ != nullptr) << "blob used before Reshape";
-  return static_cast<float*>(diff_->mutable_cpu_data());
-}
+
+const float* Blob::cpu_data() const { return static_cast<const float*>(Memory(data_)->cpu_data()); }
+float* Blob::mutable_cpu_data() { return static_cast<float*>(Memory(data_)->mutable_cpu_data()); }
+const float* Blob::cpu_diff() const { return static_cast<const float*>(Memory(diff_)->cpu_data()); }
+float* Blob::mutable_cpu_diff() { return static_cast<float*>(Memory(diff_)->mutable_cpu_data()); }
 void Blob::set_cpu_data(float* data) {
   CHECK(data_ != nullptr) << "blob used before Reshape";
   // Make sure data_ has the current size (another blob may share it).
@@ -178,22 +171,10 @@ void Blob::set_cpu_data(float* data) {
   }
   data_->set_cpu_data(data);
 }
-const float* Blob::gpu_data() const {
-  CHECK(data_ != nullptr) << "blob used before Reshape";
-  return static_cast<const float*>(data_->gpu_data());
-}
-float* Blob::mutable_gpu_data() {
-  CHECK(data_ != nullptr) << "blob used before Reshape";
-  return static_cast<float*>(data_->mutable_gpu_data());
-}
-const float* Blob::gpu_diff() const {
-  CHECK(diff_ != nullptr) << "blob used before Reshape";
-  return static_cast<const float*>(diff_->gpu_data());
-}
-float* Blob::mutable_gpu_diff() {
-  CHECK(diff_ != nullptr) << "blob used before Reshape";
-  return static_cast<float*>(diff_->mutable_gpu_data());
-}
+const float* Blob::gpu_data() const { return static_cast<const float*>(Memory(data_)->gpu_data()); }
+float* Blob::mutable_gpu_data() { return static_cast<float*>(Memory(data_)->mutable_gpu_data()); }
+const float* Blob::gpu_diff() const { return static_cast<const float*>(Memory(diff_)->gpu_data()); }
+float* Blob::mutable_gpu_diff() { return static_cast<float*>(Memory(diff_)->mutable_gpu_data()); }
 
 void Blob::Update() {
   if (count_ == 0) return;
@@ -286,62 +267,43 @@ void Blob::ToProto(caffe::BlobProto* proto, bool write_diff) const {
   }
 }
 
-float Blob::asum_data() const {
-  if (count_ == 0) return 0.0f;
+namespace {
+
+// The asum or the sum of squares of the n floats of `memory`, on the device
+// that computes on it, else on the host.
+enum class Reduction { kAsum, kSumsq };
+float Reduce(Reduction reduction, int n, const std::shared_ptr<SyncedMemory>& memory) {
+  if (n == 0) return 0.0f;
 #ifdef NEREUS_HAVE_CUDA
-  if (gpu::Device* device = ComputeDeviceFor(data_)) return caffe_gpu_asum(device, count_, gpu_data());
-#endif
-  return caffe_cpu_asum(count_, cpu_data());
-}
-float Blob::asum_diff() const {
-  if (count_ == 0) return 0.0f;
-#ifdef NEREUS_HAVE_CUDA
-  if (gpu::Device* device = ComputeDeviceFor(diff_)) return caffe_gpu_asum(device, count_, gpu_diff());
-#endif
-  return caffe_cpu_asum(count_, cpu_diff());
-}
-float Blob::sumsq_data() const {
-  if (count_ == 0) return 0.0f;
-#ifdef NEREUS_HAVE_CUDA
-  if (gpu::Device* device = ComputeDeviceFor(data_)) {
-    const float* d = gpu_data();
-    return caffe_gpu_dot(device, count_, d, d);
+  if (gpu::Device* device = ComputeDeviceFor(memory)) {
+    const float* d = static_cast<const float*>(memory->gpu_data());
+    return reduction == Reduction::kAsum ? caffe_gpu_asum(device, n, d) : caffe_gpu_dot(device, n, d, d);
   }
 #endif
-  const float* d = cpu_data();
-  return caffe_cpu_dot(count_, d, d);
+  const float* d = static_cast<const float*>(memory->cpu_data());
+  return reduction == Reduction::kAsum ? caffe_cpu_asum(n, d) : caffe_cpu_dot(n, d, d);
 }
-float Blob::sumsq_diff() const {
-  if (count_ == 0) return 0.0f;
+
+// Multiplies the n floats of `memory` by s, where Reduce computes.
+void Scale(int n, float s, const std::shared_ptr<SyncedMemory>& memory) {
+  if (n == 0) return;
 #ifdef NEREUS_HAVE_CUDA
-  if (gpu::Device* device = ComputeDeviceFor(diff_)) {
-    const float* d = gpu_diff();
-    return caffe_gpu_dot(device, count_, d, d);
-  }
-#endif
-  const float* d = cpu_diff();
-  return caffe_cpu_dot(count_, d, d);
-}
-void Blob::scale_data(float s) {
-  if (count_ == 0) return;
-#ifdef NEREUS_HAVE_CUDA
-  if (gpu::Device* device = ComputeDeviceFor(data_)) {
-    caffe_gpu_scal(device, count_, s, mutable_gpu_data());
+  if (gpu::Device* device = ComputeDeviceFor(memory)) {
+    caffe_gpu_scal(device, n, s, static_cast<float*>(memory->mutable_gpu_data()));
     return;
   }
 #endif
-  caffe_scal(count_, s, mutable_cpu_data());
+  caffe_scal(n, s, static_cast<float*>(memory->mutable_cpu_data()));
 }
-void Blob::scale_diff(float s) {
-  if (count_ == 0) return;
-#ifdef NEREUS_HAVE_CUDA
-  if (gpu::Device* device = ComputeDeviceFor(diff_)) {
-    caffe_gpu_scal(device, count_, s, mutable_gpu_diff());
-    return;
-  }
-#endif
-  caffe_scal(count_, s, mutable_cpu_diff());
-}
+
+}  // namespace
+
+float Blob::asum_data() const { return Reduce(Reduction::kAsum, count_, data_); }
+float Blob::asum_diff() const { return Reduce(Reduction::kAsum, count_, diff_); }
+float Blob::sumsq_data() const { return Reduce(Reduction::kSumsq, count_, data_); }
+float Blob::sumsq_diff() const { return Reduce(Reduction::kSumsq, count_, diff_); }
+void Blob::scale_data(float s) { Scale(count_, s, data_); }
+void Blob::scale_diff(float s) { Scale(count_, s, diff_); }
 
 void Blob::ShareData(const Blob& other) {
   CHECK_EQ(count_, other.count());

@@ -118,6 +118,10 @@ class Blob {
   void ShareDiff(const Blob& other);
 
  private:
+  // data_ or diff_, which a blob has once reshaped (CHECKed: using one before
+  // is our bug).
+  static SyncedMemory* Memory(const std::shared_ptr<SyncedMemory>& memory);
+
   std::shared_ptr<SyncedMemory> data_;
   std::shared_ptr<SyncedMemory> diff_;
   std::vector<int> shape_;

@@ -101,28 +101,26 @@ float VarianceNormN(const caffe::FillerParameter& param, const Blob& blob) {
   return n;
 }
 
-// U(-sqrt(3/n), +sqrt(3/n)).
-class XavierFiller : public Filler {
+// The fan-scaled fillers, n from VarianceNormN: Xavier U(-sqrt(3/n),
+// +sqrt(3/n)); MSRA N(0, sqrt(2/n)).
+class FanScaledFiller : public Filler {
  public:
-  using Filler::Filler;
+  enum Kind { kXavier, kMsra };
+  FanScaledFiller(const caffe::FillerParameter& param, Kind kind) : Filler(param), kind_(kind) {}
   Status Fill(Blob* blob, std::mt19937* rng) const override {
     RETURN_IF_ERROR(CheckFans(filler_param_, *blob));
-    const float scale = std::sqrt(3.0f / VarianceNormN(filler_param_, *blob));
-    caffe_rng_uniform(blob->count(), -scale, scale, blob->mutable_cpu_data(), rng);
+    const float n = VarianceNormN(filler_param_, *blob);
+    if (kind_ == kXavier) {
+      const float scale = std::sqrt(3.0f / n);
+      caffe_rng_uniform(blob->count(), -scale, scale, blob->mutable_cpu_data(), rng);
+    } else {
+      caffe_rng_gaussian(blob->count(), 0.0f, std::sqrt(2.0f / n), blob->mutable_cpu_data(), rng);
+    }
     return Status::OK();
   }
-};
 
-// N(0, sqrt(2/n)).
-class MsraFiller : public Filler {
- public:
-  using Filler::Filler;
-  Status Fill(Blob* blob, std::mt19937* rng) const override {
-    RETURN_IF_ERROR(CheckFans(filler_param_, *blob));
-    const float std = std::sqrt(2.0f / VarianceNormN(filler_param_, *blob));
-    caffe_rng_gaussian(blob->count(), 0.0f, std, blob->mutable_cpu_data(), rng);
-    return Status::OK();
-  }
+ private:
+  Kind kind_;
 };
 
 // Bilinear interpolation kernels for a Deconvolution that upsamples: with
@@ -197,9 +195,9 @@ StatusOr<std::unique_ptr<Filler>> CreateFiller(const caffe::FillerParameter& par
   } else if (type == "positive_unitball") {
     filler = std::make_unique<PositiveUnitballFiller>(param);
   } else if (type == "xavier") {
-    filler = std::make_unique<XavierFiller>(param);
+    filler = std::make_unique<FanScaledFiller>(param, FanScaledFiller::kXavier);
   } else if (type == "msra") {
-    filler = std::make_unique<MsraFiller>(param);
+    filler = std::make_unique<FanScaledFiller>(param, FanScaledFiller::kMsra);
   } else if (type == "bilinear") {
     filler = std::make_unique<BilinearFiller>(param);
   } else {
@@ -212,6 +210,14 @@ StatusOr<std::unique_ptr<Filler>> CreateFiller(const caffe::FillerParameter& par
 Status FillBlob(const caffe::FillerParameter& param, Blob* blob, std::mt19937* rng) {
   ASSIGN_OR_RETURN(std::unique_ptr<Filler> filler, CreateFiller(param));
   return filler->Fill(blob, rng);
+}
+
+caffe::FillerParameter FillerOrConstant(bool given, const caffe::FillerParameter& filler, float value) {
+  if (given) return filler;
+  caffe::FillerParameter constant;
+  constant.set_type("constant");
+  constant.set_value(value);
+  return constant;
 }
 
 }  // namespace nereus

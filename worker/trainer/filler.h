@@ -42,6 +42,11 @@ StatusOr<std::unique_ptr<Filler>> CreateFiller(const caffe::FillerParameter& par
 // CreateFiller(param) then Fill(blob, rng).
 Status FillBlob(const caffe::FillerParameter& param, Blob* blob, std::mt19937* rng);
 
+// `filler` when the prototxt gave one (`given`), else a constant filler of
+// `value`: Caffe's default for scales (1), their biases (0), PReLU's slopes
+// (0.25).
+caffe::FillerParameter FillerOrConstant(bool given, const caffe::FillerParameter& filler, float value);
+
 // Fan-in and fan-out as Caffe computes them for xavier/msra:
 // fan_in = count / shape(0); fan_out = count / shape(1), or count for a
 // blob with fewer than 2 axes.

@@ -32,6 +32,16 @@ class Hid {
   herr_t (*close_)(hid_t);
 };
 
+// Why HDF5 could not open `path` for reading: it is not an HDF5 file (it
+// exists), or it cannot be opened at all.
+Status OpenFailure(const std::string& path) {
+  if (FILE* f = std::fopen(path.c_str(), "rb")) {
+    std::fclose(f);
+    return DataLossError(path + ": not an HDF5 file");
+  }
+  return NotFoundError("cannot open " + path);
+}
+
 // Runs `f` with HDF5's automatic error printing off (restored after), so a
 // failure is reported once, as a Status, not as an HDF5 stack dump.
 template <typename F>
@@ -195,13 +205,7 @@ Status WriteNetToHdf5(const Net& net, const std::string& path, bool write_diff) 
 
 Status CopyTrainedLayersFromHdf5(const std::string& path, Net* net) {
   Hid file(Quiet([&] { return H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT); }), H5Fclose);
-  if (!file.ok()) {
-    if (FILE* f = std::fopen(path.c_str(), "rb")) {
-      std::fclose(f);
-      return DataLossError(path + ": not an HDF5 file");
-    }
-    return NotFoundError("cannot open " + path);
-  }
+  if (!file.ok()) return OpenFailure(path);
   Hid data(Quiet([&] { return H5Gopen2(file.get(), "data", H5P_DEFAULT); }), H5Gclose);
   if (!data.ok()) return DataLossError(path + ": no group \"data\" (not a Caffe .caffemodel.h5)");
   ASSIGN_OR_RETURN(std::vector<std::string> layers, LinkNames(data.get(), path + ":data"));
@@ -277,13 +281,7 @@ Status WriteSolverStateToHdf5(const caffe::SolverState& state, const std::string
 Status ReadSolverStateFromHdf5(const std::string& path, caffe::SolverState* state) {
   state->Clear();
   Hid file(Quiet([&] { return H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT); }), H5Fclose);
-  if (!file.ok()) {
-    if (FILE* f = std::fopen(path.c_str(), "rb")) {
-      std::fclose(f);
-      return DataLossError(path + ": not an HDF5 file");
-    }
-    return NotFoundError("cannot open " + path);
-  }
+  if (!file.ok()) return OpenFailure(path);
   int iter = 0, current_step = 0;
   RETURN_IF_ERROR(ReadInt(file.get(), "iter", &iter, path + ":iter"));
   RETURN_IF_ERROR(ReadInt(file.get(), "current_step", &current_step, path + ":current_step"));

@@ -1,5 +1,7 @@
 #include "worker/trainer/layer.h"
 
+#include "worker/trainer/filler.h"
+
 #ifdef NEREUS_HAVE_CUDA
 #include "worker/trainer/gpu/math_functions.h"
 #endif
@@ -56,6 +58,31 @@ void Layer::ToProto(caffe::LayerParameter* param, bool write_diff) const {
   param->CopyFrom(layer_param_);
   param->clear_blobs();
   for (const auto& blob : blobs_) blob->ToProto(param->add_blobs(), write_diff);
+}
+
+Status Layer::SetUpWeightAndBias(const std::vector<int>& weight_shape, const caffe::FillerParameter& weight_filler,
+                                 bool bias_term, int num_output, const caffe::FillerParameter& bias_filler) {
+  if (!blobs_.empty()) {
+    RETURN_IF_ERROR(CheckExistingShape(*blobs_[0], weight_shape, "weight blob"));
+  } else {
+    RETURN_IF_ERROR(AddFilledBlob(weight_shape, weight_filler, "weight_filler"));
+    if (bias_term) RETURN_IF_ERROR(AddFilledBlob({num_output}, bias_filler, "bias_filler"));
+  }
+  param_propagate_down_.assign(blobs_.size(), true);
+  return Status::OK();
+}
+
+Status Layer::AddFilledBlob(const std::vector<int>& shape, const caffe::FillerParameter& filler,
+                            const std::string& what) {
+  blobs_.push_back(std::make_shared<Blob>(shape));
+  const Status filled = FillBlob(filler, blobs_.back().get(), rng());
+  return filled.ok() ? filled : LayerError(what + ": " + filled.message());
+}
+
+Status Layer::CheckExistingShape(const Blob& blob, const std::vector<int>& shape, const std::string& what) const {
+  if (blob.shape() == shape) return Status::OK();
+  return LayerError("existing " + what + " has shape " + blob.shape_string() + ", expected " +
+                    Blob(shape).shape_string());
 }
 
 Status Layer::LayerError(const std::string& message) const {

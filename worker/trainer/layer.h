@@ -42,6 +42,28 @@
 #include "worker/trainer/gpu/device.h"
 #include "worker/trainer/math_functions.h"
 
+// NEREUS_LAYER_PASSES declares, in a layer's protected section, the passes
+// of a layer with GPU code of its own: Forward_cpu and Backward_cpu (its .cc
+// file) and, in CUDA builds, Forward_gpu and Backward_gpu (its .cu file;
+// without CUDA the Layer defaults run the CPU code), and says so in
+// HasGpuCode(). Caffe's layers write the four out; one macro keeps their
+// signatures from drifting apart. Use it as a declaration:
+// `NEREUS_LAYER_PASSES;`.
+#ifdef NEREUS_HAVE_CUDA
+#define NEREUS_LAYER_GPU_PASSES_                                                              \
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override; \
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,   \
+                    const std::vector<Blob*>& bottom) override
+#else
+#define NEREUS_LAYER_GPU_PASSES_ static_assert(true, "no GPU passes without CUDA")
+#endif
+#define NEREUS_LAYER_PASSES                                                                   \
+  bool HasGpuCode() const override { return true; }                                           \
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override; \
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,   \
+                    const std::vector<Blob*>& bottom) override;                               \
+  NEREUS_LAYER_GPU_PASSES_
+
 namespace nereus {
 
 class Layer {
@@ -188,7 +210,8 @@ class Layer {
   void set_device(gpu::Device* device) { device_ = device; }
   gpu::Device* device() const { return device_; }
   // Whether this layer has GPU code of its own (overrides Forward_gpu and
-  // Backward_gpu); the others run their CPU code on a GPU net.
+  // Backward_gpu, as NEREUS_LAYER_PASSES declares them); the others run their
+  // CPU code on a GPU net.
   virtual bool HasGpuCode() const { return false; }
 
  protected:
@@ -211,6 +234,18 @@ class Layer {
   Status CheckBlobCounts(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) const;
   // Error helper: "layer <name> (<type>): <message>".
   Status LayerError(const std::string& message) const;
+  // LayerSetUp of a layer with a weight and an optional bias (Convolution,
+  // InnerProduct): blobs_ already there (shared or loaded) are kept once the
+  // weight's shape is checked; else the weight and, with bias_term, a bias
+  // [num_output] are created and filled. Every blob gets a gradient.
+  Status SetUpWeightAndBias(const std::vector<int>& weight_shape, const caffe::FillerParameter& weight_filler,
+                            bool bias_term, int num_output, const caffe::FillerParameter& bias_filler);
+  // Appends a blob of `shape` to blobs_, filled by `filler`; an error names
+  // `what` (the filler's field, "weight_filler").
+  Status AddFilledBlob(const std::vector<int>& shape, const caffe::FillerParameter& filler, const std::string& what);
+  // OK when `blob` (a parameter already there, shared or loaded) has
+  // `shape`, else "existing <what> has shape ..., expected ...".
+  Status CheckExistingShape(const Blob& blob, const std::vector<int>& shape, const std::string& what) const;
   // For AcceptedLabels: labels 0 .. num_classes - 1, and `ignore_label` when
   // `has_ignore_label`, consumed by this layer.
   LabelRange LabelsBelow(int num_classes, bool has_ignore_label, int ignore_label) const;

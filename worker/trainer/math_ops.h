@@ -29,48 +29,18 @@ struct Div {
 NEREUS_HOST_DEVICE inline float Sqr(float a) { return a * a; }
 NEREUS_HOST_DEVICE inline float Sign(float x) { return static_cast<float>((0.0f < x) - (x < 0.0f)); }
 // Host: std:: (glibc); device: CUDA's single-precision functions.
-NEREUS_HOST_DEVICE inline float Exp(float a) {
 #if NEREUS_DEVICE_PASS
-  return expf(a);
+#define NEREUS_OPS_HOST_OR_DEVICE_(host_fn, device_fn) device_fn
 #else
-  return std::exp(a);
+#define NEREUS_OPS_HOST_OR_DEVICE_(host_fn, device_fn) host_fn
 #endif
-}
-NEREUS_HOST_DEVICE inline float Log(float a) {
-#if NEREUS_DEVICE_PASS
-  return logf(a);
-#else
-  return std::log(a);
-#endif
-}
-NEREUS_HOST_DEVICE inline float Pow(float a, float b) {
-#if NEREUS_DEVICE_PASS
-  return powf(a, b);
-#else
-  return std::pow(a, b);
-#endif
-}
-NEREUS_HOST_DEVICE inline float Abs(float a) {
-#if NEREUS_DEVICE_PASS
-  return fabsf(a);
-#else
-  return std::fabs(a);
-#endif
-}
-NEREUS_HOST_DEVICE inline float Sqrt(float a) {
-#if NEREUS_DEVICE_PASS
-  return sqrtf(a);
-#else
-  return std::sqrt(a);
-#endif
-}
-NEREUS_HOST_DEVICE inline float Tanh(float a) {
-#if NEREUS_DEVICE_PASS
-  return tanhf(a);
-#else
-  return std::tanh(a);
-#endif
-}
+NEREUS_HOST_DEVICE inline float Exp(float a) { return NEREUS_OPS_HOST_OR_DEVICE_(std::exp, expf)(a); }
+NEREUS_HOST_DEVICE inline float Log(float a) { return NEREUS_OPS_HOST_OR_DEVICE_(std::log, logf)(a); }
+NEREUS_HOST_DEVICE inline float Pow(float a, float b) { return NEREUS_OPS_HOST_OR_DEVICE_(std::pow, powf)(a, b); }
+NEREUS_HOST_DEVICE inline float Abs(float a) { return NEREUS_OPS_HOST_OR_DEVICE_(std::fabs, fabsf)(a); }
+NEREUS_HOST_DEVICE inline float Sqrt(float a) { return NEREUS_OPS_HOST_OR_DEVICE_(std::sqrt, sqrtf)(a); }
+NEREUS_HOST_DEVICE inline float Tanh(float a) { return NEREUS_OPS_HOST_OR_DEVICE_(std::tanh, tanhf)(a); }
+#undef NEREUS_OPS_HOST_OR_DEVICE_
 // std::max and std::min on floats: the first argument unless the second is
 // strictly greater (smaller).
 NEREUS_HOST_DEVICE inline float Max(float a, float b) { return a < b ? b : a; }

@@ -1,6 +1,6 @@
 #include "worker/trainer/split_layer.h"
 
-#include "worker/trainer/math_functions.h"
+#include "worker/trainer/blob_math.h"
 
 namespace nereus {
 
@@ -25,15 +25,7 @@ void SplitLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector
 
 void SplitLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                               const std::vector<Blob*>& bottom) {
-  if (!propagate_down[0]) return;
-  const int count = bottom[0]->count();
-  float* bottom_diff = bottom[0]->mutable_cpu_diff();
-  if (top.size() == 1) {
-    caffe_copy(count, top[0]->cpu_diff(), bottom_diff);
-    return;
-  }
-  caffe_add(count, top[0]->cpu_diff(), top[1]->cpu_diff(), bottom_diff);
-  for (size_t i = 2; i < top.size(); ++i) caffe_axpy(count, 1.0f, top[i]->cpu_diff(), bottom_diff);
+  if (propagate_down[0]) SumTopDiffs(CpuMath(), top, bottom[0]);
 }
 
 }  // namespace nereus

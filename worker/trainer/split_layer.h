@@ -13,24 +13,31 @@ namespace nereus {
 
 class SplitLayer : public Layer {
  public:
-  explicit SplitLayer(const caffe::LayerParameter& param) : Layer(param) {}
+  using Layer::Layer;
   const char* type() const override { return "Split"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
 
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  bool HasGpuCode() const override { return true; }
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  NEREUS_LAYER_PASSES;
+
+ private:
+  // The bottom's gradient, the sum of the tops' in order, for the CPU or the
+  // GPU (`math`: CpuMath, GpuMath, blob_math.h).
+  template <class Math>
+  static void SumTopDiffs(const Math& math, const std::vector<Blob*>& top, Blob* bottom) {
+    const int count = bottom->count();
+    float* bottom_diff = math.mutable_diff(bottom);
+    if (top.size() == 1) {
+      math.copy(count, math.diff(*top[0]), bottom_diff);
+      return;
+    }
+    math.add(count, math.diff(*top[0]), math.diff(*top[1]), bottom_diff);
+    for (size_t i = 2; i < top.size(); ++i) math.axpy(count, 1.0f, math.diff(*top[i]), bottom_diff);
+  }
 };
 
 }  // namespace nereus

@@ -85,26 +85,14 @@ Status DataLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::
   if (p.rand_skip() > 0) {
     const std::uint32_t skip = prefetch_rng_() % p.rand_skip();
     LOG(INFO) << "layer " << layer_param_.name() << ": skipping the first " << skip << " records of its shard";
-    caffe::Datum ignored;
-    std::string key;
-    std::uint64_t index = 0;
-    for (std::uint32_t i = 0; i < skip; ++i) {
-      Status st = NextRecord(&ignored, &key, &index);
-      if (!st.ok()) return LayerError(st.message());
-    }
+    RETURN_IF_ERROR(SkipRecords(skip));
   }
 
   if (options_.skip_batches > 0) {
     const std::uint64_t skip = options_.skip_batches * static_cast<std::uint64_t>(batch_size_) % shard_size_;
     LOG(INFO) << "layer " << layer_param_.name() << ": resuming after " << options_.skip_batches
               << " batches; skipping " << skip << " records of its shard";
-    caffe::Datum ignored;
-    std::string key;
-    std::uint64_t index = 0;
-    for (std::uint64_t i = 0; i < skip; ++i) {
-      Status st = NextRecord(&ignored, &key, &index);
-      if (!st.ok()) return LayerError(st.message());
-    }
+    RETURN_IF_ERROR(SkipRecords(skip));
   }
 
   // The first record (not consumed) gives the shape of every record.
@@ -154,6 +142,17 @@ std::string DataLayer::Where(std::uint64_t index, const std::string& key) const 
 
 // With datum == nullptr, only moves the cursor onto this shard's next record
 // without consuming it.
+Status DataLayer::SkipRecords(std::uint64_t count) {
+  caffe::Datum ignored;
+  std::string key;
+  std::uint64_t index = 0;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    Status st = NextRecord(&ignored, &key, &index);
+    if (!st.ok()) return LayerError(st.message());
+  }
+  return Status::OK();
+}
+
 Status DataLayer::NextRecord(caffe::Datum* datum, std::string* key, std::uint64_t* index) {
   const auto shards = static_cast<std::uint64_t>(options_.num_shards);
   const auto shard = static_cast<std::uint64_t>(options_.shard_index);

@@ -37,6 +37,14 @@ struct DataLayer::GpuStaging {
     return false;
   }
 
+  // Starts the copy of the page-locked `host` into `staging` on `stream`;
+  // false when it could not start (recorded, or no device memory).
+  bool CopyIn(const gpu::HostBuffer& host, Blob* staging, cudaStream_t stream, const char* call) {
+    float* to = staging->mutable_gpu_data();
+    if (to == nullptr) return false;
+    return Check(cudaMemcpyAsync(to, host.data(), sizeof(float) * host.size(), cudaMemcpyHostToDevice, stream), call);
+  }
+
   gpu::Device* device;
   cudaEvent_t copied = nullptr;    // On the copy stream: the staging buffers hold `in_flight`.
   cudaEvent_t consumed = nullptr;  // On the compute stream: the tops hold the last batch.
@@ -59,21 +67,10 @@ void DataLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<
     GpuStaging& s = *staging_;
     s.in_flight = std::move(batch);
     if (!s.Check(cudaStreamWaitEvent(copy_stream, s.consumed, 0), "cudaStreamWaitEvent (copy stream)")) return;
-    float* data = s.data.mutable_gpu_data();
-    if (data == nullptr) return;
-    if (!s.Check(cudaMemcpyAsync(data, s.in_flight->data.data(), sizeof(float) * s.in_flight->data.size(),
-                                 cudaMemcpyHostToDevice, copy_stream),
-                 "cudaMemcpyAsync (batch to the device)")) {
+    if (!s.CopyIn(s.in_flight->data, &s.data, copy_stream, "cudaMemcpyAsync (batch to the device)")) return;
+    if (output_labels_ &&
+        !s.CopyIn(s.in_flight->label, &s.label, copy_stream, "cudaMemcpyAsync (labels to the device)")) {
       return;
-    }
-    if (output_labels_) {
-      float* label = s.label.mutable_gpu_data();
-      if (label == nullptr) return;
-      if (!s.Check(cudaMemcpyAsync(label, s.in_flight->label.data(), sizeof(float) * s.in_flight->label.size(),
-                                   cudaMemcpyHostToDevice, copy_stream),
-                   "cudaMemcpyAsync (labels to the device)")) {
-        return;
-      }
     }
     s.Check(cudaEventRecord(s.copied, copy_stream), "cudaEventRecord (copied)");
   };

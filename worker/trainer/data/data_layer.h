@@ -113,8 +113,6 @@ class DataLayer : public Layer {
                     const std::vector<Blob*>& bottom) override {}
 #ifdef NEREUS_HAVE_CUDA
   void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override {}
 #endif
 
  private:
@@ -143,6 +141,9 @@ class DataLayer : public Layer {
   // Reads this shard's next record into *datum (prefetch thread and SetUp);
   // *index is its position in key order.
   Status NextRecord(caffe::Datum* datum, std::string* key, std::uint64_t* index);
+  // Reads past `count` records (rand_skip, a resumed job's batches); an
+  // error names the layer.
+  Status SkipRecords(std::uint64_t count);
   // "LMDB database '<path>', record <index> (key '<key>')".
   std::string Where(std::uint64_t index, const std::string& key) const;
   Status FillBatch(Batch* batch);

@@ -3,44 +3,31 @@
 namespace nereus {
 namespace gpu {
 
+namespace {
+
+// A CUDA library's status as a Status: OK on success; running out of memory
+// is ResourceExhausted, anything else Internal, "<call>: <what>".
+template <typename Code>
+Status LibraryStatus(Code status, Code success, Code out_of_memory, const std::string& what, const std::string& call) {
+  if (status == success) return Status::OK();
+  const std::string message = call + ": " + what;
+  if (status == out_of_memory) return ResourceExhaustedError(message);
+  return InternalError(message);
+}
+
+}  // namespace
+
 Status CudaStatus(cudaError_t error, const std::string& call) {
   if (error == cudaSuccess) return Status::OK();
-  const std::string message = call + ": " + cudaGetErrorName(error) + ": " + cudaGetErrorString(error);
-  if (error == cudaErrorMemoryAllocation) return ResourceExhaustedError(message);
-  return InternalError(message);
+  return LibraryStatus(error, cudaSuccess, cudaErrorMemoryAllocation,
+                       std::string(cudaGetErrorName(error)) + ": " + cudaGetErrorString(error), call);
 }
 
-const char* CublasStatusName(cublasStatus_t status) {
-  switch (status) {
-    case CUBLAS_STATUS_SUCCESS:
-      return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED:
-      return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED:
-      return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE:
-      return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_ARCH_MISMATCH:
-      return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case CUBLAS_STATUS_MAPPING_ERROR:
-      return "CUBLAS_STATUS_MAPPING_ERROR";
-    case CUBLAS_STATUS_EXECUTION_FAILED:
-      return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_INTERNAL_ERROR:
-      return "CUBLAS_STATUS_INTERNAL_ERROR";
-    case CUBLAS_STATUS_NOT_SUPPORTED:
-      return "CUBLAS_STATUS_NOT_SUPPORTED";
-    case CUBLAS_STATUS_LICENSE_ERROR:
-      return "CUBLAS_STATUS_LICENSE_ERROR";
-  }
-  return "unknown cuBLAS status";
-}
+// cuBLAS names its statuses itself.
+const char* CublasStatusName(cublasStatus_t status) { return cublasGetStatusName(status); }
 
 Status CublasStatus(cublasStatus_t status, const std::string& call) {
-  if (status == CUBLAS_STATUS_SUCCESS) return Status::OK();
-  const std::string message = call + ": " + CublasStatusName(status);
-  if (status == CUBLAS_STATUS_ALLOC_FAILED) return ResourceExhaustedError(message);
-  return InternalError(message);
+  return LibraryStatus(status, CUBLAS_STATUS_SUCCESS, CUBLAS_STATUS_ALLOC_FAILED, CublasStatusName(status), call);
 }
 
 const char* CurandStatusName(curandStatus_t status) {
@@ -76,10 +63,7 @@ const char* CurandStatusName(curandStatus_t status) {
 }
 
 Status CurandStatus(curandStatus_t status, const std::string& call) {
-  if (status == CURAND_STATUS_SUCCESS) return Status::OK();
-  const std::string message = call + ": " + CurandStatusName(status);
-  if (status == CURAND_STATUS_ALLOCATION_FAILED) return ResourceExhaustedError(message);
-  return InternalError(message);
+  return LibraryStatus(status, CURAND_STATUS_SUCCESS, CURAND_STATUS_ALLOCATION_FAILED, CurandStatusName(status), call);
 }
 
 }  // namespace gpu

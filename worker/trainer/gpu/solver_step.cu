@@ -9,29 +9,15 @@ using sgd_rules::Reg;
 using sgd_rules::Rule;
 using sgd_rules::StepConstants;
 
-template <Reg R>
-__global__ void SgdKernel(int n, StepConstants k, const float* diff, float* data, float* h) {
-  NEREUS_KERNEL_LOOP(i, n) sgd_rules::SgdElement<R>(k, diff[i], data + i, h + i);
+// One thread an element, running a rule's element function (sgd_rules.h)
+// on the weight and its one history, or (StepKernel2) two.
+template <void (*Element)(const StepConstants&, float, float*, float*)>
+__global__ void StepKernel(int n, StepConstants k, const float* diff, float* data, float* h) {
+  NEREUS_KERNEL_LOOP(i, n) Element(k, diff[i], data + i, h + i);
 }
-template <Reg R>
-__global__ void NesterovKernel(int n, StepConstants k, const float* diff, float* data, float* h) {
-  NEREUS_KERNEL_LOOP(i, n) sgd_rules::NesterovElement<R>(k, diff[i], data + i, h + i);
-}
-template <Reg R>
-__global__ void AdaGradKernel(int n, StepConstants k, const float* diff, float* data, float* h) {
-  NEREUS_KERNEL_LOOP(i, n) sgd_rules::AdaGradElement<R>(k, diff[i], data + i, h + i);
-}
-template <Reg R>
-__global__ void RmsPropKernel(int n, StepConstants k, const float* diff, float* data, float* h) {
-  NEREUS_KERNEL_LOOP(i, n) sgd_rules::RmsPropElement<R>(k, diff[i], data + i, h + i);
-}
-template <Reg R>
-__global__ void AdaDeltaKernel(int n, StepConstants k, const float* diff, float* data, float* h, float* h2) {
-  NEREUS_KERNEL_LOOP(i, n) sgd_rules::AdaDeltaElement<R>(k, diff[i], data + i, h + i, h2 + i);
-}
-template <Reg R>
-__global__ void AdamKernel(int n, StepConstants k, const float* diff, float* data, float* m, float* v) {
-  NEREUS_KERNEL_LOOP(i, n) sgd_rules::AdamElement<R>(k, diff[i], data + i, m + i, v + i);
+template <void (*Element)(const StepConstants&, float, float*, float*, float*)>
+__global__ void StepKernel2(int n, StepConstants k, const float* diff, float* data, float* h, float* h2) {
+  NEREUS_KERNEL_LOOP(i, n) Element(k, diff[i], data + i, h + i, h2 + i);
 }
 
 template <Reg R>
@@ -39,22 +25,22 @@ void Step(Device* device, Rule rule, const StepConstants& k, const float* diff, 
           int n) {
   switch (rule) {
     case Rule::kSgd:
-      Launch(device, "SgdUpdate", n, SgdKernel<R>, k, diff, data, h);
+      Launch(device, "SgdUpdate", n, StepKernel<sgd_rules::SgdElement<R>>, k, diff, data, h);
       break;
     case Rule::kNesterov:
-      Launch(device, "NesterovUpdate", n, NesterovKernel<R>, k, diff, data, h);
+      Launch(device, "NesterovUpdate", n, StepKernel<sgd_rules::NesterovElement<R>>, k, diff, data, h);
       break;
     case Rule::kAdaGrad:
-      Launch(device, "AdaGradUpdate", n, AdaGradKernel<R>, k, diff, data, h);
+      Launch(device, "AdaGradUpdate", n, StepKernel<sgd_rules::AdaGradElement<R>>, k, diff, data, h);
       break;
     case Rule::kRmsProp:
-      Launch(device, "RMSPropUpdate", n, RmsPropKernel<R>, k, diff, data, h);
+      Launch(device, "RMSPropUpdate", n, StepKernel<sgd_rules::RmsPropElement<R>>, k, diff, data, h);
       break;
     case Rule::kAdaDelta:
-      Launch(device, "AdaDeltaUpdate", n, AdaDeltaKernel<R>, k, diff, data, h, h2);
+      Launch(device, "AdaDeltaUpdate", n, StepKernel2<sgd_rules::AdaDeltaElement<R>>, k, diff, data, h, h2);
       break;
     case Rule::kAdam:
-      Launch(device, "AdamUpdate", n, AdamKernel<R>, k, diff, data, h, h2);
+      Launch(device, "AdamUpdate", n, StepKernel2<sgd_rules::AdamElement<R>>, k, diff, data, h, h2);
       break;
   }
 }

@@ -31,13 +31,12 @@ NEREUS_HOST_DEVICE inline bool AccuracyHit(const float* scores, int inner, int n
 
 class AccuracyLayer : public Layer {
  public:
-  explicit AccuracyLayer(const caffe::LayerParameter& param) : Layer(param) {}
+  using Layer::Layer;
 
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
   const char* type() const override { return "Accuracy"; }
-  bool HasGpuCode() const override { return true; }
   int ExactNumBottomBlobs() const override { return 2; }
   int MinTopBlobs() const override { return 1; }
   int MaxTopBlobs() const override { return 2; }
@@ -49,15 +48,8 @@ class AccuracyLayer : public Layer {
   // A label outside [0, classes) (and not ignore_label) is a forward error
   // (Layer::forward_error) naming the layer, the label and its position; on a
   // GPU it is the error the Net returns (the same words).
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // Accuracy has no gradient: asking for one is fatal (as in Caffe).
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  NEREUS_LAYER_PASSES;
 
  private:
   int top_k_ = 1;

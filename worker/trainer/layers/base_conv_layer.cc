@@ -2,7 +2,6 @@
 
 #include <string>
 
-#include "worker/trainer/filler.h"
 #include "worker/trainer/layers/layer_check.h"
 #include "worker/trainer/math_functions.h"
 
@@ -119,24 +118,7 @@ Status BaseConvolutionLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, 
   const std::vector<int> weight_shape =
       reverse_dimensions() ? std::vector<int>{channels, num_output_ / group_, geometry_.kernel_h, geometry_.kernel_w}
                            : std::vector<int>{num_output_, channels / group_, geometry_.kernel_h, geometry_.kernel_w};
-  if (!blobs_.empty()) {
-    // Parameters already present (shared or loaded): keep them, check shape.
-    if (blobs_[0]->shape() != weight_shape) {
-      return LayerError("existing weight blob has shape " + blobs_[0]->shape_string() + ", expected " +
-                        Blob(weight_shape).shape_string());
-    }
-  } else {
-    blobs_.push_back(std::make_shared<Blob>(weight_shape));
-    Status filled = FillBlob(p.weight_filler(), blobs_[0].get(), rng());
-    if (!filled.ok()) return LayerError("weight_filler: " + filled.message());
-    if (bias_term_) {
-      blobs_.push_back(std::make_shared<Blob>(std::vector<int>{num_output_}));
-      filled = FillBlob(p.bias_filler(), blobs_[1].get(), rng());
-      if (!filled.ok()) return LayerError("bias_filler: " + filled.message());
-    }
-  }
-  param_propagate_down_.assign(blobs_.size(), true);
-  return Status::OK();
+  return SetUpWeightAndBias(weight_shape, p.weight_filler(), bias_term_, num_output_, p.bias_filler());
 }
 
 void BaseConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -152,7 +134,7 @@ void BaseConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std::
   const int channels = bottom[0]->shape(1);
   const int in_h = bottom[0]->shape(2);
   const int in_w = bottom[0]->shape(3);
-  ComputeOutputShape(geometry_, in_h, in_w);
+  ComputeOutputShape(in_h, in_w);
   LAYER_CHECK(out_h_ > 0 && out_w_ > 0) << (reverse_dimensions()
                                                 ? "the padding is larger than the output of input "
                                                 : "the (dilated) kernel is larger than the padded input ")
@@ -187,13 +169,82 @@ void BaseConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std::
   }
 }
 
+void BaseConvolutionLayer::ComputeOutputShape(int in_h, int in_w) {
+  const layers::ConvGeometry& k = geometry_;
+  if (reverse_dimensions()) {
+    out_h_ = k.stride_h * (in_h - 1) + k.dilation_h * (k.kernel_h - 1) + 1 - 2 * k.pad_h;
+    out_w_ = k.stride_w * (in_w - 1) + k.dilation_w * (k.kernel_w - 1) + 1 - 2 * k.pad_w;
+  } else {
+    layers::ConvGeometry g = geometry_;
+    g.height = in_h;
+    g.width = in_w;
+    out_h_ = g.output_h();
+    out_w_ = g.output_w();
+  }
+}
+
+BaseConvolutionLayer::GroupOffsets BaseConvolutionLayer::group_offsets() const {
+  const int out_per_group = conv_out_channels_ / group_;
+  return {out_per_group, out_per_group * kernel_dim_, kernel_dim_ * conv_out_spatial_dim_,
+          out_per_group * conv_out_spatial_dim_};
+}
+
+void BaseConvolutionLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const float* weight = blobs_[0]->cpu_data();
+  const int bottom_dim = bottom[0]->count(1);
+  const int top_dim = top[0]->count(1);
+  for (size_t i = 0; i < bottom.size(); ++i) {
+    const float* bottom_data = bottom[i]->cpu_data();
+    float* top_data = top[i]->mutable_cpu_data();
+    for (int n = 0; n < bottom[i]->shape(0); ++n) {
+      if (reverse_dimensions()) {
+        BackwardGemm(bottom_data + n * bottom_dim, weight, top_data + n * top_dim);
+      } else {
+        ForwardGemm(bottom_data + n * bottom_dim, weight, top_data + n * top_dim);
+      }
+      if (bias_term_) ForwardBias(top_data + n * top_dim, blobs_[1]->cpu_data());
+    }
+  }
+}
+
+void BaseConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                        const std::vector<Blob*>& bottom) {
+  const float* weight = blobs_[0]->cpu_data();
+  float* weight_diff = blobs_[0]->mutable_cpu_diff();
+  const int bottom_dim = bottom[0]->count(1);
+  const int top_dim = top[0]->count(1);
+  for (size_t i = 0; i < top.size(); ++i) {
+    const float* top_diff = top[i]->cpu_diff();
+    if (bias_term_ && param_propagate_down(1)) {
+      float* bias_diff = blobs_[1]->mutable_cpu_diff();
+      for (int n = 0; n < top[i]->shape(0); ++n) BackwardBias(bias_diff, top_diff + n * top_dim);
+    }
+    const bool weight_grad = param_propagate_down(0);
+    if (!weight_grad && !propagate_down[i]) continue;
+    const float* bottom_data = bottom[i]->cpu_data();
+    float* bottom_diff = propagate_down[i] ? bottom[i]->mutable_cpu_diff() : nullptr;
+    for (int n = 0; n < top[i]->shape(0); ++n) {
+      const float* x = bottom_data + n * bottom_dim;
+      const float* dy = top_diff + n * top_dim;
+      float* dx = bottom_diff == nullptr ? nullptr : bottom_diff + n * bottom_dim;
+      if (!reverse_dimensions()) {
+        // dW += dy * im2col(x)^T; dx = col2im(W^T * dy).
+        if (weight_grad) WeightGemm(x, dy, weight_diff);
+        if (dx != nullptr) BackwardGemm(dy, weight, dx);
+      } else {
+        // dW += x * im2col(dy)^T; dx = W * im2col(dy), reusing the columns
+        // WeightGemm made.
+        if (weight_grad) WeightGemm(dy, x, weight_diff);
+        if (dx != nullptr) ForwardGemm(dy, weight, dx, /*skip_im2col=*/weight_grad);
+      }
+    }
+  }
+}
+
 void BaseConvolutionLayer::ForwardGemm(const float* input, const float* weights, float* output, bool skip_im2col) {
   float* col = col_buffer_.mutable_cpu_data();
   if (!skip_im2col) layers::Im2Col(input, geometry_, col);
-  const int out_per_group = conv_out_channels_ / group_;
-  const int weight_offset = out_per_group * kernel_dim_;
-  const int col_offset = kernel_dim_ * conv_out_spatial_dim_;
-  const int output_offset = out_per_group * conv_out_spatial_dim_;
+  const auto [out_per_group, weight_offset, col_offset, output_offset] = group_offsets();
   for (int g = 0; g < group_; ++g) {
     caffe_cpu_gemm(CblasNoTrans, CblasNoTrans, out_per_group, conv_out_spatial_dim_, kernel_dim_, 1.0f,
                    weights + weight_offset * g, col + col_offset * g, 0.0f, output + output_offset * g);
@@ -207,10 +258,7 @@ void BaseConvolutionLayer::ForwardBias(float* output, const float* bias) {
 
 void BaseConvolutionLayer::BackwardGemm(const float* output, const float* weights, float* input) {
   float* col = col_buffer_.mutable_cpu_data();
-  const int out_per_group = conv_out_channels_ / group_;
-  const int weight_offset = out_per_group * kernel_dim_;
-  const int col_offset = kernel_dim_ * conv_out_spatial_dim_;
-  const int output_offset = out_per_group * conv_out_spatial_dim_;
+  const auto [out_per_group, weight_offset, col_offset, output_offset] = group_offsets();
   for (int g = 0; g < group_; ++g) {
     caffe_cpu_gemm(CblasTrans, CblasNoTrans, kernel_dim_, conv_out_spatial_dim_, out_per_group, 1.0f,
                    weights + weight_offset * g, output + output_offset * g, 0.0f, col + col_offset * g);
@@ -221,10 +269,7 @@ void BaseConvolutionLayer::BackwardGemm(const float* output, const float* weight
 void BaseConvolutionLayer::WeightGemm(const float* input, const float* output, float* weights) {
   float* col = col_buffer_.mutable_cpu_data();
   layers::Im2Col(input, geometry_, col);
-  const int out_per_group = conv_out_channels_ / group_;
-  const int weight_offset = out_per_group * kernel_dim_;
-  const int col_offset = kernel_dim_ * conv_out_spatial_dim_;
-  const int output_offset = out_per_group * conv_out_spatial_dim_;
+  const auto [out_per_group, weight_offset, col_offset, output_offset] = group_offsets();
   for (int g = 0; g < group_; ++g) {
     caffe_cpu_gemm(CblasNoTrans, CblasTrans, out_per_group, kernel_dim_, conv_out_spatial_dim_, 1.0f,
                    output + output_offset * g, col + col_offset * g, 1.0f, weights + weight_offset * g);

@@ -20,34 +20,87 @@ int BaseConvolutionLayer::GpuChunk(int num) const {
   return static_cast<int>(std::max<size_t>(1, std::min<size_t>(fit, static_cast<size_t>(num))));
 }
 
-void BaseConvolutionLayer::ForwardGemmGpu(const float* input, const float* weights, float* output, int num) {
-  const int in_dim = conv_in_channels_ * geometry_.height * geometry_.width;
-  const int out_dim = conv_out_channels_ * conv_out_spatial_dim_;
-  const int col_size = kernel_dim_ * group_ * conv_out_spatial_dim_;
-  const int out_per_group = conv_out_channels_ / group_;
-  const int weight_offset = out_per_group * kernel_dim_;
-  const int col_offset = kernel_dim_ * conv_out_spatial_dim_;
-  const int output_offset = out_per_group * conv_out_spatial_dim_;
-  const int chunk = GpuChunk(num);
-  for (int n0 = 0; n0 < num; n0 += chunk) {
-    const int k = std::min(chunk, num - n0);
-    const float* in = input + static_cast<int64_t>(n0) * in_dim;
-    const float* col = in;
-    long long col_stride = in_dim;
-    if (!is_1x1()) {
-      gpu_columns_.Reshape({k * col_size});
-      float* columns = gpu_columns_.mutable_gpu_data();
-      layers::Im2ColGpu(device(), in, geometry_, columns, k);
-      col = columns;
-      col_stride = col_size;
+BaseConvolutionLayer::ImageSizes BaseConvolutionLayer::image_sizes() const {
+  return {conv_in_channels_ * geometry_.height * geometry_.width, conv_out_channels_ * conv_out_spatial_dim_};
+}
+
+float* BaseConvolutionLayer::ColumnsGpu(int k, long long* stride) {
+  *stride = static_cast<long long>(kernel_dim_) * group_ * conv_out_spatial_dim_;
+  gpu_columns_.Reshape({static_cast<int>(k * *stride)});
+  return gpu_columns_.mutable_gpu_data();
+}
+
+const float* BaseConvolutionLayer::Im2ColGpu(const float* images, int k, long long* stride) {
+  if (is_1x1()) {
+    *stride = image_sizes().in;
+    return images;
+  }
+  float* columns = ColumnsGpu(k, stride);
+  layers::Im2ColGpu(device(), images, geometry_, columns, k);
+  return columns;
+}
+
+// The passes: base_conv_layer.cc's, over each bottom's whole batch at once.
+void BaseConvolutionLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const float* weight = blobs_[0]->gpu_data();
+  for (size_t i = 0; i < bottom.size(); ++i) {
+    float* top_data = top[i]->mutable_gpu_data();
+    const int num = bottom[i]->shape(0);
+    if (reverse_dimensions()) {
+      BackwardGemmGpu(bottom[i]->gpu_data(), weight, top_data, num);
+    } else {
+      ForwardGemmGpu(bottom[i]->gpu_data(), weight, top_data, num);
     }
-    for (int g = 0; g < group_; ++g) {
-      caffe_gpu_gemm_strided_batched(device(), CblasNoTrans, CblasNoTrans, out_per_group, conv_out_spatial_dim_,
-                                     kernel_dim_, 1.0f, weights + weight_offset * g, 0, col + col_offset * g,
-                                     col_stride, 0.0f, output + static_cast<int64_t>(n0) * out_dim + output_offset * g,
-                                     out_dim, k);
+    if (bias_term_) ForwardBiasGpu(top_data, blobs_[1]->gpu_data(), num);
+  }
+}
+
+void BaseConvolutionLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                        const std::vector<Blob*>& bottom) {
+  const float* weight = blobs_[0]->gpu_data();
+  for (size_t i = 0; i < top.size(); ++i) {
+    const float* top_diff = top[i]->gpu_diff();
+    const int num = top[i]->shape(0);
+    if (bias_term_ && param_propagate_down(1)) BackwardBiasGpu(blobs_[1]->mutable_gpu_diff(), top_diff, num);
+    const float* bottom_data = bottom[i]->gpu_data();
+    if (!reverse_dimensions()) {
+      // dW += dy * im2col(x)^T; dx = col2im(W^T * dy).
+      if (param_propagate_down(0)) WeightGemmGpu(bottom_data, top_diff, blobs_[0]->mutable_gpu_diff(), num);
+      if (propagate_down[i]) BackwardGemmGpu(top_diff, weight, bottom[i]->mutable_gpu_diff(), num);
+    } else {
+      // dW += x * im2col(dy)^T; dx = W * im2col(dy).
+      if (param_propagate_down(0)) WeightGemmGpu(top_diff, bottom_data, blobs_[0]->mutable_gpu_diff(), num);
+      if (propagate_down[i]) ForwardGemmGpu(top_diff, weight, bottom[i]->mutable_gpu_diff(), num);
     }
   }
+}
+
+template <typename F>
+void BaseConvolutionLayer::ForEachChunkGpu(int num, F f) {
+  const int chunk = GpuChunk(num);
+  for (int n0 = 0; n0 < num; n0 += chunk) f(n0, std::min(chunk, num - n0));
+}
+
+template <typename F>
+void BaseConvolutionLayer::ForEachColumnChunkGpu(const float* input, int num, F f) {
+  const int in_dim = image_sizes().in;
+  ForEachChunkGpu(num, [&](int n0, int k) {
+    long long col_stride = 0;
+    const float* col = Im2ColGpu(input + static_cast<int64_t>(n0) * in_dim, k, &col_stride);
+    f(n0, k, col, col_stride);
+  });
+}
+
+void BaseConvolutionLayer::ForwardGemmGpu(const float* input, const float* weights, float* output, int num) {
+  const int out_dim = image_sizes().out;
+  const GroupOffsets o = group_offsets();
+  ForEachColumnChunkGpu(input, num, [&](int n0, int k, const float* col, long long col_stride) {
+    for (int g = 0; g < group_; ++g) {
+      caffe_gpu_gemm_strided_batched(device(), CblasNoTrans, CblasNoTrans, o.out_per_group, conv_out_spatial_dim_,
+                                     kernel_dim_, 1.0f, weights + o.weight * g, 0, col + o.col * g, col_stride, 0.0f,
+                                     output + static_cast<int64_t>(n0) * out_dim + o.output * g, out_dim, k);
+    }
+  });
 }
 
 void BaseConvolutionLayer::ForwardBiasGpu(float* output, const float* bias, int num) {
@@ -57,64 +110,34 @@ void BaseConvolutionLayer::ForwardBiasGpu(float* output, const float* bias, int 
 }
 
 void BaseConvolutionLayer::BackwardGemmGpu(const float* output, const float* weights, float* input, int num) {
-  const int in_dim = conv_in_channels_ * geometry_.height * geometry_.width;
-  const int out_dim = conv_out_channels_ * conv_out_spatial_dim_;
-  const int col_size = kernel_dim_ * group_ * conv_out_spatial_dim_;
-  const int out_per_group = conv_out_channels_ / group_;
-  const int weight_offset = out_per_group * kernel_dim_;
-  const int col_offset = kernel_dim_ * conv_out_spatial_dim_;
-  const int output_offset = out_per_group * conv_out_spatial_dim_;
-  const int chunk = GpuChunk(num);
-  for (int n0 = 0; n0 < num; n0 += chunk) {
-    const int k = std::min(chunk, num - n0);
-    float* in = input + static_cast<int64_t>(n0) * in_dim;
-    float* col = in;  // 1x1: col2im is the identity.
-    long long col_stride = in_dim;
-    if (!is_1x1()) {
-      gpu_columns_.Reshape({k * col_size});
-      col = gpu_columns_.mutable_gpu_data();
-      col_stride = col_size;
-    }
+  const ImageSizes size = image_sizes();
+  const GroupOffsets o = group_offsets();
+  ForEachChunkGpu(num, [&](int n0, int k) {
+    float* in = input + static_cast<int64_t>(n0) * size.in;
+    long long col_stride = size.in;
+    float* col = is_1x1() ? in : ColumnsGpu(k, &col_stride);  // 1x1: col2im is the identity.
     for (int g = 0; g < group_; ++g) {
       caffe_gpu_gemm_strided_batched(device(), CblasTrans, CblasNoTrans, kernel_dim_, conv_out_spatial_dim_,
-                                     out_per_group, 1.0f, weights + weight_offset * g, 0,
-                                     output + static_cast<int64_t>(n0) * out_dim + output_offset * g, out_dim, 0.0f,
-                                     col + col_offset * g, col_stride, k);
+                                     o.out_per_group, 1.0f, weights + o.weight * g, 0,
+                                     output + static_cast<int64_t>(n0) * size.out + o.output * g, size.out, 0.0f,
+                                     col + o.col * g, col_stride, k);
     }
     if (!is_1x1()) layers::Col2ImGpu(device(), col, geometry_, in, k);
-  }
+  });
 }
 
 void BaseConvolutionLayer::WeightGemmGpu(const float* input, const float* output, float* weights, int num) {
-  const int in_dim = conv_in_channels_ * geometry_.height * geometry_.width;
-  const int out_dim = conv_out_channels_ * conv_out_spatial_dim_;
-  const int col_size = kernel_dim_ * group_ * conv_out_spatial_dim_;
-  const int out_per_group = conv_out_channels_ / group_;
-  const int weight_offset = out_per_group * kernel_dim_;
-  const int col_offset = kernel_dim_ * conv_out_spatial_dim_;
-  const int output_offset = out_per_group * conv_out_spatial_dim_;
-  const int chunk = GpuChunk(num);
-  for (int n0 = 0; n0 < num; n0 += chunk) {
-    const int k = std::min(chunk, num - n0);
-    const float* in = input + static_cast<int64_t>(n0) * in_dim;
-    const float* col = in;
-    int64_t col_stride = in_dim;
-    if (!is_1x1()) {
-      gpu_columns_.Reshape({k * col_size});
-      float* columns = gpu_columns_.mutable_gpu_data();
-      layers::Im2ColGpu(device(), in, geometry_, columns, k);
-      col = columns;
-      col_stride = col_size;
-    }
+  const int out_dim = image_sizes().out;
+  const GroupOffsets o = group_offsets();
+  ForEachColumnChunkGpu(input, num, [&](int n0, int k, const float* col, long long col_stride) {
     for (int n = 0; n < k; ++n) {
       const float* out = output + static_cast<int64_t>(n0 + n) * out_dim;
       for (int g = 0; g < group_; ++g) {
-        caffe_gpu_gemm(device(), CblasNoTrans, CblasTrans, out_per_group, kernel_dim_, conv_out_spatial_dim_, 1.0f,
-                       out + output_offset * g, col + n * col_stride + col_offset * g, 1.0f,
-                       weights + weight_offset * g);
+        caffe_gpu_gemm(device(), CblasNoTrans, CblasTrans, o.out_per_group, kernel_dim_, conv_out_spatial_dim_, 1.0f,
+                       out + o.output * g, col + n * col_stride + o.col * g, 1.0f, weights + o.weight * g);
       }
     }
-  }
+  });
 }
 
 void BaseConvolutionLayer::BackwardBiasGpu(float* bias, const float* output, int num) {

@@ -1,7 +1,8 @@
 // BaseConvolutionLayer: what Convolution and Deconvolution share, as Caffe's
 // BaseConvolutionLayer: reading convolution_param, creating and filling the
-// weights, sizing the column buffer, and the four GEMM helpers both layers are
-// written with.
+// weights, sizing the column buffer, the GEMM helpers below, and the passes
+// written with them (on the CPU and the GPU), which differ between the two
+// layers only in which way the convolution runs (reverse_dimensions()).
 //
 // The helpers speak of the *convolution's* input and output. For
 // Convolution those are the bottom and the top; for Deconvolution (the
@@ -13,7 +14,13 @@
 //   WeightGemm:   W     += output * im2col(input)^T, per group
 //   ForwardBias:  output += bias * 1^T;  BackwardBias: bias += output * 1
 // Each works on one image of the batch. Each has a GPU twin (the name with
-// Gpu, base_conv_layer.cu) that the layers' Forward_gpu/Backward_gpu use.
+// Gpu, base_conv_layer.cu) that Forward_gpu/Backward_gpu use.
+//
+// Convolution's forward is ForwardGemm (bottom to top), its backward
+// WeightGemm(bottom, top diff) and BackwardGemm to the bottom's diff. For
+// Deconvolution the convolution runs from the top to the bottom: its forward
+// is BackwardGemm, its backward WeightGemm(top diff, bottom) and ForwardGemm
+// to the bottom's diff (reusing the columns WeightGemm made).
 //
 // Bottoms are 2-D [N, C, H, W] with axis 1 (Caffe's N-d im2col is not
 // supported); all bottoms share the weights and must have the same shape.
@@ -32,7 +39,7 @@ namespace nereus {
 
 class BaseConvolutionLayer : public Layer {
  public:
-  explicit BaseConvolutionLayer(const caffe::LayerParameter& param) : Layer(param) {}
+  using Layer::Layer;
 
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
@@ -40,15 +47,13 @@ class BaseConvolutionLayer : public Layer {
   int MinBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
   bool EqualNumBottomTopBlobs() const override { return true; }
-  bool HasGpuCode() const override { return true; }
 
  protected:
   // Deconvolution swaps the roles of input and output: its weights are
   // [C, num_output/group, kernel_h, kernel_w] and its output is larger.
   virtual bool reverse_dimensions() const = 0;
-  // Sets out_h_ and out_w_ (the top's spatial size) from the bottom's and
-  // the kernel's size, padding, stride and dilation in `kernel`.
-  virtual void ComputeOutputShape(const layers::ConvGeometry& kernel, int in_h, int in_w) = 0;
+
+  NEREUS_LAYER_PASSES;
 
   void ForwardGemm(const float* input, const float* weights, float* output, bool skip_im2col = false);
   void ForwardBias(float* output, const float* bias);
@@ -83,6 +88,18 @@ class BaseConvolutionLayer : public Layer {
  private:
   // Reads kernel/pad/stride/dilation from convolution_param.
   Status ParseGeometry(const Blob& bottom);
+  // Sets out_h_ and out_w_ (the top's spatial size) from the bottom's and
+  // the kernel's size, padding, stride and dilation: Convolution's output
+  // (ConvGeometry::output_h), or for Deconvolution the size whose
+  // convolution has the bottom's size,
+  //   H_out = stride_h * (H - 1) + dilation_h * (kernel_h - 1) + 1 - 2 * pad_h.
+  void ComputeOutputShape(int in_h, int in_w);
+  // The GEMMs' per-group offsets: group g's weights, columns and output
+  // start g times these further; out_per_group output channels each.
+  struct GroupOffsets {
+    int out_per_group, weight, col, output;
+  };
+  GroupOffsets group_offsets() const;
 
   layers::ConvGeometry geometry_;  // The convolution input's image (channels/height/width set by Reshape).
   int conv_in_channels_ = 0;       // Channels of the convolution's input (bottom, or top when reversed).
@@ -96,6 +113,23 @@ class BaseConvolutionLayer : public Layer {
   bool is_1x1() const;
   // Images whose columns fit in kGpuColumnBytes (at least 1, at most num).
   int GpuChunk(int num) const;
+  // Floats per image of the convolution's input and of its output.
+  struct ImageSizes {
+    int in, out;
+  };
+  ImageSizes image_sizes() const;
+  // gpu_columns_ sized for the columns of `k` images, `*stride` floats apart.
+  float* ColumnsGpu(int k, long long* stride);
+  // The columns of the `k` images at `images`, `*stride` floats apart: the
+  // images themselves for a 1x1 convolution, else their im2col.
+  const float* Im2ColGpu(const float* images, int k, long long* stride);
+  // f(n0, k) for the chunks of images n0 .. n0 + k - 1 (GpuChunk) of `num`.
+  template <typename F>
+  void ForEachChunkGpu(int num, F f);
+  // f(n0, k, columns, stride) for those chunks of `input` and their columns
+  // (Im2ColGpu).
+  template <typename F>
+  void ForEachColumnChunkGpu(const float* input, int num, F f);
   Blob gpu_columns_;     // The columns of a chunk of images.
   Blob gpu_bias_sums_;   // BackwardBiasGpu: per image and channel.
   Blob gpu_batch_ones_;  // BackwardBiasGpu: num ones.

@@ -21,10 +21,7 @@ Status BatchNormLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const 
   const std::vector<std::vector<int>> shapes = {{channels_}, {channels_}, {1}};
   if (!blobs_.empty()) {
     for (int i = 0; i < 3; ++i) {
-      if (blobs_[i]->shape() != shapes[i]) {
-        return LayerError("existing blob " + std::to_string(i) + " has shape " + blobs_[i]->shape_string() +
-                          ", expected " + Blob(shapes[i]).shape_string());
-      }
+      RETURN_IF_ERROR(CheckExistingShape(*blobs_[i], shapes[i], "blob " + std::to_string(i)));
     }
   } else {
     for (const auto& shape : shapes) {
@@ -203,36 +200,14 @@ Status ScaleLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std:
     if (blobs_.size() != expected_blobs) {
       return LayerError("has " + std::to_string(blobs_.size()) + " blobs, expected " + std::to_string(expected_blobs));
     }
-    for (const auto& blob : blobs_) {
-      if (blob->shape() != shape) {
-        return LayerError("existing blob has shape " + blob->shape_string() + ", expected " +
-                          Blob(shape).shape_string());
-      }
-    }
+    for (const auto& blob : blobs_) RETURN_IF_ERROR(CheckExistingShape(*blob, shape, "blob"));
   } else {
     if (bottom.size() == 1) {
-      blobs_.push_back(std::make_shared<Blob>(shape));
-      caffe::FillerParameter filler;
-      if (p.has_filler()) {
-        filler = p.filler();
-      } else {
-        filler.set_type("constant");
-        filler.set_value(1.0f);
-      }
-      Status filled = FillBlob(filler, blobs_.back().get(), rng());
-      if (!filled.ok()) return LayerError("scale_param.filler: " + filled.message());
+      RETURN_IF_ERROR(AddFilledBlob(shape, FillerOrConstant(p.has_filler(), p.filler(), 1.0f), "scale_param.filler"));
     }
     if (bias_term_) {
-      blobs_.push_back(std::make_shared<Blob>(shape));
-      caffe::FillerParameter filler;
-      if (p.has_bias_filler()) {
-        filler = p.bias_filler();
-      } else {
-        filler.set_type("constant");
-        filler.set_value(0.0f);
-      }
-      Status filled = FillBlob(filler, blobs_.back().get(), rng());
-      if (!filled.ok()) return LayerError("scale_param.bias_filler: " + filled.message());
+      RETURN_IF_ERROR(AddFilledBlob(shape, FillerOrConstant(p.has_bias_filler(), p.bias_filler(), 0.0f),
+                                    "scale_param.bias_filler"));
     }
   }
   bias_index_ = bias_term_ ? static_cast<int>(blobs_.size()) - 1 : -1;

@@ -3,6 +3,7 @@
 #include <cfloat>
 #include <string>
 
+#include "worker/trainer/blob_math.h"
 #include "worker/trainer/layers/layer_check.h"
 #include "worker/trainer/math_functions.h"
 
@@ -61,34 +62,27 @@ void ConcatLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Bl
 void ConcatLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   float* top_data = top[0]->mutable_cpu_data();
   const int top_concat_axis = top[0]->shape(concat_axis_);
-  int offset = 0;
-  for (Blob* b : bottom) {
+  ForEachPart(bottom, concat_axis_, [&](size_t i, Blob* b, int bottom_concat_axis, int offset) {
     const float* bottom_data = b->cpu_data();
-    const int bottom_concat_axis = b->shape(concat_axis_);
     const int chunk = bottom_concat_axis * concat_input_size_;
     for (int n = 0; n < num_concats_; ++n) {
       caffe_copy(chunk, bottom_data + n * chunk, top_data + (n * top_concat_axis + offset) * concat_input_size_);
     }
-    offset += bottom_concat_axis;
-  }
+  });
 }
 
 void ConcatLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                const std::vector<Blob*>& bottom) {
   const float* top_diff = top[0]->cpu_diff();
   const int top_concat_axis = top[0]->shape(concat_axis_);
-  int offset = 0;
-  for (size_t i = 0; i < bottom.size(); ++i) {
-    const int bottom_concat_axis = bottom[i]->shape(concat_axis_);
-    if (propagate_down[i]) {
-      float* bottom_diff = bottom[i]->mutable_cpu_diff();
-      const int chunk = bottom_concat_axis * concat_input_size_;
-      for (int n = 0; n < num_concats_; ++n) {
-        caffe_copy(chunk, top_diff + (n * top_concat_axis + offset) * concat_input_size_, bottom_diff + n * chunk);
-      }
+  ForEachPart(bottom, concat_axis_, [&](size_t i, Blob* b, int bottom_concat_axis, int offset) {
+    if (!propagate_down[i]) return;
+    float* bottom_diff = b->mutable_cpu_diff();
+    const int chunk = bottom_concat_axis * concat_input_size_;
+    for (int n = 0; n < num_concats_; ++n) {
+      caffe_copy(chunk, top_diff + (n * top_concat_axis + offset) * concat_input_size_, bottom_diff + n * chunk);
     }
-    offset += bottom_concat_axis;
-  }
+  });
 }
 
 // ---- Eltwise ----
@@ -160,45 +154,18 @@ void EltwiseLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vect
 
 void EltwiseLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                 const std::vector<Blob*>& bottom) {
-  const int count = top[0]->count();
-  const float* top_data = top[0]->cpu_data();
-  const float* top_diff = top[0]->cpu_diff();
   for (size_t i = 0; i < bottom.size(); ++i) {
     if (!propagate_down[i]) continue;
+    if (op_ != caffe::EltwiseParameter::MAX) {
+      BackwardSumProd(CpuMath(), top, bottom, i);
+      continue;
+    }
+    const int count = top[0]->count();
+    const float* top_diff = top[0]->cpu_diff();
     float* bottom_diff = bottom[i]->mutable_cpu_diff();
-    switch (op_) {
-      case caffe::EltwiseParameter::PROD:
-        if (stable_prod_grad_) {
-          // Product of the other bottoms, without dividing by this one.
-          bool initialized = false;
-          for (size_t j = 0; j < bottom.size(); ++j) {
-            if (j == i) continue;
-            if (!initialized) {
-              caffe_copy(count, bottom[j]->cpu_data(), bottom_diff);
-              initialized = true;
-            } else {
-              caffe_mul(count, bottom[j]->cpu_data(), bottom_diff, bottom_diff);
-            }
-          }
-        } else {
-          caffe_div(count, top_data, bottom[i]->cpu_data(), bottom_diff);
-        }
-        caffe_mul(count, bottom_diff, top_diff, bottom_diff);
-        break;
-      case caffe::EltwiseParameter::SUM:
-        if (coeffs_[i] == 1.0f) {
-          caffe_copy(count, top_diff, bottom_diff);
-        } else {
-          caffe_cpu_scale(count, coeffs_[i], top_diff, bottom_diff);
-        }
-        break;
-      case caffe::EltwiseParameter::MAX: {
-        const int* max_idx = static_cast<const int*>(max_idx_->cpu_data());
-        for (int k = 0; k < count; ++k) {
-          bottom_diff[k] = ops::EltwiseMaxBackward(top_diff[k], max_idx[k], static_cast<int>(i));
-        }
-        break;
-      }
+    const int* max_idx = static_cast<const int*>(max_idx_->cpu_data());
+    for (int k = 0; k < count; ++k) {
+      bottom_diff[k] = ops::EltwiseMaxBackward(top_diff[k], max_idx[k], static_cast<int>(i));
     }
   }
 }

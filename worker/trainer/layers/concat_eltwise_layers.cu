@@ -3,6 +3,7 @@
 // copy), Eltwise runs concat_eltwise_layers.cc's steps on the device (PROD
 // and SUM through the GPU math functions, MAX by the element functions of
 // concat_eltwise_layers.h).
+#include "worker/trainer/blob_math.h"
 #include "worker/trainer/gpu/kernel.h"
 #include "worker/trainer/gpu/math_functions.h"
 #include "worker/trainer/layers/concat_eltwise_layers.h"
@@ -48,28 +49,21 @@ void ConcatCopyGpu(gpu::Device* device, bool to_whole, int part_count, const flo
 void ConcatLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   float* top_data = top[0]->mutable_gpu_data();
   const int top_concat_axis = top[0]->shape(concat_axis_);
-  int offset = 0;
-  for (Blob* b : bottom) {
-    const int bottom_concat_axis = b->shape(concat_axis_);
+  ForEachPart(bottom, concat_axis_, [&](size_t i, Blob* b, int bottom_concat_axis, int offset) {
     ConcatCopyGpu(device(), true, b->count(), b->gpu_data(), top_data, concat_input_size_, top_concat_axis,
                   bottom_concat_axis, offset);
-    offset += bottom_concat_axis;
-  }
+  });
 }
 
 void ConcatLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                const std::vector<Blob*>& bottom) {
   const float* top_diff = top[0]->gpu_diff();
   const int top_concat_axis = top[0]->shape(concat_axis_);
-  int offset = 0;
-  for (size_t i = 0; i < bottom.size(); ++i) {
-    const int bottom_concat_axis = bottom[i]->shape(concat_axis_);
-    if (propagate_down[i]) {
-      ConcatCopyGpu(device(), false, bottom[i]->count(), top_diff, bottom[i]->mutable_gpu_diff(), concat_input_size_,
-                    top_concat_axis, bottom_concat_axis, offset);
-    }
-    offset += bottom_concat_axis;
-  }
+  ForEachPart(bottom, concat_axis_, [&](size_t i, Blob* b, int bottom_concat_axis, int offset) {
+    if (!propagate_down[i]) return;
+    ConcatCopyGpu(device(), false, b->count(), top_diff, b->mutable_gpu_diff(), concat_input_size_, top_concat_axis,
+                  bottom_concat_axis, offset);
+  });
 }
 
 // ---- Eltwise ----
@@ -103,43 +97,14 @@ void EltwiseLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vect
 
 void EltwiseLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                 const std::vector<Blob*>& bottom) {
-  const int count = top[0]->count();
-  const float* top_data = top[0]->gpu_data();
-  const float* top_diff = top[0]->gpu_diff();
   for (size_t i = 0; i < bottom.size(); ++i) {
     if (!propagate_down[i]) continue;
-    float* bottom_diff = bottom[i]->mutable_gpu_diff();
-    switch (op_) {
-      case caffe::EltwiseParameter::PROD:
-        if (stable_prod_grad_) {
-          // Product of the other bottoms, without dividing by this one.
-          bool initialized = false;
-          for (size_t j = 0; j < bottom.size(); ++j) {
-            if (j == i) continue;
-            if (!initialized) {
-              caffe_gpu_copy(device(), count, bottom[j]->gpu_data(), bottom_diff);
-              initialized = true;
-            } else {
-              caffe_gpu_mul(device(), count, bottom[j]->gpu_data(), bottom_diff, bottom_diff);
-            }
-          }
-        } else {
-          caffe_gpu_div(device(), count, top_data, bottom[i]->gpu_data(), bottom_diff);
-        }
-        caffe_gpu_mul(device(), count, bottom_diff, top_diff, bottom_diff);
-        break;
-      case caffe::EltwiseParameter::SUM:
-        if (coeffs_[i] == 1.0f) {
-          caffe_gpu_copy(device(), count, top_diff, bottom_diff);
-        } else {
-          caffe_gpu_scale(device(), count, coeffs_[i], top_diff, bottom_diff);
-        }
-        break;
-      case caffe::EltwiseParameter::MAX:
-        gpu::Launch(device(), "EltwiseMaxBackward", count, MaxBackwardKernel, top_diff,
-                    static_cast<const int*>(max_idx_->gpu_data()), static_cast<int>(i), bottom_diff);
-        break;
+    if (op_ != caffe::EltwiseParameter::MAX) {
+      BackwardSumProd(GpuMath(device()), top, bottom, i);
+      continue;
     }
+    gpu::Launch(device(), "EltwiseMaxBackward", top[0]->count(), MaxBackwardKernel, top[0]->gpu_diff(),
+                static_cast<const int*>(max_idx_->gpu_data()), static_cast<int>(i), bottom[i]->mutable_gpu_diff());
   }
 }
 

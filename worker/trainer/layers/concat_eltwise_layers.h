@@ -62,27 +62,32 @@ void ConcatCopyGpu(gpu::Device* device, bool to_whole, int part_count, const flo
                    int whole_axis, int part_axis, int offset);
 #endif
 
+// Calls f(i, part i, its size along `axis`, where it starts there) for the
+// parts of a concatenation along `axis`, in order: Concat's bottoms, Slice's
+// tops.
+template <typename F>
+void ForEachPart(const std::vector<Blob*>& parts, int axis, F f) {
+  int offset = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const int size = parts[i]->shape(axis);
+    f(i, parts[i], size, offset);
+    offset += size;
+  }
+}
+
 class ConcatLayer : public Layer {
  public:
-  explicit ConcatLayer(const caffe::LayerParameter& param) : Layer(param) {}
+  using Layer::Layer;
 
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
   const char* type() const override { return "Concat"; }
-  bool HasGpuCode() const override { return true; }
   int MinBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  NEREUS_LAYER_PASSES;
 
  private:
   // Empty when the bottoms fit together; otherwise what is wrong.
@@ -95,33 +100,63 @@ class ConcatLayer : public Layer {
 
 class EltwiseLayer : public Layer {
  public:
-  explicit EltwiseLayer(const caffe::LayerParameter& param) : Layer(param) {}
+  using Layer::Layer;
 
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
   const char* type() const override { return "Eltwise"; }
-  bool HasGpuCode() const override { return true; }
   int MinBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  NEREUS_LAYER_PASSES;
 
  private:
+  // SUM's and PROD's gradient of bottom i, for the CPU or the GPU
+  // (`math`: CpuMath, GpuMath, blob_math.h).
+  template <class Math>
+  void BackwardSumProd(const Math& math, const std::vector<Blob*>& top, const std::vector<Blob*>& bottom,
+                       size_t i) const;
+
   caffe::EltwiseParameter::EltwiseOp op_ = caffe::EltwiseParameter::SUM;
   std::vector<float> coeffs_;
   bool stable_prod_grad_ = true;
   std::shared_ptr<SyncedMemory> max_idx_;  // MAX: which bottom won, per element (ints)
   int max_idx_count_ = 0;
 };
+
+template <class Math>
+void EltwiseLayer::BackwardSumProd(const Math& math, const std::vector<Blob*>& top, const std::vector<Blob*>& bottom,
+                                   size_t i) const {
+  const int count = top[0]->count();
+  const float* top_diff = math.diff(*top[0]);
+  float* bottom_diff = math.mutable_diff(bottom[i]);
+  if (op_ == caffe::EltwiseParameter::SUM) {
+    if (coeffs_[i] == 1.0f) {
+      math.copy(count, top_diff, bottom_diff);
+    } else {
+      math.scale(count, coeffs_[i], top_diff, bottom_diff);
+    }
+    return;
+  }
+  if (stable_prod_grad_) {
+    // Product of the other bottoms, without dividing by this one.
+    bool initialized = false;
+    for (size_t j = 0; j < bottom.size(); ++j) {
+      if (j == i) continue;
+      if (!initialized) {
+        math.copy(count, math.data(*bottom[j]), bottom_diff);
+        initialized = true;
+      } else {
+        math.mul(count, math.data(*bottom[j]), bottom_diff, bottom_diff);
+      }
+    }
+  } else {
+    math.div(count, math.data(*top[0]), math.data(*bottom[i]), bottom_diff);
+  }
+  math.mul(count, bottom_diff, top_diff, bottom_diff);
+}
 
 }  // namespace nereus
 

@@ -15,21 +15,12 @@ namespace nereus {
 
 class DeconvolutionLayer : public BaseConvolutionLayer {
  public:
-  explicit DeconvolutionLayer(const caffe::LayerParameter& param) : BaseConvolutionLayer(param) {}
+  using BaseConvolutionLayer::BaseConvolutionLayer;
 
   const char* type() const override { return "Deconvolution"; }
 
  protected:
   bool reverse_dimensions() const override { return true; }
-  void ComputeOutputShape(const layers::ConvGeometry& kernel, int in_h, int in_w) override;
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
 };
 
 }  // namespace nereus

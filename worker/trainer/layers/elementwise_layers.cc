@@ -9,197 +9,54 @@
 #include "worker/trainer/math_functions.h"
 
 namespace nereus {
+namespace ops {
 namespace {
 
-// The input of a layer's forward, valid in backward: the bottom itself, or
-// the copy the forward kept when running in place.
-const float* SavedInput(const Blob& bottom, const Blob& top, const Blob& copy) {
-  return &bottom == &top ? copy.cpu_data() : bottom.cpu_data();
-}
-
-void SaveInputIfInPlace(const Blob& bottom, const Blob& top, Blob* copy) {
-  if (&bottom != &top) return;
-  copy->ReshapeLike(bottom);
-  caffe_copy(bottom.count(), bottom.cpu_data(), copy->mutable_cpu_data());
+// ln(base) for exp_param/log_param (`field`): base -1 means e.
+StatusOr<float> LogOfBase(const std::string& field, float base) {
+  if (base != -1.0f && !(base > 0.0f)) {
+    return InvalidArgumentError(field + ".base must be strictly positive (or -1 for e), got " + std::to_string(base));
+  }
+  return base == -1.0f ? 1.0f : std::log(base);
 }
 
 }  // namespace
 
-// ---- AbsVal ----
-
-Status AbsValLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  if (bottom[0] == top[0]) return LayerError("AbsVal does not allow in-place computation");
+Status ExpOp::SetUp(const caffe::LayerParameter& param) {
+  const caffe::ExpParameter& p = param.exp_param();
+  ASSIGN_OR_RETURN(const float log_base, LogOfBase("exp_param", p.base()));
+  inner_scale = log_base * p.scale();
+  outer_scale = p.shift() == 0.0f ? 1.0f : std::exp(log_base * p.shift());
   return Status::OK();
 }
 
-void AbsValLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const float* in = bottom[0]->cpu_data();
-  float* out = top[0]->mutable_cpu_data();
-  for (int i = 0; i < bottom[0]->count(); ++i) out[i] = ops::Abs(in[i]);
-}
-
-void AbsValLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                               const std::vector<Blob*>& bottom) {
-  if (!propagate_down[0]) return;
-  const float* in = bottom[0]->cpu_data();
-  const float* top_diff = top[0]->cpu_diff();
-  float* bottom_diff = bottom[0]->mutable_cpu_diff();
-  for (int i = 0; i < bottom[0]->count(); ++i) bottom_diff[i] = ops::AbsValBackward(top_diff[i], in[i]);
-}
-
-// ---- BNLL ----
-
-void BNLLLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  SaveInputIfInPlace(*bottom[0], *top[0], &bottom_copy_);
-  const float* in = bottom[0]->cpu_data();
-  float* out = top[0]->mutable_cpu_data();
-  for (int i = 0; i < bottom[0]->count(); ++i) out[i] = ops::BNLLForward(in[i]);
-}
-
-void BNLLLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                             const std::vector<Blob*>& bottom) {
-  if (!propagate_down[0]) return;
-  const float* in = SavedInput(*bottom[0], *top[0], bottom_copy_);
-  const float* top_diff = top[0]->cpu_diff();
-  float* bottom_diff = bottom[0]->mutable_cpu_diff();
-  for (int i = 0; i < bottom[0]->count(); ++i) bottom_diff[i] = ops::BNLLBackward(top_diff[i], in[i]);
-}
-
-// ---- ELU ----
-
-void ELULayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const float* in = bottom[0]->cpu_data();
-  float* out = top[0]->mutable_cpu_data();
-  const float alpha = layer_param_.elu_param().alpha();
-  for (int i = 0; i < bottom[0]->count(); ++i) out[i] = ops::ELUForward(in[i], alpha);
-}
-
-void ELULayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                            const std::vector<Blob*>& bottom) {
-  if (!propagate_down[0]) return;
-  const float* in = bottom[0]->cpu_data();
-  const float* out = top[0]->cpu_data();
-  const float* top_diff = top[0]->cpu_diff();
-  float* bottom_diff = bottom[0]->mutable_cpu_diff();
-  const float alpha = layer_param_.elu_param().alpha();
-  for (int i = 0; i < bottom[0]->count(); ++i) bottom_diff[i] = ops::ELUBackward(top_diff[i], in[i], out[i], alpha);
-}
-
-// ---- Exp ----
-
-Status ExpLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const caffe::ExpParameter& p = layer_param_.exp_param();
-  const float base = p.base();
-  if (base != -1.0f && !(base > 0.0f)) {
-    return LayerError("exp_param.base must be strictly positive (or -1 for e), got " + std::to_string(base));
-  }
-  const float log_base = base == -1.0f ? 1.0f : std::log(base);
-  inner_scale_ = log_base * p.scale();
-  outer_scale_ = p.shift() == 0.0f ? 1.0f : std::exp(log_base * p.shift());
-  return Status::OK();
-}
-
-void ExpLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const float* in = bottom[0]->cpu_data();
-  float* out = top[0]->mutable_cpu_data();
-  for (int i = 0; i < bottom[0]->count(); ++i) out[i] = ops::ExpForward(in[i], inner_scale_, outer_scale_);
-}
-
-void ExpLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                            const std::vector<Blob*>& bottom) {
-  if (!propagate_down[0]) return;
-  const float* out = top[0]->cpu_data();
-  const float* top_diff = top[0]->cpu_diff();
-  float* bottom_diff = bottom[0]->mutable_cpu_diff();
-  for (int i = 0; i < bottom[0]->count(); ++i) bottom_diff[i] = ops::ExpBackward(top_diff[i], out[i], inner_scale_);
-}
-
-// ---- Log ----
-
-Status LogLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const caffe::LogParameter& p = layer_param_.log_param();
-  const float base = p.base();
-  if (base != -1.0f && !(base > 0.0f)) {
-    return LayerError("log_param.base must be strictly positive (or -1 for e), got " + std::to_string(base));
-  }
-  const float log_base = base == -1.0f ? 1.0f : std::log(base);
+Status LogOp::SetUp(const caffe::LayerParameter& param) {
+  const caffe::LogParameter& p = param.log_param();
+  ASSIGN_OR_RETURN(const float log_base, LogOfBase("log_param", p.base()));
   if (!std::isfinite(log_base) || log_base == 0.0f) {
-    return LayerError("log_param.base " + std::to_string(base) + " has no usable logarithm");
+    return InvalidArgumentError("log_param.base " + std::to_string(p.base()) + " has no usable logarithm");
   }
-  base_scale_ = 1.0f / log_base;
-  input_scale_ = p.scale();
-  input_shift_ = p.shift();
+  base_scale = 1.0f / log_base;
+  input_scale = p.scale();
+  input_shift = p.shift();
   return Status::OK();
 }
 
-void LogLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  SaveInputIfInPlace(*bottom[0], *top[0], &bottom_copy_);
-  const float* in = bottom[0]->cpu_data();
-  float* out = top[0]->mutable_cpu_data();
-  for (int i = 0; i < bottom[0]->count(); ++i) {
-    out[i] = ops::LogForward(in[i], input_scale_, input_shift_, base_scale_);
-  }
-}
-
-void LogLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                            const std::vector<Blob*>& bottom) {
-  if (!propagate_down[0]) return;
-  const float* in = SavedInput(*bottom[0], *top[0], bottom_copy_);
-  const float* top_diff = top[0]->cpu_diff();
-  float* bottom_diff = bottom[0]->mutable_cpu_diff();
-  for (int i = 0; i < bottom[0]->count(); ++i) {
-    bottom_diff[i] = ops::LogBackward(top_diff[i], in[i], input_scale_, input_shift_, base_scale_);
-  }
-}
-
-// ---- Power ----
-
-Status PowerLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const caffe::PowerParameter& p = layer_param_.power_param();
-  power_ = p.power();
-  scale_ = p.scale();
-  shift_ = p.shift();
+Status PowerOp::SetUp(const caffe::LayerParameter& param) {
+  const caffe::PowerParameter& p = param.power_param();
+  power = p.power();
+  scale = p.scale();
+  shift = p.shift();
   return Status::OK();
 }
 
-float PowerLayer::ConstantOutput() const { return power_ == 0.0f ? 1.0f : std::pow(shift_, power_); }
-
-void PowerLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  SaveInputIfInPlace(*bottom[0], *top[0], &bottom_copy_);
-  const float* in = bottom[0]->cpu_data();
-  float* out = top[0]->mutable_cpu_data();
-  const int count = bottom[0]->count();
-  if (scale_ * power_ == 0.0f) {
-    // The output does not depend on the input.
-    caffe_set(count, ConstantOutput(), out);
-    return;
-  }
-  for (int i = 0; i < count; ++i) out[i] = ops::PowerForward(in[i], power_, scale_, shift_);
+bool PowerOp::Constant(float* value) const {
+  if (scale * power != 0.0f) return false;
+  *value = power == 0.0f ? 1.0f : std::pow(shift, power);
+  return true;
 }
 
-void PowerLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                              const std::vector<Blob*>& bottom) {
-  if (!propagate_down[0]) return;
-  const float* in = SavedInput(*bottom[0], *top[0], bottom_copy_);
-  const float* top_diff = top[0]->cpu_diff();
-  float* bottom_diff = bottom[0]->mutable_cpu_diff();
-  const int count = bottom[0]->count();
-  for (int i = 0; i < count; ++i) bottom_diff[i] = ops::PowerBackward(top_diff[i], in[i], power_, scale_, shift_);
-}
-
-// ---- Threshold ----
-
-void ThresholdLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const float* in = bottom[0]->cpu_data();
-  float* out = top[0]->mutable_cpu_data();
-  const float threshold = layer_param_.threshold_param().threshold();
-  for (int i = 0; i < bottom[0]->count(); ++i) out[i] = ops::ThresholdForward(in[i], threshold);
-}
-
-void ThresholdLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                                  const std::vector<Blob*>& bottom) {
-  LAYER_CHECK(!propagate_down[0]) << "Threshold has no gradient; set propagate_down: false";
-}
+}  // namespace ops
 
 // ---- PReLU ----
 
@@ -212,21 +69,9 @@ Status PReLULayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std:
   const int channels = bottom[0]->shape(1);
   const std::vector<int> shape = channel_shared_ ? std::vector<int>{} : std::vector<int>{channels};
   if (!blobs_.empty()) {
-    if (blobs_[0]->shape() != shape) {
-      return LayerError("existing slope blob has shape " + blobs_[0]->shape_string() + ", expected " +
-                        Blob(shape).shape_string());
-    }
+    RETURN_IF_ERROR(CheckExistingShape(*blobs_[0], shape, "slope blob"));
   } else {
-    blobs_.push_back(std::make_shared<Blob>(shape));
-    caffe::FillerParameter filler;
-    if (p.has_filler()) {
-      filler = p.filler();
-    } else {
-      filler.set_type("constant");
-      filler.set_value(0.25f);
-    }
-    Status filled = FillBlob(filler, blobs_[0].get(), rng());
-    if (!filled.ok()) return LayerError("prelu_param.filler: " + filled.message());
+    RETURN_IF_ERROR(AddFilledBlob(shape, FillerOrConstant(p.has_filler(), p.filler(), 0.25f), "prelu_param.filler"));
   }
   param_propagate_down_.assign(blobs_.size(), true);
   return Status::OK();
@@ -240,7 +85,7 @@ void PReLULayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blo
 }
 
 void PReLULayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  SaveInputIfInPlace(*bottom[0], *top[0], &bottom_copy_);
+  SaveInputIfInPlace(CpuMath(), *bottom[0], *top[0], &bottom_copy_);
   const float* in = bottom[0]->cpu_data();
   float* out = top[0]->mutable_cpu_data();
   const float* slope = blobs_[0]->cpu_data();
@@ -254,7 +99,7 @@ void PReLULayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector
 
 void PReLULayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                               const std::vector<Blob*>& bottom) {
-  const float* in = SavedInput(*bottom[0], *top[0], bottom_copy_);
+  const float* in = SavedInput(*bottom[0], *top[0], bottom_copy_).cpu_data();
   const float* slope = blobs_[0]->cpu_data();
   const float* top_diff = top[0]->cpu_diff();
   const int count = bottom[0]->count();

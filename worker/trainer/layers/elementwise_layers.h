@@ -10,9 +10,11 @@
 //   PReLU:     y = max(x, 0) + a_c * min(x, 0), a learned per channel
 //              (axis 1), or one a for all when channel_shared; a starts at
 //              0.25 unless prelu_param.filler says otherwise.
-// Each has GPU code (elementwise_layers.cu) running the element functions
-// below, which the CPU loops run too. A layer that keeps its input for
-// backward when in place keeps it in a Blob, on the device it runs on.
+// All but PReLU are ElementLayers (neuron_layers.h) of the Ops below, whose
+// element functions the CPU loops and the GPU kernels (neuron_layers.cu) both
+// run; PReLU's GPU code is elementwise_layers.cu. A layer that keeps its
+// input for backward when in place keeps it in a Blob, on the device it runs
+// on.
 #ifndef NEREUS_WORKER_TRAINER_LAYERS_ELEMENTWISE_LAYERS_H_
 #define NEREUS_WORKER_TRAINER_LAYERS_ELEMENTWISE_LAYERS_H_
 
@@ -113,180 +115,101 @@ NEREUS_HOST_DEVICE inline float PReLUSlopeGradient(const float* top_diff, const 
   return acc;
 }
 
+struct AbsValOp : ElementOp {
+  static constexpr const char* kType = "AbsVal";
+  static constexpr bool kInPlace = false;  // Needs the input's sign (Caffe refuses it too).
+  NEREUS_HOST_DEVICE float Forward(float x) const { return Abs(x); }
+  NEREUS_HOST_DEVICE float Backward(float dy, float x, float y) const { return AbsValBackward(dy, x); }
+};
+
+struct BNLLOp : ElementOp {
+  static constexpr const char* kType = "BNLL";
+  static constexpr bool kSavesInput = true;
+  NEREUS_HOST_DEVICE float Forward(float x) const { return BNLLForward(x); }
+  NEREUS_HOST_DEVICE float Backward(float dy, float x, float y) const { return BNLLBackward(dy, x); }
+};
+
+// In place the bottom holds y, whose sign is x's (alpha > 0), as in Caffe.
+struct ELUOp : ElementOp {
+  static constexpr const char* kType = "ELU";
+  Status SetUp(const caffe::LayerParameter& param) {
+    alpha = param.elu_param().alpha();
+    return Status::OK();
+  }
+  NEREUS_HOST_DEVICE float Forward(float x) const { return ELUForward(x, alpha); }
+  NEREUS_HOST_DEVICE float Backward(float dy, float x, float y) const { return ELUBackward(dy, x, y, alpha); }
+  float alpha = 1.0f;
+};
+
+struct ExpOp : ElementOp {
+  static constexpr const char* kType = "Exp";
+  Status SetUp(const caffe::LayerParameter& param);
+  NEREUS_HOST_DEVICE float Forward(float x) const { return ExpForward(x, inner_scale, outer_scale); }
+  NEREUS_HOST_DEVICE float Backward(float dy, float x, float y) const { return ExpBackward(dy, y, inner_scale); }
+  float inner_scale = 1.0f;  // log(base) * scale
+  float outer_scale = 1.0f;  // base ^ shift
+};
+
+struct LogOp : ElementOp {
+  static constexpr const char* kType = "Log";
+  static constexpr bool kSavesInput = true;
+  Status SetUp(const caffe::LayerParameter& param);
+  NEREUS_HOST_DEVICE float Forward(float x) const { return LogForward(x, input_scale, input_shift, base_scale); }
+  NEREUS_HOST_DEVICE float Backward(float dy, float x, float y) const {
+    return LogBackward(dy, x, input_scale, input_shift, base_scale);
+  }
+  float base_scale = 1.0f;  // 1 / ln(base)
+  float input_scale = 1.0f;
+  float input_shift = 0.0f;
+};
+
+struct PowerOp : ElementOp {
+  static constexpr const char* kType = "Power";
+  static constexpr bool kSavesInput = true;
+  Status SetUp(const caffe::LayerParameter& param);
+  // The output does not depend on the input when scale * power == 0.
+  bool Constant(float* value) const;
+  NEREUS_HOST_DEVICE float Forward(float x) const { return PowerForward(x, power, scale, shift); }
+  NEREUS_HOST_DEVICE float Backward(float dy, float x, float y) const {
+    return PowerBackward(dy, x, power, scale, shift);
+  }
+  float power = 1.0f;
+  float scale = 1.0f;
+  float shift = 0.0f;
+};
+
+// No gradient, as in Caffe.
+struct ThresholdOp : ElementOp {
+  static constexpr const char* kType = "Threshold";
+  static constexpr bool kHasGradient = false;
+  Status SetUp(const caffe::LayerParameter& param) {
+    threshold = param.threshold_param().threshold();
+    return Status::OK();
+  }
+  NEREUS_HOST_DEVICE float Forward(float x) const { return ThresholdForward(x, threshold); }
+  NEREUS_HOST_DEVICE float Backward(float dy, float x, float y) const { return 0.0f; }
+  float threshold = 0.0f;
+};
+
 }  // namespace ops
 
-class AbsValLayer : public NeuronLayer {
- public:
-  explicit AbsValLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
-  const char* type() const override { return "AbsVal"; }
-  bool HasGpuCode() const override { return true; }
-
- protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  // Needs the input's sign: not in place (Caffe refuses it too).
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
-  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-};
-
-class BNLLLayer : public NeuronLayer {
- public:
-  explicit BNLLLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
-  const char* type() const override { return "BNLL"; }
-  bool HasGpuCode() const override { return true; }
-
- protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  // In place, keeps a copy of the input for backward.
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
-
- private:
-  Blob bottom_copy_;  // the input, kept for backward when in place
-};
-
-class ELULayer : public NeuronLayer {
- public:
-  explicit ELULayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
-  const char* type() const override { return "ELU"; }
-  bool HasGpuCode() const override { return true; }
-
- protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  // In place the bottom holds y, whose sign is x's (alpha > 0), as in Caffe.
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
-};
-
-class ExpLayer : public NeuronLayer {
- public:
-  explicit ExpLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
-  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  const char* type() const override { return "Exp"; }
-  bool HasGpuCode() const override { return true; }
-
- protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
-
- private:
-  float inner_scale_ = 1.0f;  // log(base) * scale
-  float outer_scale_ = 1.0f;  // base ^ shift
-};
-
-class LogLayer : public NeuronLayer {
- public:
-  explicit LogLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
-  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  const char* type() const override { return "Log"; }
-  bool HasGpuCode() const override { return true; }
-
- protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  // In place, keeps a copy of the input for backward.
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
-
- private:
-  float base_scale_ = 1.0f;  // 1 / ln(base)
-  float input_scale_ = 1.0f;
-  float input_shift_ = 0.0f;
-  Blob bottom_copy_;  // the input, kept for backward when in place
-};
-
-class PowerLayer : public NeuronLayer {
- public:
-  explicit PowerLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
-  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  const char* type() const override { return "Power"; }
-  bool HasGpuCode() const override { return true; }
-
- protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  // In place, keeps a copy of the input for backward.
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
-
- private:
-  // The output when it does not depend on the input (scale * power == 0).
-  float ConstantOutput() const;
-
-  float power_ = 1.0f;
-  float scale_ = 1.0f;
-  float shift_ = 0.0f;
-  Blob bottom_copy_;  // the input, kept for backward when in place
-};
-
-class ThresholdLayer : public NeuronLayer {
- public:
-  explicit ThresholdLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
-  const char* type() const override { return "Threshold"; }
-  bool HasGpuCode() const override { return true; }
-  // Not differentiable: a net that needs its bottom's gradient is refused
-  // when built (Net), where Caffe dies in Backward.
-  bool AllowForceBackward(int bottom_index) const override { return false; }
-
- protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  // Asking for a gradient is fatal, naming the layer (our bug: the Net
-  // refuses such a net).
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
-};
+using AbsValLayer = ElementLayer<ops::AbsValOp>;
+using BNLLLayer = ElementLayer<ops::BNLLOp>;
+using ELULayer = ElementLayer<ops::ELUOp>;
+using ExpLayer = ElementLayer<ops::ExpOp>;
+using LogLayer = ElementLayer<ops::LogOp>;
+using PowerLayer = ElementLayer<ops::PowerOp>;
+using ThresholdLayer = ElementLayer<ops::ThresholdOp>;
 
 class PReLULayer : public NeuronLayer {
  public:
-  explicit PReLULayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
+  using NeuronLayer::NeuronLayer;
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   const char* type() const override { return "PReLU"; }
-  bool HasGpuCode() const override { return true; }
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  NEREUS_LAYER_PASSES;
 
  private:
   bool channel_shared_ = false;

@@ -9,9 +9,11 @@ namespace {
 // 0 <= a < b, in one unsigned comparison (as Caffe does).
 inline bool InRange(int a, int b) { return static_cast<unsigned>(a) < static_cast<unsigned>(b); }
 
-}  // namespace
-
-void Im2Col(const float* data_im, const ConvGeometry& g, float* data_col) {
+// Walks the column matrix of `g` in order (Caffe's im2col layout), calling
+// visit(column entry, image entry) for each column entry with the image
+// entry it stands for, nullptr in the padding.
+template <typename Image, typename Column, typename Visit>
+void ForEachColumn(Image* data_im, const ConvGeometry& g, Column* data_col, Visit visit) {
   const int output_h = g.output_h();
   const int output_w = g.output_w();
   const int channel_size = g.height * g.width;
@@ -20,14 +22,10 @@ void Im2Col(const float* data_im, const ConvGeometry& g, float* data_col) {
       for (int kw = 0; kw < g.kernel_w; ++kw) {
         int input_row = -g.pad_h + kh * g.dilation_h;
         for (int oh = 0; oh < output_h; ++oh, input_row += g.stride_h) {
-          if (!InRange(input_row, g.height)) {
-            std::fill(data_col, data_col + output_w, 0.0f);
-            data_col += output_w;
-            continue;
-          }
+          Image* row = InRange(input_row, g.height) ? data_im + input_row * g.width : nullptr;
           int input_col = -g.pad_w + kw * g.dilation_w;
           for (int ow = 0; ow < output_w; ++ow, input_col += g.stride_w) {
-            *data_col++ = InRange(input_col, g.width) ? data_im[input_row * g.width + input_col] : 0.0f;
+            visit(*data_col++, row != nullptr && InRange(input_col, g.width) ? row + input_col : nullptr);
           }
         }
       }
@@ -35,31 +33,17 @@ void Im2Col(const float* data_im, const ConvGeometry& g, float* data_col) {
   }
 }
 
+}  // namespace
+
+void Im2Col(const float* data_im, const ConvGeometry& g, float* data_col) {
+  ForEachColumn(data_im, g, data_col, [](float& col, const float* im) { col = im != nullptr ? *im : 0.0f; });
+}
+
 void Col2Im(const float* data_col, const ConvGeometry& g, float* data_im) {
   std::fill(data_im, data_im + g.channels * g.height * g.width, 0.0f);
-  const int output_h = g.output_h();
-  const int output_w = g.output_w();
-  const int channel_size = g.height * g.width;
-  for (int c = 0; c < g.channels; ++c, data_im += channel_size) {
-    for (int kh = 0; kh < g.kernel_h; ++kh) {
-      for (int kw = 0; kw < g.kernel_w; ++kw) {
-        int input_row = -g.pad_h + kh * g.dilation_h;
-        for (int oh = 0; oh < output_h; ++oh, input_row += g.stride_h) {
-          if (!InRange(input_row, g.height)) {
-            data_col += output_w;
-            continue;
-          }
-          int input_col = -g.pad_w + kw * g.dilation_w;
-          for (int ow = 0; ow < output_w; ++ow, input_col += g.stride_w) {
-            if (InRange(input_col, g.width)) {
-              data_im[input_row * g.width + input_col] += *data_col;
-            }
-            ++data_col;
-          }
-        }
-      }
-    }
-  }
+  ForEachColumn(data_im, g, data_col, [](const float& col, float* im) {
+    if (im != nullptr) *im += col;
+  });
 }
 
 }  // namespace layers

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "worker/trainer/filler.h"
+#include "worker/trainer/blob_math.h"
 #include "worker/trainer/layers/layer_check.h"
 #include "worker/trainer/math_functions.h"
 
@@ -24,23 +24,7 @@ Status InnerProductLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, con
   axis_ = bottom[0]->CanonicalAxisIndex(p.axis());
   K_ = bottom[0]->count(axis_);
   const std::vector<int> weight_shape = transpose_ ? std::vector<int>{K_, N_} : std::vector<int>{N_, K_};
-  if (!blobs_.empty()) {
-    if (blobs_[0]->shape() != weight_shape) {
-      return LayerError("existing weight blob has shape " + blobs_[0]->shape_string() + ", expected " +
-                        Blob(weight_shape).shape_string());
-    }
-  } else {
-    blobs_.push_back(std::make_shared<Blob>(weight_shape));
-    Status filled = FillBlob(p.weight_filler(), blobs_[0].get(), rng());
-    if (!filled.ok()) return LayerError("weight_filler: " + filled.message());
-    if (bias_term_) {
-      blobs_.push_back(std::make_shared<Blob>(std::vector<int>{N_}));
-      filled = FillBlob(p.bias_filler(), blobs_[1].get(), rng());
-      if (!filled.ok()) return LayerError("bias_filler: " + filled.message());
-    }
-  }
-  param_propagate_down_.assign(blobs_.size(), true);
-  return Status::OK();
+  return SetUpWeightAndBias(weight_shape, p.weight_filler(), bias_term_, N_, p.bias_filler());
 }
 
 void InnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -75,38 +59,12 @@ bool InnerProductLayer::WeightGradientFactors(int param, const std::vector<Blob*
 }
 
 void InnerProductLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const float* bottom_data = bottom[0]->cpu_data();
-  float* top_data = top[0]->mutable_cpu_data();
-  const float* weight = blobs_[0]->cpu_data();
-  caffe_cpu_gemm(CblasNoTrans, transpose_ ? CblasNoTrans : CblasTrans, M_, N_, K_, 1.0f, bottom_data, weight, 0.0f,
-                 top_data);
-  if (bias_term_) {
-    caffe_cpu_gemm(CblasNoTrans, CblasNoTrans, M_, N_, 1, 1.0f, bias_multiplier_.cpu_data(), blobs_[1]->cpu_data(),
-                   1.0f, top_data);
-  }
+  ForwardWith(CpuMath(), bottom, top);
 }
 
 void InnerProductLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                      const std::vector<Blob*>& bottom) {
-  const float* top_diff = top[0]->cpu_diff();
-  if (param_propagate_down(0)) {
-    const float* bottom_data = bottom[0]->cpu_data();
-    if (transpose_) {
-      caffe_cpu_gemm(CblasTrans, CblasNoTrans, K_, N_, M_, 1.0f, bottom_data, top_diff, 1.0f,
-                     blobs_[0]->mutable_cpu_diff());
-    } else {
-      caffe_cpu_gemm(CblasTrans, CblasNoTrans, N_, K_, M_, 1.0f, top_diff, bottom_data, 1.0f,
-                     blobs_[0]->mutable_cpu_diff());
-    }
-  }
-  if (bias_term_ && param_propagate_down(1)) {
-    caffe_cpu_gemv(CblasTrans, M_, N_, 1.0f, top_diff, bias_multiplier_.cpu_data(), 1.0f,
-                   blobs_[1]->mutable_cpu_diff());
-  }
-  if (propagate_down[0]) {
-    caffe_cpu_gemm(CblasNoTrans, transpose_ ? CblasTrans : CblasNoTrans, M_, K_, N_, 1.0f, top_diff,
-                   blobs_[0]->cpu_data(), 0.0f, bottom[0]->mutable_cpu_diff());
-  }
+  BackwardWith(CpuMath(), top, propagate_down, bottom);
 }
 
 }  // namespace nereus

@@ -64,7 +64,7 @@ NEREUS_HOST_DEVICE inline float SigmoidCrossEntropyGradient(float x, float t, bo
 // top (created when the prototxt omits it), loss_weight 1 by default.
 class LossLayer : public Layer {
  public:
-  explicit LossLayer(const caffe::LayerParameter& param) : Layer(param) {}
+  using Layer::Layer;
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   int ExactNumBottomBlobs() const override { return 2; }
@@ -74,21 +74,13 @@ class LossLayer : public Layer {
 
 class EuclideanLossLayer : public LossLayer {
  public:
-  explicit EuclideanLossLayer(const caffe::LayerParameter& param) : LossLayer(param) {}
+  using LossLayer::LossLayer;
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   const char* type() const override { return "EuclideanLoss"; }
-  bool HasGpuCode() const override { return true; }
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  NEREUS_LAYER_PASSES;
 
  private:
   Blob diff_;  // a - b of the last forward
@@ -96,23 +88,15 @@ class EuclideanLossLayer : public LossLayer {
 
 class SigmoidCrossEntropyLossLayer : public LossLayer {
  public:
-  explicit SigmoidCrossEntropyLossLayer(const caffe::LayerParameter& param) : LossLayer(param) {}
+  using LossLayer::LossLayer;
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   const char* type() const override { return "SigmoidCrossEntropyLoss"; }
-  bool HasGpuCode() const override { return true; }
   bool AllowForceBackward(int bottom_index) const override { return bottom_index != 1; }
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // Asking for the targets' gradient is fatal, naming the layer (as Caffe).
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  NEREUS_LAYER_PASSES;
 
  private:
   float Normalizer(int valid_count) const;

@@ -13,69 +13,6 @@ void NeuronLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Bl
   if (top[0] != bottom[0]) top[0]->ReshapeLike(*bottom[0]);
 }
 
-// ---- ReLU ----
-
-void ReLULayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const float* in = bottom[0]->cpu_data();
-  float* out = top[0]->mutable_cpu_data();
-  const float slope = layer_param_.relu_param().negative_slope();
-  const int count = bottom[0]->count();
-  for (int i = 0; i < count; ++i) out[i] = ops::ReLUForward(in[i], slope);
-}
-
-void ReLULayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                             const std::vector<Blob*>& bottom) {
-  if (!propagate_down[0]) return;
-  // In place, bottom data is the output, whose sign matches the input's for
-  // slope >= 0 (Caffe has the same property).
-  const float* in = bottom[0]->cpu_data();
-  const float* top_diff = top[0]->cpu_diff();
-  float* bottom_diff = bottom[0]->mutable_cpu_diff();
-  const float slope = layer_param_.relu_param().negative_slope();
-  const int count = bottom[0]->count();
-  for (int i = 0; i < count; ++i) bottom_diff[i] = ops::ReLUBackward(top_diff[i], in[i], slope);
-}
-
-// ---- Sigmoid ----
-
-void SigmoidLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const float* in = bottom[0]->cpu_data();
-  float* out = top[0]->mutable_cpu_data();
-  const int count = bottom[0]->count();
-  // 0.5 * tanh(0.5 x) + 0.5 equals the logistic function and does not
-  // overflow for large |x| (Caffe's formulation).
-  for (int i = 0; i < count; ++i) out[i] = ops::SigmoidForward(in[i]);
-}
-
-void SigmoidLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                                const std::vector<Blob*>& bottom) {
-  if (!propagate_down[0]) return;
-  const float* out = top[0]->cpu_data();
-  const float* top_diff = top[0]->cpu_diff();
-  float* bottom_diff = bottom[0]->mutable_cpu_diff();
-  const int count = bottom[0]->count();
-  for (int i = 0; i < count; ++i) bottom_diff[i] = ops::SigmoidBackward(top_diff[i], out[i]);
-}
-
-// ---- TanH ----
-
-void TanHLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const float* in = bottom[0]->cpu_data();
-  float* out = top[0]->mutable_cpu_data();
-  const int count = bottom[0]->count();
-  for (int i = 0; i < count; ++i) out[i] = ops::Tanh(in[i]);
-}
-
-void TanHLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                             const std::vector<Blob*>& bottom) {
-  if (!propagate_down[0]) return;
-  const float* out = top[0]->cpu_data();
-  const float* top_diff = top[0]->cpu_diff();
-  float* bottom_diff = bottom[0]->mutable_cpu_diff();
-  const int count = bottom[0]->count();
-  for (int i = 0; i < count; ++i) bottom_diff[i] = ops::TanHBackward(top_diff[i], out[i]);
-}
-
 // ---- Dropout ----
 
 Status DropoutLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

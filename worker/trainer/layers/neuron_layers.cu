@@ -1,29 +1,23 @@
 // The neuron layers' GPU code: one thread per element, each running the
-// element function neuron_layers.h shares with the CPU loops.
+// element function neuron_layers.h shares with the CPU loops (for every
+// ElementLayer, elementwise_layers.h's too).
 #include "worker/trainer/gpu/kernel.h"
 #include "worker/trainer/gpu/math_functions.h"
+#include "worker/trainer/layers/elementwise_layers.h"
 #include "worker/trainer/layers/neuron_layers.h"
 
 namespace nereus {
 namespace {
 
-__global__ void ReLUForwardKernel(int n, const float* in, float* out, float slope) {
-  NEREUS_KERNEL_LOOP(i, n) out[i] = ops::ReLUForward(in[i], slope);
+// The ElementLayers' kernels: their Op on each element.
+template <class Op>
+__global__ void ElementForwardKernel(int n, const float* in, float* out, Op op) {
+  NEREUS_KERNEL_LOOP(i, n) out[i] = op.Forward(in[i]);
 }
-__global__ void ReLUBackwardKernel(int n, const float* top_diff, const float* in, float* bottom_diff, float slope) {
-  NEREUS_KERNEL_LOOP(i, n) bottom_diff[i] = ops::ReLUBackward(top_diff[i], in[i], slope);
-}
-__global__ void SigmoidForwardKernel(int n, const float* in, float* out) {
-  NEREUS_KERNEL_LOOP(i, n) out[i] = ops::SigmoidForward(in[i]);
-}
-__global__ void SigmoidBackwardKernel(int n, const float* top_diff, const float* out, float* bottom_diff) {
-  NEREUS_KERNEL_LOOP(i, n) bottom_diff[i] = ops::SigmoidBackward(top_diff[i], out[i]);
-}
-__global__ void TanHForwardKernel(int n, const float* in, float* out) {
-  NEREUS_KERNEL_LOOP(i, n) out[i] = ops::Tanh(in[i]);
-}
-__global__ void TanHBackwardKernel(int n, const float* top_diff, const float* out, float* bottom_diff) {
-  NEREUS_KERNEL_LOOP(i, n) bottom_diff[i] = ops::TanHBackward(top_diff[i], out[i]);
+template <class Op>
+__global__ void ElementBackwardKernel(int n, const float* top_diff, const float* x, const float* y, float* bottom_diff,
+                                      Op op) {
+  NEREUS_KERNEL_LOOP(i, n) bottom_diff[i] = op.Backward(top_diff[i], x[i], y[i]);
 }
 // `mask` holds the raw draws on entry and the 0/1 mask on exit.
 __global__ void DropoutForwardKernel(int n, const float* in, unsigned int* mask, uint32_t threshold, float scale,
@@ -41,41 +35,39 @@ __global__ void DropoutBackwardKernel(int n, const float* top_diff, const unsign
 
 }  // namespace
 
-void ReLULayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  gpu::Launch(device(), "ReLUForward", bottom[0]->count(), ReLUForwardKernel, bottom[0]->gpu_data(),
-              top[0]->mutable_gpu_data(), layer_param_.relu_param().negative_slope());
+template <class Op>
+void ElementLayer<Op>::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  if (Op::kSavesInput) SaveInputIfInPlace(GpuMath(device()), *bottom[0], *top[0], &bottom_copy_);
+  const int count = bottom[0]->count();
+  float constant = 0.0f;
+  if (op_.Constant(&constant)) {
+    caffe_gpu_set(device(), count, constant, top[0]->mutable_gpu_data());
+    return;
+  }
+  gpu::Launch(device(), (std::string(Op::kType) + "Forward").c_str(), count, ElementForwardKernel<Op>,
+              bottom[0]->gpu_data(), top[0]->mutable_gpu_data(), op_);
 }
 
-void ReLULayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                             const std::vector<Blob*>& bottom) {
-  if (!propagate_down[0]) return;
-  gpu::Launch(device(), "ReLUBackward", bottom[0]->count(), ReLUBackwardKernel, top[0]->gpu_diff(),
-              bottom[0]->gpu_data(), bottom[0]->mutable_gpu_diff(), layer_param_.relu_param().negative_slope());
+template <class Op>
+void ElementLayer<Op>::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                    const std::vector<Blob*>& bottom) {
+  if (!WantsGradient(propagate_down)) return;
+  gpu::Launch(device(), (std::string(Op::kType) + "Backward").c_str(), bottom[0]->count(), ElementBackwardKernel<Op>,
+              top[0]->gpu_diff(), Input(*bottom[0], *top[0]).gpu_data(), top[0]->gpu_data(),
+              bottom[0]->mutable_gpu_diff(), op_);
 }
 
-void SigmoidLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  gpu::Launch(device(), "SigmoidForward", bottom[0]->count(), SigmoidForwardKernel, bottom[0]->gpu_data(),
-              top[0]->mutable_gpu_data());
-}
-
-void SigmoidLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                                const std::vector<Blob*>& bottom) {
-  if (!propagate_down[0]) return;
-  gpu::Launch(device(), "SigmoidBackward", bottom[0]->count(), SigmoidBackwardKernel, top[0]->gpu_diff(),
-              top[0]->gpu_data(), bottom[0]->mutable_gpu_diff());
-}
-
-void TanHLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  gpu::Launch(device(), "TanHForward", bottom[0]->count(), TanHForwardKernel, bottom[0]->gpu_data(),
-              top[0]->mutable_gpu_data());
-}
-
-void TanHLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                             const std::vector<Blob*>& bottom) {
-  if (!propagate_down[0]) return;
-  gpu::Launch(device(), "TanHBackward", bottom[0]->count(), TanHBackwardKernel, top[0]->gpu_diff(), top[0]->gpu_data(),
-              bottom[0]->mutable_gpu_diff());
-}
+// Every ElementLayer (here and in elementwise_layers.h).
+template class ElementLayer<ops::ReLUOp>;
+template class ElementLayer<ops::SigmoidOp>;
+template class ElementLayer<ops::TanHOp>;
+template class ElementLayer<ops::AbsValOp>;
+template class ElementLayer<ops::BNLLOp>;
+template class ElementLayer<ops::ELUOp>;
+template class ElementLayer<ops::ExpOp>;
+template class ElementLayer<ops::LogOp>;
+template class ElementLayer<ops::PowerOp>;
+template class ElementLayer<ops::ThresholdOp>;
 
 void DropoutLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const int count = bottom[0]->count();

@@ -6,24 +6,30 @@
 //   Dropout: TRAIN: y = x * mask * scale, mask ~ Bernoulli(1 - dropout_ratio),
 //            scale = 1 / (1 - dropout_ratio) (1 when scale_train is false);
 //            TEST: y = x (times 1 - dropout_ratio when scale_train is false).
+// ReLU, Sigmoid and TanH (and the layers of elementwise_layers.h but PReLU)
+// are ElementLayers: an element function each way (an Op), run by the CPU
+// loops below and by the GPU kernels of neuron_layers.cu.
 #ifndef NEREUS_WORKER_TRAINER_LAYERS_NEURON_LAYERS_H_
 #define NEREUS_WORKER_TRAINER_LAYERS_NEURON_LAYERS_H_
 
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/host_device.h"
+#include "worker/trainer/blob_math.h"
 #include "worker/trainer/layer.h"
+#include "worker/trainer/layers/layer_check.h"
 #include "worker/trainer/math_ops.h"
 #include "worker/trainer/syncedmem.h"
 
 namespace nereus {
 namespace ops {
 
-// Per-element arithmetic of these layers, shared by the CPU loops
-// (neuron_layers.cc) and the GPU kernels (neuron_layers.cu).
+// Per-element arithmetic of these layers, shared by the CPU loops and the GPU
+// kernels.
 NEREUS_HOST_DEVICE inline float ReLUForward(float x, float slope) { return Max(x, 0.0f) + slope * Min(x, 0.0f); }
 // `x` is the input (or, in place, the output: same sign for slope >= 0).
 NEREUS_HOST_DEVICE inline float ReLUBackward(float top_diff, float x, float slope) {
@@ -42,68 +48,138 @@ NEREUS_HOST_DEVICE inline float DropoutApply(float x, unsigned int keep, float s
   return x * static_cast<float>(keep) * scale;
 }
 
+// An ElementLayer's Op derives from this (its defaults) and adds kType (the
+// layer type), NEREUS_HOST_DEVICE Forward(x) and Backward(dy, x, y), and, as
+// it needs, SetUp (reads and checks the layer's parameters; an error names
+// the field) and Constant.
+struct ElementOp {
+  static constexpr bool kInPlace = true;      // May run in place.
+  static constexpr bool kSavesInput = false;  // Keeps its input for backward when in place.
+  static constexpr bool kHasGradient = true;  // Else asking for a gradient is refused.
+  Status SetUp(const caffe::LayerParameter& param) { return Status::OK(); }
+  // True, with the value, when the output does not depend on the input.
+  bool Constant(float* value) const { return false; }
+};
+
+struct ReLUOp : ElementOp {
+  static constexpr const char* kType = "ReLU";
+  Status SetUp(const caffe::LayerParameter& param) {
+    slope = param.relu_param().negative_slope();
+    return Status::OK();
+  }
+  NEREUS_HOST_DEVICE float Forward(float x) const { return ReLUForward(x, slope); }
+  NEREUS_HOST_DEVICE float Backward(float dy, float x, float y) const { return ReLUBackward(dy, x, slope); }
+  float slope = 0.0f;
+};
+
+struct SigmoidOp : ElementOp {
+  static constexpr const char* kType = "Sigmoid";
+  NEREUS_HOST_DEVICE float Forward(float x) const { return SigmoidForward(x); }
+  NEREUS_HOST_DEVICE float Backward(float dy, float x, float y) const { return SigmoidBackward(dy, y); }
+};
+
+struct TanHOp : ElementOp {
+  static constexpr const char* kType = "TanH";
+  NEREUS_HOST_DEVICE float Forward(float x) const { return Tanh(x); }
+  NEREUS_HOST_DEVICE float Backward(float dy, float x, float y) const { return TanHBackward(dy, y); }
+};
+
 }  // namespace ops
 
 // Shape handling shared by the element-wise layers.
 class NeuronLayer : public Layer {
  public:
-  explicit NeuronLayer(const caffe::LayerParameter& param) : Layer(param) {}
+  using Layer::Layer;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
-};
-
-class ReLULayer : public NeuronLayer {
- public:
-  explicit ReLULayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
-  const char* type() const override { return "ReLU"; }
-  bool HasGpuCode() const override { return true; }
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  // For a layer whose backward reads its input: in place, keeps a copy of
+  // the bottom in *copy, on the side `math` names (CpuMath, GpuMath).
+  template <class Math>
+  static void SaveInputIfInPlace(const Math& math, const Blob& bottom, const Blob& top, Blob* copy) {
+    if (&bottom != &top) return;
+    copy->ReshapeLike(bottom);
+    math.copy(bottom.count(), math.data(bottom), math.mutable_data(copy));
+  }
+  // The input the forward saw: the bottom, or (in place) that copy.
+  static const Blob& SavedInput(const Blob& bottom, const Blob& top, const Blob& copy) {
+    return &bottom == &top ? copy : bottom;
+  }
 };
 
-class SigmoidLayer : public NeuronLayer {
+// A neuron layer computed one element at a time by its Op, on the CPU (the
+// loops below) and the GPU (one thread an element, neuron_layers.cu):
+//   forward:  y = op.Forward(x), or op.Constant's value;
+//   backward: dx = op.Backward(dy, x, y), x the input, y the output. In place
+//             the bottom holds y: x is then the copy the forward kept when
+//             Op::kSavesInput, else y (ReLU and ELU read only x's sign, which
+//             y shares, as in Caffe).
+template <class Op>
+class ElementLayer : public NeuronLayer {
  public:
-  explicit SigmoidLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
-  const char* type() const override { return "Sigmoid"; }
-  bool HasGpuCode() const override { return true; }
+  using NeuronLayer::NeuronLayer;
+  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    if (!Op::kInPlace && bottom[0] == top[0]) {
+      return LayerError(std::string(Op::kType) + " does not allow in-place computation");
+    }
+    const Status set_up = op_.SetUp(layer_param_);
+    return set_up.ok() ? set_up : LayerError(set_up.message());
+  }
+  const char* type() const override { return Op::kType; }
+  // Without a gradient (Threshold), a net that needs the bottom's gradient
+  // is refused when built (Net), where Caffe dies in Backward.
+  bool AllowForceBackward(int bottom_index) const override { return Op::kHasGradient; }
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  // Uses the top data (valid in place).
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  NEREUS_LAYER_PASSES;
+
+ private:
+  // Whether backward has work; asking an Op without a gradient for one is
+  // fatal, naming the layer (our bug: the Net refuses such a net).
+  bool WantsGradient(const std::vector<bool>& propagate_down) const {
+    LAYER_CHECK(Op::kHasGradient || !propagate_down[0]) << Op::kType << " has no gradient; set propagate_down: false";
+    return propagate_down[0];
+  }
+  // The input the forward saw (the copy it kept, or the bottom).
+  const Blob& Input(const Blob& bottom, const Blob& top) const {
+    return Op::kSavesInput ? SavedInput(bottom, top, bottom_copy_) : bottom;
+  }
+
+  Op op_;
+  Blob bottom_copy_;  // Op::kSavesInput: the input, kept for backward when in place.
 };
 
-class TanHLayer : public NeuronLayer {
- public:
-  explicit TanHLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
-  const char* type() const override { return "TanH"; }
-  bool HasGpuCode() const override { return true; }
+template <class Op>
+void ElementLayer<Op>::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  if (Op::kSavesInput) SaveInputIfInPlace(CpuMath(), *bottom[0], *top[0], &bottom_copy_);
+  const int count = bottom[0]->count();
+  float constant = 0.0f;
+  if (op_.Constant(&constant)) {
+    caffe_set(count, constant, top[0]->mutable_cpu_data());
+    return;
+  }
+  const float* in = bottom[0]->cpu_data();
+  float* out = top[0]->mutable_cpu_data();
+  for (int i = 0; i < count; ++i) out[i] = op_.Forward(in[i]);
+}
 
- protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
-};
+template <class Op>
+void ElementLayer<Op>::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                    const std::vector<Blob*>& bottom) {
+  if (!WantsGradient(propagate_down)) return;
+  const float* x = Input(*bottom[0], *top[0]).cpu_data();
+  const float* y = top[0]->cpu_data();
+  const float* top_diff = top[0]->cpu_diff();
+  float* bottom_diff = bottom[0]->mutable_cpu_diff();
+  const int count = bottom[0]->count();
+  for (int i = 0; i < count; ++i) bottom_diff[i] = op_.Backward(top_diff[i], x[i], y[i]);
+}
+
+using ReLULayer = ElementLayer<ops::ReLUOp>;
+using SigmoidLayer = ElementLayer<ops::SigmoidOp>;
+using TanHLayer = ElementLayer<ops::TanHOp>;
 
 // Dropout draws its masks from its own engine, seeded at set-up from the
 // Net's engine (rng()), so masks are reproducible for a given solver
@@ -112,11 +188,10 @@ class TanHLayer : public NeuronLayer {
 // the solver's random_seed): other masks than the CPU's, the same rule.
 class DropoutLayer : public NeuronLayer {
  public:
-  explicit DropoutLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
+  using NeuronLayer::NeuronLayer;
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   const char* type() const override { return "Dropout"; }
-  bool HasGpuCode() const override { return true; }
 
   // Reseeds the mask engine (tests use it to repeat a mask).
   void set_seed(uint32_t seed) { mask_rng_.seed(seed); }
@@ -125,14 +200,7 @@ class DropoutLayer : public NeuronLayer {
   std::vector<unsigned int> mask() const;
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  NEREUS_LAYER_PASSES;
 
  private:
   float threshold_ = 0.5f;  // dropout_ratio

@@ -1,6 +1,5 @@
 #include "worker/trainer/layers/pooling_layer.h"
 
-#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <string>
@@ -193,18 +192,10 @@ void PoolingLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector
     float* in_diff = bottom_diff + plane * in_plane;
     for (int ph = 0; ph < pooled_h_; ++ph) {
       for (int pw = 0; pw < pooled_w_; ++pw) {
-        int hstart = ph * stride_h_ - pad_h_;
-        int wstart = pw * stride_w_ - pad_w_;
-        int hend = std::min(hstart + kernel_h_, height_ + pad_h_);
-        int wend = std::min(wstart + kernel_w_, width_ + pad_w_);
-        const int pool_size = (hend - hstart) * (wend - wstart);
-        hstart = std::max(hstart, 0);
-        wstart = std::max(wstart, 0);
-        hend = std::min(hend, height_);
-        wend = std::min(wend, width_);
-        const float g = top_diff[plane * out_plane + ph * pooled_w_ + pw] / pool_size;
-        for (int h = hstart; h < hend; ++h) {
-          for (int w = wstart; w < wend; ++w) in_diff[h * width_ + w] += g;
+        const ops::AvePoolWindow window = ops::AveWindow(geometry_, ph, pw);
+        const float g = top_diff[plane * out_plane + ph * pooled_w_ + pw] / window.size;
+        for (int h = window.hstart; h < window.hend; ++h) {
+          for (int w = window.wstart; w < window.wend; ++w) in_diff[h * width_ + w] += g;
         }
       }
     }

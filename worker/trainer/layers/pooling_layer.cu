@@ -8,17 +8,23 @@
 namespace nereus {
 namespace {
 
+// Element `index` of a stack of rows x cols planes: its plane, row and
+// column.
+struct PlanePosition {
+  int plane, row, col;
+};
+__device__ inline PlanePosition Locate(int index, int rows, int cols) {
+  return {index / (rows * cols), (index % (rows * cols)) / cols, index % cols};
+}
+
 // n = planes * pooled_h * pooled_w. Exactly one of int_mask, float_mask is set.
 __global__ void MaxPoolForwardKernel(int n, const float* bottom, ops::PoolGeometry g, float* top, int* int_mask,
                                      float* float_mask) {
-  const int out_plane = g.pooled_h * g.pooled_w;
   NEREUS_KERNEL_LOOP(i, n) {
     const int index = static_cast<int>(i);
-    const int plane = index / out_plane;
-    const int ph = (index % out_plane) / g.pooled_w;
-    const int pw = index % g.pooled_w;
+    const PlanePosition p = Locate(index, g.pooled_h, g.pooled_w);
     int argmax = -1;
-    top[index] = ops::MaxPoolAt(bottom + static_cast<int64_t>(plane) * g.height * g.width, g, ph, pw, &argmax);
+    top[index] = ops::MaxPoolAt(bottom + static_cast<int64_t>(p.plane) * g.height * g.width, g, p.row, p.col, &argmax);
     if (int_mask != nullptr) {
       int_mask[index] = argmax;
     } else {
@@ -28,13 +34,10 @@ __global__ void MaxPoolForwardKernel(int n, const float* bottom, ops::PoolGeomet
 }
 
 __global__ void AvePoolForwardKernel(int n, const float* bottom, ops::PoolGeometry g, float* top) {
-  const int out_plane = g.pooled_h * g.pooled_w;
   NEREUS_KERNEL_LOOP(i, n) {
     const int index = static_cast<int>(i);
-    const int plane = index / out_plane;
-    const int ph = (index % out_plane) / g.pooled_w;
-    const int pw = index % g.pooled_w;
-    top[index] = ops::AvePoolAt(bottom + static_cast<int64_t>(plane) * g.height * g.width, g, ph, pw);
+    const PlanePosition p = Locate(index, g.pooled_h, g.pooled_w);
+    top[index] = ops::AvePoolAt(bottom + static_cast<int64_t>(p.plane) * g.height * g.width, g, p.row, p.col);
   }
 }
 
@@ -42,27 +45,20 @@ __global__ void AvePoolForwardKernel(int n, const float* bottom, ops::PoolGeomet
 template <class Mask>
 __global__ void MaxPoolBackwardKernel(int n, const float* top_diff, const Mask* mask, ops::PoolGeometry g,
                                       float* bottom_diff) {
-  const int in_plane = g.height * g.width;
-  const int out_plane = g.pooled_h * g.pooled_w;
   NEREUS_KERNEL_LOOP(i, n) {
     const int index = static_cast<int>(i);
-    const int plane = index / in_plane;
-    const int h = (index % in_plane) / g.width;
-    const int w = index % g.width;
-    const int64_t offset = static_cast<int64_t>(plane) * out_plane;
-    bottom_diff[index] = ops::MaxPoolBackwardAt(top_diff + offset, mask + offset, g, h, w);
+    const PlanePosition p = Locate(index, g.height, g.width);
+    const int64_t offset = static_cast<int64_t>(p.plane) * g.pooled_h * g.pooled_w;
+    bottom_diff[index] = ops::MaxPoolBackwardAt(top_diff + offset, mask + offset, g, p.row, p.col);
   }
 }
 
 __global__ void AvePoolBackwardKernel(int n, const float* top_diff, ops::PoolGeometry g, float* bottom_diff) {
-  const int in_plane = g.height * g.width;
-  const int out_plane = g.pooled_h * g.pooled_w;
   NEREUS_KERNEL_LOOP(i, n) {
     const int index = static_cast<int>(i);
-    const int plane = index / in_plane;
-    const int h = (index % in_plane) / g.width;
-    const int w = index % g.width;
-    bottom_diff[index] = ops::AvePoolBackwardAt(top_diff + static_cast<int64_t>(plane) * out_plane, g, h, w);
+    const PlanePosition p = Locate(index, g.height, g.width);
+    const int64_t offset = static_cast<int64_t>(p.plane) * g.pooled_h * g.pooled_w;
+    bottom_diff[index] = ops::AvePoolBackwardAt(top_diff + offset, g, p.row, p.col);
   }
 }
 

@@ -61,22 +61,29 @@ NEREUS_HOST_DEVICE inline float MaxPoolAt(const float* plane, const PoolGeometry
   return best;
 }
 
+// AVE's window of output (ph, pw): rows [hstart, hend) and columns
+// [wstart, wend) of the input, and `size`, the window's size clipped to the
+// padded input (what AVE divides by).
+struct AvePoolWindow {
+  int hstart, wstart, hend, wend, size;
+};
+NEREUS_HOST_DEVICE inline AvePoolWindow AveWindow(const PoolGeometry& g, int ph, int pw) {
+  const int hstart = ph * g.stride_h - g.pad_h;
+  const int wstart = pw * g.stride_w - g.pad_w;
+  const int hend = MinInt(hstart + g.kernel_h, g.height + g.pad_h);
+  const int wend = MinInt(wstart + g.kernel_w, g.width + g.pad_w);
+  return {MaxInt(hstart, 0), MaxInt(wstart, 0), MinInt(hend, g.height), MinInt(wend, g.width),
+          (hend - hstart) * (wend - wstart)};
+}
+
 // AVE: the window's sum divided by its size clipped to the padded input.
 NEREUS_HOST_DEVICE inline float AvePoolAt(const float* plane, const PoolGeometry& g, int ph, int pw) {
-  int hstart = ph * g.stride_h - g.pad_h;
-  int wstart = pw * g.stride_w - g.pad_w;
-  int hend = MinInt(hstart + g.kernel_h, g.height + g.pad_h);
-  int wend = MinInt(wstart + g.kernel_w, g.width + g.pad_w);
-  const int pool_size = (hend - hstart) * (wend - wstart);
-  hstart = MaxInt(hstart, 0);
-  wstart = MaxInt(wstart, 0);
-  hend = MinInt(hend, g.height);
-  wend = MinInt(wend, g.width);
+  const AvePoolWindow window = AveWindow(g, ph, pw);
   float sum = 0.0f;
-  for (int h = hstart; h < hend; ++h) {
-    for (int w = wstart; w < wend; ++w) sum += plane[h * g.width + w];
+  for (int h = window.hstart; h < window.hend; ++h) {
+    for (int w = window.wstart; w < window.wend; ++w) sum += plane[h * g.width + w];
   }
-  return sum / pool_size;
+  return sum / window.size;
 }
 
 // The outputs whose windows hold input row h (and likewise columns):
@@ -117,14 +124,7 @@ NEREUS_HOST_DEVICE inline float AvePoolBackwardAt(const float* top_diff, const P
   PoolOutputsCovering(w, g.pad_w, g.kernel_w, g.stride_w, g.pooled_w, &pwstart, &pwend);
   float gradient = 0.0f;
   for (int ph = phstart; ph < phend; ++ph) {
-    for (int pw = pwstart; pw < pwend; ++pw) {
-      const int hstart = ph * g.stride_h - g.pad_h;
-      const int wstart = pw * g.stride_w - g.pad_w;
-      const int hend = MinInt(hstart + g.kernel_h, g.height + g.pad_h);
-      const int wend = MinInt(wstart + g.kernel_w, g.width + g.pad_w);
-      const int pool_size = (hend - hstart) * (wend - wstart);
-      gradient += top_diff[ph * g.pooled_w + pw] / pool_size;
-    }
+    for (int pw = pwstart; pw < pwend; ++pw) gradient += top_diff[ph * g.pooled_w + pw] / AveWindow(g, ph, pw).size;
   }
   return gradient;
 }
@@ -133,13 +133,12 @@ NEREUS_HOST_DEVICE inline float AvePoolBackwardAt(const float* top_diff, const P
 
 class PoolingLayer : public Layer {
  public:
-  explicit PoolingLayer(const caffe::LayerParameter& param) : Layer(param) {}
+  using Layer::Layer;
 
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
   const char* type() const override { return "Pooling"; }
-  bool HasGpuCode() const override { return true; }
   int ExactNumBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
   // MAX can output its argmax as a second top.
@@ -154,14 +153,7 @@ class PoolingLayer : public Layer {
   const ops::PoolGeometry& geometry() const { return geometry_; }
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  NEREUS_LAYER_PASSES;
 
  private:
   caffe::PoolingParameter::PoolMethod method_ = caffe::PoolingParameter::MAX;

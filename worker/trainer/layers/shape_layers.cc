@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "worker/trainer/layers/concat_eltwise_layers.h"
 #include "worker/trainer/layers/layer_check.h"
 #include "worker/trainer/math_functions.h"
 
@@ -199,16 +200,13 @@ void SliceLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blo
 void SliceLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const float* in = bottom[0]->cpu_data();
   const int bottom_axis = bottom[0]->shape(slice_axis_);
-  int offset = 0;
-  for (Blob* t : top) {
-    const int top_axis = t->shape(slice_axis_);
+  ForEachPart(top, slice_axis_, [&](size_t, Blob* t, int top_axis, int offset) {
     float* out = t->mutable_cpu_data();
     for (int n = 0; n < num_slices_; ++n) {
       caffe_copy(top_axis * slice_size_, in + (n * bottom_axis + offset) * slice_size_,
                  out + n * top_axis * slice_size_);
     }
-    offset += top_axis;
-  }
+  });
 }
 
 void SliceLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
@@ -216,16 +214,13 @@ void SliceLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<b
   if (!propagate_down[0]) return;
   float* bottom_diff = bottom[0]->mutable_cpu_diff();
   const int bottom_axis = bottom[0]->shape(slice_axis_);
-  int offset = 0;
-  for (Blob* t : top) {
-    const int top_axis = t->shape(slice_axis_);
+  ForEachPart(top, slice_axis_, [&](size_t, Blob* t, int top_axis, int offset) {
     const float* top_diff = t->cpu_diff();
     for (int n = 0; n < num_slices_; ++n) {
       caffe_copy(top_axis * slice_size_, top_diff + n * top_axis * slice_size_,
                  bottom_diff + (n * bottom_axis + offset) * slice_size_);
     }
-    offset += top_axis;
-  }
+  });
 }
 
 // ---- Silence ----

@@ -42,12 +42,9 @@ void ArgMaxLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<
 void SliceLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const float* in = bottom[0]->gpu_data();
   const int bottom_axis = bottom[0]->shape(slice_axis_);
-  int offset = 0;
-  for (Blob* t : top) {
-    const int top_axis = t->shape(slice_axis_);
+  ForEachPart(top, slice_axis_, [&](size_t, Blob* t, int top_axis, int offset) {
     ConcatCopyGpu(device(), false, t->count(), in, t->mutable_gpu_data(), slice_size_, bottom_axis, top_axis, offset);
-    offset += top_axis;
-  }
+  });
 }
 
 void SliceLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
@@ -55,12 +52,9 @@ void SliceLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<b
   if (!propagate_down[0]) return;
   float* bottom_diff = bottom[0]->mutable_gpu_diff();
   const int bottom_axis = bottom[0]->shape(slice_axis_);
-  int offset = 0;
-  for (Blob* t : top) {
-    const int top_axis = t->shape(slice_axis_);
+  ForEachPart(top, slice_axis_, [&](size_t, Blob* t, int top_axis, int offset) {
     ConcatCopyGpu(device(), true, t->count(), t->gpu_diff(), bottom_diff, slice_size_, bottom_axis, top_axis, offset);
-    offset += top_axis;
-  }
+  });
 }
 
 void SilenceLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,

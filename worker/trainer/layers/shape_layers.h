@@ -63,7 +63,7 @@ NEREUS_HOST_DEVICE inline void ArgMaxWrite(float* out, int i, int j, int top_k, 
 
 class FlattenLayer : public Layer {
  public:
-  explicit FlattenLayer(const caffe::LayerParameter& param) : Layer(param) {}
+  using Layer::Layer;
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   const char* type() const override { return "Flatten"; }
@@ -72,22 +72,16 @@ class FlattenLayer : public Layer {
   bool HasGpuCode() const override { return true; }
 
  protected:
+  // Sharing memory is the same on every device: the GPU passes are Layer's
+  // defaults, which run these.
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
-  // Sharing memory is the same on every device.
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
-    Forward_cpu(bottom, top);
-  }
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override {
-    Backward_cpu(top, propagate_down, bottom);
-  }
 };
 
 class ReshapeLayer : public Layer {
  public:
-  explicit ReshapeLayer(const caffe::LayerParameter& param) : Layer(param) {}
+  using Layer::Layer;
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   const char* type() const override { return "Reshape"; }
@@ -97,12 +91,9 @@ class ReshapeLayer : public Layer {
 
  protected:
   // The top shares the bottom's memory (Reshape): nothing to compute on any
-  // device.
+  // device (the GPU passes are Layer's defaults, which run these).
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override {}
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override {}
 
  private:
@@ -112,30 +103,22 @@ class ReshapeLayer : public Layer {
 
 class SliceLayer : public Layer {
  public:
-  explicit SliceLayer(const caffe::LayerParameter& param) : Layer(param) {}
+  using Layer::Layer;
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   const char* type() const override { return "Slice"; }
-  bool HasGpuCode() const override { return true; }
   int ExactNumBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  // Concat's copy (concat_eltwise_layers.h's ConcatCopyGpu), the other way.
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  // On a GPU, Concat's copy (concat_eltwise_layers.h's ConcatCopyGpu), the
+  // other way.
+  NEREUS_LAYER_PASSES;
 
  private:
   // Sizes of the tops along the slice axis for `bottom`, or an error.
   StatusOr<std::vector<int>> TopSizes(const Blob& bottom, int num_tops) const;
   int SliceAxis(const Blob& bottom) const;
-
   int slice_axis_ = 1;
   int num_slices_ = 0;
   int slice_size_ = 0;
@@ -143,7 +126,7 @@ class SliceLayer : public Layer {
 
 class SilenceLayer : public Layer {
  public:
-  explicit SilenceLayer(const caffe::LayerParameter& param) : Layer(param) {}
+  using Layer::Layer;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
   const char* type() const override { return "Silence"; }
   int MinBottomBlobs() const override { return 1; }
@@ -151,10 +134,10 @@ class SilenceLayer : public Layer {
   bool HasGpuCode() const override { return true; }
 
  protected:
+  // Forward_gpu is Layer's default, which runs this.
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
 #ifdef NEREUS_HAVE_CUDA
   void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
@@ -163,7 +146,7 @@ class SilenceLayer : public Layer {
 
 class InputLayer : public Layer {
  public:
-  explicit InputLayer(const caffe::LayerParameter& param) : Layer(param) {}
+  using Layer::Layer;
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // The caller shapes and fills the tops.
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
@@ -174,37 +157,26 @@ class InputLayer : public Layer {
 
  protected:
   // Nothing to compute: the caller fills the tops (on the host or, through
-  // mutable_gpu_data, on the device).
+  // mutable_gpu_data, on the device); the GPU passes are Layer's defaults.
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override {}
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override {}
 };
 
 class ArgMaxLayer : public Layer {
  public:
-  explicit ArgMaxLayer(const caffe::LayerParameter& param) : Layer(param) {}
+  using Layer::Layer;
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   const char* type() const override { return "ArgMax"; }
-  bool HasGpuCode() const override { return true; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   bool AllowForceBackward(int bottom_index) const override { return false; }
 
  protected:
   // Ties go to the larger index (Caffe sorts (value, index) pairs).
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // No gradient: asking for one is fatal, naming the layer.
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  NEREUS_LAYER_PASSES;
 
  private:
   bool out_max_val_ = false;

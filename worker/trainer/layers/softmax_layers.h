@@ -87,25 +87,17 @@ NEREUS_HOST_DEVICE inline float SoftmaxLossGradAt(float prob, bool is_label, boo
 
 class SoftmaxLayer : public Layer {
  public:
-  explicit SoftmaxLayer(const caffe::LayerParameter& param) : Layer(param) {}
+  using Layer::Layer;
 
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
   const char* type() const override { return "Softmax"; }
-  bool HasGpuCode() const override { return true; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  NEREUS_LAYER_PASSES;
 
  private:
   int outer_num_ = 0;
@@ -115,13 +107,12 @@ class SoftmaxLayer : public Layer {
 
 class SoftmaxWithLossLayer : public Layer {
  public:
-  explicit SoftmaxWithLossLayer(const caffe::LayerParameter& param) : Layer(param) {}
+  using Layer::Layer;
 
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
   const char* type() const override { return "SoftmaxWithLoss"; }
-  bool HasGpuCode() const override { return true; }
   int ExactNumBottomBlobs() const override { return 2; }
   int MinTopBlobs() const override { return 1; }
   int MaxTopBlobs() const override { return 2; }
@@ -132,16 +123,9 @@ class SoftmaxWithLossLayer : public Layer {
   LabelRange AcceptedLabels(int bottom_index) const override;
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // Writes the gradient of the scores; asking for the labels' gradient is a
   // configuration error (LOG(FATAL) naming the layer, as in Caffe).
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#ifdef NEREUS_HAVE_CUDA
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
-#endif
+  NEREUS_LAYER_PASSES;
 
  private:
   float Normalizer(int valid_count) const;
