@@ -45,7 +45,11 @@
 // waits for them; the calling thread does not). A failed copy is the Status
 // of the next call (naming the layer and the call), and nothing of that
 // layer or a later one is handed to the client. Sufficient factors are not
-// registered then (the factors live on the device: issue 20, item 2).
+// registered then (the factors live on the device: issue 20, item 2). With a
+// staging of device memory nothing here touches the blobs' host copies: Init
+// copies the initial weights from the device into the data mirrors (once,
+// blocking), and the blobs are told when the device copy is the fresh one
+// (SyncedMemory::MarkGpuWritten).
 //
 // Not thread-safe: like every ParameterSync, it is called from the thread that
 // drives the Solver. The Client does the communication on its own threads.
