@@ -184,8 +184,8 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
     tensor_ids_[p] = *id;
     if (staging_ != nullptr && staging_->device_memory()) {
       // A device net's initial weights reach the client through the data
-      // mirror (one blocking copy, here only), not through the blob's host
-      // copy, which is never allocated.
+      // mirror (one blocking copy, here only), not through the blob's
+      // cpu_data() (a host copy of the weights besides the mirror).
       const size_t bytes = data_mirror_[p].size() * sizeof(float);
       Status st =
           bytes == 0 ? Status::OK() : net_->device()->memory()->CopyToHost(data_mirror_[p].data(), net_data_[p], bytes);
