@@ -74,8 +74,12 @@ namespace nereus {
 
 class ClientParameterSync : public ParameterSync {
  public:
-  // `client` is not owned and must outlive this object; nothing may have been
-  // registered with it yet.
+  // `client` is not owned; nothing may have been registered with it yet. It
+  // must outlive every call of this object and, with a staging, every
+  // hand-over: drain the staging (DeviceStaging::Drain) before the client
+  // goes. Once the client is gone this object may still be destroyed (the
+  // mirrors the client's pulls write into live here, so destroying it after
+  // the client is the safe order) if its staging was drained.
   explicit ClientParameterSync(Client* client) : client_(client) {}
   // With staging: waits for the staging's pending hand-overs (so destroy
   // this before the client).
