@@ -6,7 +6,8 @@
 #
 # In about 4 to 6 minutes, each step bounded by `timeout`:
 #   1. every gpu-labelled test (bin/tests.json) with NEREUS_REQUIRE_GPU=1, so a
-#      test that finds no GPU fails instead of skipping;
+#      test that finds no GPU fails instead of skipping (gpu_job_test: a job
+#      of 2 GPU workers x 2 servers, bin/nereus_server and bin/nereus_worker);
 #   2. LeNet (worker/trainer/models/lenet_solver.prototxt's net and settings,
 #      on data/mnist) for 300 iterations on the CPU and on GPU 0 from the same
 #      initial weights (a .caffemodel of iteration 0, --weights), the losses of
@@ -58,7 +59,7 @@ say() { echo "gpu_check: $*" | tee -a "$OUTDIR/tests.log" >&2; }
 
 # --- 0. The archive's contents ------------------------------------------------
 missing=()
-for f in bin/nereus_worker bin/nereus_bench bin/tests.json scripts/gpu_bench_torch.py \
+for f in bin/nereus_worker bin/nereus_server bin/nereus_bench bin/tests.json scripts/gpu_bench_torch.py \
          worker/trainer/models/lenet_train_test.prototxt worker/trainer/models/lenet_solver.prototxt \
          worker/trainer/models/vgg19_train_val.prototxt worker/trainer/models/resnet50_train_val.prototxt \
          worker/trainer/models/caffenet_train_val.prototxt worker/trainer/models/cifar10_full_train_test.prototxt \
@@ -135,6 +136,8 @@ deadline = time.time() + budget
 results, ok = {}, True
 with open(os.path.join(out, "tests.log"), "a") as log:
     for t in json.load(open(os.path.join(pkg, "bin", "tests.json"))):
+        # NEREUS_BIN_DIR: the binaries a multi-process test starts (gpu_job_test's servers and workers).
+        t["env"] = dict(t["env"], NEREUS_BIN_DIR=os.path.join(pkg, "bin"))
         env = dict(os.environ, NEREUS_REQUIRE_GPU="1", **t["env"])
         report = os.path.join(out, ".%s.json" % t["name"])
         cmd = [os.path.join(pkg, "bin", t["binary"])] + t["args"] + ["--gtest_output=json:" + report]

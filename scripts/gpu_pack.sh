@@ -85,7 +85,7 @@ print("gpu_pack.sh: %d gpu tests: %s" % (len(tests), " ".join(t["name"] for t in
 EOF
 
 # Build what the archive holds (targets already built are up to date).
-BINARIES=(nereus_worker nereus_bench $(python3 -c 'import json,sys; print(" ".join(sorted({t["binary"] for t in json.load(open(sys.argv[1]))})))' "$PKG/bin/tests.json"))
+BINARIES=(nereus_worker nereus_server nereus_bench $(python3 -c 'import json,sys; print(" ".join(sorted({t["binary"] for t in json.load(open(sys.argv[1]))})))' "$PKG/bin/tests.json"))
 if [[ $BUILD == 1 ]]; then
   cmake --build "$BUILD_DIR" -j "$(nproc)" --target "${BINARIES[@]}"
 fi

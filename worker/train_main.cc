@@ -27,7 +27,7 @@ DEFINE_string(
     "stepsize, stepvalue, momentum, momentum2, weight_decay, regularization_type, clip_gradients, type "
     "(SGD, Nesterov, AdaGrad, RMSProp, AdaDelta, Adam) or the old solver_type, delta, rms_decay, "
     "random_seed, snapshot, snapshot_prefix, snapshot_diff, snapshot_format (BINARYPROTO or HDF5), "
-    "snapshot_after_train, solver_mode and device_id (GPU training, standalone: see --gpu). Accepted "
+    "snapshot_after_train, solver_mode and device_id (GPU training: see --gpu). Accepted "
     "without effect: debug_info, layer_wise_reduce (communication is always layer-wise). Any other field is an "
     "error naming it.");
 DEFINE_int32(gpu, -1,
@@ -35,8 +35,9 @@ DEFINE_int32(gpu, -1,
              "says: solver_mode GPU trains on device_id when that GPU is there, and warns and trains on the CPU "
              "when it is not (Caffe's published solver files say GPU); solver_mode CPU trains on the CPU. A GPU "
              "asked for here that cannot be had (no CUDA device, a build without CUDA, an id out of range) is an "
-             "error naming it. Standalone only for now: in a job every worker trains on the CPU (solver_mode GPU "
-             "is then a warning, --gpu an error).");
+             "error naming it, before the worker joins a job. In a job each worker trains on its own GPU (or "
+             "shares one), its gradients and weights staged between the device and the servers through pinned "
+             "host memory.");
 DEFINE_bool(standalone, false,
             "Trainer mode: train alone, without coordinator or servers (Caffe's CPU training; the solver applies "
             "SGD itself).");
@@ -85,11 +86,6 @@ int RunTrainerMode() {
     return 2;
   }
   if (FLAGS_gpu >= 0) {
-    if (!FLAGS_standalone) {
-      LOG(ERROR) << "--gpu=" << FLAGS_gpu
-                 << " in a job: not supported yet (a job's workers train on the CPU); use --gpu with --standalone";
-      return 2;
-    }
     const Status usable = gpu::CheckDeviceId(FLAGS_gpu);
     if (!usable.ok()) {
       LOG(ERROR) << "--gpu=" << FLAGS_gpu << ": " << usable.message();

@@ -28,7 +28,7 @@ grep -q "gpu_pack.sh: $TMP/nereus-gpu.tar.xz: $SIZE bytes" "$TMP/pack.log" || fa
 
 tar -C "$TMP" -xJf "$TMP/nereus-gpu.tar.xz"
 PKG="$TMP/nereus-gpu"
-for f in bin/nereus_worker bin/nereus_bench bin/gpu_test bin/layer_gpu_test bin/layer_device_test bin/tests.json \
+for f in bin/nereus_worker bin/nereus_server bin/nereus_bench bin/gpu_test bin/gpu_job_test bin/layer_gpu_test bin/layer_device_test bin/tests.json \
          lib/libcudart.so.13 scripts/gpu_check.sh scripts/gpu_bench_torch.py MANIFEST \
          worker/trainer/models/vgg19_train_val.prototxt data/mnist/mnist_train_lmdb/data.mdb; do
   [[ -e "$PKG/$f" ]] || fail "the archive lacks $f"
@@ -63,6 +63,7 @@ for t in gpu_test layer_gpu_test layer_device_test_gpu; do
   grep -q "would run.*bin/${t%_gpu}" "$TMP/check.log" || fail "gpu_check.sh would not run $t"
 done
 grep -q "would run.*GTEST_FILTER=\*/Gpu\.\*" "$TMP/check.log" || fail "the device test's filter is lost"
+grep -q "would run.*NEREUS_BIN_DIR=$PKG/bin .*bin/gpu_job_test" "$TMP/check.log" || fail "no GPU job test with its binaries"
 grep -q "would run.*nereus_worker --standalone .*--gpu=0" "$TMP/check.log" || fail "no LeNet run on the GPU"
 grep -q "would run.*nereus_bench train --model=lenet,cifar10_full,caffenet,vgg19,resnet50 --gpu=0" "$TMP/check.log" \
   || fail "no benchmark run"

@@ -204,11 +204,16 @@ TEST(TrainBadInputTest, AGpuThatCannotBeHadIsAnErrorNamingIt) {
       2);
   EXPECT_NE(ReadFile(dir.File("log2")).find("--gpu=-2: expected a CUDA device id (0, 1, ...) or -1"), std::string::npos)
       << ReadFile(dir.File("log2"));
-  EXPECT_EQ(RunToExit({BinaryPath("nereus_worker"), "--solver=" + dir.File("solver.prototxt"), "--gpu=0"},
+  // In a job (no --standalone) a GPU is allowed, and one that cannot be had
+  // is the same error, before the worker tries to join.
+  EXPECT_EQ(RunToExit({BinaryPath("nereus_worker"), "--solver=" + dir.File("solver.prototxt"), "--gpu=99"},
                       dir.File("log3"), std::chrono::seconds(30)),
             2);
-  EXPECT_NE(ReadFile(dir.File("log3")).find("--gpu=0 in a job: not supported yet"), std::string::npos)
-      << ReadFile(dir.File("log3"));
+  const std::string log3 = ReadFile(dir.File("log3"));
+  const size_t at3 = log3.find("--gpu=99: ");
+  ASSERT_NE(at3, std::string::npos) << log3;
+  EXPECT_EQ(log3.substr(at3, log3.find('\n', at3) - at3), why) << log3;
+  EXPECT_EQ(log3.find("joining the job"), std::string::npos) << log3;
 }
 
 }  // namespace

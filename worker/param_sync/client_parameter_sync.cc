@@ -148,9 +148,10 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
     spec.lr_mult = lr_mult[p];
     spec.decay_mult = decay_mult[p];
     spec.layer = owner[p];
-    spec.data = params[p]->mutable_cpu_data();
-    spec.diff = params[p]->cpu_diff();
-    if (staging_ != nullptr) {
+    if (staging_ == nullptr) {
+      spec.data = params[p]->mutable_cpu_data();
+      spec.diff = params[p]->cpu_diff();
+    } else {
       // The client reads and writes the mirrors (page-locked for a device);
       // the staging copies between them and the net's buffers.
       std::shared_ptr<gpu::DeviceMemory> pin;
@@ -181,7 +182,18 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
     if (!id.ok()) return Fail(id.status().Annotate("registering " + spec.name));
     CHECK_EQ(static_cast<size_t>(*id), initial.size()) << "tensor ids are not consecutive";
     tensor_ids_[p] = *id;
-    initial.push_back(params[p]->cpu_data());
+    if (staging_ != nullptr && staging_->device_memory()) {
+      // A device net's initial weights reach the client through the data
+      // mirror (one blocking copy, here only), not through the blob's
+      // cpu_data() (a host copy of the weights besides the mirror).
+      const size_t bytes = data_mirror_[p].size() * sizeof(float);
+      Status st =
+          bytes == 0 ? Status::OK() : net_->device()->memory()->CopyToHost(data_mirror_[p].data(), net_data_[p], bytes);
+      if (!st.ok()) return Fail(st.Annotate("copying the initial weights of " + spec.name + " to the host"));
+      initial.push_back(data_mirror_[p].data());
+    } else {
+      initial.push_back(params[p]->cpu_data());
+    }
   }
   RETURN_IF_ERROR(Fail(client_->Init(SgdConfigFromProto(sgd), initial)));
   // Every worker starts from worker 0's weights, or in a resumed job from the

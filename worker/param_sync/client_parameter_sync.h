@@ -45,7 +45,11 @@
 // waits for them; the calling thread does not). A failed copy is the Status
 // of the next call (naming the layer and the call), and nothing of that
 // layer or a later one is handed to the client. Sufficient factors are not
-// registered then (the factors live on the device: issue 20, item 2).
+// registered then (the factors live on the device: issue 20, item 2). With a
+// staging of device memory nothing here touches the blobs' host copies: Init
+// copies the initial weights from the device into the data mirrors (once,
+// blocking), and the blobs are told when the device copy is the fresh one
+// (SyncedMemory::MarkGpuWritten).
 //
 // Not thread-safe: like every ParameterSync, it is called from the thread that
 // drives the Solver. The Client does the communication on its own threads.
@@ -70,8 +74,12 @@ namespace nereus {
 
 class ClientParameterSync : public ParameterSync {
  public:
-  // `client` is not owned and must outlive this object; nothing may have been
-  // registered with it yet.
+  // `client` is not owned; nothing may have been registered with it yet. It
+  // must outlive every call of this object and, with a staging, every
+  // hand-over: drain the staging (DeviceStaging::Drain) before the client
+  // goes. Once the client is gone this object may still be destroyed (the
+  // mirrors the client's pulls write into live here, so destroying it after
+  // the client is the safe order) if its staging was drained.
   explicit ClientParameterSync(Client* client) : client_(client) {}
   // With staging: waits for the staging's pending hand-overs (so destroy
   // this before the client).

@@ -10,6 +10,7 @@
 
 #include "worker/client/timeline.h"
 #include "worker/param_sync/client_parameter_sync.h"
+#include "worker/param_sync/cuda_staging.h"
 #include "worker/trainer/data/data_layer.h"
 #include "worker/trainer/hdf5_snapshot.h"
 #include "worker/trainer/layer_registry.h"
@@ -120,7 +121,32 @@ std::string TrainSummaryLine(const TrainSummary& s, const std::string& who) {
   return head + test + tail;
 }
 
+StatusOr<std::unique_ptr<DeviceStaging>> StagingForDevice(gpu::Device* device, const StagingFactory& factory) {
+  if (device == nullptr) return std::unique_ptr<DeviceStaging>();
+  auto made = factory ? factory(device) : NewCudaStaging(device);
+  if (!made.ok()) return made.status().Annotate("staging the parameters of " + device->description());
+  if (*made == nullptr || !(*made)->device_memory()) {
+    return InternalError("the staging made for " + device->description() + " does not copy device memory");
+  }
+  return made;
+}
+
 namespace {
+
+// On the way out of a run: the staging's pending hand-overs (which call the
+// client) finish while the client still exists.
+class DrainStagingFirst {
+ public:
+  explicit DrainStagingFirst(const std::unique_ptr<DeviceStaging>* staging) : staging_(staging) {}
+  ~DrainStagingFirst() {
+    if (*staging_ != nullptr) (*staging_)->Drain().IgnoreError();
+  }
+  DrainStagingFirst(const DrainStagingFirst&) = delete;
+  DrainStagingFirst& operator=(const DrainStagingFirst&) = delete;
+
+ private:
+  const std::unique_ptr<DeviceStaging>* staging_;
+};
 
 // Fills the summary's test fields from the last test of test net 0.
 void ReportTest(const std::optional<TestResult>& test, int64_t start_iter, int64_t end_iter, bool has_test_nets,
@@ -156,12 +182,16 @@ StatusOr<TrainSummary> RunTrainingOnce(const TrainRunOptions& options, int* rank
   RETURN_IF_ERROR(ReadSolverParameterFromTextFile(options.solver_file, &param));
 
   TrainSummary summary;
-  // Declared before the client so that it is destroyed after it: on an error
-  // the client's outstanding pulls write into the solver's parameters until
-  // the client is gone.
+  // Declared before the client so that they are destroyed after it: on an
+  // error the client's outstanding pulls write into the solver's parameters
+  // (or the bridge's mirrors, with a staging) until the client is gone. The
+  // staging (a GPU net's) is destroyed before the solver, which owns its
+  // device, and drained before the client goes (its hand-overs call it).
   std::unique_ptr<Solver> solver;
-  std::unique_ptr<Client> client;
+  std::unique_ptr<DeviceStaging> staging;
   std::unique_ptr<ClientParameterSync> sync;
+  std::unique_ptr<Client> client;
+  DrainStagingFirst drain_staging_first(&staging);
   data::DataLayerOptions shard;
   if (!options.standalone) {
     auto connected = Client::Connect(options.client);
@@ -236,7 +266,19 @@ StatusOr<TrainSummary> RunTrainingOnce(const TrainRunOptions& options, int* rank
   auto created = Solver::Create(param, registry, sync.get(), std::move(solver_options));
   if (!created.ok()) return created.status().Annotate(options.solver_file);
   solver = std::move(created).value();
-  if (sync) sync->set_net(solver->net());
+  if (sync) {
+    sync->set_net(solver->net());
+    // A net on a GPU: its gradients and weights cross between the device and
+    // the client's host mirrors through the staging (docs/GPU.md, "Staging").
+    auto made = StagingForDevice(solver->device());
+    if (!made.ok()) return made.status();
+    staging = std::move(made).value();
+    sync->set_staging(staging.get());
+    if (staging != nullptr) {
+      LOG(INFO) << who << ": the gradients and weights of " << solver->device()->description()
+                << " are staged through pinned host memory";
+    }
+  }
   if (client && !options.client.timeline.empty()) {
     // Per-layer forward and backward on the timeline, next to the client's
     // communication spans. Registered after the solver's own hooks, so a span
@@ -269,6 +311,7 @@ StatusOr<TrainSummary> RunTrainingOnce(const TrainRunOptions& options, int* rank
 
   const auto start = Clock::now();
   RETURN_IF_ERROR(solver->Solve());
+  gpu::ScopedDevice scope(solver->device());  // The last weights' upload and their read below.
   if (sync) RETURN_IF_ERROR(sync->Drain());
   summary.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
   summary.iterations = solver->iter() - start_iter;

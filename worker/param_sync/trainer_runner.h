@@ -5,7 +5,9 @@
 // solver_mode GPU) a GPU. Distributed, the worker joins
 // the job through the client, its train Data layers read shard rank of
 // num_workers (record i goes to worker i mod P; the prototxt batch size is
-// per worker) and a ClientParameterSync keeps the weights on the servers.
+// per worker) and a ClientParameterSync keeps the weights on the servers;
+// on a GPU through a device staging (StagingForDevice: CudaStaging), which
+// moves each layer's gradients off the device and its weights back on.
 // With P workers, worker 0 runs the test nets on their whole test sets at each
 // test_interval and the other workers skip testing; only worker 0 writes
 // snapshots (the others would write the same files: under BSP every worker
@@ -16,6 +18,8 @@
 #define NEREUS_WORKER_PARAM_SYNC_TRAINER_RUNNER_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -23,6 +27,8 @@
 
 #include "common/status.h"
 #include "nereus/client.h"
+#include "worker/param_sync/device_staging.h"
+#include "worker/trainer/gpu/device.h"
 
 namespace nereus {
 
@@ -39,10 +45,21 @@ struct TrainRunOptions {
   std::string weights_file;
   // After training, write the final weights as a .caffemodel here.
   std::string weights_out;
-  // The GPU to train on (standalone); -1: as the solver file says
-  // (SolverOptions::gpu's kGpuFromSolver).
+  // The GPU to train on (standalone or a job's worker); -1: as the solver
+  // file says (SolverOptions::gpu's kGpuFromSolver).
   int gpu = -1;
 };
+
+// Makes the staging of a net that computes on `device` (NewCudaStaging).
+using StagingFactory = std::function<StatusOr<std::unique_ptr<DeviceStaging>>(gpu::Device* device)>;
+
+// The staging a job's worker hands its bridge (ClientParameterSync::
+// set_staging), as RunTraining chooses it: none (nullptr) for a net on the
+// CPU (`device` null): the client reads and writes the blobs themselves, the
+// plain path; for a net on a device, `factory(device)` (NewCudaStaging when
+// `factory` is empty). Errors: the factory's, naming the device; a staging
+// that does not copy device memory.
+StatusOr<std::unique_ptr<DeviceStaging>> StagingForDevice(gpu::Device* device, const StagingFactory& factory = nullptr);
 
 // What a run reports at the end (and --summary_json writes).
 struct TrainSummary {

@@ -225,13 +225,16 @@ Status Solver::Init(const LayerRegistry& registry) {
     // diffs are not all cleared at the start of an iteration: each parameter's
     // diff is cleared right before the backward of the last layer (in forward
     // order) that uses it, the first to add to it.
+    // A parameter is known by its diff's SyncedMemory (a layer sharing it
+    // shares that), not by a host pointer: cpu_diff() would copy a GPU
+    // net's gradients to the host.
     const auto& params = net_->learnable_params();
-    std::map<const float*, int> param_of_diff;
-    for (size_t p = 0; p < params.size(); ++p) param_of_diff[params[p]->cpu_diff()] = static_cast<int>(p);
+    std::map<const SyncedMemory*, int> param_of_diff;
+    for (size_t p = 0; p < params.size(); ++p) param_of_diff[params[p]->diff().get()] = static_cast<int>(p);
     std::vector<int> last_user(params.size(), -1);
     for (int l = 0; l < net_->num_layers(); ++l) {
       for (const auto& b : net_->layers()[l]->blobs()) {
-        auto it = param_of_diff.find(b->cpu_diff());
+        auto it = param_of_diff.find(b->diff().get());
         if (it != param_of_diff.end()) last_user[it->second] = std::max(last_user[it->second], l);
       }
     }
@@ -244,6 +247,17 @@ Status Solver::Init(const LayerRegistry& registry) {
       if (!first_sub_iter_) return Status::OK();
       for (int p : clear_before_backward_[layer]) {
         Blob* b = net_->learnable_params()[p];
+#ifdef NEREUS_HAVE_CUDA
+        if (device_ != nullptr) {
+          // On the compute stream, without a round trip through the host.
+          // The staging's copy of this diff of the last iteration is done by
+          // now: the copy stream uploaded the owner layer's weights after it,
+          // and the compute stream waited for that upload before the owner's
+          // forward of this iteration.
+          caffe_gpu_set(device_.get(), b->count(), 0.0f, b->mutable_gpu_diff());
+          continue;
+        }
+#endif
         caffe_set(b->count(), 0.0f, b->mutable_cpu_diff());
       }
       return Status::OK();
@@ -256,18 +270,12 @@ Status Solver::ChooseDevice(uint64_t seed) {
   const caffe::SolverParameter& p = param_;
   int gpu_id = SolverOptions::kCpu;
   if (options_.gpu >= 0) {
-    if (sync_ != nullptr) {
-      return InvalidArgumentError("GPU " + std::to_string(options_.gpu) +
-                                  " asked for in a parameter-server job: not supported yet (gradients are not staged "
-                                  "off the device); train with --standalone on the GPU, or on the CPU in a job");
-    }
     gpu_id = options_.gpu;
   } else if (options_.gpu == SolverOptions::kGpuFromSolver && p.solver_mode() == caffe::SolverParameter::GPU) {
+    // A job's worker as a standalone run: with a ParameterSync the bridge
+    // stages the gradients and weights between the device and the client.
     const Status usable = gpu::CheckDeviceId(p.device_id());
-    if (sync_ != nullptr) {
-      LOG(WARNING) << "solver_mode GPU (device_id " << p.device_id()
-                   << ") requested in a parameter-server job, where Nereus trains on the CPU; continuing on the CPU";
-    } else if (!usable.ok()) {
+    if (!usable.ok()) {
       LOG(WARNING) << "solver_mode GPU (device_id " << p.device_id() << ") requested, but " << usable.message()
                    << "; continuing on the CPU";
     } else {

@@ -17,9 +17,11 @@
 // compute on; the histories live there and the update runs there
 // (gpu/solver_step.h, the same per-element rules as common/sgd). Snapshots
 // and Restore read and write the device-resident weights and histories
-// through their blobs. A ParameterSync job on a GPU is not supported yet (the
-// gradients are not staged off the device): an explicit GPU is an error
-// there, and solver_mode GPU warns and uses the CPU.
+// through their blobs. With a ParameterSync (a job's worker) the device is
+// chosen as standalone; the Solver then clears each parameter's diff on the
+// device before the backward that first adds to it, and never reads the
+// weights or gradients through the host while training: the ParameterSync
+// moves them (worker/param_sync's device staging).
 //
 // Not thread-safe: one thread drives a Solver.
 #ifndef NEREUS_WORKER_TRAINER_SOLVER_H_

@@ -4,7 +4,8 @@
 // and writes the host mirrors and the staging moves every layer's gradients
 // and weights between them and the net, so the final weights equal the plain
 // path's bit for bit only if every copy happened, in time, in order. A copy
-// that fails stops the training with an error naming the layer.
+// that fails stops the training with an error naming the layer. And the
+// runner's choice of staging (StagingForDevice), with a stand-in device.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -24,6 +25,7 @@
 #include "tests/support/train_test_util.h"
 #include "worker/param_sync/client_parameter_sync.h"
 #include "worker/param_sync/host_staging.h"
+#include "worker/param_sync/trainer_runner.h"
 #include "worker/trainer/gpu/device.h"
 #include "worker/trainer/layer_registry.h"
 #include "worker/trainer/net.h"
@@ -141,6 +143,33 @@ TEST(StagingJobTest, WeightsEqualThePlainPathBitForBit) {
   EXPECT_NE(json.find("\"host-to-device copy\""), std::string::npos);
 }
 
+// With iter_size 2 and gradient clipping the Solver hands every layer over
+// after the whole backward (clipped and normalized first, on the device for
+// a GPU net): through the staging the weights still end as the plain path's.
+TEST(StagingJobTest, WithIterSizeAndClippingTheWeightsStillEqualThePlainPath) {
+  TempDir dir;
+  const std::string solver =
+      test::WriteTinyJob(dir, 16, 4, std::string(test::kTinySgd) + "iter_size: 2\nclip_gradients: 0.1\n");
+  JobRun plain, staged;
+  ASSERT_NO_FATAL_FAILURE(RunJob(solver, nullptr, 4, &plain));
+  ASSERT_TRUE(plain.status.ok()) << plain.status;
+  std::atomic<int> copies_to_host{0};
+  HostStagingOptions options;
+  options.before_copy = [&](int, bool to_host) {
+    if (to_host) ++copies_to_host;
+    return Status::OK();
+  };
+  HostStaging staging(options);
+  ASSERT_NO_FATAL_FAILURE(RunJob(solver, &staging, 4, &staged));
+  ASSERT_TRUE(staged.status.ok()) << staged.status;
+  ASSERT_EQ(plain.final.size(), 6u);
+  for (size_t p = 0; p < plain.final.size(); ++p) {
+    EXPECT_TRUE(BytesEqual(staged.final[p], plain.final[p], "param " + std::to_string(p)));
+    EXPECT_FALSE(BytesEqual(plain.final[p], plain.initial[p])) << "param " << p << " did not train";
+  }
+  EXPECT_EQ(copies_to_host.load(), 7 * 4);  // Once per layer and iteration, not per sub-iteration.
+}
+
 TEST(StagingJobTest, AFailedCopyStopsTheTrainingNamingTheLayer) {
   TempDir dir;
   const std::string solver = test::WriteTinyJob(dir, 32, 100);
@@ -245,6 +274,49 @@ TEST(StagingBridgeTest, ANetOnADeviceNeedsADeviceStaging) {
   EXPECT_EQ(st.message(), expected);
   HostStaging host;  // Copies host memory only.
   EXPECT_EQ(InitWith(**net, &host).message(), expected);
+}
+
+// The runner's choice (StagingForDevice, what RunTraining hands the bridge):
+// no staging for a CPU net; for a net on a device the factory's staging,
+// NewCudaStaging by default, which refuses a stand-in (so this is the
+// default); a staging of host memory for a device is an error.
+TEST(StagingBridgeTest, TheRunnerStagesANetOnADeviceAndNotOneOnTheCpu) {
+  int calls = 0;
+  gpu::Device* asked = nullptr;
+  DeviceMemoryStaging* made = nullptr;
+  StagingFactory factory = [&](gpu::Device* device) -> StatusOr<std::unique_ptr<DeviceStaging>> {
+    ++calls;
+    asked = device;
+    auto staging = std::make_unique<DeviceMemoryStaging>();
+    made = staging.get();
+    return std::unique_ptr<DeviceStaging>(std::move(staging));
+  };
+  auto cpu = StagingForDevice(nullptr, factory);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_EQ(nullptr, *cpu);
+  EXPECT_EQ(0, calls);
+
+  auto device = gpu::Device::CreateStandIn();
+  auto staged = StagingForDevice(device.get(), factory);
+  ASSERT_TRUE(staged.ok()) << staged.status();
+  EXPECT_EQ(1, calls);
+  EXPECT_EQ(device.get(), asked);
+  EXPECT_EQ(made, staged->get());
+  EXPECT_TRUE((*staged)->device_memory());
+
+  auto by_default = StagingForDevice(device.get());
+  ASSERT_FALSE(by_default.ok());
+  EXPECT_EQ(by_default.status().message(),
+            "staging the parameters of host stand-in for device 0: " +
+                std::string(gpu::BuiltWithCuda() ? "a device staging needs a CUDA device, not a host stand-in"
+                                                 : "a device staging needs CUDA: Nereus was built without it"));
+
+  auto host = StagingForDevice(device.get(), [](gpu::Device*) -> StatusOr<std::unique_ptr<DeviceStaging>> {
+    return std::unique_ptr<DeviceStaging>(std::make_unique<HostStaging>());
+  });
+  ASSERT_FALSE(host.ok());
+  EXPECT_EQ(host.status().code(), StatusCode::kInternal);
+  EXPECT_EQ(host.status().message(), "the staging made for host stand-in for device 0 does not copy device memory");
 }
 
 TEST(StagingBridgeTest, ACpuNetRefusesAStagingOfDeviceMemory) {

@@ -309,23 +309,53 @@ class NoSync : public ParameterSync {
   Status FinishIteration(int64_t) override { return Status::OK(); }
 };
 
-TEST(SolverDeviceTest, AGpuInAParameterServerJobIsRefused) {
-  caffe::SolverParameter param;
-  ASSERT_TRUE(ParseSolverParameter(SolverText("CPU"), "solver.prototxt", &param).ok());
+// A job's worker chooses its device as a standalone run does (its bridge
+// stages the gradients: worker/param_sync): an explicit GPU that cannot be
+// had is the same error naming it, not a refusal of GPUs in jobs; solver_mode
+// GPU takes the GPU where there is one, and without one computes on the CPU
+// the gradients solver_mode CPU computes, bit for bit.
+TEST(SolverDeviceTest, AJobsWorkerChoosesItsDeviceAsStandalone) {
   NoSync sync;
   SolverOptions options;
-  options.gpu = 0;
-  auto solver = Solver::Create(param, DefaultLayerRegistry(), &sync, options);
-  ASSERT_FALSE(solver.ok());
-  EXPECT_EQ(
-      "GPU 0 asked for in a parameter-server job: not supported yet (gradients are not staged off the device); train "
-      "with --standalone on the GPU, or on the CPU in a job",
-      solver.status().message());
-  // solver_mode GPU in a job: the CPU.
+  options.gpu = gpu::DeviceCount();  // One past the last device: none here.
+  caffe::SolverParameter param;
+  ASSERT_TRUE(ParseSolverParameter(SolverText("CPU"), "solver.prototxt", &param).ok());
+  auto missing = Solver::Create(param, DefaultLayerRegistry(), &sync, options);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ("GPU " + std::to_string(options.gpu) + ": " + gpu::CheckDeviceId(options.gpu).message(),
+            missing.status().message());
+
   ASSERT_TRUE(ParseSolverParameter(SolverText("GPU"), "solver.prototxt", &param).ok());
-  auto job = Solver::Create(param, DefaultLayerRegistry(), &sync);
-  ASSERT_TRUE(job.ok()) << job.status();
-  EXPECT_EQ(nullptr, (*job)->device());
+  auto gpu_file = Solver::Create(param, DefaultLayerRegistry(), &sync);
+  ASSERT_TRUE(gpu_file.ok()) << gpu_file.status();
+  if (gpu::DeviceCount() > 0) {
+    EXPECT_NE(nullptr, (*gpu_file)->device());
+    return;
+  }
+  EXPECT_EQ(nullptr, (*gpu_file)->device());
+  ASSERT_TRUE(ParseSolverParameter(SolverText("CPU"), "solver.prototxt", &param).ok());
+  auto cpu_file = Solver::Create(param, DefaultLayerRegistry(), &sync);
+  ASSERT_TRUE(cpu_file.ok()) << cpu_file.status();
+  // With a ParameterSync the Solver computes the gradients and leaves the
+  // update to it (NoSync applies none): the diffs of 2 iterations.
+  std::mt19937 rng(9);
+  std::vector<std::vector<float>> diffs[2];
+  int k = 0;
+  for (Solver* s : {gpu_file->get(), cpu_file->get()}) {
+    std::mt19937 local = rng;
+    test::FillGaussian(s->net()->blob_by_name("x"), &local);
+    test::FillGaussian(s->net()->blob_by_name("x2"), &local);
+    ASSERT_TRUE(s->Step(2).ok());
+    for (const Blob* b : s->net()->learnable_params()) diffs[k].emplace_back(b->cpu_diff(), b->cpu_diff() + b->count());
+    ++k;
+  }
+  ASSERT_EQ(2u, diffs[0].size());  // ip's weights and bias.
+  for (size_t p = 0; p < diffs[0].size(); ++p) {
+    ASSERT_EQ(diffs[0][p].size(), diffs[1][p].size());
+    EXPECT_EQ(0, std::memcmp(diffs[0][p].data(), diffs[1][p].data(), sizeof(float) * diffs[0][p].size()))
+        << "param " << p;
+    EXPECT_NE(0.0f, diffs[0][p][0]) << "param " << p << ": no gradient";
+  }
 }
 
 // The layers whose GPU code is still to be written (they run their CPU code
