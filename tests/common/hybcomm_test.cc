@@ -29,6 +29,21 @@ HybCommRates BytesOnly() {
   return r;
 }
 
+// What DecideHybComm works out for one layer, worked by hand: each is
+// compared with EXPECT_DOUBLE_EQ.
+struct Costs {
+  double sfb_bytes, ps_bytes, ps_s, sfb_link_s, sfb_rebuild_s, sfb_s;
+};
+
+void ExpectCosts(const HybCommChoice& x, const Costs& c) {
+  EXPECT_DOUBLE_EQ(x.sfb_bytes, c.sfb_bytes) << x.layer.name;
+  EXPECT_DOUBLE_EQ(x.ps_bytes, c.ps_bytes) << x.layer.name;
+  EXPECT_DOUBLE_EQ(x.ps_s, c.ps_s) << x.layer.name;
+  EXPECT_DOUBLE_EQ(x.sfb_link_s, c.sfb_link_s) << x.layer.name;
+  EXPECT_DOUBLE_EQ(x.sfb_rebuild_s, c.sfb_rebuild_s) << x.layer.name;
+  EXPECT_DOUBLE_EQ(x.sfb_s, c.sfb_s) << x.layer.name;
+}
+
 HybCommRates Rates(double link, double rebuild, double update, double apply) {
   HybCommRates r;
   r.link_bytes_per_s = link;
@@ -113,19 +128,14 @@ TEST(HybCommTest, BytesFavourSfbButACpuRebuildMakesItSlower) {
   ASSERT_EQ(c->size(), 3u);
   const HybCommChoice& fc6 = (*c)[0];
   // Bytes: SFB 4*2*32*3*29184 = 22413312, PS 4*2*102760448*6/4 = 1233125376.
-  EXPECT_DOUBLE_EQ(fc6.sfb_bytes, 22413312);
-  EXPECT_DOUBLE_EQ(fc6.ps_bytes, 1233125376);
-  // GEMM: 2 * (4*32) * 102760448 = 26306674688 FLOPs.
-  EXPECT_DOUBLE_EQ(fc6.rebuild_flops, 26306674688.0);
   // PS:  1233125376 / 2 / 5e9 = 0.1233125376 s + 4*102760448/4 / 5e9 = 0.0205520896 s.
-  EXPECT_DOUBLE_EQ(fc6.ps_link_s, 0.1233125376);
-  EXPECT_DOUBLE_EQ(fc6.ps_apply_s, 0.0205520896);
-  EXPECT_DOUBLE_EQ(fc6.ps_s, 0.1438646272);
   // SFB: 22413312 / 1e10 = 0.0022413312 s + 26306674688 / 40e9 = 0.6576668672 s
   //      + 411041792 / 5e9 = 0.0822083584 s.
-  EXPECT_DOUBLE_EQ(fc6.sfb_link_s, 0.0022413312);
-  EXPECT_DOUBLE_EQ(fc6.sfb_rebuild_s, 0.7398752256);
-  EXPECT_DOUBLE_EQ(fc6.sfb_s, 0.7421165568);
+  ExpectCosts(fc6, {22413312, 1233125376, 0.1438646272, 0.0022413312, 0.7398752256, 0.7421165568});
+  // GEMM: 2 * (4*32) * 102760448 = 26306674688 FLOPs.
+  EXPECT_DOUBLE_EQ(fc6.rebuild_flops, 26306674688.0);
+  EXPECT_DOUBLE_EQ(fc6.ps_link_s, 0.1233125376);
+  EXPECT_DOUBLE_EQ(fc6.ps_apply_s, 0.0205520896);
   // fc7: PS 0.0201326592 + 0.0033554432; SFB 0.0006291456 + 0.1073741824 + 0.0134217728.
   EXPECT_DOUBLE_EQ((*c)[1].ps_s, 0.0234881024);
   EXPECT_DOUBLE_EQ((*c)[1].sfb_s, 0.1214251008);
@@ -160,14 +170,9 @@ TEST(HybCommTest, BytesFavourServersButTheirApplyMakesThemSlower) {
   ASSERT_TRUE(c.ok()) << c.status();
   const HybCommChoice& x = (*c)[0];
   // Bytes: SFB 4*2*1024*1*5096 = 41746432 > PS 4*2*4096000*1/1 = 32768000.
-  EXPECT_DOUBLE_EQ(x.sfb_bytes, 41746432);
-  EXPECT_DOUBLE_EQ(x.ps_bytes, 32768000);
   // PS:  32768000 / 2 / 12.5e9 = 0.00131072 + 16384000 / 1e9 = 0.016384.
-  EXPECT_DOUBLE_EQ(x.ps_s, 0.01769472);
   // SFB: 41746432 / 25e9 = 0.00166985728 + 2*2048*4096000 / 40e12 = 0.0004194304 + 16384000 / 800e9 = 0.00002048.
-  EXPECT_DOUBLE_EQ(x.sfb_link_s, 0.00166985728);
-  EXPECT_DOUBLE_EQ(x.sfb_rebuild_s, 0.0004399104);
-  EXPECT_DOUBLE_EQ(x.sfb_s, 0.00210976768);
+  ExpectCosts(x, {41746432, 32768000, 0.01769472, 0.00166985728, 0.0004399104, 0.00210976768});
   EXPECT_TRUE(x.sfb);
   EXPECT_EQ(x.reason, "auto: SFB costs less, though it moves more bytes");
 }

@@ -621,9 +621,7 @@ TEST(CurveTest, OnlyTheJobsKeysRegisterPushOrPullAndTheWeightsStayTheirs) {
   for (const char* f : {"job.public", "job.secret"})
     std::ofstream(forged + "/" + f, std::ios::trunc) << test::ReadFile(keys + "/" + f);
 
-  ClusterSpec spec;
-  spec.servers = 1;
-  spec.workers = 1;
+  ClusterSpec spec = test::JobOf(1, 1);
   spec.external_workers = {0};
   spec.coordinator_flags = {"--curve_dir=" + keys};
   spec.server_flags = {"--curve_dir=" + keys};
@@ -686,10 +684,7 @@ TEST(CurveTest, OnlyTheJobsKeysRegisterPushOrPullAndTheWeightsStayTheirs) {
 TEST(CurveTest, AJobOfRealProcessesRunsWithKeysAndRefusesAKeylessWorker) {
   TempDir dir;
   const std::string keys = test::MakeCurveKeys(dir, "keys", 1, 2);
-  ClusterSpec spec;
-  spec.servers = 1;
-  spec.workers = 2;
-  spec.coordinator_flags = {"--curve_dir=" + keys};
+  ClusterSpec spec = test::JobOf(1, 2, {"--curve_dir=" + keys});
   spec.server_flags = {"--curve_dir=" + keys};
   spec.worker_flags = {"--curve_dir=" + keys, "--tensors=1000,20x30", "--iterations=5", "--display=0"};
   LocalCluster cluster(spec, dir);

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "common/sgd.h"
+#include "tests/support/solver_reference.h"
 
 namespace nereus {
 namespace {
@@ -112,17 +113,9 @@ TEST(SgdRulesTest, PlanSolverStepFoldsConstants) {
 // SolverStep (the CPU loops the servers and the trainer run) gives what the
 // element functions give, element by element, bit for bit.
 TEST(SgdRulesTest, SolverStepIsTheElementFunctions) {
-  for (pb::SolverType type : {pb::SOLVER_SGD, pb::SOLVER_NESTEROV, pb::SOLVER_ADAGRAD, pb::SOLVER_RMSPROP,
-                              pb::SOLVER_ADADELTA, pb::SOLVER_ADAM}) {
+  for (pb::SolverType type : test::kEverySolverType) {
     for (const char* reg : {"L2", "L1"}) {
-      pb::SgdConfig c;
-      c.set_type(type);
-      c.set_momentum(type == pb::SOLVER_ADAGRAD || type == pb::SOLVER_RMSPROP ? 0.0f : 0.9f);
-      c.set_momentum2(0.999f);
-      c.set_delta(1e-6f);
-      c.set_rms_decay(0.98f);
-      c.set_weight_decay(0.004f);
-      c.set_regularization_type(reg);
+      const pb::SgdConfig c = test::EveryTermSettings(type, reg);
       const int n = 37;  // Not a multiple of the vector width: both paths of SgdStep.
       std::vector<float> diff(n), data(n), h(n), h2(n);
       for (int i = 0; i < n; ++i) {

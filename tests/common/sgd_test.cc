@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <vector>
 
 namespace nereus {
 namespace {
@@ -18,32 +20,42 @@ pb::SgdConfig Policy(const std::string& p, float base, float gamma = 0, float po
   return c;
 }
 
+// The rate at one iteration: exactly (EXPECT_FLOAT_EQ) when `tolerance` is
+// 0, else within it.
+struct RateAt {
+  int64_t iter;
+  float rate;
+  double tolerance = 0;
+};
+
+void ExpectRates(const pb::SgdConfig& c, const std::vector<RateAt>& rates) {
+  for (const RateAt& r : rates) {
+    if (r.tolerance == 0) {
+      EXPECT_FLOAT_EQ(LearningRate(c, r.iter), r.rate) << "iteration " << r.iter;
+    } else {
+      EXPECT_NEAR(LearningRate(c, r.iter), r.rate, r.tolerance) << "iteration " << r.iter;
+    }
+  }
+}
+
 TEST(LearningRateTest, Fixed) {
   auto c = Policy("fixed", 0.01f);
   ASSERT_TRUE(ValidateSgdConfig(c).ok());
-  EXPECT_FLOAT_EQ(LearningRate(c, 0), 0.01f);
-  EXPECT_FLOAT_EQ(LearningRate(c, 123456), 0.01f);
+  ExpectRates(c, {{0, 0.01f}, {123456, 0.01f}});
 }
 
 TEST(LearningRateTest, Step) {
   auto c = Policy("step", 0.01f, 0.1f, 0, 100);
   ASSERT_TRUE(ValidateSgdConfig(c).ok());
-  EXPECT_FLOAT_EQ(LearningRate(c, 99), 0.01f);
-  EXPECT_FLOAT_EQ(LearningRate(c, 100), 0.001f);
-  EXPECT_FLOAT_EQ(LearningRate(c, 250), 0.0001f);
+  ExpectRates(c, {{99, 0.01f}, {100, 0.001f}, {250, 0.0001f}});
 }
 
-TEST(LearningRateTest, Exp) {
-  auto c = Policy("exp", 0.01f, 0.99f);
-  EXPECT_FLOAT_EQ(LearningRate(c, 0), 0.01f);
-  EXPECT_NEAR(LearningRate(c, 10), 0.0090438208f, 1e-9);
-}
+TEST(LearningRateTest, Exp) { ExpectRates(Policy("exp", 0.01f, 0.99f), {{0, 0.01f}, {10, 0.0090438208f, 1e-9}}); }
 
 TEST(LearningRateTest, InvMatchesLeNetCheckValue) {
   auto c = Policy("inv", 0.01f, 1e-4f, 0.75f);
   ASSERT_TRUE(ValidateSgdConfig(c).ok());
-  EXPECT_NEAR(LearningRate(c, 100), 0.00992565f, 5e-9);
-  EXPECT_FLOAT_EQ(LearningRate(c, 0), 0.01f);
+  ExpectRates(c, {{100, 0.00992565f, 5e-9}, {0, 0.01f}});
 }
 
 TEST(LearningRateTest, Multistep) {
@@ -51,25 +63,20 @@ TEST(LearningRateTest, Multistep) {
   c.add_stepvalue(10);
   c.add_stepvalue(20);
   ASSERT_TRUE(ValidateSgdConfig(c).ok());
-  EXPECT_FLOAT_EQ(LearningRate(c, 9), 0.1f);
-  EXPECT_FLOAT_EQ(LearningRate(c, 10), 0.05f);
-  EXPECT_FLOAT_EQ(LearningRate(c, 19), 0.05f);
-  EXPECT_FLOAT_EQ(LearningRate(c, 25), 0.025f);
+  ExpectRates(c, {{9, 0.1f}, {10, 0.05f}, {19, 0.05f}, {25, 0.025f}});
 }
 
 TEST(LearningRateTest, Poly) {
   auto c = Policy("poly", 0.1f, 0, 2.0f);
   c.set_max_iter(100);
   ASSERT_TRUE(ValidateSgdConfig(c).ok());
-  EXPECT_FLOAT_EQ(LearningRate(c, 50), 0.025f);
-  EXPECT_FLOAT_EQ(LearningRate(c, 100), 0.0f);
+  ExpectRates(c, {{50, 0.025f}, {100, 0.0f}});
 }
 
 TEST(LearningRateTest, Sigmoid) {
   auto c = Policy("sigmoid", 0.1f, 0.1f, 0, 50);
   ASSERT_TRUE(ValidateSgdConfig(c).ok());
-  EXPECT_FLOAT_EQ(LearningRate(c, 50), 0.05f);
-  EXPECT_NEAR(LearningRate(c, 60), 0.07310586f, 1e-8);
+  ExpectRates(c, {{50, 0.05f}, {60, 0.07310586f, 1e-8}});
 }
 
 TEST(ValidateSgdConfigTest, RejectsBadPolicies) {

@@ -17,7 +17,8 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+# shellcheck source=tests/scripts/launch_test_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/launch_test_lib.sh"
 # expect_eq WHAT EXPECTED ACTUAL
 expect_eq() {
   if [ "$2" != "$3" ]; then
@@ -203,24 +204,8 @@ done
 echo "ok: a process failing at once stops the job, 5 of 5 runs"
 
 # 4c. Ctrl-C (SIGINT to launch.sh) while the job trains stops every process.
-set -m  # launch.sh in its own process group, SIGINT not ignored
-mkfifo "$T/live"
-"$LAUNCH" --hostfile="$T/cluster" --num_servers=2 --num_workers=2 --port="$PORT" --ssh="$MODE" --bin_dir="$BIN" \
-  --tensors=1000 --iterations=100000 --compute_ms=20 --display=1 > "$T/live" 2>&1 &
-pid=$!
-set +m
-sent=0
-while read -r line; do
-  echo "$line" >> "$T/live.out"
-  if [ "$sent" -eq 0 ] && [[ "$line" == "[worker 1@$HOST_B]"*"worker 1 iteration 3,"* ]]; then
-    kill -INT "$pid"
-    sent=1
-  fi
-done < "$T/live"
-rc=0
-wait "$pid" || rc=$?
-[ "$sent" -eq 1 ] || { cat "$T/live.out" >&2; fail "the long job never reached iteration 3"; }
-[ "$rc" -eq 130 ] || { cat "$T/live.out" >&2; fail "after Ctrl-C: exit status $rc, not 130"; }
+interrupt_long_job "[worker 1@$HOST_B]" --hostfile="$T/cluster" --num_servers=2 --num_workers=2 --port="$PORT" \
+  --ssh="$MODE" --bin_dir="$BIN"
 grep -q "^launch.sh: interrupted; stopping every process$" "$T/live.out" || fail "no interruption line"
 if pgrep -f -- "--coordinator=$ADDR_A:$PORT" >/dev/null; then fail "processes left after Ctrl-C"; fi
 echo "ok: Ctrl-C stops every process"

@@ -19,7 +19,8 @@ cleanup() {
 }
 trap cleanup EXIT
 skip() { echo "SKIPPED: $*" >&2; exit 77; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
+# shellcheck source=tests/scripts/launch_test_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/launch_test_lib.sh"
 
 SSHD=$(command -v sshd || echo /usr/sbin/sshd)
 [ -x "$SSHD" ] || skip "no sshd (package openssh-server)"
@@ -83,24 +84,8 @@ echo "ok: a 2-host job over ssh trains as on one host"
 
 # Ctrl-C while the job trains: every remote process is gone when launch.sh
 # has returned.
-set -m
-mkfifo "$T/live"
-"$LAUNCH" --hostfile="$T/hosts" --num_servers=2 --num_workers=2 --port="$JOB_PORT" --ssh=ssh --ssh_opts="$SSH_OPTS" \
-  --bin_dir="$BIN" "${SAN_ENV[@]}" --tensors=1000 --iterations=100000 --compute_ms=20 --display=1 > "$T/live" 2>&1 &
-pid=$!
-set +m
-sent=0
-while read -r line; do
-  echo "$line" >> "$T/live.out"
-  if [ "$sent" -eq 0 ] && [[ "$line" == "[worker 1@127.0.0.2]"*"worker 1 iteration 3,"* ]]; then
-    kill -INT "$pid"
-    sent=1
-  fi
-done < "$T/live"
-rc=0
-wait "$pid" || rc=$?
-[ "$sent" -eq 1 ] || { cat "$T/live.out" >&2; fail "the long job never reached iteration 3"; }
-[ "$rc" -eq 130 ] || { cat "$T/live.out" >&2; fail "after Ctrl-C: exit status $rc, not 130"; }
+interrupt_long_job "[worker 1@127.0.0.2]" --hostfile="$T/hosts" --num_servers=2 --num_workers=2 --port="$JOB_PORT" \
+  --ssh=ssh --ssh_opts="$SSH_OPTS" --bin_dir="$BIN" "${SAN_ENV[@]}"
 if pgrep -f -- "--coordinator=127.0.0.1:$JOB_PORT" >/dev/null; then
   pgrep -af -- "--coordinator=127.0.0.1:$JOB_PORT" >&2
   fail "remote processes left after Ctrl-C"

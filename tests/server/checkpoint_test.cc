@@ -130,35 +130,45 @@ class DamagedCheckpointTest : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(DamagedCheckpointTest, CorruptShardBitFlipInTheWeights) {
-  FlipByte(dir_.File(ShardFileName(40, 1)), -3);  // Inside the last array.
-  ExpectFallsBackTo20(ShardFileName(40, 1), "corrupt");
+// One way to damage the newest checkpoint (clock 40): a file, what is done
+// to it, and the word its warning uses.
+struct Damage {
+  const char* name;
+  bool manifest;  // the manifest, else the shard
+  enum How { kFlipByte, kTruncate, kUnlink } how;
+  long at;  // FlipByte's offset or Truncate's length
+  const char* what;
+};
+
+class DamagedCheckpointFileTest : public DamagedCheckpointTest, public ::testing::WithParamInterface<Damage> {};
+
+TEST_P(DamagedCheckpointFileTest, FallsBackToThePreviousCheckpoint) {
+  const Damage& d = GetParam();
+  const std::string file = d.manifest ? ManifestFileName(40, 1) : ShardFileName(40, 1);
+  switch (d.how) {
+    case Damage::kFlipByte:
+      FlipByte(dir_.File(file), d.at);
+      break;
+    case Damage::kTruncate:
+      Truncate(dir_.File(file), d.at);
+      break;
+    case Damage::kUnlink:
+      ASSERT_EQ(unlink(dir_.File(file).c_str()), 0);
+      break;
+  }
+  ExpectFallsBackTo20(file, d.what);
 }
 
-TEST_F(DamagedCheckpointTest, CorruptShardBitFlipInTheHeader) {
-  FlipByte(dir_.File(ShardFileName(40, 1)), 14);
-  ExpectFallsBackTo20(ShardFileName(40, 1), "corrupt");
-}
-
-TEST_F(DamagedCheckpointTest, TruncatedShard) {
-  Truncate(dir_.File(ShardFileName(40, 1)), 30);
-  ExpectFallsBackTo20(ShardFileName(40, 1), "truncated");
-}
-
-TEST_F(DamagedCheckpointTest, CorruptManifest) {
-  FlipByte(dir_.File(ManifestFileName(40, 1)), 2);
-  ExpectFallsBackTo20(ManifestFileName(40, 1), "corrupt");
-}
-
-TEST_F(DamagedCheckpointTest, TruncatedManifest) {
-  Truncate(dir_.File(ManifestFileName(40, 1)), 2);
-  ExpectFallsBackTo20(ManifestFileName(40, 1), "truncated");
-}
-
-TEST_F(DamagedCheckpointTest, MissingShard) {
-  ASSERT_EQ(unlink(dir_.File(ShardFileName(40, 1)).c_str()), 0);
-  ExpectFallsBackTo20(ShardFileName(40, 1), "cannot open");
-}
+INSTANTIATE_TEST_SUITE_P(
+    Damages, DamagedCheckpointFileTest,
+    ::testing::Values(Damage{"CorruptShardBitFlipInTheWeights", false, Damage::kFlipByte, -3,  // in the last array
+                             "corrupt"},
+                      Damage{"CorruptShardBitFlipInTheHeader", false, Damage::kFlipByte, 14, "corrupt"},
+                      Damage{"TruncatedShard", false, Damage::kTruncate, 30, "truncated"},
+                      Damage{"CorruptManifest", true, Damage::kFlipByte, 2, "corrupt"},
+                      Damage{"TruncatedManifest", true, Damage::kTruncate, 2, "truncated"},
+                      Damage{"MissingShard", false, Damage::kUnlink, 0, "cannot open"}),
+    [](const ::testing::TestParamInfo<Damage>& info) { return std::string(info.param.name); });
 
 TEST_F(DamagedCheckpointTest, CrashBeforeTheManifestLeavesNoCheckpoint) {
   // What a crash between the shard's rename and the manifest's leaves: a
@@ -293,12 +303,19 @@ TEST(ParamServerCheckpointTest, CheckpointsAtClockBoundariesAndRestoresBitForBit
   EXPECT_EQ(eb->info.sgd().max_iter(), 1000);
 }
 
+// Server 0's checkpoint at clock 20 of a job of 2 workers and `servers`
+// servers.
+ShardState ServerZeroShard(int servers) {
+  ShardState s = MakeShard(20, 0);
+  s.info.set_num_workers(2);
+  s.info.set_num_servers(servers);
+  return s;
+}
+
 TEST(ParamServerCheckpointTest, RestoreRefusesAnotherJobShape) {
   std::vector<std::unique_ptr<ShardState>> ckpts;
   Harness h(0, &ckpts);
-  ShardState s = MakeShard(20, 0);
-  s.info.set_num_workers(2);
-  s.info.set_num_servers(3);
+  ShardState s = ServerZeroShard(3);
   Status st = h.server->Restore(s);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("--num_servers 3, this job has 1"), std::string::npos) << st;
@@ -311,9 +328,7 @@ TEST(ParamServerCheckpointTest, RestoreRefusesAnotherJobShape) {
 TEST(ParamServerCheckpointTest, InitOfAChunkOutsideTheCheckpointIsRefused) {
   std::vector<std::unique_ptr<ShardState>> ckpts;
   Harness h(0, &ckpts);
-  ShardState s = MakeShard(20, 0);
-  s.info.set_num_workers(2);
-  s.info.set_num_servers(1);
+  ShardState s = ServerZeroShard(1);
   for (ChunkState& c : s.chunks) c.meta.set_lr_mult(1), c.meta.set_decay_mult(1), c.meta.clear_tensor_name();
   ASSERT_TRUE(h.server->Restore(s).ok());
   Send(h.server.get(), Init(0, {1, 2, 3}), 0);  // The checkpoint's tensor 0 has 5 floats.

@@ -22,19 +22,8 @@
 #include "tests/support/resume_util.h"
 
 namespace nereus {
+namespace test {
 namespace {
-
-using test::ClusterSpec;
-using test::Concat;
-using test::Contains;
-using test::ExpectAllZero;
-using test::kJobTimeout;
-using test::kPatientHeartbeat;
-using test::LocalCluster;
-using test::ReadFile;
-using test::RunJob;
-using test::Subprocess;
-using test::TempDir;
 
 constexpr size_t kWeightBytes = test::kSyntheticWeightBytes;
 constexpr char kWaiting[] = "waiting for it up to --heartbeat_timeout_ms=";
@@ -113,28 +102,20 @@ void KillAndRestartCoordinator(const std::string& keys) {
 
   // Without --resume: refused, naming the state file and what to do.
   auto refused = Subprocess::Start(cluster.coordinator_argv(), logs.File("coordinator-no-resume.log"));
-  EXPECT_EQ(refused->WaitFor(kJobTimeout), 2) << refused->Log();
-  EXPECT_TRUE(Contains(refused->Log(), ckpt.File("coordinator.state") +
-                                           " holds a job that has not ended (epoch 0, "
-                                           "running, coordinator tcp://" +
-                                           cluster.coordinator_address() + ")"))
-      << refused->Log();
-  EXPECT_TRUE(Contains(refused->Log(),
-                       "Restart the coordinator with --resume to take the job back, or remove the "
-                       "file to start a new job"))
-      << refused->Log();
+  ExpectExitWithLog(*refused, 2,
+                    {ckpt.File("coordinator.state") +
+                         " holds a job that has not ended (epoch 0, "
+                         "running, coordinator tcp://" +
+                         cluster.coordinator_address() + ")",
+                     "Restart the coordinator with --resume to take the job back, or remove the "
+                     "file to start a new job"});
 
   // Every node waits for its coordinator and says so.
   for (Subprocess* p : {&cluster.server(0), &cluster.server(1), &cluster.worker(0), &cluster.worker(1)})
     ASSERT_TRUE(p->WaitForLog(kWaiting + std::to_string(20000), kJobTimeout)) << p->Log();
-  std::vector<std::string> argv = cluster.coordinator_argv();
-  argv.push_back("--resume");
-  auto again = Subprocess::Start(argv, logs.File("coordinator-again.log"));
-  std::string report;
-  ASSERT_TRUE(cluster.WaitAll(kJobTimeout, &report)) << report;
-  EXPECT_EQ(again->WaitFor(kJobTimeout), 0) << again->Log();
-  const auto codes = cluster.codes();
-  for (int i : {1, 2, 3, 4}) EXPECT_EQ(codes[i], 0) << "process " << i << "\n" << report;
+  std::unique_ptr<Subprocess> again;
+  ASSERT_NO_FATAL_FAILURE(test::ResumeAndFinish(cluster, cluster.coordinator_argv(), /*the coordinator=*/0,
+                                                logs.File("coordinator-again.log"), &again));
 
   const std::string coordinator = again->Log();
   EXPECT_TRUE(Contains(coordinator, "coordinator: restarted with --resume: taking back the job of " +
@@ -282,13 +263,12 @@ TEST(CoordinatorRestartTest, AJobWithoutCheckpointsCannotBeTakenBackAndItsNodesG
   std::vector<std::string> argv = cluster.coordinator_argv();
   argv.push_back("--resume");
   auto again = Subprocess::Start(argv, logs.File("coordinator-again.log"));
-  EXPECT_EQ(again->WaitFor(kJobTimeout), 2) << again->Log();
-  EXPECT_TRUE(Contains(again->Log(), "cannot take the job back: " + ckpt.File("coordinator.state") +
-                                         " holds a job that has not ended (epoch 0, running, coordinator tcp://" +
-                                         cluster.coordinator_address() +
-                                         "): its servers write no checkpoints (--checkpoint_every), so there is no "
-                                         "state to roll the job back to"))
-      << again->Log();
+  ExpectExitWithLog(
+      *again, 2,
+      {"cannot take the job back: " + ckpt.File("coordinator.state") +
+       " holds a job that has not ended (epoch 0, running, coordinator tcp://" + cluster.coordinator_address() +
+       "): its servers write no checkpoints (--checkpoint_every), so there is no "
+       "state to roll the job back to"});
   std::string report;
   ASSERT_TRUE(cluster.WaitAll(kJobTimeout, &report)) << report;
   const auto codes = cluster.codes();
@@ -370,4 +350,5 @@ TEST(CoordinatorStateFile, RoundTripsAndRefusesDamage) {
 }
 
 }  // namespace
+}  // namespace test
 }  // namespace nereus

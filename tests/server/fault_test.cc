@@ -20,10 +20,7 @@ namespace {
 
 TEST(FaultTest, KilledWorkerAbortsEveryoneWithinFifteenSecondsNamingIt) {
   TempDir dir;
-  ClusterSpec spec;
-  spec.servers = 2;
-  spec.workers = 3;
-  spec.coordinator_flags = {"--heartbeat_interval_ms=500", "--heartbeat_timeout_ms=3000"};
+  ClusterSpec spec = test::JobOf(2, 3, {"--heartbeat_interval_ms=500", "--heartbeat_timeout_ms=3000"});
   spec.worker_flags = {"--tensors=5000,100x100", "--iterations=1000000", "--compute_ms=5", "--display=0"};
   spec.external_workers = {0};  // This test is worker 0.
   LocalCluster cluster(spec, dir);
@@ -68,10 +65,7 @@ TEST(FaultTest, KilledWorkerAbortsEveryoneWithinFifteenSecondsNamingIt) {
 
 TEST(FaultTest, StartupTimeoutNamesTheMissingNode) {
   TempDir dir;
-  ClusterSpec spec;
-  spec.servers = 1;
-  spec.workers = 2;
-  spec.coordinator_flags = {"--startup_timeout_s=2"};
+  ClusterSpec spec = test::JobOf(1, 2, {"--startup_timeout_s=2"});
   spec.worker_flags = {"--startup_timeout_s=20"};
   spec.server_flags = {"--startup_timeout_s=20"};
   spec.external_workers = {1};  // Never started.

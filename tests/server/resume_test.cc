@@ -20,23 +20,8 @@
 #include "tests/support/synthetic_weights.h"
 
 namespace nereus {
+namespace test {
 namespace {
-
-using test::BinaryPath;
-using test::ClusterSpec;
-using test::Concat;
-using test::Contains;
-using test::ExpectAllZero;
-using test::kFastHeartbeat;
-using test::kJobStarted;
-using test::kJobTimeout;
-using test::kPatientHeartbeat;
-using test::LocalCluster;
-using test::ReadFile;
-using test::RestartServer1;
-using test::RunJob;
-using test::Subprocess;
-using test::TempDir;
 
 void CopyDir(const std::string& from, const std::string& to) {
   ASSERT_EQ(std::system(("cp -r '" + from + "' '" + to + "'").c_str()), 0);
@@ -187,17 +172,10 @@ TEST_F(SyntheticResumeTest, AProcessWithoutResumeIsNamed) {
   ClusterSpec spec = Spec(10, "w", out);
   AddCheckpoints(&spec, ckpt.path(), true);
   spec.worker_flags.pop_back();  // The workers lack --resume.
+  spec.worker_rank_flags.push_back({0, {"--resume"}});
   // The job fails at the first refused REGISTER; nodes that had not
   // registered yet give up after their start-up timeout.
-  spec.worker_flags.push_back("--startup_timeout_s=5");
-  spec.server_flags.push_back("--startup_timeout_s=5");
-  spec.worker_rank_flags.push_back({0, {"--resume"}});
-  std::string report;
-  auto codes = RunJob(spec, logs, &report);
-  EXPECT_NE(codes[0], 0) << report;
-  EXPECT_TRUE(Contains(ReadFile(logs.File("coordinator.log")),
-                       "worker 1 was started without --resume but the coordinator with it"))
-      << report;
+  test::ExpectJobRefused(spec, logs, "worker 1 was started without --resume but the coordinator with it");
 }
 
 TEST_F(SyntheticResumeTest, CheckpointsUnderAsyncAreRefused) {
@@ -205,14 +183,8 @@ TEST_F(SyntheticResumeTest, CheckpointsUnderAsyncAreRefused) {
   ClusterSpec spec = Spec(10, "w", out);
   spec.coordinator_flags.push_back("--consistency=async");
   AddCheckpoints(&spec, ckpt.path(), false);
-  spec.worker_flags.push_back("--startup_timeout_s=5");
-  spec.server_flags.push_back("--startup_timeout_s=5");
-  std::string report;
-  auto codes = RunJob(spec, logs, &report);
-  EXPECT_NE(codes[0], 0) << report;
-  EXPECT_TRUE(Contains(ReadFile(logs.File("coordinator.log")),
-                       "--checkpoint_every=20 but the job's consistency is ASYNC: checkpoints are refused there"))
-      << report;
+  test::ExpectJobRefused(spec, logs,
+                         "--checkpoint_every=20 but the job's consistency is ASYNC: checkpoints are refused there");
 }
 
 TEST_F(SyntheticResumeTest, AServerRestartedAloneRejoinsAndTheJobRollsBackBitwiseEqual) {
@@ -260,14 +232,9 @@ TEST_F(SyntheticResumeTest, AWorkerRestartedAloneRejoinsAndTheJobRollsBackBitwis
   ASSERT_TRUE(cluster.server(0).WaitForLog("checkpoint of clock 40 written", kJobTimeout)) << cluster.server(0).Log();
   cluster.worker(1).Signal(SIGKILL);
   ASSERT_EQ(cluster.worker(1).WaitFor(kJobTimeout), 128 + 9);
-  std::vector<std::string> argv = cluster.worker_argv(1);
-  argv.push_back("--resume");
-  auto again = Subprocess::Start(argv, logs.File("worker1-again.log"));
-  std::string report;
-  ASSERT_TRUE(cluster.WaitAll(kJobTimeout, &report)) << report;
-  EXPECT_EQ(again->WaitFor(kJobTimeout), 0) << again->Log();
-  const auto codes = cluster.codes();
-  for (int i : {0, 1, 2, 3}) EXPECT_EQ(codes[i], 0) << "process " << i << "\n" << report;
+  std::unique_ptr<Subprocess> again;
+  ASSERT_NO_FATAL_FAILURE(
+      test::ResumeAndFinish(cluster, cluster.worker_argv(1), /*worker 1=*/4, logs.File("worker1-again.log"), &again));
   const std::string coordinator = ReadFile(logs.File("coordinator.log"));
   EXPECT_TRUE(Contains(coordinator, "worker 1 rejoined from ")) << coordinator;
   EXPECT_TRUE(Contains(coordinator, "the job rolled back to the checkpoint of clock ")) << coordinator;
@@ -292,20 +259,16 @@ TEST_F(SyntheticResumeTest, ARejoinThatCannotBeDoneIsRefusedAndTheJobGoesOn) {
 
   // Without --resume: refused at once, saying what to do.
   auto no_resume = RestartServer1(cluster, ckpt.path(), logs.File("no-resume.log"));
-  EXPECT_EQ(no_resume->WaitFor(kJobTimeout), 1) << no_resume->Log();
-  EXPECT_TRUE(Contains(no_resume->Log(),
-                       "coordinator refused registration: server 1 registered again without "
-                       "--resume while the job runs: to rejoin, restart it with its flags and "
-                       "--resume"))
-      << no_resume->Log();
+  ExpectExitWithLog(*no_resume, 1,
+                    {"coordinator refused registration: server 1 registered again without "
+                     "--resume while the job runs: to rejoin, restart it with its flags and "
+                     "--resume"});
   // With --resume, but server 1 is alive: held while the heartbeat timeout
   // runs, then refused; the job is not rolled back.
   auto duplicate = RestartServer1(cluster, ckpt.path(), logs.File("duplicate.log"), {"--resume"});
-  EXPECT_EQ(duplicate->WaitFor(kJobTimeout), 1) << duplicate->Log();
-  EXPECT_TRUE(Contains(duplicate->Log(), "coordinator refused registration: server 1 is alive at tcp://127.0.0.1:"))
-      << duplicate->Log();
-  EXPECT_TRUE(Contains(duplicate->Log(), "a node rejoins only in the place of a member that has fallen silent"))
-      << duplicate->Log();
+  ExpectExitWithLog(*duplicate, 1,
+                    {"coordinator refused registration: server 1 is alive at tcp://127.0.0.1:",
+                     "a node rejoins only in the place of a member that has fallen silent"});
 
   std::string report;
   ASSERT_TRUE(cluster.WaitAll(kJobTimeout, &report)) << report;
@@ -324,16 +287,15 @@ TEST_F(SyntheticResumeTest, ARejoinUnderAsyncIsRefusedNamingWhy) {
       Subprocess::Start({BinaryPath("nereus_server"), "--role=server", "--coordinator=" + cluster.coordinator_address(),
                          "--rank=1", "--resume", "--checkpoint_dir=" + ckpt.path(), "--startup_timeout_s=20"},
                         logs.File("server1-again.log"));
-  EXPECT_EQ(again->WaitFor(kJobTimeout), 1) << again->Log();
-  EXPECT_TRUE(Contains(again->Log(),
-                       "server 1 cannot rejoin a running ASYNC job: rejoining rolls the job back to a "
-                       "checkpoint, and under SSP and async no clock boundary gives a state to roll "
-                       "back to"))
-      << again->Log();
+  ExpectExitWithLog(*again, 1,
+                    {"server 1 cannot rejoin a running ASYNC job: rejoining rolls the job back to a "
+                     "checkpoint, and under SSP and async no clock boundary gives a state to roll "
+                     "back to"});
   std::string report;
   ASSERT_TRUE(cluster.WaitAll(kJobTimeout, &report)) << report;
   ExpectAllZero(cluster.codes(), report);
 }
 
 }  // namespace
+}  // namespace test
 }  // namespace nereus

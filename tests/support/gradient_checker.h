@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/status_util.h"
 #include "worker/trainer/blob.h"
 #include "worker/trainer/layer.h"
 
@@ -240,12 +241,124 @@ inline void FillDistinct(Blob* blob, std::mt19937* rng, float gap = 0.05f) {
   SetBlobData(blob, values);
 }
 
+// SetUp of `layer` on new bottoms of `bottom_shapes` (zeros) and `num_tops`
+// new tops: what a test of a configuration error needs.
+inline Status SetUpOn(Layer* layer, const std::vector<std::vector<int>>& bottom_shapes, int num_tops = 1) {
+  std::vector<std::unique_ptr<Blob>> blobs;
+  std::vector<Blob*> bottom, top;
+  for (const std::vector<int>& shape : bottom_shapes) {
+    blobs.push_back(std::make_unique<Blob>(shape));
+    bottom.push_back(blobs.back().get());
+  }
+  for (int i = 0; i < num_tops; ++i) {
+    blobs.push_back(std::make_unique<Blob>());
+    top.push_back(blobs.back().get());
+  }
+  return layer->SetUp(bottom, top);
+}
+
 // Elementwise comparison with a message naming the first mismatch.
 inline void ExpectBlobNear(const std::vector<float>& expected, const Blob& actual, float tolerance = 1e-5f) {
   ASSERT_EQ(static_cast<int>(expected.size()), actual.count()) << actual.shape_string();
   for (int i = 0; i < actual.count(); ++i) {
     EXPECT_NEAR(expected[i], actual.cpu_data()[i], tolerance) << "at index " << i;
   }
+}
+
+// ---- The gradient test most layer tests write ----
+
+// Which objective the checker uses (see GradientChecker).
+enum class GradientCheck {
+  kExhaustive,    // CheckGradientExhaustive: each top element on its own
+  kEltwise,       // CheckGradientEltwise: element-wise layers, no parameters
+  kSumOfSquares,  // CheckGradient: 0.5 * sum(top^2)
+};
+
+// A GradientChecker's settings and the objective to check:
+// {check, stepsize, threshold, kink, kink_range, check_bottom}.
+struct CheckerSettings {
+  GradientCheck check = GradientCheck::kExhaustive;
+  float stepsize = 1e-2f;
+  float threshold = 1e-3f;
+  float kink = 0.0f;
+  float kink_range = -1.0f;
+  int check_bottom = -1;  // CheckGradient's and CheckGradientExhaustive's
+};
+
+// Sets `layer` up on bottom -> top and checks its gradient with a fresh
+// checker of `settings`; fails the test if the checker compared nothing.
+inline void ExpectGradient(Layer* layer, const std::vector<Blob*>& bottom, const std::vector<Blob*>& top,
+                           const CheckerSettings& settings = {}) {
+  GradientChecker checker(settings.stepsize, settings.threshold, settings.kink, settings.kink_range);
+  switch (settings.check) {
+    case GradientCheck::kExhaustive:
+      checker.CheckGradientExhaustive(layer, bottom, top, settings.check_bottom);
+      break;
+    case GradientCheck::kEltwise:
+      checker.CheckGradientEltwise(layer, bottom, top);
+      break;
+    case GradientCheck::kSumOfSquares:
+      checker.CheckGradient(layer, bottom, top, settings.check_bottom);
+      break;
+  }
+  EXPECT_GT(checker.comparisons(), 0) << layer->layer_param().name();
+}
+
+// How a gradient test fills a bottom: N(0, 1) draws, or FillDistinct (a
+// max-based layer then has a unique argmax).
+enum class BottomFill { kGaussian, kDistinct };
+
+inline void FillBottom(Blob* blob, BottomFill fill, std::mt19937* rng) {
+  if (fill == BottomFill::kDistinct) {
+    FillDistinct(blob, rng);
+  } else {
+    FillGaussian(blob, rng);
+  }
+}
+
+// A layer of type L built from `param_text`, run forward on one bottom of
+// `shape` holding `values`: the top has `top_shape` and the values
+// `expected` (each within `tolerance`).
+template <typename L>
+void ExpectLayerForward(const std::string& param_text, const std::vector<int>& shape, const std::vector<float>& values,
+                        const std::vector<int>& top_shape, const std::vector<float>& expected,
+                        float tolerance = 1e-5f) {
+  Blob bottom(shape), top;
+  SetBlobData(&bottom, values);
+  L layer(ParseLayerParameter(param_text));
+  const Status status = layer.SetUp({&bottom}, {&top});
+  ASSERT_TRUE(status.ok()) << status.message();
+  layer.Forward({&bottom}, {&top});
+  EXPECT_EQ(top_shape, top.shape());
+  ExpectBlobNear(expected, top, tolerance);
+}
+
+// The usual gradient test of a layer of type L (Caffe's layer tests): a
+// bottom of each of `shapes`, filled in turn from an engine seeded `seed`,
+// then the layer built from `param_text`, its fillers drawing from the same
+// engine, checked as `settings` say.
+template <typename L>
+void ExpectLayerGradient(const std::string& param_text, const std::vector<std::vector<int>>& shapes, uint32_t seed,
+                         BottomFill fill = BottomFill::kGaussian, const CheckerSettings& settings = {}) {
+  std::mt19937 rng(seed);
+  std::vector<std::unique_ptr<Blob>> blobs;
+  std::vector<Blob*> bottom;
+  for (const std::vector<int>& shape : shapes) {
+    blobs.push_back(std::make_unique<Blob>(shape));
+    FillBottom(blobs.back().get(), fill, &rng);
+    bottom.push_back(blobs.back().get());
+  }
+  Blob top;
+  L layer(ParseLayerParameter(param_text));
+  layer.set_rng(&rng);
+  ExpectGradient(&layer, bottom, {&top}, settings);
+}
+
+// The same with one bottom of `shape`.
+template <typename L>
+void ExpectLayerGradient(const std::string& param_text, const std::vector<int>& shape, uint32_t seed,
+                         BottomFill fill = BottomFill::kGaussian, const CheckerSettings& settings = {}) {
+  ExpectLayerGradient<L>(param_text, std::vector<std::vector<int>>{shape}, seed, fill, settings);
 }
 
 }  // namespace test

@@ -131,6 +131,16 @@ class LayerTest : public ::testing::Test {
     return layer;
   }
 
+  // A gradient check of the layer `text` on one bottom of `shape`, filled
+  // from this fixture's engine (the layer's fillers draw from it next).
+  void ExpectLayerGradient(const std::string& text, const std::vector<int>& shape, const CheckerSettings& settings,
+                           BottomFill fill = BottomFill::kGaussian) {
+    Blob bottom(shape), top;
+    FillBottom(&bottom, fill, &rng_);
+    std::unique_ptr<Layer> layer = MakeLayer(text);
+    ExpectGradient(layer.get(), {&bottom}, {&top}, settings);
+  }
+
   std::mt19937 rng_{1701};
 
  private:

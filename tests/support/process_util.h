@@ -76,6 +76,16 @@ struct ClusterSpec {
   std::vector<int> external_workers;
 };
 
+// A job of `servers` servers and `workers` workers, the coordinator taking
+// `coordinator_flags`; the test fills in the rest.
+inline ClusterSpec JobOf(int servers, int workers, std::vector<std::string> coordinator_flags = {}) {
+  ClusterSpec spec;
+  spec.servers = servers;
+  spec.workers = workers;
+  spec.coordinator_flags = std::move(coordinator_flags);
+  return spec;
+}
+
 // One server and one worker, the worker being the test itself (rank 0).
 inline ClusterSpec OneServerAndTheTestAsWorker() {
   ClusterSpec spec;

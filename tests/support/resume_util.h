@@ -34,11 +34,50 @@ inline std::vector<std::optional<int>> RunJob(const ClusterSpec& spec, const Tem
   return cluster.codes();
 }
 
+// Starts `argv`, the command line of the process of `cluster` that was
+// killed (index `killed` in cluster.codes()), again with --resume (its log at
+// `log`, the process in `*again`), waits for the job, and expects the
+// restarted process and every other of the job to exit 0. Call it in
+// ASSERT_NO_FATAL_FAILURE.
+inline void ResumeAndFinish(LocalCluster& cluster, std::vector<std::string> argv, size_t killed, const std::string& log,
+                            std::unique_ptr<Subprocess>* again) {
+  argv.push_back("--resume");
+  *again = Subprocess::Start(argv, log);
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(kJobTimeout, &report)) << report;
+  EXPECT_EQ((*again)->WaitFor(kJobTimeout), 0) << (*again)->Log();
+  const auto codes = cluster.codes();
+  for (size_t i = 0; i < codes.size(); ++i) {
+    if (i != killed) {
+      EXPECT_EQ(codes[i], 0) << "process " << i << "\n" << report;
+    }
+  }
+}
+
 inline void ExpectAllZero(const std::vector<std::optional<int>>& codes, const std::string& report) {
   for (size_t i = 0; i < codes.size(); ++i) EXPECT_EQ(codes[i], 0) << "process " << i << "\n" << report;
 }
 
 inline bool Contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+// Waits for `p` and expects it to exit with `code`, its log containing each
+// of `parts`.
+inline void ExpectExitWithLog(Subprocess& p, int code, const std::vector<std::string>& parts) {
+  EXPECT_EQ(p.WaitFor(kJobTimeout), code) << p.Log();
+  for (const std::string& part : parts) EXPECT_TRUE(Contains(p.Log(), part)) << p.Log();
+}
+
+// Runs `spec`, its nodes giving up 5 s into their start-up if no job forms,
+// and expects the job to fail (the coordinator's exit code) with the
+// coordinator's log saying `message`.
+inline void ExpectJobRefused(ClusterSpec spec, const TempDir& logs, const std::string& message) {
+  spec.worker_flags.push_back("--startup_timeout_s=5");
+  spec.server_flags.push_back("--startup_timeout_s=5");
+  std::string report;
+  const auto codes = RunJob(spec, logs, &report);
+  EXPECT_NE(codes[0], 0) << report;
+  EXPECT_TRUE(Contains(ReadFile(logs.File("coordinator.log")), message)) << report;
+}
 
 // Starts server 1 again, as its operator would after it died: its flags plus
 // --resume.

@@ -86,6 +86,25 @@ inline pb::SgdConfig Config(const Reference& r) {
   return c;
 }
 
+// Every solver type, for tests that run each one.
+inline const std::vector<pb::SolverType> kEverySolverType = {
+    pb::SOLVER_SGD, pb::SOLVER_NESTEROV, pb::SOLVER_ADAGRAD, pb::SOLVER_RMSPROP, pb::SOLVER_ADADELTA, pb::SOLVER_ADAM};
+
+// Settings under which every term of solver `type`'s step moves the weights
+// (momentum 0.9 where the type takes one, weight decay 0.004), with
+// regularization `reg`: "L2", "L1", or "none" (L2 at weight decay 0).
+inline pb::SgdConfig EveryTermSettings(pb::SolverType type, const std::string& reg) {
+  pb::SgdConfig c;
+  c.set_type(type);
+  c.set_momentum(type == pb::SOLVER_ADAGRAD || type == pb::SOLVER_RMSPROP ? 0.0f : 0.9f);
+  c.set_momentum2(0.999f);
+  c.set_delta(1e-6f);
+  c.set_rms_decay(0.98f);
+  c.set_weight_decay(reg == "none" ? 0.0f : 0.004f);
+  c.set_regularization_type(reg == "L1" ? "L1" : "L2");
+  return c;
+}
+
 }  // namespace test
 }  // namespace nereus
 

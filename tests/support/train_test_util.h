@@ -75,6 +75,23 @@ inline void WriteRandomImageLmdb(const std::string& path, int records, int chann
 
 // The label of a one-channel image cut into `regions` by `region_of(x, y)`:
 // the region of the largest pixel sum, so a net has something to learn.
+// Opens the LMDB at `path` for reading (into `*db`), checks that it holds
+// `records` records and returns a cursor at its first, or nullptr after a
+// failure.
+inline std::unique_ptr<data::LmdbCursor> ReadLmdb(const std::string& path, std::size_t records,
+                                                  std::unique_ptr<data::LmdbDatabase>* db) {
+  auto opened = data::LmdbDatabase::Open(path, data::DbMode::kRead);
+  EXPECT_TRUE(opened.ok()) << opened.status();
+  if (!opened.ok()) return nullptr;
+  *db = std::move(opened).value();
+  auto count = (*db)->Count();
+  EXPECT_TRUE(count.ok()) << count.status();
+  EXPECT_EQ(count.ok() ? *count : 0, records);
+  auto cursor = (*db)->NewCursor();
+  EXPECT_TRUE(cursor.ok()) << cursor.status();
+  return cursor.ok() ? std::move(cursor).value() : nullptr;
+}
+
 inline int BrightestRegion(const std::string& pixels, int side, int regions,
                            const std::function<int(int, int)>& region_of) {
   std::vector<int> sums(regions, 0);

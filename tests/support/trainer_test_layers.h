@@ -4,24 +4,37 @@
 #ifndef NEREUS_TESTS_SUPPORT_TRAINER_TEST_LAYERS_H_
 #define NEREUS_TESTS_SUPPORT_TRAINER_TEST_LAYERS_H_
 
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "tests/support/bytes_equal.h"
 #include "worker/trainer/filler.h"
 #include "worker/trainer/layer.h"
 #include "worker/trainer/layer_registry.h"
 #include "worker/trainer/math_functions.h"
+#include "worker/trainer/prototxt.h"
+#include "worker/trainer/solver.h"
 
 namespace nereus {
 namespace testing_layers {
 
-// y = x W^T + b with W [num_output, K], b [num_output], filled from
-// inner_product_param's fillers (Caffe's InnerProduct, axis 1, no transpose).
-class LinearLayer : public Layer {
+// The test layers of one bottom and one top.
+class OneBottomOneTopLayer : public Layer {
  public:
   using Layer::Layer;
-  const char* type() const override { return "TestLinear"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
+};
+
+// y = x W^T + b with W [num_output, K], b [num_output], filled from
+// inner_product_param's fillers (Caffe's InnerProduct, axis 1, no transpose).
+class LinearLayer : public OneBottomOneTopLayer {
+ public:
+  using OneBottomOneTopLayer::OneBottomOneTopLayer;
+  const char* type() const override { return "TestLinear"; }
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     const auto& p = layer_param_.inner_product_param();
     if (p.num_output() == 0) return LayerError("num_output must be > 0");
@@ -64,12 +77,10 @@ class LinearLayer : public Layer {
 
 // loss = sum(x^2) / (2 N), N = x.shape(0); default loss_weight 1 as Caffe's
 // loss layers.
-class SquareLossLayer : public Layer {
+class SquareLossLayer : public OneBottomOneTopLayer {
  public:
-  using Layer::Layer;
+  using OneBottomOneTopLayer::OneBottomOneTopLayer;
   const char* type() const override { return "TestSquareLoss"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
   bool AutoTopBlobs() const override { return true; }
   Status LayerSetUpStatus(const std::vector<Blob*>&, const std::vector<Blob*>&) override {
     if (layer_param_.loss_weight_size() == 0) layer_param_.add_loss_weight(1.0f);
@@ -93,12 +104,10 @@ class SquareLossLayer : public Layer {
 };
 
 // y = x; may run in place.
-class IdentityLayer : public Layer {
+class IdentityLayer : public OneBottomOneTopLayer {
  public:
-  using Layer::Layer;
+  using OneBottomOneTopLayer::OneBottomOneTopLayer;
   const char* type() const override { return "TestIdentity"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     top[0]->ReshapeLike(*bottom[0]);
   }
@@ -166,6 +175,73 @@ inline LayerRegistry TestRegistry() {
 }
 
 }  // namespace testing_layers
+
+namespace test {
+
+// A Solver of the SolverParameter text `text` over the test layers. On an
+// error, nullptr: the test fails, unless `error` is given, which then holds
+// Solver::Create's status.
+inline std::unique_ptr<Solver> MakeTestSolver(const std::string& text, ParameterSync* sync = nullptr,
+                                              Status* error = nullptr) {
+  caffe::SolverParameter param;
+  const Status parsed = ParseSolverParameter(text, "solver.prototxt", &param);
+  EXPECT_TRUE(parsed.ok()) << parsed;
+  LayerRegistry registry = testing_layers::TestRegistry();
+  auto solver = Solver::Create(param, registry, sync);
+  if (error != nullptr) {
+    *error = solver.status();
+  } else {
+    EXPECT_TRUE(solver.ok()) << solver.status();
+  }
+  return solver.ok() ? std::move(solver).value() : nullptr;
+}
+
+// The solver's learnable parameters, one after another.
+inline std::vector<float> LearnableWeights(const Solver& s) {
+  std::vector<float> w;
+  for (const Blob* b : s.net()->learnable_params()) w.insert(w.end(), b->cpu_data(), b->cpu_data() + b->count());
+  return w;
+}
+
+// Fails unless the two solvers' weights and histories are bitwise equal.
+inline void ExpectBitwiseSameState(const Solver& expected, const Solver& actual) {
+  EXPECT_TRUE(BytesEqual(LearnableWeights(expected), LearnableWeights(actual), "weights"));
+  ASSERT_EQ(expected.history().size(), actual.history().size());
+  for (size_t p = 0; p < expected.history().size(); ++p) {
+    const Blob& a = *expected.history()[p];
+    const Blob& b = *actual.history()[p];
+    EXPECT_TRUE(BytesEqual(a.cpu_data(), a.count(), b.cpu_data(), b.count(), "history " + std::to_string(p)));
+  }
+}
+
+// A snapshot-and-resume run of the solver `text`: `straight` stepped 2n
+// iterations; `first` stepped n and snapshot (to model_path, state_path);
+// `resumed` restored from that state (at iteration n) and stepped n more.
+struct SnapshotResumeRun {
+  std::unique_ptr<Solver> straight, first, resumed;
+  std::string model_path, state_path;
+};
+
+// Makes `run` and checks that the resumed solver ends bitwise where the
+// straight one did (weights and history). Call it in
+// ASSERT_NO_FATAL_FAILURE: a failed step stops the test.
+inline void RunSnapshotResume(const std::string& text, int n, SnapshotResumeRun* run) {
+  run->straight = MakeTestSolver(text);
+  ASSERT_NE(run->straight, nullptr);
+  ASSERT_TRUE(run->straight->Step(2 * n).ok());
+  run->first = MakeTestSolver(text);
+  ASSERT_NE(run->first, nullptr);
+  ASSERT_TRUE(run->first->Step(n).ok());
+  ASSERT_TRUE(run->first->Snapshot(&run->model_path, &run->state_path).ok());
+  run->resumed = MakeTestSolver(text);
+  ASSERT_NE(run->resumed, nullptr);
+  ASSERT_TRUE(run->resumed->Restore(run->state_path).ok());
+  EXPECT_EQ(run->resumed->iter(), n);
+  ASSERT_TRUE(run->resumed->Step(n).ok());
+  ExpectBitwiseSameState(*run->straight, *run->resumed);
+}
+
+}  // namespace test
 }  // namespace nereus
 
 #endif  // NEREUS_TESTS_SUPPORT_TRAINER_TEST_LAYERS_H_

@@ -17,18 +17,8 @@
 #include "worker/trainer/data/db.h"
 
 namespace nereus {
+namespace test {
 namespace {
-
-using test::BinaryPath;
-using test::ClusterSpec;
-using test::LocalCluster;
-using test::ReadFile;
-using test::RunToExit;
-using test::TempDir;
-using test::TinyNet;
-using test::TinySolver;
-using test::WriteText;
-using test::WriteTinyLmdb;
 
 constexpr auto kTimeout = std::chrono::seconds(60);
 
@@ -108,10 +98,7 @@ TEST(BadDataTest, BadRecordInAJobStopsEveryProcessAndNoCheckpointHasTheFailedIte
   Put(db, "00000027", std::string("\xff\xff\xff", 3));
   const std::string solver = WriteJob(dir, db, 4, 40);
 
-  ClusterSpec spec;
-  spec.servers = 1;
-  spec.workers = 2;
-  spec.coordinator_flags = {"--heartbeat_interval_ms=100", "--heartbeat_timeout_ms=1500"};
+  ClusterSpec spec = test::JobOf(1, 2, {"--heartbeat_interval_ms=100", "--heartbeat_timeout_ms=1500"});
   spec.server_flags = {"--checkpoint_dir=" + ckpt.path(), "--checkpoint_every=1"};
   spec.worker_flags = {"--solver=" + solver};
   LocalCluster cluster(spec, dir);
@@ -136,4 +123,5 @@ TEST(BadDataTest, BadRecordInAJobStopsEveryProcessAndNoCheckpointHasTheFailedIte
 }
 
 }  // namespace
+}  // namespace test
 }  // namespace nereus

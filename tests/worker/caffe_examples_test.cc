@@ -19,16 +19,8 @@
 #include "tests/support/train_test_util.h"
 
 namespace nereus {
+namespace test {
 namespace {
-
-using test::BinaryPath;
-using test::ClusterSpec;
-using test::LocalCluster;
-using test::ReadFile;
-using test::ReadWeights;
-using test::RunToExit;
-using test::TempDir;
-using test::WriteText;
 
 // Caffe's examples/mnist/mnist_autoencoder.prototxt, its sources replaced.
 std::string Autoencoder(const std::string& train_lmdb, const std::string& test_lmdb) {
@@ -211,9 +203,7 @@ TEST(CaffeExamplesTest, MnistAutoencoderTrainsStandaloneAndAsTwoWorkersTwoServer
   EXPECT_GT(test::MaxAbsDiff(standalone, init), 1e-3) << "training barely moved the weights";
 
   // 2 workers x 2 servers, batch 100 each.
-  ClusterSpec spec;
-  spec.servers = 2;
-  spec.workers = 2;
+  ClusterSpec spec = test::JobOf(2, 2);
   spec.worker_flags = {"--solver=" + dir.File("solver.prototxt")};
   for (int w = 0; w < 2; ++w) {
     const std::string r = std::to_string(w);
@@ -240,4 +230,5 @@ TEST(CaffeExamplesTest, MnistAutoencoderTrainsStandaloneAndAsTwoWorkersTwoServer
 }
 
 }  // namespace
+}  // namespace test
 }  // namespace nereus

@@ -32,10 +32,7 @@ std::vector<std::vector<float>> RunBspJob(const std::string& tensors, const std:
                                           const std::vector<std::string>& server_flags) {
   TempDir dir;
   const int workers = 3;
-  ClusterSpec spec;
-  spec.servers = 2;
-  spec.workers = workers;
-  spec.coordinator_flags = {"--partition_bytes=" + partition_bytes, "--consistency=bsp"};
+  ClusterSpec spec = test::JobOf(2, workers, {"--partition_bytes=" + partition_bytes, "--consistency=bsp"});
   spec.server_flags = server_flags;
   spec.worker_flags = {"--tensors=" + tensors, "--iterations=20", "--seed=5", "--display=0"};
   for (const std::string& f : test::InvDecaySgdFlags()) spec.worker_flags.push_back(f);
@@ -108,10 +105,7 @@ TEST(BspTest, ServersWithOneAndFourApplyThreadsGiveTheSameWeights) {
 TEST(SspTest, NoWorkerReadsWeightsOlderThanTheStalenessBound) {
   TempDir dir;
   const int staleness = 2, workers = 3, iterations = 15;
-  ClusterSpec spec;
-  spec.servers = 2;
-  spec.workers = workers;
-  spec.coordinator_flags = {"--consistency=ssp", "--staleness=2", "--chunk_bytes=2048"};
+  ClusterSpec spec = test::JobOf(2, workers, {"--consistency=ssp", "--staleness=2", "--chunk_bytes=2048"});
   spec.worker_flags = {"--iterations=15", "--display=0", "--tensors=3000,40x40"};
   for (int w = 0; w < workers; ++w)
     spec.worker_rank_flags.push_back({w, {"--summary_json=" + dir.File("s" + std::to_string(w) + ".json")}});
@@ -137,10 +131,7 @@ TEST(SspTest, NoWorkerReadsWeightsOlderThanTheStalenessBound) {
 
 TEST(AsyncTest, CompletesAndConvergesOnQuadratic) {
   TempDir dir;
-  ClusterSpec spec;
-  spec.servers = 2;
-  spec.workers = 2;
-  spec.coordinator_flags = {"--consistency=async", "--chunk_bytes=4096"};
+  ClusterSpec spec = test::JobOf(2, 2, {"--consistency=async", "--chunk_bytes=4096"});
   spec.worker_flags = {"--model=quadratic", "--iterations=100", "--display=0",     "--tensors=2000,30x30",
                        "--base_lr=0.1",     "--momentum=0",     "--weight_decay=0"};
   for (int w = 0; w < 2; ++w)

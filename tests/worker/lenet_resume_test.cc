@@ -18,21 +18,8 @@
 #include "tests/support/train_test_util.h"
 
 namespace nereus {
+namespace test {
 namespace {
-
-using test::ClusterSpec;
-using test::Concat;
-using test::Contains;
-using test::ExpectAllZero;
-using test::kFastHeartbeat;
-using test::kJobTimeout;
-using test::kPatientHeartbeat;
-using test::LocalCluster;
-using test::ReadFile;
-using test::ReadWeights;
-using test::RestartServer1;
-using test::RunJob;
-using test::TempDir;
 
 // --- LeNet through the trainer ---------------------------------------------
 
@@ -166,13 +153,9 @@ TEST(LenetResumeTest, KilledServerThenWholeJobResumedEndsBitwiseEqual) {
       << restarted.server(0).Log();
   restarted.coordinator().Signal(SIGKILL);
   ASSERT_EQ(restarted.coordinator().WaitFor(kJobTimeout), 128 + 9);
-  std::vector<std::string> argv = restarted.coordinator_argv();
-  argv.push_back("--resume");
-  auto coordinator = test::Subprocess::Start(argv, restart_logs.File("coordinator-again.log"));
-  ASSERT_TRUE(restarted.WaitAll(kJobTimeout, &report)) << report;
-  EXPECT_EQ(coordinator->WaitFor(kJobTimeout), 0) << coordinator->Log();
-  codes = restarted.codes();
-  for (int i : {1, 2, 3, 4}) EXPECT_EQ(codes[i], 0) << "process " << i << "\n" << report;
+  std::unique_ptr<Subprocess> coordinator;
+  ASSERT_NO_FATAL_FAILURE(ResumeAndFinish(restarted, restarted.coordinator_argv(), /*the coordinator=*/0,
+                                          restart_logs.File("coordinator-again.log"), &coordinator));
   EXPECT_TRUE(Contains(coordinator->Log(), "epoch 1: the job rolled back to the checkpoint of clock "))
       << coordinator->Log();
   const std::string ref_bytes = ReadFile(dir.File("ref.caffemodel"));
@@ -182,4 +165,5 @@ TEST(LenetResumeTest, KilledServerThenWholeJobResumedEndsBitwiseEqual) {
 }
 
 }  // namespace
+}  // namespace test
 }  // namespace nereus

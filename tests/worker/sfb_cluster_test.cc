@@ -43,10 +43,8 @@ const char* const kRates[] = {"--sfb_link_gbit=1", "--sfb_rebuild_gflops=20", "-
 
 JobResult RunJob(const std::string& sfb, const std::string& consistency = "bsp") {
   TempDir dir;
-  ClusterSpec spec;
-  spec.servers = 2;
-  spec.workers = kWorkers;
-  spec.coordinator_flags = {"--partition_bytes=1024", "--consistency=" + consistency, "--staleness=1"};
+  ClusterSpec spec =
+      test::JobOf(2, kWorkers, {"--partition_bytes=1024", "--consistency=" + consistency, "--staleness=1"});
   spec.worker_flags = {"--tensors=" + std::string(kTensors),
                        "--fc_batch=" + std::to_string(kBatch),
                        "--iterations=" + std::to_string(kClocks),
@@ -172,11 +170,8 @@ TEST(SfbClusterTest, SspFallsBackUnderAutoAndRefusesOn) {
   EXPECT_NE(ssp.logs[0].find("auto falls back to PS under SSP (SFB needs BSP)"), std::string::npos) << ssp.logs[0];
 
   TempDir dir;
-  ClusterSpec spec;
-  spec.servers = 1;
-  spec.workers = 2;
-  spec.coordinator_flags = {"--consistency=ssp", "--staleness=1", "--heartbeat_interval_ms=500",
-                            "--heartbeat_timeout_ms=3000"};
+  ClusterSpec spec = test::JobOf(
+      1, 2, {"--consistency=ssp", "--staleness=1", "--heartbeat_interval_ms=500", "--heartbeat_timeout_ms=3000"});
   spec.worker_flags = {"--tensors=64x100", "--fc_batch=8", "--iterations=3", "--display=0", "--sfb=on"};
   LocalCluster cluster(spec, dir);
   std::string report;
@@ -192,10 +187,7 @@ TEST(SfbClusterTest, SspFallsBackUnderAutoAndRefusesOn) {
 TEST(SfbClusterTest, OnIsRefusedAndAutoFallsBackWhileServersCheckpoint) {
   for (const std::string mode : {"on", "auto"}) {
     TempDir dir, ckpt;
-    ClusterSpec spec;
-    spec.servers = 1;
-    spec.workers = 2;
-    spec.coordinator_flags = {"--heartbeat_interval_ms=500", "--heartbeat_timeout_ms=3000"};
+    ClusterSpec spec = test::JobOf(1, 2, {"--heartbeat_interval_ms=500", "--heartbeat_timeout_ms=3000"});
     spec.server_flags = {"--checkpoint_dir=" + ckpt.path(), "--checkpoint_every=2"};
     spec.worker_flags = {"--tensors=64x100", "--fc_batch=8", "--iterations=3", "--display=0", "--sfb=" + mode};
     LocalCluster cluster(spec, dir);
@@ -218,10 +210,7 @@ TEST(SfbClusterTest, OnIsRefusedAndAutoFallsBackWhileServersCheckpoint) {
 
 TEST(SfbClusterTest, DeadPeerFailsTheWaitNamingIt) {
   TempDir dir;
-  ClusterSpec spec;
-  spec.servers = 1;
-  spec.workers = 3;
-  spec.coordinator_flags = {"--heartbeat_interval_ms=500", "--heartbeat_timeout_ms=3000"};
+  ClusterSpec spec = test::JobOf(1, 3, {"--heartbeat_interval_ms=500", "--heartbeat_timeout_ms=3000"});
   // Only a fully connected tensor: after clock 0 nothing but factors moves.
   spec.worker_flags = {"--tensors=20x30", "--fc_batch=4", "--iterations=1000000",
                        "--compute_ms=5",  "--display=0",  "--sfb=on"};

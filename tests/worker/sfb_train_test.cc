@@ -71,10 +71,7 @@ Trained Train(const TempDir& dir, const std::string& sfb, int iterations) {
                         << "base_lr: 0.01\nmomentum: 0.9\nweight_decay: 0.0005\nlr_policy: \"inv\"\n"
                         << "gamma: 0.0001\npower: 0.75\ndisplay: 10\nmax_iter: " << iterations << "\nrandom_seed: 1\n"
                         << "snapshot_after_train: false\nsolver_mode: CPU\n";
-  ClusterSpec spec;
-  spec.servers = 2;
-  spec.workers = 2;
-  spec.coordinator_flags = {"--consistency=bsp"};
+  ClusterSpec spec = test::JobOf(2, 2, {"--consistency=bsp"});
   spec.worker_flags = {"--solver=" + solver, "--sfb=" + sfb};
   for (int w = 0; w < 2; ++w)
     spec.worker_rank_flags.push_back(

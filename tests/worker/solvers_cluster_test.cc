@@ -37,10 +37,7 @@ ClusterSpec Spec(const std::string& type, int iterations, const std::string& wei
     std::snprintf(buf, sizeof(buf), "--%s=%.9g", name, v);  // Enough digits to give the same float back.
     return std::string(buf);
   };
-  ClusterSpec spec;
-  spec.servers = 2;
-  spec.workers = kWorkers;
-  spec.coordinator_flags = {"--partition_bytes=8", "--consistency=bsp"};
+  ClusterSpec spec = test::JobOf(2, kWorkers, {"--partition_bytes=8", "--consistency=bsp"});
   spec.worker_flags = {std::string("--tensors=") + kTensors,
                        "--iterations=" + std::to_string(iterations),
                        "--seed=" + std::to_string(kSeed),

@@ -80,9 +80,7 @@ TEST(LenetConvergenceTest, Standalone) {
 TEST(LenetConvergenceTest, TwoWorkersTwoServers) {
   TempDir dir;
   const std::string solver = LenetSolver(dir);
-  ClusterSpec spec;
-  spec.servers = 2;
-  spec.workers = 2;
+  ClusterSpec spec = test::JobOf(2, 2);
   // HybComm chooses per layer: ip1 (500 x 800, batch 64) as
   // sufficient factors, ip2 (10 x 500) through the servers.
   // HybComm's rates given (link 1 Gbit/s, rebuild GEMM 20 GFLOP/s, SGD step and

@@ -70,9 +70,7 @@ TEST(TrainEquivalenceTest, TwoWorkersOfBatch32MatchStandaloneBatch64) {
 TEST(TrainTimelineTest, TraceHasEachLayersForwardAndBackwardAndItsCommunication) {
   TempDir dir;
   WriteTinyJob(dir, 16, 6);
-  ClusterSpec spec;
-  spec.servers = 1;
-  spec.workers = 1;
+  ClusterSpec spec = test::JobOf(1, 1);
   spec.worker_flags = {"--solver=" + dir.File("solver.prototxt"), "--timeline=" + dir.File("trace.{rank}.json"),
                        "--timeline_every=2"};
   LocalCluster cluster(spec, dir);
@@ -96,10 +94,8 @@ TEST(TrainTimelineTest, TraceHasEachLayersForwardAndBackwardAndItsCommunication)
 TEST(TrainFaultTest, KilledServerFailsTheTrainersWithAStatusNamingIt) {
   TempDir dir;
   WriteTinyJob(dir, 32, 1000000);
-  ClusterSpec spec;
-  spec.servers = 2;
-  spec.workers = 2;
-  spec.coordinator_flags = {"--chunk_bytes=128", "--heartbeat_interval_ms=500", "--heartbeat_timeout_ms=3000"};
+  ClusterSpec spec =
+      test::JobOf(2, 2, {"--chunk_bytes=128", "--heartbeat_interval_ms=500", "--heartbeat_timeout_ms=3000"});
   spec.worker_flags = {"--solver=" + dir.File("solver.prototxt")};
   spec.external_workers = {1};
   LocalCluster cluster(spec, dir);

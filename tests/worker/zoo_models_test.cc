@@ -83,14 +83,16 @@ Counts CountModel(const std::string& file) {
   return counts;
 }
 
+// Fails unless the model has `expected` layers of each type named there.
+void ExpectLayersOfType(const Counts& c, const std::map<std::string, int>& expected) {
+  for (const auto& [type, n] : expected) EXPECT_EQ(n, c.layers_of_type.at(type)) << type;
+}
+
 TEST(ZooModelsTest, ResNet50HasThePublishedParameterCount) {
   const Counts c = CountModel("resnet50_train_val.prototxt");
   // 25,557,032 with each BatchNorm's scale and shift as its Scale layer's blobs.
   EXPECT_EQ(25557032, c.learned);
-  EXPECT_EQ(53, c.layers_of_type.at("Convolution"));
-  EXPECT_EQ(53, c.layers_of_type.at("BatchNorm"));
-  EXPECT_EQ(53, c.layers_of_type.at("Scale"));
-  EXPECT_EQ(16, c.layers_of_type.at("Eltwise"));
+  ExpectLayersOfType(c, {{"Convolution", 53}, {"BatchNorm", 53}, {"Scale", 53}, {"Eltwise", 16}});
   // Mean and variance per channel (26,560 channels) plus one count per
   // BatchNorm layer.
   EXPECT_EQ(2 * 26560 + 53, c.local_state);
@@ -103,8 +105,7 @@ TEST(ZooModelsTest, GoogLeNetHasCaffesParameterCountAndWeightedAuxiliaryLosses) 
   // blobs of bvlc_googlenet.caffemodel.
   EXPECT_EQ(13378280, c.learned);
   EXPECT_EQ(0, c.local_state);
-  EXPECT_EQ(9, c.layers_of_type.at("Concat"));
-  EXPECT_EQ(2, c.layers_of_type.at("LRN"));
+  ExpectLayersOfType(c, {{"Concat", 9}, {"LRN", 2}});
   EXPECT_EQ((std::vector<float>{0.3f, 0.3f, 1.0f}), c.loss_weights);
 }
 
@@ -114,9 +115,7 @@ TEST(ZooModelsTest, GoogLeNetHasCaffesParameterCountAndWeightedAuxiliaryLosses) 
 TEST(ZooModelsTest, Vgg19CaffeNetAndCifar10FullHaveThePublishedParameterCounts) {
   const Counts vgg = CountModel("vgg19_train_val.prototxt");
   EXPECT_EQ(143667240, vgg.learned);
-  EXPECT_EQ(16, vgg.layers_of_type.at("Convolution"));
-  EXPECT_EQ(5, vgg.layers_of_type.at("Pooling"));
-  EXPECT_EQ(3, vgg.layers_of_type.at("InnerProduct"));
+  ExpectLayersOfType(vgg, {{"Convolution", 16}, {"Pooling", 5}, {"InnerProduct", 3}});
   const Counts caffenet = CountModel("caffenet_train_val.prototxt");
   EXPECT_EQ(60965224, caffenet.learned);
   EXPECT_EQ(2, caffenet.layers_of_type.at("LRN"));

@@ -62,15 +62,14 @@ TEST(PrioritySchedulerTest, ItemLargerThanCreditGoesAloneAndServersAreIndependen
 struct BatchRecorder {
   std::vector<std::vector<int>> sent;
   PriorityScheduler::Item Item(int server, uint64_t priority, uint64_t bytes, int kind = 1) {
-    PriorityScheduler::Item i;
-    i.server = server;
-    i.priority = priority;
-    i.bytes = bytes;
-    i.batch_kind = kind;
-    i.batch_cost = bytes;
-    i.unit = std::make_shared<int>(static_cast<int>(priority));
-    i.send = [this, priority] { sent.push_back({static_cast<int>(priority)}); };
-    return i;
+    // {server, priority, bytes, send, batch_kind, batch_cost, unit}.
+    return {server,
+            priority,
+            bytes,
+            [this, priority] { sent.push_back({static_cast<int>(priority)}); },
+            kind,
+            bytes,
+            std::make_shared<int>(static_cast<int>(priority))};
   }
   PriorityScheduler Make(int servers, uint64_t credit, uint64_t batch) {
     return PriorityScheduler(servers, credit, batch, [this](std::vector<PriorityScheduler::Item>* items) {

@@ -14,6 +14,29 @@ namespace {
 
 Buffer Floats(const std::vector<float>& v) { return Buffer::CopyOf(v.data(), v.size() * sizeof(float)); }
 
+// Plain SGD at rate 1: a step subtracts the gradient itself.
+pb::SgdConfig FixedRateOne() {
+  pb::SgdConfig sgd;
+  sgd.set_base_lr(1.0f);
+  sgd.set_lr_policy("fixed");
+  return sgd;
+}
+
+// Tensor `id`, "ip1/0" of shape [2, 3] (batch 1), over these weights and
+// this worker's factors.
+FactorExchange::TensorInfo Ip1Tensor(int id, std::vector<float>* weights, std::vector<float>* left,
+                                     std::vector<float>* right) {
+  FactorExchange::TensorInfo t;
+  t.id = id;
+  t.name = "ip1/0";
+  t.shape = {2, 3};
+  t.batch = 1;
+  t.data = weights->data();
+  t.left = left->data();
+  t.right = right->data();
+  return t;
+}
+
 Message FactorsFrom(int tensor, int64_t clock, int64_t k, const std::vector<float>& l, const std::vector<float>& r,
                     uint64_t request_id) {
   Message m = FactorsMessage(tensor, clock, Factors{k, Floats(l), Floats(r)});
@@ -39,18 +62,7 @@ class ExchangeFixture : public ::testing::Test {
               *rank = it->second;
               return true;
             }) {
-    pb::SgdConfig sgd;
-    sgd.set_base_lr(1.0f);
-    sgd.set_lr_policy("fixed");
-    FactorExchange::TensorInfo t;
-    t.id = 1;
-    t.name = "ip1/0";
-    t.shape = {2, 3};
-    t.batch = 1;
-    t.data = weights_.data();
-    t.left = left_.data();
-    t.right = right_.data();
-    exchange_.Configure(sgd, 3, 0, 2, {t});
+    exchange_.Configure(FixedRateOne(), 3, 0, 2, {Ip1Tensor(1, &weights_, &left_, &right_)});
   }
 
   std::string LastError() {
@@ -192,18 +204,7 @@ TEST(EmulatedRebuildTest, ACompleteClockCountsAsAppliedAndTheWeightsStay) {
         return from == "w1";
       });
   std::vector<float> weights = {10, 20, 30, 40, 50, 60}, left = {1, 2}, right = {3, 0, -3};
-  pb::SgdConfig sgd;
-  sgd.set_base_lr(1.0f);
-  sgd.set_lr_policy("fixed");
-  FactorExchange::TensorInfo t;
-  t.id = 0;
-  t.name = "ip1/0";
-  t.shape = {2, 3};
-  t.batch = 1;
-  t.data = weights.data();
-  t.left = left.data();
-  t.right = right.data();
-  exchange.Configure(sgd, 2, 0, 1, {t}, /*rebuild=*/false);
+  exchange.Configure(FixedRateOne(), 2, 0, 1, {Ip1Tensor(0, &weights, &left, &right)}, /*rebuild=*/false);
   auto push = std::make_shared<Handle::State>(1);
   std::vector<QueuedMessage> out;
   ASSERT_TRUE(exchange.BuildSends(0, 0, 0, push, &out).ok());

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/status_util.h"
 #include "tests/support/trainer_test_layers.h"
 #include "worker/trainer/prototxt.h"
 
@@ -91,22 +92,15 @@ input_shape { dim: 1 dim: 2 }
 layer { name: "a" type: "TestIdentity" bottom: "x" top: "y" }
 layer { name: "b" type: "TestIdentity" bottom: "x" top: "y" }
 )");
-  LayerRegistry registry = TestRegistry();
-  auto net = Net::Create(p, registry);
-  ASSERT_FALSE(net.ok());
-  EXPECT_NE(net.status().message().find("top blob \"y\" is produced by more than one layer"), std::string::npos)
-      << net.status();
+  test::ExpectErrorContains(Net::Create(p, TestRegistry()).status(),
+                            {"top blob \"y\" is produced by more than one layer"});
 }
 
 TEST(NetTest, UnknownBottomIsAnError) {
   caffe::NetParameter p = Parse(R"(
 layer { name: "a" type: "TestIdentity" bottom: "nothere" top: "y" }
 )");
-  LayerRegistry registry = TestRegistry();
-  auto net = Net::Create(p, registry);
-  ASSERT_FALSE(net.ok());
-  EXPECT_NE(net.status().message().find("unknown bottom blob \"nothere\" (layer \"a\""), std::string::npos)
-      << net.status();
+  test::ExpectErrorContains(Net::Create(p, TestRegistry()).status(), {"unknown bottom blob \"nothere\" (layer \"a\""});
 }
 
 TEST(NetTest, LayerSetUpErrorNamesTheLayer) {
@@ -115,11 +109,7 @@ input: "x"
 input_shape { dim: 1 dim: 2 }
 layer { name: "fc" type: "TestLinear" bottom: "x" top: "y" }
 )");
-  LayerRegistry registry = TestRegistry();
-  auto net = Net::Create(p, registry);
-  ASSERT_FALSE(net.ok());
-  EXPECT_NE(net.status().message().find("layer \"fc\""), std::string::npos) << net.status();
-  EXPECT_NE(net.status().message().find("num_output must be > 0"), std::string::npos) << net.status();
+  test::ExpectErrorContains(Net::Create(p, TestRegistry()).status(), {"layer \"fc\"", "num_output must be > 0"});
 }
 
 // Shapes a prototxt gives that no blob can take are errors, not CHECKs.
@@ -144,22 +134,17 @@ TEST(NetTest, HooksFireInLayerOrder) {
   auto net = Build(Parse(kTwoLosses));
   ASSERT_NE(net, nullptr);
   std::vector<std::string> events;
-  net->add_before_forward([&](int l) {
-    events.push_back("bf" + std::to_string(l));
-    return Status::OK();
-  });
-  net->add_after_forward([&](int l) {
-    events.push_back("af" + std::to_string(l));
-    return Status::OK();
-  });
-  net->add_before_backward([&](int l) {
-    events.push_back("bb" + std::to_string(l));
-    return Status::OK();
-  });
-  net->add_after_backward([&](int l) {
-    events.push_back("ab" + std::to_string(l));
-    return Status::OK();
-  });
+  // A hook that records `tag` and the layer.
+  auto record = [&events](const std::string& tag) {
+    return [&events, tag](int l) {
+      events.push_back(tag + std::to_string(l));
+      return Status::OK();
+    };
+  };
+  net->add_before_forward(record("bf"));
+  net->add_after_forward(record("af"));
+  net->add_before_backward(record("bb"));
+  net->add_after_backward(record("ab"));
   FillInput(net.get());
   ASSERT_TRUE(net->ForwardBackward().ok());
   const std::vector<std::string> expected = {"bf0", "af0", "bf1", "af1", "bf2", "af2", "bf3", "af3",

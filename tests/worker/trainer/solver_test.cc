@@ -15,6 +15,8 @@
 namespace nereus {
 namespace {
 
+using test::LearnableWeights;
+using test::MakeTestSolver;
 using testing_layers::TestRegistry;
 
 // A one-layer linear model y = w . x + b on TestFixedData rows with loss
@@ -48,23 +50,6 @@ random_seed: 5
 solver_mode: CPU
 )" + (extra.find("lr_policy") == std::string::npos ? "lr_policy: \"fixed\"\n" : "") +
          (extra.find("max_iter") == std::string::npos ? "max_iter: 100\n" : "") + extra;
-}
-
-std::unique_ptr<Solver> MakeSolver(const std::string& text, ParameterSync* sync = nullptr) {
-  caffe::SolverParameter param;
-  Status st = ParseSolverParameter(text, "solver.prototxt", &param);
-  EXPECT_TRUE(st.ok()) << st;
-  LayerRegistry registry = TestRegistry();
-  auto solver = Solver::Create(param, registry, sync);
-  EXPECT_TRUE(solver.ok()) << solver.status();
-  return solver.ok() ? std::move(solver).value() : nullptr;
-}
-
-std::vector<float> Weights(const Solver& s) {
-  std::vector<float> w;
-  for (const Blob* b : s.net()->learnable_params())
-    for (int i = 0; i < b->count(); ++i) w.push_back(b->cpu_data()[i]);
-  return w;
 }
 
 float Lr(const std::string& fields, int64_t iter) {
@@ -106,7 +91,7 @@ TEST(SolverTest, SgdConfigMapping) {
 
 // Two SGD steps on the tiny net, computed by hand in double.
 TEST(SolverTest, SgdStepsMatchHandComputation) {
-  auto solver = MakeSolver(TinySolver(1, 1, ""));
+  auto solver = MakeTestSolver(TinySolver(1, 1, ""));
   ASSERT_NE(solver, nullptr);
   const double x0 = 0.1, x1 = 0.11, lr = 0.1, mom = 0.9, wd = 0.01;
   double w0 = 0.5, w1 = 0.5, b = 0.1, h0 = 0, h1 = 0, hb = 0;
@@ -120,7 +105,7 @@ TEST(SolverTest, SgdStepsMatchHandComputation) {
     w0 -= h0;
     w1 -= h1;
     b -= hb;
-    const std::vector<float> w = Weights(*solver);
+    const std::vector<float> w = LearnableWeights(*solver);
     ASSERT_EQ(w.size(), 3u);
     EXPECT_NEAR(w[0], w0, 1e-6) << "step " << step;
     EXPECT_NEAR(w[1], w1, 1e-6) << "step " << step;
@@ -132,44 +117,44 @@ TEST(SolverTest, SgdStepsMatchHandComputation) {
 }
 
 TEST(SolverTest, FirstStepExactValue) {
-  auto solver = MakeSolver(TinySolver(1, 1, ""));
+  auto solver = MakeTestSolver(TinySolver(1, 1, ""));
   ASSERT_NE(solver, nullptr);
   ASSERT_TRUE(solver->Step(1).ok());
-  const std::vector<float> w = Weights(*solver);
+  const std::vector<float> w = LearnableWeights(*solver);
   EXPECT_NEAR(w[0], 0.5 - 0.1 * (0.205 * 0.1 + 0.005), 1e-7);   // 0.49745
   EXPECT_NEAR(w[1], 0.5 - 0.1 * (0.205 * 0.11 + 0.005), 1e-7);  // 0.497245
   EXPECT_NEAR(w[2], 0.1 - 0.2 * 0.205, 1e-7);                   // 0.059
 }
 
 TEST(SolverTest, ClipGradientsScalesAsCaffe) {
-  auto solver = MakeSolver(TinySolver(1, 1, "clip_gradients: 0.1"));
+  auto solver = MakeTestSolver(TinySolver(1, 1, "clip_gradients: 0.1"));
   ASSERT_NE(solver, nullptr);
   ASSERT_TRUE(solver->Step(1).ok());
   const double y = 0.205, g0 = y * 0.1, g1 = y * 0.11, gb = y;
   const double norm = std::sqrt(g0 * g0 + g1 * g1 + gb * gb);
   ASSERT_GT(norm, 0.1);
   const double s = 0.1 / norm;  // Clipping happens before weight decay.
-  const std::vector<float> w = Weights(*solver);
+  const std::vector<float> w = LearnableWeights(*solver);
   EXPECT_NEAR(w[0], 0.5 - 0.1 * (g0 * s + 0.005), 1e-7);
   EXPECT_NEAR(w[1], 0.5 - 0.1 * (g1 * s + 0.005), 1e-7);
   EXPECT_NEAR(w[2], 0.1 - 0.2 * gb * s, 1e-7);
 
   // Below the threshold nothing is scaled.
-  auto loose = MakeSolver(TinySolver(1, 1, "clip_gradients: 10"));
+  auto loose = MakeTestSolver(TinySolver(1, 1, "clip_gradients: 10"));
   ASSERT_NE(loose, nullptr);
   ASSERT_TRUE(loose->Step(1).ok());
-  EXPECT_NEAR(Weights(*loose)[2], 0.1 - 0.2 * gb, 1e-7);
+  EXPECT_NEAR(LearnableWeights(*loose)[2], 0.1 - 0.2 * gb, 1e-7);
 }
 
 TEST(SolverTest, IterSizeTwoWithHalfBatchEqualsFullBatch) {
-  auto full = MakeSolver(TinySolver(4, 4, "lr_policy: \"inv\" gamma: 0.1 power: 0.75"));
-  auto half = MakeSolver(TinySolver(2, 4, "lr_policy: \"inv\" gamma: 0.1 power: 0.75 iter_size: 2"));
+  auto full = MakeTestSolver(TinySolver(4, 4, "lr_policy: \"inv\" gamma: 0.1 power: 0.75"));
+  auto half = MakeTestSolver(TinySolver(2, 4, "lr_policy: \"inv\" gamma: 0.1 power: 0.75 iter_size: 2"));
   ASSERT_NE(full, nullptr);
   ASSERT_NE(half, nullptr);
   EXPECT_EQ(half->images_per_iter(), 4);
   ASSERT_TRUE(full->Step(5).ok());
   ASSERT_TRUE(half->Step(5).ok());
-  const std::vector<float> a = Weights(*full), b = Weights(*half);
+  const std::vector<float> a = LearnableWeights(*full), b = LearnableWeights(*half);
   ASSERT_EQ(a.size(), b.size());
   // Same math, different float summation order (two half sums, then 1/2).
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6) << i;
@@ -180,43 +165,22 @@ TEST(SolverTest, SnapshotThenResumeIsBitwiseIdentical) {
   const std::string prefix = ::testing::TempDir() + "/solver_test_resume";
   const std::string text =
       TinySolver(3, 3, "lr_policy: \"inv\" gamma: 0.01 power: 0.75 snapshot_prefix: \"" + prefix + "\"");
-  auto straight = MakeSolver(text);
-  ASSERT_NE(straight, nullptr);
-  ASSERT_TRUE(straight->Step(6).ok());
-
-  auto first = MakeSolver(text);
-  ASSERT_NE(first, nullptr);
-  ASSERT_TRUE(first->Step(3).ok());
-  std::string model_path, state_path;
-  ASSERT_TRUE(first->Snapshot(&model_path, &state_path).ok());
-  EXPECT_EQ(model_path, prefix + "_iter_3.caffemodel");
-  EXPECT_EQ(state_path, prefix + "_iter_3.solverstate");
-
-  auto resumed = MakeSolver(text);
-  ASSERT_NE(resumed, nullptr);
-  ASSERT_TRUE(resumed->Restore(state_path).ok());
-  EXPECT_EQ(resumed->iter(), 3);
-  ASSERT_TRUE(resumed->Step(3).ok());
-  EXPECT_EQ(resumed->iter(), 6);
-
-  const std::vector<float> a = Weights(*straight), b = Weights(*resumed);
-  EXPECT_TRUE(test::BytesEqual(a, b, "weights"));
-  for (size_t p = 0; p < straight->history().size(); ++p) {
-    const Blob& x = *straight->history()[p];
-    const Blob& y = *resumed->history()[p];
-    EXPECT_TRUE(test::BytesEqual(x.cpu_data(), x.count(), y.cpu_data(), y.count(), "history " + std::to_string(p)));
-  }
-  std::remove(model_path.c_str());
-  std::remove(state_path.c_str());
+  test::SnapshotResumeRun run;
+  ASSERT_NO_FATAL_FAILURE(test::RunSnapshotResume(text, 3, &run));
+  EXPECT_EQ(run.model_path, prefix + "_iter_3.caffemodel");
+  EXPECT_EQ(run.state_path, prefix + "_iter_3.solverstate");
+  EXPECT_EQ(run.resumed->iter(), 6);
+  std::remove(run.model_path.c_str());
+  std::remove(run.state_path.c_str());
 
   // A state file for another net is rejected.
-  Status st = resumed->Restore(prefix + "_missing.solverstate");
+  Status st = run.resumed->Restore(prefix + "_missing.solverstate");
   EXPECT_EQ(st.code(), StatusCode::kNotFound);
 }
 
 TEST(SolverTest, PeriodicSnapshotAndSolveFinalSnapshot) {
   const std::string prefix = ::testing::TempDir() + "/solver_test_periodic";
-  auto solver = MakeSolver(TinySolver(1, 1, "snapshot: 2 snapshot_prefix: \"" + prefix + "\" max_iter: 5"));
+  auto solver = MakeTestSolver(TinySolver(1, 1, "snapshot: 2 snapshot_prefix: \"" + prefix + "\" max_iter: 5"));
   ASSERT_NE(solver, nullptr);
   ASSERT_TRUE(solver->Solve().ok());
   EXPECT_EQ(solver->iter(), 5);
@@ -252,7 +216,7 @@ TEST(SolverTest, TestNetsUseTrainedWeights) {
   // train net has moved on from; compare with a fresh forward instead.
   auto direct = (*solver)->Test(0);
   ASSERT_TRUE(direct.ok());
-  const std::vector<float> w = Weights(**solver);
+  const std::vector<float> w = LearnableWeights(**solver);
   double expected = 0;
   for (int r = 0; r < 2; ++r) {
     const double x0 = (r + 1) * 0.1, x1 = (r + 1) * 0.1 + 0.01;
@@ -281,7 +245,6 @@ TEST(SolverTest, RejectsUnsupportedSolvers) {
 // Records the calls the Solver makes.
 class RecordingSync : public ParameterSync {
  public:
-  explicit RecordingSync(const Net* const* net) : net_(net) {}
   Status Init(const std::vector<Blob*>& params, const std::vector<float>& lr_mult, const std::vector<float>& decay_mult,
               const pb::SgdConfig& sgd) override {
     events.push_back("init");
@@ -297,7 +260,7 @@ class RecordingSync : public ParameterSync {
   }
   Status GradientsReady(int layer, int64_t iter) override {
     events.push_back("g" + std::to_string(layer) + "@" + std::to_string(iter));
-    if (layer == 1) bias_diff_at_ready = (*net_)->learnable_params()[1]->cpu_diff()[0];
+    if (layer == 1) bias_diff_at_ready = net->learnable_params()[1]->cpu_diff()[0];
     return Status::OK();
   }
   Status FinishIteration(int64_t iter) override {
@@ -309,18 +272,24 @@ class RecordingSync : public ParameterSync {
   std::vector<float> lr, decay;
   float base_lr = 0;
   float bias_diff_at_ready = 0;
-
- private:
-  const Net* const* net_;
+  const Net* net = nullptr;  // the solver's, read at GradientsReady
 };
 
+// A solver of `text` with `sync` attached, stepped `steps` iterations
+// (nullptr if it could not be made; a failed step fails the test).
+std::unique_ptr<Solver> StepWithSync(const std::string& text, int steps, RecordingSync* sync) {
+  auto solver = MakeTestSolver(text, sync);
+  if (solver == nullptr) return nullptr;
+  sync->net = solver->net();
+  const Status stepped = solver->Step(steps);
+  EXPECT_TRUE(stepped.ok()) << stepped;
+  return solver;
+}
+
 TEST(SolverTest, ParameterSyncGetsLayerwiseCallsAndNoLocalUpdate) {
-  const Net* net = nullptr;
-  RecordingSync sync(&net);
-  auto solver = MakeSolver(TinySolver(1, 1, ""), &sync);
+  RecordingSync sync;
+  auto solver = StepWithSync(TinySolver(1, 1, ""), 2, &sync);
   ASSERT_NE(solver, nullptr);
-  net = solver->net();
-  ASSERT_TRUE(solver->Step(2).ok());
   const std::vector<std::string> expected = {"init", "w0@0", "w1@0", "w2@0", "g2@0", "g1@0", "g0@0", "f@0",
                                              "w0@1", "w1@1", "w2@1", "g2@1", "g1@1", "g0@1", "f@1"};
   EXPECT_EQ(sync.events, expected);
@@ -330,17 +299,14 @@ TEST(SolverTest, ParameterSyncGetsLayerwiseCallsAndNoLocalUpdate) {
   EXPECT_FLOAT_EQ(sync.base_lr, 0.1f);
   EXPECT_NEAR(sync.bias_diff_at_ready, 0.205f, 1e-7);  // Raw gradient, not regularized.
   // The weights are the servers' business: unchanged locally.
-  EXPECT_EQ(Weights(*solver), (std::vector<float>{0.5f, 0.5f, 0.1f}));
+  EXPECT_EQ(LearnableWeights(*solver), (std::vector<float>{0.5f, 0.5f, 0.1f}));
 }
 
 TEST(SolverTest, ParameterSyncWithIterSizeGetsNormalizedGradientsAfterBackward) {
-  const Net* net = nullptr;
-  RecordingSync sync(&net);
+  RecordingSync sync;
   // Rows 0 and 1 alternate; iter_size 2 with batch 1 averages them.
-  auto solver = MakeSolver(TinySolver(1, 2, "iter_size: 2"), &sync);
+  auto solver = StepWithSync(TinySolver(1, 2, "iter_size: 2"), 1, &sync);
   ASSERT_NE(solver, nullptr);
-  net = solver->net();
-  ASSERT_TRUE(solver->Step(1).ok());
   const std::vector<std::string> expected = {"init", "w0@0", "w1@0", "w2@0", "g2@0", "g1@0", "g0@0", "f@0"};
   EXPECT_EQ(sync.events, expected);
   const double y0 = 0.5 * (0.1 + 0.11) + 0.1, y1 = 0.5 * (0.2 + 0.21) + 0.1;
@@ -348,12 +314,9 @@ TEST(SolverTest, ParameterSyncWithIterSizeGetsNormalizedGradientsAfterBackward) 
 }
 
 TEST(SolverTest, ParameterSyncWaitsForWeightsBeforeATest) {
-  const Net* net = nullptr;
-  RecordingSync sync(&net);
-  auto solver = MakeSolver(TinySolver(1, 1, "test_iter: 1 test_interval: 1"), &sync);
+  RecordingSync sync;
+  auto solver = StepWithSync(TinySolver(1, 1, "test_iter: 1 test_interval: 1"), 1, &sync);
   ASSERT_NE(solver, nullptr);
-  net = solver->net();
-  ASSERT_TRUE(solver->Step(1).ok());
   // Test at iteration 0 (test_initialization): weights of all layers first.
   const std::vector<std::string> expected = {"init", "w0@0", "w1@0", "w2@0",  // test
                                              "w0@0", "w1@0", "w2@0", "g2@0", "g1@0", "g0@0", "f@0"};

@@ -28,6 +28,8 @@ namespace nereus {
 namespace {
 
 using test::Config;
+using test::LearnableWeights;
+using test::MakeTestSolver;
 using test::Reference;
 using test::Settings;
 
@@ -207,30 +209,9 @@ std::string TypeFields(const Reference& r) {
   return buf;
 }
 
-std::unique_ptr<Solver> MakeSolver(const std::string& text, Status* error = nullptr) {
-  caffe::SolverParameter param;
-  Status st = ParseSolverParameter(text, "solver.prototxt", &param);
-  EXPECT_TRUE(st.ok()) << st;
-  LayerRegistry registry = testing_layers::TestRegistry();
-  auto solver = Solver::Create(param, registry);
-  if (error != nullptr) {
-    *error = solver.status();
-  } else {
-    EXPECT_TRUE(solver.ok()) << solver.status();
-  }
-  return solver.ok() ? std::move(solver).value() : nullptr;
-}
-
-std::vector<float> Weights(const Solver& s) {
-  std::vector<float> w;
-  for (const Blob* b : s.net()->learnable_params())
-    for (int i = 0; i < b->count(); ++i) w.push_back(b->cpu_data()[i]);
-  return w;
-}
-
 TEST_P(SolverTypeTest, StandaloneSolverThreeStepsMatchTheFormulas) {
   Reference weights = Settings(GetParam()), bias = Settings(GetParam());
-  auto solver = MakeSolver(LinearSolver(TypeFields(weights)));
+  auto solver = MakeTestSolver(LinearSolver(TypeFields(weights)));
   ASSERT_NE(solver, nullptr);
   EXPECT_EQ(solver->sgd_config().type(), SolverTypeFromName(GetParam()).value());
   ASSERT_EQ(solver->history().size(), 2u * NumHistoryBlobs(solver->sgd_config().type()));
@@ -243,7 +224,7 @@ TEST_P(SolverTypeTest, StandaloneSolverThreeStepsMatchTheFormulas) {
     ASSERT_TRUE(solver->Step(1).ok());
     weights.Step(step, {y * x[0], y * x[1], y * x[2], y * x[3]}, 1.0, 1.0);
     bias.Step(step, {y}, 2.0, 0.0);
-    const std::vector<float> w = Weights(*solver);
+    const std::vector<float> w = LearnableWeights(*solver);
     ASSERT_EQ(w.size(), 5u);
     for (int i = 0; i < 4; ++i) EXPECT_NEAR(w[i], weights.w[i], 2e-6) << "step " << step << " weight " << i;
     EXPECT_NEAR(w[4], bias.w[0], 2e-6) << "step " << step << " bias";
@@ -256,55 +237,34 @@ TEST_P(SolverTypeTest, StandaloneSolverThreeStepsMatchTheFormulas) {
       EXPECT_NEAR(solver->history()[3]->cpu_data()[0], bias.h2[0], 2e-6 * std::max(1e-3, std::fabs(bias.h2[0])));
     }
   }
-  EXPECT_GT(std::fabs(Weights(*solver)[4] - 0.1f), 1e-3) << "the bias barely moved";
+  EXPECT_GT(std::fabs(LearnableWeights(*solver)[4] - 0.1f), 1e-3) << "the bias barely moved";
 }
 
 TEST_P(SolverTypeTest, SnapshotThenResumeIsBitwiseIdentical) {
   const std::string prefix = ::testing::TempDir() + "/solvers_test_" + GetParam();
   const std::string text = LinearSolver(TypeFields(Settings(GetParam())), "snapshot_prefix: \"" + prefix + "\"");
-  auto straight = MakeSolver(text);
-  ASSERT_NE(straight, nullptr);
-  ASSERT_TRUE(straight->Step(6).ok());
-
-  auto first = MakeSolver(text);
-  ASSERT_NE(first, nullptr);
-  ASSERT_TRUE(first->Step(3).ok());
-  std::string model_path, state_path;
-  ASSERT_TRUE(first->Snapshot(&model_path, &state_path).ok());
+  test::SnapshotResumeRun run;
+  ASSERT_NO_FATAL_FAILURE(test::RunSnapshotResume(text, 3, &run));
   caffe::SolverState state;
-  ASSERT_TRUE(ReadProtoFromBinaryFile(state_path, &state).ok());
-  ASSERT_EQ(state.history_size(), static_cast<int>(first->history().size()));
-  EXPECT_EQ(state.history_size(), 2 * NumHistoryBlobs(first->sgd_config().type()));
+  ASSERT_TRUE(ReadProtoFromBinaryFile(run.state_path, &state).ok());
+  ASSERT_EQ(state.history_size(), static_cast<int>(run.first->history().size()));
+  EXPECT_EQ(state.history_size(), 2 * NumHistoryBlobs(run.first->sgd_config().type()));
   for (int i = 0; i < state.history_size(); ++i) {
     EXPECT_TRUE(test::BytesEqual(state.history(i).data().data(), state.history(i).data_size(),
-                                 first->history()[i]->cpu_data(), first->history()[i]->count(),
+                                 run.first->history()[i]->cpu_data(), run.first->history()[i]->count(),
                                  "history " + std::to_string(i)));
   }
-
-  auto resumed = MakeSolver(text);
-  ASSERT_NE(resumed, nullptr);
-  ASSERT_TRUE(resumed->Restore(state_path).ok());
-  EXPECT_EQ(resumed->iter(), 3);
-  ASSERT_TRUE(resumed->Step(3).ok());
-
-  EXPECT_TRUE(test::BytesEqual(Weights(*straight), Weights(*resumed), "weights"));
-  ASSERT_EQ(straight->history().size(), resumed->history().size());
-  for (size_t p = 0; p < straight->history().size(); ++p) {
-    const Blob& a = *straight->history()[p];
-    const Blob& b = *resumed->history()[p];
-    EXPECT_TRUE(test::BytesEqual(a.cpu_data(), a.count(), b.cpu_data(), b.count(), "history " + std::to_string(p)));
-  }
-  std::remove(model_path.c_str());
-  std::remove(state_path.c_str());
+  std::remove(run.model_path.c_str());
+  std::remove(run.state_path.c_str());
 }
 
 TEST(SolverConfigTest, OldSolverTypeEnumSelectsTheSolver) {
-  auto solver = MakeSolver(LinearSolver("solver_type: ADAM base_lr: 0.1 momentum: 0.9"));
+  auto solver = MakeTestSolver(LinearSolver("solver_type: ADAM base_lr: 0.1 momentum: 0.9"));
   ASSERT_NE(solver, nullptr);
   EXPECT_EQ(solver->sgd_config().type(), pb::SOLVER_ADAM);
   EXPECT_FLOAT_EQ(solver->sgd_config().momentum2(), 0.999f);  // Caffe's defaults.
   EXPECT_FLOAT_EQ(solver->sgd_config().delta(), 1e-8f);
-  auto rms = MakeSolver(LinearSolver("solver_type: RMSPROP base_lr: 0.1 rms_decay: 0.98"));
+  auto rms = MakeTestSolver(LinearSolver("solver_type: RMSPROP base_lr: 0.1 rms_decay: 0.98"));
   ASSERT_NE(rms, nullptr);
   EXPECT_EQ(rms->sgd_config().type(), pb::SOLVER_RMSPROP);
   EXPECT_FLOAT_EQ(rms->sgd_config().rms_decay(), 0.98f);
@@ -312,24 +272,24 @@ TEST(SolverConfigTest, OldSolverTypeEnumSelectsTheSolver) {
 
 TEST(SolverConfigTest, BadSolverSettingsFailNamingTheProblem) {
   Status st;
-  EXPECT_EQ(MakeSolver(LinearSolver("type: \"Adam\" solver_type: ADAM base_lr: 0.1"), &st), nullptr);
+  EXPECT_EQ(MakeTestSolver(LinearSolver("type: \"Adam\" solver_type: ADAM base_lr: 0.1"), nullptr, &st), nullptr);
   EXPECT_NE(st.message().find("both the old solver_type (ADAM) and type (\"Adam\")"), std::string::npos) << st;
-  EXPECT_EQ(MakeSolver(LinearSolver("type: \"Adagrad\" base_lr: 0.1"), &st), nullptr);
+  EXPECT_EQ(MakeTestSolver(LinearSolver("type: \"Adagrad\" base_lr: 0.1"), nullptr, &st), nullptr);
   EXPECT_NE(st.message().find("unknown solver type \"Adagrad\""), std::string::npos) << st;
-  EXPECT_EQ(MakeSolver(LinearSolver("type: \"AdaGrad\" base_lr: 0.1 momentum: 0.9"), &st), nullptr);
+  EXPECT_EQ(MakeTestSolver(LinearSolver("type: \"AdaGrad\" base_lr: 0.1 momentum: 0.9"), nullptr, &st), nullptr);
   EXPECT_NE(st.message().find("momentum cannot be used with AdaGrad"), std::string::npos) << st;
-  EXPECT_EQ(MakeSolver(LinearSolver("type: \"RMSProp\" base_lr: 0.1 rms_decay: 1.5"), &st), nullptr);
+  EXPECT_EQ(MakeTestSolver(LinearSolver("type: \"RMSProp\" base_lr: 0.1 rms_decay: 1.5"), nullptr, &st), nullptr);
   EXPECT_NE(st.message().find("rms_decay should lie between 0 and 1"), std::string::npos) << st;
 }
 
 TEST(SolverConfigTest, StateOfAnotherSolverTypeIsRefused) {
   const std::string prefix = ::testing::TempDir() + "/solvers_test_mismatch";
-  auto sgd = MakeSolver(LinearSolver("type: \"SGD\" base_lr: 0.1", "snapshot_prefix: \"" + prefix + "\""));
+  auto sgd = MakeTestSolver(LinearSolver("type: \"SGD\" base_lr: 0.1", "snapshot_prefix: \"" + prefix + "\""));
   ASSERT_NE(sgd, nullptr);
   ASSERT_TRUE(sgd->Step(1).ok());
   std::string model_path, state_path;
   ASSERT_TRUE(sgd->Snapshot(&model_path, &state_path).ok());
-  auto adam = MakeSolver(LinearSolver("type: \"Adam\" base_lr: 0.1 momentum: 0.9"));
+  auto adam = MakeTestSolver(LinearSolver("type: \"Adam\" base_lr: 0.1 momentum: 0.9"));
   ASSERT_NE(adam, nullptr);
   Status st = adam->Restore(state_path);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
@@ -482,7 +442,7 @@ TEST(Hdf5SnapshotTest, CaffesCifar10FullSolverRunsWithHdf5SnapshotsAndResumesBit
   ASSERT_TRUE(st.ok()) << st;
   EXPECT_EQ((*resumed)->iter(), 2);
   ASSERT_TRUE((*resumed)->Step(2).ok());
-  EXPECT_EQ(Weights(**straight), Weights(**resumed));
+  EXPECT_EQ(LearnableWeights(**straight), LearnableWeights(**resumed));
   for (size_t p = 0; p < (*straight)->history().size(); ++p) {
     const Blob& a = *(*straight)->history()[p];
     const Blob& b = *(*resumed)->history()[p];
@@ -496,13 +456,13 @@ TEST(Hdf5SnapshotTest, CaffesCifar10FullSolverRunsWithHdf5SnapshotsAndResumesBit
   ASSERT_TRUE(fresh.ok());
   st = CopyTrainedLayersFromFile(model4, (*fresh)->net());
   ASSERT_TRUE(st.ok()) << st;
-  EXPECT_EQ(Weights(**fresh), Weights(**straight));
+  EXPECT_EQ(LearnableWeights(**fresh), LearnableWeights(**straight));
   for (const std::string& f : {model2, state2, model4, state4}) std::remove(f.c_str());
 }
 
 TEST(Hdf5SnapshotTest, BadFilesFailNamingFileAndDataset) {
   const std::string dir = ::testing::TempDir();
-  auto solver = MakeSolver(LinearSolver("type: \"SGD\" base_lr: 0.1"));
+  auto solver = MakeTestSolver(LinearSolver("type: \"SGD\" base_lr: 0.1"));
   ASSERT_NE(solver, nullptr);
   Status st = CopyTrainedLayersFromFile(dir + "/solvers_test_missing.caffemodel.h5", solver->net());
   EXPECT_EQ(st.code(), StatusCode::kNotFound);

@@ -11,6 +11,7 @@
 
 #include "proto/caffe.pb.h"
 #include "tests/support/process_util.h"
+#include "tests/support/train_test_util.h"
 #include "worker/trainer/data/db.h"
 #include "worker/trainer/data/idx.h"
 
@@ -64,20 +65,16 @@ TEST_F(ConvertMnistTest, WritesOneDatumPerImageWithCaffeKeys) {
                              " --output=" + Path("lmdb") + " --commit_every=5");
   ASSERT_EQ(r.exit_code, 0) << r.output;
 
-  auto db = LmdbDatabase::Open(Path("lmdb"), DbMode::kRead);
-  ASSERT_TRUE(db.ok()) << db.status();
-  auto count = (*db)->Count();
-  ASSERT_TRUE(count.ok());
-  EXPECT_EQ(*count, static_cast<std::size_t>(kCount));
-  auto cursor = (*db)->NewCursor();
-  ASSERT_TRUE(cursor.ok());
-  for (int i = 0; i < kCount; ++i, (*cursor)->Next()) {
-    ASSERT_TRUE((*cursor)->valid());
+  std::unique_ptr<LmdbDatabase> db;
+  std::unique_ptr<LmdbCursor> cursor = test::ReadLmdb(Path("lmdb"), kCount, &db);
+  ASSERT_NE(cursor, nullptr);
+  for (int i = 0; i < kCount; ++i, cursor->Next()) {
+    ASSERT_TRUE(cursor->valid());
     char key[16];
     std::snprintf(key, sizeof(key), "%08d", i);
-    EXPECT_EQ((*cursor)->key(), key);
+    EXPECT_EQ(cursor->key(), key);
     caffe::Datum datum;
-    ASSERT_TRUE(datum.ParseFromArray((*cursor)->value().data(), static_cast<int>((*cursor)->value().size())));
+    ASSERT_TRUE(datum.ParseFromArray(cursor->value().data(), static_cast<int>(cursor->value().size())));
     EXPECT_EQ(datum.channels(), 1);
     EXPECT_EQ(datum.height(), 28);
     EXPECT_EQ(datum.width(), 28);
@@ -89,7 +86,7 @@ TEST_F(ConvertMnistTest, WritesOneDatumPerImageWithCaffeKeys) {
       EXPECT_EQ(static_cast<std::uint8_t>(datum.data()[p]), (i * 31 + p) % 256) << "image " << i << " pixel " << p;
     }
   }
-  EXPECT_EQ((*cursor)->epoch(), 1u);  // Exactly kCount records: the loop wrapped once.
+  EXPECT_EQ(cursor->epoch(), 1u);  // Exactly kCount records: the loop wrapped once.
 }
 
 TEST_F(ConvertMnistTest, MissingFlagIsNamed) {

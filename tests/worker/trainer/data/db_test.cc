@@ -9,6 +9,7 @@
 
 #include "proto/caffe.pb.h"
 #include "tests/support/process_util.h"
+#include "tests/support/train_test_util.h"
 
 namespace nereus {
 namespace data {
@@ -52,15 +53,10 @@ TEST_F(DbTest, DatumRoundTripInKeyOrderWithWrapAround) {
     ASSERT_TRUE(writer.Flush().ok());
     EXPECT_EQ(writer.committed(), static_cast<std::size_t>(kRecords));
   }
-  auto db = LmdbDatabase::Open(Path("db"), DbMode::kRead);
-  ASSERT_TRUE(db.ok()) << db.status();
-  auto count = (*db)->Count();
-  ASSERT_TRUE(count.ok());
-  EXPECT_EQ(*count, static_cast<std::size_t>(kRecords));
-
-  auto cursor = (*db)->NewCursor();
-  ASSERT_TRUE(cursor.ok()) << cursor.status();
-  LmdbCursor& c = **cursor;
+  std::unique_ptr<LmdbDatabase> db;
+  std::unique_ptr<LmdbCursor> cursor = test::ReadLmdb(Path("db"), kRecords, &db);
+  ASSERT_NE(cursor, nullptr);
+  LmdbCursor& c = *cursor;
   for (int pass = 0; pass < 2; ++pass) {
     for (int i = 0; i < kRecords; ++i) {
       ASSERT_TRUE(c.valid());

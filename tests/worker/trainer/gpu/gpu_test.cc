@@ -26,7 +26,9 @@
 
 #include "common/sgd.h"
 #include "tests/support/layer_test.h"
+#include "tests/support/solver_reference.h"
 #include "tests/support/tiny_train_job.h"
+#include "tests/support/trainer_test_layers.h"
 #include "worker/trainer/gpu/device.h"
 #include "worker/trainer/gpu/math_functions.h"
 #include "worker/trainer/gpu/solver_step.h"
@@ -243,17 +245,9 @@ TEST(GpuMathTest, RandomNumbersAreInRange) {
 TEST(GpuSolverStepTest, EverySolverMatchesTheCpu) {
   NEREUS_GPU_OR_SKIP(device);
   gpu::ScopedDevice scope(device);
-  for (pb::SolverType type : {pb::SOLVER_SGD, pb::SOLVER_NESTEROV, pb::SOLVER_ADAGRAD, pb::SOLVER_RMSPROP,
-                              pb::SOLVER_ADADELTA, pb::SOLVER_ADAM}) {
+  for (pb::SolverType type : test::kEverySolverType) {
     for (const char* reg : {"L2", "L1", "none"}) {
-      pb::SgdConfig c;
-      c.set_type(type);
-      c.set_momentum(type == pb::SOLVER_ADAGRAD || type == pb::SOLVER_RMSPROP ? 0.0f : 0.9f);
-      c.set_momentum2(0.999f);
-      c.set_delta(1e-6f);
-      c.set_rms_decay(0.98f);
-      c.set_weight_decay(std::string(reg) == "none" ? 0.0f : 0.004f);
-      c.set_regularization_type(std::string(reg) == "L1" ? "L1" : "L2");
+      const pb::SgdConfig c = test::EveryTermSettings(type, reg);
       const int n = 1031;
       std::vector<float> data = Random(n, 20), h(n, 0.0f), h2(n, 0.0f);
       DeviceArray ddata(data), dh(h), dh2(h2);
@@ -406,12 +400,6 @@ class GpuSolverTest : public ::testing::Test {
     return solver.ok() ? std::move(solver).value() : nullptr;
   }
 
-  static std::vector<float> Weights(const Solver& s) {
-    std::vector<float> w;
-    for (const Blob* b : s.net()->learnable_params()) w.insert(w.end(), b->cpu_data(), b->cpu_data() + b->count());
-    return w;
-  }
-
   std::string dir_;
 };
 
@@ -428,7 +416,7 @@ TEST_F(GpuSolverTest, TrainsAsTheCpuDoes) {
   ASSERT_NE(nullptr, cpu);
   ASSERT_NE(nullptr, gpu);
   ASSERT_NE(nullptr, gpu->device());
-  ExpectBitwise(Weights(*cpu), Weights(*gpu), "initial weights");
+  ExpectBitwise(test::LearnableWeights(*cpu), test::LearnableWeights(*gpu), "initial weights");
   ASSERT_TRUE(cpu->Step(10).ok());
   const Status s = gpu->Step(10);
   ASSERT_TRUE(s.ok()) << s;
@@ -491,7 +479,8 @@ TEST_F(GpuSolverTest, SnapshotAndRestoreResumeBitwise) {
     // three the first run read, as --snapshot's resume does.
     for (int i = 0; i < 3; ++i) ASSERT_TRUE(resumed->net()->ForwardFromTo(0, 0).ok());
     ASSERT_TRUE(resumed->Step(3).ok());
-    ExpectBitwise(Weights(*straight), Weights(*resumed), std::string(format) + " weights after 3 + 3");
+    ExpectBitwise(test::LearnableWeights(*straight), test::LearnableWeights(*resumed),
+                  std::string(format) + " weights after 3 + 3");
   }
 }
 

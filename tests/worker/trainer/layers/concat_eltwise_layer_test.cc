@@ -1,100 +1,83 @@
 // Concat and Eltwise: exact values, numeric gradients, shape errors.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "tests/support/gradient_checker.h"
 #include "worker/trainer/layers/concat_eltwise_layers.h"
 
 namespace nereus {
+namespace test {
 namespace {
-
-using test::BlobDiff;
-using test::ExpectBlobNear;
-using test::GradientChecker;
-using test::ParseLayerParameter;
-using test::SetBlobData;
 
 // ---- Concat ----
 
-TEST(ConcatLayerTest, ChannelAxis) {
-  Blob a(2, 2, 1, 1), b(2, 1, 1, 1), top;
-  SetBlobData(&a, {1, 2, 3, 4});
-  SetBlobData(&b, {5, 6});
-  ConcatLayer layer(ParseLayerParameter("name: 'cat' type: 'Concat'"));
-  ASSERT_TRUE(layer.SetUp({&a, &b}, {&top}).ok());
-  layer.Forward({&a, &b}, {&top});
-  EXPECT_EQ((std::vector<int>{2, 3, 1, 1}), top.shape());
+class ConcatLayerTest : public ::testing::Test {
+ protected:
+  // Concat 'cat' (`extra` after its type) of a_ and b_, shaped and filled as
+  // given, run forward into top_.
+  std::unique_ptr<ConcatLayer> Concat(const std::string& extra, const std::vector<int>& a_shape,
+                                      const std::vector<float>& a_values, const std::vector<int>& b_shape,
+                                      const std::vector<float>& b_values) {
+    a_.Reshape(a_shape);
+    b_.Reshape(b_shape);
+    SetBlobData(&a_, a_values);
+    SetBlobData(&b_, b_values);
+    auto layer = std::make_unique<ConcatLayer>(ParseLayerParameter("name: 'cat' type: 'Concat' " + extra));
+    const Status s = layer->SetUp({&a_, &b_}, {&top_});
+    EXPECT_TRUE(s.ok()) << s;
+    layer->Forward({&a_, &b_}, {&top_});
+    return layer;
+  }
+  Blob a_, b_, top_;
+};
+
+TEST_F(ConcatLayerTest, ChannelAxis) {
+  Concat("", {2, 2, 1, 1}, {1, 2, 3, 4}, {2, 1, 1, 1}, {5, 6});
+  EXPECT_EQ((std::vector<int>{2, 3, 1, 1}), top_.shape());
   // Per sample: a's channels, then b's.
-  ExpectBlobNear({1, 2, 5, 3, 4, 6}, top);
+  ExpectBlobNear({1, 2, 5, 3, 4, 6}, top_);
 }
 
-TEST(ConcatLayerTest, NumAxisAndNegativeAxis) {
-  {
-    Blob a(1, 1, 1, 2), b(2, 1, 1, 2), top;
-    SetBlobData(&a, {1, 2});
-    SetBlobData(&b, {3, 4, 5, 6});
-    ConcatLayer layer(ParseLayerParameter("name: 'cat' type: 'Concat' concat_param { axis: 0 }"));
-    ASSERT_TRUE(layer.SetUp({&a, &b}, {&top}).ok());
-    layer.Forward({&a, &b}, {&top});
-    EXPECT_EQ((std::vector<int>{3, 1, 1, 2}), top.shape());
-    ExpectBlobNear({1, 2, 3, 4, 5, 6}, top);
-  }
-  {
-    // Along the width (axis -1): rows [1 | 3 4] and [2 | 5 6].
-    Blob a(1, 1, 2, 1), b(1, 1, 2, 2), top;
-    SetBlobData(&a, {1, 2});
-    SetBlobData(&b, {3, 4, 5, 6});
-    ConcatLayer layer(ParseLayerParameter("name: 'cat' type: 'Concat' concat_param { axis: -1 }"));
-    ASSERT_TRUE(layer.SetUp({&a, &b}, {&top}).ok());
-    layer.Forward({&a, &b}, {&top});
-    EXPECT_EQ((std::vector<int>{1, 1, 2, 3}), top.shape());
-    ExpectBlobNear({1, 3, 4, 2, 5, 6}, top);
-    // Backward splits the diff the same way.
-    SetBlobData(&top, {0, 0, 0, 0, 0, 0});
-    const float diff[] = {10, 30, 40, 20, 50, 60};
-    std::copy(diff, diff + 6, top.mutable_cpu_diff());
-    layer.Backward({&top}, {true, true}, {&a, &b});
-    EXPECT_EQ((std::vector<float>{10, 20}), BlobDiff(a));
-    EXPECT_EQ((std::vector<float>{30, 40, 50, 60}), BlobDiff(b));
-  }
+TEST_F(ConcatLayerTest, NumAxisAndNegativeAxis) {
+  Concat("concat_param { axis: 0 }", {1, 1, 1, 2}, {1, 2}, {2, 1, 1, 2}, {3, 4, 5, 6});
+  EXPECT_EQ((std::vector<int>{3, 1, 1, 2}), top_.shape());
+  ExpectBlobNear({1, 2, 3, 4, 5, 6}, top_);
+
+  // Along the width (axis -1): rows [1 | 3 4] and [2 | 5 6].
+  auto layer = Concat("concat_param { axis: -1 }", {1, 1, 2, 1}, {1, 2}, {1, 1, 2, 2}, {3, 4, 5, 6});
+  EXPECT_EQ((std::vector<int>{1, 1, 2, 3}), top_.shape());
+  ExpectBlobNear({1, 3, 4, 2, 5, 6}, top_);
+  // Backward splits the diff the same way.
+  SetBlobData(&top_, {0, 0, 0, 0, 0, 0});
+  const float diff[] = {10, 30, 40, 20, 50, 60};
+  std::copy(diff, diff + 6, top_.mutable_cpu_diff());
+  layer->Backward({&top_}, {true, true}, {&a_, &b_});
+  EXPECT_EQ((std::vector<float>{10, 20}), BlobDiff(a_));
+  EXPECT_EQ((std::vector<float>{30, 40, 50, 60}), BlobDiff(b_));
 }
 
-TEST(ConcatLayerTest, LegacyConcatDim) {
-  Blob a(1, 1, 1, 1), b(1, 1, 1, 1), top;
-  SetBlobData(&a, {1});
-  SetBlobData(&b, {2});
-  ConcatLayer layer(ParseLayerParameter("name: 'cat' type: 'Concat' concat_param { concat_dim: 2 }"));
-  ASSERT_TRUE(layer.SetUp({&a, &b}, {&top}).ok());
-  layer.Forward({&a, &b}, {&top});
-  EXPECT_EQ((std::vector<int>{1, 1, 2, 1}), top.shape());
-  ExpectBlobNear({1, 2}, top);
+TEST_F(ConcatLayerTest, LegacyConcatDim) {
+  Concat("concat_param { concat_dim: 2 }", {1, 1, 1, 1}, {1}, {1, 1, 1, 1}, {2});
+  EXPECT_EQ((std::vector<int>{1, 1, 2, 1}), top_.shape());
+  ExpectBlobNear({1, 2}, top_);
 }
 
-TEST(ConcatLayerTest, Gradient) {
-  std::mt19937 rng(1701);
-  Blob a(2, 3, 2, 2), b(2, 2, 2, 2), top;
-  test::FillGaussian(&a, &rng);
-  test::FillGaussian(&b, &rng);
-  ConcatLayer layer(ParseLayerParameter("name: 'cat' type: 'Concat'"));
-  GradientChecker checker(1e-2f, 1e-3f);
-  checker.CheckGradientExhaustive(&layer, {&a, &b}, {&top});
-  EXPECT_GT(checker.comparisons(), 0);
+TEST_F(ConcatLayerTest, Gradient) {
+  test::ExpectLayerGradient<ConcatLayer>("name: 'cat' type: 'Concat'", {{2, 3, 2, 2}, {2, 2, 2, 2}}, 1701);
 }
 
 TEST(ConcatLayerConfigTest, ShapeMismatch) {
   Blob a(1, 2, 2, 2), b(1, 2, 3, 3), top;
   ConcatLayer layer(ParseLayerParameter("name: 'cat4' type: 'Concat'"));
   Status s = layer.SetUp({&a, &b}, {&top});
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(std::string::npos, s.message().find("cat4")) << s.message();
-  EXPECT_NE(std::string::npos, s.message().find("same shape except at concat axis 1")) << s.message();
-  EXPECT_NE(std::string::npos, s.message().find("1 2 3 3")) << s.message();
+  test::ExpectErrorContains(s, {"cat4", "same shape except at concat axis 1", "1 2 3 3"});
   ConcatLayer both(ParseLayerParameter("name: 'cat4' type: 'Concat' concat_param { axis: 1 concat_dim: 1 }"));
   s = both.SetUp({&a, &a}, {&top});
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(std::string::npos, s.message().find("not both")) << s.message();
+  test::ExpectErrorContains(s, {"not both"});
 }
 
 TEST(ConcatLayerDeathTest, ReshapedBottomMismatch) {
@@ -164,9 +147,7 @@ void CheckEltwiseGradient(const std::string& eltwise_param, bool distinct, uint3
     for (int i = 0; i < c.count(); ++i) c.mutable_cpu_data()[i] += 0.034f;
   }
   EltwiseLayer layer(ParseLayerParameter("name: 'elt' type: 'Eltwise' eltwise_param { " + eltwise_param + " }"));
-  GradientChecker checker(1e-2f, 1e-3f);
-  checker.CheckGradientEltwise(&layer, {&a, &b, &c}, {&top});
-  EXPECT_GT(checker.comparisons(), 0);
+  test::ExpectGradient(&layer, {&a, &b, &c}, {&top}, {test::GradientCheck::kEltwise});
 }
 
 TEST(EltwiseLayerGradientTest, Prod) { CheckEltwiseGradient("operation: PROD", false, 1701); }
@@ -190,17 +171,14 @@ Status SetUpEltwise(const std::string& eltwise_param, std::vector<int> shape_b) 
 
 TEST(EltwiseLayerConfigTest, Errors) {
   Status s = SetUpEltwise("operation: SUM", {3, 2});
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(std::string::npos, s.message().find("elt2")) << s.message();
-  EXPECT_NE(std::string::npos, s.message().find("bottom 0 is 2 3 (6), bottom 1 is 3 2 (6)")) << s.message();
+  test::ExpectErrorContains(s, {"elt2", "bottom 0 is 2 3 (6), bottom 1 is 3 2 (6)"});
   s = SetUpEltwise("operation: SUM coeff: 1", {2, 3});
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(std::string::npos, s.message().find("one coefficient per bottom")) << s.message();
+  test::ExpectErrorContains(s, {"one coefficient per bottom"});
   s = SetUpEltwise("operation: PROD coeff: 1 coeff: 2", {2, 3});
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(std::string::npos, s.message().find("only takes coefficients for the SUM")) << s.message();
+  test::ExpectErrorContains(s, {"only takes coefficients for the SUM"});
   EXPECT_TRUE(SetUpEltwise("operation: MAX", {2, 3}).ok());
 }
 
 }  // namespace
+}  // namespace test
 }  // namespace nereus

@@ -16,7 +16,6 @@ namespace {
 
 using test::BlobData;
 using test::ExpectBlobNear;
-using test::GradientChecker;
 using test::ParseLayerParameter;
 using test::SetBlobData;
 
@@ -26,15 +25,32 @@ std::vector<float> OneToN(int n) {
   return v;
 }
 
+// A Convolution layer 'conv' of `conv_param`, in prototxt.
+std::string ConvText(const std::string& conv_param) {
+  return "name: 'conv' type: 'Convolution' convolution_param { " + conv_param + " }";
+}
+
+// Gaussian weights and biases (std 0.5) for the gradient checks.
+const char kGaussianFillers[] =
+    " weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 }";
+
 class ConvolutionLayerTest : public ::testing::Test {
  protected:
   // Sets the layer up on bottom_ (which the test has shaped and filled).
   std::unique_ptr<ConvolutionLayer> MakeLayer(const std::string& conv_param) {
-    auto layer = std::make_unique<ConvolutionLayer>(
-        ParseLayerParameter("name: 'conv' type: 'Convolution' convolution_param { " + conv_param + " }"));
+    auto layer = std::make_unique<ConvolutionLayer>(ParseLayerParameter(ConvText(conv_param)));
     layer->set_rng(&rng_);
     const Status status = layer->SetUp({&bottom_}, {&top_});
     EXPECT_TRUE(status.ok()) << status.message();
+    return layer;
+  }
+
+  // A layer of `conv_param` run forward on the 3x3 image 1..9 (into top_).
+  std::unique_ptr<ConvolutionLayer> ForwardOneToNine(const std::string& conv_param) {
+    bottom_.Reshape({1, 1, 3, 3});
+    SetBlobData(&bottom_, OneToN(9));
+    auto layer = MakeLayer(conv_param);
+    layer->Forward({&bottom_}, {&top_});
     return layer;
   }
 
@@ -78,37 +94,27 @@ TEST_F(ConvolutionLayerTest, ForwardDiagonalKernelWithBias) {
 }
 
 TEST_F(ConvolutionLayerTest, ForwardPadAndStride) {
-  bottom_.Reshape({1, 1, 3, 3});
-  SetBlobData(&bottom_, OneToN(9));
-  auto layer = MakeLayer(
+  auto layer = ForwardOneToNine(
       "num_output: 1 kernel_size: 2 pad: 1 stride: 2 bias_term: false "
       "weight_filler { type: 'constant' value: 1 }");
   ASSERT_EQ(1u, layer->blobs().size());
-  layer->Forward({&bottom_}, {&top_});
   // Output (3 + 2 - 2) / 2 + 1 = 2; windows start at -1 and 1 on each axis.
   EXPECT_EQ((std::vector<int>{1, 1, 2, 2}), top_.shape());
   ExpectBlobNear({1, 2 + 3, 4 + 7, 5 + 6 + 8 + 9}, top_);
 }
 
 TEST_F(ConvolutionLayerTest, ForwardRectangularKernelHW) {
-  bottom_.Reshape({1, 1, 3, 3});
-  SetBlobData(&bottom_, OneToN(9));
-  auto layer = MakeLayer(
+  ForwardOneToNine(
       "num_output: 1 kernel_h: 1 kernel_w: 3 stride_h: 2 stride_w: 1 bias_term: false "
       "weight_filler { type: 'constant' value: 1 }");
-  layer->Forward({&bottom_}, {&top_});
   // Rows 0 and 2, each summed across: 1+2+3, 7+8+9.
   EXPECT_EQ((std::vector<int>{1, 1, 2, 1}), top_.shape());
   ExpectBlobNear({6, 24}, top_);
 }
 
 TEST_F(ConvolutionLayerTest, ForwardDilation) {
-  bottom_.Reshape({1, 1, 3, 3});
-  SetBlobData(&bottom_, OneToN(9));
-  auto layer = MakeLayer(
-      "num_output: 1 kernel_size: 2 dilation: 2 bias_term: false "
-      "weight_filler { type: 'constant' value: 1 }");
-  layer->Forward({&bottom_}, {&top_});
+  ForwardOneToNine(
+      "num_output: 1 kernel_size: 2 dilation: 2 bias_term: false weight_filler { type: 'constant' value: 1 }");
   // A dilated 2x2 kernel spans 3x3 and reads the four corners.
   EXPECT_EQ((std::vector<int>{1, 1, 1, 1}), top_.shape());
   ExpectBlobNear({1 + 3 + 7 + 9}, top_);
@@ -151,42 +157,21 @@ TEST_F(ConvolutionLayerTest, TwoBottomsShareWeights) {
 }
 
 TEST_F(ConvolutionLayerTest, GradientSimple) {
-  bottom_.Reshape({2, 3, 5, 4});
-  test::FillGaussian(&bottom_, &rng_);
-  ConvolutionLayer layer(
-      ParseLayerParameter("name: 'conv' type: 'Convolution' convolution_param { num_output: 2 kernel_size: 3 "
-                          "stride: 2 weight_filler { type: 'gaussian' std: 0.5 } "
-                          "bias_filler { type: 'gaussian' std: 0.5 } }"));
-  layer.set_rng(&rng_);
-  GradientChecker checker(1e-2f, 1e-3f);
-  checker.CheckGradientExhaustive(&layer, {&bottom_}, {&top_});
-  EXPECT_GT(checker.comparisons(), 0);
+  test::ExpectLayerGradient<ConvolutionLayer>(
+      ConvText("num_output: 2 kernel_size: 3 stride: 2" + std::string(kGaussianFillers)), {2, 3, 5, 4}, 1701);
 }
 
 TEST_F(ConvolutionLayerTest, GradientPadStrideGroup) {
-  bottom_.Reshape({2, 4, 5, 5});
-  test::FillGaussian(&bottom_, &rng_);
-  ConvolutionLayer layer(
-      ParseLayerParameter("name: 'conv' type: 'Convolution' convolution_param { num_output: 4 kernel_size: 3 "
-                          "pad: 1 stride: 2 group: 2 weight_filler { type: 'gaussian' std: 0.5 } "
-                          "bias_filler { type: 'gaussian' std: 0.5 } }"));
-  layer.set_rng(&rng_);
-  GradientChecker checker(1e-2f, 1e-3f);
-  checker.CheckGradientExhaustive(&layer, {&bottom_}, {&top_});
-  EXPECT_GT(checker.comparisons(), 0);
+  test::ExpectLayerGradient<ConvolutionLayer>(
+      ConvText("num_output: 4 kernel_size: 3 pad: 1 stride: 2 group: 2" + std::string(kGaussianFillers)), {2, 4, 5, 5},
+      1701);
 }
 
 TEST_F(ConvolutionLayerTest, GradientDilationRectangular) {
-  bottom_.Reshape({1, 2, 6, 5});
-  test::FillGaussian(&bottom_, &rng_);
-  ConvolutionLayer layer(
-      ParseLayerParameter("name: 'conv' type: 'Convolution' convolution_param { num_output: 2 kernel_h: 2 "
-                          "kernel_w: 3 pad_h: 1 pad_w: 0 stride_h: 1 stride_w: 2 dilation: 2 "
-                          "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }"));
-  layer.set_rng(&rng_);
-  GradientChecker checker(1e-2f, 1e-3f);
-  checker.CheckGradientExhaustive(&layer, {&bottom_}, {&top_});
-  EXPECT_GT(checker.comparisons(), 0);
+  test::ExpectLayerGradient<ConvolutionLayer>(
+      ConvText("num_output: 2 kernel_h: 2 kernel_w: 3 pad_h: 1 pad_w: 0 stride_h: 1 stride_w: 2 dilation: 2" +
+               std::string(kGaussianFillers)),
+      {1, 2, 6, 5}, 1701);
 }
 
 TEST_F(ConvolutionLayerTest, BackwardAccumulatesParameterDiffs) {
@@ -253,39 +238,31 @@ TEST(DeconvolutionLayerTest, IsTheAdjointOfConvolution) {
 
 TEST(ConvolutionLayerConfigTest, KernelSizeZero) {
   const Status s = SetUpConv("convolution_param { num_output: 1 kernel_size: 0 }");
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(std::string::npos, s.message().find("conv9")) << s.message();
-  EXPECT_NE(std::string::npos, s.message().find("kernel size must be > 0")) << s.message();
+  test::ExpectErrorContains(s, {"conv9", "kernel size must be > 0"});
 }
 
 TEST(ConvolutionLayerConfigTest, MissingKernelOrNumOutput) {
   Status s = SetUpConv("convolution_param { num_output: 1 }");
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(std::string::npos, s.message().find("kernel")) << s.message();
+  test::ExpectErrorContains(s, {"kernel"});
   s = SetUpConv("convolution_param { kernel_size: 3 }");
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(std::string::npos, s.message().find("num_output")) << s.message();
+  test::ExpectErrorContains(s, {"num_output"});
   s = SetUpConv("convolution_param { num_output: 1 kernel_size: 3 kernel_h: 3 kernel_w: 3 }");
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(std::string::npos, s.message().find("not both")) << s.message();
+  test::ExpectErrorContains(s, {"not both"});
 }
 
 TEST(ConvolutionLayerConfigTest, GroupMustDivideChannels) {
   const Status s = SetUpConv("convolution_param { num_output: 3 kernel_size: 1 group: 3 }");
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(std::string::npos, s.message().find("divisible by group")) << s.message();
+  test::ExpectErrorContains(s, {"divisible by group"});
 }
 
 TEST(ConvolutionLayerConfigTest, KernelLargerThanInput) {
   const Status s = SetUpConv("convolution_param { num_output: 1 kernel_size: 5 }");
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(std::string::npos, s.message().find("larger than the padded input")) << s.message();
+  test::ExpectErrorContains(s, {"larger than the padded input"});
 }
 
 TEST(ConvolutionLayerConfigTest, OnlyTwoSpatialAxes) {
   const Status s = SetUpConv("convolution_param { num_output: 1 kernel_size: 1 }", {1, 2, 4});
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(std::string::npos, s.message().find("2-D")) << s.message();
+  test::ExpectErrorContains(s, {"2-D"});
 }
 
 }  // namespace

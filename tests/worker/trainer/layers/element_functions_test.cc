@@ -84,30 +84,15 @@ TEST(NeuronFunctionsTest, SigmoidIsTheLogistic) {
   }
 }
 
-// Geometries with padding, strides, dilation and rectangular kernels.
+// Geometries with padding, strides, dilation and rectangular kernels, in
+// ConvGeometry's order: channels, height, width, kernel_h, kernel_w, pad_h,
+// pad_w, stride_h, stride_w, dilation_h, dilation_w.
 std::vector<layers::ConvGeometry> Geometries() {
-  std::vector<layers::ConvGeometry> out;
-  auto add = [&](int c, int h, int w, int kh, int kw, int ph, int pw, int sh, int sw, int dh, int dw) {
-    layers::ConvGeometry g;
-    g.channels = c;
-    g.height = h;
-    g.width = w;
-    g.kernel_h = kh;
-    g.kernel_w = kw;
-    g.pad_h = ph;
-    g.pad_w = pw;
-    g.stride_h = sh;
-    g.stride_w = sw;
-    g.dilation_h = dh;
-    g.dilation_w = dw;
-    out.push_back(g);
-  };
-  add(2, 5, 5, 3, 3, 0, 0, 1, 1, 1, 1);
-  add(3, 7, 6, 3, 3, 1, 1, 2, 2, 1, 1);
-  add(2, 8, 9, 3, 2, 2, 1, 3, 2, 2, 1);
-  add(1, 6, 6, 1, 1, 0, 0, 1, 1, 1, 1);
-  add(2, 11, 11, 5, 5, 2, 2, 4, 4, 1, 1);
-  return out;
+  return {{2, 5, 5, 3, 3, 0, 0, 1, 1, 1, 1},
+          {3, 7, 6, 3, 3, 1, 1, 2, 2, 1, 1},
+          {2, 8, 9, 3, 2, 2, 1, 3, 2, 2, 1},
+          {1, 6, 6, 1, 1, 0, 0, 1, 1, 1, 1},
+          {2, 11, 11, 5, 5, 2, 2, 4, 4, 1, 1}};
 }
 
 TEST(Im2ColFunctionsTest, ColumnsAreIm2Col) {

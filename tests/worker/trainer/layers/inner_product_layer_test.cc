@@ -13,46 +13,45 @@ namespace nereus {
 namespace {
 
 using test::ExpectBlobNear;
-using test::GradientChecker;
 using test::ParseLayerParameter;
 using test::SetBlobData;
 
-caffe::LayerParameter IpParam(const std::string& ip_param) {
-  return ParseLayerParameter("name: 'ip' type: 'InnerProduct' inner_product_param { " + ip_param + " }");
+std::string IpText(const std::string& ip_param) {
+  return "name: 'ip' type: 'InnerProduct' inner_product_param { " + ip_param + " }";
 }
 
-// bottom rows [1 2 3] and [4 5 6]; W = [[1 0 -1], [.5 .5 .5]]; b = [1, -1].
-// Row 0: 1 - 3 + 1 = -1, 3 - 1 = 2. Row 1: 4 - 6 + 1 = -1, 7.5 - 1 = 6.5.
-TEST(InnerProductLayerTest, Forward) {
+caffe::LayerParameter IpParam(const std::string& ip_param) { return ParseLayerParameter(IpText(ip_param)); }
+
+// Rows [1 2 3] and [4 5 6] through InnerProduct `ip_param` with weights
+// `weights` (stored as `weight_shape`) and biases [1, -1], into `top`.
+void ForwardTwoRows(const std::string& ip_param, const std::vector<int>& weight_shape,
+                    const std::vector<float>& weights, Blob* top) {
   std::mt19937 rng(1);
   Blob bottom(std::vector<int>{2, 3});
-  Blob top;
   SetBlobData(&bottom, {1, 2, 3, 4, 5, 6});
-  InnerProductLayer layer(IpParam("num_output: 2"));
+  InnerProductLayer layer(IpParam(ip_param));
   layer.set_rng(&rng);
-  ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
+  ASSERT_TRUE(layer.SetUp({&bottom}, {top}).ok());
   ASSERT_EQ(2u, layer.blobs().size());
-  EXPECT_EQ((std::vector<int>{2, 3}), layer.blobs()[0]->shape());
-  SetBlobData(layer.blobs()[0].get(), {1, 0, -1, 0.5f, 0.5f, 0.5f});
+  EXPECT_EQ(weight_shape, layer.blobs()[0]->shape());
+  SetBlobData(layer.blobs()[0].get(), weights);
   SetBlobData(layer.blobs()[1].get(), {1, -1});
-  layer.Forward({&bottom}, {&top});
+  layer.Forward({&bottom}, {top});
+}
+
+// W = [[1 0 -1], [.5 .5 .5]]; b = [1, -1].
+// Row 0: 1 - 3 + 1 = -1, 3 - 1 = 2. Row 1: 4 - 6 + 1 = -1, 7.5 - 1 = 6.5.
+TEST(InnerProductLayerTest, Forward) {
+  Blob top;
+  ForwardTwoRows("num_output: 2", {2, 3}, {1, 0, -1, 0.5f, 0.5f, 0.5f}, &top);
   EXPECT_EQ((std::vector<int>{2, 2}), top.shape());
   ExpectBlobNear({-1, 2, -1, 6.5f}, top);
 }
 
 TEST(InnerProductLayerTest, ForwardTransposed) {
-  std::mt19937 rng(1);
-  Blob bottom(std::vector<int>{2, 3});
-  Blob top;
-  SetBlobData(&bottom, {1, 2, 3, 4, 5, 6});
-  InnerProductLayer layer(IpParam("num_output: 2 transpose: true"));
-  layer.set_rng(&rng);
-  ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
   // Stored as K x N: the transpose of the weights above.
-  EXPECT_EQ((std::vector<int>{3, 2}), layer.blobs()[0]->shape());
-  SetBlobData(layer.blobs()[0].get(), {1, 0.5f, 0, 0.5f, -1, 0.5f});
-  SetBlobData(layer.blobs()[1].get(), {1, -1});
-  layer.Forward({&bottom}, {&top});
+  Blob top;
+  ForwardTwoRows("num_output: 2 transpose: true", {3, 2}, {1, 0.5f, 0, 0.5f, -1, 0.5f}, &top);
   ExpectBlobNear({-1, 2, -1, 6.5f}, top);
 }
 
@@ -89,75 +88,37 @@ TEST(InnerProductLayerTest, ForwardAxisAndFlattening) {
 }
 
 TEST(InnerProductLayerTest, Gradient) {
-  std::mt19937 rng(1701);
-  Blob bottom(2, 3, 2, 2);
-  Blob top;
-  test::FillGaussian(&bottom, &rng);
-  InnerProductLayer layer(
-      IpParam("num_output: 4 weight_filler { type: 'gaussian' std: 0.5 } "
-              "bias_filler { type: 'gaussian' std: 0.5 }"));
-  layer.set_rng(&rng);
-  GradientChecker checker(1e-2f, 1e-3f);
-  checker.CheckGradientExhaustive(&layer, {&bottom}, {&top});
-  EXPECT_GT(checker.comparisons(), 0);
+  test::ExpectLayerGradient<InnerProductLayer>(
+      IpText("num_output: 4 weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 }"),
+      {2, 3, 2, 2}, 1701);
 }
 
 TEST(InnerProductLayerTest, GradientTransposed) {
-  std::mt19937 rng(1702);
-  Blob bottom(2, 3, 2, 2);
-  Blob top;
-  test::FillGaussian(&bottom, &rng);
-  InnerProductLayer layer(
-      IpParam("num_output: 4 transpose: true weight_filler { type: 'gaussian' std: 0.5 } "
-              "bias_filler { type: 'gaussian' std: 0.5 }"));
-  layer.set_rng(&rng);
-  GradientChecker checker(1e-2f, 1e-3f);
-  checker.CheckGradientExhaustive(&layer, {&bottom}, {&top});
-  EXPECT_GT(checker.comparisons(), 0);
+  test::ExpectLayerGradient<InnerProductLayer>(
+      IpText("num_output: 4 transpose: true weight_filler { type: 'gaussian' std: 0.5 } "
+             "bias_filler { type: 'gaussian' std: 0.5 }"),
+      {2, 3, 2, 2}, 1702);
 }
 
 TEST(InnerProductLayerTest, GradientAxis2NoBias) {
-  std::mt19937 rng(1703);
-  Blob bottom(std::vector<int>{2, 3, 4});
-  Blob top;
-  test::FillGaussian(&bottom, &rng);
-  InnerProductLayer layer(
-      IpParam("num_output: 3 axis: -1 bias_term: false weight_filler { type: 'gaussian' std: 0.5 }"));
+  test::ExpectLayerGradient<InnerProductLayer>(
+      IpText("num_output: 3 axis: -1 bias_term: false weight_filler { type: 'gaussian' std: 0.5 }"), {2, 3, 4}, 1703);
+}
+
+// SetUp of InnerProduct 'fc6' (`extra` after its type) on [2, 3, 1, 1].
+Status SetUpFc6(const std::string& extra) {
+  std::mt19937 rng(1);
+  Blob bottom(2, 3, 1, 1), top;
+  InnerProductLayer layer(ParseLayerParameter("name: 'fc6' type: 'InnerProduct' " + extra));
   layer.set_rng(&rng);
-  GradientChecker checker(1e-2f, 1e-3f);
-  checker.CheckGradientExhaustive(&layer, {&bottom}, {&top});
-  EXPECT_GT(checker.comparisons(), 0);
+  return layer.SetUp({&bottom}, {&top});
 }
 
 TEST(InnerProductLayerConfigTest, Errors) {
-  std::mt19937 rng(1);
-  Blob bottom(2, 3, 1, 1);
-  Blob top;
-  {
-    InnerProductLayer layer(ParseLayerParameter("name: 'fc6' type: 'InnerProduct'"));
-    layer.set_rng(&rng);
-    const Status s = layer.SetUp({&bottom}, {&top});
-    ASSERT_FALSE(s.ok());
-    EXPECT_NE(std::string::npos, s.message().find("fc6")) << s.message();
-    EXPECT_NE(std::string::npos, s.message().find("num_output")) << s.message();
-  }
-  {
-    InnerProductLayer layer(
-        ParseLayerParameter("name: 'fc6' type: 'InnerProduct' inner_product_param { num_output: 2 axis: 4 }"));
-    layer.set_rng(&rng);
-    const Status s = layer.SetUp({&bottom}, {&top});
-    ASSERT_FALSE(s.ok());
-    EXPECT_NE(std::string::npos, s.message().find("axis 4 is out of range")) << s.message();
-  }
-  {
-    InnerProductLayer layer(
-        ParseLayerParameter("name: 'fc6' type: 'InnerProduct' inner_product_param { num_output: 2 "
-                            "weight_filler { type: 'nonsense' } }"));
-    layer.set_rng(&rng);
-    const Status s = layer.SetUp({&bottom}, {&top});
-    ASSERT_FALSE(s.ok());
-    EXPECT_NE(std::string::npos, s.message().find("weight_filler")) << s.message();
-  }
+  test::ExpectErrorContains(SetUpFc6(""), {"fc6", "num_output"});
+  test::ExpectErrorContains(SetUpFc6("inner_product_param { num_output: 2 axis: 4 }"), {"axis 4 is out of range"});
+  test::ExpectErrorContains(SetUpFc6("inner_product_param { num_output: 2 weight_filler { type: 'nonsense' } }"),
+                            {"weight_filler"});
 }
 
 TEST(InnerProductLayerDeathTest, InputSizeChange) {

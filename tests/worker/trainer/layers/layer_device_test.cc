@@ -25,7 +25,6 @@ namespace {
 using test::ExpectBlobNear;
 using test::FillDistinct;
 using test::FillGaussian;
-using test::GradientChecker;
 using test::SetBlobData;
 
 template <typename TypeParam>
@@ -47,16 +46,10 @@ class LayerDeviceTest : public test::LayerTest<TypeParam> {
   // against its own bottom element only (layers without parameters).
   void CheckGradients(const std::vector<const char*>& texts, const std::vector<int>& shape, bool eltwise) {
     for (const char* text : texts) {
-      Blob bottom(shape), top;
-      FillGaussian(&bottom, &this->rng_);
-      auto layer = this->MakeLayer(text);
-      GradientChecker checker(1e-2f, 1e-3f, 0.0f, 0.01f);
-      if (eltwise) {
-        checker.CheckGradientEltwise(layer.get(), {&bottom}, {&top});
-      } else {
-        checker.CheckGradient(layer.get(), {&bottom}, {&top});
-      }
-      EXPECT_GT(checker.comparisons(), 0) << text;
+      SCOPED_TRACE(text);
+      this->ExpectLayerGradient(
+          text, shape,
+          {eltwise ? test::GradientCheck::kEltwise : test::GradientCheck::kSumOfSquares, 1e-2f, 1e-3f, 0.0f, 0.01f});
     }
   }
   // Fails the test if the device recorded an error.
@@ -90,39 +83,27 @@ TYPED_TEST(LayerDeviceTest, ConvolutionForwardDiagonalKernelWithBias) {
 }
 
 TYPED_TEST(LayerDeviceTest, ConvolutionGradientGroupsPadStride) {
-  this->bottom_.Reshape({2, 4, 6, 5});
-  FillGaussian(&this->bottom_, &this->rng_);
-  auto layer = this->MakeLayer(
+  this->ExpectLayerGradient(
       "name: 'conv' type: 'Convolution' convolution_param { num_output: 4 kernel_size: 3 pad: 1 stride: 2 group: 2 "
-      "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }");
-  GradientChecker checker(1e-2f, 1e-3f);
-  checker.CheckGradient(layer.get(), {&this->bottom_}, {&this->top_});
-  EXPECT_GT(checker.comparisons(), 0);
+      "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }",
+      {2, 4, 6, 5}, {test::GradientCheck::kSumOfSquares});
   this->ExpectDeviceOk();
 }
 
 TYPED_TEST(LayerDeviceTest, Convolution1x1Gradient) {
   // The GPU multiplies the images themselves (no im2col) for 1x1, stride 1.
-  this->bottom_.Reshape({3, 5, 3, 4});
-  FillGaussian(&this->bottom_, &this->rng_);
-  auto layer = this->MakeLayer(
+  this->ExpectLayerGradient(
       "name: 'conv' type: 'Convolution' convolution_param { num_output: 3 kernel_size: 1 "
-      "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'constant' value: 0.1 } }");
-  GradientChecker checker(1e-2f, 1e-3f);
-  checker.CheckGradient(layer.get(), {&this->bottom_}, {&this->top_});
-  EXPECT_GT(checker.comparisons(), 0);
+      "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'constant' value: 0.1 } }",
+      {3, 5, 3, 4}, {test::GradientCheck::kSumOfSquares});
   this->ExpectDeviceOk();
 }
 
 TYPED_TEST(LayerDeviceTest, DeconvolutionGradient) {
-  this->bottom_.Reshape({2, 3, 3, 4});
-  FillGaussian(&this->bottom_, &this->rng_);
-  auto layer = this->MakeLayer(
+  this->ExpectLayerGradient(
       "name: 'deconv' type: 'Deconvolution' convolution_param { num_output: 2 kernel_size: 3 stride: 2 pad: 1 "
-      "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }");
-  GradientChecker checker(1e-2f, 1e-3f);
-  checker.CheckGradient(layer.get(), {&this->bottom_}, {&this->top_});
-  EXPECT_GT(checker.comparisons(), 0);
+      "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }",
+      {2, 3, 3, 4}, {test::GradientCheck::kSumOfSquares});
   this->ExpectDeviceOk();
 }
 
@@ -138,13 +119,10 @@ TYPED_TEST(LayerDeviceTest, InnerProductForwardAndGradient) {
   layer->Forward({&this->bottom_}, {&this->top_});
   this->ExpectNear({4.25f, 0.5f, 1.25f, -1.5f}, this->top_);
   for (const char* transpose : {"false", "true"}) {
-    Blob bottom(std::vector<int>{3, 2, 2}), top;
-    FillGaussian(&bottom, &this->rng_);
-    auto ip = this->MakeLayer(
+    this->ExpectLayerGradient(
         std::string("name: 'ip' type: 'InnerProduct' inner_product_param { num_output: 3 transpose: ") + transpose +
-        " weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }");
-    GradientChecker checker(1e-2f, 1e-3f);
-    checker.CheckGradient(ip.get(), {&bottom}, {&top});
+            " weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }",
+        {3, 2, 2}, {test::GradientCheck::kSumOfSquares});
   }
   this->ExpectDeviceOk();
 }
@@ -170,12 +148,9 @@ TYPED_TEST(LayerDeviceTest, PoolingForwardMaxAndAve) {
 TYPED_TEST(LayerDeviceTest, PoolingGradient) {
   for (const char* config : {"pool: MAX kernel_size: 3 stride: 2 pad: 1", "pool: AVE kernel_size: 3 stride: 2 pad: 1",
                              "pool: MAX kernel_h: 2 kernel_w: 3 stride: 1"}) {
-    Blob bottom(std::vector<int>{2, 2, 5, 6}), top;
-    FillDistinct(&bottom, &this->rng_);
-    auto layer = this->MakeLayer(std::string("name: 'p' type: 'Pooling' pooling_param { ") + config + " }");
-    GradientChecker checker(1e-3f, 1e-2f);
-    checker.CheckGradient(layer.get(), {&bottom}, {&top});
-    EXPECT_GT(checker.comparisons(), 0) << config;
+    SCOPED_TRACE(config);
+    this->ExpectLayerGradient(std::string("name: 'p' type: 'Pooling' pooling_param { ") + config + " }", {2, 2, 5, 6},
+                              {test::GradientCheck::kSumOfSquares, 1e-3f, 1e-2f}, test::BottomFill::kDistinct);
   }
   this->ExpectDeviceOk();
 }
@@ -211,14 +186,11 @@ TYPED_TEST(LayerDeviceTest, DropoutAppliesItsMaskScaled) {
 
 TYPED_TEST(LayerDeviceTest, LrnGradientBothRegions) {
   for (const char* region : {"ACROSS_CHANNELS", "WITHIN_CHANNEL"}) {
-    Blob bottom(std::vector<int>{2, 5, 3, 4}), top;
-    FillGaussian(&bottom, &this->rng_);
-    auto layer = this->MakeLayer(std::string("name: 'n' type: 'LRN' lrn_param { local_size: 3 alpha: 1 beta: 0.75 "
-                                             "norm_region: ") +
-                                 region + " }");
-    GradientChecker checker(1e-2f, 1e-2f);
-    checker.CheckGradient(layer.get(), {&bottom}, {&top});
-    EXPECT_GT(checker.comparisons(), 0) << region;
+    SCOPED_TRACE(region);
+    this->ExpectLayerGradient(
+        std::string("name: 'n' type: 'LRN' lrn_param { local_size: 3 alpha: 1 beta: 0.75 norm_region: ") + region +
+            " }",
+        {2, 5, 3, 4}, {test::GradientCheck::kSumOfSquares, 1e-2f, 1e-2f});
   }
   this->ExpectDeviceOk();
 }
@@ -242,30 +214,21 @@ TYPED_TEST(LayerDeviceTest, BatchNormNormalizesAndKeepsItsStatistics) {
     EXPECT_NEAR(1.0, sum_sq / 40, 1e-4) << c;
   }
   EXPECT_EQ(1.0f, layer->blobs()[2]->cpu_data()[0]);  // 0 * 0.999 + 1
-  GradientChecker checker(1e-2f, 2e-3f);
-  Blob bottom(std::vector<int>{3, 2, 2, 2}), top;
-  FillGaussian(&bottom, &this->rng_);
-  auto bn = this->MakeLayer("name: 'bn' type: 'BatchNorm' phase: TRAIN");
-  checker.CheckGradient(bn.get(), {&bottom}, {&top});
+  this->ExpectLayerGradient("name: 'bn' type: 'BatchNorm' phase: TRAIN", {3, 2, 2, 2},
+                            {test::GradientCheck::kSumOfSquares, 1e-2f, 2e-3f});
   this->ExpectDeviceOk();
 }
 
 TYPED_TEST(LayerDeviceTest, ScaleGradientLearnedAndFromABottom) {
-  {
-    Blob bottom(std::vector<int>{2, 3, 4}), top;
-    FillGaussian(&bottom, &this->rng_);
-    auto layer = this->MakeLayer(
-        "name: 's' type: 'Scale' scale_param { bias_term: true filler { type: 'gaussian' } "
-        "bias_filler { type: 'gaussian' } }");
-    GradientChecker checker(1e-2f, 1e-3f);
-    checker.CheckGradient(layer.get(), {&bottom}, {&top});
-  }
+  this->ExpectLayerGradient(
+      "name: 's' type: 'Scale' scale_param { bias_term: true filler { type: 'gaussian' } "
+      "bias_filler { type: 'gaussian' } }",
+      {2, 3, 4}, {test::GradientCheck::kSumOfSquares});
   Blob bottom(std::vector<int>{2, 3, 4}), scale(std::vector<int>{3}), top;
   FillGaussian(&bottom, &this->rng_);
   FillGaussian(&scale, &this->rng_);
   auto layer = this->MakeLayer("name: 's' type: 'Scale' scale_param { axis: 1 }");
-  GradientChecker checker(1e-2f, 1e-3f);
-  checker.CheckGradient(layer.get(), {&bottom, &scale}, {&top});
+  test::ExpectGradient(layer.get(), {&bottom, &scale}, {&top}, {test::GradientCheck::kSumOfSquares});
   this->ExpectDeviceOk();
 }
 
@@ -276,9 +239,8 @@ TYPED_TEST(LayerDeviceTest, EltwiseGradientEveryOperation) {
     FillDistinct(&b, &this->rng_, 0.07f);
     FillDistinct(&c, &this->rng_, 0.11f);
     auto layer = this->MakeLayer(std::string("name: 'e' type: 'Eltwise' eltwise_param { ") + op + " }");
-    GradientChecker checker(1e-3f, 1e-2f);
-    checker.CheckGradient(layer.get(), {&a, &b, &c}, {&top});
-    EXPECT_GT(checker.comparisons(), 0) << op;
+    SCOPED_TRACE(op);
+    test::ExpectGradient(layer.get(), {&a, &b, &c}, {&top}, {test::GradientCheck::kSumOfSquares, 1e-3f, 1e-2f});
   }
   this->ExpectDeviceOk();
 }
@@ -296,11 +258,7 @@ TYPED_TEST(LayerDeviceTest, SoftmaxSumsToOneAndGradient) {
       EXPECT_NEAR(1.0f, sum, 1e-6f);
     }
   }
-  Blob bottom(std::vector<int>{2, 4, 3}), top;
-  FillGaussian(&bottom, &this->rng_);
-  auto softmax = this->MakeLayer("name: 's' type: 'Softmax'");
-  GradientChecker checker(1e-2f, 1e-3f);
-  checker.CheckGradient(softmax.get(), {&bottom}, {&top});
+  this->ExpectLayerGradient("name: 's' type: 'Softmax'", {2, 4, 3}, {test::GradientCheck::kSumOfSquares});
   this->ExpectDeviceOk();
 }
 
@@ -320,9 +278,8 @@ TYPED_TEST(LayerDeviceTest, SoftmaxWithLossValueAndGradient) {
     FillGaussian(&scores, &this->rng_);
     SetBlobData(&labels, {0, 1, 2, 3, 0, 2});
     auto l = this->MakeLayer(std::string("name: 'l' type: 'SoftmaxWithLoss' ") + extra);
-    GradientChecker checker(1e-2f, 1e-2f);
-    checker.CheckGradient(l.get(), {&scores, &labels}, {&loss}, 0);
-    EXPECT_GT(checker.comparisons(), 0);
+    test::ExpectGradient(l.get(), {&scores, &labels}, {&loss},
+                         {test::GradientCheck::kSumOfSquares, 1e-2f, 1e-2f, 0.0f, -1.0f, 0});
   }
   this->ExpectDeviceOk();
 }
@@ -464,9 +421,7 @@ TYPED_TEST(LayerDeviceTest, EuclideanLossValueAndGradient) {
   FillGaussian(&a, &this->rng_);
   FillGaussian(&b, &this->rng_);
   auto l = this->MakeLayer("name: 'l' type: 'EuclideanLoss'");
-  GradientChecker checker(1e-2f, 1e-2f);
-  checker.CheckGradient(l.get(), {&a, &b}, {&loss});
-  EXPECT_GT(checker.comparisons(), 0);
+  test::ExpectGradient(l.get(), {&a, &b}, {&loss}, {test::GradientCheck::kSumOfSquares, 1e-2f, 1e-2f});
   this->ExpectDeviceOk();
 }
 
@@ -501,9 +456,9 @@ TYPED_TEST(LayerDeviceTest, SigmoidCrossEntropyLossValueAndGradient) {
     FillGaussian(&scores, &this->rng_);
     for (int i = 0; i < targets.count(); ++i) targets.mutable_cpu_data()[i] = 0.25f * static_cast<float>(i % 5);
     auto l = this->MakeLayer(std::string("name: 'l' type: 'SigmoidCrossEntropyLoss' ") + extra);
-    GradientChecker checker(1e-2f, 1e-2f);
-    checker.CheckGradient(l.get(), {&scores, &targets}, {&loss}, 0);
-    EXPECT_GT(checker.comparisons(), 0) << extra;
+    SCOPED_TRACE(extra);
+    test::ExpectGradient(l.get(), {&scores, &targets}, {&loss},
+                         {test::GradientCheck::kSumOfSquares, 1e-2f, 1e-2f, 0.0f, -1.0f, 0});
   }
   this->ExpectDeviceOk();
 }
@@ -528,15 +483,12 @@ TYPED_TEST(LayerDeviceTest, ConcatAndSliceValuesAndGradients) {
     FillGaussian(&a, &this->rng_);
     FillGaussian(&b, &this->rng_);
     auto c = this->MakeLayer(std::string("name: 'c' type: 'Concat' concat_param { axis: ") + axis + " }");
-    GradientChecker checker(1e-2f, 1e-3f);
-    checker.CheckGradient(c.get(), {&a, &b}, {&top});
-    EXPECT_GT(checker.comparisons(), 0) << axis;
+    SCOPED_TRACE(axis);
+    test::ExpectGradient(c.get(), {&a, &b}, {&top}, {test::GradientCheck::kSumOfSquares});
     Blob whole(std::vector<int>{2, 4, 2}), t1, t2;
     FillGaussian(&whole, &this->rng_);
     auto s = this->MakeLayer(std::string("name: 's' type: 'Slice' slice_param { axis: ") + axis + " }");
-    GradientChecker slice_checker(1e-2f, 1e-3f);
-    slice_checker.CheckGradient(s.get(), {&whole}, {&t1, &t2});
-    EXPECT_GT(slice_checker.comparisons(), 0) << axis;
+    test::ExpectGradient(s.get(), {&whole}, {&t1, &t2}, {test::GradientCheck::kSumOfSquares});
   }
   this->ExpectDeviceOk();
 }

@@ -16,7 +16,6 @@ namespace nereus {
 namespace {
 
 using test::BlobDiff;
-using test::GradientChecker;
 using test::ParseLayerParameter;
 using test::SetBlobData;
 
@@ -36,14 +35,9 @@ TEST(EuclideanLossLayerTest, ValueAndGradientOfBothInputs) {
 }
 
 TEST(EuclideanLossLayerTest, Gradient) {
-  std::mt19937 rng(31);
-  Blob a(5, 3, 2, 1), b(5, 3, 2, 1), loss;
-  test::FillGaussian(&a, &rng);
-  test::FillGaussian(&b, &rng);
-  EuclideanLossLayer layer(ParseLayerParameter("name: 'e' type: 'EuclideanLoss' loss_weight: 3.7"));
-  GradientChecker checker(1e-2f, 1e-2f);
-  checker.CheckGradientExhaustive(&layer, {&a, &b}, {&loss});
-  EXPECT_GT(checker.comparisons(), 0);
+  test::ExpectLayerGradient<EuclideanLossLayer>("name: 'e' type: 'EuclideanLoss' loss_weight: 3.7",
+                                                {{5, 3, 2, 1}, {5, 3, 2, 1}}, 31, test::BottomFill::kGaussian,
+                                                {test::GradientCheck::kExhaustive, 1e-2f, 1e-2f});
 }
 
 TEST(EuclideanLossLayerTest, MismatchedInputsAreAnError) {
@@ -105,9 +99,7 @@ TEST(SigmoidCrossEntropyLossLayerTest, StableForLargeScoresAndGradient) {
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   for (int i = 0; i < gt.count(); ++i) gt.mutable_cpu_data()[i] = unit(rng);
   SigmoidCrossEntropyLossLayer g(ParseLayerParameter("name: 's' type: 'SigmoidCrossEntropyLoss'"));
-  GradientChecker checker(1e-2f, 1e-2f);
-  checker.CheckGradientExhaustive(&g, {&gx, &gt}, {&gl}, 0);
-  EXPECT_GT(checker.comparisons(), 0);
+  test::ExpectGradient(&g, {&gx, &gt}, {&gl}, {test::GradientCheck::kExhaustive, 1e-2f, 1e-2f, 0.0f, -1.0f, 0});
 }
 
 // A Net with two inputs and both losses, weighted, plus a loss_weight on a

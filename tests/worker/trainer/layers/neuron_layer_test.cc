@@ -62,25 +62,20 @@ TEST(ReLULayerTest, InPlace) {
   EXPECT_EQ((std::vector<float>{0, 0, 0, 1, 1}), BlobDiff(blob));
 }
 
+// Element-wise checks on N(0, 1) inputs of [2, 3, 2, 2].
+const std::vector<int> kGradientShape = {2, 3, 2, 2};
+const test::CheckerSettings kEltwise = {test::GradientCheck::kEltwise};
+// The kink at 0: inputs within 0.01 of it are not compared (Caffe's test).
+const test::CheckerSettings kEltwiseKinkAtZero = {test::GradientCheck::kEltwise, 1e-2f, 1e-3f, 0.0f, 0.01f};
+
 TEST(ReLULayerTest, Gradient) {
-  std::mt19937 rng(1701);
-  Blob bottom(2, 3, 2, 2), top;
-  test::FillGaussian(&bottom, &rng);
-  ReLULayer layer(ParseLayerParameter("name: 'relu' type: 'ReLU'"));
-  // The kink at 0: inputs within 0.01 of it are not compared (Caffe's test).
-  GradientChecker checker(1e-2f, 1e-3f, 0.0f, 0.01f);
-  checker.CheckGradientEltwise(&layer, {&bottom}, {&top});
-  EXPECT_GT(checker.comparisons(), 0);
+  test::ExpectLayerGradient<ReLULayer>("name: 'relu' type: 'ReLU'", kGradientShape, 1701, test::BottomFill::kGaussian,
+                                       kEltwiseKinkAtZero);
 }
 
 TEST(ReLULayerTest, GradientLeaky) {
-  std::mt19937 rng(1702);
-  Blob bottom(2, 3, 2, 2), top;
-  test::FillGaussian(&bottom, &rng);
-  ReLULayer layer(ParseLayerParameter("name: 'relu' type: 'ReLU' relu_param { negative_slope: 0.01 }"));
-  GradientChecker checker(1e-2f, 1e-3f, 0.0f, 0.01f);
-  checker.CheckGradientEltwise(&layer, {&bottom}, {&top});
-  EXPECT_GT(checker.comparisons(), 0);
+  test::ExpectLayerGradient<ReLULayer>("name: 'relu' type: 'ReLU' relu_param { negative_slope: 0.01 }", kGradientShape,
+                                       1702, test::BottomFill::kGaussian, kEltwiseKinkAtZero);
 }
 
 TEST(SigmoidLayerTest, ForwardValues) {
@@ -97,12 +92,10 @@ TEST(SigmoidLayerTest, ForwardValues) {
 
 TEST(SigmoidLayerTest, GradientAndInPlace) {
   std::mt19937 rng(1703);
-  Blob bottom(2, 3, 2, 2), top;
+  Blob bottom(kGradientShape), top;
   test::FillGaussian(&bottom, &rng);
   SigmoidLayer layer(ParseLayerParameter("name: 's' type: 'Sigmoid'"));
-  GradientChecker checker(1e-2f, 1e-3f);
-  checker.CheckGradientEltwise(&layer, {&bottom}, {&top});
-  EXPECT_GT(checker.comparisons(), 0);
+  test::ExpectGradient(&layer, {&bottom}, {&top}, kEltwise);
   // In place gives the same values and gradient as out of place.
   Blob separate_top;
   ASSERT_TRUE(layer.SetUp({&bottom}, {&separate_top}).ok());
@@ -127,13 +120,8 @@ TEST(TanHLayerTest, ForwardValues) {
 }
 
 TEST(TanHLayerTest, Gradient) {
-  std::mt19937 rng(1704);
-  Blob bottom(2, 3, 2, 2), top;
-  test::FillGaussian(&bottom, &rng);
-  TanHLayer layer(ParseLayerParameter("name: 't' type: 'TanH'"));
-  GradientChecker checker(1e-2f, 1e-3f);
-  checker.CheckGradientEltwise(&layer, {&bottom}, {&top});
-  EXPECT_GT(checker.comparisons(), 0);
+  test::ExpectLayerGradient<TanHLayer>("name: 't' type: 'TanH'", kGradientShape, 1704, test::BottomFill::kGaussian,
+                                       kEltwise);
 }
 
 // ---- Dropout ----
@@ -230,7 +218,7 @@ TEST(DropoutLayerTest, InPlaceBackwardUsesTheMask) {
 
 TEST(DropoutLayerTest, GradientTrain) {
   std::mt19937 rng(1705);
-  Blob bottom(2, 3, 2, 2), top;
+  Blob bottom(kGradientShape), top;
   test::FillGaussian(&bottom, &rng);
   DropoutLayer layer(DropoutParam("TRAIN"));
   layer.set_rng(&rng);
@@ -250,9 +238,7 @@ TEST(DropoutLayerConfigTest, RatioOutOfRange) {
   DropoutLayer layer(ParseLayerParameter("name: 'drop7' type: 'Dropout' dropout_param { dropout_ratio: 1.0 }"));
   layer.set_rng(&rng);
   const Status s = layer.SetUp({&bottom}, {&top});
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(std::string::npos, s.message().find("drop7")) << s.message();
-  EXPECT_NE(std::string::npos, s.message().find("dropout_ratio")) << s.message();
+  test::ExpectErrorContains(s, {"drop7", "dropout_ratio"});
 }
 
 // ---- The checker catches wrong gradients ----

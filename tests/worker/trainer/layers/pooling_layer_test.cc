@@ -23,8 +23,20 @@ std::vector<float> Iota(int n, float start = 0.0f) {
   return v;
 }
 
+std::string PoolText(const std::string& pooling_param) {
+  return "name: 'pool' type: 'Pooling' pooling_param { " + pooling_param + " }";
+}
+
 caffe::LayerParameter PoolParam(const std::string& pooling_param) {
-  return ParseLayerParameter("name: 'pool' type: 'Pooling' pooling_param { " + pooling_param + " }");
+  return ParseLayerParameter(PoolText(pooling_param));
+}
+
+// Pooling `pooling_param` forward on a bottom of `bottom_shape` holding
+// `values`: the top has `top_shape` and the values `expected`.
+void ExpectPooled(const std::string& pooling_param, const std::vector<int>& bottom_shape,
+                  const std::vector<float>& values, const std::vector<int>& top_shape,
+                  const std::vector<float>& expected) {
+  test::ExpectLayerForward<PoolingLayer>(PoolText(pooling_param), bottom_shape, values, top_shape, expected);
 }
 
 TEST(PoolingLayerTest, OutputSizeRoundsUpLikeCaffe) {
@@ -38,42 +50,24 @@ TEST(PoolingLayerTest, OutputSizeRoundsUpLikeCaffe) {
 }
 
 TEST(PoolingLayerTest, MaxForward6x6Kernel3Stride2) {
-  Blob bottom(1, 1, 6, 6);
-  Blob top;
-  SetBlobData(&bottom, Iota(36));  // x(h, w) = 6h + w
-  PoolingLayer layer(PoolParam("pool: MAX kernel_size: 3 stride: 2"));
-  ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
-  layer.Forward({&bottom}, {&top});
-  EXPECT_EQ((std::vector<int>{1, 1, 3, 3}), top.shape());
-  // Windows cover rows {0..2}, {2..4}, {4,5} (the last one clipped); the max
-  // is the bottom-right element: rows/cols 2, 4, 5.
-  ExpectBlobNear({14, 16, 17, 26, 28, 29, 32, 34, 35}, top);
+  // x(h, w) = 6h + w. Windows cover rows {0..2}, {2..4}, {4,5} (the last one
+  // clipped); the max is the bottom-right element: rows/cols 2, 4, 5.
+  ExpectPooled("pool: MAX kernel_size: 3 stride: 2", {1, 1, 6, 6}, Iota(36), {1, 1, 3, 3},
+               {14, 16, 17, 26, 28, 29, 32, 34, 35});
 }
 
 TEST(PoolingLayerTest, AveForward6x6Kernel3Stride2) {
-  Blob bottom(1, 1, 6, 6);
-  Blob top;
-  SetBlobData(&bottom, Iota(36));
-  PoolingLayer layer(PoolParam("pool: AVE kernel_size: 3 stride: 2"));
-  ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
-  layer.Forward({&bottom}, {&top});
-  EXPECT_EQ((std::vector<int>{1, 1, 3, 3}), top.shape());
   // Mean row index per window: 1, 3, 4.5 (the clipped window divides by 2
   // rows, not 3, since it extends beyond the unpadded input). Value = 6*mh+mw.
-  ExpectBlobNear({7, 9, 10.5f, 19, 21, 22.5f, 28, 30, 31.5f}, top);
+  ExpectPooled("pool: AVE kernel_size: 3 stride: 2", {1, 1, 6, 6}, Iota(36), {1, 1, 3, 3},
+               {7, 9, 10.5f, 19, 21, 22.5f, 28, 30, 31.5f});
 }
 
 TEST(PoolingLayerTest, AveDivisorCountsPadding) {
-  Blob bottom(1, 1, 3, 3);
-  Blob top;
-  SetBlobData(&bottom, std::vector<float>(9, 1.0f));
-  PoolingLayer layer(PoolParam("pool: AVE kernel_size: 3 stride: 1 pad: 1"));
-  ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
-  layer.Forward({&bottom}, {&top});
-  EXPECT_EQ((std::vector<int>{1, 1, 3, 3}), top.shape());
   // Every window is 3x3 of the padded input: corners hold 4 ones, edges 6.
   const float c = 4.0f / 9, e = 6.0f / 9;
-  ExpectBlobNear({c, e, c, e, 1, e, c, e, c}, top);
+  ExpectPooled("pool: AVE kernel_size: 3 stride: 1 pad: 1", {1, 1, 3, 3}, std::vector<float>(9, 1.0f), {1, 1, 3, 3},
+               {c, e, c, e, 1, e, c, e, c});
 }
 
 TEST(PoolingLayerTest, PaddedLastWindowClipped) {
@@ -116,29 +110,14 @@ TEST(PoolingLayerTest, MaxBackwardRoutesToArgmax) {
 }
 
 TEST(PoolingLayerTest, GlobalPooling) {
-  Blob bottom(2, 1, 2, 3);
-  Blob top;
-  SetBlobData(&bottom, {1, 2, 3, 4, 5, 6, -1, -2, -3, -4, -5, -6});
-  PoolingLayer max_layer(PoolParam("pool: MAX global_pooling: true"));
-  ASSERT_TRUE(max_layer.SetUp({&bottom}, {&top}).ok());
-  max_layer.Forward({&bottom}, {&top});
-  EXPECT_EQ((std::vector<int>{2, 1, 1, 1}), top.shape());
-  ExpectBlobNear({6, -1}, top);
-  PoolingLayer ave_layer(PoolParam("pool: AVE global_pooling: true"));
-  ASSERT_TRUE(ave_layer.SetUp({&bottom}, {&top}).ok());
-  ave_layer.Forward({&bottom}, {&top});
-  ExpectBlobNear({3.5f, -3.5f}, top);
+  const std::vector<float> values = {1, 2, 3, 4, 5, 6, -1, -2, -3, -4, -5, -6};
+  ExpectPooled("pool: MAX global_pooling: true", {2, 1, 2, 3}, values, {2, 1, 1, 1}, {6, -1});
+  ExpectPooled("pool: AVE global_pooling: true", {2, 1, 2, 3}, values, {2, 1, 1, 1}, {3.5f, -3.5f});
 }
 
 TEST(PoolingLayerTest, GradientMax) {
-  std::mt19937 rng(1701);
-  Blob bottom(2, 2, 5, 6);
-  Blob top;
-  test::FillDistinct(&bottom, &rng);
-  PoolingLayer layer(PoolParam("pool: MAX kernel_size: 3 stride: 2"));
-  GradientChecker checker(1e-2f, 1e-3f);
-  checker.CheckGradientExhaustive(&layer, {&bottom}, {&top});
-  EXPECT_GT(checker.comparisons(), 0);
+  test::ExpectLayerGradient<PoolingLayer>(PoolText("pool: MAX kernel_size: 3 stride: 2"), {2, 2, 5, 6}, 1701,
+                                          test::BottomFill::kDistinct);
 }
 
 TEST(PoolingLayerTest, GradientMaxPaddedWithMaskTop) {
@@ -158,25 +137,12 @@ TEST(PoolingLayerTest, GradientMaxPaddedWithMaskTop) {
 }
 
 TEST(PoolingLayerTest, GradientAvePadded) {
-  std::mt19937 rng(1703);
-  Blob bottom(2, 2, 5, 5);
-  Blob top;
-  test::FillGaussian(&bottom, &rng);
-  PoolingLayer layer(PoolParam("pool: AVE kernel_size: 3 stride: 2 pad: 1"));
-  GradientChecker checker(1e-2f, 1e-3f);
-  checker.CheckGradientExhaustive(&layer, {&bottom}, {&top});
-  EXPECT_GT(checker.comparisons(), 0);
+  test::ExpectLayerGradient<PoolingLayer>(PoolText("pool: AVE kernel_size: 3 stride: 2 pad: 1"), {2, 2, 5, 5}, 1703);
 }
 
 TEST(PoolingLayerTest, GradientAveRectangularStride) {
-  std::mt19937 rng(1704);
-  Blob bottom(1, 2, 6, 5);
-  Blob top;
-  test::FillGaussian(&bottom, &rng);
-  PoolingLayer layer(PoolParam("pool: AVE kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 1"));
-  GradientChecker checker(1e-2f, 1e-3f);
-  checker.CheckGradientExhaustive(&layer, {&bottom}, {&top});
-  EXPECT_GT(checker.comparisons(), 0);
+  test::ExpectLayerGradient<PoolingLayer>(
+      PoolText("pool: AVE kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 1"), {1, 2, 6, 5}, 1704);
 }
 
 Status SetUpPool(const std::string& pooling_param, int tops = 1) {

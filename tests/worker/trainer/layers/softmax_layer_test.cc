@@ -11,13 +11,8 @@
 #include "worker/trainer/layers/softmax_layers.h"
 
 namespace nereus {
+namespace test {
 namespace {
-
-using test::BlobDiff;
-using test::ExpectBlobNear;
-using test::GradientChecker;
-using test::ParseLayerParameter;
-using test::SetBlobData;
 
 // softmax([1, 2, 3]) and softmax([1, 1, 1]).
 const float kP1 = 0.09003057f, kP2 = 0.24472847f, kP3 = 0.66524096f;
@@ -50,16 +45,13 @@ TEST(SoftmaxLayerTest, ForwardAlongAxis) {
 }
 
 TEST(SoftmaxLayerTest, Gradient) {
-  std::mt19937 rng(1701);
-  Blob bottom(2, 4, 2, 1), top;
-  test::FillGaussian(&bottom, &rng);
-  SoftmaxLayer layer(ParseLayerParameter("name: 'prob' type: 'Softmax'"));
-  GradientChecker checker(1e-2f, 1e-3f);
-  checker.CheckGradientExhaustive(&layer, {&bottom}, {&top});
-  EXPECT_GT(checker.comparisons(), 0);
+  test::ExpectLayerGradient<SoftmaxLayer>("name: 'prob' type: 'Softmax'", {2, 4, 2, 1}, 1701);
 }
 
 // ---- SoftmaxWithLoss ----
+
+// Gradient checks against the scores (bottom 0), not the labels.
+const test::CheckerSettings kScoresOnly = {test::GradientCheck::kExhaustive, 1e-2f, 1e-3f, 0.0f, -1.0f, 0};
 
 // Scores [[1, 2, 3], [1, 1, 1]] with labels [2, 0]:
 // losses -log(kP3) = 0.40760596 and -log(1/3) = 1.09861229.
@@ -124,9 +116,7 @@ TEST(SoftmaxWithLossLayerTest, Gradient) {
   test::FillGaussian(&scores, &rng);
   for (int i = 0; i < label.count(); ++i) label.mutable_cpu_data()[i] = static_cast<float>(rng() % 5);
   SoftmaxWithLossLayer layer(ParseLayerParameter("name: 'loss' type: 'SoftmaxWithLoss'"));
-  GradientChecker checker(1e-2f, 1e-3f);
-  checker.CheckGradientExhaustive(&layer, {&scores, &label}, {&loss}, 0);
-  EXPECT_GT(checker.comparisons(), 0);
+  test::ExpectGradient(&layer, {&scores, &label}, {&loss}, kScoresOnly);
 }
 
 TEST(SoftmaxWithLossLayerTest, GradientIgnoreLabelBatchSize) {
@@ -137,18 +127,12 @@ TEST(SoftmaxWithLossLayerTest, GradientIgnoreLabelBatchSize) {
   SoftmaxWithLossLayer layer(
       ParseLayerParameter("name: 'loss' type: 'SoftmaxWithLoss' loss_param { ignore_label: 1 normalization: "
                           "BATCH_SIZE }"));
-  GradientChecker checker(1e-2f, 1e-3f);
-  checker.CheckGradientExhaustive(&layer, {&scores, &label}, {&loss}, 0);
-  EXPECT_GT(checker.comparisons(), 0);
+  test::ExpectGradient(&layer, {&scores, &label}, {&loss}, kScoresOnly);
 }
 
 TEST(SoftmaxWithLossLayerConfigTest, LabelCountMismatch) {
-  Blob scores(std::vector<int>{2, 3}), label(std::vector<int>{3}), loss;
   SoftmaxWithLossLayer layer(ParseLayerParameter("name: 'loss3' type: 'SoftmaxWithLoss'"));
-  const Status s = layer.SetUp({&scores, &label}, {&loss});
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(std::string::npos, s.message().find("loss3")) << s.message();
-  EXPECT_NE(std::string::npos, s.message().find("number of labels must match")) << s.message();
+  test::ExpectErrorContains(test::SetUpOn(&layer, {{2, 3}, {3}}), {"loss3", "number of labels must match"});
 }
 
 // A label out of range is a forward error (Net::Forward returns it), and the
@@ -224,12 +208,8 @@ TEST(AccuracyLayerTest, SpatialLabels) {
 }
 
 TEST(AccuracyLayerConfigTest, TopKLargerThanClasses) {
-  Blob scores(std::vector<int>{4, 3}), label(std::vector<int>{4}), top;
   AccuracyLayer layer(ParseLayerParameter("name: 'acc5' type: 'Accuracy' accuracy_param { top_k: 5 }"));
-  const Status s = layer.SetUp({&scores, &label}, {&top});
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(std::string::npos, s.message().find("acc5")) << s.message();
-  EXPECT_NE(std::string::npos, s.message().find("top_k (5)")) << s.message();
+  test::ExpectErrorContains(test::SetUpOn(&layer, {{4, 3}, {4}}), {"acc5", "top_k (5)"});
 }
 
 TEST(AccuracyLayerConfigTest, LabelOutOfRangeIsAForwardError) {
@@ -248,4 +228,5 @@ TEST(AccuracyLayerConfigTest, LabelOutOfRangeIsAForwardError) {
 }
 
 }  // namespace
+}  // namespace test
 }  // namespace nereus
