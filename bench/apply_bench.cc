@@ -85,12 +85,12 @@ StatusOr<ApplyFigures> MeasureApply(int threads, uint64_t bytes, uint64_t partit
   };
   for (uint64_t p = 0; p < partitions; ++p) {
     Message m;
-    m.header.set_op(pb::INIT_CHUNK);
+    m.header.set_op(pb::INIT_PARTITION);
     m.header.set_tensor(static_cast<int>(p));
     m.header.set_dtype(pb::FLOAT32);
     m.payload.push_back(Buffer::Of(std::make_shared<const std::vector<float>>(floats, 0.5f)));
     m.header.set_payload_bytes(m.payload_bytes());
-    auto* meta = m.header.mutable_chunk_meta();
+    auto* meta = m.header.mutable_partition_meta();
     meta->set_tensor(static_cast<int>(p));
     meta->set_length(floats);
     meta->set_lr_mult(1);

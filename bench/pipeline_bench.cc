@@ -38,7 +38,7 @@ DEFINE_int32(batch, 32, "pipeline: samples per worker per iteration.");
 DEFINE_int32(iterations, 8, "pipeline: iterations timed (after --warmup).");
 DEFINE_int32(warmup, 5, "pipeline: iterations not timed (merging is planned in these).");
 DEFINE_uint64(partition_bytes, 1 << 20,
-              "Tensors are cut into partitions (chunks) of at most this many bytes: the unit servers store and "
+              "Tensors are cut into partitions of at most this many bytes: the unit servers store and "
               "update and the unit the scheduler orders.");
 DEFINE_string(batch_sweep, "",
               "pipeline: comma-separated --batch_bytes values (e.g. 0,65536) to run every schedule with, one after "
@@ -121,7 +121,7 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, uint64_t bat
   LocalJobOptions o;
   o.servers = FLAGS_servers;
   o.workers = FLAGS_workers;
-  o.job.set_chunk_bytes(FLAGS_partition_bytes);
+  o.job.set_partition_bytes(FLAGS_partition_bytes);
   o.job.set_heartbeat_timeout_ms(60000);
   // --schedule may say "all"; the client options are those of one schedule.
   const std::string asked = FLAGS_schedule, asked_sfb = FLAGS_sfb;

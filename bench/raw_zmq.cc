@@ -35,13 +35,13 @@ void NoFree(void*, void*) {}
 struct RawHeader {
   uint16_t op;
   uint16_t worker;  // The sender's rank (a worker's streams each have their own ZeroMQ identity).
-  uint32_t chunk;
+  uint32_t partition;
   uint64_t seq;  // The worker's operation, echoed.
 };
 enum : uint16_t { kPushMsg = 1, kAckMsg = 2, kPullMsg = 3, kReplyMsg = 4, kStopMsg = 5 };
 
-zmq::message_t HeaderFrame(uint16_t op, uint32_t chunk, uint64_t seq, uint16_t worker = 0) {
-  const RawHeader h{op, worker, chunk, seq};
+zmq::message_t HeaderFrame(uint16_t op, uint32_t partition, uint64_t seq, uint16_t worker = 0) {
+  const RawHeader h{op, worker, partition, seq};
   return zmq::message_t(&h, sizeof(h));
 }
 
@@ -55,8 +55,8 @@ RawHeader ReadHeader(const zmq::message_t& m) {
 // A server node: its own context, a ROUTER, and a thread that receives,
 // acks and answers. With an update and apply_threads > 0, the update is made
 // on apply_threads threads of its own, as a Nereus server makes it on its
-// pool (ParamServer): the receive thread hands a chunk whose gradients are
-// all in to them and goes on reading; a pull of a chunk being updated waits
+// pool (ParamServer): the receive thread hands a partition whose gradients are
+// all in to them and goes on reading; a pull of a partition being updated waits
 // for the update to end (its weights are the update's meanwhile); an apply
 // thread that is done says so on an eventfd the receive thread polls beside
 // the ROUTER, and the receive thread sends the waiting replies (a ZeroMQ
@@ -65,9 +65,9 @@ RawHeader ReadHeader(const zmq::message_t& m) {
 class RawServer {
  public:
   // `update`: also apply the update (see RawFair).
-  RawServer(const std::vector<ChunkPlacement>& chunks, uint64_t elements, int workers, const pb::SgdConfig* update,
-            int apply_threads)
-      : chunks_(chunks),
+  RawServer(const std::vector<PartitionPlacement>& partitions, uint64_t elements, int workers,
+            const pb::SgdConfig* update, int apply_threads)
+      : partitions_(partitions),
         weights_(elements, 0.5f),
         workers_(workers),
         update_(update != nullptr),
@@ -75,8 +75,8 @@ class RawServer {
         sock_(ctx_, zmq::socket_type::router) {
     if (update_) {
       sgd_ = *update;
-      for (const ChunkPlacement& c : chunks_) {
-        UpdatedChunk u;
+      for (const PartitionPlacement& c : partitions_) {
+        UpdatedPartition u;
         u.weights =
             std::make_shared<std::vector<float>>(weights_.begin() + c.offset, weights_.begin() + c.offset + c.length);
         u.history.assign(c.length, 0.0f);
@@ -108,30 +108,30 @@ class RawServer {
   const std::string& endpoint() const { return endpoint_; }
 
  private:
-  // One round of a chunk's gradients: each worker's next push of it.
+  // One round of a partition's gradients: each worker's next push of it.
   struct Round {
     std::vector<zmq::message_t> grads;  // By worker index.
     int count = 0;
   };
-  // A chunk's weights under --raw_update, kept as ParamServer keeps them.
-  struct UpdatedChunk {
+  // A partition's weights under --raw_update, kept as ParamServer keeps them.
+  struct UpdatedPartition {
     std::shared_ptr<std::vector<float>> weights, spare;
     std::vector<float> history;
-    std::map<uint64_t, Round> rounds;                             // By round: the workers' n-th pushes of the chunk.
-    bool applying = false;                                        // weights/spare/history are an apply thread's.
+    std::map<uint64_t, Round> rounds;  // By round: the workers' n-th pushes of the partition.
+    bool applying = false;             // weights/spare/history are an apply thread's.
     std::vector<std::pair<std::string, uint64_t>> waiting_pulls;  // (worker identity, seq)
   };
   struct Job {
-    uint32_t chunk;
+    uint32_t partition;
     std::vector<const float*> srcs;
   };
 
   void Loop() {
     // Without an update, received gradients are kept until the same worker's
-    // next one for the chunk replaces (and frees) them, as a server keeps a
-    // push's frame until the chunk's update. With one, until the update.
+    // next one for the partition replaces (and frees) them, as a server keeps a
+    // push's frame until the partition's update. With one, until the update.
     std::map<std::string, std::vector<zmq::message_t>> kept;
-    std::map<int, std::vector<uint64_t>> pushes_of;  // Worker -> pushes of each chunk so far.
+    std::map<int, std::vector<uint64_t>> pushes_of;  // Worker -> pushes of each partition so far.
     int stops = 0;
     std::vector<zmq::pollitem_t> items = {{sock_.handle(), 0, ZMQ_POLLIN, 0}};
     if (done_fd_ >= 0) items.push_back({nullptr, done_fd_, ZMQ_POLLIN, 0});
@@ -149,30 +149,30 @@ class RawServer {
         switch (h.op) {
           case kPushMsg: {
             sock_.send(id, zmq::send_flags::sndmore);
-            sock_.send(HeaderFrame(kAckMsg, h.chunk, h.seq), zmq::send_flags::none);
+            sock_.send(HeaderFrame(kAckMsg, h.partition, h.seq), zmq::send_flags::none);
             if (!update_) {
               auto& slots = kept[who];
-              if (slots.size() < chunks_.size()) slots.resize(chunks_.size());
-              slots.at(h.chunk) = std::move(payload);
+              if (slots.size() < partitions_.size()) slots.resize(partitions_.size());
+              slots.at(h.partition) = std::move(payload);
               break;
             }
             const int idx = h.worker;
             CHECK_LT(idx, workers_) << "raw baseline: a worker rank out of range";
             auto& n = pushes_of[idx];
-            if (n.size() < chunks_.size()) n.resize(chunks_.size(), 0);
-            Round& r = updated_.at(h.chunk).rounds[n[h.chunk]++];
+            if (n.size() < partitions_.size()) n.resize(partitions_.size(), 0);
+            Round& r = updated_.at(h.partition).rounds[n[h.partition]++];
             if (r.grads.empty()) r.grads.resize(workers_);
             r.grads[idx] = std::move(payload);
             ++r.count;
-            StartUpdate(h.chunk);
+            StartUpdate(h.partition);
             break;
           }
           case kPullMsg: {
-            if (update_ && updated_.at(h.chunk).applying) {
-              updated_[h.chunk].waiting_pulls.emplace_back(who, h.seq);
+            if (update_ && updated_.at(h.partition).applying) {
+              updated_[h.partition].waiting_pulls.emplace_back(who, h.seq);
               break;
             }
-            Reply(who, h.chunk, h.seq);
+            Reply(who, h.partition, h.seq);
             break;
           }
           case kStopMsg:
@@ -185,13 +185,13 @@ class RawServer {
     }
   }
 
-  void Reply(const std::string& to, uint32_t chunk, uint64_t seq) {
-    const ChunkPlacement& c = chunks_.at(chunk);
+  void Reply(const std::string& to, uint32_t partition, uint64_t seq) {
+    const PartitionPlacement& c = partitions_.at(partition);
     sock_.send(zmq::buffer(to), zmq::send_flags::sndmore);
-    sock_.send(HeaderFrame(kReplyMsg, chunk, seq), zmq::send_flags::sndmore);
+    sock_.send(HeaderFrame(kReplyMsg, partition, seq), zmq::send_flags::sndmore);
     if (update_) {
       // Zero-copy, holding this version: the next update goes elsewhere.
-      const std::shared_ptr<std::vector<float>>& v = updated_.at(chunk).weights;
+      const std::shared_ptr<std::vector<float>>& v = updated_.at(partition).weights;
       zmq::message_t w(v->data(), v->size() * sizeof(float), &ReleaseVersion,
                        new std::shared_ptr<std::vector<float>>(v));
       sock_.send(w, zmq::send_flags::none);
@@ -201,12 +201,12 @@ class RawServer {
     }
   }
 
-  // The chunk's oldest round, if every worker's gradient is in and no update
-  // of the chunk is being made: on the receive thread, or handed over.
-  void StartUpdate(uint32_t chunk) {
-    UpdatedChunk& u = updated_.at(chunk);
+  // The partition's oldest round, if every worker's gradient is in and no update
+  // of the partition is being made: on the receive thread, or handed over.
+  void StartUpdate(uint32_t partition) {
+    UpdatedPartition& u = updated_.at(partition);
     if (u.applying || u.rounds.empty() || u.rounds.begin()->second.count < workers_) return;
-    Job job{chunk, {}};
+    Job job{partition, {}};
     for (const zmq::message_t& g : u.rounds.begin()->second.grads) job.srcs.push_back(g.data<float>());
     if (appliers_.empty()) {
       Update(job);
@@ -231,14 +231,14 @@ class RawServer {
       MutexLock lock(&mu_);
       done.swap(done_);
     }
-    for (uint32_t chunk : done) {
-      UpdatedChunk& u = updated_.at(chunk);
+    for (uint32_t partition : done) {
+      UpdatedPartition& u = updated_.at(partition);
       u.applying = false;
       --in_flight_;
       u.rounds.erase(u.rounds.begin());  // Frees the gradient frames.
-      for (const auto& [to, seq] : u.waiting_pulls) Reply(to, chunk, seq);
+      for (const auto& [to, seq] : u.waiting_pulls) Reply(to, partition, seq);
       u.waiting_pulls.clear();
-      StartUpdate(chunk);
+      StartUpdate(partition);
     }
   }
 
@@ -252,7 +252,7 @@ class RawServer {
       mu_.Unlock();
       Update(job);
       mu_.Lock();
-      done_.push_back(job.chunk);
+      done_.push_back(job.partition);
       const uint64_t one = 1;
       (void)!write(done_fd_, &one, sizeof(one));
     }
@@ -260,23 +260,23 @@ class RawServer {
 
   static void ReleaseVersion(void*, void* hint) { delete static_cast<std::shared_ptr<std::vector<float>>*>(hint); }
 
-  // Every worker's gradient of `job.chunk` is in: one SGD step on their
+  // Every worker's gradient of `job.partition` is in: one SGD step on their
   // average in worker order, with the functions ParamServer makes its
   // updates with (SgdStepAveraged, UpdateHeldWeights).
   void Update(const Job& job) {
-    UpdatedChunk& u = updated_.at(job.chunk);
+    UpdatedPartition& u = updated_.at(job.partition);
     UpdateHeldWeights(&u.weights, &u.spare, [&](const float* in, float* out) {
       SgdStepAveraged(sgd_, sgd_.base_lr(), 1.0f, 1.0f, job.srcs.data(), job.srcs.size(), in, out, u.history.data(),
                       u.history.size());
     });
   }
 
-  const std::vector<ChunkPlacement> chunks_;
+  const std::vector<PartitionPlacement> partitions_;
   std::vector<float> weights_;
   const int workers_;
   const bool update_;
   pb::SgdConfig sgd_;
-  std::vector<UpdatedChunk> updated_;  // By chunk; empty unless update_.
+  std::vector<UpdatedPartition> updated_;  // By partition; empty unless update_.
   zmq::context_t ctx_;
   zmq::socket_t sock_;
   std::string endpoint_;
@@ -285,23 +285,23 @@ class RawServer {
   Mutex mu_;
   CondVar jobs_cv_;
   std::deque<Job> jobs_ NEREUS_GUARDED_BY(mu_);
-  std::vector<uint32_t> done_ NEREUS_GUARDED_BY(mu_);  // Chunks whose update is made.
+  std::vector<uint32_t> done_ NEREUS_GUARDED_BY(mu_);  // Partitions whose update is made.
   bool stop_appliers_ NEREUS_GUARDED_BY(mu_) = false;
   std::vector<std::thread> appliers_;
   std::thread thread_;
 };
 
-// A worker node: its own context, `streams` DEALERs to each server (chunk i
+// A worker node: its own context, `streams` DEALERs to each server (partition i
 // on stream i % streams, as a Nereus client spreads partitions over its
 // --streams connections), driven by one thread that sends and polls (no
 // hand-off).
 class RawWorker {
  public:
   // `pull_buffers`: destinations of plain pulls, reused round robin.
-  RawWorker(int rank, const std::vector<std::string>& servers, const std::vector<ChunkPlacement>& chunks,
+  RawWorker(int rank, const std::vector<std::string>& servers, const std::vector<PartitionPlacement>& partitions,
             uint64_t elements, int pull_buffers, int streams)
       : rank_(static_cast<uint16_t>(rank)),
-        chunks_(chunks),
+        partitions_(partitions),
         grad_(elements, 1e-3f),
         weights_(elements, 0.5f),
         streams_(std::max(1, streams)),
@@ -332,7 +332,7 @@ class RawWorker {
     while (!remaining_.empty()) ReceiveSome();
   }
 
-  // One pull of chunk 0, timed in microseconds.
+  // One pull of partition 0, timed in microseconds.
   double PullRtt() {
     const auto t0 = Clock::now();
     Run(RawOp::kPull, 1, 1);
@@ -345,21 +345,23 @@ class RawWorker {
       const uint64_t seq = next_seq_++;
       dst_of_[seq] = weights_.data();
       remaining_[seq] = 1;
-      // Chunk 0's request on each connection (its reply lands in weights_).
+      // Partition 0's request on each connection (its reply lands in weights_).
       socks_[s].send(HeaderFrame(kPullMsg, 0, seq), zmq::send_flags::none);
       while (!remaining_.empty()) ReceiveSome();
     }
   }
 
  private:
-  zmq::socket_t& Stream(uint32_t chunk) { return socks_[chunks_[chunk].server * streams_ + chunk % streams_]; }
+  zmq::socket_t& Stream(uint32_t partition) {
+    return socks_[partitions_[partition].server * streams_ + partition % streams_];
+  }
 
   void Issue(RawOp op, uint64_t seq) {
     int expect = 0;
     float* dst = op == RawOp::kPull && !dst_.empty() ? dst_[seq % dst_.size()].data() : weights_.data();
     dst_of_[seq] = dst;
-    for (uint32_t i = 0; i < chunks_.size(); ++i) {
-      const ChunkPlacement& c = chunks_[i];
+    for (uint32_t i = 0; i < partitions_.size(); ++i) {
+      const PartitionPlacement& c = partitions_[i];
       zmq::socket_t& s = Stream(i);
       if (op != RawOp::kPull) {
         s.send(HeaderFrame(kPushMsg, i, seq, rank_), zmq::send_flags::sndmore);
@@ -368,7 +370,7 @@ class RawWorker {
         ++expect;
       }
     }
-    for (uint32_t i = 0; op != RawOp::kPush && i < chunks_.size(); ++i) {
+    for (uint32_t i = 0; op != RawOp::kPush && i < partitions_.size(); ++i) {
       Stream(i).send(HeaderFrame(kPullMsg, i, seq), zmq::send_flags::none);
       ++expect;
     }
@@ -388,7 +390,7 @@ class RawWorker {
         if (h.op == kReplyMsg) {
           zmq::message_t payload;
           (void)socks_[k].recv(payload);
-          const ChunkPlacement& c = chunks_.at(h.chunk);
+          const PartitionPlacement& c = partitions_.at(h.partition);
           CHECK_EQ(payload.size(), c.length * sizeof(float));
           std::memcpy(dst_of_.at(h.seq) + c.offset, payload.data(), payload.size());
         }
@@ -403,7 +405,7 @@ class RawWorker {
   }
 
   const uint16_t rank_;
-  const std::vector<ChunkPlacement> chunks_;
+  const std::vector<PartitionPlacement> partitions_;
   std::vector<float> grad_, weights_;
   std::vector<std::vector<float>> dst_;  // Pull destinations, reused round robin.
   const int streams_;
@@ -423,21 +425,21 @@ struct RawJob {
   }
 };
 
-StatusOr<std::unique_ptr<RawJob>> StartRawJob(int servers, int workers, uint64_t bytes, uint64_t chunk_bytes,
+StatusOr<std::unique_ptr<RawJob>> StartRawJob(int servers, int workers, uint64_t bytes, uint64_t partition_bytes,
                                               int pull_buffers, const pb::SgdConfig* update = nullptr, int streams = 1,
                                               int apply_threads = 0) {
   if (bytes % sizeof(float) != 0) return InvalidArgumentError("raw baseline: bytes must be a multiple of 4");
   const uint64_t elements = bytes / sizeof(float);
-  ASSIGN_OR_RETURN(ShardMap map, ShardMap::Build({elements}, chunk_bytes, servers));
-  const std::vector<ChunkPlacement>& chunks = map.chunks(0);
+  ASSIGN_OR_RETURN(ShardMap map, ShardMap::Build({elements}, partition_bytes, servers));
+  const std::vector<PartitionPlacement>& partitions = map.partitions(0);
   auto job = std::make_unique<RawJob>();
   std::vector<std::string> eps;
   for (int s = 0; s < servers; ++s) {
-    job->servers.push_back(std::make_unique<RawServer>(chunks, elements, workers, update, apply_threads));
+    job->servers.push_back(std::make_unique<RawServer>(partitions, elements, workers, update, apply_threads));
     eps.push_back(job->servers.back()->endpoint());
   }
   for (int w = 0; w < workers; ++w) {
-    job->workers.push_back(std::make_unique<RawWorker>(w, eps, chunks, elements, pull_buffers, streams));
+    job->workers.push_back(std::make_unique<RawWorker>(w, eps, partitions, elements, pull_buffers, streams));
     job->workers.back()->Connect();  // Connected both ways before timing.
   }
   return job;
@@ -452,8 +454,8 @@ double ProcessCpuSeconds() {
 }
 
 StatusOr<RawFairResult> RawFair(const RawFairOptions& o) {
-  ASSIGN_OR_RETURN(auto job, StartRawJob(o.servers, o.workers, o.bytes, o.chunk_bytes, o.window, o.update, o.streams,
-                                         o.apply_threads));
+  ASSIGN_OR_RETURN(auto job, StartRawJob(o.servers, o.workers, o.bytes, o.partition_bytes, o.window, o.update,
+                                         o.streams, o.apply_threads));
   // Runs `op` on every worker at once (each on a thread of its own).
   auto timed = [&](RawOp op, int iters) {
     RawResult r;

@@ -36,13 +36,13 @@ DEFINE_int32(rtt_samples, 2000,
              "transport: round trips timed for the 4 KB latency, of Nereus and of raw ZeroMQ each, the two "
              "alternated one by one with both jobs up.");
 DEFINE_string(raw_baseline, "fair",
-              "transport: the raw ZeroMQ baseline. fair: raw ZeroMQ moving the same chunks between the same nodes "
+              "transport: the raw ZeroMQ baseline. fair: raw ZeroMQ moving the same partitions between the same nodes "
               "with the same buffer handling and window as a Nereus job, minus Nereus (see bench/raw_zmq.h); "
               "stream: zero-copy PUSH/PULL streaming of the tensor's size one way (an upper bound).");
 DEFINE_bool(raw_update, true,
             "transport: with --raw_baseline=fair, also measure it with the update a parameter server must make "
-            "(the workers' gradients averaged and one SGD step with momentum per chunk, on --apply_threads threads "
-            "beside the receive thread, as a Nereus server makes it; pulls still answered at once but for a chunk "
+            "(the workers' gradients averaged and one SGD step with momentum per partition, on --apply_threads threads "
+            "beside the receive thread, as a Nereus server makes it; pulls still answered at once but for a partition "
             "being updated) and print it as raw+upd with our ratio to it: the share of the gap to raw ZeroMQ that "
             "is the update itself rather than Nereus.");
 DEFINE_int32(warmup_clocks, 2,
@@ -87,7 +87,7 @@ StatusOr<Measured> NereusThroughput(int servers, int workers, uint64_t bytes, in
   o.curve_dir = curve_dir;
   o.servers = servers;
   o.workers = workers;
-  o.job.set_chunk_bytes(FLAGS_partition_bytes);
+  o.job.set_partition_bytes(FLAGS_partition_bytes);
   // A real job's connections: --streams from each worker to each server
   // (kFull spreads partitions over them) and from each server back.
   o.client.streams = FLAGS_streams;
@@ -318,7 +318,7 @@ int RunTransport(BenchContext& ctx) {
           ro.servers = servers;
           ro.workers = workers;
           ro.bytes = bytes;
-          ro.chunk_bytes = FLAGS_partition_bytes;
+          ro.partition_bytes = FLAGS_partition_bytes;
           ro.iters = iters;
           ro.window = kWindow;
           ro.streams = FLAGS_streams;

@@ -93,7 +93,7 @@ void SgdStepAveraged(const pb::SgdConfig& config, float rate, float lr_mult, flo
                      size_t k, const float* data_in, float* data_out, float* history, size_t n);
 
 // One update of weights that zero-copy replies may still hold (a server's
-// chunk): `step(in, out)` writes the new weights. When nothing else holds
+// partition): `step(in, out)` writes the new weights. When nothing else holds
 // `*weights` the step is in place (in == out); else it reads `*weights` and
 // writes `*spare` (reused when nothing holds it any more, else made anew),
 // which then becomes the weights, so a held reply keeps its version's values.

@@ -158,10 +158,10 @@ Status WriteCheckpoint(const std::string& dir, const ShardState& state) {
   RETURN_IF_ERROR(MakeDirs(dir));
   const pb::CheckpointShard& info = state.info;
   pb::CheckpointShard header = info;
-  header.clear_chunks();
+  header.clear_partitions();
   std::vector<std::pair<const void*, size_t>> pieces;
-  for (const ChunkState& c : state.chunks) {
-    pb::CheckpointChunk* pc = header.add_chunks();
+  for (const PartitionState& c : state.partitions) {
+    pb::CheckpointPartition* pc = header.add_partitions();
     *pc->mutable_meta() = c.meta;
     pc->set_version(c.version);
     for (const auto& [name, values] : c.arrays) {
@@ -175,7 +175,7 @@ Status WriteCheckpoint(const std::string& dir, const ShardState& state) {
   const std::string head = std::string(kMagic, sizeof(kMagic)) + Le32(static_cast<uint32_t>(header_bytes.size()));
   pieces.emplace_back(head.data(), head.size());
   pieces.emplace_back(header_bytes.data(), header_bytes.size());
-  for (const ChunkState& c : state.chunks)
+  for (const PartitionState& c : state.partitions)
     for (const auto& [name, values] : c.arrays) pieces.emplace_back(values->data(), values->size() * sizeof(float));
   uint32_t crc = 0;
   uint64_t bytes = 0;
@@ -270,25 +270,25 @@ StatusOr<ShardState> ReadCheckpoint(const std::string& dir, int64_t clock, int r
   if (state.info.clock() != clock || state.info.server_rank() != rank)
     return DataLossError(path + ": the header names clock " + std::to_string(state.info.clock()) + ", server " +
                          std::to_string(state.info.server_rank()));
-  for (const pb::CheckpointChunk& pc : state.info.chunks()) {
-    ChunkState c;
+  for (const pb::CheckpointPartition& pc : state.info.partitions()) {
+    PartitionState c;
     c.meta = pc.meta();
     c.version = pc.version();
     for (const pb::CheckpointArray& a : pc.arrays()) {
       const size_t bytes = a.length() * sizeof(float);
       if (a.length() > (file.size() - pos) / sizeof(float))
         return DataLossError(path + ": array " + a.name() + " of tensor " + std::to_string(c.meta.tensor()) +
-                             " chunk " + std::to_string(c.meta.chunk()) + " runs past the end of the file");
+                             " partition " + std::to_string(c.meta.partition()) + " runs past the end of the file");
       auto v = std::make_shared<std::vector<float>>(a.length());
       std::memcpy(v->data(), file.data() + pos, bytes);
       pos += bytes;
       c.arrays.emplace_back(a.name(), std::move(v));
     }
-    state.chunks.push_back(std::move(c));
+    state.partitions.push_back(std::move(c));
   }
   if (pos != file.size())
     return DataLossError(path + ": " + std::to_string(file.size() - pos) + " bytes after the last array");
-  state.info.clear_chunks();
+  state.info.clear_partitions();
   return state;
 }
 

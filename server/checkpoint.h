@@ -29,18 +29,18 @@ namespace nereus {
 // Extend a running value by passing it back in.
 uint32_t Crc32c(uint32_t crc, const void* data, size_t size);
 
-// One chunk's state: "weights" first, then the solver's history arrays.
-struct ChunkState {
-  pb::ChunkMeta meta;
+// One partition's state: "weights" first, then the solver's history arrays.
+struct PartitionState {
+  pb::PartitionMeta meta;
   int64_t version = 0;
   std::vector<std::pair<std::string, std::shared_ptr<const std::vector<float>>>> arrays;
 };
 
-// A server's shard at one clock. `info` holds everything but the chunks
-// (clock, rank, job shape, solver settings); its `chunks` field is unused.
+// A server's shard at one clock. `info` holds everything but the partitions
+// (clock, rank, job shape, solver settings); its `partitions` field is unused.
 struct ShardState {
   pb::CheckpointShard info;
-  std::vector<ChunkState> chunks;
+  std::vector<PartitionState> partitions;
 };
 
 // File names of server `rank`'s checkpoint of `clock` (base names). The job's

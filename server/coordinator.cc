@@ -21,11 +21,11 @@ Status ValidateJobConfig(const pb::JobConfig& job) {
   if (job.consistency() == pb::CONSISTENCY_UNSPECIFIED) return InvalidArgumentError("consistency model not set");
   if (job.staleness() < 0)
     return InvalidArgumentError("--staleness must be >= 0, got " + std::to_string(job.staleness()));
-  if (job.chunk_bytes() < 4)
-    return InvalidArgumentError("--chunk_bytes must be >= 4, got " + std::to_string(job.chunk_bytes()));
-  if (job.chunk_bytes() > kDefaultMaxFrameBytes)
+  if (job.partition_bytes() < 4)
+    return InvalidArgumentError("--partition_bytes must be >= 4, got " + std::to_string(job.partition_bytes()));
+  if (job.partition_bytes() > kDefaultMaxFrameBytes)
     return InvalidArgumentError("--partition_bytes must be <= " + std::to_string(kDefaultMaxFrameBytes) +
-                                " (the largest frame a node accepts), got " + std::to_string(job.chunk_bytes()));
+                                " (the largest frame a node accepts), got " + std::to_string(job.partition_bytes()));
   if (job.heartbeat_interval_ms() < 1 || job.heartbeat_timeout_ms() <= job.heartbeat_interval_ms())
     return InvalidArgumentError("--heartbeat_timeout_ms must exceed --heartbeat_interval_ms (got " +
                                 std::to_string(job.heartbeat_timeout_ms()) + " and " +
@@ -145,8 +145,8 @@ StatusOr<std::optional<pb::CoordinatorState>> Coordinator::PreviousState() const
     return differs("--consistency", pb::Consistency_Name(now.consistency()), pb::Consistency_Name(was.consistency()));
   if (now.staleness() != was.staleness())
     return differs("--staleness", std::to_string(now.staleness()), std::to_string(was.staleness()));
-  if (now.chunk_bytes() != was.chunk_bytes())
-    return differs("--partition_bytes", std::to_string(now.chunk_bytes()), std::to_string(was.chunk_bytes()));
+  if (now.partition_bytes() != was.partition_bytes())
+    return differs("--partition_bytes", std::to_string(now.partition_bytes()), std::to_string(was.partition_bytes()));
   if (!s.finished() && (s.started() || s.epoch() > 0)) {
     if (was.consistency() != pb::BSP) {
       return FailedPreconditionError(
@@ -553,7 +553,7 @@ Status Coordinator::CheckRegistration(const pb::NodeInfo& n) const {
     return InvalidArgumentError(
         who + " was started with --checkpoint_every=" + std::to_string(n.checkpoint_every()) +
         " but the job's consistency is " + pb::Consistency_Name(options_.job.consistency()) +
-        ": checkpoints are refused there, since a server's chunks never stand at one clock together (SSP lets them "
+        ": checkpoints are refused there, since a server's partitions never stand at one clock together (SSP lets them "
         "drift up to the staleness bound, async applies each push on arrival) and no clock boundary gives a state "
         "the workers could restart from; use --consistency=bsp for resumable jobs");
   }

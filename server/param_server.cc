@@ -42,17 +42,17 @@ void ParamServer::StopApplyThreads() {
   pool.reset();  // Joins the (idle) threads, without the lock.
 }
 
-int ParamServer::num_chunks() const {
+int ParamServer::num_partitions() const {
   MutexLock lock(&mu_);
-  return static_cast<int>(chunks_.size());
+  return static_cast<int>(partitions_.size());
 }
 
-StatusOr<std::pair<std::vector<float>, int64_t>> ParamServer::Snapshot(int tensor, int chunk) const {
+StatusOr<std::pair<std::vector<float>, int64_t>> ParamServer::Snapshot(int tensor, int partition) const {
   MutexLock lock(&mu_);
   while (in_flight_ != 0) idle_cv_.Wait(&mu_);
-  auto it = chunks_.find({tensor, chunk});
-  if (it == chunks_.end())
-    return NotFoundError("no chunk " + std::to_string(chunk) + " of tensor " + std::to_string(tensor));
+  auto it = partitions_.find({tensor, partition});
+  if (it == partitions_.end())
+    return NotFoundError("no partition " + std::to_string(partition) + " of tensor " + std::to_string(tensor));
   return std::make_pair(*it->second.weights, it->second.version);
 }
 
@@ -66,8 +66,8 @@ int64_t MonotonicMicros() {
 
 // A piggybacked pull's priority: tensor-major, as the client orders them
 // (clamped: a peer's numbers must not overflow).
-static int32_t PullPriority(int64_t tensor, int64_t chunk) {
-  return static_cast<int32_t>(std::clamp<int64_t>(tensor * 1000 + chunk, INT32_MIN, INT32_MAX));
+static int32_t PullPriority(int64_t tensor, int64_t partition) {
+  return static_cast<int32_t>(std::clamp<int64_t>(tensor * 1000 + partition, INT32_MIN, INT32_MAX));
 }
 
 int64_t ParamServer::MinVersion(int64_t clock) const {
@@ -91,7 +91,7 @@ void ParamServer::Handle(const Endpoint& from, int worker_rank, StatusOr<Message
   const pb::Header& h = msg->header;
   Status st;
   switch (h.op()) {
-    case pb::INIT_CHUNK:
+    case pb::INIT_PARTITION:
       st = HandleInit(from, *msg);
       break;
     case pb::PUSH:
@@ -145,7 +145,7 @@ void ParamServer::FlushReplies() {
       const pb::Part& p = parts[0].part;
       m.header.set_request_id(p.request_id());
       m.header.set_tensor(p.tensor());
-      m.header.set_chunk(p.chunk());
+      m.header.set_partition(p.partition());
       m.header.set_clock(p.clock());
       m.header.set_apply_begin_us(p.apply_begin_us());
       m.header.set_apply_us(p.apply_us());
@@ -170,7 +170,7 @@ void ParamServer::SendError(const Endpoint& to, const pb::Header& request, const
   m.header.set_request_id(request.request_id());
   m.header.set_error_op(request.op());
   m.header.set_tensor(request.tensor());
-  m.header.set_chunk(request.chunk());
+  m.header.set_partition(request.partition());
   m.header.set_clock(request.clock());
   m.header.set_error("server " + std::to_string(options_.rank) + ": " + status.message());
   // A batch is refused whole: the ERROR names every unit in it.
@@ -183,7 +183,7 @@ void ParamServer::Ack(const Endpoint& to, pb::Op op, const pb::Header& request) 
   m.header.set_op(op);
   m.header.set_request_id(request.request_id());
   m.header.set_tensor(request.tensor());
-  m.header.set_chunk(request.chunk());
+  m.header.set_partition(request.partition());
   m.header.set_clock(request.clock());
   m.header.set_priority(request.priority());
   // A batch is acked once, naming every unit in it.
@@ -191,11 +191,11 @@ void ParamServer::Ack(const Endpoint& to, pb::Op op, const pb::Header& request) 
   sink_->Reply(to, std::move(m));
 }
 
-StatusOr<ParamServer::Chunk*> ParamServer::FindChunk(const pb::Header& h) {
-  auto it = chunks_.find({h.tensor(), h.chunk()});
-  if (it == chunks_.end()) {
-    return NotFoundError("unknown tensor " + std::to_string(h.tensor()) + " chunk " + std::to_string(h.chunk()) +
-                         " (not initialized on this server)");
+StatusOr<ParamServer::Partition*> ParamServer::FindPartition(const pb::Header& h) {
+  auto it = partitions_.find({h.tensor(), h.partition()});
+  if (it == partitions_.end()) {
+    return NotFoundError("unknown tensor " + std::to_string(h.tensor()) + " partition " +
+                         std::to_string(h.partition()) + " (not initialized on this server)");
   }
   return &it->second;
 }
@@ -207,8 +207,8 @@ static Status CheckFloatPayload(const pb::Header& h, uint64_t elements) {
   }
   // Divided, not multiplied: a lying element count must not wrap around.
   if (h.payload_bytes() % sizeof(float) != 0 || h.payload_bytes() / sizeof(float) != elements) {
-    return InvalidArgumentError("wrong shape: tensor " + std::to_string(h.tensor()) + " chunk " +
-                                std::to_string(h.chunk()) + " holds " + std::to_string(elements) + " floats (" +
+    return InvalidArgumentError("wrong shape: tensor " + std::to_string(h.tensor()) + " partition " +
+                                std::to_string(h.partition()) + " holds " + std::to_string(elements) + " floats (" +
                                 std::to_string(elements * sizeof(float)) + " bytes) but the payload has " +
                                 std::to_string(h.payload_bytes()) + " bytes");
   }
@@ -226,29 +226,30 @@ static const float* ContiguousPayload(const Message& msg, std::vector<float>* sc
 
 Status ParamServer::HandleInit(const Endpoint& from, const Message& msg) {
   const pb::Header& h = msg.header;
-  const pb::ChunkMeta& meta = h.chunk_meta();
-  if (meta.tensor() != h.tensor() || meta.chunk() != h.chunk())
-    return InvalidArgumentError("INIT_CHUNK header and chunk_meta name different chunks");
-  if (meta.length() == 0) return InvalidArgumentError("INIT_CHUNK of an empty chunk");
+  const pb::PartitionMeta& meta = h.partition_meta();
+  if (meta.tensor() != h.tensor() || meta.partition() != h.partition())
+    return InvalidArgumentError("INIT_PARTITION header and partition_meta name different partitions");
+  if (meta.length() == 0) return InvalidArgumentError("INIT_PARTITION of an empty partition");
   RETURN_IF_ERROR(CheckFloatPayload(h, meta.length()));
   RETURN_IF_ERROR(ValidateSgdConfig(h.sgd()));
   if (have_sgd_ && !google::protobuf::util::MessageDifferencer::Equals(sgd_, h.sgd()))
-    return InvalidArgumentError("INIT_CHUNK carries solver settings that differ from the ones this server already has");
-  auto it = chunks_.find({h.tensor(), h.chunk()});
-  if (it != chunks_.end()) {
+    return InvalidArgumentError(
+        "INIT_PARTITION carries solver settings that differ from the ones this server already has");
+  auto it = partitions_.find({h.tensor(), h.partition()});
+  if (it != partitions_.end()) {
     if (!google::protobuf::util::MessageDifferencer::Equals(it->second.meta, meta)) {
       if (!it->second.initialized) {
-        return InvalidArgumentError("tensor " + std::to_string(h.tensor()) + " chunk " + std::to_string(h.chunk()) +
-                                    " differs from this server's checkpoint of clock " +
+        return InvalidArgumentError("tensor " + std::to_string(h.tensor()) + " partition " +
+                                    std::to_string(h.partition()) + " differs from this server's checkpoint of clock " +
                                     std::to_string(restored_clock_) + ": the job has " + meta.ShortDebugString() +
                                     ", the checkpoint " + it->second.meta.ShortDebugString() +
                                     " (resume with the same model, --partition_bytes and --num_servers)");
       }
-      return InvalidArgumentError("tensor " + std::to_string(h.tensor()) + " chunk " + std::to_string(h.chunk()) +
-                                  " was already initialized with another layout");
+      return InvalidArgumentError("tensor " + std::to_string(h.tensor()) + " partition " +
+                                  std::to_string(h.partition()) + " was already initialized with another layout");
     }
     if (!have_sgd_) {
-      // The first INIT_CHUNK after Restore(): the job's solver settings win.
+      // The first INIT_PARTITION after Restore(): the job's solver settings win.
       if (!google::protobuf::util::MessageDifferencer::Equals(sgd_, h.sgd()))
         LOG(INFO) << "server " << options_.rank << ": resumed with new solver settings " << h.sgd().ShortDebugString()
                   << " (the checkpoint had " << sgd_.ShortDebugString() << ")";
@@ -260,10 +261,10 @@ Status ParamServer::HandleInit(const Endpoint& from, const Message& msg) {
     return Status::OK();
   }
   if (restored_clock_ >= 0) {
-    return InvalidArgumentError("tensor " + std::to_string(h.tensor()) + " (" + meta.tensor_name() + ") chunk " +
-                                std::to_string(h.chunk()) + " is not in this server's checkpoint of clock " +
+    return InvalidArgumentError("tensor " + std::to_string(h.tensor()) + " (" + meta.tensor_name() + ") partition " +
+                                std::to_string(h.partition()) + " is not in this server's checkpoint of clock " +
                                 std::to_string(restored_clock_) +
-                                ": the job places other chunks here than the checkpointed job did (resume with the "
+                                ": the job places other partitions here than the checkpointed job did (resume with the "
                                 "same model, --partition_bytes and --num_servers)");
   }
   if (!have_sgd_) {
@@ -272,14 +273,14 @@ Status ParamServer::HandleInit(const Endpoint& from, const Message& msg) {
     sgd_ = h.sgd();
     have_sgd_ = true;
   }
-  Chunk c;
+  Partition c;
   c.meta = meta;
   std::vector<float> scratch;
   const float* src = ContiguousPayload(msg, &scratch);
   c.weights = std::make_shared<std::vector<float>>(src, src + meta.length());
   c.history.assign(meta.length(), 0.0f);
   if (NumHistoryBlobs(sgd_.type()) == 2) c.history2.assign(meta.length(), 0.0f);
-  chunks_.emplace(Key{h.tensor(), h.chunk()}, std::move(c));
+  partitions_.emplace(Key{h.tensor(), h.partition()}, std::move(c));
   RecountMin();
   Ack(from, pb::INIT_ACK, h);
   return Status::OK();
@@ -309,7 +310,7 @@ Status ParamServer::HandlePush(const Endpoint& from, int worker, const Message& 
   std::vector<uint64_t> bytes;
   bool batch = false;
   if (h.parts_size() == 0) {
-    parts.push_back(PushPart{h.tensor(), h.chunk(), h.clock(), h.pull_request_id(), msg.payload});
+    parts.push_back(PushPart{h.tensor(), h.partition(), h.clock(), h.pull_request_id(), msg.payload});
     bytes.push_back(h.payload_bytes());
   } else {
     // A merged push or a batch: one payload frame per part.
@@ -324,13 +325,13 @@ Status ParamServer::HandlePush(const Endpoint& from, int worker, const Message& 
       if (p.payload_bytes() != msg.payload[i].size())
         return InvalidArgumentError(what + " part " + std::to_string(i) + " says " + std::to_string(p.payload_bytes()) +
                                     " bytes but its frame has " + std::to_string(msg.payload[i].size()));
-      // Two gradients of one chunk and clock from one worker would both pass
+      // Two gradients of one partition and clock from one worker would both pass
       // the duplicate check below (it looks at what is already stored).
-      if (!seen.emplace(p.tensor(), p.chunk(), p.clock()).second)
+      if (!seen.emplace(p.tensor(), p.partition(), p.clock()).second)
         return InvalidArgumentError(what + " part " + std::to_string(i) + " repeats tensor " +
-                                    std::to_string(p.tensor()) + " chunk " + std::to_string(p.chunk()) + " for clock " +
-                                    std::to_string(p.clock()));
-      parts.push_back(PushPart{p.tensor(), p.chunk(), p.clock(), p.pull_request_id(), {msg.payload[i]}});
+                                    std::to_string(p.tensor()) + " partition " + std::to_string(p.partition()) +
+                                    " for clock " + std::to_string(p.clock()));
+      parts.push_back(PushPart{p.tensor(), p.partition(), p.clock(), p.pull_request_id(), {msg.payload[i]}});
       bytes.push_back(p.payload_bytes());
     }
   }
@@ -348,16 +349,16 @@ Status ParamServer::HandlePush(const Endpoint& from, int worker, const Message& 
 }
 
 Status ParamServer::CheckPush(int worker, const PushPart& p, uint64_t bytes) {
-  auto it = chunks_.find({p.tensor, p.chunk});
-  if (it == chunks_.end()) {
-    return NotFoundError("unknown tensor " + std::to_string(p.tensor) + " chunk " + std::to_string(p.chunk) +
+  auto it = partitions_.find({p.tensor, p.partition});
+  if (it == partitions_.end()) {
+    return NotFoundError("unknown tensor " + std::to_string(p.tensor) + " partition " + std::to_string(p.partition) +
                          " (not initialized on this server)");
   }
-  const Chunk& c = it->second;
+  const Partition& c = it->second;
   const uint64_t elements = c.meta.length();
   if (bytes % sizeof(float) != 0 || bytes / sizeof(float) != elements) {
-    return InvalidArgumentError("wrong shape: tensor " + std::to_string(p.tensor) + " chunk " +
-                                std::to_string(p.chunk) + " holds " + std::to_string(elements) + " floats (" +
+    return InvalidArgumentError("wrong shape: tensor " + std::to_string(p.tensor) + " partition " +
+                                std::to_string(p.partition) + " holds " + std::to_string(elements) + " floats (" +
                                 std::to_string(elements * sizeof(float)) + " bytes) but the payload has " +
                                 std::to_string(bytes) + " bytes");
   }
@@ -366,7 +367,7 @@ Status ParamServer::CheckPush(int worker, const PushPart& p, uint64_t bytes) {
   if (options_.consistency == pb::ASYNC) return Status::OK();
   if (p.clock < c.version) {
     return InvalidArgumentError("stale PUSH for clock " + std::to_string(p.clock) + ": tensor " +
-                                std::to_string(p.tensor) + " chunk " + std::to_string(p.chunk) +
+                                std::to_string(p.tensor) + " partition " + std::to_string(p.partition) +
                                 " has already applied " + std::to_string(c.version) + " update(s)");
   }
   if (p.clock >= c.version + options_.staleness + options_.max_clocks_ahead) {
@@ -382,7 +383,7 @@ Status ParamServer::CheckPush(int worker, const PushPart& p, uint64_t bytes) {
 }
 
 void ParamServer::StorePush(const Endpoint& from, int worker, PushPart p) {
-  Chunk* c = &chunks_.at({p.tensor, p.chunk});
+  Partition* c = &partitions_.at({p.tensor, p.partition});
   Buffer grad;
   if (p.payload.size() == 1) {
     grad = p.payload[0];  // Zero copy: keeps the received frame.
@@ -392,7 +393,7 @@ void ParamServer::StorePush(const Endpoint& from, int worker, PushPart p) {
     grad = Buffer::Of(v);
   }
   if (p.pull_request_id != 0) {
-    const int32_t priority = PullPriority(p.tensor, p.chunk);
+    const int32_t priority = PullPriority(p.tensor, p.partition);
     c->pulls.push_back(PendingPull{from, p.pull_request_id, MinVersion(p.clock + 1), priority});
   }
   if (options_.consistency == pb::ASYNC) {
@@ -403,7 +404,7 @@ void ParamServer::StorePush(const Endpoint& from, int worker, PushPart p) {
     pending.grads[worker] = std::move(grad);
     ++pending.count;
   }
-  // The chunk's next update is started at the end of this Handle() call
+  // The partition's next update is started at the end of this Handle() call
   // (StartUpdates); its pulls, the piggybacked one included, are answered
   // when it ends. Else a piggybacked pull may be answerable already (SSP).
   if (!c->applying && TakeUpdateReady(c)) {
@@ -413,16 +414,16 @@ void ParamServer::StorePush(const Endpoint& from, int worker, PushPart p) {
   }
 }
 
-bool ParamServer::TakeUpdateReady(const Chunk* c) const {
+bool ParamServer::TakeUpdateReady(const Partition* c) const {
   if (options_.consistency == pb::ASYNC) return !c->async_grads.empty();
   if (c->pending.empty()) return false;
   auto it = c->pending.begin();
   return it->first == c->version && it->second.count >= options_.num_workers;
 }
 
-bool ParamServer::TakeUpdate(Chunk* c, Update* u) {
+bool ParamServer::TakeUpdate(Partition* c, Update* u) {
   if (c->applying || !TakeUpdateReady(c)) return false;
-  u->chunk = c;
+  u->partition = c;
   u->bytes = c->meta.length() * sizeof(float);
   if (options_.consistency == pb::ASYNC) {
     u->clock = c->async_grads.front().first;
@@ -445,7 +446,7 @@ bool ParamServer::TakeUpdate(Chunk* c, Update* u) {
 void ParamServer::StartUpdates() {
   std::vector<Update> group;
   uint64_t bytes = 0;
-  for (Chunk* c : ready_) {
+  for (Partition* c : ready_) {
     Update u;
     if (!TakeUpdate(c, &u)) continue;
     bytes += u.bytes;
@@ -466,7 +467,7 @@ void ParamServer::StartUpdates() {
     std::vector<Update> next;
     for (Update& u : group) {
       Update n;
-      if (TakeUpdate(u.chunk, &n)) next.push_back(std::move(n));
+      if (TakeUpdate(u.partition, &n)) next.push_back(std::move(n));
     }
     group = std::move(next);
   }
@@ -474,16 +475,16 @@ void ParamServer::StartUpdates() {
 
 void ParamServer::RunUpdates(std::vector<Update> group) {
   while (!group.empty()) {
-    // Without the lock: these chunks' arrays are this task's (applying).
+    // Without the lock: these partitions' arrays are this task's (applying).
     for (Update& u : group) Compute(&u);
     MutexLock lock(&mu_);
     for (Update& u : group) Complete(&u);
-    // Every chunk first completes, then the next updates are taken: a
-    // clock's hooks (checkpoints) see no chunk of the group still applying.
+    // Every partition first completes, then the next updates are taken: a
+    // clock's hooks (checkpoints) see no partition of the group still applying.
     std::vector<Update> next;
     for (Update& u : group) {
       Update n;
-      if (TakeUpdate(u.chunk, &n)) next.push_back(std::move(n));
+      if (TakeUpdate(u.partition, &n)) next.push_back(std::move(n));
     }
     FlushReplies();
     group = std::move(next);
@@ -492,8 +493,8 @@ void ParamServer::RunUpdates(std::vector<Update> group) {
 }
 
 void ParamServer::Compute(Update* u) {
-  Chunk* c = u->chunk;
-  if (options_.before_update) options_.before_update(c->meta.tensor(), c->meta.chunk(), u->clock);
+  Partition* c = u->partition;
+  if (options_.before_update) options_.before_update(c->meta.tensor(), c->meta.partition(), u->clock);
   u->begin_us = MonotonicMicros();
   const int64_t iter = u->clock;
   const float rate = LearningRate(sgd_, iter);
@@ -513,7 +514,7 @@ void ParamServer::Compute(Update* u) {
   CHECK(!grads->empty());
   if (sgd_.type() == pb::SOLVER_SGD) {
     // Several workers' gradients are averaged on the fly: bitwise
-    // AverageInOrder and then the step, in one pass over the chunk. (ASYNC:
+    // AverageInOrder and then the step, in one pass over the partition. (ASYNC:
     // the step reads c->average, which it does not write.)
     UpdateHeldWeights(&c->weights, &c->spare, [&](const float* in, float* out) {
       SgdStepAveraged(sgd_, rate, lr_mult, decay_mult, grads->data(), grads->size(), in, out, c->history.data(), n);
@@ -527,7 +528,7 @@ void ParamServer::Compute(Update* u) {
       AverageInOrder(grads->data(), grads->size(), c->average.data(), n);
       diff = c->average.data();
     }
-    // A chunk restored from a checkpoint of a one-history solver and resumed
+    // A partition restored from a checkpoint of a one-history solver and resumed
     // with AdaDelta or Adam starts its second history at zero.
     if (NumHistoryBlobs(sgd_.type()) == 2 && c->history2.size() != n) c->history2.assign(n, 0.0f);
     float* history2 = c->history2.empty() ? nullptr : c->history2.data();
@@ -540,7 +541,7 @@ void ParamServer::Compute(Update* u) {
 }
 
 void ParamServer::Complete(Update* u) {
-  Chunk* c = u->chunk;
+  Partition* c = u->partition;
   // Releases the gradient frames (BSP/SSP; ASYNC's goes with *u).
   if (options_.consistency != pb::ASYNC) c->pending.erase(u->clock);
   u->grads.clear();
@@ -557,20 +558,20 @@ void ParamServer::Complete(Update* u) {
 void ParamServer::RecountMin() {
   min_version_ = std::numeric_limits<int64_t>::max();
   at_min_ = 0;
-  for (const auto& [key, c] : chunks_) {
+  for (const auto& [key, c] : partitions_) {
     if (c.version < min_version_) {
       min_version_ = c.version;
       at_min_ = 0;
     }
     if (c.version == min_version_) ++at_min_;
   }
-  if (chunks_.empty()) min_version_ = 0;
+  if (partitions_.empty()) min_version_ = 0;
 }
 
 void ParamServer::VersionAdvanced(int64_t old_version) {
   if (old_version != min_version_ || --at_min_ > 0) return;
   const int64_t before = min_version_;
-  RecountMin();                                   // Once per clock: every chunk has left the old minimum.
+  RecountMin();                                   // Once per clock: every partition has left the old minimum.
   if (options_.consistency == pb::ASYNC) return;  // Versions count pushes, not clocks.
   for (int64_t clock = before + 1; clock <= min_version_; ++clock) OnClock(clock);
 }
@@ -581,11 +582,11 @@ void ParamServer::OnClock(int64_t clock) {
     if (options_.consistency != pb::BSP) {
       LOG_FIRST_N(WARNING, 1) << "server " << options_.rank << ": no checkpoints under "
                               << pb::Consistency_Name(options_.consistency)
-                              << ": the chunks of a shard reach a clock at different times";
-    } else if (min_version_ != clock || at_min_ != chunks_.size() || applying_ > 0) {
-      // Only a client that pushes before pulling can get a chunk a clock ahead.
+                              << ": the partitions of a shard reach a clock at different times";
+    } else if (min_version_ != clock || at_min_ != partitions_.size() || applying_ > 0) {
+      // Only a client that pushes before pulling can get a partition a clock ahead.
       LOG(WARNING) << "server " << options_.rank << ": no checkpoint at clock " << clock
-                   << ": some chunk has already applied (or is applying) a later update";
+                   << ": some partition has already applied (or is applying) a later update";
     } else {
       options_.checkpoint_sink(ExportLocked(clock));
     }
@@ -605,11 +606,11 @@ std::unique_ptr<ShardState> ParamServer::ExportLocked(int64_t clock) const {
   s->info.set_server_rank(options_.rank);
   s->info.set_num_servers(options_.num_servers);
   s->info.set_num_workers(options_.num_workers);
-  s->info.set_chunk_bytes(options_.chunk_bytes);
+  s->info.set_partition_bytes(options_.partition_bytes);
   s->info.set_consistency(options_.consistency);
   *s->info.mutable_sgd() = sgd_;
-  for (const auto& [key, c] : chunks_) {
-    ChunkState cs;
+  for (const auto& [key, c] : partitions_) {
+    PartitionState cs;
     cs.meta = c.meta;
     cs.version = c.version;
     // A copy, as the histories: sharing the buffer copy-on-write (as pull
@@ -623,7 +624,7 @@ std::unique_ptr<ShardState> ParamServer::ExportLocked(int64_t clock) const {
     // AdaDelta and Adam: Caffe's second history ("update history").
     if (!c.history2.empty())
       cs.arrays.emplace_back("update_history", std::make_shared<const std::vector<float>>(c.history2));
-    s->chunks.push_back(std::move(cs));
+    s->partitions.push_back(std::move(cs));
   }
   return s;
 }
@@ -633,35 +634,37 @@ Status ParamServer::Restore(ShardState state) {
   const pb::CheckpointShard& info = state.info;
   const std::string what =
       "the checkpoint of clock " + std::to_string(info.clock()) + " of server " + std::to_string(info.server_rank());
-  if (!chunks_.empty()) return FailedPreconditionError("Restore after INIT_CHUNK");
+  if (!partitions_.empty()) return FailedPreconditionError("Restore after INIT_PARTITION");
   auto differs = [&](const std::string& field, const std::string& ckpt, const std::string& job) {
     return InvalidArgumentError(what + " was made by a job with " + field + " " + ckpt + ", this job has " + job +
-                                ": the chunks would be placed differently (resume with the same job shape)");
+                                ": the partitions would be placed differently (resume with the same job shape)");
   };
   if (info.server_rank() != options_.rank)
     return differs("server rank", std::to_string(info.server_rank()), std::to_string(options_.rank));
   if (info.num_servers() != options_.num_servers)
     return differs("--num_servers", std::to_string(info.num_servers()), std::to_string(options_.num_servers));
-  if (info.chunk_bytes() != options_.chunk_bytes)
-    return differs("--partition_bytes", std::to_string(info.chunk_bytes()), std::to_string(options_.chunk_bytes));
+  if (info.partition_bytes() != options_.partition_bytes)
+    return differs("--partition_bytes", std::to_string(info.partition_bytes()),
+                   std::to_string(options_.partition_bytes));
   if (info.num_workers() != options_.num_workers)
     return differs("--num_workers", std::to_string(info.num_workers()), std::to_string(options_.num_workers));
   if (info.consistency() != options_.consistency)
     return differs("--consistency", pb::Consistency_Name(info.consistency()),
                    pb::Consistency_Name(options_.consistency));
-  std::map<Key, Chunk> chunks;
-  for (ChunkState& cs : state.chunks) {
-    const std::string name = "tensor " + std::to_string(cs.meta.tensor()) + " chunk " + std::to_string(cs.meta.chunk());
+  std::map<Key, Partition> partitions;
+  for (PartitionState& cs : state.partitions) {
+    const std::string name =
+        "tensor " + std::to_string(cs.meta.tensor()) + " partition " + std::to_string(cs.meta.partition());
     if (cs.version != info.clock())
       return DataLossError(what + ": " + name + " is at version " + std::to_string(cs.version));
-    Chunk c;
+    Partition c;
     c.meta = cs.meta;
     c.version = cs.version;
     c.initialized = false;
     for (auto& [array, values] : cs.arrays) {
       if (values->size() != cs.meta.length())
         return DataLossError(what + ": array " + array + " of " + name + " holds " + std::to_string(values->size()) +
-                             " floats, the chunk " + std::to_string(cs.meta.length()));
+                             " floats, the partition " + std::to_string(cs.meta.length()));
       if (array == "weights") {
         c.weights = std::make_shared<std::vector<float>>(*values);
       } else if (array == "history") {
@@ -675,23 +678,23 @@ Status ParamServer::Restore(ShardState state) {
     }
     if (c.weights == nullptr) return DataLossError(what + ": " + name + " has no weights");
     if (c.history.empty()) c.history.assign(cs.meta.length(), 0.0f);
-    if (!chunks.emplace(Key{cs.meta.tensor(), cs.meta.chunk()}, std::move(c)).second)
+    if (!partitions.emplace(Key{cs.meta.tensor(), cs.meta.partition()}, std::move(c)).second)
       return DataLossError(what + ": " + name + " appears twice");
   }
-  chunks_ = std::move(chunks);
+  partitions_ = std::move(partitions);
   sgd_ = info.sgd();
-  have_sgd_ = false;  // The first INIT_CHUNK's settings replace these.
+  have_sgd_ = false;  // The first INIT_PARTITION's settings replace these.
   restored_clock_ = info.clock();
   restored_checked_ = false;
   RecountMin();
-  LOG(INFO) << "server " << options_.rank << ": restored " << chunks_.size() << " chunk(s) from " << what;
+  LOG(INFO) << "server " << options_.rank << ": restored " << partitions_.size() << " partition(s) from " << what;
   return Status::OK();
 }
 
 Status ParamServer::CheckRestoredInitialized() {
-  for (const auto& [key, c] : chunks_) {
+  for (const auto& [key, c] : partitions_) {
     if (!c.initialized) {
-      return InvalidArgumentError("tensor " + std::to_string(key.first) + " (" + c.meta.tensor_name() + ") chunk " +
+      return InvalidArgumentError("tensor " + std::to_string(key.first) + " (" + c.meta.tensor_name() + ") partition " +
                                   std::to_string(key.second) + " of this server's checkpoint of clock " +
                                   std::to_string(restored_clock_) +
                                   " was not initialized by the resumed job: its model differs from the "
@@ -702,10 +705,10 @@ Status ParamServer::CheckRestoredInitialized() {
   return Status::OK();
 }
 
-void ParamServer::SendWeights(Chunk* c, const Endpoint& to, uint64_t request_id, int32_t priority) {
+void ParamServer::SendWeights(Partition* c, const Endpoint& to, uint64_t request_id, int32_t priority) {
   OutPart o;
   o.part.set_tensor(c->meta.tensor());
-  o.part.set_chunk(c->meta.chunk());
+  o.part.set_partition(c->meta.partition());
   o.part.set_clock(c->version);
   o.part.set_request_id(request_id);
   o.part.set_payload_bytes(c->meta.length() * sizeof(float));
@@ -716,7 +719,7 @@ void ParamServer::SendWeights(Chunk* c, const Endpoint& to, uint64_t request_id,
   outbox_[to].push_back(std::move(o));
 }
 
-void ParamServer::AnswerPulls(Chunk* c) {
+void ParamServer::AnswerPulls(Partition* c) {
   if (c->pulls.empty() || c->applying) return;  // Applying: answered when the update ends.
   std::vector<PendingPull> still;
   for (const PendingPull& p : c->pulls) {
@@ -733,7 +736,7 @@ Status ParamServer::HandlePull(const Endpoint& from, const Message& msg) {
   const pb::Header& h = msg.header;
   if (msg.payload_bytes() != 0) return InvalidArgumentError("PULL must not carry a payload");
   if (h.parts_size() == 0) {
-    ASSIGN_OR_RETURN(Chunk * c, FindChunk(h));
+    ASSIGN_OR_RETURN(Partition * c, FindPartition(h));
     if (h.clock() < 0 || h.clock() > kMaxClock)
       return InvalidArgumentError("PULL for clock " + std::to_string(h.clock()) + " is out of range");
     const int64_t min_version = MinVersion(h.clock());
@@ -751,7 +754,7 @@ Status ParamServer::HandlePull(const Endpoint& from, const Message& msg) {
   // the others each as soon as their update lands.
   bool batch = false;
   RETURN_IF_ERROR(CheckBatchIds(h, &batch));
-  std::vector<Chunk*> chunks;
+  std::vector<Partition*> partitions;
   for (int i = 0; i < h.parts_size(); ++i) {
     const pb::Part& p = h.parts(i);
     if (p.payload_bytes() != 0)
@@ -760,16 +763,16 @@ Status ParamServer::HandlePull(const Endpoint& from, const Message& msg) {
     if (p.clock() < 0 || p.clock() > kMaxClock)
       return InvalidArgumentError("batched PULL part " + std::to_string(i) + " for clock " + std::to_string(p.clock()) +
                                   " is out of range");
-    auto it = chunks_.find({p.tensor(), p.chunk()});
-    if (it == chunks_.end())
+    auto it = partitions_.find({p.tensor(), p.partition()});
+    if (it == partitions_.end())
       return NotFoundError("batched PULL part " + std::to_string(i) + ": unknown tensor " + std::to_string(p.tensor()) +
-                           " chunk " + std::to_string(p.chunk()) + " (not initialized on this server)");
-    chunks.push_back(&it->second);
+                           " partition " + std::to_string(p.partition()) + " (not initialized on this server)");
+    partitions.push_back(&it->second);
   }
   for (int i = 0; i < h.parts_size(); ++i) {
     const pb::Part& p = h.parts(i);
-    Chunk* c = chunks[i];
-    const int32_t priority = p.tensor() * 1000 + p.chunk();
+    Partition* c = partitions[i];
+    const int32_t priority = p.tensor() * 1000 + p.partition();
     const int64_t min_version = MinVersion(p.clock());
     if (c->version >= min_version && !c->applying) {
       SendWeights(c, from, p.request_id(), priority);

@@ -1,17 +1,17 @@
-// ParamServer: one shard of the parameters. Holds the chunks placed on it
-// (weights and the solver's history: one or two arrays per chunk), collects
+// ParamServer: one shard of the parameters. Holds the partitions placed on it
+// (weights and the solver's history: one or two arrays per partition), collects
 // the workers' gradients, applies Caffe's solver step (common/sgd.h
-// SolverStep, of the type INIT_CHUNK's SgdConfig names) once per chunk per
+// SolverStep, of the type INIT_PARTITION's SgdConfig names) once per partition per
 // clock, and answers pulls as soon as the requested version exists.
 //
 // Updates run on the Handle() thread (apply_threads 0) or on a pool of
-// apply_threads threads (server/apply_pool.h), several chunks at once: the
+// apply_threads threads (server/apply_pool.h), several partitions at once: the
 // receive thread then only checks, stores and acks, and goes on reading
-// while the chunks are updated. A chunk's own updates stay one at a time and
+// while the partitions are updated. A partition's own updates stay one at a time and
 // in clock order, each computed exactly as on one thread, so the weights are
-// bitwise the same whatever the number of threads. While a chunk is being
+// bitwise the same whatever the number of threads. While a partition is being
 // updated, its weights, history and scratch belong to the update: a pull
-// that comes meanwhile, even for a version the chunk already has, is
+// that comes meanwhile, even for a version the partition already has, is
 // answered when the update ends, with the new version (it has at least the
 // updates asked for). A worker that pulls each clock before pushing it (as
 // every Nereus client does) never meets this: by the time every worker has
@@ -58,20 +58,20 @@ struct ParamServerOptions {
   pb::Consistency consistency = pb::BSP;
   int staleness = 0;          // SSP: a pull for clock c accepts version >= c - staleness.
   int max_clocks_ahead = 64;  // Pushes more than this many clocks ahead are refused.
-  // BSP: every `checkpoint_every` clocks (0: never), once every chunk of this
+  // BSP: every `checkpoint_every` clocks (0: never), once every partition of this
   // shard has applied exactly that many updates, the shard's state goes to
   // `checkpoint_sink` (weights and history copied). Called on the thread that
   // made the clock's last update (the Handle() thread or a pool thread),
   // under the server's lock; it may block (back-pressure).
   int64_t checkpoint_every = 0;
   std::function<void(std::unique_ptr<ShardState>)> checkpoint_sink;
-  // Called (on that same thread) each time every chunk of this shard has
+  // Called (on that same thread) each time every partition of this shard has
   // applied at least `clock` updates (BSP/SSP; after a checkpoint of that
   // clock was handed over). A test hook: nereus_server --crash_at_clock.
   std::function<void(int64_t clock)> on_clock;
   // The job's shape, recorded in checkpoints and checked when one is loaded.
   int num_servers = 1;
-  uint64_t chunk_bytes = 0;
+  uint64_t partition_bytes = 0;
   // 0: every update is made on the Handle() thread, before Handle() returns.
   // N >= 1: on a pool of N threads (see above); updates of less than
   // kInlineApplyBytes in all, started by one Handle() call, are still made
@@ -79,9 +79,9 @@ struct ParamServerOptions {
   int apply_threads = 0;
   uint64_t inline_apply_bytes = kInlineApplyBytes;
   // Test hook: called on the thread about to make an update of (tensor,
-  // chunk) for `clock` (a pool thread, without the server's lock; or the
+  // partition) for `clock` (a pool thread, without the server's lock; or the
   // Handle() thread, with it). Null: none.
-  std::function<void(int tensor, int chunk, int64_t clock)> before_update;
+  std::function<void(int tensor, int partition, int64_t clock)> before_update;
 };
 
 // Clocks beyond this are refused (a peer's number must not overflow the
@@ -105,9 +105,9 @@ class ParamServer {
   void Handle(const Endpoint& from, int worker_rank, StatusOr<Message> msg, const pb::Header& partial)
       NEREUS_LOCKS_EXCLUDED(mu_);
 
-  // A copy of chunk (tensor, chunk)'s weights and its version (tests). Waits
+  // A copy of partition (tensor, partition)'s weights and its version (tests). Waits
   // until no update is in flight (WaitIdle).
-  StatusOr<std::pair<std::vector<float>, int64_t>> Snapshot(int tensor, int chunk) const NEREUS_LOCKS_EXCLUDED(mu_);
+  StatusOr<std::pair<std::vector<float>, int64_t>> Snapshot(int tensor, int partition) const NEREUS_LOCKS_EXCLUDED(mu_);
 
   // Blocks until every update started so far has been made and its replies
   // sent (returns at once with apply_threads 0).
@@ -118,12 +118,12 @@ class ParamServer {
   // goes away (ServerNode: before its Node), as the pool's threads reply.
   // Idempotent.
   void StopApplyThreads() NEREUS_LOCKS_EXCLUDED(mu_);
-  int num_chunks() const NEREUS_LOCKS_EXCLUDED(mu_);
+  int num_partitions() const NEREUS_LOCKS_EXCLUDED(mu_);
 
-  // Loads a checkpoint (before the first Handle()): the chunks, their
+  // Loads a checkpoint (before the first Handle()): the partitions, their
   // versions, weights and history, and the solver settings. The job's
-  // INIT_CHUNKs must then name exactly these chunks with the same layout
-  // (else they are refused, naming the difference); the first INIT_CHUNK's
+  // INIT_PARTITIONs must then name exactly these partitions with the same layout
+  // (else they are refused, naming the difference); the first INIT_PARTITION's
   // solver settings replace the checkpoint's, as Caffe's resume takes the
   // current solver file. Errors name what does not match the job.
   Status Restore(ShardState state) NEREUS_LOCKS_EXCLUDED(mu_);
@@ -143,10 +143,10 @@ class ParamServer {
     int64_t min_version;
     int32_t priority;
   };
-  // One chunk's share of a PUSH (a whole plain PUSH, or one part of a merged one).
+  // One partition's share of a PUSH (a whole plain PUSH, or one part of a merged one).
   struct PushPart {
     int tensor;
-    int chunk;
+    int partition;
     int64_t clock;
     uint64_t pull_request_id;
     std::vector<Buffer> payload;
@@ -158,8 +158,8 @@ class ParamServer {
     Buffer weights;
     int32_t priority;
   };
-  struct Chunk {
-    pb::ChunkMeta meta;
+  struct Partition {
+    pb::PartitionMeta meta;
     std::shared_ptr<std::vector<float>> weights;  // Shared with pull replies in flight.
     // The buffer an update writes into when `weights` is still shared: the
     // previous weights, reused once no reply or checkpoint holds them.
@@ -172,36 +172,36 @@ class ParamServer {
     std::vector<PendingPull> pulls;           // Waiting for a newer version.
     int64_t apply_begin_us = 0;               // Of the last update.
     int64_t apply_us = 0;
-    bool initialized = true;  // false: restored, no INIT_CHUNK yet.
-    // An update of this chunk is being made (on the pool): weights, spare,
+    bool initialized = true;  // false: restored, no INIT_PARTITION yet.
+    // An update of this partition is being made (on the pool): weights, spare,
     // history, history2 and average are the update's until it ends.
     bool applying = false;
     // ASYNC: pushes not yet applied, in arrival order (clock, gradient).
     std::deque<std::pair<int64_t, Buffer>> async_grads;
   };
-  // One update of one chunk: what it reads, and when it was made.
+  // One update of one partition: what it reads, and when it was made.
   struct Update {
-    Chunk* chunk = nullptr;
+    Partition* partition = nullptr;
     int64_t clock = 0;                 // BSP/SSP: the pending clock (== version); ASYNC: the push's clock.
-    std::vector<const float*> grads;   // BSP/SSP: by worker rank, held by chunk->pending until Complete.
+    std::vector<const float*> grads;   // BSP/SSP: by worker rank, held by partition->pending until Complete.
     Buffer async_grad;                 // ASYNC: the gradient, held here.
     uint64_t bytes = 0;                // Gradient bytes read.
     int64_t begin_us = 0, end_us = 0;  // When Compute ran.
   };
-  using Key = std::pair<int, int>;  // (tensor, chunk)
+  using Key = std::pair<int, int>;  // (tensor, partition)
 
   Status HandleInit(const Endpoint& from, const Message& msg) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Status HandlePush(const Endpoint& from, int worker, const Message& msg) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Status CheckPush(int worker, const PushPart& p, uint64_t bytes) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StorePush(const Endpoint& from, int worker, PushPart p) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Status HandlePull(const Endpoint& from, const Message& msg) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  StatusOr<Chunk*> FindChunk(const pb::Header& h) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  StatusOr<Partition*> FindPartition(const pb::Header& h) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether c's next update can start now (it is not being updated and its
   // gradients are all in); if so marks c applying and fills *u.
-  bool TakeUpdate(Chunk* c, Update* u) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool TakeUpdate(Partition* c, Update* u) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether c's next update has every gradient it needs.
-  bool TakeUpdateReady(const Chunk* c) const NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Starts the updates of the chunks in ready_ (made ready by this Handle()
+  bool TakeUpdateReady(const Partition* c) const NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts the updates of the partitions in ready_ (made ready by this Handle()
   // call): on this thread, or as one task on the pool.
   void StartUpdates() NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes the updates of `group`, and then every update they make ready,
@@ -209,14 +209,14 @@ class ParamServer {
   void RunUpdates(std::vector<Update> group) NEREUS_LOCKS_EXCLUDED(mu_);
   // The arithmetic of one update: the average of the gradients (in
   // worker-rank order; one: taken as it is) and one solver step. Touches
-  // only u->chunk's weights, spare, history(2) and average, which are the
+  // only u->partition's weights, spare, history(2) and average, which are the
   // update's while it is applying: called with or without the lock.
   void Compute(Update* u);
   // After Compute, under the lock: the version, the timing, the clock
   // hooks, and the pulls now answerable.
   void Complete(Update* u) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AnswerPulls(Chunk* c) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SendWeights(Chunk* c, const Endpoint& to, uint64_t request_id, int32_t priority)
+  void AnswerPulls(Partition* c) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendWeights(Partition* c, const Endpoint& to, uint64_t request_id, int32_t priority)
       NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FlushReplies() NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendError(const Endpoint& to, const pb::Header& request, const Status& status)
@@ -236,23 +236,23 @@ class ParamServer {
   pb::SgdConfig sgd_;
 
   // Guards everything below but the arrays an update in flight owns (see
-  // Chunk::applying); Handle() and the end of every update hold it.
+  // Partition::applying); Handle() and the end of every update hold it.
   mutable Mutex mu_;
   mutable CondVar idle_cv_;  // Signalled when in_flight_ drops to 0.
-  std::map<Key, Chunk> chunks_ NEREUS_GUARDED_BY(mu_);
-  std::vector<Chunk*> ready_ NEREUS_GUARDED_BY(mu_);  // Chunks the current Handle() call may have made ready.
-  int in_flight_ NEREUS_GUARDED_BY(mu_) = 0;          // Pool tasks submitted and not yet done.
-  int applying_ NEREUS_GUARDED_BY(mu_) = 0;           // Chunks with applying set.
-  bool inline_only_ NEREUS_GUARDED_BY(mu_) = false;   // StopApplyThreads was called.
+  std::map<Key, Partition> partitions_ NEREUS_GUARDED_BY(mu_);
+  std::vector<Partition*> ready_ NEREUS_GUARDED_BY(mu_);  // Partitions the current Handle() call may have made ready.
+  int in_flight_ NEREUS_GUARDED_BY(mu_) = 0;              // Pool tasks submitted and not yet done.
+  int applying_ NEREUS_GUARDED_BY(mu_) = 0;               // Partitions with applying set.
+  bool inline_only_ NEREUS_GUARDED_BY(mu_) = false;       // StopApplyThreads was called.
   // Null with apply_threads 0 and after StopApplyThreads.
   std::unique_ptr<ApplyPool> pool_ NEREUS_GUARDED_BY(mu_);
   // Filled and flushed within Handle().
   std::map<Endpoint, std::vector<OutPart>> outbox_ NEREUS_GUARDED_BY(mu_);
-  // The smallest version over chunks_ and how many chunks have it.
+  // The smallest version over partitions_ and how many partitions have it.
   int64_t min_version_ NEREUS_GUARDED_BY(mu_) = 0;
   size_t at_min_ NEREUS_GUARDED_BY(mu_) = 0;
   int64_t restored_clock_ NEREUS_GUARDED_BY(mu_) = -1;  // The checkpoint loaded by Restore(), or -1.
-  // false from Restore() until every restored chunk was initialized.
+  // false from Restore() until every restored partition was initialized.
   bool restored_checked_ NEREUS_GUARDED_BY(mu_) = true;
   RefusalLog refusals_;  // Refused requests, rate-limited per peer (its own lock).
 };

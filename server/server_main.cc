@@ -30,10 +30,9 @@ DEFINE_string(consistency, "bsp",
               "worker may read weights up to --staleness clocks old) or async (each push is applied on arrival).");
 DEFINE_int32(staleness, 0, "Coordinator: with --consistency=ssp, how many clocks a worker may run ahead.");
 DEFINE_uint64(partition_bytes, 1 << 20,
-              "Coordinator: every tensor is cut into partitions (chunks) of at most this many bytes. A partition is "
+              "Coordinator: every tensor is cut into partitions of at most this many bytes. A partition is "
               "what a server stores and updates, what the placement balances over servers, and what a worker's "
               "scheduler orders and credits.");
-DEFINE_uint64(chunk_bytes, 0, "Coordinator: another name for --partition_bytes (0: not given).");
 DEFINE_int32(heartbeat_interval_ms, 1000, "Coordinator: how often every node sends a heartbeat.");
 DEFINE_int32(heartbeat_timeout_ms, 5000,
              "Coordinator: a node silent this long is declared dead and the job is aborted; the nodes wait as long "
@@ -49,7 +48,7 @@ DEFINE_int64(checkpoint_every, 0,
              "settings) every N clocks, all servers at the same clocks; 0: never. Refused under ssp and async.");
 DEFINE_int32(checkpoint_keep, 2, "Server: keep the newest K complete checkpoints, delete older ones.");
 DEFINE_int64(crash_at_clock, -1,
-             "Server, test hook: once every chunk of its shard has applied this many updates, finish writing the "
+             "Server, test hook: once every partition of its shard has applied this many updates, finish writing the "
              "checkpoints already taken and kill this process (SIGKILL); -1: never.");
 
 namespace nereus {
@@ -105,7 +104,7 @@ int RunCoordinator() {
   o.job.set_num_workers(FLAGS_num_workers);
   o.job.set_consistency(*consistency);
   o.job.set_staleness(*consistency == pb::SSP ? FLAGS_staleness : 0);
-  o.job.set_chunk_bytes(FLAGS_chunk_bytes != 0 ? FLAGS_chunk_bytes : FLAGS_partition_bytes);
+  o.job.set_partition_bytes(FLAGS_partition_bytes);
   o.job.set_heartbeat_interval_ms(FLAGS_heartbeat_interval_ms);
   o.job.set_heartbeat_timeout_ms(FLAGS_heartbeat_timeout_ms);
   o.resume = FLAGS_resume;

@@ -36,7 +36,7 @@ StatusOr<std::unique_ptr<ParamServer>> ServerNode::MakeParamServer() {
   o.consistency = job.consistency();
   o.staleness = job.staleness();
   o.num_servers = job.num_servers();
-  o.chunk_bytes = job.chunk_bytes();
+  o.partition_bytes = job.partition_bytes();
   o.apply_threads = apply_threads_;
   LOG(INFO) << node_->name() << ": updates on "
             << (apply_threads_ > 0 ? std::to_string(apply_threads_) + " apply thread(s)" : "the receive thread");
@@ -135,7 +135,7 @@ Status RunServer(const NodeOptions& options, ServerCheckpointOptions checkpoints
 }
 
 void ServerNode::Reply(const Endpoint& to, Message msg) {
-  // Weights travel over the worker's parallel streams (spread by chunk);
+  // Weights travel over the worker's parallel streams (spread by partition);
   // everything else on the first.
   const int stream = msg.header.op() == pb::PULL_REPLY ? msg.header.priority() : 0;
   Status st = live_node_->Send(to, std::move(msg), stream);

@@ -22,7 +22,7 @@ struct ServerCheckpointOptions {
   int64_t every = 0;    // Checkpoint every N clocks (BSP only); 0: never.
   int keep = 2;         // Keep the newest K.
   bool resume = false;  // Offer the checkpoints in `dir` and load the one the job resumes from.
-  // Test hook: once every chunk reached this clock, wait for the checkpoints
+  // Test hook: once every partition reached this clock, wait for the checkpoints
   // already queued to be written, then SIGKILL itself. -1: never.
   int64_t crash_at_clock = -1;
 };
@@ -61,7 +61,7 @@ class ServerNode : public ReplySink {
   NodeOptions node_options_;
   const ServerCheckpointOptions checkpoints_;
   const int apply_threads_;
-  // A worker may send (INIT_CHUNK, PUSH) as soon as it has its own
+  // A worker may send (INIT_PARTITION, PUSH) as soon as it has its own
   // REGISTER_REPLY, before this node has handled its own and built server_
   // (or loaded its checkpoint). Such messages wait in early_, in arrival
   // order, and Run hands them to the ParamServer before any later one; the

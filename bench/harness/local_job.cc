@@ -14,7 +14,7 @@ StatusOr<std::unique_ptr<LocalJob>> LocalJob::Start(LocalJobOptions o) {
   co.job.set_num_servers(o.servers);
   co.job.set_num_workers(o.workers);
   if (co.job.consistency() == pb::CONSISTENCY_UNSPECIFIED) co.job.set_consistency(pb::BSP);
-  if (co.job.chunk_bytes() == 0) co.job.set_chunk_bytes(1 << 20);
+  if (co.job.partition_bytes() == 0) co.job.set_partition_bytes(1 << 20);
   if (co.job.heartbeat_interval_ms() == 0) co.job.set_heartbeat_interval_ms(1000);
   if (co.job.heartbeat_timeout_ms() == 0) co.job.set_heartbeat_timeout_ms(10000);
   if (!o.curve_dir.empty()) {

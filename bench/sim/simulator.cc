@@ -355,7 +355,8 @@ StatusOr<SimResult> Simulate(const std::vector<SimLayer>& layers, const SimOptio
   std::vector<Partition> parts;
   for (int t = 0; t < map.num_tensors(); ++t) {
     if (by_factors[t]) continue;
-    for (const ChunkPlacement& c : map.chunks(t)) parts.push_back(Partition{layer_of[t], c.server, c.length * 4});
+    for (const PartitionPlacement& c : map.partitions(t))
+      parts.push_back(Partition{layer_of[t], c.server, c.length * 4});
   }
   Sim sim(layers, o, std::move(parts));
   return sim.Run();

@@ -15,7 +15,7 @@ TEST(MessageTest, EncodeDecodeRoundTrip) {
   m.header.set_op(pb::PUSH);
   m.header.set_request_id(42);
   m.header.set_tensor(3);
-  m.header.set_chunk(7);
+  m.header.set_partition(7);
   m.header.set_clock(19);
   m.header.set_priority(3007);
   m.header.set_dtype(pb::FLOAT32);
@@ -30,7 +30,7 @@ TEST(MessageTest, EncodeDecodeRoundTrip) {
   EXPECT_EQ(d->header.op(), pb::PUSH);
   EXPECT_EQ(d->header.request_id(), 42u);
   EXPECT_EQ(d->header.tensor(), 3);
-  EXPECT_EQ(d->header.chunk(), 7);
+  EXPECT_EQ(d->header.partition(), 7);
   EXPECT_EQ(d->header.clock(), 19);
   EXPECT_EQ(d->header.priority(), 3007);
   EXPECT_EQ(d->header.dtype(), pb::FLOAT32);

@@ -252,10 +252,10 @@ std::vector<float> Gradient(int clock) {
 
 Message InitMessage() {
   Message m;
-  m.header.set_op(pb::INIT_CHUNK);
+  m.header.set_op(pb::INIT_PARTITION);
   m.header.set_request_id(1);
   m.header.set_dtype(pb::FLOAT32);
-  auto* meta = m.header.mutable_chunk_meta();
+  auto* meta = m.header.mutable_partition_meta();
   meta->set_length(kFloats);
   meta->set_lr_mult(1);
   meta->set_decay_mult(1);
@@ -389,17 +389,17 @@ class Garbage {
     }
     pb::Header h;
     h.set_version(pb::PROTOCOL_VERSION_CURRENT);
-    const pb::Op ops[] = {pb::PUSH, pb::PULL, pb::INIT_CHUNK, pb::PING, pb::REGISTER, pb::ERROR, pb::PULL_REPLY};
+    const pb::Op ops[] = {pb::PUSH, pb::PULL, pb::INIT_PARTITION, pb::PING, pb::REGISTER, pb::ERROR, pb::PULL_REPLY};
     h.set_op(ops[Pick(7)]);
     h.set_request_id(1000000 + Pick(1000));
     h.set_tensor(Pick(3) == 0 ? 0 : static_cast<int32_t>(rng_()));
-    h.set_chunk(Pick(3) == 0 ? 0 : static_cast<int32_t>(rng_()));
+    h.set_partition(Pick(3) == 0 ? 0 : static_cast<int32_t>(rng_()));
     h.set_clock(Pick(2) ? Pick(4) : static_cast<int64_t>(rng_()) << Pick(40));
     h.set_dtype(Pick(8) ? pb::FLOAT32 : pb::DTYPE_UNSPECIFIED);
     h.set_priority(static_cast<int32_t>(rng_()));
     if (Pick(4) == 0) h.set_pull_request_id(rng_());
-    if (h.op() == pb::INIT_CHUNK) {
-      h.mutable_chunk_meta()->set_length(Pick(2) ? kFloats : (uint64_t{1} << 62) + Pick(3));
+    if (h.op() == pb::INIT_PARTITION) {
+      h.mutable_partition_meta()->set_length(Pick(2) ? kFloats : (uint64_t{1} << 62) + Pick(3));
       *h.mutable_sgd() = TestSgd();
       if (Pick(2)) h.mutable_sgd()->set_lr_policy(RandomBytes(6));
     }
@@ -424,7 +424,7 @@ class Garbage {
     if (must_be_invalid) {
       // At least one fault the server must refuse, whatever else is right.
       // Tensors >= 7 and clocks >= 1000 are never valid in the test's job
-      // (its only chunk is tensor 0 chunk 0, at clock 1; pushes may run 64
+      // (its only partition is tensor 0 partition 0, at clock 1; pushes may run 64
       // ahead); header tensor and clock only count in an unmerged message.
       switch (Pick(5)) {
         case 0:

@@ -175,12 +175,12 @@ void OutOfPlaceUpdates(int workers) {
   sgd.set_weight_decay(1e-3f);
   const std::vector<float> w0 = {1.0f, -2.0f, 0.5f, 3.0f, 0.25f};
   Message init;
-  init.header.set_op(pb::INIT_CHUNK);
+  init.header.set_op(pb::INIT_PARTITION);
   init.header.set_request_id(1);
   init.header.set_dtype(pb::FLOAT32);
-  init.header.mutable_chunk_meta()->set_length(w0.size());
-  init.header.mutable_chunk_meta()->set_lr_mult(1.0f);
-  init.header.mutable_chunk_meta()->set_decay_mult(1.0f);
+  init.header.mutable_partition_meta()->set_length(w0.size());
+  init.header.mutable_partition_meta()->set_lr_mult(1.0f);
+  init.header.mutable_partition_meta()->set_decay_mult(1.0f);
   *init.header.mutable_sgd() = sgd;
   init.header.set_payload_bytes(w0.size() * sizeof(float));
   init.payload.push_back(Buffer::CopyOf(w0.data(), w0.size() * sizeof(float)));

@@ -30,7 +30,7 @@ class Job {
     co.job.set_num_servers(1);
     co.job.set_num_workers(kWorkers);
     co.job.set_consistency(pb::BSP);
-    co.job.set_chunk_bytes(1 << 20);
+    co.job.set_partition_bytes(1 << 20);
     co.job.set_heartbeat_interval_ms(1000);
     co.job.set_heartbeat_timeout_ms(20000);
     coordinator_ = std::make_unique<Coordinator>(co);

@@ -31,20 +31,20 @@ TEST(Crc32cTest, KnownVectorsAndIncremental) {
   EXPECT_EQ(Crc32c(Crc32c(0, s.data(), 10), s.data() + 10, s.size() - 10), 0x22620404u);
 }
 
-// A shard of two chunks whose values depend on `clock`.
+// A shard of two partitions whose values depend on `clock`.
 ShardState MakeShard(int64_t clock, int rank = 1) {
   ShardState s;
   s.info.set_clock(clock);
   s.info.set_server_rank(rank);
   s.info.set_num_servers(2);
   s.info.set_num_workers(3);
-  s.info.set_chunk_bytes(4096);
+  s.info.set_partition_bytes(4096);
   s.info.set_consistency(pb::BSP);
   *s.info.mutable_sgd() = FixedMomentumSgd();
   for (int t = 0; t < 2; ++t) {
-    ChunkState c;
+    PartitionState c;
     c.meta.set_tensor(t);
-    c.meta.set_chunk(0);
+    c.meta.set_partition(0);
     c.meta.set_length(5 + t);
     c.meta.set_tensor_name("t" + std::to_string(t));
     c.version = clock;
@@ -56,22 +56,22 @@ ShardState MakeShard(int64_t clock, int rank = 1) {
     }
     c.arrays.emplace_back("weights", w);
     c.arrays.emplace_back("history", h);
-    s.chunks.push_back(std::move(c));
+    s.partitions.push_back(std::move(c));
   }
   return s;
 }
 
 void ExpectSameShard(const ShardState& a, const ShardState& b) {
   EXPECT_EQ(a.info.SerializeAsString(), b.info.SerializeAsString());
-  ASSERT_EQ(a.chunks.size(), b.chunks.size());
-  for (size_t i = 0; i < a.chunks.size(); ++i) {
-    EXPECT_EQ(a.chunks[i].meta.SerializeAsString(), b.chunks[i].meta.SerializeAsString());
-    EXPECT_EQ(a.chunks[i].version, b.chunks[i].version);
-    ASSERT_EQ(a.chunks[i].arrays.size(), b.chunks[i].arrays.size());
-    for (size_t k = 0; k < a.chunks[i].arrays.size(); ++k) {
-      EXPECT_EQ(a.chunks[i].arrays[k].first, b.chunks[i].arrays[k].first);
-      EXPECT_TRUE(test::BytesEqual(*a.chunks[i].arrays[k].second, *b.chunks[i].arrays[k].second,
-                                   "chunk " + std::to_string(i) + " " + a.chunks[i].arrays[k].first));
+  ASSERT_EQ(a.partitions.size(), b.partitions.size());
+  for (size_t i = 0; i < a.partitions.size(); ++i) {
+    EXPECT_EQ(a.partitions[i].meta.SerializeAsString(), b.partitions[i].meta.SerializeAsString());
+    EXPECT_EQ(a.partitions[i].version, b.partitions[i].version);
+    ASSERT_EQ(a.partitions[i].arrays.size(), b.partitions[i].arrays.size());
+    for (size_t k = 0; k < a.partitions[i].arrays.size(); ++k) {
+      EXPECT_EQ(a.partitions[i].arrays[k].first, b.partitions[i].arrays[k].first);
+      EXPECT_TRUE(test::BytesEqual(*a.partitions[i].arrays[k].second, *b.partitions[i].arrays[k].second,
+                                   "partition " + std::to_string(i) + " " + a.partitions[i].arrays[k].first));
     }
   }
 }
@@ -229,7 +229,7 @@ Message Floats(pb::Op op, int tensor, int64_t clock, std::vector<float> v) {
 }
 
 Message Init(int tensor, std::vector<float> v, const pb::SgdConfig& sgd = FixedMomentumSgd()) {
-  return test::InitChunkMessage(NextId(), tensor, std::move(v), sgd);
+  return test::InitPartitionMessage(NextId(), tensor, std::move(v), sgd);
 }
 
 void Send(ParamServer* s, Message m, int worker) {
@@ -242,7 +242,7 @@ struct Harness {
     ParamServerOptions o;
     o.num_workers = 2;
     o.num_servers = 1;
-    o.chunk_bytes = 4096;
+    o.partition_bytes = 4096;
     o.checkpoint_every = every;
     o.checkpoint_sink = [out](std::unique_ptr<ShardState> s) { out->push_back(std::move(s)); };
     o.on_clock = [this](int64_t c) { clocks.push_back(c); };
@@ -268,7 +268,7 @@ TEST(ParamServerCheckpointTest, CheckpointsAtClockBoundariesAndRestoresBitForBit
   ASSERT_EQ(ckpts.size(), 2u);  // Clocks 2 and 4.
   EXPECT_EQ(ckpts[0]->info.clock(), 2);
   EXPECT_EQ(ckpts[1]->info.clock(), 4);
-  for (const ChunkState& c : ckpts[1]->chunks) EXPECT_EQ(c.version, 4);
+  for (const PartitionState& c : ckpts[1]->partitions) EXPECT_EQ(c.version, 4);
   // The checkpoint of clock 2 still holds clock 2's weights (copy on write).
   TempDir dir;
   ASSERT_TRUE(WriteCheckpoint(dir.path(), *ckpts[0]).ok());
@@ -297,8 +297,8 @@ TEST(ParamServerCheckpointTest, CheckpointsAtClockBoundariesAndRestoresBitForBit
   }
   auto ea = a.server->ExportState(), eb = b.server->ExportState();
   for (int t = 0; t < 2; ++t) {
-    EXPECT_TRUE(test::BytesEqual(*ea->chunks[t].arrays[1].second, *eb->chunks[t].arrays[1].second,
-                                 "history of chunk " + std::to_string(t)));
+    EXPECT_TRUE(test::BytesEqual(*ea->partitions[t].arrays[1].second, *eb->partitions[t].arrays[1].second,
+                                 "history of partition " + std::to_string(t)));
   }
   EXPECT_EQ(eb->info.sgd().max_iter(), 1000);
 }
@@ -320,16 +320,16 @@ TEST(ParamServerCheckpointTest, RestoreRefusesAnotherJobShape) {
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("--num_servers 3, this job has 1"), std::string::npos) << st;
   s.info.set_num_servers(1);
-  s.info.set_chunk_bytes(1024);
+  s.info.set_partition_bytes(1024);
   st = h.server->Restore(s);
   EXPECT_NE(st.message().find("--partition_bytes 1024, this job has 4096"), std::string::npos) << st;
 }
 
-TEST(ParamServerCheckpointTest, InitOfAChunkOutsideTheCheckpointIsRefused) {
+TEST(ParamServerCheckpointTest, InitOfAPartitionOutsideTheCheckpointIsRefused) {
   std::vector<std::unique_ptr<ShardState>> ckpts;
   Harness h(0, &ckpts);
   ShardState s = ServerZeroShard(1);
-  for (ChunkState& c : s.chunks) c.meta.set_lr_mult(1), c.meta.set_decay_mult(1), c.meta.clear_tensor_name();
+  for (PartitionState& c : s.partitions) c.meta.set_lr_mult(1), c.meta.set_decay_mult(1), c.meta.clear_tensor_name();
   ASSERT_TRUE(h.server->Restore(s).ok());
   Send(h.server.get(), Init(0, {1, 2, 3}), 0);  // The checkpoint's tensor 0 has 5 floats.
   ASSERT_EQ(h.sink.Last().header.op(), pb::ERROR);

@@ -300,11 +300,11 @@ TEST(FaultTest, ServerAnswersMalformedMessagesWithErrorsAndKeepsItsParameters) {
   ASSERT_TRUE(raw.Start().ok());
   const Endpoint server = raw.node().server(0);
 
-  // A valid chunk: tensor 0 chunk 0, 8 floats.
+  // A valid partition: tensor 0 partition 0, 8 floats.
   const std::vector<float> initial = {1, 2, 3, 4, 5, 6, 7, 8};
   ASSERT_TRUE(
       raw.node()
-          .Send(server, test::InitChunkMessage(1, 0, initial, test::SgdFromText("base_lr: 0.5 lr_policy: 'fixed'")))
+          .Send(server, test::InitPartitionMessage(1, 0, initial, test::SgdFromText("base_lr: 0.5 lr_policy: 'fixed'")))
           .ok());
   ASSERT_EQ(raw.Next().header.op(), pb::INIT_ACK);
 
@@ -343,7 +343,7 @@ TEST(FaultTest, ServerAnswersMalformedMessagesWithErrorsAndKeepsItsParameters) {
     h.set_tensor(5);
     std::string s = Serialize(h);
     cases.push_back(
-        {"unknown tensor", {Buffer::CopyOf(s.data(), s.size()), Buffer::Of(grad)}, "unknown tensor 5 chunk 0"});
+        {"unknown tensor", {Buffer::CopyOf(s.data(), s.size()), Buffer::Of(grad)}, "unknown tensor 5 partition 0"});
   }
   {
     pb::Header h = push_header(13);

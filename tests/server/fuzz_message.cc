@@ -1,7 +1,7 @@
 // libFuzzer target: the bytes a peer sends, as the server sees them. Each
 // input is a sequence of multipart messages, each decoded by DecodeMessage
 // (common/message.cc) and handed, decoded or not, to a ParamServer
-// (server/param_server.cc) that already holds two initialized chunks; every
+// (server/param_server.cc) that already holds two initialized partitions; every
 // reply it makes is encoded as the transport would. Built with ASan and
 // UBSan by scripts/fuzz.sh; any crash, leak or sanitizer report fails it.
 //
@@ -54,11 +54,11 @@ pb::SgdConfig StepDecaySgd() {
 
 Message Init(int tensor, int length) {
   Message m;
-  m.header.set_op(pb::INIT_CHUNK);
+  m.header.set_op(pb::INIT_PARTITION);
   m.header.set_request_id(1);
   m.header.set_tensor(tensor);
   m.header.set_dtype(pb::FLOAT32);
-  auto* meta = m.header.mutable_chunk_meta();
+  auto* meta = m.header.mutable_partition_meta();
   meta->set_tensor(tensor);
   meta->set_length(length);
   meta->set_lr_mult(1);

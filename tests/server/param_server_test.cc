@@ -37,8 +37,8 @@ class ParamServerTest : public ::testing::TestWithParam<int> {
     o.inline_apply_bytes = 0;
     server_.reset();  // Its pool's threads reply into sink_.
     server_ = std::make_unique<ParamServer>(o, &sink_);
-    // Tensor 0, chunk 0: 4 floats, initial values 1, 2, 3, 4.
-    Send(test::InitChunkMessage(++id_, 0, {1, 2, 3, 4}, test::FixedMomentumSgd()), 0);
+    // Tensor 0, partition 0: 4 floats, initial values 1, 2, 3, 4.
+    Send(test::InitPartitionMessage(++id_, 0, {1, 2, 3, 4}, test::FixedMomentumSgd()), 0);
     ASSERT_EQ(Last().header.op(), pb::INIT_ACK);
   }
   Message Floats(pb::Op op, int64_t clock, std::vector<float> v) {
@@ -50,9 +50,9 @@ class ParamServerTest : public ::testing::TestWithParam<int> {
     server_->Handle("w" + std::to_string(worker), worker, std::move(m), partial);
     server_->WaitIdle();
   }
-  // A second chunk: tensor 1, chunk 0, 2 floats (10, 20).
+  // A second partition: tensor 1, partition 0, 2 floats (10, 20).
   void InitSecond() {
-    Send(test::InitChunkMessage(++id_, 1, {10, 20}, test::FixedMomentumSgd()), 0);
+    Send(test::InitPartitionMessage(++id_, 1, {10, 20}, test::FixedMomentumSgd()), 0);
     ASSERT_EQ(Last().header.op(), pb::INIT_ACK);
   }
   // A batched PUSH (what CoalesceUnits builds): one part per gradient, each
@@ -204,7 +204,7 @@ TEST_P(ParamServerTest, BadRequestsGetErrorsAndLeaveParametersUnchanged) {
   {
     Message m = Floats(pb::PUSH, 0, {1, 1, 1, 1});
     m.header.set_tensor(9);
-    cases.push_back({std::move(m), 0, "unknown tensor 9 chunk 0"});
+    cases.push_back({std::move(m), 0, "unknown tensor 9 partition 0"});
   }
   {
     Message m = Floats(pb::PUSH, 0, {1, 1, 1, 1});
@@ -261,7 +261,7 @@ TEST_P(ParamServerTest, BatchIsAckedOnceAndItsPullsAnsweredInOneReply) {
   EXPECT_EQ(PartIds(Last()), (std::vector<uint64_t>{1000, 1001}));
   const size_t before = sink_.replies.size();
   Send(BatchPush(0, {{0, {3, 3, 3, 3}}, {1, {4, 4}}}), 1);
-  // One PUSH_ACK for worker 1, one PULL_REPLY for each worker with both chunks.
+  // One PUSH_ACK for worker 1, one PULL_REPLY for each worker with both partitions.
   ASSERT_EQ(sink_.replies.size(), before + 3);
   for (size_t i = before + 1; i < sink_.replies.size(); ++i) {
     const Message& r = sink_.replies[i].msg;
@@ -271,7 +271,7 @@ TEST_P(ParamServerTest, BatchIsAckedOnceAndItsPullsAnsweredInOneReply) {
     EXPECT_FLOAT_EQ(r.payload[0].floats()[0], 0.8f);   // 1 - 0.1 * avg(1, 3)
     EXPECT_FLOAT_EQ(r.payload[1].floats()[1], 19.7f);  // 20 - 0.1 * avg(2, 4)
   }
-  // A batched pull of what exists: one reply carrying every chunk.
+  // A batched pull of what exists: one reply carrying every partition.
   Send(BatchPull(1, {1, 0}), 0);
   EXPECT_EQ(Last().header.op(), pb::PULL_REPLY);
   EXPECT_EQ(PartIds(Last()), (std::vector<uint64_t>{3000, 3001}));
@@ -303,22 +303,22 @@ TEST_P(ParamServerTest, MalformedBatchesAreRefusedWholeAndChangeNothing) {
     m.header.mutable_parts(1)->set_payload_bytes(16);
     cases.push_back({std::move(m), "batched PUSH part 1 says 16 bytes but its frame has 8", {1000, 1001}});
   }
-  {  // Well-formed, but one part has the other chunk's size: nothing is stored.
+  {  // Well-formed, but one part has the other partition's size: nothing is stored.
     Message m = BatchPush(0, {{0, {1, 1, 1, 1}}, {1, {2, 2, 2, 2}}});
     cases.push_back({std::move(m), "batched PUSH part 1: wrong shape", {1000, 1001}});
   }
-  {  // The same chunk and clock twice in one message.
+  {  // The same partition and clock twice in one message.
     Message m = BatchPush(0, {{0, {1, 1, 1, 1}}, {0, {5, 5, 5, 5}}});
-    cases.push_back({std::move(m), "batched PUSH part 1 repeats tensor 0 chunk 0 for clock 0", {1000, 1001}});
+    cases.push_back({std::move(m), "batched PUSH part 1 repeats tensor 0 partition 0 for clock 0", {1000, 1001}});
   }
   {  // Some parts with a request id, some without.
     Message m = BatchPush(0, {{0, {1, 1, 1, 1}}, {1, {2, 2}}});
     m.header.mutable_parts(0)->set_request_id(0);
     cases.push_back({std::move(m), "batched PUSH with 2 parts, only 1 of which carry a request id", {1001}});
   }
-  {  // An unknown chunk in a batched pull.
+  {  // An unknown partition in a batched pull.
     Message m = BatchPull(0, {0, 7});
-    cases.push_back({std::move(m), "batched PULL part 1: unknown tensor 7 chunk 0", {3000, 3001}});
+    cases.push_back({std::move(m), "batched PULL part 1: unknown tensor 7 partition 0", {3000, 3001}});
   }
   {  // A pull part that claims a payload.
     Message m = BatchPull(0, {0, 1});
@@ -354,8 +354,8 @@ TEST_P(ParamServerTest, MalformedBatchesAreRefusedWholeAndChangeNothing) {
 
 TEST_P(ParamServerTest, ReinitWithOtherLayoutIsRefused) {
   Make(pb::BSP, 1);
-  Message m = Floats(pb::INIT_CHUNK, 0, {1, 2, 3, 4});
-  auto* meta = m.header.mutable_chunk_meta();
+  Message m = Floats(pb::INIT_PARTITION, 0, {1, 2, 3, 4});
+  auto* meta = m.header.mutable_partition_meta();
   meta->set_length(4);
   meta->set_lr_mult(2);
   *m.header.mutable_sgd() = test::FixedMomentumSgd();
@@ -364,17 +364,17 @@ TEST_P(ParamServerTest, ReinitWithOtherLayoutIsRefused) {
   EXPECT_NE(Last().header.error().find("already initialized with another layout"), std::string::npos);
 }
 
-// A BSP job of 3 workers and 12 chunks of 5,000 floats, 6 clocks, every push
+// A BSP job of 3 workers and 12 partitions of 5,000 floats, 6 clocks, every push
 // carrying the pull of the next clock, the pushes of each clock in a
 // shuffled order (the same for every run). What one run saw: every
 // PULL_REPLY's version and bytes by (worker, tensor, clock pushed), and
-// each chunk's final weights.
+// each partition's final weights.
 struct PoolRun {
   std::map<std::tuple<int, int, int64_t>, std::pair<int64_t, std::vector<float>>> replies;
   std::vector<std::vector<float>> final_weights;
 };
 
-constexpr int kPoolWorkers = 3, kPoolChunks = 12, kPoolClocks = 6;
+constexpr int kPoolWorkers = 3, kPoolPartitions = 12, kPoolClocks = 6;
 constexpr size_t kPoolFloats = 5000;
 
 pb::SgdConfig PoolSgd() {
@@ -403,9 +403,9 @@ PoolRun RunPoolJob(int apply_threads) {
       server.Handle("w" + std::to_string(worker), worker, std::move(m), partial);
     };
     uint64_t id = 0;
-    for (int t = 0; t < kPoolChunks; ++t) {
+    for (int t = 0; t < kPoolPartitions; ++t) {
       Message m;
-      m.header.set_op(pb::INIT_CHUNK);
+      m.header.set_op(pb::INIT_PARTITION);
       m.header.set_request_id(++id);
       m.header.set_tensor(t);
       m.header.set_dtype(pb::FLOAT32);
@@ -413,7 +413,7 @@ PoolRun RunPoolJob(int apply_threads) {
       for (size_t i = 0; i < kPoolFloats; ++i) (*w)[i] = 0.5f + 0.001f * static_cast<float>(i % 97) * (t + 1);
       m.payload.push_back(Buffer::Of(w));
       m.header.set_payload_bytes(m.payload_bytes());
-      auto* meta = m.header.mutable_chunk_meta();
+      auto* meta = m.header.mutable_partition_meta();
       meta->set_tensor(t);
       meta->set_length(kPoolFloats);
       meta->set_lr_mult(1);
@@ -426,7 +426,7 @@ PoolRun RunPoolJob(int apply_threads) {
     for (int64_t clock = 0; clock < kPoolClocks; ++clock) {
       std::vector<std::pair<int, int>> order;  // (worker, tensor)
       for (int w = 0; w < kPoolWorkers; ++w)
-        for (int t = 0; t < kPoolChunks; ++t) order.emplace_back(w, t);
+        for (int t = 0; t < kPoolPartitions; ++t) order.emplace_back(w, t);
       std::shuffle(order.begin(), order.end(), rng);
       for (auto [w, t] : order) {
         Message m;
@@ -452,19 +452,19 @@ PoolRun RunPoolJob(int apply_threads) {
       run.replies[pull_of.at(c.msg.header.request_id())] = {c.msg.header.clock(),
                                                             std::vector<float>(f, f + kPoolFloats)};
     }
-    for (int t = 0; t < kPoolChunks; ++t) run.final_weights.push_back(server.Snapshot(t, 0).value().first);
+    for (int t = 0; t < kPoolPartitions; ++t) run.final_weights.push_back(server.Snapshot(t, 0).value().first);
   }
   return run;
 }
 
-// Updates on 1 and 4 pool threads (12 chunks updated concurrently while the
+// Updates on 1 and 4 pool threads (12 partitions updated concurrently while the
 // pushes of later clocks keep arriving) give bitwise the weights and the
 // replies of updates on the receive thread, and those of the solver step
 // worked out here; every piggybacked pull of clock c is answered with
 // exactly version c + 1.
 TEST(ParamServerPoolTest, UpdatesOnAnyNumberOfThreadsAreBitwiseThoseOfOne) {
   const PoolRun one = RunPoolJob(0);
-  ASSERT_EQ(one.replies.size(), static_cast<size_t>(kPoolWorkers * kPoolChunks * kPoolClocks));
+  ASSERT_EQ(one.replies.size(), static_cast<size_t>(kPoolWorkers * kPoolPartitions * kPoolClocks));
   for (const auto& [key, reply] : one.replies) EXPECT_EQ(reply.first, std::get<2>(key) + 1);
   for (int threads : {1, 4}) {
     const PoolRun pool = RunPoolJob(threads);
@@ -476,14 +476,14 @@ TEST(ParamServerPoolTest, UpdatesOnAnyNumberOfThreadsAreBitwiseThoseOfOne) {
           << threads << " threads: worker " << std::get<0>(key) << " tensor " << std::get<1>(key) << " clock "
           << std::get<2>(key);
     }
-    for (int t = 0; t < kPoolChunks; ++t)
+    for (int t = 0; t < kPoolPartitions; ++t)
       EXPECT_EQ(std::memcmp(pool.final_weights[t].data(), one.final_weights[t].data(), kPoolFloats * sizeof(float)), 0)
           << threads << " threads, tensor " << t;
   }
-  // The reference: per chunk, the workers' gradients averaged in rank order
+  // The reference: per partition, the workers' gradients averaged in rank order
   // and one SGD step per clock.
   const pb::SgdConfig sgd = PoolSgd();
-  for (int t = 0; t < kPoolChunks; ++t) {
+  for (int t = 0; t < kPoolPartitions; ++t) {
     std::vector<float> w(kPoolFloats), h(kPoolFloats, 0.0f), avg(kPoolFloats);
     for (size_t i = 0; i < kPoolFloats; ++i) w[i] = 0.5f + 0.001f * static_cast<float>(i % 97) * (t + 1);
     std::vector<std::vector<float>> g(kPoolWorkers, std::vector<float>(kPoolFloats));
@@ -525,9 +525,9 @@ class Gate {
   bool arrived_ = false, open_ = false;
 };
 
-// While a chunk is being updated on the pool, the receive thread goes on:
+// While a partition is being updated on the pool, the receive thread goes on:
 // the next clock's push is acked and kept, and a pull of the version the
-// chunk already has waits for the update to end (its arrays are the
+// partition already has waits for the update to end (its arrays are the
 // update's), then gets the new version; the next update, made while that
 // reply holds the weights, does not touch them (copy-on-write).
 TEST(ParamServerPoolTest, PullDuringAnUpdateIsAnsweredWhenItEnds) {
@@ -537,8 +537,8 @@ TEST(ParamServerPoolTest, PullDuringAnUpdateIsAnsweredWhenItEnds) {
   o.num_workers = 1;
   o.apply_threads = 2;
   o.inline_apply_bytes = 0;
-  o.before_update = [&](int tensor, int chunk, int64_t clock) {
-    if (tensor == 0 && chunk == 0 && clock == 0) gate.Wait();
+  o.before_update = [&](int tensor, int partition, int64_t clock) {
+    if (tensor == 0 && partition == 0 && clock == 0) gate.Wait();
   };
   ParamServer server(o, &sink);
   auto send = [&](pb::Op op, int64_t clock, std::vector<float> v, uint64_t id) {
@@ -551,8 +551,8 @@ TEST(ParamServerPoolTest, PullDuringAnUpdateIsAnsweredWhenItEnds) {
       m.payload.push_back(Buffer::Of(std::make_shared<std::vector<float>>(std::move(v))));
       m.header.set_payload_bytes(m.payload_bytes());
     }
-    if (op == pb::INIT_CHUNK) {
-      auto* meta = m.header.mutable_chunk_meta();
+    if (op == pb::INIT_PARTITION) {
+      auto* meta = m.header.mutable_partition_meta();
       meta->set_length(4);
       meta->set_lr_mult(1);
       meta->set_decay_mult(1);
@@ -561,7 +561,7 @@ TEST(ParamServerPoolTest, PullDuringAnUpdateIsAnsweredWhenItEnds) {
     pb::Header partial = m.header;
     server.Handle("w0", 0, std::move(m), partial);
   };
-  send(pb::INIT_CHUNK, 0, {1, 2, 3, 4}, 1);
+  send(pb::INIT_PARTITION, 0, {1, 2, 3, 4}, 1);
   send(pb::PUSH, 0, {1, 1, 1, 1}, 2);
   gate.AwaitArrival();  // The update of clock 0 has started and is held.
   send(pb::PULL, 0, {}, 3);
@@ -598,12 +598,12 @@ TEST(ParamServerPoolTest, AfterStopApplyThreadsUpdatesAreMadeInline) {
   o.before_update = [&](int, int, int64_t) { updater = std::this_thread::get_id(); };
   ParamServer server(o, &sink);
   Message init;
-  init.header.set_op(pb::INIT_CHUNK);
+  init.header.set_op(pb::INIT_PARTITION);
   init.header.set_dtype(pb::FLOAT32);
   init.payload.push_back(Buffer::Of(std::make_shared<std::vector<float>>(std::vector<float>{1, 2})));
   init.header.set_payload_bytes(8);
-  init.header.mutable_chunk_meta()->set_length(2);
-  init.header.mutable_chunk_meta()->set_lr_mult(1);
+  init.header.mutable_partition_meta()->set_length(2);
+  init.header.mutable_partition_meta()->set_lr_mult(1);
   *init.header.mutable_sgd() = test::FixedMomentumSgd();
   auto push = [&](int64_t clock) {
     Message m;

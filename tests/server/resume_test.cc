@@ -49,7 +49,7 @@ void FlipLastByte(const std::string& path) {
 
 class SyntheticResumeTest : public ::testing::Test {
  protected:
-  // 2 servers x 2 workers, chunks spread over both servers.
+  // 2 servers x 2 workers, partitions spread over both servers.
   ClusterSpec Spec(int iterations, const std::string& weights_prefix, const TempDir& out) {
     return test::SyntheticResumeSpec(iterations, weights_prefix, out, kFastHeartbeat);
   }

@@ -1,7 +1,7 @@
 // ServerNode start-up: a worker may send data as soon as it has its own
 // REGISTER_REPLY, before the server has handled its own. Here a fake
 // coordinator (which also plays worker 0, so everything it sends travels on
-// one connection, in order) sends INIT_CHUNK and PUSH before the server's
+// one connection, in order) sends INIT_PARTITION and PUSH before the server's
 // REGISTER_REPLY. The server must keep them and handle them, in order, once
 // it is ready: not block its receive thread (the REGISTER_REPLY behind them
 // would never be read) and not refuse them as "not initialized".
@@ -85,9 +85,9 @@ TEST(ServerNodeTest, DataBeforeOwnRegisterReplyIsHandledInOrder) {
   ASSERT_EQ(reg->header.nodes_size(), 1);
   server_ep = reg->header.nodes(0).endpoint();
 
-  // 1. INIT_CHUNK of tensor 0 chunk 0 = {1, 2, 3, 4}.
-  Message init = test::InitChunkMessage(11, 0, {1, 2, 3, 4}, test::SgdFromText("base_lr: 0.5 lr_policy: 'fixed'"));
-  init.header.mutable_chunk_meta()->set_tensor_name("t");
+  // 1. INIT_PARTITION of tensor 0 partition 0 = {1, 2, 3, 4}.
+  Message init = test::InitPartitionMessage(11, 0, {1, 2, 3, 4}, test::SgdFromText("base_lr: 0.5 lr_policy: 'fixed'"));
+  init.header.mutable_partition_meta()->set_tensor_name("t");
   ASSERT_TRUE(coordinator->Send(server_ep, std::move(init)).ok());
   // 2. PUSH of clock 0 with a pull of clock 1 riding on it.
   Message push;
@@ -104,7 +104,7 @@ TEST(ServerNodeTest, DataBeforeOwnRegisterReplyIsHandledInOrder) {
   reply.header.set_op(pb::REGISTER_REPLY);
   reply.header.mutable_job()->set_num_servers(1);
   reply.header.mutable_job()->set_num_workers(1);
-  reply.header.mutable_job()->set_chunk_bytes(1 << 20);
+  reply.header.mutable_job()->set_partition_bytes(1 << 20);
   reply.header.mutable_job()->set_consistency(pb::BSP);
   reply.header.mutable_job()->set_heartbeat_interval_ms(1000);
   reply.header.mutable_job()->set_heartbeat_timeout_ms(60000);

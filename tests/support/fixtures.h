@@ -93,7 +93,7 @@ inline void AddNode(pb::Header* h, pb::Role role, int rank, const Endpoint& endp
 
 // --- Messages to a ParamServer ------------------------------------------------
 
-// `op` of tensor `tensor` (its chunk 0) for `clock`, carrying `values`.
+// `op` of tensor `tensor` (its partition 0) for `clock`, carrying `values`.
 inline Message FloatsMessage(pb::Op op, uint64_t request_id, int tensor, int64_t clock, std::vector<float> values) {
   Message m;
   m.header.set_op(op);
@@ -106,7 +106,7 @@ inline Message FloatsMessage(pb::Op op, uint64_t request_id, int tensor, int64_t
   return m;
 }
 
-// PULL of tensor `tensor`'s chunk 0 for `clock`.
+// PULL of tensor `tensor`'s partition 0 for `clock`.
 inline Message PullMessage(uint64_t request_id, int tensor, int64_t clock) {
   Message m;
   m.header.set_op(pb::PULL);
@@ -116,12 +116,13 @@ inline Message PullMessage(uint64_t request_id, int tensor, int64_t clock) {
   return m;
 }
 
-// INIT_CHUNK of tensor `tensor`'s chunk 0 holding `values` (lr_mult and
+// INIT_PARTITION of tensor `tensor`'s partition 0 holding `values` (lr_mult and
 // decay_mult 1), with the solver settings `sgd`.
-inline Message InitChunkMessage(uint64_t request_id, int tensor, std::vector<float> values, const pb::SgdConfig& sgd) {
+inline Message InitPartitionMessage(uint64_t request_id, int tensor, std::vector<float> values,
+                                    const pb::SgdConfig& sgd) {
   const uint64_t length = values.size();
-  Message m = FloatsMessage(pb::INIT_CHUNK, request_id, tensor, 0, std::move(values));
-  auto* meta = m.header.mutable_chunk_meta();
+  Message m = FloatsMessage(pb::INIT_PARTITION, request_id, tensor, 0, std::move(values));
+  auto* meta = m.header.mutable_partition_meta();
   meta->set_tensor(tensor);
   meta->set_length(length);
   meta->set_lr_mult(1);

@@ -100,7 +100,7 @@ inline void RunTinyEquivalence(const TempDir& dir, int iterations, const std::st
   WriteText(dir.File("init.prototxt"), TinySolver(dir.File("net64.prototxt"), 0, update));
   WriteText(dir.File("standalone.prototxt"), TinySolver(dir.File("net64.prototxt"), iterations, update));
   WriteText(dir.File("distributed.prototxt"), TinySolver(dir.File("net32.prototxt"), iterations, update));
-  LocalCluster cluster(TwoWorkerTrainJob(dir, dir.File("distributed.prototxt"), {"--chunk_bytes=128"}), dir);
+  LocalCluster cluster(TwoWorkerTrainJob(dir, dir.File("distributed.prototxt"), {"--partition_bytes=128"}), dir);
   ASSERT_NO_FATAL_FAILURE(TrainStandalone(dir, "standalone", dir.File("standalone.prototxt")));
   ASSERT_NO_FATAL_FAILURE(TrainStandalone(dir, "init", dir.File("init.prototxt")));
   std::string report;

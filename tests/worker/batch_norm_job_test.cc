@@ -44,7 +44,7 @@ TEST(BatchNormJobTest, StatisticsStayLocalToEachWorker) {
                                                    "lr_policy: \"fixed\"\ndisplay: 0\nmax_iter: " +
                                                    std::to_string(kIterations) +
                                                    "\nrandom_seed: 3\nsnapshot_after_train: false\n");
-  LocalCluster cluster(TwoWorkerTrainJob(dir, dir.File("solver.prototxt"), {"--chunk_bytes=64"}), dir);
+  LocalCluster cluster(TwoWorkerTrainJob(dir, dir.File("solver.prototxt"), {"--partition_bytes=64"}), dir);
   std::string report;
   ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(90), &report)) << report;
   for (auto code : cluster.codes()) ASSERT_EQ(code, 0) << report;

@@ -85,7 +85,7 @@ void ExpectBitwise(const std::vector<std::vector<float>>& got, const std::vector
 }
 
 TEST(BspTest, TwoServersThreeWorkersMatchSingleProcessReferenceBitForBit) {
-  // Small chunks: every tensor is split and spread over both servers.
+  // Small partitions: every tensor is split and spread over both servers.
   const std::string tensors = "1000,250x10,64x3x3x3,7";
   ExpectBitwise(RunBspJob(tensors, "1024", {}), BspReference(tensors), "--apply_threads default");
 }
@@ -105,7 +105,7 @@ TEST(BspTest, ServersWithOneAndFourApplyThreadsGiveTheSameWeights) {
 TEST(SspTest, NoWorkerReadsWeightsOlderThanTheStalenessBound) {
   TempDir dir;
   const int staleness = 2, workers = 3, iterations = 15;
-  ClusterSpec spec = test::JobOf(2, workers, {"--consistency=ssp", "--staleness=2", "--chunk_bytes=2048"});
+  ClusterSpec spec = test::JobOf(2, workers, {"--consistency=ssp", "--staleness=2", "--partition_bytes=2048"});
   spec.worker_flags = {"--iterations=15", "--display=0", "--tensors=3000,40x40"};
   for (int w = 0; w < workers; ++w)
     spec.worker_rank_flags.push_back({w, {"--summary_json=" + dir.File("s" + std::to_string(w) + ".json")}});
@@ -131,7 +131,7 @@ TEST(SspTest, NoWorkerReadsWeightsOlderThanTheStalenessBound) {
 
 TEST(AsyncTest, CompletesAndConvergesOnQuadratic) {
   TempDir dir;
-  ClusterSpec spec = test::JobOf(2, 2, {"--consistency=async", "--chunk_bytes=4096"});
+  ClusterSpec spec = test::JobOf(2, 2, {"--consistency=async", "--partition_bytes=4096"});
   spec.worker_flags = {"--model=quadratic", "--iterations=100", "--display=0",     "--tensors=2000,30x30",
                        "--base_lr=0.1",     "--momentum=0",     "--weight_decay=0"};
   for (int w = 0; w < 2; ++w)

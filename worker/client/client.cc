@@ -1,8 +1,8 @@
 // ClientImpl: the Client facade. It wires the parts together and owns them;
 // the work is done by:
-//   TensorRegistry  tensors and their chunks      (tensor_registry.h)
+//   TensorRegistry  tensors and their partitions      (tensor_registry.h)
 //   RequestTable    outstanding requests, abort   (request_table.h)
-//   MessageBuilder  chunks -> PUSH/PULL/INIT      (message_builder.h)
+//   MessageBuilder  partitions -> PUSH/PULL/INIT      (message_builder.h)
 //   ServerQueues    per-server priority queues    (server_queues.h)
 //   LayerPipeline   GradientsReady / WaitWeights  (layer_pipeline.h)
 //   MergeProfiler   MG-WFBP timing and groups     (merge_profiler.h)
@@ -109,7 +109,7 @@ class ClientImpl final : public Client {
 
   Status Init(const SgdConfig& config, const std::vector<const float*>& initial) override {
     const pb::SgdConfig sgd = SgdConfigToProto(config);
-    RETURN_IF_ERROR(pipeline_.Initialize(initial.size(), node_.job().chunk_bytes(), num_servers(), rank()));
+    RETURN_IF_ERROR(pipeline_.Initialize(initial.size(), node_.job().partition_bytes(), num_servers(), rank()));
     RETURN_IF_ERROR(node_.Barrier("nereus.model", pb::WORKER, tensors_.Digest()));
     if (rank() == 0) {
       std::vector<Handle> handles;
@@ -146,7 +146,7 @@ class ClientImpl final : public Client {
     Status st = tensors_.CheckTensor(tensor, "PUSH");
     if (st.ok()) st = requests_.aborted();
     if (!st.ok()) return FailedHandle(st);
-    std::vector<ChunkRef> refs = tensors_.Refs(tensor);
+    std::vector<PartitionRef> refs = tensors_.Refs(tensor);
     StatePtr push = std::make_shared<Handle::State>(static_cast<int>(refs.size()) + 1);
     auto guard = std::make_shared<SendGuard>(push);
     std::vector<QueuedMessage> work;
@@ -160,7 +160,7 @@ class ClientImpl final : public Client {
     Status st = tensors_.CheckTensor(tensor, "PULL");
     if (st.ok()) st = requests_.aborted();
     if (!st.ok()) return FailedHandle(st);
-    std::vector<ChunkRef> refs = tensors_.Refs(tensor);
+    std::vector<PartitionRef> refs = tensors_.Refs(tensor);
     StatePtr pull = std::make_shared<Handle::State>(static_cast<int>(refs.size()));
     std::vector<QueuedMessage> work;
     builder_.BuildPulls(refs, dst, clock, pull, pipeline_.TensorPriority(tensor), &work);
@@ -361,8 +361,8 @@ class ClientImpl final : public Client {
   }
 
   Handle SendInit(int tensor, const pb::SgdConfig& sgd, const float* values) {
-    const int chunks = static_cast<int>(tensors_.chunks(tensor).size());
-    StatePtr state = std::make_shared<Handle::State>(chunks + 1);
+    const int partitions = static_cast<int>(tensors_.partitions(tensor).size());
+    StatePtr state = std::make_shared<Handle::State>(partitions + 1);
     auto guard = std::make_shared<SendGuard>(state);
     std::vector<QueuedMessage> work;
     builder_.BuildInit(tensor, sgd, values, state, guard, &work);

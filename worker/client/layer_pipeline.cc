@@ -20,9 +20,9 @@ LayerPipeline::LayerPipeline(const ClientOptions& options, TensorRegistry* tenso
       factors_(factors),
       merges_(options.schedule == Schedule::kFull && options.merge, options.merge_profile_iterations) {}
 
-Status LayerPipeline::Initialize(size_t num_initial, uint64_t chunk_bytes, int num_servers, int rank) {
+Status LayerPipeline::Initialize(size_t num_initial, uint64_t partition_bytes, int num_servers, int rank) {
   MutexLock lock(&mu_);
-  RETURN_IF_ERROR(tensors_->Freeze(num_initial, chunk_bytes, num_servers));
+  RETURN_IF_ERROR(tensors_->Freeze(num_initial, partition_bytes, num_servers));
   rank_ = rank;
   layered_ = tensors_->size() > 0;
   std::map<int, std::vector<int>> by_layer;
@@ -91,11 +91,11 @@ StatusOr<int> LayerPipeline::CommLayerOf(const char* op, int layer) const {
   return it == layer_index_.end() ? -1 : it->second;
 }
 
-int LayerPipeline::Chunks(int li, bool with_sfb) const {
-  int chunks = 0;
+int LayerPipeline::Partitions(int li, bool with_sfb) const {
+  int partitions = 0;
   for (int t : layers_[li].tensors)
-    if (with_sfb || !Sfb(t)) chunks += static_cast<int>(tensors_->chunks(t).size());
-  return chunks;
+    if (with_sfb || !Sfb(t)) partitions += static_cast<int>(tensors_->partitions(t).size());
+  return partitions;
 }
 
 void LayerPipeline::Prefetch(int layer) {
@@ -191,13 +191,13 @@ Status LayerPipeline::WaitWeights(int layer, int64_t clock) {
 }
 
 void LayerPipeline::BuildLayerPushes(const std::vector<int>& which, int64_t clock, std::vector<QueuedMessage>* out) {
-  std::vector<ChunkRef> refs;
+  std::vector<PartitionRef> refs;
   std::vector<const float*> grads;
   std::vector<int> tensors;
   for (int li : which) {
     for (int t : layers_[li].tensors) {
       if (Sfb(t)) continue;  // Its factors go to the other workers (below).
-      for (const ChunkRef& r : tensors_->Refs(t)) refs.push_back(r);
+      for (const PartitionRef& r : tensors_->Refs(t)) refs.push_back(r);
       grads.push_back(tensors_->spec(t).diff);
       tensors.push_back(t);
     }
@@ -217,11 +217,11 @@ void LayerPipeline::BuildLayerPushes(const std::vector<int>& which, int64_t cloc
     StatePtr all;
     if (options_.schedule == Schedule::kSequential) {
       int total = 0;
-      for (int li : which) total += Chunks(li);
+      for (int li : which) total += Partitions(li);
       all = std::make_shared<Handle::State>(total);
     }
     for (int li : which) {
-      auto st = all ? all : std::make_shared<Handle::State>(Chunks(li));
+      auto st = all ? all : std::make_shared<Handle::State>(Partitions(li));
       for (int t : layers_[li].tensors) pull_of_tensor[t] = st;
       layers_[li].pull = MakeHandle(st);
       layers_[li].pulled_clock = clock + 1;
@@ -252,12 +252,12 @@ void LayerPipeline::BuildLayerPulls(const std::vector<int>& which, int64_t clock
   // SFB tensors take their weights from the servers for clock 0 only.
   const bool with_sfb = clock == 0;
   int total = 0;
-  for (int li : which) total += Chunks(li, with_sfb);
+  for (int li : which) total += Partitions(li, with_sfb);
   // Sequential mode waits for all of them at once; otherwise per layer.
   StatePtr all = std::make_shared<Handle::State>(total);
   for (int li : which) {
     StatePtr st = all;
-    if (options_.schedule != Schedule::kSequential) st = std::make_shared<Handle::State>(Chunks(li, with_sfb));
+    if (options_.schedule != Schedule::kSequential) st = std::make_shared<Handle::State>(Partitions(li, with_sfb));
     for (int t : layers_[li].tensors)
       if (with_sfb || !Sfb(t))
         builder_->BuildPulls(tensors_->Refs(t), tensors_->spec(t).data, clock, st, static_cast<uint64_t>(li) << 32,

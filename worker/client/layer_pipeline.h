@@ -35,7 +35,7 @@ class LayerPipeline {
 
   // Init: freezes the registry (see TensorRegistry::Freeze) and groups the
   // tensors into comm layers, atomically for every other caller.
-  Status Initialize(size_t num_initial, uint64_t chunk_bytes, int num_servers, int rank) NEREUS_LOCKS_EXCLUDED(mu_);
+  Status Initialize(size_t num_initial, uint64_t partition_bytes, int num_servers, int rank) NEREUS_LOCKS_EXCLUDED(mu_);
 
   // Whether every tensor has data and diff buffers (the layer-wise API works).
   bool layered() const;
@@ -69,9 +69,9 @@ class LayerPipeline {
   // The comm layer of Net layer `layer` (-1: it has no tensors), or why `op`
   // may not run now.
   StatusOr<int> CommLayerOf(const char* op, int layer) const NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Chunks of comm layer li's tensors (those through the servers, plus the
+  // Partitions of comm layer li's tensors (those through the servers, plus the
   // SFB tensors' when `with_sfb`).
-  int Chunks(int li, bool with_sfb = false) const NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int Partitions(int li, bool with_sfb = false) const NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Sfb(int tensor) const NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !sfb_.empty() && sfb_[tensor]; }
   // Pushes the gradients of comm layers `which` for `clock`, each carrying
   // the pull of clock + 1.

@@ -18,7 +18,7 @@ int MessageBuilder::StreamFor(uint64_t partition) const {
   return options_.schedule == Schedule::kFull ? static_cast<int>(partition % n) : 0;
 }
 
-void MessageBuilder::BuildPushes(const std::vector<ChunkRef>& refs, const std::vector<const float*>& grads,
+void MessageBuilder::BuildPushes(const std::vector<PartitionRef>& refs, const std::vector<const float*>& grads,
                                  const std::vector<int>& tensors, int64_t clock,
                                  const std::function<StatePtr(int)>& pull_of, const StatePtr& push,
                                  const std::shared_ptr<SendGuard>& guard, uint64_t base_priority,
@@ -36,8 +36,8 @@ void MessageBuilder::BuildPushes(const std::vector<ChunkRef>& refs, const std::v
   // The ack request of out[first + i]; registered once its message is whole.
   std::vector<Request> acks;
   uint64_t partition = 0;
-  for (const ChunkRef& r : refs) {
-    const ChunkPlacement& c = *r.placement;
+  for (const PartitionRef& r : refs) {
+    const PartitionPlacement& c = *r.placement;
     const TensorSpec& spec = tensors_->spec(r.tensor);
     const uint64_t bytes = c.length * sizeof(float);
     Buffer payload(guard, grad_of(r.tensor) + c.offset, bytes);
@@ -47,14 +47,14 @@ void MessageBuilder::BuildPushes(const std::vector<ChunkRef>& refs, const std::v
       Request pr(Request::Kind::kPull, pull_of(r.tensor), c.server);
       pr.dst = spec.data + c.offset;
       pr.length = c.length;
-      pr.what = "weights of tensor \"" + spec.name + "\" chunk " + std::to_string(c.chunk);
+      pr.what = "weights of tensor \"" + spec.name + "\" partition " + std::to_string(c.partition);
       pr.clock = clock + 1;
       pr.enqueue_us = now;
       requests_->Add(pull_id, std::move(pr));
     }
     size_t at = out->size();
     auto it = open.find(c.server);
-    if (merge && it != open.end() && (*out)[it->second].bytes + bytes <= tensors_->chunk_bytes()) at = it->second;
+    if (merge && it != open.end() && (*out)[it->second].bytes + bytes <= tensors_->partition_bytes()) at = it->second;
     if (at == out->size()) {
       out->push_back(QueuedMessage{c.server, Priority(base_priority, partition), 0, StreamFor(partition),
                                    requests_->NextId(), Message()});
@@ -65,7 +65,7 @@ void MessageBuilder::BuildPushes(const std::vector<ChunkRef>& refs, const std::v
       w.msg.header.set_request_id(w.request_id);
       w.msg.header.set_dtype(pb::FLOAT32);
       Request ack(Request::Kind::kAck, push, c.server);
-      ack.what = "PUSH of tensor \"" + spec.name + "\" chunk " + std::to_string(c.chunk);
+      ack.what = "PUSH of tensor \"" + spec.name + "\" partition " + std::to_string(c.partition);
       ack.clock = clock;
       ack.enqueue_us = now;
       acks.push_back(std::move(ack));
@@ -77,7 +77,7 @@ void MessageBuilder::BuildPushes(const std::vector<ChunkRef>& refs, const std::v
     ack.credit = w.bytes;
     pb::Part part;
     part.set_tensor(r.tensor);
-    part.set_chunk(c.chunk);
+    part.set_partition(c.partition);
     part.set_clock(clock);
     part.set_payload_bytes(bytes);
     part.set_pull_request_id(pull_id);
@@ -94,19 +94,19 @@ void MessageBuilder::BuildPushes(const std::vector<ChunkRef>& refs, const std::v
     const pb::Part p = h.parts(0);
     h.clear_parts();
     h.set_tensor(p.tensor());
-    h.set_chunk(p.chunk());
+    h.set_partition(p.partition());
     h.set_clock(p.clock());
     h.set_pull_request_id(p.pull_request_id());
-    h.set_priority(static_cast<int32_t>(p.tensor() * 1000 + p.chunk()));
+    h.set_priority(static_cast<int32_t>(p.tensor() * 1000 + p.partition()));
   }
 }
 
-void MessageBuilder::BuildPulls(const std::vector<ChunkRef>& refs, float* dst, int64_t clock, const StatePtr& pull,
+void MessageBuilder::BuildPulls(const std::vector<PartitionRef>& refs, float* dst, int64_t clock, const StatePtr& pull,
                                 uint64_t base_priority, std::vector<QueuedMessage>* out) {
   const int64_t now = MonotonicMicros();
   uint64_t partition = 0;
-  for (const ChunkRef& ref : refs) {
-    const ChunkPlacement& c = *ref.placement;
+  for (const PartitionRef& ref : refs) {
+    const PartitionPlacement& c = *ref.placement;
     const uint64_t id = requests_->NextId();
     Request r(Request::Kind::kPull, pull, c.server);
     // A pull request is a few bytes and its reply leaves the server when
@@ -116,7 +116,7 @@ void MessageBuilder::BuildPulls(const std::vector<ChunkRef>& refs, float* dst, i
     r.credit = 0;
     r.dst = dst + c.offset;
     r.length = c.length;
-    r.what = "PULL of tensor \"" + tensors_->spec(ref.tensor).name + "\" chunk " + std::to_string(c.chunk);
+    r.what = "PULL of tensor \"" + tensors_->spec(ref.tensor).name + "\" partition " + std::to_string(c.partition);
     r.clock = clock;
     r.enqueue_us = now;
     requests_->Add(id, std::move(r));
@@ -126,9 +126,9 @@ void MessageBuilder::BuildPulls(const std::vector<ChunkRef>& refs, float* dst, i
     w.msg.header.set_op(pb::PULL);
     w.msg.header.set_request_id(id);
     w.msg.header.set_tensor(ref.tensor);
-    w.msg.header.set_chunk(c.chunk);
+    w.msg.header.set_partition(c.partition);
     w.msg.header.set_clock(clock);
-    w.msg.header.set_priority(static_cast<int32_t>(ref.tensor * 1000 + c.chunk));
+    w.msg.header.set_priority(static_cast<int32_t>(ref.tensor * 1000 + c.partition));
     out->push_back(std::move(w));
   }
 }
@@ -136,22 +136,22 @@ void MessageBuilder::BuildPulls(const std::vector<ChunkRef>& refs, float* dst, i
 void MessageBuilder::BuildInit(int tensor, const pb::SgdConfig& sgd, const float* values, const StatePtr& state,
                                const std::shared_ptr<SendGuard>& guard, std::vector<QueuedMessage>* out) {
   const TensorSpec& spec = tensors_->spec(tensor);
-  for (const ChunkRef& r : tensors_->Refs(tensor)) {
-    const ChunkPlacement& c = *r.placement;
+  for (const PartitionRef& r : tensors_->Refs(tensor)) {
+    const PartitionPlacement& c = *r.placement;
     const uint64_t id = requests_->NextId();
     Request req(Request::Kind::kAck, state, c.server);
-    req.what = "INIT_CHUNK of tensor \"" + spec.name + "\" chunk " + std::to_string(c.chunk);
+    req.what = "INIT_PARTITION of tensor \"" + spec.name + "\" partition " + std::to_string(c.partition);
     requests_->Add(id, std::move(req));
     QueuedMessage w{c.server, 0, 0, 0, id, Message()};
     pb::Header& h = w.msg.header;
-    h.set_op(pb::INIT_CHUNK);
+    h.set_op(pb::INIT_PARTITION);
     h.set_request_id(id);
     h.set_tensor(tensor);
-    h.set_chunk(c.chunk);
+    h.set_partition(c.partition);
     h.set_dtype(pb::FLOAT32);
-    auto* meta = h.mutable_chunk_meta();
+    auto* meta = h.mutable_partition_meta();
     meta->set_tensor(tensor);
-    meta->set_chunk(c.chunk);
+    meta->set_partition(c.partition);
     meta->set_offset(c.offset);
     meta->set_length(c.length);
     meta->set_lr_mult(spec.lr_mult);

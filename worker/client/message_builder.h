@@ -1,4 +1,4 @@
-// MessageBuilder: turns chunks into PUSH, PULL and INIT_CHUNK messages.
+// MessageBuilder: turns partitions into PUSH, PULL and INIT_PARTITION messages.
 #ifndef NEREUS_WORKER_CLIENT_MESSAGE_BUILDER_H_
 #define NEREUS_WORKER_CLIENT_MESSAGE_BUILDER_H_
 
@@ -29,24 +29,24 @@ class MessageBuilder {
   MessageBuilder(const ClientOptions& options, const TensorRegistry* tensors, RequestTable* requests)
       : options_(options), tensors_(tensors), requests_(requests) {}
 
-  // Appends the PUSH messages of `refs` (chunks of `tensors`, whose gradient
-  // buffers are `grads`) to `out`: one per chunk, or merged per server up to
-  // chunk_bytes when `merge`. Each message's ack completes one unit of
+  // Appends the PUSH messages of `refs` (partitions of `tensors`, whose gradient
+  // buffers are `grads`) to `out`: one per partition, or merged per server up to
+  // partition_bytes when `merge`. Each message's ack completes one unit of
   // `push`; the payloads hold `guard`, which completes one more when the
-  // transport has released them all. With `pull_of`, each chunk's weights for
+  // transport has released them all. With `pull_of`, each partition's weights for
   // clock + 1 ride along, land in the tensor's data buffer and complete one
   // unit of pull_of(tensor).
-  void BuildPushes(const std::vector<ChunkRef>& refs, const std::vector<const float*>& grads,
+  void BuildPushes(const std::vector<PartitionRef>& refs, const std::vector<const float*>& grads,
                    const std::vector<int>& tensors, int64_t clock, const std::function<StatePtr(int)>& pull_of,
                    const StatePtr& push, const std::shared_ptr<SendGuard>& guard, uint64_t base_priority,
                    std::vector<QueuedMessage>* out, bool merge = false);
 
-  // Appends one PULL per chunk of `refs` into `dst` (the tensor's buffer) for
+  // Appends one PULL per partition of `refs` into `dst` (the tensor's buffer) for
   // `clock`; each reply completes one unit of `pull`.
-  void BuildPulls(const std::vector<ChunkRef>& refs, float* dst, int64_t clock, const StatePtr& pull,
+  void BuildPulls(const std::vector<PartitionRef>& refs, float* dst, int64_t clock, const StatePtr& pull,
                   uint64_t base_priority, std::vector<QueuedMessage>* out);
 
-  // Appends the INIT_CHUNK messages of `tensor` (values and solver settings);
+  // Appends the INIT_PARTITION messages of `tensor` (values and solver settings);
   // each ack completes one unit of `state`, `guard` one more.
   void BuildInit(int tensor, const pb::SgdConfig& sgd, const float* values, const StatePtr& state,
                  const std::shared_ptr<SendGuard>& guard, std::vector<QueuedMessage>* out);

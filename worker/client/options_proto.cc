@@ -79,8 +79,8 @@ JobInfo JobInfoFromProto(const pb::JobConfig& job) {
   if (job.consistency() == pb::SSP) consistency = Consistency::kSsp;
   if (job.consistency() == pb::ASYNC) consistency = Consistency::kAsync;
   // Every field, in JobInfo's order (public_api_test sets each to its own value).
-  return JobInfo{job.num_servers(), job.num_workers(), consistency,       job.staleness(),
-                 job.chunk_bytes(), job.resume(),      job.start_clock(), job.checkpoint_every()};
+  return JobInfo{job.num_servers(),     job.num_workers(), consistency,       job.staleness(),
+                 job.partition_bytes(), job.resume(),      job.start_clock(), job.checkpoint_every()};
 }
 
 }  // namespace nereus

@@ -17,7 +17,7 @@ namespace nereus {
 struct Request {
   enum class Kind {
     kAck,   // PUSH_ACK / INIT_ACK: one unit of `state`.
-    kPull,  // PULL_REPLY (explicit, or riding on a push): a chunk into `dst`.
+    kPull,  // PULL_REPLY (explicit, or riding on a push): a partition into `dst`.
     kPong,  // PONG of a calibration PING.
   };
   Request() = default;
@@ -28,8 +28,8 @@ struct Request {
   StatePtr state;
   int server = 0;
   uint64_t credit = 0;   // Released to the server's queue on completion.
-  float* dst = nullptr;  // kPull: where the chunk goes.
-  uint64_t length = 0;   // kPull: chunk elements.
+  float* dst = nullptr;  // kPull: where the partition goes.
+  uint64_t length = 0;   // kPull: partition elements.
   std::string what;      // For error messages and the timeline.
   int64_t clock = 0;
   int64_t enqueue_us = 0, dispatch_us = 0;

@@ -27,7 +27,7 @@ QueuedMessage CoalesceUnits(std::vector<QueuedMessage> units) {
     if (uh.parts_size() == 0) {
       pb::Part* p = h.add_parts();
       p->set_tensor(uh.tensor());
-      p->set_chunk(uh.chunk());
+      p->set_partition(uh.partition());
       p->set_clock(uh.clock());
       p->set_payload_bytes(u.msg.payload_bytes());
       p->set_request_id(u.request_id);

@@ -24,7 +24,7 @@ struct QueuedMessage {
   uint64_t request_id;  // Stamped with its dispatch time.
   Message msg;
   // What this unit adds to a batch (--batch_bytes): a PUSH's payload bytes,
-  // the weights a PULL asks for. 0: never batched (INIT_CHUNK, FACTORS).
+  // the weights a PULL asks for. 0: never batched (INIT_PARTITION, FACTORS).
   uint64_t batch_bytes = 0;
 };
 

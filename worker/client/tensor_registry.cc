@@ -38,13 +38,13 @@ StatusOr<int> TensorRegistry::Register(const TensorSpec& spec) {
   return static_cast<int>(specs_.size()) - 1;
 }
 
-Status TensorRegistry::Freeze(size_t num_initial, uint64_t chunk_bytes, int num_servers) {
+Status TensorRegistry::Freeze(size_t num_initial, uint64_t partition_bytes, int num_servers) {
   MutexLock lock(&mu_);
   if (frozen_) return FailedPreconditionError("Init called twice");
   if (num_initial != specs_.size())
     return InvalidArgumentError("Init got " + std::to_string(num_initial) + " initial values for " +
                                 std::to_string(specs_.size()) + " registered tensors");
-  ASSIGN_OR_RETURN(ShardMap map, ShardMap::Build(elements_, chunk_bytes, num_servers));
+  ASSIGN_OR_RETURN(ShardMap map, ShardMap::Build(elements_, partition_bytes, num_servers));
   shards_ = std::make_unique<ShardMap>(std::move(map));
   frozen_ = true;
   return Status::OK();
@@ -63,9 +63,9 @@ Status TensorRegistry::CheckTensor(int tensor, const char* op) const {
   return Status::OK();
 }
 
-std::vector<ChunkRef> TensorRegistry::Refs(int tensor) const {
-  std::vector<ChunkRef> refs;
-  for (const ChunkPlacement& c : shards_->chunks(tensor)) refs.push_back(ChunkRef{tensor, &c});
+std::vector<PartitionRef> TensorRegistry::Refs(int tensor) const {
+  std::vector<PartitionRef> refs;
+  for (const PartitionPlacement& c : shards_->partitions(tensor)) refs.push_back(PartitionRef{tensor, &c});
   return refs;
 }
 

@@ -1,4 +1,4 @@
-// TensorRegistry: the tensors a worker declared and where their chunks live.
+// TensorRegistry: the tensors a worker declared and where their partitions live.
 #ifndef NEREUS_WORKER_CLIENT_TENSOR_REGISTRY_H_
 #define NEREUS_WORKER_CLIENT_TENSOR_REGISTRY_H_
 
@@ -13,10 +13,10 @@
 
 namespace nereus {
 
-// One chunk of one tensor, as the servers store it.
-struct ChunkRef {
+// One partition of one tensor, as the servers store it.
+struct PartitionRef {
   int tensor;
-  const ChunkPlacement* placement;
+  const PartitionPlacement* placement;
 };
 
 // Owns the TensorSpecs (RegisterTensor) and, from Init on, the ShardMap.
@@ -29,8 +29,8 @@ class TensorRegistry {
   StatusOr<int> Register(const TensorSpec& spec) NEREUS_LOCKS_EXCLUDED(mu_);
 
   // Init: checks that `num_initial` values came, one per tensor, and cuts the
-  // tensors into chunks over the servers. Fails if called twice.
-  Status Freeze(size_t num_initial, uint64_t chunk_bytes, int num_servers) NEREUS_LOCKS_EXCLUDED(mu_);
+  // tensors into partitions over the servers. Fails if called twice.
+  Status Freeze(size_t num_initial, uint64_t partition_bytes, int num_servers) NEREUS_LOCKS_EXCLUDED(mu_);
   bool frozen() const NEREUS_LOCKS_EXCLUDED(mu_);
 
   // OK if `tensor` is a registered id and Init has run; `op` names the caller.
@@ -40,9 +40,9 @@ class TensorRegistry {
   int size() const { return static_cast<int>(specs_.size()); }
   const TensorSpec& spec(int tensor) const { return specs_[tensor]; }
   uint64_t elements(int tensor) const { return elements_[tensor]; }
-  const std::vector<ChunkPlacement>& chunks(int tensor) const { return shards_->chunks(tensor); }
-  std::vector<ChunkRef> Refs(int tensor) const;
-  uint64_t chunk_bytes() const { return shards_->chunk_bytes(); }
+  const std::vector<PartitionPlacement>& partitions(int tensor) const { return shards_->partitions(tensor); }
+  std::vector<PartitionRef> Refs(int tensor) const;
+  uint64_t partition_bytes() const { return shards_->partition_bytes(); }
   // FNV-1a over names, shapes and multipliers: equal across workers that
   // registered the same model (checked by the "nereus.model" barrier).
   uint64_t Digest() const;

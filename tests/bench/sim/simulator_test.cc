@@ -42,9 +42,9 @@ SimOptions TwoHosts(Schedule s) {
 
 TEST(SimulatorTest, PlacementAssumedByTheHandWorkedExamples) {
   auto map = ShardMap::Build({250, 250, 500}, 1 << 20, 2).value();
-  EXPECT_EQ(map.chunks(2)[0].server, 0);
-  EXPECT_EQ(map.chunks(0)[0].server, 1);
-  EXPECT_EQ(map.chunks(1)[0].server, 1);
+  EXPECT_EQ(map.partitions(2)[0].server, 0);
+  EXPECT_EQ(map.partitions(0)[0].server, 1);
+  EXPECT_EQ(map.partitions(1)[0].server, 1);
 }
 
 // wfbp: each layer's push leaves when its backward ends.
@@ -159,7 +159,7 @@ TEST(SimulatorTest, SufficientFactorsByHand) {
   layers[1].sfb_rows = 10;
   layers[1].sfb_cols = 20;
   layers[1].sfb_factor_rows = 5;
-  EXPECT_EQ(ShardMap::Build({250, 200}, 1 << 20, 2).value().chunks(0)[0].server, 0);
+  EXPECT_EQ(ShardMap::Build({250, 200}, 1 << 20, 2).value().partitions(0)[0].server, 0);
   SimOptions o = TwoHosts(Schedule::kWfbp);
   o.sfb_flops_per_s = 1000;
   auto r = Simulate(layers, o).value();

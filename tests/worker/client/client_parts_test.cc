@@ -29,14 +29,14 @@ TEST(RequestTableTest, IdsStartAtOneAndEachRequestIsTakenOnce) {
   EXPECT_EQ(table.NextId(), 1u);
   EXPECT_EQ(table.NextId(), 2u);
   auto state = std::make_shared<Handle::State>(1);
-  table.Add(7, MakeRequest(state, "PUSH of tensor \"w\" chunk 0"));
+  table.Add(7, MakeRequest(state, "PUSH of tensor \"w\" partition 0"));
   table.StampDispatch(7, 1234);
   table.StampDispatch(8, 99);  // Unknown: ignored.
   Request r;
   EXPECT_FALSE(table.Take(8, &r));
   ASSERT_TRUE(table.Take(7, &r));
   EXPECT_EQ(r.dispatch_us, 1234);
-  EXPECT_EQ(r.what, "PUSH of tensor \"w\" chunk 0");
+  EXPECT_EQ(r.what, "PUSH of tensor \"w\" partition 0");
   EXPECT_FALSE(table.Take(7, &r));
   EXPECT_TRUE(table.aborted().ok());
 }
@@ -45,23 +45,23 @@ TEST(RequestTableTest, FailAllFailsEveryRequestAndLaterOnesAtOnce) {
   RequestTable table;
   auto a = std::make_shared<Handle::State>(2);
   auto b = std::make_shared<Handle::State>(1);
-  table.Add(1, MakeRequest(a, "PUSH of tensor \"a\" chunk 0"));
-  table.Add(2, MakeRequest(a, "PUSH of tensor \"a\" chunk 1"));
-  table.Add(3, MakeRequest(b, "PULL of tensor \"b\" chunk 0"));
+  table.Add(1, MakeRequest(a, "PUSH of tensor \"a\" partition 0"));
+  table.Add(2, MakeRequest(a, "PUSH of tensor \"a\" partition 1"));
+  table.Add(3, MakeRequest(b, "PULL of tensor \"b\" partition 0"));
   table.FailAll(UnavailableError("server 1 died"));
   table.FailAll(AbortedError("client destroyed"));  // The first cause is kept.
   EXPECT_EQ(table.aborted().message(), "server 1 died");
   const Status sa = MakeHandle(a).Wait();
   EXPECT_EQ(sa.code(), StatusCode::kUnavailable);
-  EXPECT_EQ(sa.message(), "PUSH of tensor \"a\" chunk 0: server 1 died");
-  EXPECT_EQ(MakeHandle(b).Wait().message(), "PULL of tensor \"b\" chunk 0: server 1 died");
+  EXPECT_EQ(sa.message(), "PUSH of tensor \"a\" partition 0: server 1 died");
+  EXPECT_EQ(MakeHandle(b).Wait().message(), "PULL of tensor \"b\" partition 0: server 1 died");
   Request r;
   EXPECT_FALSE(table.Take(3, &r));
   // Registered after the abort: no reply will come, so it fails at once.
   auto late = std::make_shared<Handle::State>(1);
-  table.Add(4, MakeRequest(late, "PULL of tensor \"c\" chunk 2"));
+  table.Add(4, MakeRequest(late, "PULL of tensor \"c\" partition 2"));
   EXPECT_TRUE(MakeHandle(late).done());
-  EXPECT_EQ(MakeHandle(late).Wait().message(), "PULL of tensor \"c\" chunk 2: server 1 died");
+  EXPECT_EQ(MakeHandle(late).Wait().message(), "PULL of tensor \"c\" partition 2: server 1 died");
   EXPECT_FALSE(table.Take(4, &r));
 }
 
@@ -109,14 +109,14 @@ TEST(TensorRegistryTest, RegisterRejectsBadSpecsNamingTheTensor) {
   EXPECT_EQ(reg.CheckTensor(2, "PULL").code(), StatusCode::kNotFound);
   EXPECT_EQ(reg.CheckTensor(-1, "PULL").message(), "unknown tensor id -1");
   EXPECT_EQ(reg.elements(0), 6u);
-  // 6 floats in chunks of 16 bytes (4 floats): 4 + 2.
-  ASSERT_EQ(reg.chunks(0).size(), 2u);
-  EXPECT_EQ(reg.chunks(0)[0].length, 4u);
-  EXPECT_EQ(reg.chunks(0)[1].offset, 4u);
-  std::vector<ChunkRef> refs = reg.Refs(0);
+  // 6 floats in partitions of 16 bytes (4 floats): 4 + 2.
+  ASSERT_EQ(reg.partitions(0).size(), 2u);
+  EXPECT_EQ(reg.partitions(0)[0].length, 4u);
+  EXPECT_EQ(reg.partitions(0)[1].offset, 4u);
+  std::vector<PartitionRef> refs = reg.Refs(0);
   ASSERT_EQ(refs.size(), 2u);
   EXPECT_EQ(refs[1].tensor, 0);
-  EXPECT_EQ(refs[1].placement, &reg.chunks(0)[1]);
+  EXPECT_EQ(refs[1].placement, &reg.partitions(0)[1]);
 }
 
 TEST(TensorRegistryTest, DigestDependsOnNamesShapesAndMultipliers) {
@@ -135,7 +135,7 @@ TEST(TensorRegistryTest, DigestDependsOnNamesShapesAndMultipliers) {
   EXPECT_NE(digest({Spec("w", {2, 3}), lr}), base);
 }
 
-// Two tensors over two servers in chunks of 8 bytes (2 floats).
+// Two tensors over two servers in partitions of 8 bytes (2 floats).
 struct BuilderFixture : public ::testing::Test {
   void SetUp() override {
     for (int t = 0; t < 2; ++t) {
@@ -153,12 +153,12 @@ struct BuilderFixture : public ::testing::Test {
     o.streams = 2;
     return o;
   }
-  // The pushes of every chunk of both tensors for clock 7 (base priority
+  // The pushes of every partition of both tensors for clock 7 (base priority
   // 1 << 32), merged per server or not, each carrying a pull of clock 8
   // that completes `pull`; the acks complete `push`.
   std::vector<QueuedMessage> PushAll(MessageBuilder& builder, bool merge) {
-    std::vector<ChunkRef> refs = reg.Refs(0);
-    for (const ChunkRef& r : reg.Refs(1)) refs.push_back(r);
+    std::vector<PartitionRef> refs = reg.Refs(0);
+    for (const PartitionRef& r : reg.Refs(1)) refs.push_back(r);
     push = std::make_shared<Handle::State>(1);
     pull = std::make_shared<Handle::State>(static_cast<int>(refs.size()));
     std::vector<QueuedMessage> out;
@@ -174,9 +174,9 @@ struct BuilderFixture : public ::testing::Test {
   RequestTable requests;
 };
 
-TEST_F(BuilderFixture, PushesCarryEveryChunkOnceAndRegisterTheirAcksAndPulls) {
+TEST_F(BuilderFixture, PushesCarryEveryPartitionOnceAndRegisterTheirAcksAndPulls) {
   for (bool merge : {false, true}) {
-    SCOPED_TRACE(merge ? "merged" : "one per chunk");
+    SCOPED_TRACE(merge ? "merged" : "one per partition");
     MessageBuilder builder(Options(Schedule::kFull), &reg, &requests);
     const std::vector<QueuedMessage> out = PushAll(builder, merge);
     std::set<std::pair<int, int>> seen;
@@ -185,29 +185,29 @@ TEST_F(BuilderFixture, PushesCarryEveryChunkOnceAndRegisterTheirAcksAndPulls) {
       EXPECT_EQ(h.op(), pb::PUSH);
       EXPECT_EQ(h.request_id(), m.request_id);
       std::vector<pb::Part> parts(h.parts().begin(), h.parts().end());
-      if (parts.empty()) {  // A single chunk: the plain header fields.
+      if (parts.empty()) {  // A single partition: the plain header fields.
         pb::Part p;
         p.set_tensor(h.tensor());
-        p.set_chunk(h.chunk());
+        p.set_partition(h.partition());
         p.set_clock(h.clock());
         p.set_pull_request_id(h.pull_request_id());
-        EXPECT_EQ(h.priority(), h.tensor() * 1000 + h.chunk());
+        EXPECT_EQ(h.priority(), h.tensor() * 1000 + h.partition());
         parts.push_back(p);
       } else {
         EXPECT_GT(parts.size(), 1u);
       }
       EXPECT_EQ(m.msg.payload.size(), parts.size());
-      EXPECT_LE(m.bytes, 8u);  // Merged up to chunk_bytes at most.
+      EXPECT_LE(m.bytes, 8u);  // Merged up to partition_bytes at most.
       uint64_t bytes = 0;
       for (size_t i = 0; i < parts.size(); ++i) {
         const pb::Part& p = parts[i];
         EXPECT_EQ(p.clock(), 7);
-        const ChunkPlacement& c = reg.chunks(p.tensor())[p.chunk()];
+        const PartitionPlacement& c = reg.partitions(p.tensor())[p.partition()];
         EXPECT_EQ(c.server, m.server);
-        EXPECT_TRUE(seen.insert({p.tensor(), p.chunk()}).second);
+        EXPECT_TRUE(seen.insert({p.tensor(), p.partition()}).second);
         EXPECT_EQ(m.msg.payload[i].data(), static_cast<const void*>(grad[p.tensor()] + c.offset));
         bytes += m.msg.payload[i].size();
-        Request pr;  // The pull riding on this chunk.
+        Request pr;  // The pull riding on this partition.
         ASSERT_TRUE(requests.Take(p.pull_request_id(), &pr));
         EXPECT_EQ(pr.kind, Request::Kind::kPull);
         EXPECT_EQ(pr.dst, data[p.tensor()] + c.offset);
@@ -222,11 +222,11 @@ TEST_F(BuilderFixture, PushesCarryEveryChunkOnceAndRegisterTheirAcksAndPulls) {
       EXPECT_EQ(ack.piggyback.size(), parts.size());
       EXPECT_GE(m.priority, uint64_t{1} << 32);
     }
-    // 5 floats -> chunks of 2, 2, 1; 3 floats -> 2, 1.
+    // 5 floats -> partitions of 2, 2, 1; 3 floats -> 2, 1.
     EXPECT_EQ(seen.size(), 5u);
-    // Merging joins the two 4-byte chunks, which share a server (ShardMap
+    // Merging joins the two 4-byte partitions, which share a server (ShardMap
     // places the 8-byte ones first, then fills the lighter server); the
-    // 8-byte chunks fill a message each.
+    // 8-byte partitions fill a message each.
     int merged = 0;
     for (const QueuedMessage& m : out) merged += m.msg.header.parts_size() > 1;
     EXPECT_EQ(out.size(), merge ? 4u : 5u);
@@ -245,11 +245,11 @@ TEST_F(BuilderFixture, PullsWithoutPrioritiesKeepArrivalOrderOnOneStream) {
     EXPECT_EQ(out[i].stream, 0);
     EXPECT_EQ(out[i].bytes, 0u);  // Pull requests take no credit.
     EXPECT_EQ(out[i].msg.header.op(), pb::PULL);
-    EXPECT_EQ(out[i].msg.header.chunk(), static_cast<int>(i));
+    EXPECT_EQ(out[i].msg.header.partition(), static_cast<int>(i));
     EXPECT_EQ(out[i].msg.header.clock(), 3);
     Request r;
     ASSERT_TRUE(requests.Take(out[i].request_id, &r));
-    EXPECT_EQ(r.dst, data[0] + reg.chunks(0)[i].offset);
+    EXPECT_EQ(r.dst, data[0] + reg.partitions(0)[i].offset);
     EXPECT_EQ(r.credit, 0u);
   }
   MessageBuilder full(Options(Schedule::kFull), &reg, &requests);
@@ -297,12 +297,12 @@ TEST_F(BuilderFixture, CoalescedUnitsKeepEachUnitsRequestIdPartsAndFramesInOrder
     EXPECT_NE(h.parts(i).pull_request_id(), 0u);
   }
 
-  // Pulls: one part per chunk, no payload; a pull adds its reply's size.
+  // Pulls: one part per partition, no payload; a pull adds its reply's size.
   std::vector<QueuedMessage> pulls;
   builder.BuildPulls(reg.Refs(0), data[0], 3, pull, 0, &pulls);
   std::vector<QueuedMessage> to0;
   for (QueuedMessage& m : pulls) {
-    EXPECT_EQ(m.batch_bytes, reg.chunks(0)[m.msg.header.chunk()].length * sizeof(float));
+    EXPECT_EQ(m.batch_bytes, reg.partitions(0)[m.msg.header.partition()].length * sizeof(float));
     if (m.server == pulls[0].server) to0.push_back(std::move(m));
   }
   std::vector<uint64_t> ids;

@@ -17,7 +17,7 @@ DEFINE_string(schedule, "priority", "Client schedule.");
 DEFINE_uint64(small_bytes, 64 << 10, "Bytes of layer 0.");
 DEFINE_uint64(big_bytes, 2 << 20, "Bytes of layers 1..3.");
 DEFINE_uint64(credit_bytes, 512 << 10, "Client credit.");
-DEFINE_uint64(chunk_bytes, 256 << 10, "Partition (chunk) size.");
+DEFINE_uint64(partition_bytes, 256 << 10, "Partition (partition) size.");
 
 int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   bench::LocalJobOptions o;
-  o.job.set_chunk_bytes(FLAGS_chunk_bytes);
+  o.job.set_partition_bytes(FLAGS_partition_bytes);
   o.client.schedule = *schedule;
   o.client.credit_bytes = FLAGS_credit_bytes;
   o.client.merge = false;

@@ -27,7 +27,7 @@ std::vector<std::vector<float>> Train(Schedule schedule, const std::string& time
   bench::LocalJobOptions o;
   o.servers = 2;
   o.workers = W;
-  o.job.set_chunk_bytes(1024);  // Every big tensor is split over both servers.
+  o.job.set_partition_bytes(1024);  // Every big tensor is split over both servers.
   o.client.schedule = schedule;
   o.client.credit_bytes = 2048;
   o.client.streams = 2;
@@ -141,8 +141,8 @@ TEST(PipelineTest, MergingSendsFewerPushMessagesForTheSameBytes) {
   // the layers) travel merged.
   EXPECT_EQ(full.push_bytes, priority.push_bytes);
   EXPECT_LT(full.push_messages, priority.push_messages);
-  // Without merging: one message per chunk per clock. The 8 tensors have
-  // 4 + 1 + 10 + 1 + 7 + 1 + 2 + 1 = 27 chunks of at most 1024 bytes.
+  // Without merging: one message per partition per clock. The 8 tensors have
+  // 4 + 1 + 10 + 1 + 7 + 1 + 2 + 1 = 27 partitions of at most 1024 bytes.
   EXPECT_EQ(priority.push_messages, 27u * kClocks);
   EXPECT_EQ(priority.pull_messages, 27u);  // Clock 0's prefetch; the rest ride on pushes.
 }
@@ -177,7 +177,7 @@ TEST(PipelineTest, BatchingSendsFewerMessagesAndTheSameWeightsBitForBit) {
 
 // Sequential mode's pulls ride on its pushes, as the other schedules' do:
 // the only PULL messages are clock 0's, exactly as many as under priority,
-// and one PUSH per chunk and clock.
+// and one PUSH per partition and clock.
 TEST(PipelineTest, SequentialPullsRideOnThePushes) {
   ClientStats priority, sequential;
   const auto a = Train(Schedule::kPriority, "", &priority, /*batch_bytes=*/0);

@@ -104,7 +104,7 @@ TEST(JobInfoTest, CarriesTheJobConfigWithPartitionsByTheirName) {
   job.set_num_workers(5);
   job.set_consistency(pb::SSP);
   job.set_staleness(2);
-  job.set_chunk_bytes(4096);
+  job.set_partition_bytes(4096);
   job.set_resume(true);
   job.set_start_clock(40);
   job.set_checkpoint_every(20);

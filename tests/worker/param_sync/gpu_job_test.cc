@@ -49,7 +49,7 @@ void RunJob(const TempDir& dir, const std::vector<std::string>& worker_flags) {
   std::string solver = TinySolver(dir.File("net.prototxt"), kIterations);
   solver.replace(solver.find("display: 5"), 10, "display: 1");
   WriteText(dir.File("solver.prototxt"), solver);
-  ClusterSpec spec = TwoWorkerTrainJob(dir, dir.File("solver.prototxt"), {"--chunk_bytes=128"});
+  ClusterSpec spec = TwoWorkerTrainJob(dir, dir.File("solver.prototxt"), {"--partition_bytes=128"});
   spec.worker_flags.insert(spec.worker_flags.end(), worker_flags.begin(), worker_flags.end());
   LocalCluster cluster(spec, dir);
   std::string report;

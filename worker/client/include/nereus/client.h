@@ -22,7 +22,7 @@
 //                 the weights for clock c are version c.
 //   partition     a piece of at most job().partition_bytes of one tensor:
 //                 what a server stores and updates and what the scheduler
-//                 orders (a "chunk" in older code).
+//                 orders.
 //   WFBP          wait-free backpropagation: a layer's gradients leave as
 //                 soon as its backward ends, overlapping the layers below.
 //   merge group   consecutive small layers pushed as one message (MG-WFBP,
