@@ -2,10 +2,12 @@
 # Clang's thread-safety analysis over the sources that use nereus::Mutex:
 #   scripts/thread_safety.sh [BUILD_DIR]   (default build/, configured by
 #   scripts/build.sh, whose compile_commands.json gives each source's flags)
-# Every product source (not tests/, not generated, not CUDA) that includes
+# Every product .cc (not tests/, not generated, not .cu) that includes
 # common/mutex.h, directly or through project headers, is compiled with
 # clang++ -fsyntax-only -Wthread-safety -Werror=thread-safety and the flags
-# CMake gave it. First, tests/common/thread_safety_canary.cc, deliberately
+# CMake gave it. The code of a CUDA-only .cc (worker/param_sync/cuda_staging.cc)
+# sits behind NEREUS_HAVE_CUDA, so it is analysed only in a build that found
+# the CUDA toolkit (no GPU needed); in a CPU-only build it is an empty shell. First, tests/common/thread_safety_canary.cc, deliberately
 # wrong, must draw exactly the errors it expects (clang -verify), so the check
 # cannot pass because the annotations expanded to nothing. Run by ctest as
 # thread_safety_test.

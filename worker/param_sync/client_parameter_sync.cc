@@ -17,7 +17,7 @@ ClientParameterSync::~ClientParameterSync() {
 
 Status ClientParameterSync::CheckStaging() {
   if (staging_ == nullptr) return status_;
-  std::lock_guard<std::mutex> lock(staging_mu_);
+  MutexLock lock(&staging_mu_);
   return Fail(staging_error_);
 }
 
@@ -25,8 +25,8 @@ Status ClientParameterSync::WaitHandedOver(int layer, int64_t clock) {
   RETURN_IF_ERROR(CheckStaging());
   if (staging_ == nullptr || staged_clock_[layer] < clock - 1) return Status::OK();
   {
-    std::unique_lock<std::mutex> lock(staging_mu_);
-    staging_cv_.wait(lock, [&] { return !staging_error_.ok() || handed_clock_[layer] >= clock - 1; });
+    MutexLock lock(&staging_mu_);
+    while (staging_error_.ok() && handed_clock_[layer] < clock - 1) staging_cv_.Wait(&staging_mu_);
   }
   return CheckStaging();
 }
@@ -136,7 +136,7 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
                          to_host ? staged_clock_[layer].load() : uploaded_clock_[layer].load(), begin_us, end_us,
                          to_host ? TraceLane::kDeviceToHost : TraceLane::kHostToDevice);
     });
-    std::lock_guard<std::mutex> lock(staging_mu_);
+    MutexLock lock(&staging_mu_);
     handed_clock_.assign(net_->num_layers(), -1);
   }
   for (size_t p = 0; p < params.size(); ++p) {
@@ -256,24 +256,24 @@ Status ClientParameterSync::GradientsReady(int layer, int64_t iter) {
     auto hand_over = [this, layer, iter, name](const Status& copied) {
       Status st = copied;
       {
-        std::lock_guard<std::mutex> lock(staging_mu_);
+        MutexLock lock(&staging_mu_);
         if (st.ok()) st = staging_error_;  // Nothing more is handed over after a failure.
       }
       if (st.ok()) {
         st = client_->GradientsReady(layer, iter);
         if (!st.ok()) st = st.Annotate("pushing the gradients of layer " + name);
       }
-      std::lock_guard<std::mutex> lock(staging_mu_);
+      MutexLock lock(&staging_mu_);
       if (!st.ok() && staging_error_.ok()) staging_error_ = st;
       if (st.ok()) handed_clock_[layer] = iter;
-      staging_cv_.notify_all();
+      staging_cv_.SignalAll();
     };
     Status staged = staging_->StageGradients(layer, name, copies, std::move(hand_over));
     if (!staged.ok()) {
       // No hand-over will come: whoever waits for one (WaitHandedOver) stops.
-      std::lock_guard<std::mutex> lock(staging_mu_);
+      MutexLock lock(&staging_mu_);
       if (staging_error_.ok()) staging_error_ = staged;
-      staging_cv_.notify_all();
+      staging_cv_.SignalAll();
     }
     return Fail(staged);
   }

@@ -57,12 +57,11 @@
 #define NEREUS_WORKER_PARAM_SYNC_CLIENT_PARAMETER_SYNC_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "nereus/client.h"
 #include "worker/param_sync/device_staging.h"
@@ -128,7 +127,7 @@ class ClientParameterSync : public ParameterSync {
   Status Fail(Status st);
   // With staging: the error a copy or a hand-over on the staging's thread
   // met, recorded as this object's error.
-  Status CheckStaging();
+  Status CheckStaging() NEREUS_LOCKS_EXCLUDED(staging_mu_);
   // Stages layer `layer`'s weights (the mirrors) onto the net's buffers,
   // once per clock.
   Status UploadWeights(int layer, int64_t iter);
@@ -136,7 +135,7 @@ class ClientParameterSync : public ParameterSync {
   // `layer`'s gradients of the clock before `clock` to the client (or
   // failed), so that the client's WaitWeights never waits for a hand-over
   // that will not come.
-  Status WaitHandedOver(int layer, int64_t clock);
+  Status WaitHandedOver(int layer, int64_t clock) NEREUS_LOCKS_EXCLUDED(staging_mu_);
 
   Client* const client_;
   const Net* net_ = nullptr;
@@ -164,10 +163,13 @@ class ClientParameterSync : public ParameterSync {
   // staging's thread).
   std::vector<std::atomic<int64_t>> uploaded_clock_;
   std::vector<std::atomic<int64_t>> staged_clock_;
-  std::mutex staging_mu_;
-  std::condition_variable staging_cv_;
-  std::vector<int64_t> handed_clock_;  // GUARDED_BY(staging_mu_): per layer, last clock handed to the client.
-  Status staging_error_;               // GUARDED_BY(staging_mu_): set on the staging's thread.
+  Mutex staging_mu_;
+  CondVar staging_cv_;
+  // Per layer: last clock handed to the client.
+  std::vector<int64_t> handed_clock_ NEREUS_GUARDED_BY(staging_mu_);
+  // The first failure of a copy or a hand-over; set on the staging's thread
+  // (or here, when StageGradients itself fails).
+  Status staging_error_ NEREUS_GUARDED_BY(staging_mu_);
 };
 
 }  // namespace nereus

@@ -4,14 +4,13 @@
 #include <cuda_runtime.h>
 #include <glog/logging.h>
 
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "worker/client/timeline.h"
 #include "worker/trainer/gpu/cuda_check.h"
 #endif
@@ -29,13 +28,13 @@ class CudaStaging : public DeviceStaging {
     for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
   }
 
-  Status Start() {
+  Status Start() NEREUS_LOCKS_EXCLUDED(mu_) {
     thread_ = std::thread([this] { Complete(); });
     return Status::OK();
   }
 
   Status StageGradients(int layer, const std::string& layer_name, const std::vector<StagingCopy>& copies,
-                        Done done) override {
+                        Done done) override NEREUS_LOCKS_EXCLUDED(mu_) {
     RETURN_IF_ERROR(CheckUsable());
     Pending p = MakePending(layer, layer_name, /*to_host=*/true, copies);
     p.done = std::move(done);
@@ -48,7 +47,8 @@ class CudaStaging : public DeviceStaging {
     return Submit(std::move(p), st);
   }
 
-  Status StageWeights(int layer, const std::string& layer_name, const std::vector<StagingCopy>& copies) override {
+  Status StageWeights(int layer, const std::string& layer_name, const std::vector<StagingCopy>& copies) override
+      NEREUS_LOCKS_EXCLUDED(mu_) {
     RETURN_IF_ERROR(CheckUsable());
     Pending p = MakePending(layer, layer_name, /*to_host=*/false, copies);
     Status st = EnqueueCopies(&p, copies, cudaMemcpyHostToDevice);
@@ -60,28 +60,28 @@ class CudaStaging : public DeviceStaging {
     return Submit(std::move(p), st);
   }
 
-  Status Drain() override {
+  Status Drain() override NEREUS_LOCKS_EXCLUDED(mu_) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return pending_.empty() && !busy_; });
+      MutexLock lock(&mu_);
+      while (!pending_.empty() || busy_) cv_.Wait(&mu_);
     }
     Status st = gpu::CudaStatus(cudaStreamSynchronize(device_->copy_stream()), "cudaStreamSynchronize");
     if (!st.ok()) Fail(st.Annotate("draining the device staging")).IgnoreError();
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return error_;
   }
 
-  Status Shutdown() override {
+  Status Shutdown() override NEREUS_LOCKS_EXCLUDED(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (stop_ || !thread_.joinable()) return error_;
       closed_ = true;
     }
     Status st = Drain();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       stop_ = true;
-      cv_.notify_all();
+      cv_.SignalAll();
     }
     thread_.join();
     return st;
@@ -117,7 +117,8 @@ class CudaStaging : public DeviceStaging {
   }
 
   // On the copy stream: the `started` event, the copies, the `copied` event.
-  Status EnqueueCopies(Pending* p, const std::vector<StagingCopy>& copies, cudaMemcpyKind kind) {
+  Status EnqueueCopies(Pending* p, const std::vector<StagingCopy>& copies, cudaMemcpyKind kind)
+      NEREUS_LOCKS_EXCLUDED(mu_) {
     Status st = GetEvent(&p->started);
     if (st.ok()) st = GetEvent(&p->copied);
     if (st.ok()) st = gpu::CudaStatus(cudaEventRecord(p->started, device_->copy_stream()), "cudaEventRecord");
@@ -131,40 +132,40 @@ class CudaStaging : public DeviceStaging {
 
   // Hands `p` to the completion thread when `enqueued` is OK; else the
   // sticky error, naming the layer.
-  Status Submit(Pending p, const Status& enqueued) {
+  Status Submit(Pending p, const Status& enqueued) NEREUS_LOCKS_EXCLUDED(mu_) {
     if (!enqueued.ok()) {
       PutEvents(p);
       return Fail(enqueued.Annotate(What(p)));
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     pending_.push_back(std::move(p));
-    cv_.notify_all();
+    cv_.SignalAll();
     return Status::OK();
   }
 
-  void PutEvents(const Pending& p) {
+  void PutEvents(const Pending& p) NEREUS_LOCKS_EXCLUDED(mu_) {
     PutEvent(p.computed);
     PutEvent(p.started);
     PutEvent(p.copied);
   }
 
-  Status CheckUsable() {
-    std::lock_guard<std::mutex> lock(mu_);
+  Status CheckUsable() NEREUS_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
     if (closed_) return FailedPreconditionError("the device staging was shut down");
     return error_;
   }
 
-  Status Fail(const Status& st) {
-    std::lock_guard<std::mutex> lock(mu_);
+  Status Fail(const Status& st) NEREUS_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
     if (error_.ok()) error_ = st;
     return error_;
   }
 
   // Events that the completion thread sleeps on (cudaEventBlockingSync),
   // timed (the copies' spans).
-  Status GetEvent(cudaEvent_t* event) {
+  Status GetEvent(cudaEvent_t* event) NEREUS_LOCKS_EXCLUDED(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (!free_events_.empty()) {
         *event = free_events_.back();
         free_events_.pop_back();
@@ -173,23 +174,23 @@ class CudaStaging : public DeviceStaging {
     }
     return gpu::CudaStatus(cudaEventCreateWithFlags(event, cudaEventBlockingSync), "cudaEventCreateWithFlags");
   }
-  void PutEvent(cudaEvent_t event) {
+  void PutEvent(cudaEvent_t event) NEREUS_LOCKS_EXCLUDED(mu_) {
     if (event == nullptr) return;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     free_events_.push_back(event);
   }
 
   // The completion thread: hands each layer over when its copies are done.
-  void Complete() {
+  void Complete() NEREUS_LOCKS_EXCLUDED(mu_) {
     cudaSetDevice(device_->device_id());
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (;;) {
-      cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+      while (!stop_ && pending_.empty()) cv_.Wait(&mu_);
       if (pending_.empty()) return;  // stop_
       Pending p = std::move(pending_.front());
       pending_.pop_front();
       busy_ = true;
-      lock.unlock();
+      mu_.Unlock();
       Status st = gpu::CudaStatus(cudaEventSynchronize(p.copied), "cudaEventSynchronize").Annotate(What(p));
       const int64_t end_us = MonotonicMicros();
       float ms = 0;
@@ -199,22 +200,25 @@ class CudaStaging : public DeviceStaging {
       PutEvents(p);
       st = Fail(st);  // The sticky error: nothing is handed over after one.
       if (p.done) p.done(st);
-      lock.lock();
+      mu_.Lock();
       busy_ = false;
-      cv_.notify_all();
+      cv_.SignalAll();
     }
   }
 
   gpu::Device* const device_;
+  // Not guarded: started by Start and joined by Shutdown, which the owner
+  // calls (never from two threads at once); the completion thread does not
+  // touch it.
   std::thread thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Pending> pending_;           // GUARDED_BY(mu_)
-  std::vector<cudaEvent_t> free_events_;  // GUARDED_BY(mu_)
-  bool busy_ = false;                     // GUARDED_BY(mu_)
-  bool stop_ = false;                     // GUARDED_BY(mu_)
-  bool closed_ = false;                   // GUARDED_BY(mu_)
-  Status error_;                          // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<Pending> pending_ NEREUS_GUARDED_BY(mu_);
+  std::vector<cudaEvent_t> free_events_ NEREUS_GUARDED_BY(mu_);
+  bool busy_ NEREUS_GUARDED_BY(mu_) = false;    // The completion thread is handing one over.
+  bool stop_ NEREUS_GUARDED_BY(mu_) = false;    // The completion thread is to return once pending_ is empty.
+  bool closed_ NEREUS_GUARDED_BY(mu_) = false;  // Shutdown was called.
+  Status error_ NEREUS_GUARDED_BY(mu_);         // The first failure.
 };
 
 }  // namespace

@@ -10,37 +10,40 @@
 namespace nereus {
 
 HostStaging::HostStaging(HostStagingOptions options) : options_(std::move(options)) {
-  compute_.thread = std::thread([this] { Run(&compute_); });
-  copy_.thread = std::thread([this] { Run(&copy_); });
+  compute_thread_ = std::thread([this] { Run(Stream::kCompute); });
+  copy_thread_ = std::thread([this] { Run(Stream::kCopy); });
 }
 
 HostStaging::~HostStaging() { Shutdown().IgnoreError(); }
 
-void HostStaging::Run(StreamState* stream) {
-  std::unique_lock<std::mutex> lock(mu_);
+bool HostStaging::Runnable(const StreamState& stream) const {
+  if (stream.queue.empty()) return false;
+  const Op& next = stream.queue.front();
+  return next.wait == nullptr || next.wait->done;
+}
+
+void HostStaging::Run(Stream which) {
+  MutexLock lock(&mu_);
+  StreamState* const stream = state(which);
   for (;;) {
-    cv_.wait(lock, [&] {
-      if (stream->queue.empty()) return stop_;
-      const Op& next = stream->queue.front();
-      return next.wait == nullptr || next.wait->done;
-    });
+    while (!Runnable(*stream) && !(stream->queue.empty() && stop_)) cv_.Wait(&mu_);
     if (stream->queue.empty()) return;  // stop_, with nothing left.
     Op op = std::move(stream->queue.front());
     stream->queue.pop_front();
     stream->busy = true;
-    lock.unlock();
+    mu_.Unlock();
     if (op.work) op.work();
-    lock.lock();
+    mu_.Lock();
     if (op.record != nullptr) op.record->done = true;
     stream->busy = false;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 }
 
-void HostStaging::Enqueue(StreamState* stream, Op op) {
-  std::lock_guard<std::mutex> lock(mu_);
-  stream->queue.push_back(std::move(op));
-  cv_.notify_all();
+void HostStaging::Enqueue(Stream which, Op op) {
+  MutexLock lock(&mu_);
+  state(which)->queue.push_back(std::move(op));
+  cv_.SignalAll();
 }
 
 bool HostStaging::Settled(const StreamState& stream) const {
@@ -51,20 +54,19 @@ bool HostStaging::Settled(const StreamState& stream) const {
 }
 
 void HostStaging::WaitUntilSettled(Stream which) {
-  const StreamState& stream = which == Stream::kCompute ? compute_ : copy_;
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return Settled(stream); });
+  MutexLock lock(&mu_);
+  while (!Settled(*state(which))) cv_.Wait(&mu_);
 }
 
 void HostStaging::EnqueueCompute(std::function<void()> work) {
   CHECK(!options_.host_computes) << "HostStaging::EnqueueCompute: the calling thread computes (host_computes)";
   Op op;
   op.work = std::move(work);
-  Enqueue(&compute_, std::move(op));
+  Enqueue(Stream::kCompute, std::move(op));
 }
 
 Status HostStaging::CheckUsable() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (closed_) return FailedPreconditionError("the device staging was shut down");
   return error_;
 }
@@ -72,7 +74,7 @@ Status HostStaging::CheckUsable() {
 Status HostStaging::Copy(int layer, const std::string& layer_name, bool to_host,
                          const std::vector<StagingCopy>& copies) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!error_.ok()) return error_;  // Nothing moves after a failure.
   }
   const std::string what = std::string(to_host ? "d2h " : "h2d ") + std::to_string(layer);
@@ -89,7 +91,7 @@ Status HostStaging::Copy(int layer, const std::string& layer_name, bool to_host,
   }
   if (st.ok() && span_sink_ && !copies.empty()) span_sink_(layer, to_host, begin_us, MonotonicMicros());
   if (options_.trace) options_.trace(what + " end");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!st.ok() && error_.ok()) {
     error_ =
         st.Annotate(std::string(to_host ? "copying the gradients of layer \"" : "copying the weights of layer \"") +
@@ -103,12 +105,12 @@ Status HostStaging::StageGradients(int layer, const std::string& layer_name, con
   RETURN_IF_ERROR(CheckUsable());
   auto computed = std::make_shared<Event>();
   if (options_.host_computes) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     computed->done = true;  // The backward ran on the calling thread.
   } else {
     Op record;
     record.record = computed;
-    Enqueue(&compute_, std::move(record));
+    Enqueue(Stream::kCompute, std::move(record));
   }
   Op op;
   op.wait = computed;
@@ -116,7 +118,7 @@ Status HostStaging::StageGradients(int layer, const std::string& layer_name, con
     const Status st = Copy(layer, layer_name, /*to_host=*/true, copies);
     done(st);
   };
-  Enqueue(&copy_, std::move(op));
+  Enqueue(Stream::kCopy, std::move(op));
   return Status::OK();
 }
 
@@ -126,39 +128,39 @@ Status HostStaging::StageWeights(int layer, const std::string& layer_name, const
   Op op;
   op.work = [this, layer, layer_name, copies] { Copy(layer, layer_name, /*to_host=*/false, copies).IgnoreError(); };
   op.record = uploaded;
-  Enqueue(&copy_, std::move(op));
+  Enqueue(Stream::kCopy, std::move(op));
   if (options_.host_computes) {
     // The forward runs next on this thread: it waits here.
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return uploaded->done; });
+    MutexLock lock(&mu_);
+    while (!uploaded->done) cv_.Wait(&mu_);
     return error_;
   }
   Op wait;
   wait.wait = uploaded;
-  Enqueue(&compute_, std::move(wait));
+  Enqueue(Stream::kCompute, std::move(wait));
   return Status::OK();
 }
 
 Status HostStaging::Drain() {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return compute_.queue.empty() && !compute_.busy && copy_.queue.empty() && !copy_.busy; });
+  MutexLock lock(&mu_);
+  while (!compute_.queue.empty() || compute_.busy || !copy_.queue.empty() || copy_.busy) cv_.Wait(&mu_);
   return error_;
 }
 
 Status HostStaging::Shutdown() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stop_) return error_;
     closed_ = true;  // No new work from here on.
   }
   Status st = Drain();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
-  compute_.thread.join();
-  copy_.thread.join();
+  compute_thread_.join();
+  copy_thread_.join();
   return st;
 }
 

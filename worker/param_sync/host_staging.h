@@ -21,15 +21,14 @@
 #ifndef NEREUS_WORKER_PARAM_SYNC_HOST_STAGING_H_
 #define NEREUS_WORKER_PARAM_SYNC_HOST_STAGING_H_
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "worker/param_sync/device_staging.h"
 
 namespace nereus {
@@ -57,22 +56,28 @@ class HostStaging : public DeviceStaging {
   HostStaging& operator=(const HostStaging&) = delete;
 
   Status StageGradients(int layer, const std::string& layer_name, const std::vector<StagingCopy>& copies,
-                        Done done) override;
-  Status StageWeights(int layer, const std::string& layer_name, const std::vector<StagingCopy>& copies) override;
-  Status Drain() override;
-  Status Shutdown() override;
+                        Done done) override NEREUS_LOCKS_EXCLUDED(mu_);
+  Status StageWeights(int layer, const std::string& layer_name, const std::vector<StagingCopy>& copies) override
+      NEREUS_LOCKS_EXCLUDED(mu_);
+  Status Drain() override NEREUS_LOCKS_EXCLUDED(mu_);
+  Status Shutdown() override NEREUS_LOCKS_EXCLUDED(mu_);
   bool device_memory() const override { return false; }
 
   // Queues `work` on the compute stream (a kernel). Only without
   // host_computes.
-  void EnqueueCompute(std::function<void()> work);
+  void EnqueueCompute(std::function<void()> work) NEREUS_LOCKS_EXCLUDED(mu_);
   // Blocks until `stream` can run nothing more for now: its queue is empty,
   // or its next operation waits for an event not yet recorded.
-  void WaitUntilSettled(Stream stream);
+  void WaitUntilSettled(Stream stream) NEREUS_LOCKS_EXCLUDED(mu_);
 
  private:
+  // The fields of Event and StreamState are guarded by mu_. The analysis
+  // cannot say so inside the nested structs (an attribute there cannot name
+  // the enclosing object's mutex); it checks compute_ and copy_ themselves,
+  // and the functions that reach an Event or a StreamState through a pointer
+  // require mu_.
   struct Event {
-    bool done = false;  // GUARDED_BY(mu_)
+    bool done = false;  // Guarded by mu_.
   };
   struct Op {
     std::shared_ptr<Event> wait;    // Run only once this is done (may be null).
@@ -80,27 +85,38 @@ class HostStaging : public DeviceStaging {
     std::shared_ptr<Event> record;  // Done after the work (may be null).
   };
   struct StreamState {
-    std::deque<Op> queue;
-    bool busy = false;  // An operation is running.
-    std::thread thread;
+    std::deque<Op> queue;  // Guarded by mu_.
+    bool busy = false;     // Guarded by mu_: an operation is running.
   };
 
-  void Run(StreamState* stream);
-  void Enqueue(StreamState* stream, Op op);  // Takes the lock.
-  bool Settled(const StreamState& stream) const;
+  // The loop of `which`'s thread.
+  void Run(Stream which) NEREUS_LOCKS_EXCLUDED(mu_);
+  StreamState* state(Stream which) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return which == Stream::kCompute ? &compute_ : &copy_;
+  }
+  // Whether the next operation of `stream` may run now.
+  bool Runnable(const StreamState& stream) const NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Enqueue(Stream which, Op op) NEREUS_LOCKS_EXCLUDED(mu_);
+  bool Settled(const StreamState& stream) const NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Copies `copies`; a failure (before_copy's, or a null pointer) becomes the
   // sticky error, annotated with what was copied. Returns the sticky error.
-  Status Copy(int layer, const std::string& layer_name, bool to_host, const std::vector<StagingCopy>& copies);
-  Status CheckUsable();  // Takes the lock.
+  Status Copy(int layer, const std::string& layer_name, bool to_host, const std::vector<StagingCopy>& copies)
+      NEREUS_LOCKS_EXCLUDED(mu_);
+  Status CheckUsable() NEREUS_LOCKS_EXCLUDED(mu_);
 
   const HostStagingOptions options_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  Status error_;         // GUARDED_BY(mu_): the first failure.
-  bool stop_ = false;    // GUARDED_BY(mu_)
-  bool closed_ = false;  // GUARDED_BY(mu_): Shutdown was called.
-  StreamState compute_;  // GUARDED_BY(mu_), but for the thread.
-  StreamState copy_;     // GUARDED_BY(mu_), but for the thread.
+  mutable Mutex mu_;
+  CondVar cv_;
+  Status error_ NEREUS_GUARDED_BY(mu_);         // The first failure.
+  bool stop_ NEREUS_GUARDED_BY(mu_) = false;    // The threads are to return once their queues are empty.
+  bool closed_ NEREUS_GUARDED_BY(mu_) = false;  // Shutdown was called.
+  StreamState compute_ NEREUS_GUARDED_BY(mu_);
+  StreamState copy_ NEREUS_GUARDED_BY(mu_);
+  // Not guarded: started by the constructor and joined by Shutdown, which
+  // the owner calls (never from two threads at once); the streams' threads
+  // do not touch them.
+  std::thread compute_thread_;
+  std::thread copy_thread_;
 };
 
 }  // namespace nereus

@@ -18,11 +18,11 @@ void DataLayer::set_options(const DataLayerOptions& options) {
 
 void DataLayer::StopPrefetch() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
   stopping_.store(true);
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -116,7 +116,7 @@ Status DataLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::
   if (output_labels_) top[1]->Reshape(std::vector<int>{batch_size_});
   const std::size_t per_datum = static_cast<std::size_t>(datum_shape_[1]) * datum_shape_[2] * datum_shape_[3];
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (std::uint32_t i = 0; i < p.prefetch(); ++i) {
       // Page-locked for a GPU (pinned here, once).
       std::shared_ptr<gpu::DeviceMemory> pinned = device() != nullptr ? device()->memory() : nullptr;
@@ -210,15 +210,15 @@ void DataLayer::PrefetchLoop() {
   for (;;) {
     std::unique_ptr<Batch> batch;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || !free_.empty(); });
+      MutexLock lock(&mu_);
+      while (!stop_ && free_.empty()) cv_.Wait(&mu_);
       if (stop_) return;
       batch = std::move(free_.front());
       free_.pop_front();
     }
     Status s = FillBatch(batch.get());
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (stop_) return;
       if (!s.ok()) {
         error_ = s;
@@ -226,7 +226,7 @@ void DataLayer::PrefetchLoop() {
         full_.push_back(std::move(batch));
       }
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     if (!s.ok()) return;
   }
 }
@@ -252,8 +252,8 @@ Status DataLayer::CheckLabels(const Batch& batch) const {
 Status DataLayer::TakeBatch(std::unique_ptr<Batch>* out) {
   std::unique_ptr<Batch> batch;
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return !full_.empty() || !error_.ok(); });
+    MutexLock lock(&mu_);
+    while (full_.empty() && error_.ok()) cv_.Wait(&mu_);
     // The prefetch thread stopped at a record it could not use; the good
     // batches before it have been handed out.
     if (full_.empty()) return error_;
@@ -271,10 +271,10 @@ Status DataLayer::TakeBatch(std::unique_ptr<Batch>* out) {
 
 void DataLayer::ReturnBatch(std::unique_ptr<Batch> batch) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     free_.push_back(std::move(batch));
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void DataLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

@@ -49,16 +49,15 @@
 #define NEREUS_WORKER_TRAINER_DATA_DATA_LAYER_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "proto/caffe.pb.h"
 #include "worker/trainer/data/data_transformer.h"
@@ -132,9 +131,9 @@ class DataLayer : public Layer {
   // The oldest prefetched batch (waits for one) into *batch; the prefetch
   // thread's error once the good batches before it are taken, or the label
   // check's error (CheckLabels; the batch is given back).
-  Status TakeBatch(std::unique_ptr<Batch>* batch);
+  Status TakeBatch(std::unique_ptr<Batch>* batch) NEREUS_LOCKS_EXCLUDED(mu_);
   // Gives a batch back to the prefetch thread.
-  void ReturnBatch(std::unique_ptr<Batch> batch);
+  void ReturnBatch(std::unique_ptr<Batch> batch) NEREUS_LOCKS_EXCLUDED(mu_);
 
   // Validates data_param; returns the error naming the bad field.
   Status CheckParam() const;
@@ -149,8 +148,8 @@ class DataLayer : public Layer {
   Status FillBatch(Batch* batch);
   // The first label of the batch that a consumer does not accept.
   Status CheckLabels(const Batch& batch) const;
-  void PrefetchLoop();
-  void StopPrefetch();
+  void PrefetchLoop() NEREUS_LOCKS_EXCLUDED(mu_);
+  void StopPrefetch() NEREUS_LOCKS_EXCLUDED(mu_);
 
   DataLayerOptions options_;
   int batch_size_ = 0;
@@ -167,12 +166,12 @@ class DataLayer : public Layer {
   std::uint64_t position_ = 0;  // Index of cursor_'s record in the current pass.
   std::mt19937 prefetch_rng_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;               // Signals changes of free_, full_, stop_, error_.
-  std::deque<std::unique_ptr<Batch>> free_;  // GUARDED_BY(mu_)
-  std::deque<std::unique_ptr<Batch>> full_;  // GUARDED_BY(mu_)
-  bool stop_ = false;                        // GUARDED_BY(mu_)
-  Status error_;                             // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;  // Signals changes of free_, full_, stop_, error_.
+  std::deque<std::unique_ptr<Batch>> free_ NEREUS_GUARDED_BY(mu_);
+  std::deque<std::unique_ptr<Batch>> full_ NEREUS_GUARDED_BY(mu_);
+  bool stop_ NEREUS_GUARDED_BY(mu_) = false;
+  Status error_ NEREUS_GUARDED_BY(mu_);
   // Mirrors stop_ so the thread can leave a batch early without the lock.
   std::atomic<bool> stopping_{false};
   std::thread thread_;

@@ -108,7 +108,7 @@ Status Device::TakeError(bool check_stream) {
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) RecordError(CudaStatus(e, "a kernel or CUDA call (cudaGetLastError)"));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Status s = error_;
   error_ = Status::OK();
   failed_.store(false);
@@ -154,7 +154,7 @@ StatusOr<std::unique_ptr<Device>> Device::Create(const DeviceOptions& options) {
 Device::~Device() = default;
 
 Status Device::TakeError(bool check_stream) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Status s = error_;
   error_ = Status::OK();
   failed_.store(false);
@@ -183,7 +183,7 @@ std::unique_ptr<Device> Device::CreateStandIn(const DeviceOptions& options) {
 
 void Device::RecordError(const Status& error) {
   if (error.ok()) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (error_.ok()) error_ = error;
   failed_.store(true);
 }

@@ -43,9 +43,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "worker/trainer/gpu/device_memory.h"
 
@@ -103,16 +103,16 @@ class Device {
   const std::shared_ptr<DeviceMemory>& memory() const { return memory_; }
 
   // Records `error` unless one is pending (the first error is the cause).
-  void RecordError(const Status& error);
+  void RecordError(const Status& error) NEREUS_LOCKS_EXCLUDED(mu_);
   // Whether no error is pending.
   bool ok() const;
   // The pending error (OK if none), cleared; with `check_stream`, first
   // collects an error the CUDA runtime holds for this thread
   // (cudaGetLastError).
-  Status TakeError(bool check_stream = true);
+  Status TakeError(bool check_stream = true) NEREUS_LOCKS_EXCLUDED(mu_);
   // Waits for the compute stream; its error, if any, is returned (and
   // recorded).
-  Status Synchronize();
+  Status Synchronize() NEREUS_LOCKS_EXCLUDED(mu_);
 
  private:
   explicit Device(const DeviceOptions& options) : options_(options) {}
@@ -126,8 +126,8 @@ class Device {
   curandGenerator_st* curand_ = nullptr;
   std::shared_ptr<DeviceMemory> memory_;
   std::atomic<bool> failed_{false};  // Whether error_ holds an error (read without the lock).
-  mutable std::mutex mu_;
-  Status error_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  Status error_ NEREUS_GUARDED_BY(mu_);
 };
 
 // The device made current on this thread (ScopedDevice), or nullptr.
