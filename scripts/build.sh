@@ -10,4 +10,5 @@ if command -v ccache >/dev/null 2>&1; then
   LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="${NEREUS_BUILD_TYPE:-RelWithDebInfo}" "${LAUNCHER[@]}" "$@" >/dev/null
+[[ "${NEREUS_CONFIGURE_ONLY:-0}" == 1 ]] && exit 0  # scripts/gpu_pack.sh builds only what it packs.
 cmake --build "$BUILD_DIR" -j "$(nproc)"

@@ -4,7 +4,7 @@
 #
 #   tar -xJf nereus-gpu.tar.xz && nereus-gpu/scripts/gpu_check.sh OUTDIR [--dry_run]
 #
-# In about 4 to 6 minutes, each step bounded by `timeout`:
+# In about 5 to 7 minutes, each step bounded by `timeout`:
 #   1. every gpu-labelled test (bin/tests.json) with NEREUS_REQUIRE_GPU=1, so a
 #      test that finds no GPU fails instead of skipping (gpu_job_test: a job
 #      of 2 GPU workers x 2 servers, bin/nereus_server and bin/nereus_worker);
@@ -16,13 +16,18 @@
 #      iteration agrees to rounding; the runs then drift apart as GEMMs
 #      summed in another order feed through the updates: measured drift, not
 #      a bound, is in OUTDIR/lenet.json.)
-#   3. the benchmark: nereus_bench train --gpu=0 (LeNet, CIFAR-10 full,
+#   3. the job benchmark (scripts/gpu_job_bench.py): ResNet-50 and VGG-19,
+#      a 1 worker (GPU 0) x 1 server job on this machine against the
+#      standalone GPU trainer and raw ZeroMQ's time for the same bytes, 3 rounds, same
+#      run, with the targets of the GPU data path (reported, not failed on);
+#   4. the benchmark: nereus_bench train --gpu=0 (LeNet, CIFAR-10 full,
 #      CaffeNet, VGG-19, ResNet-50 at batch 32) and PyTorch fp32 with TF32 off
-#      on the same GPU (scripts/gpu_bench_torch.py), with the issue's targets:
-#      VGG-19 and ResNet-50 iterations at most 1.5x PyTorch's, LeNet at least
-#      PyTorch's images/s (reported, not failed on).
-# Writes into OUTDIR (at most 8 files): summary.json (everything above in
-# one), tests.log, lenet.log, lenet.json, bench.log, bench.json.
+#      on the same GPU (scripts/gpu_bench_torch.py), with the trainer's
+#      targets: VGG-19 and ResNet-50 iterations at most 1.5x PyTorch's, LeNet
+#      at least PyTorch's images/s (reported, not failed on).
+# Writes into OUTDIR (8 files): summary.json (everything above in one, the
+# job benchmark's rows included), tests.log, tests.json, lenet.log,
+# lenet.json, job.log, bench.log, bench.json.
 # Exit status: 0 when the tests pass and the LeNet traces agree; 1 otherwise;
 # 77 when there is no GPU (after checking the archive's contents; also
 # --dry_run, which prints the commands it would run); 2 for bad usage.
@@ -48,7 +53,7 @@ PKG=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$OUTDIR" || exit 2
 OUTDIR=$(cd "$OUTDIR" && pwd)
 START=$(date +%s)
-DEADLINE=$((START + 345))  # Everything within 6 minutes, with room to write the summary.
+DEADLINE=$((START + 420))  # Everything within 7 minutes, with room to write the summary.
 budget() {  # LIMIT -> the smaller of LIMIT and the seconds left (at least 1)
   local left=$((DEADLINE - $(date +%s)))
   (( left < 1 )) && left=1
@@ -59,7 +64,8 @@ say() { echo "gpu_check: $*" | tee -a "$OUTDIR/tests.log" >&2; }
 
 # --- 0. The archive's contents ------------------------------------------------
 missing=()
-for f in bin/nereus_worker bin/nereus_server bin/nereus_bench bin/tests.json scripts/gpu_bench_torch.py \
+for f in bin/nereus_worker bin/nereus_server bin/nereus_launch bin/nereus_bench bin/tests.json \
+         scripts/gpu_bench_torch.py scripts/gpu_job_bench.py \
          worker/trainer/models/lenet_train_test.prototxt worker/trainer/models/lenet_solver.prototxt \
          worker/trainer/models/vgg19_train_val.prototxt worker/trainer/models/resnet50_train_val.prototxt \
          worker/trainer/models/caffenet_train_val.prototxt worker/trainer/models/cifar10_full_train_test.prototxt \
@@ -243,13 +249,20 @@ sys.exit(0 if result["ok"] else 1)
 EOF
 fi
 
-# --- 3. The benchmark beside PyTorch -----------------------------------------
+# --- 3. A 1 worker x 1 server job against the standalone trainer ----------------
+: > "$OUTDIR/job.log"
+JOB_BUDGET=$(budget 150)
+run "$((JOB_BUDGET + 10))" "$OUTDIR/job.log" python3 "$PKG/scripts/gpu_job_bench.py" --pkg="$PKG" --work="$WORK/job" \
+  --models=resnet50,vgg19 --gpu=0 --sfb=off,auto --iterations=20 --display=10 --batch=32 --rounds=3 --budget_s="$JOB_BUDGET" \
+  --json="$WORK/job.json" || say "the job benchmark FAILED (job.log)"
+
+# --- 4. The benchmark beside PyTorch -----------------------------------------
 : > "$OUTDIR/bench.log"
 MODELS=lenet,cifar10_full,caffenet,vgg19,resnet50
-(cd "$PKG" && run "$(budget 150)" "$OUTDIR/bench.log" bin/nereus_bench train --model=$MODELS --gpu=0 --batch=32 --warmup=5 \
-   --iterations=20 --json="$WORK/nereus.json") || say "nereus_bench train FAILED"
-run "$(budget 120)" "$OUTDIR/bench.log" python3 "$PKG/scripts/gpu_bench_torch.py" --models=$MODELS --batch=32 --warmup=5 \
-  --iterations=20 --json="$WORK/torch.json" || say "the PyTorch baseline FAILED"
+(cd "$PKG" && run "$(budget 90)" "$OUTDIR/bench.log" bin/nereus_bench train --model=$MODELS --gpu=0 --batch=32 --warmup=3 \
+   --iterations=10 --json="$WORK/nereus.json") || say "nereus_bench train FAILED"
+run "$(budget 80)" "$OUTDIR/bench.log" python3 "$PKG/scripts/gpu_bench_torch.py" --models=$MODELS --batch=32 --warmup=3 \
+  --iterations=10 --json="$WORK/torch.json" || say "the PyTorch baseline FAILED"
 python3 - "$WORK" "$OUTDIR" "$TESTS_OK" "$LENET_OK" "$START" "$DRY$HAVE_GPU" <<'EOF'
 import json, os, sys, time
 work, out, tests_ok, lenet_ok, start, mode = sys.argv[1:7]
@@ -279,7 +292,8 @@ for r in nereus:
     rows.append(row)
 json.dump({"nereus": nereus, "pytorch": torch, "comparison": rows}, open(out + "/bench.json", "w"), indent=1)
 summary = {"ran": mode == "01", "tests_ok": tests_ok == "1", "lenet_ok": lenet_ok == "1",
-           "tests": load(out + "/tests.json", {}), "lenet": load(out + "/lenet.json", {}), "bench": rows,
+           "tests": load(out + "/tests.json", {}), "lenet": load(out + "/lenet.json", {}),
+           "job": load(work + "/job.json", {}), "bench": rows,
            "seconds": time.time() - float(start)}
 json.dump(summary, open(out + "/summary.json", "w"), indent=1)
 for row in rows:

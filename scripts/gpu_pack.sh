@@ -3,12 +3,15 @@
 # for machines that have a GPU, nvcc, cmake and python3 with PyTorch but not
 # Nereus's build dependencies (docs/GPU.md, /work/shared/GPU.md):
 #
-#   scripts/gpu_pack.sh OUT.tar.xz [--build_dir=DIR] [--no_build]
+#   scripts/gpu_pack.sh OUT.tar.xz [--build_dir=DIR] [--no_build] [--cuda_architectures=LIST]
 #
 # Builds with CUDA into build-gpu/ (or --build_dir; the flags of
-# scripts/test.sh, so ccache reuses build/'s objects), then packs under
+# scripts/test.sh, so ccache reuses build/'s objects; only the targets packed,
+# for --cuda_architectures, default 90: Hopper, the H100/H200 machines lent
+# here, a third of the nvcc time of the build's default), then packs under
 # nereus-gpu/:
-#   bin/      nereus_worker, nereus_bench and every test labelled gpu
+#   bin/      nereus_worker, nereus_server, nereus_launch, nereus_bench and
+#             every test labelled gpu
 #             (stripped), and tests.json: each gpu test's command and
 #             environment as ctest runs it
 #   lib/      every library they load (ldd) except glibc's (libc, libm, libdl,
@@ -19,7 +22,7 @@
 #             this build's own, travels.
 #   worker/trainer/models/, data/mnist/ (the LeNet LMDBs; scripts/get_mnist.sh
 #             makes them when missing), scripts/gpu_check.sh,
-#             scripts/gpu_bench_torch.py, and MANIFEST (what was packed from
+#             scripts/gpu_bench_torch.py, scripts/gpu_job_bench.py, and MANIFEST (what was packed from
 #             which commit).
 # Unpack and run on the GPU machine:  tar -xJf OUT.tar.xz && nereus-gpu/scripts/gpu_check.sh OUTDIR
 #
@@ -33,10 +36,12 @@ ROOT=$(pwd)
 OUT=""
 BUILD_DIR="build-gpu"
 BUILD=1
+CUDA_ARCHS=90  # The H100/H200 machines lent here; "75-real;80-real;90" (the build default) for older GPUs.
 for a in "$@"; do
   case "$a" in
     --build_dir=*) BUILD_DIR="${a#--build_dir=}" ;;
     --no_build) BUILD=0 ;;
+    --cuda_architectures=*) CUDA_ARCHS="${a#--cuda_architectures=}" ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "gpu_pack.sh: unknown flag $a (see --help)" >&2; exit 2 ;;
     *) [[ -z "$OUT" ]] || { echo "gpu_pack.sh: one archive name, got '$OUT' and '$a'" >&2; exit 2; }; OUT="$a" ;;
@@ -52,9 +57,16 @@ if [[ $BUILD == 1 ]]; then
   ./scripts/install_deps.sh
   LINES_ONLY=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
               -DCMAKE_CUDA_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG -Xcompiler=-g1")
-  NEREUS_BUILD_DIR="$BUILD_DIR" ./scripts/build.sh -DNEREUS_WITH_CUDA=ON "${LINES_ONLY[@]}"
+  # Configure only: the targets packed are built below, not every CPU test.
+  NEREUS_CONFIGURE_ONLY=1 NEREUS_BUILD_DIR="$BUILD_DIR" ./scripts/build.sh -DNEREUS_WITH_CUDA=ON \
+    -DNEREUS_CUDA_ARCHITECTURES="$CUDA_ARCHS" "${LINES_ONLY[@]}"
 fi
 [[ -f "$BUILD_DIR/CMakeCache.txt" ]] || { echo "gpu_pack.sh: no build in $BUILD_DIR" >&2; exit 1; }
+
+# The binaries packed (ctest -N below names a test's command only once it is built).
+if [[ $BUILD == 1 ]]; then
+  cmake --build "$BUILD_DIR" -j "$(nproc)" --target nereus_worker nereus_server nereus_launch nereus_bench nereus_gpu_tests
+fi
 
 # The gpu tests as ctest runs them: name, binary, environment.
 TESTS_JSON=$(mktemp)
@@ -84,11 +96,7 @@ json.dump(tests, open(sys.argv[2], "w"), indent=1)
 print("gpu_pack.sh: %d gpu tests: %s" % (len(tests), " ".join(t["name"] for t in tests)))
 EOF
 
-# Build what the archive holds (targets already built are up to date).
-BINARIES=(nereus_worker nereus_server nereus_bench $(python3 -c 'import json,sys; print(" ".join(sorted({t["binary"] for t in json.load(open(sys.argv[1]))})))' "$PKG/bin/tests.json"))
-if [[ $BUILD == 1 ]]; then
-  cmake --build "$BUILD_DIR" -j "$(nproc)" --target "${BINARIES[@]}"
-fi
+BINARIES=(nereus_worker nereus_server nereus_bench nereus_launch $(python3 -c 'import json,sys; print(" ".join(sorted({t["binary"] for t in json.load(open(sys.argv[1]))})))' "$PKG/bin/tests.json"))
 for b in "${BINARIES[@]}"; do
   [[ -x "$BUILD_DIR/bin/$b" ]] || { echo "gpu_pack.sh: $BUILD_DIR/bin/$b is not built" >&2; exit 1; }
   cp "$BUILD_DIR/bin/$b" "$PKG/bin/$b"
@@ -113,7 +121,7 @@ for b in "${BINARIES[@]}"; do
 done
 
 cp -r worker/trainer/models "$PKG/worker/trainer/"
-cp scripts/gpu_check.sh scripts/gpu_bench_torch.py "$PKG/scripts/"
+cp scripts/gpu_check.sh scripts/gpu_bench_torch.py scripts/gpu_job_bench.py "$PKG/scripts/"
 if [[ ! -f data/mnist/mnist_train_lmdb/data.mdb || ! -f data/mnist/mnist_test_lmdb/data.mdb ]]; then
   if [[ $BUILD == 1 ]]; then
     NEREUS_BUILD_DIR="$BUILD_DIR" ./scripts/get_mnist.sh

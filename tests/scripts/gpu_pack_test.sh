@@ -28,8 +28,8 @@ grep -q "gpu_pack.sh: $TMP/nereus-gpu.tar.xz: $SIZE bytes" "$TMP/pack.log" || fa
 
 tar -C "$TMP" -xJf "$TMP/nereus-gpu.tar.xz"
 PKG="$TMP/nereus-gpu"
-for f in bin/nereus_worker bin/nereus_server bin/nereus_bench bin/gpu_test bin/gpu_job_test bin/layer_gpu_test bin/layer_device_test bin/tests.json \
-         lib/libcudart.so.13 scripts/gpu_check.sh scripts/gpu_bench_torch.py MANIFEST \
+for f in bin/nereus_worker bin/nereus_server bin/nereus_launch bin/nereus_bench bin/gpu_test bin/gpu_job_test bin/layer_gpu_test bin/layer_device_test bin/tests.json \
+         lib/libcudart.so.13 scripts/gpu_check.sh scripts/gpu_bench_torch.py scripts/gpu_job_bench.py MANIFEST \
          worker/trainer/models/vgg19_train_val.prototxt data/mnist/mnist_train_lmdb/data.mdb; do
   [[ -e "$PKG/$f" ]] || fail "the archive lacks $f"
 done
@@ -68,6 +68,8 @@ grep -q "would run.*nereus_worker --standalone .*--gpu=0" "$TMP/check.log" || fa
 grep -q "would run.*nereus_bench train --model=lenet,cifar10_full,caffenet,vgg19,resnet50 --gpu=0" "$TMP/check.log" \
   || fail "no benchmark run"
 grep -q "would run.*gpu_bench_torch.py" "$TMP/check.log" || fail "no PyTorch baseline"
+grep -q "would run.*gpu_job_bench.py --pkg=$PKG .*--models=resnet50,vgg19 --gpu=0 --sfb=off,auto" "$TMP/check.log" \
+  || fail "no job benchmark"
 [[ -f "$TMP/out/summary.json" ]] || fail "no summary.json"
 # A damaged archive is named.
 rm "$PKG/bin/nereus_bench"

@@ -297,9 +297,12 @@ class BrokenGpuLayer : public Layer {
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override {}
+  // M = -1, the call AFailedCublasCallNamesTheCall makes. (A gemv with a
+  // negative dimension is no test of this: cuBLAS 13 returned success for
+  // one on an H200, scripts/gpu_check.sh, 2026-11-27.)
   void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
-    caffe_gpu_gemv(device(), CblasNoTrans, -3, 1, 1.0f, bottom[0]->gpu_data(), bottom[0]->gpu_data(), 0.0f,
-                   top[0]->mutable_gpu_data());
+    caffe_gpu_gemm(device(), CblasNoTrans, CblasNoTrans, -1, 2, 2, 1.0f, bottom[0]->gpu_data(),
+                   bottom[0]->gpu_data(), 0.0f, top[0]->mutable_gpu_data());
   }
 };
 
@@ -319,7 +322,7 @@ layer { name: "bad" type: "Broken" bottom: "x" top: "y" })",
   ASSERT_TRUE(net.ok()) << net.status();
   auto loss = (*net)->Forward();
   ASSERT_FALSE(loss.ok());
-  EXPECT_EQ("net \"broken_net\", layer \"bad\" (Broken), forward: cublasSgemv: CUBLAS_STATUS_INVALID_VALUE",
+  EXPECT_EQ("net \"broken_net\", layer \"bad\" (Broken), forward: cublasSgemm: CUBLAS_STATUS_INVALID_VALUE",
             loss.status().message());
 }
 

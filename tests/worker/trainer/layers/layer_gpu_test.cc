@@ -58,7 +58,7 @@ TEST(LayerGpuTest, Convolution) {
       "num_output: 8 kernel_size: 3 pad: 1",
       "num_output: 6 kernel_size: 3 stride: 2 group: 2",
       "num_output: 4 kernel_size: 1",  // 1x1: the GPU skips im2col
-      "num_output: 4 kernel_h: 3 kernel_w: 2 pad_h: 1 stride_w: 2 dilation: 2",
+      "num_output: 4 kernel_h: 3 kernel_w: 2 pad_h: 1 pad_w: 0 stride_h: 1 stride_w: 2 dilation: 2",
       "num_output: 5 kernel_size: 5 stride: 4 pad: 2 bias_term: false",
   };
   for (const char* config : configs) {
