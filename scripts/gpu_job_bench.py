@@ -19,7 +19,7 @@ Iteration time = the batch over the images/s of the last display window
 (iterations --iterations - 2 --display + 1 to --iterations - --display: the
 trainer displays no window at its last iteration), so start-up and the first
 iteration (allocation, cuBLAS's first calls, pinning) are not timed.
-Each job writes a --timeline; from it, the device-to-host copies' time per
+Each job prints worker 0's HybComm table (round 1) and writes a --timeline; from it, the device-to-host copies' time per
 iteration and the share of it inside the backward (iteration 0 left out).
 Raw ZeroMQ's time for the same bytes: nereus_bench transport 1x1 push+pull
 of 64 MB partitions (its fair baseline), measured in this run: the model's
@@ -234,6 +234,17 @@ def main():
                 if row.get("d2h") and row["d2h"].get("hidden_in_backward") is not None:
                     print("%-40s device-to-host copies %.2f ms per iteration, %.0f%% of it inside the backward" % (
                         "", row["d2h"]["d2h_ms_per_iteration"], 100 * row["d2h"]["hidden_in_backward"]))
+                if kind == "job" and rnd == 0:  # HybComm's start-up table: what went as factors, and why.
+                    lines = log.splitlines()
+                    at = next((i for i, line in enumerate(lines) if "HybComm (" in line), None)
+                    if at is not None:
+                        table = [lines[at][lines[at].find("HybComm ("):]]
+                        for line in lines[at + 1:]:
+                            if not line.startswith("[worker 0@localhost]   "):
+                                break
+                            table.append(line[len("[worker 0@localhost] "):])
+                        row["hybcomm"] = table
+                        print("".join("    " + line + "\n" for line in table), end="")
                 if not good:  # What went wrong travels with the output.
                     print("".join("    | " + line + "\n" for line in log.splitlines()[-20:]), end="")
 

@@ -236,16 +236,29 @@ class ClientImpl final : public Client {
       r.link_bytes_per_s = 1 / fit.model.beta;
       note(false, fit.fell_back ? "link (implausible: 10 Gbit/s assumed)" : "link");
     }
-    const bool cpu = options_.sfb_rebuild_gflops <= 0 || options_.sfb_update_gbytes <= 0;
+    // Where the rebuild runs: an applier's device (its own figures, measured
+    // there), else this CPU (timed here).
+    const FactorApplier* applier = SfbApplier();
+    const double applier_gflops = applier != nullptr ? applier->rebuild_gflops() : 0;
+    const double applier_gbytes = applier != nullptr ? applier->update_gbytes() : 0;
+    const bool cpu = (options_.sfb_rebuild_gflops <= 0 && applier_gflops <= 0) ||
+                     (options_.sfb_update_gbytes <= 0 && applier_gbytes <= 0);
     const CpuRates& here = cpu ? ThisCpuRates() : CpuRates{};
-    r.rebuild_flops_per_s = options_.sfb_rebuild_gflops > 0 ? options_.sfb_rebuild_gflops * 1e9 : here.gemm_flops_per_s;
-    note(options_.sfb_rebuild_gflops > 0, "GEMM");
-    r.update_bytes_per_s = options_.sfb_update_gbytes > 0 ? options_.sfb_update_gbytes * 1e9 : here.step_bytes_per_s;
-    note(options_.sfb_update_gbytes > 0, "SGD step");
+    r.rebuild_flops_per_s = options_.sfb_rebuild_gflops > 0 ? options_.sfb_rebuild_gflops * 1e9
+                            : applier_gflops > 0            ? applier_gflops * 1e9
+                                                            : here.gemm_flops_per_s;
+    note(options_.sfb_rebuild_gflops > 0,
+         options_.sfb_rebuild_gflops <= 0 && applier_gflops > 0 ? "GEMM (timed on the rebuilding device)" : "GEMM");
+    r.update_bytes_per_s = options_.sfb_update_gbytes > 0 ? options_.sfb_update_gbytes * 1e9
+                           : applier_gbytes > 0           ? applier_gbytes * 1e9
+                                                          : here.step_bytes_per_s;
+    note(options_.sfb_update_gbytes > 0, options_.sfb_update_gbytes <= 0 && applier_gbytes > 0
+                                             ? "SGD step (timed on the rebuilding device)"
+                                             : "SGD step");
     r.apply_bytes_per_s =
         options_.sfb_apply_gbytes > 0 ? options_.sfb_apply_gbytes * 1e9 : MeasureApplyBytesPerS(num_workers());
     note(options_.sfb_apply_gbytes > 0, "apply");
-    r.rebuild_on = options_.sfb_rebuild_on;
+    r.rebuild_on = applier != nullptr ? applier->rebuild_on() : options_.sfb_rebuild_on;
     auto join = [](const std::vector<std::string>& v) {
       std::string out;
       for (size_t i = 0; i < v.size(); ++i) out += (i == 0 ? "" : i + 1 == v.size() ? " and " : ", ") + v[i];
@@ -254,6 +267,16 @@ class ClientImpl final : public Client {
     if (!timed.empty()) r.origin = join(timed) + " timed on each worker at Init";
     if (!given.empty()) r.origin += (r.origin.empty() ? "" : "; ") + join(given) + " given";
     return r;
+  }
+
+  // The applier of the tensors with factors (TensorSpec::factor_applier;
+  // RegisterTensor checks that they share one), or null.
+  const FactorApplier* SfbApplier() const {
+    for (int t = 0; t < tensors_.size(); ++t) {
+      const TensorSpec& s = tensors_.spec(t);
+      if (s.factor_rows > 0 && s.factor_applier != nullptr) return s.factor_applier;
+    }
+    return nullptr;
   }
 
   // HybComm: which tensors registered with factors go as factors (worker 0
@@ -341,6 +364,7 @@ class ClientImpl final : public Client {
       info.data = s.data;
       info.left = s.factor_left;
       info.right = s.factor_right;
+      info.applier = s.factor_applier;
       infos.push_back(info);
       digest = (digest ^ (static_cast<uint64_t>(t) + 0x5fb)) * 1099511628211ull;
     }

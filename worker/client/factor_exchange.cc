@@ -49,16 +49,33 @@ void FactorExchange::ApplyLoop() {
     // Every worker applies the same factors in rank order: identical bits.
     std::vector<const Factors*> by_rank;
     for (const Factors& f : ready.by_rank) by_rank.push_back(&f);
-    // Timed only when this client rebuilds: with the rebuild elsewhere (an
-    // emulated device) apply_us() stays exactly 0, as the pipeline bench and
-    // its smoke test expect; an empty timed region could read a microsecond
-    // or more on a loaded machine.
-    if (rebuild_) {
+    Status applied;
+    if (s.info.applier != nullptr) {
+      // The trainer applies it where it keeps the weights (a GPU worker's
+      // device); the factors are valid during the call only.
+      std::vector<FactorApplier::RankFactors> views;
+      for (const Factors* f : by_rank) views.push_back({f->k, f->left.floats(), f->right.floats()});
+      applied = s.info.applier->ApplyFactors(tensor, c, views);
+      if (!applied.ok()) {
+        applied =
+            applied.Annotate("applying the sufficient factors of " + s.info.name + " for clock " + std::to_string(c));
+      }
+    } else if (rebuild_) {
+      // Timed only when this client rebuilds: with the rebuild elsewhere (an
+      // emulated device, an applier) apply_us() stays exactly 0, as the
+      // pipeline bench and its smoke test expect; an empty timed region could
+      // read a microsecond or more on a loaded machine.
       const auto begin = std::chrono::steady_clock::now();
       ApplySufficientFactors(sgd_, c, s.info.lr_mult, s.info.decay_mult, by_rank, s.info.shape, s.info.data,
                              s.history.data(), &s.scratch);
       apply_us_.fetch_add(static_cast<uint64_t>(
           std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - begin).count()));
+    }
+    if (!applied.ok()) {
+      LOG(ERROR) << "worker " << rank_ << ": " << applied;
+      Abort(applied);  // Every waiter (WaitWeights) returns it.
+      mu_.Lock();
+      return;
     }
     mu_.Lock();
     s.applied = c + 1;

@@ -17,6 +17,7 @@
 #include "common/mutex.h"
 #include "common/sfb.h"
 #include "common/status.h"
+#include "nereus/client.h"
 #include "worker/client/handle_state.h"
 #include "worker/client/request_table.h"
 #include "worker/client/server_queues.h"
@@ -61,6 +62,9 @@ class FactorExchange {
     float* data = nullptr;         // The weights (updated by Advance).
     const float* left = nullptr;   // batch x rows, read at BuildSends.
     const float* right = nullptr;  // batch x cols.
+    // Applies the updates where the trainer keeps the weights (then `data`
+    // is not written); null: this client rebuilds into `data`.
+    FactorApplier* applier = nullptr;
   };
 
   // Init, before any peer can send factors (every worker's Init ends at a

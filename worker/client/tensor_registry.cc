@@ -33,6 +33,16 @@ StatusOr<int> TensorRegistry::Register(const TensorSpec& spec) {
   if (spec.factor_rows > 0 && (spec.shape.size() != 2 || spec.data == nullptr))
     return InvalidArgumentError("tensor \"" + spec.name + "\": sufficient factors need a 2-D weight (rows x cols) " +
                                 "registered with data and diff buffers");
+  if (spec.factor_applier != nullptr && spec.factor_rows <= 0)
+    return InvalidArgumentError("tensor \"" + spec.name + "\": a factor_applier without sufficient factors " +
+                                "(factor_rows, factor_left, factor_right)");
+  if (spec.factor_rows > 0) {
+    for (const TensorSpec& other : specs_) {
+      if (other.factor_rows > 0 && other.factor_applier != spec.factor_applier)
+        return InvalidArgumentError("tensor \"" + spec.name + "\" has another factor_applier than tensor \"" +
+                                    other.name + "\": every tensor with factors has the same one, or none");
+    }
+  }
   specs_.push_back(spec);
   elements_.push_back(n);
   return static_cast<int>(specs_.size()) - 1;

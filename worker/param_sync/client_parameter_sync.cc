@@ -1,5 +1,6 @@
 #include "worker/param_sync/client_parameter_sync.h"
 
+#include <map>
 #include <utility>
 
 #include "worker/client/options_proto.h"
@@ -33,12 +34,21 @@ Status ClientParameterSync::WaitHandedOver(int layer, int64_t clock) {
 
 Status ClientParameterSync::UploadWeights(int layer, int64_t iter) {
   if (staging_ == nullptr || uploaded_clock_[layer] == iter) return Status::OK();
+  // The first upload (the initial weights) is every tensor's; after it a
+  // tensor sent as factors is rebuilt where the net keeps it instead.
+  const bool initial = uploaded_clock_[layer] < 0;
   std::vector<StagingCopy> copies;
+  std::vector<int> rebuilt;
   for (int id : net_->layer_learnable_param_ids(layer)) {
     if (local_[id]) continue;
+    if (!initial && staged_factors_ != nullptr && staged_factors_->chosen(id)) {
+      rebuilt.push_back(id);
+      continue;
+    }
     copies.push_back({net_data_[id], data_mirror_[id].data(), data_mirror_[id].size() * sizeof(float)});
   }
   uploaded_clock_[layer] = iter;
+  for (int id : rebuilt) RETURN_IF_ERROR(Fail(staged_factors_->Rebuild(id, iter)));
   if (copies.empty()) return Status::OK();
   RETURN_IF_ERROR(Fail(staging_->StageWeights(layer, net_->UniqueLayerName(layer), copies)));
   if (staging_->device_memory()) {
@@ -113,6 +123,7 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
       if (params[p] == net_->params()[o].get() || params[p] == net_->params()[i].get()) shared[p] = true;
   }
   factors_.assign(params.size(), Layer::GradientFactors());
+  factors_at_.assign(params.size(), {nullptr, nullptr});
   if (staging_ != nullptr) {
     data_mirror_.clear();
     diff_mirror_.clear();
@@ -171,11 +182,26 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
     const int layer = owner[p];
     const int blob = std::stoi(names_[p].substr(names_[p].rfind('/') + 1));
     Layer::GradientFactors f;
-    if (factors_allowed_ && staging_ == nullptr && !shared[p] && params[p]->num_axes() == 2 &&
+    if (factors_allowed_ && !shared[p] && params[p]->num_axes() == 2 &&
         net_->layers()[layer]->WeightGradientFactors(blob, net_->bottom_vecs()[layer], net_->top_vecs()[layer], &f)) {
       spec.factor_rows = f.rows;
-      spec.factor_left = f.left;
-      spec.factor_right = f.right;
+      if (staging_ == nullptr) {
+        // The client reads them in the blobs, at the hand-over.
+        factors_at_[p] = {f.left.cpu(), f.right.cpu()};
+        spec.factor_left = factors_at_[p].first;
+        spec.factor_right = factors_at_[p].second;
+      } else {
+        // The staging copies them into mirrors, and the updates are rebuilt
+        // where the net keeps its weights.
+        if (staged_factors_ == nullptr) {
+          staged_factors_ = std::make_unique<StagedFactors>(staging_->device_memory() ? net_->device() : nullptr, sgd,
+                                                            client_->num_workers());
+        }
+        staged_factors_->Add(static_cast<int>(p), spec.name, f, params[p], lr_mult[p], decay_mult[p]);
+        spec.factor_left = staged_factors_->left(static_cast<int>(p));
+        spec.factor_right = staged_factors_->right(static_cast<int>(p));
+        spec.factor_applier = staged_factors_.get();
+      }
       factors_[p] = f;
     }
     auto id = client_->RegisterTensor(spec);
@@ -195,7 +221,11 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
       initial.push_back(params[p]->cpu_data());
     }
   }
+  if (staged_factors_ != nullptr) RETURN_IF_ERROR(Fail(staged_factors_->MeasureRates()));
   RETURN_IF_ERROR(Fail(client_->Init(SgdConfigFromProto(sgd), initial)));
+  if (staged_factors_ != nullptr) {
+    RETURN_IF_ERROR(Fail(staged_factors_->Choose(client_->sfb_tensors(), tensor_ids_)));
+  }
   // Every worker starts from worker 0's weights, or in a resumed job from the
   // servers' checkpoint at the job's start clock.
   const int64_t start = client_->job().start_clock;
@@ -228,26 +258,37 @@ Status ClientParameterSync::WaitWeights(int layer, int64_t iter) {
 Status ClientParameterSync::GradientsReady(int layer, int64_t iter) {
   CHECK(initialized_) << "GradientsReady before Init";
   RETURN_IF_ERROR(CheckStaging());
+  std::map<int, Layer::GradientFactors> now;  // The factors of this clock, by parameter.
   for (int id : net_->layer_learnable_param_ids(layer)) {
     CHECK_LT(pushed_iter_[id], iter) << names_[id] << " pushed twice for iteration " << iter;
     pushed_iter_[id] = iter;
     if (factors_[id].rows == 0) continue;
-    // The client reads the factors where they were registered: they must not have moved.
-    Layer::GradientFactors now;
     const int blob = std::stoi(names_[id].substr(names_[id].rfind('/') + 1));
-    if (!net_->layers()[layer]->WeightGradientFactors(blob, net_->bottom_vecs()[layer], net_->top_vecs()[layer],
-                                                      &now) ||
-        now.rows != factors_[id].rows || now.left != factors_[id].left || now.right != factors_[id].right) {
+    Layer::GradientFactors& f = now[id];
+    if (!net_->layers()[layer]->WeightGradientFactors(blob, net_->bottom_vecs()[layer], net_->top_vecs()[layer], &f)) {
+      f = Layer::GradientFactors();
+    }
+    // The client reads the factors where they were registered: they must not
+    // have moved (with staging, StagedFactors::FactorCopies checks).
+    if (staging_ == nullptr && (f.rows != factors_[id].rows || f.left.blob == nullptr ||
+                                f.left.cpu() != factors_at_[id].first || f.right.cpu() != factors_at_[id].second)) {
       return Fail(FailedPreconditionError("the sufficient factors of " + names_[id] +
                                           " moved or changed shape after Init (was the net reshaped?)"));
     }
   }
   if (staging_ != nullptr) {
     // Every layer goes through the staging, those without gradients too, so
-    // the client gets the layers in backward order.
+    // the client gets the layers in backward order. A tensor sent as factors
+    // leaves as its factors instead of its gradient.
     std::vector<StagingCopy> copies;
     for (int id : net_->layer_learnable_param_ids(layer)) {
       if (local_[id]) continue;
+      if (staged_factors_ != nullptr && staged_factors_->chosen(id)) {
+        auto factor_copies = staged_factors_->FactorCopies(id, now[id]);
+        if (!factor_copies.ok()) return Fail(factor_copies.status());
+        copies.insert(copies.end(), factor_copies->begin(), factor_copies->end());
+        continue;
+      }
       copies.push_back({diff_mirror_[id].data(), net_diff_[id], diff_mirror_[id].size() * sizeof(float)});
     }
     const std::string name = net_->UniqueLayerName(layer);

@@ -44,9 +44,13 @@
 // stages them onto the device before the layer's forward (the compute stream
 // waits for them; the calling thread does not). A failed copy is the Status
 // of the next call (naming the layer and the call), and nothing of that
-// layer or a later one is handed to the client. Sufficient factors are not
-// registered then (the factors live on the device: issue 20, item 2). With a
-// staging of device memory nothing here touches the blobs' host copies: Init
+// layer or a later one is handed to the client. Sufficient factors travel
+// through the staging too (StagedFactors, staged_factors.h): a layer's factors
+// are copied off the net instead of its weight gradient, and every worker's
+// factors of a clock are rebuilt into the weights where the net keeps them
+// (cuBLAS on a GPU), before the layer's next forward, instead of uploaded
+// from a mirror. With a staging of device memory nothing here touches the
+// blobs' host copies: Init
 // copies the initial weights from the device into the data mirrors (once,
 // blocking), and the blobs are told when the device copy is the fresh one
 // (SyncedMemory::MarkGpuWritten).
@@ -58,6 +62,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -65,6 +70,7 @@
 #include "common/status.h"
 #include "nereus/client.h"
 #include "worker/param_sync/device_staging.h"
+#include "worker/param_sync/staged_factors.h"
 #include "worker/trainer/gpu/host_buffer.h"
 #include "worker/trainer/net.h"
 #include "worker/trainer/parameter_sync.h"
@@ -121,6 +127,8 @@ class ClientParameterSync : public ParameterSync {
   // were not registered).
   const std::vector<std::string>& tensor_names() const { return names_; }
   bool is_local(int param_id) const { return local_[param_id]; }
+  // With staging: updates rebuilt from sufficient factors so far (0 without).
+  int64_t sfb_rebuilds() const { return staged_factors_ != nullptr ? staged_factors_->rebuilds() : 0; }
 
  private:
   // Records the first error; returns the sticky status.
@@ -148,8 +156,12 @@ class ClientParameterSync : public ParameterSync {
   std::vector<bool> local_;           // Per learnable parameter: local state, not synced.
   int64_t pull_clock_ = -1;           // Clock of the weights last requested.
   bool factors_allowed_ = true;
-  // Per learnable parameter: the factors registered with the client (rows 0: none).
+  // Per learnable parameter: the factors registered with the client (rows 0:
+  // none) and, without staging, where they were then.
   std::vector<Layer::GradientFactors> factors_;
+  std::vector<std::pair<const float*, const float*>> factors_at_;
+  // With staging and factors: their mirrors, stacks and rebuild.
+  std::unique_ptr<StagedFactors> staged_factors_;
 
   DeviceStaging* staging_ = nullptr;
   // With staging, per learnable parameter: the host mirrors the client uses,

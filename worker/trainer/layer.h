@@ -173,13 +173,21 @@ class Layer {
   // Sufficient factors (docs/CLIENT.md, "Sufficient factors"): after this layer's backward,
   // the gradient of blobs()[param] over the batch is left^T * right, left =
   // rows x (the weight's first dimension), right = rows x (its second), both
-  // row-major views into `bottom` and `top` (valid until their next
-  // forward/backward). Layers whose weight gradient is such a product
-  // (InnerProduct) fill `out` and return true; the rest return false.
+  // row-major: each the data or the diff of a blob of `bottom` or `top`
+  // (valid until their next forward/backward). Layers whose weight gradient
+  // is such a product (InnerProduct) fill `out` and return true; the rest
+  // return false. Naming the blobs reads nothing: cpu() gives a factor on the
+  // host, gpu() on the device (each moving the blob's fresh copy there, as
+  // Blob::cpu_data() and gpu_data() do).
   struct GradientFactors {
+    struct Side {
+      const Blob* blob = nullptr;
+      bool diff = false;  // The blob's diff, else its data.
+      const float* cpu() const { return diff ? blob->cpu_diff() : blob->cpu_data(); }
+      const float* gpu() const { return diff ? blob->gpu_diff() : blob->gpu_data(); }
+    };
     int rows = 0;
-    const float* left = nullptr;
-    const float* right = nullptr;
+    Side left, right;
   };
   virtual bool WeightGradientFactors(int param, const std::vector<Blob*>& bottom, const std::vector<Blob*>& top,
                                      GradientFactors* out) const {

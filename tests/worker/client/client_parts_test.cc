@@ -88,6 +88,44 @@ TEST(ClientOptionsTest, NegativeOrNanHybCommRatesAreRefusedNamingTheFlag) {
   EXPECT_NE(nan.status().message().find("--sfb_link_gbit must be >= 0"), std::string::npos) << nan.status();
 }
 
+// An applier that is never called: the registry only compares them.
+class UnusedApplier : public FactorApplier {
+ public:
+  Status ApplyFactors(int, int64_t, const std::vector<RankFactors>&) override { return Status::OK(); }
+  std::string rebuild_on() const override { return "nowhere"; }
+  double rebuild_gflops() const override { return 0; }
+  double update_gbytes() const override { return 0; }
+};
+
+TEST(TensorRegistryTest, EveryTensorWithFactorsHasTheSameApplier) {
+  TensorRegistry reg;
+  UnusedApplier a, b;
+  float data[6], diff[6], left[4], right[6];
+  auto with_factors = [&](const std::string& name, FactorApplier* applier) {
+    TensorSpec s = Spec(name, {2, 3});
+    s.data = data;
+    s.diff = diff;
+    s.factor_rows = 2;
+    s.factor_left = left;
+    s.factor_right = right;
+    s.factor_applier = applier;
+    return s;
+  };
+  TensorSpec lone = Spec("lone", {2});
+  lone.factor_applier = &a;
+  EXPECT_EQ(reg.Register(lone).status().message(),
+            "tensor \"lone\": a factor_applier without sufficient factors (factor_rows, factor_left, factor_right)");
+  EXPECT_EQ(*reg.Register(with_factors("fc1", &a)), 0);
+  EXPECT_EQ(*reg.Register(with_factors("fc2", &a)), 1);
+  EXPECT_EQ(reg.Register(with_factors("fc3", &b)).status().message(),
+            "tensor \"fc3\" has another factor_applier than tensor \"fc1\": every tensor with factors has the "
+            "same one, or none");
+  EXPECT_EQ(reg.Register(with_factors("fc4", nullptr)).status().message(),
+            "tensor \"fc4\" has another factor_applier than tensor \"fc1\": every tensor with factors has the "
+            "same one, or none");
+  EXPECT_EQ(*reg.Register(Spec("bias", {3})), 2);  // Without factors: no applier needed.
+}
+
 TEST(TensorRegistryTest, RegisterRejectsBadSpecsNamingTheTensor) {
   TensorRegistry reg;
   EXPECT_EQ(reg.Register(Spec("a", {})).status().message(), "tensor \"a\" has no shape");

@@ -43,6 +43,8 @@ struct JobRun {
   Status drain;                             // Of the Drain after Step.
   std::vector<std::vector<float>> initial;  // The learnable parameters before training.
   std::vector<std::vector<float>> final;    // And after.
+  std::vector<int> sfb_tensors;             // The client's choice (Client::sfb_tensors()).
+  int64_t sfb_rebuilds = 0;                 // Updates the bridge rebuilt from factors.
 };
 
 std::vector<std::vector<float>> Weights(const Solver& solver) {
@@ -55,13 +57,14 @@ std::vector<std::vector<float>> Weights(const Solver& solver) {
 // `staging` (null: the plain path). `layer_of` (may be null) receives the
 // train net's index of `layer_name` before training starts.
 void RunJob(const std::string& solver_file, HostStaging* staging, int iterations, JobRun* run,
-            const std::string& layer_name = "", std::atomic<int>* layer_of = nullptr,
-            const std::string& timeline = "") {
+            const std::string& layer_name = "", std::atomic<int>* layer_of = nullptr, const std::string& timeline = "",
+            SfbMode sfb = SfbMode::kAuto) {
   TempDir dir;
   test::LocalCluster cluster(test::OneServerAndTheTestAsWorker(), dir);
   std::unique_ptr<Solver> solver;  // Outlives the client, whose pulls write into its blobs.
   ClientOptions options = test::TestWorkerOptions(cluster.coordinator_address(), 0);
   options.timeline = timeline;
+  options.sfb = sfb;
   auto client = Client::Connect(options);
   ASSERT_TRUE(client.ok()) << client.status();
   {
@@ -80,6 +83,8 @@ void RunJob(const std::string& solver_file, HostStaging* staging, int iterations
     run->drain = sync.Drain();  // Returns, also after a failure.
     if (run->status.ok()) run->status = run->drain;
     if (run->status.ok()) run->final = Weights(*solver);
+    run->sfb_tensors = (*client)->sfb_tensors();
+    run->sfb_rebuilds = sync.sfb_rebuilds();
   }
   if (run->status.ok()) {
     Status st = (*client)->Finish();
@@ -141,6 +146,49 @@ TEST(StagingJobTest, WeightsEqualThePlainPathBitForBit) {
       << json.substr(0, 2000);
   EXPECT_NE(json.find("\"device-to-host copy\""), std::string::npos);
   EXPECT_NE(json.find("\"host-to-device copy\""), std::string::npos);
+}
+
+// Sufficient factors through the staging (StagedFactors): ip1's and ip2's
+// weights leave as their factors (copied off the net into mirrors) and every
+// clock's update is rebuilt into the net's weights by the bridge, on the
+// thread that drives the net, before the layer's next forward; the client's
+// own SFB path rebuilds the same stacked factors with the same GEMM and step
+// into its buffers. The weights end equal bit for bit only if every factor
+// copy, every stacking and every rebuild happened, in order.
+TEST(StagingJobTest, SufficientFactorsThroughTheStagingEqualThePlainSfbPath) {
+  TempDir dir;
+  const std::string solver = test::WriteTinyJob(dir, 32, 6);
+  JobRun plain, staged;
+  ASSERT_NO_FATAL_FAILURE(RunJob(solver, nullptr, 6, &plain, "", nullptr, "", SfbMode::kOn));
+  ASSERT_TRUE(plain.status.ok()) << plain.status;
+  std::atomic<int> copies_to_host{0}, copies_to_device{0};
+  HostStagingOptions options;
+  options.before_copy = [&](int, bool to_host) {
+    ++(to_host ? copies_to_host : copies_to_device);
+    return Status::OK();
+  };
+  HostStaging staging(options);
+  ASSERT_NO_FATAL_FAILURE(RunJob(solver, &staging, 6, &staged, "", nullptr, "", SfbMode::kOn));
+  ASSERT_TRUE(staged.status.ok()) << staged.status;
+
+  // ip1/0 and ip2/0 (tensors 2 and 4: conv1's two, then ip1's two) go as factors.
+  EXPECT_EQ(plain.sfb_tensors, (std::vector<int>{2, 4}));
+  EXPECT_EQ(staged.sfb_tensors, (std::vector<int>{2, 4}));
+  ASSERT_EQ(plain.final.size(), 6u);
+  for (size_t p = 0; p < plain.final.size(); ++p) {
+    EXPECT_TRUE(BytesEqual(staged.initial[p], plain.initial[p], "initial param " + std::to_string(p)));
+    EXPECT_TRUE(BytesEqual(staged.final[p], plain.final[p], "param " + std::to_string(p)));
+    EXPECT_FALSE(BytesEqual(plain.final[p], plain.initial[p])) << "param " << p << " did not train";
+  }
+  // The bridge rebuilt both weights for clocks 0..5 (the last in Drain); the
+  // plain path rebuilds in the client.
+  EXPECT_EQ(staged.sfb_rebuilds, 2 * 6);
+  EXPECT_EQ(plain.sfb_rebuilds, 0);
+  // Every layer's hand-over went through the staging (7 layers x 6); the
+  // weights of the 3 layers with parameters came up for clock 0 and, for
+  // conv1 alone and the biases of ip1 and ip2, for clocks 1..6: 3 + 3 x 6.
+  EXPECT_EQ(copies_to_host.load(), 7 * 6);
+  EXPECT_EQ(copies_to_device.load(), 3 + 3 * 6);
 }
 
 // With iter_size 2 and gradient clipping the Solver hands every layer over

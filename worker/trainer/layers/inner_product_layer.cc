@@ -48,8 +48,7 @@ void InnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
 bool InnerProductLayer::WeightGradientFactors(int param, const std::vector<Blob*>& bottom,
                                               const std::vector<Blob*>& top, GradientFactors* out) const {
   if (param != 0 || !param_propagate_down(0) || M_ <= 0) return false;
-  const float* top_diff = top[0]->cpu_diff();
-  const float* bottom_data = bottom[0]->cpu_data();
+  const GradientFactors::Side top_diff{top[0], true}, bottom_data{bottom[0], false};
   out->rows = M_;
   // Backward_cpu: weight_diff (N_ x K_) += top_diff^T (N_ x M_) * bottom (M_ x K_);
   // with transpose, weight_diff (K_ x N_) += bottom^T * top_diff.

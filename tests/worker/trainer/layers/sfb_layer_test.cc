@@ -36,11 +36,19 @@ void ExpectFactorsGiveTheWeightDiff(const std::string& ip_param, const std::vect
   Layer::GradientFactors f;
   ASSERT_TRUE(layer.WeightGradientFactors(0, {&bottom}, {&top}, &f));
   EXPECT_EQ(f.rows, expected_rows);
+  // The blobs are named, which side of each the layer's backward read.
+  const bool transposed = ip_param.find("transpose: true") != std::string::npos;
+  EXPECT_EQ(f.left.blob, transposed ? &bottom : &top);
+  EXPECT_EQ(f.left.diff, !transposed);
+  EXPECT_EQ(f.right.blob, transposed ? &top : &bottom);
+  EXPECT_EQ(f.right.diff, transposed);
   const int rows = w.shape(0), cols = w.shape(1);
+  const float* left = f.left.cpu();
+  const float* right = f.right.cpu();
   for (int i = 0; i < rows; ++i)
     for (int j = 0; j < cols; ++j) {
       float g = 0;
-      for (int s = 0; s < f.rows; ++s) g += f.left[s * rows + i] * f.right[s * cols + j];
+      for (int s = 0; s < f.rows; ++s) g += left[s * rows + i] * right[s * cols + j];
       ASSERT_EQ(g, w.cpu_diff()[i * cols + j]) << i << ", " << j;
     }
   // The bias is not a product of factors.

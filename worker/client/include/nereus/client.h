@@ -79,6 +79,39 @@ struct JobInfo {
   int64_t checkpoint_every = 0;
 };
 
+// Rebuilds and applies the sufficient-factor updates of tensors whose
+// weights the trainer keeps where the client cannot write them (a GPU
+// worker's device), instead of the client's own rebuild into
+// TensorSpec::data on its CPU (TensorSpec::factor_applier). Implemented by
+// the trainer's side (worker/param_sync: the bridge rebuilds with cuBLAS on
+// the device).
+class FactorApplier {
+ public:
+  struct RankFactors {
+    int64_t k = 0;                 // Rows of this worker's factors.
+    const float* left = nullptr;   // k x rows.
+    const float* right = nullptr;  // k x cols.
+  };
+  virtual ~FactorApplier() = default;
+  // Every worker's factors of `clock` for `tensor` (one of sfb_tensors()),
+  // in rank order, valid during the call only. Called on a thread of the
+  // client, in clock order per tensor, once per tensor and clock; the update
+  // of `clock` (the workers' average of left^T * right, then the solver step
+  // the servers would make) must be in the weights before the trainer's next
+  // forward of the tensor's layer, which comes after this call returns
+  // (WaitWeights(layer, clock + 1) waits for it). An error stops the job as a
+  // dead node does (every later call of the client returns it).
+  virtual Status ApplyFactors(int tensor, int64_t clock, const std::vector<RankFactors>& by_rank) = 0;
+  // Where the rebuild runs and its speed there, for HybComm's table and cost
+  // model (ClientOptions::sfb_rebuild_gflops and sfb_update_gbytes, when set,
+  // win): the GEMM in GFLOP/s (2 FLOPs per multiply-add) and the solver step
+  // in GB of weights per second, measured by the implementation; 0: unknown
+  // (the client times its own CPU instead).
+  virtual std::string rebuild_on() const = 0;
+  virtual double rebuild_gflops() const = 0;
+  virtual double update_gbytes() const = 0;
+};
+
 struct TensorSpec {
   std::string name;
   std::vector<int64_t> shape;
@@ -103,6 +136,12 @@ struct TensorSpec {
   int64_t factor_rows = 0;
   const float* factor_left = nullptr;
   const float* factor_right = nullptr;
+  // With factors: where the tensor's SFB updates are applied. Null: the
+  // client rebuilds them on its CPU into `data`. Otherwise the applier does
+  // (it must outlive the client), and the client never writes `data` after
+  // the initial weights (clock 0 or the job's start clock). Every tensor with
+  // factors of one client has the same applier or none.
+  FactorApplier* factor_applier = nullptr;
 };
 
 // What a client has sent and received so far (messages and payload bytes).
