@@ -142,8 +142,9 @@ deadline = time.time() + budget
 results, ok = {}, True
 with open(os.path.join(out, "tests.log"), "a") as log:
     for t in json.load(open(os.path.join(pkg, "bin", "tests.json"))):
-        # NEREUS_BIN_DIR: the binaries a multi-process test starts (gpu_job_test's servers and workers).
-        t["env"] = dict(t["env"], NEREUS_BIN_DIR=os.path.join(pkg, "bin"))
+        # NEREUS_BIN_DIR: the binaries a multi-process test starts (gpu_job_test's servers and workers);
+        # NEREUS_SOURCE_DIR: the archive holds the models and data/mnist where the source tree has them.
+        t["env"] = dict(t["env"], NEREUS_BIN_DIR=os.path.join(pkg, "bin"), NEREUS_SOURCE_DIR=pkg)
         env = dict(os.environ, NEREUS_REQUIRE_GPU="1", **t["env"])
         report = os.path.join(out, ".%s.json" % t["name"])
         cmd = [os.path.join(pkg, "bin", t["binary"])] + t["args"] + ["--gtest_output=json:" + report]

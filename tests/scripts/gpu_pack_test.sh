@@ -44,8 +44,12 @@ ls "$PKG/lib" | grep -q '^libprotobuf' || fail "protobuf's library is not packed
 python3 - "$PKG/bin/tests.json" "$BUILD_DIR" <<'PY' || fail "tests.json does not list ctest's gpu tests"
 import json, re, subprocess, sys
 tests = json.load(open(sys.argv[1]))
-listed = subprocess.run(["ctest", "-N", "-L", "gpu"], cwd=sys.argv[2], stdout=subprocess.PIPE, text=True).stdout
-names = sorted(re.findall(r"Test +#\d+: (\S+)", listed))
+# ctest -L gpu also lists the fixtures those tests need (get_mnist): only the labelled ones are gpu tests.
+listed = json.loads(subprocess.run(["ctest", "-N", "-L", "gpu", "--show-only=json-v1"], cwd=sys.argv[2],
+                                   stdout=subprocess.PIPE, text=True).stdout)
+names = sorted(t["name"] for t in listed["tests"]
+               if "gpu" in next((p["value"] for p in t.get("properties", []) if p["name"] == "LABELS"), []))
+assert "gpu_job_test" in names and "get_mnist" not in names, names
 assert sorted(t["name"] for t in tests) == names, (sorted(t["name"] for t in tests), names)
 device = [t for t in tests if t["name"] == "layer_device_test_gpu"][0]
 assert device["binary"] == "layer_device_test" and device["env"] == {"GTEST_FILTER": "*/Gpu.*"}, device
