@@ -301,8 +301,8 @@ class BrokenGpuLayer : public Layer {
   // negative dimension is no test of this: cuBLAS 13 returned success for
   // one on an H200, scripts/gpu_check.sh, 2026-11-27.)
   void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
-    caffe_gpu_gemm(device(), CblasNoTrans, CblasNoTrans, -1, 2, 2, 1.0f, bottom[0]->gpu_data(),
-                   bottom[0]->gpu_data(), 0.0f, top[0]->mutable_gpu_data());
+    caffe_gpu_gemm(device(), CblasNoTrans, CblasNoTrans, -1, 2, 2, 1.0f, bottom[0]->gpu_data(), bottom[0]->gpu_data(),
+                   0.0f, top[0]->mutable_gpu_data());
   }
 };
 
