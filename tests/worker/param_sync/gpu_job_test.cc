@@ -76,6 +76,26 @@ std::vector<float> Losses(const TempDir& dir, int rank) {
   return losses;
 }
 
+// Both workers' losses of job `a` and job `b` (named so in messages):
+// `iterations` of each; iteration 0 within `first` relative (no update yet),
+// every one within 1e-3 relative + 1e-5 (the bound the tests derive); and
+// job `b` learned.
+void ExpectLossesAgree(const TempDir& a, const char* a_name, const TempDir& b, const char* b_name, int iterations,
+                       float first) {
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::vector<float> la = Losses(a, rank), lb = Losses(b, rank);
+    ASSERT_EQ(la.size(), static_cast<size_t>(iterations));
+    ASSERT_EQ(lb.size(), static_cast<size_t>(iterations));
+    EXPECT_NEAR(la[0], lb[0], first * std::fabs(la[0])) << "worker " << rank << ", iteration 0";
+    for (int i = 0; i < iterations; ++i) {
+      EXPECT_LE(std::fabs(la[i] - lb[i]), 1e-5f + 1e-3f * std::fabs(la[i]))
+          << "worker " << rank << ", iteration " << i << ": " << a_name << " " << la[i] << ", " << b_name << " "
+          << lb[i];
+    }
+    EXPECT_LT(lb.back(), lb.front()) << "worker " << rank << " did not learn";
+  }
+}
+
 TEST(GpuJobTest, TwoGpuWorkersAndTwoServersTrainAsTheCpuJobDoes) {
   NEREUS_GPU_OR_SKIP(device);
   TempDir cpu, gpu;
@@ -85,16 +105,8 @@ TEST(GpuJobTest, TwoGpuWorkersAndTwoServersTrainAsTheCpuJobDoes) {
     const std::string log = ReadFile(gpu.File("worker" + std::to_string(rank) + ".log"));
     EXPECT_NE(log.find("are staged through pinned host memory"), std::string::npos) << log;
     EXPECT_EQ(ReadFile(cpu.File("worker" + std::to_string(rank) + ".log")).find("staged through"), std::string::npos);
-    const std::vector<float> on_cpu = Losses(cpu, rank), on_gpu = Losses(gpu, rank);
-    ASSERT_EQ(on_cpu.size(), static_cast<size_t>(kIterations));
-    ASSERT_EQ(on_gpu.size(), static_cast<size_t>(kIterations));
-    EXPECT_NEAR(on_cpu[0], on_gpu[0], 1e-5f * std::fabs(on_cpu[0])) << "worker " << rank << ", iteration 0";
-    for (int i = 0; i < kIterations; ++i) {
-      EXPECT_LE(std::fabs(on_cpu[i] - on_gpu[i]), 1e-5f + 1e-3f * std::fabs(on_cpu[i]))
-          << "worker " << rank << ", iteration " << i << ": CPU " << on_cpu[i] << ", GPU " << on_gpu[i];
-    }
-    EXPECT_LT(on_gpu.back(), on_gpu.front()) << "worker " << rank << " did not learn";
   }
+  ExpectLossesAgree(cpu, "CPU", gpu, "GPU", kIterations, 1e-5f);
   for (const TempDir* dir : {&cpu, &gpu}) {
     const auto w0 = ReadWeights(dir->File("w0.caffemodel")), w1 = ReadWeights(dir->File("w1.caffemodel"));
     ASSERT_EQ(w0.size(), 6u);  // conv1, ip1, ip2: weights and biases.
@@ -132,17 +144,7 @@ TEST(GpuJobTest, LeNetOnTwoGpuWorkersTrainsAsOnTheCpu) {
   }
   ASSERT_NO_FATAL_FAILURE(RunJob(cpu, {}, cpu.File("solver.prototxt")));
   ASSERT_NO_FATAL_FAILURE(RunJob(gpu, {"--gpu=" + std::to_string(device->device_id())}, gpu.File("solver.prototxt")));
-  for (int rank = 0; rank < 2; ++rank) {
-    const std::vector<float> on_cpu = Losses(cpu, rank), on_gpu = Losses(gpu, rank);
-    ASSERT_EQ(on_cpu.size(), static_cast<size_t>(kLeNetIterations));
-    ASSERT_EQ(on_gpu.size(), static_cast<size_t>(kLeNetIterations));
-    EXPECT_NEAR(on_cpu[0], on_gpu[0], 1e-5f * std::fabs(on_cpu[0])) << "worker " << rank << ", iteration 0";
-    for (int i = 0; i < kLeNetIterations; ++i) {
-      EXPECT_LE(std::fabs(on_cpu[i] - on_gpu[i]), 1e-5f + 1e-3f * std::fabs(on_cpu[i]))
-          << "worker " << rank << ", iteration " << i << ": CPU " << on_cpu[i] << ", GPU " << on_gpu[i];
-    }
-    EXPECT_LT(on_gpu.back(), on_gpu.front()) << "worker " << rank << " did not learn";
-  }
+  ExpectLossesAgree(cpu, "CPU", gpu, "GPU", kLeNetIterations, 1e-5f);
 }
 
 // Sufficient factors from GPU workers (StagedFactors): with --sfb=on the
@@ -167,17 +169,7 @@ TEST(GpuJobTest, SufficientFactorsRebuiltOnTheGpuTrainAsTheServersDo) {
   const std::string log0 = ReadFile(on.File("worker0.log"));
   EXPECT_NE(log0.find("sufficient factors are rebuilt on " + device->description() + " (cuBLAS)"), std::string::npos)
       << log0;
-  for (int rank = 0; rank < 2; ++rank) {
-    const std::vector<float> servers = Losses(off, rank), factors = Losses(on, rank);
-    ASSERT_EQ(servers.size(), static_cast<size_t>(kIterations));
-    ASSERT_EQ(factors.size(), static_cast<size_t>(kIterations));
-    EXPECT_EQ(servers[0], factors[0]) << "worker " << rank << ", iteration 0";
-    for (int i = 0; i < kIterations; ++i) {
-      EXPECT_LE(std::fabs(servers[i] - factors[i]), 1e-5f + 1e-3f * std::fabs(servers[i]))
-          << "worker " << rank << ", iteration " << i << ": servers " << servers[i] << ", SFB " << factors[i];
-    }
-    EXPECT_LT(factors.back(), factors.front()) << "worker " << rank << " did not learn";
-  }
+  ExpectLossesAgree(off, "servers", on, "SFB", kIterations, 0.0f);  // Iteration 0: equal.
   const auto w0 = ReadWeights(on.File("w0.caffemodel")), w1 = ReadWeights(on.File("w1.caffemodel"));
   ASSERT_EQ(w0.size(), 6u);
   EXPECT_EQ(MaxAbsDiff(w0, w1), 0.0);
