@@ -116,8 +116,8 @@ TEST(HybCommTest, WithFreeComputeAutoIsPoseidonsBytesRule) {
   }
 }
 
-// The case of issue 20: VGG19, 4 workers x 4 servers, K = 32, the rebuild on
-// a CPU. There each worker rebuilt 31.6 GFLOP per iteration in 0.857 s
+// A case measured on a 16-core machine (docs/SCALING.md): VGG19, 4 workers x 4 servers, K = 32,
+// the rebuild on a CPU. There each worker rebuilt 31.6 GFLOP per iteration in 0.857 s
 // (36.9 GFLOP/s); here 40 GFLOP/s, a 5 GB/s link each way (the unshaped
 // loopback moved off's 1.7 GB per node in < 0.33 s), SGD step and server
 // apply 5 GB/s. SFB moves 55x fewer bytes of fc6 but costs 5x more.

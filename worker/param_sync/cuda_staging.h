@@ -18,7 +18,7 @@
 // sink gets its measured duration (ending when the completion was seen).
 // A failed CUDA call is the sticky error, naming the layer and the call.
 //
-// Never run on a GPU yet (docs/GPU.md, "Staging").
+// Ran on an H200: cuda_staging_test, gpu_job_test, bench/results/gpu/.
 #ifndef NEREUS_WORKER_PARAM_SYNC_CUDA_STAGING_H_
 #define NEREUS_WORKER_PARAM_SYNC_CUDA_STAGING_H_
 

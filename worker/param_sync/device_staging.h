@@ -1,9 +1,9 @@
 // DeviceStaging: how the bridge (ClientParameterSync) moves a layer's
 // gradients off a device and its weights back on, without the thread that
 // enqueues the compute ever waiting for the device (Poseidon's data path;
-// issue 20, item 1). The client library only reads and writes host memory:
-// it sees the pinned host mirrors, and the staging copies between them and
-// the net's own (device) buffers.
+// docs/GPU.md, "Staging"). The client library only reads and writes host
+// memory: it sees the pinned host mirrors, and the staging copies between
+// them and the net's own (device) buffers.
 //
 // Two streams are involved, in CUDA's sense: the compute stream (the net's
 // kernels, in order) and a copy stream. Per layer:

@@ -177,9 +177,9 @@ TEST(CudaStagedFactorsTest, TheDeviceRebuildIsTheCpusWithinTheGemmBound) {
   EXPECT_TRUE(device->TakeError().ok());
 }
 
-// HybComm at the rates StagedFactors measures on this GPU: the case of
-// issue 20 (VGG-19's fc6, K = 32, 4 workers x 4 servers, links and server
-// apply at 5 GB/s) goes as factors, where at the CPU rates measured there
+// HybComm at the rates StagedFactors measures on this GPU: VGG-19's fc6
+// (K = 32, 4 workers x 4 servers, links and server apply at 5 GB/s, the case
+// hybcomm_test prices with a CPU's rebuild) goes as factors, where at the CPU rates measured there
 // (36.9 GFLOP/s, bench/results/hybcomm) it stays on the servers
 // (hybcomm_test, BytesFavourSfbButACpuRebuildMakesItSlower).
 TEST(CudaStagedFactorsTest, AtTheMeasuredGpuRatesVgg19Fc6GoesAsFactors) {
