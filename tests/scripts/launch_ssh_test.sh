@@ -69,7 +69,7 @@ SAN_ENV=()
 for v in TSAN_OPTIONS ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS; do
   [ -z "${!v:-}" ] || SAN_ENV+=("--env=$v=${!v}")
 done
-JOB_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+JOB_PORT=$(python3 "$(dirname "$0")/free_port.py")
 "$LAUNCH" --hostfile="$T/hosts" --num_servers=2 --num_workers=2 --port="$JOB_PORT" --ssh=ssh --ssh_opts="$SSH_OPTS" \
   --bin_dir="$BIN" --workdir="$T" "${SAN_ENV[@]}" "${JOB[@]}" > "$T/job.out" 2>&1 || { rc=$?; cat "$T/job.out" >&2; fail "ssh job exited with $rc"; }
 grep -q "^\[worker 1@127.0.0.2\] .* at tcp://127.0.0.2:[0-9]* registering with coordinator tcp://127.0.0.1:$JOB_PORT$" \

@@ -33,7 +33,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 mkdir "$T/bin"
 for b in nereus_launch nereus_server nereus_worker; do ln -s "$BIN/$b" "$T/bin/$b"; done
 printf '127.0.0.1\n' > "$T/one"
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+free_port() { python3 "$(dirname "$0")/free_port.py"; }
 left_over() { pgrep -af -- "$T/bin/" || true; }
 
 # ---- 1. A process failing at once, 50 times beside 2 busy loops.

@@ -34,7 +34,7 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! comm
     skip "cannot install slurm-wlm: $(tail -n 2 "$T/apt.log")"
 fi
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+free_port() { python3 "$(dirname "$0")/free_port.py"; }
 CTLD_PORT=$(free_port)
 SLURMD_PORT=$(free_port)
 JOB_PORT=$(free_port)

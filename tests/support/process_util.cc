@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 namespace nereus {
@@ -89,17 +90,33 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
+// Below the kernel's ephemeral range (ip_local_port_range): processes
+// connect to a coordinator's port before it listens, and a connect() to a
+// port the kernel may also hand out as the connection's own source port can
+// meet itself (TCP simultaneous open): ZeroMQ then holds a working
+// connection to itself, and the node repeats REGISTER to itself until its
+// start-up times out (seen in CI: "missing server 0" after 60 s).
 int FreePort() {
-  const int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  PCHECK(bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
-  socklen_t len = sizeof(a);
-  PCHECK(getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  close(s);
-  return ntohs(a.sin_port);
+  int low = 32768;
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  if (range) range >> low;
+  CHECK_GT(low, 11000) << "ephemeral ports start at " << low << ": no room below them for test ports";
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> pick(10000, low - 1);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int port = pick(rng);
+    const int s = socket(AF_INET, SOCK_STREAM, 0);
+    PCHECK(s >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    const bool free = bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    close(s);
+    if (free) return port;
+  }
+  LOG(FATAL) << "no free port in 10000.." << low - 1 << " after 1000 tries";
+  return -1;
 }
 
 std::string MakeCurveKeys(const TempDir& dir, const std::string& name, int servers, int workers) {

@@ -54,7 +54,8 @@ class TempDir {
  private:
   std::string path_;
 };
-// A TCP port on 127.0.0.1 that was free a moment ago.
+// A TCP port on 127.0.0.1 that was free a moment ago, below the kernel's
+// ephemeral range (so no connection can get it as its own source port).
 int FreePort();
 std::string ReadFile(const std::string& path);
 // CURVE keys for a job of `servers` x `workers` in dir/name (nereus_keygen);

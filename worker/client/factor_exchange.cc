@@ -27,7 +27,8 @@ void FactorExchange::Configure(const pb::SgdConfig& sgd, int num_workers, int ra
   num_servers_ = num_servers;
   for (TensorInfo& t : tensors) {
     State s;
-    if (rebuild) s.history.assign(static_cast<size_t>(t.shape.rows * t.shape.cols), 0.0f);
+    // The momentum history of the updates this client rebuilds (an applier keeps its own).
+    if (rebuild && t.applier == nullptr) s.history.assign(static_cast<size_t>(t.shape.rows * t.shape.cols), 0.0f);
     const int id = t.id;
     s.info = std::move(t);
     tensors_.emplace(id, std::move(s));

@@ -55,10 +55,12 @@ std::vector<std::vector<float>> Weights(const Solver& solver) {
 
 // `iterations` of the tiny solver as the one worker of a 1-server job, through
 // `staging` (null: the plain path). `layer_of` (may be null) receives the
-// train net's index of `layer_name` before training starts.
+// train net's index of `layer_name` before training starts. Every tensor goes
+// through the server unless `sfb` says otherwise (auto times the link, so the
+// two runs a test compares could choose apart).
 void RunJob(const std::string& solver_file, HostStaging* staging, int iterations, JobRun* run,
             const std::string& layer_name = "", std::atomic<int>* layer_of = nullptr, const std::string& timeline = "",
-            SfbMode sfb = SfbMode::kAuto) {
+            SfbMode sfb = SfbMode::kOff) {
   TempDir dir;
   test::LocalCluster cluster(test::OneServerAndTheTestAsWorker(), dir);
   std::unique_ptr<Solver> solver;  // Outlives the client, whose pulls write into its blobs.

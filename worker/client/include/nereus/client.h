@@ -99,8 +99,10 @@ class FactorApplier {
   // of `clock` (the workers' average of left^T * right, then the solver step
   // the servers would make) must be in the weights before the trainer's next
   // forward of the tensor's layer, which comes after this call returns
-  // (WaitWeights(layer, clock + 1) waits for it). An error stops the job as a
-  // dead node does (every later call of the client returns it).
+  // (WaitWeights(layer, clock + 1) waits for it). An error is returned by
+  // that WaitWeights and every later one of a layer with such a tensor (and
+  // by no other call): the trainer stops, and the job sees a dead worker.
+  // Ignores ClientOptions::sfb_emulated_rebuild (benchmarks have no applier).
   virtual Status ApplyFactors(int tensor, int64_t clock, const std::vector<RankFactors>& by_rank) = 0;
   // Where the rebuild runs and its speed there, for HybComm's table and cost
   // model (ClientOptions::sfb_rebuild_gflops and sfb_update_gbytes, when set,
