@@ -143,7 +143,8 @@ int main(int argc, char** argv) {
       "  nereus_bench train --model=lenet,cifar10_full,caffenet,vgg19,resnet50 [--gpu=N] [--batch=32]\n"
       "                     [--warmup=5] [--iterations=8] [--model_dir=worker/trainer/models] [--json=FILE]\n"
       "      the trainer's training iterations (forward, backward, update) on synthetic data, standalone on\n"
-      "      the CPU or GPU N: ms per iteration, images/s, forward and backward apart.",
+      "      the CPU or GPU N: ms per iteration, images/s, forward and backward apart. --net_dir=DIR writes\n"
+      "      each model's synthetic net to DIR/<model>.prototxt instead, for scripts/gpu_job_bench.py.",
       &argc, &argv);
   if (argc < 2) {
     LOG(ERROR) << "name a benchmark: transport, pipeline, ... (nereus_bench list; see --help)";

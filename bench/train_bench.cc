@@ -14,9 +14,11 @@
 // forward_ms, backward_ms.
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+#include <google/protobuf/text_format.h>
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <random>
@@ -34,6 +36,9 @@
 DEFINE_string(model_dir, "worker/trainer/models",
               "train: where the models' prototxt files are (relative to the working directory).");
 DEFINE_int32(gpu, -1, "train: the CUDA device to train on; -1: the CPU.");
+DEFINE_string(net_dir, "",
+              "train: write each --model's synthetic train net (its Data layers as Input layers at --batch) to "
+              "DIR/<model>.prototxt and exit without training (scripts/gpu_job_bench.py trains them in jobs).");
 DECLARE_string(model);
 DECLARE_int32(batch);
 DECLARE_int32(iterations);
@@ -94,6 +99,28 @@ StatusOr<caffe::NetParameter> SyntheticNet(const TrainModel& model, int batch) {
   }
   if (inputs == 0) return InvalidArgumentError(std::string(model.file) + " has no Data layer to replace");
   return out;
+}
+
+// --net_dir: each model's synthetic net as a prototxt, for training elsewhere.
+int WriteNets(const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    auto net = SyntheticNet(TrainModels().at(name), FLAGS_batch);
+    if (!net.ok()) {
+      LOG(ERROR) << "train: " << name << ": " << net.status().message();
+      return 1;
+    }
+    std::string text;
+    CHECK(google::protobuf::TextFormat::PrintToString(*net, &text));
+    const std::string path = FLAGS_net_dir + "/" + name + ".prototxt";
+    std::ofstream out(path);
+    out << text;
+    if (!out) {
+      LOG(ERROR) << "train: cannot write --net_dir file " << path;
+      return 1;
+    }
+    std::printf("wrote %s\n", path.c_str());
+  }
+  return 0;
 }
 
 int RunOne(const std::string& name, const TrainModel& model, JsonRows* rows) {
@@ -193,19 +220,20 @@ int RunTrain(BenchContext& ctx) {
     LOG(ERROR) << "train: --batch and --iterations must be positive, --warmup at least 0";
     return 2;
   }
-  if (FLAGS_gpu >= 0) {
-    const Status usable = gpu::CheckDeviceId(FLAGS_gpu);
-    if (!usable.ok()) {
-      LOG(ERROR) << "train: --gpu=" << FLAGS_gpu << ": " << usable.message();
-      return 2;
-    }
-  }
   std::vector<std::string> names = SplitCsv(FLAGS_model);
   for (const std::string& name : names) {
     if (TrainModels().count(name) == 0) {
       std::string known;
       for (const auto& [k, v] : TrainModels()) known += (known.empty() ? "" : ", ") + k;
       LOG(ERROR) << "train: unknown --model=" << name << " (expected one or more of: " << known << ")";
+      return 2;
+    }
+  }
+  if (!FLAGS_net_dir.empty()) return WriteNets(names);
+  if (FLAGS_gpu >= 0) {
+    const Status usable = gpu::CheckDeviceId(FLAGS_gpu);
+    if (!usable.ok()) {
+      LOG(ERROR) << "train: --gpu=" << FLAGS_gpu << ": " << usable.message();
       return 2;
     }
   }

@@ -8,10 +8,10 @@ runs it on a GPU; --gpu=-1 runs it on the CPU, as tests/scripts does).
       [--port=7400] [--budget_s=150] [--json=FILE]
 
 --pkg holds bin/ (nereus_worker, nereus_server, nereus_launch, nereus_bench)
-and worker/trainer/models/. Each model's train net (TRAIN Data layers
-replaced by Input layers of its image shape at --batch, zero-filled: no data
-loading is timed, and the arithmetic's speed does not depend on the values)
-runs with SGD (momentum 0.9, base_lr 0.001) for --iterations:
+and worker/trainer/models/. Each model's train net as `nereus_bench train
+--net_dir` writes it (TRAIN Data layers replaced by Input layers of its image
+shape at --batch; the trainer leaves them zero: no data loading is timed, and
+the arithmetic's speed does not depend on the values) runs with SGD (momentum 0.9, base_lr 0.001) for --iterations:
   - standalone: nereus_worker --standalone --gpu=N;
   - job, once for each --sfb mode: nereus_launch --ssh=none, 1 server and 1
     worker on 127.0.0.1 (the worker with --gpu=N).
@@ -38,55 +38,6 @@ import re
 import subprocess
 import sys
 import time
-
-IMAGES = {"lenet": (1, 28, 28), "cifar10_full": (3, 32, 32), "caffenet": (3, 227, 227),
-          "vgg19": (3, 224, 224), "resnet50": (3, 224, 224)}
-FILES = {"lenet": "lenet_train_test.prototxt", "cifar10_full": "cifar10_full_train_test.prototxt",
-         "caffenet": "caffenet_train_val.prototxt", "vgg19": "vgg19_train_val.prototxt",
-         "resnet50": "resnet50_train_val.prototxt"}
-
-
-def blocks(text):
-    """The top-level `layer { ... }` blocks of a prototxt and what lies outside them."""
-    out, head, i = [], [], 0
-    for m in re.finditer(r"(?m)^layer\s*\{", text):
-        if m.start() < i:
-            continue
-        head.append(text[i:m.start()])
-        depth, j = 0, m.end() - 1
-        while True:
-            c = text[j]
-            depth += c == "{"
-            depth -= c == "}"
-            j += 1
-            if depth == 0:
-                break
-        out.append(text[m.start():j])
-        i = j
-    head.append(text[i:])
-    return "".join(h for h in head if not h.strip().startswith("layer")), out
-
-
-def synthetic_net(path, image, batch):
-    head, layers = blocks(open(path).read())
-    kept, inputs = [], 0
-    for layer in layers:
-        if re.search(r"include\s*\{[^}]*phase:\s*TEST", layer):
-            continue
-        if re.search(r'\btype:\s*"Data"', layer):
-            name = re.search(r'\bname:\s*"([^"]+)"', layer).group(1)
-            tops = re.findall(r'\btop:\s*"([^"]+)"', layer)
-            shapes = ["shape { dim: %d %s }" % (batch, " ".join("dim: %d" % d for d in image))]
-            if len(tops) > 1:
-                shapes.append("shape { dim: %d }" % batch)
-            kept.append('layer {\n  name: "%s"\n  type: "Input"\n%s  input_param { %s }\n}' %
-                        (name, "".join('  top: "%s"\n' % t for t in tops), " ".join(shapes)))
-            inputs += 1
-            continue
-        kept.append(layer)
-    if inputs == 0:
-        raise ValueError("%s has no Data layer to replace" % path)
-    return head + "\n".join(kept) + "\n"
 
 
 def window_rate(log, who):
@@ -176,10 +127,16 @@ def main():
     ok = ok and rc == 0 and raw_gbps is not None
 
     models = a.models.split(",")
+    # The models' train nets with Input layers for their Data layers: nereus_bench train's (one definition).
+    rc, secs, log = run([os.path.join(bin_dir, "nereus_bench"), "train", "--model=" + a.models,
+                         "--batch=%d" % a.batch, "--model_dir=" + os.path.join(a.pkg, "worker/trainer/models"),
+                         "--net_dir=" + a.work], os.path.join(a.work, "nets.log"), min(60, left()))
+    if rc != 0:
+        print("nereus_bench train --net_dir FAILED (exit %s)" % rc)
+        print("".join("    | " + line + "\n" for line in log.splitlines()[-20:]), end="")
+        return 1
     for model in models:
         net = os.path.join(a.work, model + ".prototxt")
-        open(net, "w").write(synthetic_net(os.path.join(a.pkg, "worker/trainer/models", FILES[model]),
-                                           IMAGES[model], a.batch))
         open(os.path.join(a.work, model + "_solver.prototxt"), "w").write(
             'net: "%s"\nbase_lr: 0.001\nmomentum: 0.9\nweight_decay: 0.0005\nlr_policy: "fixed"\nmax_iter: %d\n'
             'display: %d\nrandom_seed: 1\nsnapshot: 0\nsnapshot_after_train: false\naverage_loss: 1\n' %

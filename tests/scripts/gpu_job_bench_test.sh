@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/gpu_job_bench.py's smoke run on the CPU (--gpu=-1), so that the
 # benchmark gpu_check.sh runs on a GPU machine is exercised here too: LeNet
-# with its Data layers made Input layers, standalone and as a 1 worker x 1
+# with its Data layers made Input layers (nereus_bench train --net_dir), standalone and as a 1 worker x 1
 # server job (nereus_launch --ssh=none) with --sfb=off and auto, next to raw
 # ZeroMQ's push+pull measured in the same run. Checks that every run
 # finished and was timed over the expected window, that the ratios and the
@@ -37,7 +37,8 @@ assert [t["sfb"] for t in targets] == ["off", "auto"], targets
 for t in targets:
     assert t["ratio_to_standalone"] == t["job_ms"] / t["standalone_ms"], t
     assert t["raw_zmq_ms"] == 1000.0 * 2 * 4 * 431080 * 8 / (r["raw"]["pushpull_gbit_s"] * 1e9), t
-net = open(sys.argv[2]).read()
+# The net nereus_bench train --net_dir wrote: the TRAIN Data layer as an Input layer, the TEST one dropped.
+net = " ".join(open(sys.argv[2]).read().split())
 assert 'type: "Data"' not in net and net.count('type: "Input"') == 1, net[:400]
 assert "input_param { shape { dim: 32 dim: 1 dim: 28 dim: 28 } shape { dim: 32 } }" in net, net[:400]
 print("gpu_job_bench_test: passed")
