@@ -3,7 +3,6 @@
 
 #include <gtest/gtest.h>
 
-#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -17,6 +16,8 @@
 
 namespace nereus {
 namespace {
+
+using test::Gate;
 
 // With apply threads, Reply() comes from the pool's threads, one at a time
 // (under the server's lock); the test reads `replies` after WaitIdle().
@@ -499,31 +500,6 @@ TEST(ParamServerPoolTest, UpdatesOnAnyNumberOfThreadsAreBitwiseThoseOfOne) {
     EXPECT_EQ(std::memcmp(w.data(), one.final_weights[t].data(), kPoolFloats * sizeof(float)), 0) << "tensor " << t;
   }
 }
-
-// A gate the test opens: the pool thread making the first update waits at it.
-class Gate {
- public:
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    arrived_ = true;
-    cv_.notify_all();
-    cv_.wait(lock, [&] { return open_; });
-  }
-  void AwaitArrival() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return arrived_; });
-  }
-  void Open() {
-    std::lock_guard<std::mutex> lock(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool arrived_ = false, open_ = false;
-};
 
 // While a partition is being updated on the pool, the receive thread goes on:
 // the next clock's push is acked and kept, and a pull of the version the

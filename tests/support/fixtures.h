@@ -156,6 +156,35 @@ class CaptureSink : public ReplySink {
   std::vector<Captured> replies;
 };
 
+// --- Ordering threads ---------------------------------------------------------
+
+// A gate a test opens: a thread calling Wait() blocks until Open(), and the
+// test can wait, with AwaitArrival(), until some thread has reached it.
+class Gate {
+ public:
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    arrived_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return open_; });
+  }
+  void AwaitArrival() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return arrived_; });
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool arrived_ = false;
+  bool open_ = false;
+};
+
 // The messages a test's bare Transport or Node receives, in order, and
 // bounded waits for them.
 class Inbox {

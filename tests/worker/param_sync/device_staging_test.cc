@@ -9,17 +9,19 @@
 // runs what is pending and joins.
 #include <gtest/gtest.h>
 
-#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "tests/support/fixtures.h"
 #include "worker/param_sync/cuda_staging.h"
 #include "worker/param_sync/host_staging.h"
 #include "worker/trainer/gpu/device.h"
 
 namespace nereus {
 namespace {
+
+using test::Gate;
 
 // What happened, in order, from any thread.
 class Log {
@@ -59,25 +61,6 @@ class Log {
   std::vector<std::string> entries_;
 };
 
-// A gate that a stream's work waits at until the test opens it.
-class Gate {
- public:
-  void Open() {
-    std::lock_guard<std::mutex> lock(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-  void Pass() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return open_; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
-
 HostStagingOptions StreamsOnThreads(Log* log) {
   HostStagingOptions o;
   o.host_computes = false;
@@ -96,7 +79,7 @@ TEST(HostStagingTest, TheGradientCopyStartsOnlyAfterTheLayersBackward) {
   std::vector<float> grad(4, 0.0f), mirror(4, -1.0f);
   staging.EnqueueCompute([&] {
     log.Add("backward 2 begin");
-    backward_may_end.Pass();
+    backward_may_end.Wait();
     for (size_t i = 0; i < grad.size(); ++i) grad[i] = 0.5f + static_cast<float>(i);  // The layer's gradient.
     log.Add("backward 2 end");
   });
@@ -164,7 +147,7 @@ TEST(HostStagingTest, TheForwardWaitsForItsWeightsUpload) {
   Gate upload_may_run;
   HostStagingOptions options = StreamsOnThreads(&log);
   options.before_copy = [&](int layer, bool to_host) {
-    if (!to_host) upload_may_run.Pass();
+    if (!to_host) upload_may_run.Wait();
     return Status::OK();
   };
   HostStaging staging(options);
@@ -217,7 +200,7 @@ TEST(HostStagingTest, AFailedCopyNamesTheLayerAndNothingAfterItMoves) {
   HostStagingOptions options = StreamsOnThreads(&log);
   Gate all_staged;  // The copies start once the three layers are staged.
   options.before_copy = [&](int layer, bool to_host) {
-    if (layer == 3) all_staged.Pass();
+    if (layer == 3) all_staged.Wait();
     return layer == 2 && to_host ? InternalError("cudaMemcpyAsync: cudaErrorLaunchFailure: unspecified launch failure")
                                  : Status::OK();
   };
@@ -259,7 +242,7 @@ TEST(HostStagingTest, ShutdownRunsWhatIsPendingAndJoins) {
   Gate backward_may_end;
   std::vector<float> grad = {2.0f}, mirror = {0.0f};
   staging.EnqueueCompute([&] {
-    backward_may_end.Pass();
+    backward_may_end.Wait();
     log.Add("backward 0");
   });
   int handed = 0;
