@@ -97,6 +97,11 @@ Layer::LabelRange Layer::LabelsBelow(int num_classes, bool has_ignore_label, int
   return range;
 }
 
+std::string Layer::LabelOutOfRange(int label, int position, int num_classes) {
+  return "label " + std::to_string(label) + " at position " + std::to_string(position) + " is out of range [0, " +
+         std::to_string(num_classes) + ")";
+}
+
 void Layer::set_forward_error(StatusCode code, const std::string& message) {
   forward_error_ = Status(code, "layer " + layer_param_.name() + " (" + layer_param_.type() + "): " + message);
 }

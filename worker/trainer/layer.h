@@ -257,6 +257,9 @@ class Layer {
   // For AcceptedLabels: labels 0 .. num_classes - 1, and `ignore_label` when
   // `has_ignore_label`, consumed by this layer.
   LabelRange LabelsBelow(int num_classes, bool has_ignore_label, int ignore_label) const;
+  // What a label bottom's bad entry is called, on either device: "label 12 at
+  // position 3 is out of range [0, 10)".
+  static std::string LabelOutOfRange(int label, int position, int num_classes);
   // From Forward_cpu: the error Forward reports (see forward_error()). The
   // message is prefixed with "layer <name> (<type>): ".
   void set_forward_error(StatusCode code, const std::string& message);

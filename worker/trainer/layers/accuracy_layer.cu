@@ -89,9 +89,7 @@ void AccuracyLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vec
   const int bad = static_cast<const int*>(stats_->cpu_data())[0];
   if (bad >= 0) {
     const int label_value = static_cast<int>(bottom[1]->cpu_data()[bad]);
-    device()->RecordError(InvalidArgumentError("label " + std::to_string(label_value) + " at position " +
-                                               std::to_string(bad) + " is out of range [0, " +
-                                               std::to_string(num_labels_) + ")"));
+    device()->RecordError(InvalidArgumentError(LabelOutOfRange(label_value, bad, num_labels_)));
   }
 }
 

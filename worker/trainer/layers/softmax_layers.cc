@@ -140,9 +140,7 @@ void SoftmaxWithLossLayer::Forward_cpu(const std::vector<Blob*>& bottom, const s
       const int label_value = static_cast<int>(label[i * inner_num_ + j]);
       if (has_ignore_label_ && label_value == ignore_label_) continue;
       if (label_value < 0 || label_value >= channels_) {
-        set_forward_error(StatusCode::kInvalidArgument, "label " + std::to_string(label_value) + " at position " +
-                                                            std::to_string(i * inner_num_ + j) +
-                                                            " is out of range [0, " + std::to_string(channels_) + ")");
+        set_forward_error(StatusCode::kInvalidArgument, LabelOutOfRange(label_value, i * inner_num_ + j, channels_));
         return;
       }
       loss += ops::SoftmaxLossAt(prob[i * dim + label_value * inner_num_ + j]);

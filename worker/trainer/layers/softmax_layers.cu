@@ -134,9 +134,7 @@ void SoftmaxWithLossLayer::Forward_gpu(const std::vector<Blob*>& bottom, const s
   if (host_stats[1] >= 0) {
     const int position = host_stats[1];
     const int label_value = static_cast<int>(bottom[1]->cpu_data()[position]);
-    device()->RecordError(InvalidArgumentError("label " + std::to_string(label_value) + " at position " +
-                                               std::to_string(position) + " is out of range [0, " +
-                                               std::to_string(channels_) + ")"));
+    device()->RecordError(InvalidArgumentError(LabelOutOfRange(label_value, position, channels_)));
   }
 }
 
