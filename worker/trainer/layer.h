@@ -64,6 +64,15 @@
                     const std::vector<Blob*>& bottom) override;                               \
   NEREUS_LAYER_GPU_PASSES_
 
+// NEREUS_LAYER_SETUP_AND_RESHAPE declares, in a layer's public section, the
+// two overrides nearly every layer has: LayerSetUpStatus (reads the prototxt
+// once, may reject it) and Reshape (sizes the tops from the bottoms, before
+// every forward), in their .cc file. A layer that does either inline writes
+// it out instead. Use it as a declaration: `NEREUS_LAYER_SETUP_AND_RESHAPE;`.
+#define NEREUS_LAYER_SETUP_AND_RESHAPE                                                               \
+  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override; \
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override
+
 namespace nereus {
 
 class Layer {

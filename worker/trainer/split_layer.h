@@ -18,8 +18,7 @@ class SplitLayer : public Layer {
   int ExactNumBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
 
-  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  NEREUS_LAYER_SETUP_AND_RESHAPE;
 
  protected:
   NEREUS_LAYER_PASSES;

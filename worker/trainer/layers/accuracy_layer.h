@@ -32,10 +32,7 @@ NEREUS_HOST_DEVICE inline bool AccuracyHit(const float* scores, int inner, int n
 class AccuracyLayer : public Layer {
  public:
   using Layer::Layer;
-
-  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-
+  NEREUS_LAYER_SETUP_AND_RESHAPE;
   const char* type() const override { return "Accuracy"; }
   int ExactNumBottomBlobs() const override { return 2; }
   int MinTopBlobs() const override { return 1; }

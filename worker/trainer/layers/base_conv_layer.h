@@ -40,10 +40,7 @@ namespace nereus {
 class BaseConvolutionLayer : public Layer {
  public:
   using Layer::Layer;
-
-  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-
+  NEREUS_LAYER_SETUP_AND_RESHAPE;
   int MinBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
   bool EqualNumBottomTopBlobs() const override { return true; }

@@ -55,8 +55,7 @@ NEREUS_HOST_DEVICE inline float ScaleForwardBias(float x, float scale, float bia
 class BatchNormLayer : public Layer {
  public:
   using Layer::Layer;
-  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  NEREUS_LAYER_SETUP_AND_RESHAPE;
   const char* type() const override { return "BatchNorm"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
@@ -92,8 +91,7 @@ class BatchNormLayer : public Layer {
 class ScaleLayer : public Layer {
  public:
   using Layer::Layer;
-  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  NEREUS_LAYER_SETUP_AND_RESHAPE;
   const char* type() const override { return "Scale"; }
   int MinBottomBlobs() const override { return 1; }
   int MaxBottomBlobs() const override { return 2; }

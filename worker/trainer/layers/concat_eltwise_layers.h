@@ -78,10 +78,7 @@ void ForEachPart(const std::vector<Blob*>& parts, int axis, F f) {
 class ConcatLayer : public Layer {
  public:
   using Layer::Layer;
-
-  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-
+  NEREUS_LAYER_SETUP_AND_RESHAPE;
   const char* type() const override { return "Concat"; }
   int MinBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
@@ -101,10 +98,7 @@ class ConcatLayer : public Layer {
 class EltwiseLayer : public Layer {
  public:
   using Layer::Layer;
-
-  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-
+  NEREUS_LAYER_SETUP_AND_RESHAPE;
   const char* type() const override { return "Eltwise"; }
   int MinBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }

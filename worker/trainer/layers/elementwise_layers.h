@@ -204,8 +204,7 @@ using ThresholdLayer = ElementLayer<ops::ThresholdOp>;
 class PReLULayer : public NeuronLayer {
  public:
   using NeuronLayer::NeuronLayer;
-  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  NEREUS_LAYER_SETUP_AND_RESHAPE;
   const char* type() const override { return "PReLU"; }
 
  protected:

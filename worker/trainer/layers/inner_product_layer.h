@@ -15,10 +15,7 @@ namespace nereus {
 class InnerProductLayer : public Layer {
  public:
   using Layer::Layer;
-
-  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-
+  NEREUS_LAYER_SETUP_AND_RESHAPE;
   const char* type() const override { return "InnerProduct"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }

@@ -65,8 +65,7 @@ NEREUS_HOST_DEVICE inline float SigmoidCrossEntropyGradient(float x, float t, bo
 class LossLayer : public Layer {
  public:
   using Layer::Layer;
-  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  NEREUS_LAYER_SETUP_AND_RESHAPE;
   int ExactNumBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
   bool AutoTopBlobs() const override { return true; }
@@ -75,8 +74,7 @@ class LossLayer : public Layer {
 class EuclideanLossLayer : public LossLayer {
  public:
   using LossLayer::LossLayer;
-  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  NEREUS_LAYER_SETUP_AND_RESHAPE;
   const char* type() const override { return "EuclideanLoss"; }
 
  protected:
@@ -89,8 +87,7 @@ class EuclideanLossLayer : public LossLayer {
 class SigmoidCrossEntropyLossLayer : public LossLayer {
  public:
   using LossLayer::LossLayer;
-  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  NEREUS_LAYER_SETUP_AND_RESHAPE;
   const char* type() const override { return "SigmoidCrossEntropyLoss"; }
   bool AllowForceBackward(int bottom_index) const override { return bottom_index != 1; }
 

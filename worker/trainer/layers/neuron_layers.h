@@ -189,8 +189,7 @@ using TanHLayer = ElementLayer<ops::TanHOp>;
 class DropoutLayer : public NeuronLayer {
  public:
   using NeuronLayer::NeuronLayer;
-  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  NEREUS_LAYER_SETUP_AND_RESHAPE;
   const char* type() const override { return "Dropout"; }
 
   // Reseeds the mask engine (tests use it to repeat a mask).

@@ -134,10 +134,7 @@ NEREUS_HOST_DEVICE inline float AvePoolBackwardAt(const float* top_diff, const P
 class PoolingLayer : public Layer {
  public:
   using Layer::Layer;
-
-  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-
+  NEREUS_LAYER_SETUP_AND_RESHAPE;
   const char* type() const override { return "Pooling"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }

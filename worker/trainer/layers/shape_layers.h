@@ -64,8 +64,7 @@ NEREUS_HOST_DEVICE inline void ArgMaxWrite(float* out, int i, int j, int top_k, 
 class FlattenLayer : public Layer {
  public:
   using Layer::Layer;
-  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  NEREUS_LAYER_SETUP_AND_RESHAPE;
   const char* type() const override { return "Flatten"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
@@ -82,8 +81,7 @@ class FlattenLayer : public Layer {
 class ReshapeLayer : public Layer {
  public:
   using Layer::Layer;
-  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  NEREUS_LAYER_SETUP_AND_RESHAPE;
   const char* type() const override { return "Reshape"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
@@ -104,8 +102,7 @@ class ReshapeLayer : public Layer {
 class SliceLayer : public Layer {
  public:
   using Layer::Layer;
-  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  NEREUS_LAYER_SETUP_AND_RESHAPE;
   const char* type() const override { return "Slice"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
@@ -166,8 +163,7 @@ class InputLayer : public Layer {
 class ArgMaxLayer : public Layer {
  public:
   using Layer::Layer;
-  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  NEREUS_LAYER_SETUP_AND_RESHAPE;
   const char* type() const override { return "ArgMax"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
@@ -179,13 +175,13 @@ class ArgMaxLayer : public Layer {
   NEREUS_LAYER_PASSES;
 
  private:
+  // Entries per item (`dim`) and their distance (`axis_dist`) for `bottom`.
+  void ItemGeometry(const Blob& bottom, int* dim, int* axis_dist) const;
+
   bool out_max_val_ = false;
   int top_k_ = 1;
   bool has_axis_ = false;
   int axis_ = 0;
-
-  // Entries per item (`dim`) and their distance (`axis_dist`) for `bottom`.
-  void ItemGeometry(const Blob& bottom, int* dim, int* axis_dist) const;
 };
 
 }  // namespace nereus

@@ -88,10 +88,7 @@ NEREUS_HOST_DEVICE inline float SoftmaxLossGradAt(float prob, bool is_label, boo
 class SoftmaxLayer : public Layer {
  public:
   using Layer::Layer;
-
-  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-
+  NEREUS_LAYER_SETUP_AND_RESHAPE;
   const char* type() const override { return "Softmax"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
@@ -108,10 +105,7 @@ class SoftmaxLayer : public Layer {
 class SoftmaxWithLossLayer : public Layer {
  public:
   using Layer::Layer;
-
-  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-
+  NEREUS_LAYER_SETUP_AND_RESHAPE;
   const char* type() const override { return "SoftmaxWithLoss"; }
   int ExactNumBottomBlobs() const override { return 2; }
   int MinTopBlobs() const override { return 1; }
