@@ -1,4 +1,5 @@
-// BaseConvolutionLayer: what Convolution and Deconvolution share, as Caffe's
+// ConvolutionLayer and DeconvolutionLayer (at the end of this file), and
+// BaseConvolutionLayer: what the two share, as Caffe's
 // BaseConvolutionLayer: reading convolution_param, creating and filling the
 // weights, sizing the column buffer, the GEMM helpers below, and the passes
 // written with them (on the CPU and the GPU), which differ between the two
@@ -131,6 +132,32 @@ class BaseConvolutionLayer : public Layer {
   Blob gpu_bias_sums_;   // BackwardBiasGpu: per image and channel.
   Blob gpu_batch_ones_;  // BackwardBiasGpu: num ones.
 #endif
+};
+
+// Convolution: Caffe's ConvolutionLayer for 2-D spatial input, computed as
+// im2col followed by one sgemm per group. Bottom i: [N, C, H, W]; top i:
+// [N, num_output, H_out, W_out] with
+//   H_out = (H + 2*pad_h - (dilation_h*(kernel_h-1)+1)) / stride_h + 1.
+class ConvolutionLayer : public BaseConvolutionLayer {
+ public:
+  using BaseConvolutionLayer::BaseConvolutionLayer;
+  const char* type() const override { return "Convolution"; }
+
+ protected:
+  bool reverse_dimensions() const override { return false; }
+};
+
+// Deconvolution: Caffe's DeconvolutionLayer, the transpose of Convolution
+// (its forward is Convolution's backward with respect to the input). Same
+// convolution_param; the output is
+//   H_out = stride_h * (H - 1) + dilation_h * (kernel_h - 1) + 1 - 2 * pad_h.
+class DeconvolutionLayer : public BaseConvolutionLayer {
+ public:
+  using BaseConvolutionLayer::BaseConvolutionLayer;
+  const char* type() const override { return "Deconvolution"; }
+
+ protected:
+  bool reverse_dimensions() const override { return true; }
 };
 
 }  // namespace nereus

@@ -1,10 +1,9 @@
 // Registers every compute layer under its Caffe type string.
 #include "worker/trainer/layer_registry.h"
 #include "worker/trainer/layers/accuracy_layer.h"
+#include "worker/trainer/layers/base_conv_layer.h"
 #include "worker/trainer/layers/batch_norm_layer.h"
 #include "worker/trainer/layers/concat_eltwise_layers.h"
-#include "worker/trainer/layers/conv_layer.h"
-#include "worker/trainer/layers/deconv_layer.h"
 #include "worker/trainer/layers/elementwise_layers.h"
 #include "worker/trainer/layers/inner_product_layer.h"
 #include "worker/trainer/layers/loss_layers.h"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "tests/support/gradient_checker.h"
-#include "worker/trainer/layers/deconv_layer.h"
+#include "worker/trainer/layers/base_conv_layer.h"
 
 namespace nereus {
 namespace test {

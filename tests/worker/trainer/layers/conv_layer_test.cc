@@ -1,14 +1,12 @@
 // Convolution: exact forward values on tiny inputs, numeric gradient checks
 // (group, pad, stride, dilation) and configuration errors.
-#include "worker/trainer/layers/conv_layer.h"
-
 #include <gtest/gtest.h>
 
 #include <random>
 #include <vector>
 
 #include "tests/support/gradient_checker.h"
-#include "worker/trainer/layers/deconv_layer.h"
+#include "worker/trainer/layers/base_conv_layer.h"
 #include "worker/trainer/layers/im2col.h"
 
 namespace nereus {
