@@ -93,6 +93,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--port", type=int, default=7400)
     ap.add_argument("--budget_s", type=float, default=150)
+    # nereus_bench transport --seconds: about how long each of its measurements runs.
+    ap.add_argument("--raw_seconds", type=float, default=1.0)
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     if a.display <= 0 or a.iterations < 2 * a.display:
@@ -108,7 +110,7 @@ def main():
     # Raw ZeroMQ, 1 server x 1 worker, push+pull of 64 MB.
     raw_json = os.path.join(a.work, "raw.json")
     rc, secs, log = run([os.path.join(bin_dir, "nereus_bench"), "transport", "--sizes=67108864", "--repeats=1",
-                         "--rtt_samples=10", "--json=" + raw_json], os.path.join(a.work, "raw.log"),
+                         "--rtt_samples=10", "--seconds=%g" % a.raw_seconds, "--json=" + raw_json], os.path.join(a.work, "raw.log"),
                         min(60, left()))
     raw_gbps = None
     try:
