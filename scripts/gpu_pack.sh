@@ -3,7 +3,7 @@
 # for machines that have a GPU, nvcc, cmake and python3 with PyTorch but not
 # Nereus's build dependencies (docs/GPU.md, /work/shared/GPU.md):
 #
-#   scripts/gpu_pack.sh OUT.tar.xz [--build_dir=DIR] [--no_build] [--cuda_architectures=LIST]
+#   scripts/gpu_pack.sh OUT.tar.xz [--build_dir=DIR] [--no_build] [--cuda_architectures=LIST] [--xz_level=N]
 #
 # Builds with CUDA into build-gpu/ (or --build_dir; the flags of
 # scripts/test.sh, so ccache reuses build/'s objects; only the targets packed,
@@ -29,6 +29,8 @@
 # --no_build packs an existing build (--build_dir) as it is: the packing
 # steps alone (tests/scripts/gpu_pack_test.sh). Fails when the build has no
 # GPU code (no CUDA toolkit found) or the archive is 60 MiB or more.
+# --xz_level: xz's preset, 0-9 (default 6: about 18 MiB, 40 s of CPU; the
+# test packs with 1, which is larger and so checks the size limit with room).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -36,12 +38,14 @@ ROOT=$(pwd)
 OUT=""
 BUILD_DIR="build-gpu"
 BUILD=1
+XZ_LEVEL=6
 CUDA_ARCHS=90  # The H100/H200 machines lent here; "75-real;80-real;90" (the build default) for older GPUs.
 for a in "$@"; do
   case "$a" in
     --build_dir=*) BUILD_DIR="${a#--build_dir=}" ;;
     --no_build) BUILD=0 ;;
     --cuda_architectures=*) CUDA_ARCHS="${a#--cuda_architectures=}" ;;
+    --xz_level=[0-9]) XZ_LEVEL="${a#--xz_level=}" ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "gpu_pack.sh: unknown flag $a (see --help)" >&2; exit 2 ;;
     *) [[ -z "$OUT" ]] || { echo "gpu_pack.sh: one archive name, got '$OUT' and '$a'" >&2; exit 2; }; OUT="$a" ;;
@@ -145,7 +149,7 @@ fi
 } > "$PKG/MANIFEST"
 
 mkdir -p "$(dirname "$OUT")"
-tar -C "$STAGE" -cf - nereus-gpu | xz -T"$(nproc)" -6 > "$OUT.partial"
+tar -C "$STAGE" -cf - nereus-gpu | xz -T"$(nproc)" -"$XZ_LEVEL" > "$OUT.partial"
 mv "$OUT.partial" "$OUT"
 SIZE=$(stat -c %s "$OUT")
 RAW=$(du -sb "$PKG" | cut -f1)

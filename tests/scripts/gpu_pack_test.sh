@@ -19,7 +19,7 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 fail() { echo "gpu_pack_test: FAIL: $*" >&2; exit 1; }
 
-"$ROOT/scripts/gpu_pack.sh" "$TMP/nereus-gpu.tar.xz" --no_build --build_dir="$BUILD_DIR" > "$TMP/pack.log" 2>&1 \
+"$ROOT/scripts/gpu_pack.sh" "$TMP/nereus-gpu.tar.xz" --no_build --build_dir="$BUILD_DIR" --xz_level=1 > "$TMP/pack.log" 2>&1 \
   || { cat "$TMP/pack.log"; fail "gpu_pack.sh failed"; }
 cat "$TMP/pack.log"
 SIZE=$(stat -c %s "$TMP/nereus-gpu.tar.xz")
