@@ -14,11 +14,10 @@ namespace nereus {
 class SplitLayer : public Layer {
  public:
   using Layer::Layer;
+  NEREUS_LAYER_SETUP_AND_RESHAPE;
   const char* type() const override { return "Split"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
-
-  NEREUS_LAYER_SETUP_AND_RESHAPE;
 
  protected:
   NEREUS_LAYER_PASSES;
