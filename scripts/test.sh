@@ -20,7 +20,9 @@ LINES_ONLY=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_
 # has no per-architecture paths), at about 60% of the nvcc time of the
 # default three. NEREUS_CUDA_ARCHITECTURES overrides.
 if [[ -z "${NEREUS_CUDA_ARCHITECTURES:-}" ]]; then
-  if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then NEREUS_CUDA_ARCHITECTURES=native; else NEREUS_CUDA_ARCHITECTURES=75-real; fi
+  # Read whole, not piped to grep -q: a pipe closed early can fail nvidia-smi under pipefail.
+  GPUS=$(nvidia-smi -L 2>/dev/null || true)
+  if [[ "$GPUS" == GPU\ * ]]; then NEREUS_CUDA_ARCHITECTURES=native; else NEREUS_CUDA_ARCHITECTURES=75-real; fi
 fi
 ./scripts/build.sh "${LINES_ONLY[@]}" -DNEREUS_CUDA_ARCHITECTURES="$NEREUS_CUDA_ARCHITECTURES"
 (cd "${NEREUS_BUILD_DIR:-build}" && ctest --output-on-failure --timeout 600 -j "$(nproc)" "$@")
