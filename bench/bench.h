@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "bench/harness/emulated_worker.h"
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace nereus {
 namespace bench {

@@ -15,7 +15,7 @@
 
 #include "bench/bench.h"
 #include "bench/harness/watchdog.h"
-#include "common/init_binary.h"
+#include "common/base/init_binary.h"
 
 DEFINE_string(json, "", "Write the results as a JSON array to this file (rewritten after every row).");
 DEFINE_double(phase_timeout_s, 300,

@@ -17,7 +17,7 @@
 #include <zmq.hpp>
 
 #include "bench/bench.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 #include "common/sgd.h"
 #include "common/shard_map.h"
 

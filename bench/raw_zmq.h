@@ -30,7 +30,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "proto/nereus.pb.h"
 
 namespace nereus {

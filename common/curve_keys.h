@@ -12,8 +12,8 @@
 
 #include <string>
 
+#include "common/base/status.h"
 #include "common/message.h"
-#include "common/status.h"
 #include "common/transport.h"
 
 namespace nereus {

@@ -6,7 +6,7 @@
 #include <sstream>
 #include <utility>
 
-#include "common/enum_names.h"
+#include "common/base/enum_names.h"
 
 namespace nereus {
 

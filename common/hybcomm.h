@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "nereus/hybcomm.h"
 #include "proto/nereus.pb.h"
 

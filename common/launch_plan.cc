@@ -13,7 +13,7 @@
 #include <regex>
 #include <sstream>
 
-#include "common/enum_names.h"
+#include "common/base/enum_names.h"
 
 namespace nereus {
 namespace {

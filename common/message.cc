@@ -3,7 +3,7 @@
 #include <cstring>
 #include <iterator>
 
-#include "common/enum_names.h"
+#include "common/base/enum_names.h"
 
 namespace nereus {
 

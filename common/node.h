@@ -15,10 +15,10 @@
 #include <thread>
 #include <vector>
 
+#include "common/base/mutex.h"
+#include "common/base/status.h"
 #include "common/message.h"
-#include "common/mutex.h"
 #include "common/refusal_log.h"
-#include "common/status.h"
 #include "common/transport.h"
 
 namespace nereus {

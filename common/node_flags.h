@@ -7,8 +7,8 @@
 
 #include <gflags/gflags.h>
 
+#include "common/base/status.h"
 #include "common/node.h"
-#include "common/status.h"
 
 DECLARE_string(coordinator);
 DECLARE_int32(rank);

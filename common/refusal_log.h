@@ -10,7 +10,7 @@
 #include <map>
 #include <string>
 
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 
 namespace nereus {
 

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "common/base/status.h"
 #include "common/message.h"
-#include "common/status.h"
 #include "proto/nereus.pb.h"
 
 namespace nereus {

@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/base/status.h"
 #include "common/sgd_rules.h"
-#include "common/status.h"
 #include "proto/nereus.pb.h"
 
 namespace nereus {

@@ -15,7 +15,7 @@
 
 #include <cmath>
 
-#include "common/host_device.h"
+#include "common/base/host_device.h"
 
 namespace nereus {
 namespace sgd_rules {

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "common/base/status.h"
 #include "common/message.h"
-#include "common/status.h"
 
 namespace nereus {
 

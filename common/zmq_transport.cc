@@ -23,7 +23,7 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 #include "common/refusal_log.h"
 #include "common/transport.h"
 

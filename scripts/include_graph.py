@@ -21,7 +21,7 @@ CUDA stays out of common/, server/ and worker/client/: no file there may
 include a CUDA header (<cuda_runtime.h>, <cublas_v2.h>, <curand.h>, any
 <cuda*.h>, <cu*.h> of the toolkit's libraries, <thrust/...>, <cub/...>) or a
 file of worker/trainer/gpu/, and none may be a .cu/.cuh file; the servers and
-the client library build and run without the toolkit. (common/host_device.h,
+the client library build and run without the toolkit. (common/base/host_device.h,
 which only defines a macro, is how common/ shares arithmetic with GPU code.)
 
 Every header's include guard is NEREUS_ and its path in capitals, '/' and '.'

@@ -3,7 +3,7 @@
 #   scripts/thread_safety.sh [BUILD_DIR]   (default build/, configured by
 #   scripts/build.sh, whose compile_commands.json gives each source's flags)
 # Every product .cc (not tests/, not generated, not .cu) that includes
-# common/mutex.h, directly or through project headers, is compiled with
+# common/base/mutex.h, directly or through project headers, is compiled with
 # clang++ -fsyntax-only -Wthread-safety -Werror=thread-safety and the flags
 # CMake gave it. The code of a CUDA-only .cc (worker/param_sync/cuda_staging.cc)
 # sits behind NEREUS_HAVE_CUDA, so it is analysed only in a build that found
@@ -35,7 +35,7 @@ root, db, cxx, check = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 include = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 memo = {}
 def uses_mutex(path, seen):
-    """Whether `path` includes common/mutex.h through project headers."""
+    """Whether `path` includes common/base/mutex.h through project headers."""
     if path in memo:
         return memo[path]
     if path in seen:
@@ -47,7 +47,7 @@ def uses_mutex(path, seen):
         return False
     found = False
     for inc in include.findall(text):
-        if inc == "common/mutex.h":
+        if inc == "common/base/mutex.h":
             found = True
             break
         for base in (root, os.path.dirname(path)):
@@ -81,7 +81,7 @@ for entry in json.load(open(db)):
     print(rel + "\t" + shlex.join(["cd", entry["directory"]]) + " && " + shlex.join(out + check + [src]))
 EOF
 )
-[ ${#commands[@]} -gt 0 ] || { echo "FAIL: no source in $DB includes common/mutex.h" >&2; exit 1; }
+[ ${#commands[@]} -gt 0 ] || { echo "FAIL: no source in $DB includes common/base/mutex.h" >&2; exit 1; }
 
 echo "== ${#commands[@]} sources with -Wthread-safety"
 start=$SECONDS
@@ -92,7 +92,7 @@ printf '%s\n' "${commands[@]}" | xargs -d '\n' -P "$(nproc)" -I{} bash -c '
   failed=1
 echo "== $((SECONDS - start)) s"
 if [ "$failed" != 0 ]; then
-  echo "FAIL: thread-safety errors above (see common/thread_annotations.h)" >&2
+  echo "FAIL: thread-safety errors above (see common/base/thread_annotations.h)" >&2
   exit 1
 fi
 echo "ok: ${#commands[@]} sources pass -Wthread-safety"

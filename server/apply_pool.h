@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 
 namespace nereus {
 

@@ -19,8 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "common/mutex.h"
-#include "common/status.h"
+#include "common/base/mutex.h"
+#include "common/base/status.h"
 #include "proto/checkpoint.pb.h"
 
 namespace nereus {

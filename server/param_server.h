@@ -28,10 +28,10 @@
 #include <utility>
 #include <vector>
 
+#include "common/base/mutex.h"
+#include "common/base/status.h"
 #include "common/message.h"
-#include "common/mutex.h"
 #include "common/refusal_log.h"
-#include "common/status.h"
 #include "server/apply_pool.h"
 #include "server/checkpoint.h"
 

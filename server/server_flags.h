@@ -6,7 +6,7 @@
 
 #include <gflags/gflags.h>
 
-#include "common/status.h"
+#include "common/base/status.h"
 
 DECLARE_int32(apply_threads);
 

@@ -13,8 +13,8 @@
 #include <iostream>
 #include <thread>
 
+#include "common/base/init_binary.h"
 #include "common/curve_keys.h"
-#include "common/init_binary.h"
 #include "common/node.h"
 #include "common/node_flags.h"
 #include "common/subprocess.h"

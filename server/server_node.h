@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 #include "common/node.h"
 #include "common/refusal_log.h"
 #include "server/checkpoint.h"

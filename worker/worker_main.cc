@@ -11,7 +11,7 @@
 #include <fstream>
 #include <thread>
 
-#include "common/init_binary.h"
+#include "common/base/init_binary.h"
 #include "common/node_flags.h"
 #include "common/sgd.h"
 #include "nereus/client.h"

@@ -41,8 +41,8 @@
 #include <vector>
 
 #include "bench/sim/models.h"
+#include "common/base/status.h"
 #include "common/hybcomm.h"
-#include "common/status.h"
 #include "nereus/client.h"
 
 namespace nereus {

@@ -11,8 +11,8 @@
 #include <cstdio>
 #include <string>
 
-#include "common/init_binary.h"
-#include "common/status.h"
+#include "common/base/init_binary.h"
+#include "common/base/status.h"
 #include "proto/caffe.pb.h"
 #include "worker/trainer/data/db.h"
 #include "worker/trainer/data/idx.h"

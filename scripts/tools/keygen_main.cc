@@ -4,8 +4,8 @@
 
 #include <iostream>
 
+#include "common/base/init_binary.h"
 #include "common/curve_keys.h"
-#include "common/init_binary.h"
 
 DEFINE_int32(servers, 1, "Number of server processes in the job (one key pair each).");
 DEFINE_int32(workers, 1, "Number of worker processes in the job (one key pair each).");

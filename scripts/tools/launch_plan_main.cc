@@ -8,7 +8,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "common/init_binary.h"
+#include "common/base/init_binary.h"
 #include "common/launch_plan.h"
 
 DEFINE_string(hostfile, "", "Hosts to place the job on: one a line, NAME [slots=N] [addr=ADDRESS].");

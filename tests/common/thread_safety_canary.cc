@@ -5,8 +5,8 @@
 // expanded to nothing (not clang, a broken macro) or the warning were off,
 // the expected errors would be missing and the check fails. Not built: only
 // scripts/thread_safety.sh compiles it.
-#include "common/mutex.h"
-#include "common/thread_annotations.h"
+#include "common/base/mutex.h"
+#include "common/base/thread_annotations.h"
 
 namespace nereus {
 

@@ -42,14 +42,14 @@ def guarded(files):
 CLEAN = guarded({
     "proto/nereus.proto": "",
     "common/include/nereus/status.h": "#include <string>\n",
-    "common/status.h": '#include "nereus/status.h"\n#include <glog/logging.h>\n',
-    "common/node.h": '#include "common/status.h"\n#include "proto/nereus.pb.h"\n',
+    "common/base/status.h": '#include "nereus/status.h"\n#include <glog/logging.h>\n',
+    "common/node.h": '#include "common/base/status.h"\n#include "proto/nereus.pb.h"\n',
     "server/param_server.h": '#include "common/node.h"\n',
     "server/server_main.cc": '#include "server/param_server.h"\n',
     "worker/client/include/nereus/client.h": '#include <vector>\n#include "nereus/status.h"\n',
     "worker/client/client.cc": '#include "nereus/client.h"\n#include "worker/client/queues.h"\n',
     "worker/client/queues.h": '#include "common/node.h"\n',
-    "worker/trainer/net.h": '#include "common/status.h"\n#include "worker/trainer/layers/conv.h"\n',
+    "worker/trainer/net.h": '#include "common/base/status.h"\n#include "worker/trainer/layers/conv.h"\n',
     "worker/trainer/layers/conv.h": '#include "worker/trainer/blob.h"\n',
     "worker/trainer/blob.h": "",
     "worker/param_sync/sync.h": '#include "nereus/client.h"\n#include "worker/trainer/net.h"\n',
@@ -59,9 +59,9 @@ CLEAN = guarded({
     "tests/a_test.cc": '#include "bench/bench.h"\n#include "util.h"\n',
     "tests/util.h": "",
     "bench/bench.h": "",
-    "bench/sim/models.h": '#include "common/status.h"\n',
+    "bench/sim/models.h": '#include "common/base/status.h"\n',
     "bench/harness/local_job.h": '#include "bench/sim/models.h"\n#include "server/param_server.h"\n',
-    "scripts/tools/keygen_main.cc": '#include "common/status.h"\n',
+    "scripts/tools/keygen_main.cc": '#include "common/base/status.h"\n',
 })
 
 
@@ -89,13 +89,13 @@ class IncludeGraphTest(unittest.TestCase):
                               "server/, worker/client/; every include guard matches; the public headers stand alone\n")
 
     def test_common_including_the_client_header_fails(self):
-        self.check_fails_with({"common/flags.h": '#include "common/status.h"\n#include "nereus/client.h"\n'}, [
+        self.check_fails_with({"common/flags.h": '#include "common/base/status.h"\n#include "nereus/client.h"\n'}, [
             'common/flags.h:2: includes "nereus/client.h" (worker/client/include/nereus/client.h): '
             "common (floor 1) may not include worker/client (floor 2), a higher floor"])
 
     def test_every_upward_step_is_named(self):
         self.check_fails_with({
-            "proto/extra.h": '#include "common/status.h"\n',
+            "proto/extra.h": '#include "common/base/status.h"\n',
             "worker/trainer/solver.h": '\n#include "worker/param_sync/sync.h"\n',
             "worker/param_sync/more.h": '#include "worker/worker_main.cc"\n',
             "server/coordinator.h": '#include "server/server_main.cc"\n',
@@ -106,7 +106,7 @@ class IncludeGraphTest(unittest.TestCase):
             'bench/more.h:1: includes "tests/util.h": bench (floor 8) may not include tests (floor 9), a higher floor',
             'bench/sim/models2.h:1: includes "bench/harness/local_job.h": bench/sim (floor 6) may not include '
             "bench/harness (floor 7), a higher floor",
-            'proto/extra.h:1: includes "common/status.h": proto (floor 0) may not include common (floor 1), '
+            'proto/extra.h:1: includes "common/base/status.h": proto (floor 0) may not include common (floor 1), '
             "a higher floor",
             'server/coordinator.h:1: includes "server/server_main.cc": server (floor 2) may not include binaries '
             "(floor 5), a higher floor",
@@ -124,7 +124,7 @@ class IncludeGraphTest(unittest.TestCase):
             "on floor 2 and may not include each other"])
 
     def test_file_on_no_floor_fails(self):
-        self.check_fails_with({"tools/x.cc": '#include "common/status.h"\n'}, [
+        self.check_fails_with({"tools/x.cc": '#include "common/base/status.h"\n'}, [
             "tools/x.cc: on no floor (add its folder to FLOORS in scripts/include_graph.py)"])
 
     def test_include_guard_must_match_the_path(self):
@@ -153,7 +153,7 @@ class IncludeGraphTest(unittest.TestCase):
         files.update(guarded({
             "worker/client/include/nereus/client.h":
                 '#include <vector>\n#include "nereus/status.h"\n#include "nereus/options.h"\n'
-                '#include "common/status.h"\n#include <glog/logging.h>\n#include "proto/nereus.pb.h"\n'
+                '#include "common/base/status.h"\n#include <glog/logging.h>\n#include "proto/nereus.pb.h"\n'
                 '#include <zmq.h>\n#include "nereus/missing.h"\n',
             "worker/client/include/nereus/options.h": "#include <cstdint>\n",
         }))
@@ -162,7 +162,7 @@ class IncludeGraphTest(unittest.TestCase):
         self.assertEqual(out.splitlines(), [
             'worker/client/include/nereus/client.h:%d: a public header includes %s: only public headers '
             '("nereus/...") and the standard library may be included there' % (n, what)
-            for n, what in [(4, '"common/status.h"'), (5, "<glog/logging.h>"), (6, '"proto/nereus.pb.h"'),
+            for n, what in [(4, '"common/base/status.h"'), (5, "<glog/logging.h>"), (6, '"proto/nereus.pb.h"'),
                             (7, "<zmq.h>"), (8, '"nereus/missing.h"')]])
         self.assertIn("5 include(s) of public headers that do not stand alone", err)
         self.assertNotIn("break the floors", err)
@@ -193,8 +193,8 @@ class IncludeGraphTest(unittest.TestCase):
             "worker/trainer/gpu/device.cc": "#include <cuda_runtime.h>\n#include <cublas_v2.h>\n",
             "worker/trainer/layers/relu.cu": '#include "worker/trainer/gpu/device.h"\n',
             "worker/trainer/gpu/device.h": "",
-            "common/host_device.h": "",
-            "common/rules.h": '#include "common/host_device.h"\n',
+            "common/base/host_device.h": "",
+            "common/rules.h": '#include "common/base/host_device.h"\n',
         }))
         rc, out, err = self.run_script(files, "--check")
         self.assertEqual(rc, 1, out + err)

@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "common/base/mutex.h"
 #include "common/compute_rates.h"
 #include "common/curve_keys.h"
 #include "common/hybcomm.h"
-#include "common/mutex.h"
 #include "common/node.h"
 #include "worker/client/factor_exchange.h"
 #include "worker/client/handle_state.h"

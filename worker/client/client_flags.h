@@ -9,8 +9,8 @@
 
 #include <gflags/gflags.h>
 
+#include "common/base/status.h"
 #include "common/node_flags.h"
-#include "common/status.h"
 #include "nereus/client.h"
 
 DECLARE_string(schedule);

@@ -13,10 +13,10 @@
 #include <thread>
 #include <vector>
 
+#include "common/base/mutex.h"
+#include "common/base/status.h"
 #include "common/message.h"
-#include "common/mutex.h"
 #include "common/sfb.h"
-#include "common/status.h"
 #include "nereus/client.h"
 #include "worker/client/handle_state.h"
 #include "worker/client/request_table.h"

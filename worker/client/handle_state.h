@@ -8,7 +8,7 @@
 #include <memory>
 #include <utility>
 
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 #include "nereus/client.h"
 
 namespace nereus {

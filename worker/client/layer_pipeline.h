@@ -6,7 +6,7 @@
 #include <map>
 #include <vector>
 
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 #include "nereus/client.h"
 #include "worker/client/factor_exchange.h"
 #include "worker/client/merge_profiler.h"

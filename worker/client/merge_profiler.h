@@ -6,8 +6,8 @@
 #include <map>
 #include <vector>
 
+#include "common/base/status.h"
 #include "common/node.h"
-#include "common/status.h"
 #include "worker/client/merge_plan.h"
 #include "worker/client/request_table.h"
 

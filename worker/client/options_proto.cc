@@ -4,7 +4,7 @@
 
 #include <iterator>
 
-#include "common/enum_names.h"
+#include "common/base/enum_names.h"
 
 namespace nereus {
 

@@ -8,7 +8,7 @@
 #include <queue>
 #include <vector>
 
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 
 namespace nereus {
 

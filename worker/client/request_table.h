@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "common/mutex.h"
-#include "common/status.h"
+#include "common/base/mutex.h"
+#include "common/base/status.h"
 #include "worker/client/handle_state.h"
 
 namespace nereus {

@@ -6,9 +6,9 @@
 #include <memory>
 #include <vector>
 
-#include "common/mutex.h"
+#include "common/base/mutex.h"
+#include "common/base/status.h"
 #include "common/shard_map.h"
-#include "common/status.h"
 #include "nereus/client.h"
 
 namespace nereus {

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "common/enum_names.h"
+#include "common/base/enum_names.h"
 
 namespace nereus {
 

@@ -66,8 +66,8 @@
 #include <string>
 #include <vector>
 
-#include "common/mutex.h"
-#include "common/status.h"
+#include "common/base/mutex.h"
+#include "common/base/status.h"
 #include "nereus/client.h"
 #include "worker/param_sync/device_staging.h"
 #include "worker/param_sync/staged_factors.h"

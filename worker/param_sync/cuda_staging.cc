@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 #include "worker/client/timeline.h"
 #include "worker/trainer/gpu/cuda_check.h"
 #endif

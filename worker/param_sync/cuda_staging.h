@@ -24,7 +24,7 @@
 
 #include <memory>
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "worker/param_sync/device_staging.h"
 #include "worker/trainer/gpu/device.h"
 

@@ -28,7 +28,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 #include "worker/param_sync/device_staging.h"
 
 namespace nereus {

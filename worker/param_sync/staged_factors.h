@@ -47,8 +47,8 @@
 #include <string>
 #include <vector>
 
+#include "common/base/status.h"
 #include "common/sfb.h"
-#include "common/status.h"
 #include "nereus/client.h"
 #include "proto/nereus.pb.h"
 #include "worker/param_sync/device_staging.h"

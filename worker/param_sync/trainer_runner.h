@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "nereus/client.h"
 #include "worker/param_sync/device_staging.h"
 #include "worker/trainer/gpu/device.h"

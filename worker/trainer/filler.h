@@ -16,7 +16,7 @@
 #include <memory>
 #include <random>
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "proto/caffe.pb.h"
 #include "worker/trainer/blob.h"
 

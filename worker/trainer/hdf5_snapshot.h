@@ -23,7 +23,7 @@
 
 #include <string>
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "proto/caffe.pb.h"
 #include "worker/trainer/net.h"
 

@@ -36,7 +36,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "proto/caffe.pb.h"
 #include "worker/trainer/blob.h"
 #include "worker/trainer/gpu/device.h"

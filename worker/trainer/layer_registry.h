@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "proto/caffe.pb.h"
 #include "worker/trainer/layer.h"
 

@@ -8,7 +8,7 @@
 
 #include <cmath>
 
-#include "common/host_device.h"
+#include "common/base/host_device.h"
 
 namespace nereus {
 namespace ops {

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "proto/nereus.pb.h"
 #include "worker/trainer/blob.h"
 

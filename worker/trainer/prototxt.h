@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "proto/caffe.pb.h"
 
 namespace nereus {

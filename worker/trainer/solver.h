@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "proto/caffe.pb.h"
 #include "proto/nereus.pb.h"
 #include "worker/trainer/gpu/device.h"

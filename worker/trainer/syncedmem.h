@@ -24,7 +24,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace nereus {
 namespace gpu {

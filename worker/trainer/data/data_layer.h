@@ -57,8 +57,8 @@
 #include <thread>
 #include <vector>
 
-#include "common/mutex.h"
-#include "common/status.h"
+#include "common/base/mutex.h"
+#include "common/base/status.h"
 #include "proto/caffe.pb.h"
 #include "worker/trainer/data/data_transformer.h"
 #include "worker/trainer/data/db.h"

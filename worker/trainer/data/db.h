@@ -27,7 +27,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/status.h"
+#include "common/base/status.h"
 
 struct MDB_env;
 struct MDB_txn;

@@ -45,8 +45,8 @@
 #include <memory>
 #include <string>
 
-#include "common/mutex.h"
-#include "common/status.h"
+#include "common/base/mutex.h"
+#include "common/base/status.h"
 #include "worker/trainer/gpu/device_memory.h"
 
 // The CUDA libraries' handle types, declared as they do (cudaStream_t is

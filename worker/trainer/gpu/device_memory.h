@@ -26,7 +26,7 @@
 #include <memory>
 #include <string>
 
-#include "common/status.h"
+#include "common/base/status.h"
 
 struct CUstream_st;
 

@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/host_device.h"
+#include "common/base/host_device.h"
 #include "worker/trainer/gpu/cuda_check.h"
 #include "worker/trainer/gpu/device.h"
 

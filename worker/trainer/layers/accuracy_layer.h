@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "common/host_device.h"
+#include "common/base/host_device.h"
 #include "worker/trainer/layer.h"
 #include "worker/trainer/syncedmem.h"
 

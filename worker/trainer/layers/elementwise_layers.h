@@ -20,7 +20,7 @@
 
 #include <vector>
 
-#include "common/host_device.h"
+#include "common/base/host_device.h"
 #include "worker/trainer/blob.h"
 #include "worker/trainer/layers/neuron_layers.h"
 #include "worker/trainer/math_ops.h"

@@ -11,7 +11,7 @@
 #ifndef NEREUS_WORKER_TRAINER_LAYERS_IM2COL_H_
 #define NEREUS_WORKER_TRAINER_LAYERS_IM2COL_H_
 
-#include "common/host_device.h"
+#include "common/base/host_device.h"
 
 namespace nereus {
 namespace gpu {

@@ -12,7 +12,7 @@
 
 #include <vector>
 
-#include "common/host_device.h"
+#include "common/base/host_device.h"
 #include "worker/trainer/layer.h"
 #include "worker/trainer/math_ops.h"
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "common/host_device.h"
+#include "common/base/host_device.h"
 #include "worker/trainer/blob_math.h"
 #include "worker/trainer/layer.h"
 #include "worker/trainer/layers/layer_check.h"

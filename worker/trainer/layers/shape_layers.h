@@ -20,7 +20,7 @@
 
 #include <vector>
 
-#include "common/host_device.h"
+#include "common/base/host_device.h"
 #include "worker/trainer/layer.h"
 
 namespace nereus {

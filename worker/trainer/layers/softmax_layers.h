@@ -19,7 +19,7 @@
 #include <memory>
 #include <vector>
 
-#include "common/host_device.h"
+#include "common/base/host_device.h"
 #include "worker/trainer/layer.h"
 #include "worker/trainer/math_ops.h"
 #include "worker/trainer/syncedmem.h"

@@ -1,7 +1,7 @@
 // InitBinary: the first lines of every binary's main. Linked into binaries
 // only (nereus_init_binary), as gflags may be used nowhere else.
-#ifndef NEREUS_COMMON_INIT_BINARY_H_
-#define NEREUS_COMMON_INIT_BINARY_H_
+#ifndef NEREUS_COMMON_BASE_INIT_BINARY_H_
+#define NEREUS_COMMON_BASE_INIT_BINARY_H_
 
 namespace nereus {
 
@@ -12,4 +12,4 @@ void InitBinary(const char* usage, int* argc, char*** argv);
 
 }  // namespace nereus
 
-#endif  // NEREUS_COMMON_INIT_BINARY_H_
+#endif  // NEREUS_COMMON_BASE_INIT_BINARY_H_

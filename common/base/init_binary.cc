@@ -1,4 +1,4 @@
-#include "common/init_binary.h"
+#include "common/base/init_binary.h"
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>

@@ -1,7 +1,7 @@
 // NameOf: an enum value's name from a table of names in the enum's order,
 // for the XxxName() functions that print options, roles and states.
-#ifndef NEREUS_COMMON_ENUM_NAMES_H_
-#define NEREUS_COMMON_ENUM_NAMES_H_
+#ifndef NEREUS_COMMON_BASE_ENUM_NAMES_H_
+#define NEREUS_COMMON_BASE_ENUM_NAMES_H_
 
 #include <cstddef>
 
@@ -18,4 +18,4 @@ constexpr const char* NameOf(E value, const char* const (&names)[N], const char*
 
 }  // namespace nereus
 
-#endif  // NEREUS_COMMON_ENUM_NAMES_H_
+#endif  // NEREUS_COMMON_BASE_ENUM_NAMES_H_

@@ -1,9 +1,9 @@
-#include "common/status.h"
+#include "common/base/status.h"
 
 #include <cstdlib>
 #include <iterator>
 
-#include "common/enum_names.h"
+#include "common/base/enum_names.h"
 
 namespace nereus {
 

@@ -10,8 +10,8 @@
 // This header includes nothing: common/ and server/ stay free of CUDA at
 // compile time (scripts/include_graph.py checks it). It lives in common/, the
 // lowest floor that needs it; worker/trainer/gpu/ uses it too.
-#ifndef NEREUS_COMMON_HOST_DEVICE_H_
-#define NEREUS_COMMON_HOST_DEVICE_H_
+#ifndef NEREUS_COMMON_BASE_HOST_DEVICE_H_
+#define NEREUS_COMMON_BASE_HOST_DEVICE_H_
 
 #ifdef __CUDACC__
 #define NEREUS_HOST_DEVICE __host__ __device__
@@ -26,4 +26,4 @@
 #define NEREUS_DEVICE_PASS 0
 #endif
 
-#endif  // NEREUS_COMMON_HOST_DEVICE_H_
+#endif  // NEREUS_COMMON_BASE_HOST_DEVICE_H_

@@ -2,8 +2,8 @@
 // (nereus/status.h, which a user of the client library sees) plus what only
 // the library uses, the early-return macros, and glog, whose CHECKs guard our
 // own invariants (a broken one is never a Status).
-#ifndef NEREUS_COMMON_STATUS_H_
-#define NEREUS_COMMON_STATUS_H_
+#ifndef NEREUS_COMMON_BASE_STATUS_H_
+#define NEREUS_COMMON_BASE_STATUS_H_
 
 #include <glog/logging.h>
 
@@ -29,4 +29,4 @@
 // ASSIGN_OR_RETURN(auto x, Foo()) declares x from a StatusOr or returns its error.
 #define ASSIGN_OR_RETURN(lhs, expr) ASSIGN_OR_RETURN_IMPL(NEREUS_CONCAT(_status_or_, __LINE__), lhs, expr)
 
-#endif  // NEREUS_COMMON_STATUS_H_
+#endif  // NEREUS_COMMON_BASE_STATUS_H_

@@ -1,5 +1,5 @@
 // Mutex, MutexLock and CondVar: std::mutex and std::condition_variable with
-// clang's thread-safety annotations (common/thread_annotations.h), after
+// clang's thread-safety annotations (common/base/thread_annotations.h), after
 // leveldb's port::Mutex/CondVar and absl::Mutex. libstdc++'s types carry no
 // annotations, so members guarded by a std::mutex cannot be checked; guarded
 // by a nereus::Mutex they are (scripts/thread_safety.sh).
@@ -21,14 +21,14 @@
 // Waits are written as loops on the condition, not with a predicate lambda:
 // the analysis checks a lambda's body as a function of its own, which does not
 // hold the mutex.
-#ifndef NEREUS_COMMON_MUTEX_H_
-#define NEREUS_COMMON_MUTEX_H_
+#ifndef NEREUS_COMMON_BASE_MUTEX_H_
+#define NEREUS_COMMON_BASE_MUTEX_H_
 
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 
-#include "common/thread_annotations.h"
+#include "common/base/thread_annotations.h"
 
 namespace nereus {
 
@@ -110,4 +110,4 @@ class CondVar {
 
 }  // namespace nereus
 
-#endif  // NEREUS_COMMON_MUTEX_H_
+#endif  // NEREUS_COMMON_BASE_MUTEX_H_

@@ -9,11 +9,11 @@
 // other projects' headers too (leveldb, Chromium, older abseil), and a
 // dependency that brings such a header in must not redefine ours.
 //
-// Only nereus::Mutex (common/mutex.h) is annotated as a capability;
+// Only nereus::Mutex (common/base/mutex.h) is annotated as a capability;
 // libstdc++'s std::mutex is not, so members guarded by a std::mutex cannot be
 // checked.
-#ifndef NEREUS_COMMON_THREAD_ANNOTATIONS_H_
-#define NEREUS_COMMON_THREAD_ANNOTATIONS_H_
+#ifndef NEREUS_COMMON_BASE_THREAD_ANNOTATIONS_H_
+#define NEREUS_COMMON_BASE_THREAD_ANNOTATIONS_H_
 
 #if defined(__clang__)
 #define NEREUS_THREAD_ANNOTATION_(x) __attribute__((x))
@@ -64,4 +64,4 @@
 // On a function: not analysed. Say why wherever it is used.
 #define NEREUS_NO_THREAD_SAFETY_ANALYSIS NEREUS_THREAD_ANNOTATION_(no_thread_safety_analysis)
 
-#endif  // NEREUS_COMMON_THREAD_ANNOTATIONS_H_
+#endif  // NEREUS_COMMON_BASE_THREAD_ANNOTATIONS_H_
