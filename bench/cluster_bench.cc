@@ -27,7 +27,7 @@
 #include "bench/harness/emulated_worker.h"
 #include "bench/harness/netns.h"
 #include "bench/sim/models.h"
-#include "common/node_flags.h"
+#include "common/net/node_flags.h"
 #include "common/subprocess.h"
 #include "server/server_flags.h"
 #include "worker/client/client_flags.h"

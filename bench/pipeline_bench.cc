@@ -21,7 +21,7 @@
 #include "bench/sim/models.h"
 #include "common/compute_rates.h"
 #include "common/hybcomm.h"
-#include "common/node_flags.h"
+#include "common/net/node_flags.h"
 #include "server/server_flags.h"
 #include "worker/client/client_flags.h"
 #include "worker/client/timeline.h"

@@ -18,8 +18,8 @@
 
 #include "bench/bench.h"
 #include "common/base/mutex.h"
+#include "common/net/shard_map.h"
 #include "common/sgd.h"
-#include "common/shard_map.h"
 
 namespace nereus {
 namespace bench {

@@ -19,7 +19,7 @@
 #include "bench/harness/local_job.h"
 #include "bench/harness/watchdog.h"
 #include "bench/raw_zmq.h"
-#include "common/curve_keys.h"
+#include "common/net/curve_keys.h"
 #include "server/server_flags.h"
 #include "worker/client/options_proto.h"
 

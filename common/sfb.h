@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "common/base/status.h"
-#include "common/message.h"
+#include "common/net/message.h"
 #include "proto/nereus.pb.h"
 
 namespace nereus {

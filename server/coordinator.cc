@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "common/node.h"
+#include "common/net/node.h"
 #include "server/checkpoint.h"
 
 namespace nereus {

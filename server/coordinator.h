@@ -32,9 +32,9 @@
 
 #include "common/base/mutex.h"
 #include "common/base/status.h"
-#include "common/message.h"
-#include "common/refusal_log.h"
-#include "common/transport.h"
+#include "common/net/message.h"
+#include "common/net/refusal_log.h"
+#include "common/net/transport.h"
 #include "proto/checkpoint.pb.h"
 
 namespace nereus {

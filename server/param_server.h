@@ -30,8 +30,8 @@
 
 #include "common/base/mutex.h"
 #include "common/base/status.h"
-#include "common/message.h"
-#include "common/refusal_log.h"
+#include "common/net/message.h"
+#include "common/net/refusal_log.h"
 #include "server/apply_pool.h"
 #include "server/checkpoint.h"
 

@@ -14,9 +14,9 @@
 #include <thread>
 
 #include "common/base/init_binary.h"
-#include "common/curve_keys.h"
-#include "common/node.h"
-#include "common/node_flags.h"
+#include "common/net/curve_keys.h"
+#include "common/net/node.h"
+#include "common/net/node_flags.h"
 #include "common/subprocess.h"
 #include "server/coordinator.h"
 #include "server/server_flags.h"

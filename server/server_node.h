@@ -10,8 +10,8 @@
 #include <string>
 
 #include "common/base/mutex.h"
-#include "common/node.h"
-#include "common/refusal_log.h"
+#include "common/net/node.h"
+#include "common/net/refusal_log.h"
 #include "server/checkpoint.h"
 #include "server/param_server.h"
 

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "common/node_flags.h"
+#include "common/net/node_flags.h"
 #include "worker/client/client_flags.h"
 #include "worker/param_sync/trainer_runner.h"
 #include "worker/trainer/gpu/device.h"

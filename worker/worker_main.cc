@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "common/base/init_binary.h"
-#include "common/node_flags.h"
+#include "common/net/node_flags.h"
 #include "common/sgd.h"
 #include "nereus/client.h"
 #include "worker/client/client_flags.h"

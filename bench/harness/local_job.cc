@@ -1,6 +1,6 @@
 #include "bench/harness/local_job.h"
 
-#include "common/curve_keys.h"
+#include "common/net/curve_keys.h"
 
 namespace nereus {
 namespace bench {

@@ -7,7 +7,7 @@
 #include <queue>
 #include <tuple>
 
-#include "common/shard_map.h"
+#include "common/net/shard_map.h"
 
 namespace nereus {
 namespace bench {

@@ -43,12 +43,12 @@ CLEAN = guarded({
     "proto/nereus.proto": "",
     "common/include/nereus/status.h": "#include <string>\n",
     "common/base/status.h": '#include "nereus/status.h"\n#include <glog/logging.h>\n',
-    "common/node.h": '#include "common/base/status.h"\n#include "proto/nereus.pb.h"\n',
-    "server/param_server.h": '#include "common/node.h"\n',
+    "common/net/node.h": '#include "common/base/status.h"\n#include "proto/nereus.pb.h"\n',
+    "server/param_server.h": '#include "common/net/node.h"\n',
     "server/server_main.cc": '#include "server/param_server.h"\n',
     "worker/client/include/nereus/client.h": '#include <vector>\n#include "nereus/status.h"\n',
     "worker/client/client.cc": '#include "nereus/client.h"\n#include "worker/client/queues.h"\n',
-    "worker/client/queues.h": '#include "common/node.h"\n',
+    "worker/client/queues.h": '#include "common/net/node.h"\n',
     "worker/trainer/net.h": '#include "common/base/status.h"\n#include "worker/trainer/layers/conv.h"\n',
     "worker/trainer/layers/conv.h": '#include "worker/trainer/blob.h"\n',
     "worker/trainer/blob.h": "",
@@ -61,7 +61,7 @@ CLEAN = guarded({
     "bench/bench.h": "",
     "bench/sim/models.h": '#include "common/base/status.h"\n',
     "bench/harness/local_job.h": '#include "bench/sim/models.h"\n#include "server/param_server.h"\n',
-    "scripts/tools/keygen_main.cc": '#include "common/base/status.h"\n',
+    "common/net/keygen_main.cc": '#include "common/base/status.h"\n',
 })
 
 

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/node.h"
+#include "common/net/node.h"
 #include "server/coordinator.h"
 
 namespace nereus {

@@ -8,7 +8,7 @@
 #include <deque>
 #include <mutex>
 
-#include "common/node.h"
+#include "common/net/node.h"
 #include "nereus/client.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/process_util.h"

@@ -1,6 +1,6 @@
 // libFuzzer target: the bytes a peer sends, as the server sees them. Each
 // input is a sequence of multipart messages, each decoded by DecodeMessage
-// (common/message.cc) and handed, decoded or not, to a ParamServer
+// (common/net/message.cc) and handed, decoded or not, to a ParamServer
 // (server/param_server.cc) that already holds two initialized partitions; every
 // reply it makes is encoded as the transport would. Built with ASan and
 // UBSan by scripts/fuzz.sh; any crash, leak or sanitizer report fails it.
@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "common/message.h"
+#include "common/net/message.h"
 #include "server/param_server.h"
 
 namespace nereus {

@@ -14,7 +14,7 @@
 #include <mutex>
 #include <thread>
 
-#include "common/transport.h"
+#include "common/net/transport.h"
 #include "tests/support/fixtures.h"
 
 namespace nereus {

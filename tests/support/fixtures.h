@@ -22,8 +22,8 @@
 #include <utility>
 #include <vector>
 
-#include "common/message.h"
-#include "common/node.h"
+#include "common/net/message.h"
+#include "common/net/node.h"
 #include "nereus/options.h"
 #include "proto/nereus.pb.h"
 #include "server/param_server.h"

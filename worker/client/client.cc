@@ -8,7 +8,7 @@
 //   MergeProfiler   MG-WFBP timing and groups     (merge_profiler.h)
 //   ReplyRouter     replies -> handles            (reply_router.h)
 //   FactorExchange  sufficient factors among the workers (factor_exchange.h)
-// and the Node (common/node.h) for membership, barriers and the transport.
+// and the Node (common/net/node.h) for membership, barriers and the transport.
 #include "nereus/client.h"
 
 #include <algorithm>
@@ -19,9 +19,9 @@
 
 #include "common/base/mutex.h"
 #include "common/compute_rates.h"
-#include "common/curve_keys.h"
 #include "common/hybcomm.h"
-#include "common/node.h"
+#include "common/net/curve_keys.h"
+#include "common/net/node.h"
 #include "worker/client/factor_exchange.h"
 #include "worker/client/handle_state.h"
 #include "worker/client/layer_pipeline.h"

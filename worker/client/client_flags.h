@@ -3,14 +3,14 @@
 // --sfb_update_gbytes, --sfb_apply_gbytes) and ClientOptionsFromFlags, for the binaries
 // that make a Client (nereus_worker, nereus_bench). Linked only into
 // binaries, never into the libraries; the node flags they build on are in
-// common/node_flags.h.
+// common/net/node_flags.h.
 #ifndef NEREUS_WORKER_CLIENT_CLIENT_FLAGS_H_
 #define NEREUS_WORKER_CLIENT_CLIENT_FLAGS_H_
 
 #include <gflags/gflags.h>
 
 #include "common/base/status.h"
-#include "common/node_flags.h"
+#include "common/net/node_flags.h"
 #include "nereus/client.h"
 
 DECLARE_string(schedule);

@@ -15,7 +15,7 @@
 
 #include "common/base/mutex.h"
 #include "common/base/status.h"
-#include "common/message.h"
+#include "common/net/message.h"
 #include "common/sfb.h"
 #include "nereus/client.h"
 #include "worker/client/handle_state.h"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "common/base/status.h"
-#include "common/node.h"
+#include "common/net/node.h"
 #include "worker/client/merge_plan.h"
 #include "worker/client/request_table.h"
 

@@ -6,8 +6,8 @@
 #include <map>
 #include <vector>
 
-#include "common/message.h"
-#include "common/node.h"
+#include "common/net/message.h"
+#include "common/net/node.h"
 #include "worker/client/factor_exchange.h"
 #include "worker/client/request_table.h"
 #include "worker/client/server_queues.h"

@@ -7,8 +7,8 @@
 #include <memory>
 #include <vector>
 
-#include "common/message.h"
-#include "common/node.h"
+#include "common/net/message.h"
+#include "common/net/node.h"
 #include "nereus/client.h"
 #include "worker/client/priority_scheduler.h"
 #include "worker/client/request_table.h"

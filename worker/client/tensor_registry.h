@@ -8,7 +8,7 @@
 
 #include "common/base/mutex.h"
 #include "common/base/status.h"
-#include "common/shard_map.h"
+#include "common/net/shard_map.h"
 #include "nereus/client.h"
 
 namespace nereus {

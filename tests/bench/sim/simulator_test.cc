@@ -13,7 +13,7 @@
 #include <limits>
 
 #include "bench/harness/emulated_worker.h"
-#include "common/shard_map.h"
+#include "common/net/shard_map.h"
 
 namespace nereus {
 namespace bench {

@@ -1,6 +1,6 @@
 // ShardMap: how tensors are cut into partitions and spread over server shards.
-#ifndef NEREUS_COMMON_SHARD_MAP_H_
-#define NEREUS_COMMON_SHARD_MAP_H_
+#ifndef NEREUS_COMMON_NET_SHARD_MAP_H_
+#define NEREUS_COMMON_NET_SHARD_MAP_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -49,4 +49,4 @@ class ShardMap {
 
 }  // namespace nereus
 
-#endif  // NEREUS_COMMON_SHARD_MAP_H_
+#endif  // NEREUS_COMMON_NET_SHARD_MAP_H_

@@ -1,4 +1,4 @@
-#include "common/node.h"
+#include "common/net/node.h"
 
 #include <algorithm>
 #include <sstream>

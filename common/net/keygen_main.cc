@@ -1,11 +1,11 @@
-// nereus_keygen: makes the CURVE key files of a job (see common/curve_keys.h).
+// nereus_keygen: makes the CURVE key files of a job (see common/net/curve_keys.h).
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
 #include <iostream>
 
 #include "common/base/init_binary.h"
-#include "common/curve_keys.h"
+#include "common/net/curve_keys.h"
 
 DEFINE_int32(servers, 1, "Number of server processes in the job (one key pair each).");
 DEFINE_int32(workers, 1, "Number of worker processes in the job (one key pair each).");

@@ -2,8 +2,8 @@
 // Each peer gets at most one line per interval; the next line says how many
 // refusals were not logged in between. Peers are named escaped (a routing
 // identity is whatever bytes the peer chose).
-#ifndef NEREUS_COMMON_REFUSAL_LOG_H_
-#define NEREUS_COMMON_REFUSAL_LOG_H_
+#ifndef NEREUS_COMMON_NET_REFUSAL_LOG_H_
+#define NEREUS_COMMON_NET_REFUSAL_LOG_H_
 
 #include <chrono>
 #include <cstdint>
@@ -52,4 +52,4 @@ class RefusalLog {
 
 }  // namespace nereus
 
-#endif  // NEREUS_COMMON_REFUSAL_LOG_H_
+#endif  // NEREUS_COMMON_NET_REFUSAL_LOG_H_

@@ -1,4 +1,4 @@
-#include "common/message.h"
+#include "common/net/message.h"
 
 #include <gtest/gtest.h>
 

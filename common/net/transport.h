@@ -1,7 +1,7 @@
 // Transport: moves Messages between nodes. Server and client logic only see
 // this interface; ZeroMQ lives behind it in zmq_transport.cc.
-#ifndef NEREUS_COMMON_TRANSPORT_H_
-#define NEREUS_COMMON_TRANSPORT_H_
+#ifndef NEREUS_COMMON_NET_TRANSPORT_H_
+#define NEREUS_COMMON_NET_TRANSPORT_H_
 
 #include <cstdint>
 #include <functional>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/base/status.h"
-#include "common/message.h"
+#include "common/net/message.h"
 
 namespace nereus {
 
@@ -65,7 +65,7 @@ class Transport {
 };
 
 // ZeroMQ CURVE keys of a job (z85 text, 40 characters each; see
-// common/curve_keys.h for where they come from). Every node's receiving socket
+// common/net/curve_keys.h for where they come from). Every node's receiving socket
 // serves with the job's key pair; every node connects with its own pair, and
 // a ZAP handler admits only the public keys in `members`.
 struct CurveKeys {
@@ -96,4 +96,4 @@ std::unique_ptr<Transport> NewZmqTransport(const ZmqTransportOptions& options);
 
 }  // namespace nereus
 
-#endif  // NEREUS_COMMON_TRANSPORT_H_
+#endif  // NEREUS_COMMON_NET_TRANSPORT_H_

@@ -1,4 +1,4 @@
-#include "common/shard_map.h"
+#include "common/net/shard_map.h"
 
 #include <gtest/gtest.h>
 

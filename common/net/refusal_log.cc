@@ -1,4 +1,4 @@
-#include "common/refusal_log.h"
+#include "common/net/refusal_log.h"
 
 #include <glog/logging.h>
 

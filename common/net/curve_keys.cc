@@ -1,4 +1,4 @@
-#include "common/curve_keys.h"
+#include "common/net/curve_keys.h"
 
 #include <dirent.h>
 #include <fcntl.h>

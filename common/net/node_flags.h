@@ -2,13 +2,13 @@
 // worker, bench), defined once so their names and meanings agree. Linked only
 // into binaries, never into the libraries. The worker's scheduling flags are
 // in worker/client/client_flags.h.
-#ifndef NEREUS_COMMON_NODE_FLAGS_H_
-#define NEREUS_COMMON_NODE_FLAGS_H_
+#ifndef NEREUS_COMMON_NET_NODE_FLAGS_H_
+#define NEREUS_COMMON_NET_NODE_FLAGS_H_
 
 #include <gflags/gflags.h>
 
 #include "common/base/status.h"
-#include "common/node.h"
+#include "common/net/node.h"
 
 DECLARE_string(coordinator);
 DECLARE_int32(rank);
@@ -26,4 +26,4 @@ StatusOr<NodeOptions> NodeOptionsFromFlags(pb::Role role);
 
 }  // namespace nereus
 
-#endif  // NEREUS_COMMON_NODE_FLAGS_H_
+#endif  // NEREUS_COMMON_NET_NODE_FLAGS_H_

@@ -1,6 +1,6 @@
-#include "common/node_flags.h"
+#include "common/net/node_flags.h"
 
-#include "common/curve_keys.h"
+#include "common/net/curve_keys.h"
 
 DEFINE_string(coordinator, "127.0.0.1:7000",
               "host:port of the job's coordinator. The coordinator listens there; servers and workers register there.");

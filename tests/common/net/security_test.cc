@@ -19,10 +19,10 @@
 #include <sstream>
 #include <zmq.hpp>
 
-#include "common/curve_keys.h"
-#include "common/node.h"
-#include "common/refusal_log.h"
-#include "common/transport.h"
+#include "common/net/curve_keys.h"
+#include "common/net/node.h"
+#include "common/net/refusal_log.h"
+#include "common/net/transport.h"
 #include "server/param_server.h"
 #include "tests/support/bytes_equal.h"
 #include "tests/support/fixtures.h"

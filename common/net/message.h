@@ -1,6 +1,6 @@
 // Message: a protobuf header plus payload frames that travel without copies.
-#ifndef NEREUS_COMMON_MESSAGE_H_
-#define NEREUS_COMMON_MESSAGE_H_
+#ifndef NEREUS_COMMON_NET_MESSAGE_H_
+#define NEREUS_COMMON_NET_MESSAGE_H_
 
 #include <cstddef>
 #include <memory>
@@ -77,4 +77,4 @@ std::string NodeName(pb::Role role, int rank);
 
 }  // namespace nereus
 
-#endif  // NEREUS_COMMON_MESSAGE_H_
+#endif  // NEREUS_COMMON_NET_MESSAGE_H_

@@ -24,8 +24,8 @@
 #include <zmq.hpp>
 
 #include "common/base/mutex.h"
-#include "common/refusal_log.h"
-#include "common/transport.h"
+#include "common/net/refusal_log.h"
+#include "common/net/transport.h"
 
 namespace nereus {
 namespace {

@@ -7,14 +7,14 @@
 //                                      connects with it, and the job admits
 //                                      exactly the NAME.public keys in DIR.
 // Keys are z85 text (40 characters) on one line; secrets are mode 0600.
-#ifndef NEREUS_COMMON_CURVE_KEYS_H_
-#define NEREUS_COMMON_CURVE_KEYS_H_
+#ifndef NEREUS_COMMON_NET_CURVE_KEYS_H_
+#define NEREUS_COMMON_NET_CURVE_KEYS_H_
 
 #include <string>
 
 #include "common/base/status.h"
-#include "common/message.h"
-#include "common/transport.h"
+#include "common/net/message.h"
+#include "common/net/transport.h"
 
 namespace nereus {
 
@@ -32,4 +32,4 @@ StatusOr<CurveKeys> LoadCurveKeys(const std::string& dir, const std::string& nam
 
 }  // namespace nereus
 
-#endif  // NEREUS_COMMON_CURVE_KEYS_H_
+#endif  // NEREUS_COMMON_NET_CURVE_KEYS_H_

@@ -4,8 +4,8 @@
 // turns an ABORT (or a silent coordinator) into an error for its owner. A
 // coordinator that falls silent is waited for (and the wait logged) up to the
 // job's heartbeat timeout: a restarted one takes the job back with a ROLLBACK.
-#ifndef NEREUS_COMMON_NODE_H_
-#define NEREUS_COMMON_NODE_H_
+#ifndef NEREUS_COMMON_NET_NODE_H_
+#define NEREUS_COMMON_NET_NODE_H_
 
 #include <chrono>
 #include <functional>
@@ -17,9 +17,9 @@
 
 #include "common/base/mutex.h"
 #include "common/base/status.h"
-#include "common/message.h"
-#include "common/refusal_log.h"
-#include "common/transport.h"
+#include "common/net/message.h"
+#include "common/net/refusal_log.h"
+#include "common/net/transport.h"
 
 namespace nereus {
 
@@ -144,4 +144,4 @@ class Node {
 
 }  // namespace nereus
 
-#endif  // NEREUS_COMMON_NODE_H_
+#endif  // NEREUS_COMMON_NET_NODE_H_
