@@ -7,7 +7,7 @@
 # clang++ -fsyntax-only -Wthread-safety -Werror=thread-safety and the flags
 # CMake gave it. The code of a CUDA-only .cc (worker/param_sync/cuda_staging.cc)
 # sits behind NEREUS_HAVE_CUDA, so it is analysed only in a build that found
-# the CUDA toolkit (no GPU needed); in a CPU-only build it is an empty shell. First, tests/common/thread_safety_canary.cc, deliberately
+# the CUDA toolkit (no GPU needed); in a CPU-only build it is an empty shell. First, tests/common/base/thread_safety_canary.cc, deliberately
 # wrong, must draw exactly the errors it expects (clang -verify), so the check
 # cannot pass because the annotations expanded to nothing. Run by ctest as
 # thread_safety_test.
@@ -25,8 +25,8 @@ DB="$BUILD/compile_commands.json"
 # Only the analysis: other warnings are the GCC build's business.
 CHECK=(-fsyntax-only -Wno-everything -Wthread-safety -Werror=thread-safety)
 
-echo "== canary: tests/common/thread_safety_canary.cc must draw its expected errors"
-"$CXX" -std=c++17 -I"$ROOT" "${CHECK[@]}" -Xclang -verify "$ROOT/tests/common/thread_safety_canary.cc"
+echo "== canary: tests/common/base/thread_safety_canary.cc must draw its expected errors"
+"$CXX" -std=c++17 -I"$ROOT" "${CHECK[@]}" -Xclang -verify "$ROOT/tests/common/base/thread_safety_canary.cc"
 
 # One line per source: the NUL-free command that checks it.
 mapfile -t commands < <(python3 - "$ROOT" "$DB" "$CXX" "${CHECK[@]}" <<'EOF'
