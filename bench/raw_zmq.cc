@@ -19,7 +19,7 @@
 #include "bench/bench.h"
 #include "common/base/mutex.h"
 #include "common/net/shard_map.h"
-#include "common/sgd.h"
+#include "common/update/sgd.h"
 
 namespace nereus {
 namespace bench {

@@ -13,7 +13,7 @@
 #include "bench/harness/emulated_worker.h"
 #include "bench/sim/models.h"
 #include "bench/sim/simulator.h"
-#include "common/hybcomm.h"
+#include "common/update/hybcomm.h"
 #include "worker/client/client_flags.h"
 
 DEFINE_string(host_list, "", "simulate: hosts to predict, comma separated (default: --hosts).");

@@ -12,7 +12,7 @@
 #include <tuple>
 #include <utility>
 
-#include "common/sgd.h"
+#include "common/update/sgd.h"
 
 namespace nereus {
 

@@ -1,6 +1,6 @@
 // ParamServer: one shard of the parameters. Holds the partitions placed on it
 // (weights and the solver's history: one or two arrays per partition), collects
-// the workers' gradients, applies Caffe's solver step (common/sgd.h
+// the workers' gradients, applies Caffe's solver step (common/update/sgd.h
 // SolverStep, of the type INIT_PARTITION's SgdConfig names) once per partition per
 // clock, and answers pulls as soon as the requested version exists.
 //

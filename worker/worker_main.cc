@@ -13,7 +13,7 @@
 
 #include "common/base/init_binary.h"
 #include "common/net/node_flags.h"
-#include "common/sgd.h"
+#include "common/update/sgd.h"
 #include "nereus/client.h"
 #include "worker/client/client_flags.h"
 #include "worker/client/options_proto.h"

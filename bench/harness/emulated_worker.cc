@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "bench/harness/local_job.h"
-#include "common/sfb.h"
+#include "common/update/sfb.h"
 #include "worker/client/options_proto.h"
 #include "worker/client/timeline.h"
 

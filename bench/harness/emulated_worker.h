@@ -20,7 +20,7 @@ struct EmulatedRun {
   int warmup = 5;      // Iterations not timed.
   int iterations = 8;  // Iterations timed.
   // Where a layer sent as sufficient factors is rebuilt. false: by the
-  // client on this CPU (a real GEMM and SGD step, common/sfb.h). true: on the
+  // client on this CPU (a real GEMM and SGD step, common/update/sfb.h). true: on the
   // emulated device, as Poseidon rebuilt on the GPU: before the layer's
   // forward of clock c >= 1 the device is held for the rebuild of clock c - 1,
   // RebuildSeconds() (its GEMM at device_gflops, its SGD step at

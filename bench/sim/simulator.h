@@ -42,7 +42,7 @@
 
 #include "bench/sim/models.h"
 #include "common/base/status.h"
-#include "common/hybcomm.h"
+#include "common/update/hybcomm.h"
 #include "nereus/client.h"
 
 namespace nereus {
@@ -103,7 +103,7 @@ HybCommRates HybCommRatesOf(const SimOptions& options);
 // The simulator's layers of `model` on `hosts` hosts (one worker and one
 // server each), with per-layer compute `forward_s` and `backward_s`: every
 // learnable tensor, and for each fully connected layer HybComm's choice
-// (common/hybcomm.h: `sfb`, P1 = P2 = hosts, BSP, K = FactorRows(layer,
+// (common/update/hybcomm.h: `sfb`, P1 = P2 = hosts, BSP, K = FactorRows(layer,
 // batch), priced at `rates`, e.g. HybCommRatesOf(the options simulated)) made
 // as the job's client makes it. `choices`, if given, gets the choices of the
 // fully connected layers.

@@ -3,7 +3,7 @@
 // a plain C++ translation unit (and every CPU-only build) sees an ordinary
 // inline function. The trainer's GPU kernels and its CPU loops call the same
 // such functions for their per-element arithmetic (docs/GPU.md,
-// "Arithmetic"); the solver update rules in common/sgd_rules.h are written
+// "Arithmetic"); the solver update rules in common/update/sgd_rules.h are written
 // this way so that the servers, the standalone CPU trainer and the GPU
 // trainer share one definition.
 //

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "common/sgd.h"
+#include "common/update/sgd.h"
 #include "server/param_server.h"
 #include "tests/support/bytes_equal.h"
 #include "tests/support/fixtures.h"

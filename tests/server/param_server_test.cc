@@ -10,7 +10,7 @@
 #include <thread>
 #include <tuple>
 
-#include "common/sgd.h"
+#include "common/update/sgd.h"
 #include "tests/support/bytes_equal.h"
 #include "tests/support/fixtures.h"
 

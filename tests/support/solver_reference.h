@@ -1,5 +1,5 @@
 // A reference for the solver tests: Caffe's update rules written from the
-// formulas in double, independent of common/sgd.h's code.
+// formulas in double, independent of common/update/sgd.h's code.
 #ifndef NEREUS_TESTS_SUPPORT_SOLVER_REFERENCE_H_
 #define NEREUS_TESTS_SUPPORT_SOLVER_REFERENCE_H_
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "common/sgd.h"
+#include "common/update/sgd.h"
 
 namespace nereus {
 namespace test {

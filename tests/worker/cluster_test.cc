@@ -6,7 +6,7 @@
 #include <cstring>
 #include <regex>
 
-#include "common/sgd.h"
+#include "common/update/sgd.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/process_util.h"
 #include "worker/synthetic/synthetic_model.h"

@@ -1,7 +1,7 @@
 // Every Caffe solver type on the parameter servers, as real processes on
 // 127.0.0.1: 2 servers x 2 synthetic workers (nereus_worker --solver_type),
 // 3 BSP iterations. The weights the workers pull equal, bit for bit, a
-// single-process run of common/sgd.h's SolverStep on the rank-ordered
+// single-process run of common/update/sgd.h's SolverStep on the rank-ordered
 // average of the same gradients, and, within float rounding, the update
 // rules written from the formulas in double (tests/support/solver_reference.h) on
 // the 4-element tensor. The servers' checkpoints carry AdaDelta's and
@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "common/sgd.h"
+#include "common/update/sgd.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/process_util.h"
 #include "tests/support/solver_reference.h"

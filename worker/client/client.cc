@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "common/base/mutex.h"
-#include "common/compute_rates.h"
-#include "common/hybcomm.h"
 #include "common/net/curve_keys.h"
 #include "common/net/node.h"
+#include "common/update/compute_rates.h"
+#include "common/update/hybcomm.h"
 #include "worker/client/factor_exchange.h"
 #include "worker/client/handle_state.h"
 #include "worker/client/layer_pipeline.h"

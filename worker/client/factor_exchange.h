@@ -1,5 +1,5 @@
 // FactorExchange: sufficient-factor broadcasting among the workers
-// (common/sfb.h) for the tensors HybComm sent that way.
+// (common/update/sfb.h) for the tensors HybComm sent that way.
 #ifndef NEREUS_WORKER_CLIENT_FACTOR_EXCHANGE_H_
 #define NEREUS_WORKER_CLIENT_FACTOR_EXCHANGE_H_
 
@@ -16,7 +16,7 @@
 #include "common/base/mutex.h"
 #include "common/base/status.h"
 #include "common/net/message.h"
-#include "common/sfb.h"
+#include "common/update/sfb.h"
 #include "nereus/client.h"
 #include "worker/client/handle_state.h"
 #include "worker/client/request_table.h"

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <utility>
 
-#include "common/sgd.h"
+#include "common/update/sgd.h"
 
 #ifdef NEREUS_HAVE_CUDA
 #include <cuda_runtime.h>

@@ -1,4 +1,4 @@
-// StagedFactors: sufficient factors (common/sfb.h) of a net behind a device
+// StagedFactors: sufficient factors (common/update/sfb.h) of a net behind a device
 // staging (a GPU worker; docs/GPU.md, "Sufficient factors from a GPU
 // worker"). The client exchanges factors in host memory, as for a CPU
 // worker; what differs is where they come from and where the update goes:
@@ -18,10 +18,10 @@
 //                    workers' average: the same inputs in the same order on
 //                    every worker) and the solver step the servers would make
 //                    (gpu::SolverStepGpu: the per-element rules of
-//                    common/sgd_rules.h) into the net's weights and a
+//                    common/update/sgd_rules.h) into the net's weights and a
 //                    device-resident momentum history. Nothing waits for the
 //                    device. A CPU net (behind HostStaging, as the tests run
-//                    it) gets common/sfb.h's FactorGradient and common/sgd.h's
+//                    it) gets common/update/sfb.h's FactorGradient and common/update/sgd.h's
 //                    SgdStep on its weights, the client's own rebuild: the
 //                    same bits.
 // Ordering: the stacks of clock c are rewritten only by ApplyFactors of c + 1,
@@ -48,7 +48,7 @@
 #include <vector>
 
 #include "common/base/status.h"
-#include "common/sfb.h"
+#include "common/update/sfb.h"
 #include "nereus/client.h"
 #include "proto/nereus.pb.h"
 #include "worker/param_sync/device_staging.h"

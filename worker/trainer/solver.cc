@@ -6,7 +6,7 @@
 #include <map>
 #include <sstream>
 
-#include "common/sgd.h"
+#include "common/update/sgd.h"
 #include "worker/trainer/hdf5_snapshot.h"
 #include "worker/trainer/math_functions.h"
 #include "worker/trainer/prototxt.h"

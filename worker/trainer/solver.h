@@ -4,7 +4,7 @@
 // Caffe's ApplyUpdate order: clip the global L2 norm of the accumulated
 // gradient (clip_gradients), normalize by 1/iter_size, and per learnable
 // parameter regularize and apply the solver's update through
-// nereus::SolverStep with nereus::LearningRate (common/sgd.h, the same code
+// nereus::SolverStep with nereus::LearningRate (common/update/sgd.h, the same code
 // the servers run).
 // Tests at test_interval, displays at display (smoothed over average_loss),
 // snapshots weights (<prefix>_iter_N.caffemodel) and state
@@ -15,7 +15,7 @@
 //
 // GPU (SolverOptions::gpu, solver_mode): the Solver owns the device its nets
 // compute on; the histories live there and the update runs there
-// (gpu/solver_step.h, the same per-element rules as common/sgd). Snapshots
+// (gpu/solver_step.h, the same per-element rules as common/update/sgd). Snapshots
 // and Restore read and write the device-resident weights and histories
 // through their blobs. With a ParameterSync (a job's worker) the device is
 // chosen as standalone; the Solver then clears each parameter's diff on the

@@ -3,7 +3,7 @@
 // 2017): per fully connected layer, whether its weight gradient travels as a
 // full matrix through the parameter servers (PS) or as sufficient factors
 // broadcast among the workers (SFB), whichever moves fewer bytes per clock.
-// The rule itself is in common/hybcomm.h and docs/CLIENT.md.
+// The rule itself is in common/update/hybcomm.h and docs/CLIENT.md.
 //
 // Part of Nereus's public API: includes only nereus/ headers and the standard
 // library.

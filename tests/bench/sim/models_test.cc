@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "common/hybcomm.h"
+#include "common/update/hybcomm.h"
 
 namespace nereus {
 namespace bench {

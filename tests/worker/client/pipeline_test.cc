@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "bench/harness/local_job.h"
-#include "common/sgd.h"
+#include "common/update/sgd.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/process_util.h"
 #include "worker/client/options_proto.h"

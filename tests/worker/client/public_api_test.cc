@@ -5,7 +5,7 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
-#include "common/sgd.h"
+#include "common/update/sgd.h"
 #include "nereus/client.h"
 #include "worker/client/options_proto.h"
 

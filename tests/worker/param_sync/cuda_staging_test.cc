@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/hybcomm.h"
+#include "common/update/hybcomm.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/layer_test.h"
 #include "worker/param_sync/staged_factors.h"
@@ -97,7 +97,7 @@ TEST(CudaStagingTest, AFailedCopyNamesTheLayerAndTheCall) {
 
 // StagedFactors on the device (the CPU half: staged_factors_test): the
 // update rebuilt with cuBLAS and the solver step on the compute stream
-// against the same factors rebuilt on the CPU (OpenBLAS, common/sgd.h).
+// against the same factors rebuilt on the CPU (OpenBLAS, common/update/sgd.h).
 // Bound, per element, derived here: the two GEMMs sum the same n = 64
 // products in other orders, so each gradient differs by at most
 // (2n + 2) u scale sum|l r| (u = 2^-24; the 2 for alpha's rounding); SGD

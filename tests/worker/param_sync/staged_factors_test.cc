@@ -2,7 +2,7 @@
 // factors of an InnerProduct layer as the bridge registers them, every
 // worker's factors stacked in rank order and the update rebuilt into the
 // layer's weights with the client's own arithmetic (the same bits as
-// common/sfb.h's ApplySufficientFactors), and the errors: a net reshaped
+// common/update/sfb.h's ApplySufficientFactors), and the errors: a net reshaped
 // after Init, factors missing or too many, a solver type SFB does not apply.
 // The device half (cuBLAS, the compute stream) runs in cuda_staging_test.
 #include "worker/param_sync/staged_factors.h"
@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "common/sfb.h"
+#include "common/update/sfb.h"
 #include "tests/support/bytes_equal.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/gradient_checker.h"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "common/sgd.h"
+#include "common/update/sgd.h"
 #include "tests/support/bytes_equal.h"
 #include "tests/support/trainer_test_layers.h"
 #include "worker/trainer/prototxt.h"

@@ -1,7 +1,7 @@
 // Caffe's solver types: SGD, Nesterov, AdaGrad, RMSProp, AdaDelta
 // and Adam. Each one's update on a 4-element tensor is checked against a
 // reference written here from the formulas in double (not the code under
-// test), through common/sgd.h's SolverStep (what the servers run) and
+// test), through common/update/sgd.h's SolverStep (what the servers run) and
 // through the standalone Solver; Caffe's history layout in .solverstate and
 // bitwise snapshot/resume; the configuration errors Caffe's solvers raise.
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/sgd.h"
+#include "common/update/sgd.h"
 #include "tests/support/bytes_equal.h"
 #include "tests/support/solver_reference.h"
 #include "tests/support/trainer_test_layers.h"

@@ -1,14 +1,14 @@
-// The GPU half of common/sgd.h's SolverStep: one solver step of one
+// The GPU half of common/update/sgd.h's SolverStep: one solver step of one
 // parameter on device memory, each element by the sgd_rules function the CPU
-// runs (common/sgd_rules.h), on `device`'s compute stream. The plan comes
-// from PlanSolverStep (common/sgd.h). Built with --fmad=false, SGD and
+// runs (common/update/sgd_rules.h), on `device`'s compute stream. The plan comes
+// from PlanSolverStep (common/update/sgd.h). Built with --fmad=false, SGD and
 // Nesterov give the CPU's bits; the adaptive solvers differ where CUDA's
 // powf differs from glibc's (at most 2 ulp, CUDA's programming guide).
 // Only in a CUDA build.
 #ifndef NEREUS_WORKER_TRAINER_GPU_SOLVER_STEP_H_
 #define NEREUS_WORKER_TRAINER_GPU_SOLVER_STEP_H_
 
-#include "common/sgd_rules.h"
+#include "common/update/sgd_rules.h"
 #include "worker/trainer/gpu/device.h"
 
 namespace nereus {

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "common/sgd.h"
+#include "common/update/sgd.h"
 #include "tests/support/layer_test.h"
 #include "tests/support/solver_reference.h"
 #include "tests/support/tiny_train_job.h"

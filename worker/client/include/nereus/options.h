@@ -77,11 +77,11 @@ struct ClientOptions {
   // apply. The rates it prices them with; 0 = measured at Init, and every
   // worker then takes the slowest worker's figure, so all choose alike.
   // Where this worker rebuilds SFB updates, for the table: "cpu" (the
-  // client's own thread, common/sfb.h) unless the caller does it elsewhere.
+  // client's own thread, common/update/sfb.h) unless the caller does it elsewhere.
   std::string sfb_rebuild_on = "cpu";
   // The rebuild's GEMM there, GFLOP/s (2 FLOPs per multiply-add), and its
   // SGD step, GB of weights per second. 0: this CPU's, timed once per
-  // process (common/compute_rates.h); a process running several workers
+  // process (common/update/compute_rates.h); a process running several workers
   // should give each its share. A GPU's own figures, measured by whoever
   // rebuilds there.
   double sfb_rebuild_gflops = 0;

@@ -1,10 +1,10 @@
-#include "common/sgd.h"
+#include "common/update/sgd.h"
 
 #include <cmath>
 #include <cstring>
 #include <string>
 
-#include "common/sgd_rules.h"
+#include "common/update/sgd_rules.h"
 
 namespace nereus {
 

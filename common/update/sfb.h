@@ -4,15 +4,15 @@
 // rows, right = K x cols (for Caffe's InnerProduct without transpose: the top
 // diff and the bottom data). Workers send each other these factors instead of
 // the rows x cols gradient; each rebuilds the summed gradient with one GEMM
-// and applies the same SGD step the servers would (common/sgd.h).
+// and applies the same SGD step the servers would (common/update/sgd.h).
 //
 // Wire format of one worker's factors of one tensor for one clock: a FACTORS
 // message (proto/nereus.proto) whose header carries tensor, clock and
 // factor_rows = K, and exactly two payload frames: left (K * rows float32,
 // row-major) then right (K * cols float32). The receiver answers FACTORS_ACK,
 // or ERROR naming what was wrong.
-#ifndef NEREUS_COMMON_SFB_H_
-#define NEREUS_COMMON_SFB_H_
+#ifndef NEREUS_COMMON_UPDATE_SFB_H_
+#define NEREUS_COMMON_UPDATE_SFB_H_
 
 #include <cstdint>
 #include <string>
@@ -71,4 +71,4 @@ void ApplySufficientFactors(const pb::SgdConfig& sgd, int64_t clock, float lr_mu
 
 }  // namespace nereus
 
-#endif  // NEREUS_COMMON_SFB_H_
+#endif  // NEREUS_COMMON_UPDATE_SFB_H_

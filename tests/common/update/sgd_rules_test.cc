@@ -1,15 +1,15 @@
-// common/sgd_rules.h: each solver's per-element step on values whose every
+// common/update/sgd_rules.h: each solver's per-element step on values whose every
 // intermediate is exact in binary floating point (worked by hand below), so
 // the expected results are exact; and PlanSolverStep's constants. The same
 // functions run on the servers, in the CPU trainer and in the GPU trainer's
 // kernels (worker/trainer/gpu/solver_step.cu).
-#include "common/sgd_rules.h"
+#include "common/update/sgd_rules.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "common/sgd.h"
+#include "common/update/sgd.h"
 #include "tests/support/solver_reference.h"
 
 namespace nereus {

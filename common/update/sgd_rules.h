@@ -1,6 +1,6 @@
-// The per-element arithmetic of Caffe's solver updates (common/sgd.h has
+// The per-element arithmetic of Caffe's solver updates (common/update/sgd.h has
 // the rules in words), one __host__ __device__ function per solver type, so
-// that the servers and the CPU trainer (common/sgd.cc) and the GPU trainer
+// that the servers and the CPU trainer (common/update/sgd.cc) and the GPU trainer
 // (worker/trainer/solver.cu) run the same operations in the same order. Each
 // line is one of Caffe's vector operations rounded to float, as in sgd.h;
 // nothing here may be reordered or fused: the servers' results are compared
@@ -10,8 +10,8 @@
 // SgdHistory and L2Regularized are templates so that sgd.cc can run them on
 // vectors of four floats lane by lane (GCC vector extensions); every other
 // caller uses float.
-#ifndef NEREUS_COMMON_SGD_RULES_H_
-#define NEREUS_COMMON_SGD_RULES_H_
+#ifndef NEREUS_COMMON_UPDATE_SGD_RULES_H_
+#define NEREUS_COMMON_UPDATE_SGD_RULES_H_
 
 #include <cmath>
 
@@ -28,7 +28,7 @@ enum class Reg { kNone, kL2, kL1 };
 enum class Rule { kSgd, kNesterov, kAdaGrad, kRmsProp, kAdaDelta, kAdam };
 
 // The constants of one parameter's step, derived once from the solver
-// configuration (PlanSolverStep in common/sgd.h).
+// configuration (PlanSolverStep in common/update/sgd.h).
 struct StepConstants {
   float lr = 0;         // rate * lr_mult; Adam: times its bias correction.
   float decay = 0;      // weight_decay * decay_mult.
@@ -147,4 +147,4 @@ NEREUS_HOST_DEVICE inline void AdamElement(const StepConstants& k, float diff, f
 }  // namespace sgd_rules
 }  // namespace nereus
 
-#endif  // NEREUS_COMMON_SGD_RULES_H_
+#endif  // NEREUS_COMMON_UPDATE_SGD_RULES_H_

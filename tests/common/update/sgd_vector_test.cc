@@ -1,4 +1,4 @@
-// The vectorised SGD step and average (common/sgd.cc) against the scalar
+// The vectorised SGD step and average (common/update/sgd.cc) against the scalar
 // loops they replace, bit for bit, and the server's out-of-place update.
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "common/sgd.h"
+#include "common/update/sgd.h"
 #include "server/param_server.h"
 
 namespace nereus {

@@ -1,11 +1,11 @@
-// HybComm's per-layer choice (common/hybcomm.h) against cases worked by hand
+// HybComm's per-layer choice (common/update/hybcomm.h) against cases worked by hand
 // from Poseidon's cost model (docs/CLIENT.md) and the cost model of hybcomm.h:
 //   SFB floats per worker: 2K(P1-1)(M+N);  PS floats per node: 2MN(P1+P2-2)/P2
 //   PS  seconds = PS bytes / 2 / link  + 4MN / P2 / apply
 //   SFB seconds = SFB bytes / 2 / link + 2 (P1 K) M N / rebuild + 4MN / update
 //   SFB iff SFB seconds <= PS seconds.
 // Every expected number below was multiplied out by hand (bytes = 4 x floats).
-#include "common/hybcomm.h"
+#include "common/update/hybcomm.h"
 
 #include <gtest/gtest.h>
 

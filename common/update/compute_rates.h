@@ -1,12 +1,12 @@
 // How fast this CPU does the work HybComm's cost model prices
-// (common/hybcomm.h), timed with the code that does it: a worker's rebuild of
-// an SFB update (FactorGradient's GEMM, common/sfb.h, and SgdStep) and a
-// server's apply (SgdStepAveraged, common/sgd.h). For a client given no rates
+// (common/update/hybcomm.h), timed with the code that does it: a worker's rebuild of
+// an SFB update (FactorGradient's GEMM, common/update/sfb.h, and SgdStep) and a
+// server's apply (SgdStepAveraged, common/update/sgd.h). For a client given no rates
 // (worker/client) and the pipeline bench. Each figure is the best of a few
 // timed repeats after a warm-up: scheduling delays on a loaded machine only
 // ever add time.
-#ifndef NEREUS_COMMON_COMPUTE_RATES_H_
-#define NEREUS_COMMON_COMPUTE_RATES_H_
+#ifndef NEREUS_COMMON_UPDATE_COMPUTE_RATES_H_
+#define NEREUS_COMMON_UPDATE_COMPUTE_RATES_H_
 
 namespace nereus {
 
@@ -35,4 +35,4 @@ double MeasureApplyBytesPerS(int gradients);
 
 }  // namespace nereus
 
-#endif  // NEREUS_COMMON_COMPUTE_RATES_H_
+#endif  // NEREUS_COMMON_UPDATE_COMPUTE_RATES_H_

@@ -1,4 +1,4 @@
-#include "common/sgd.h"
+#include "common/update/sgd.h"
 
 #include <gtest/gtest.h>
 

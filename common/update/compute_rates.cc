@@ -1,12 +1,12 @@
-#include "common/compute_rates.h"
+#include "common/update/compute_rates.h"
 
 #include <algorithm>
 #include <chrono>
 #include <memory>
 #include <vector>
 
-#include "common/sfb.h"
-#include "common/sgd.h"
+#include "common/update/sfb.h"
+#include "common/update/sgd.h"
 
 namespace nereus {
 namespace {

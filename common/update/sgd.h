@@ -2,8 +2,8 @@
 // policies and the update rules of Caffe's SGD, Nesterov, AdaGrad, RMSProp,
 // AdaDelta and Adam solvers, shared by the parameter servers and the
 // standalone trainer so both apply bit-identical updates.
-#ifndef NEREUS_COMMON_SGD_H_
-#define NEREUS_COMMON_SGD_H_
+#ifndef NEREUS_COMMON_UPDATE_SGD_H_
+#define NEREUS_COMMON_UPDATE_SGD_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/base/status.h"
-#include "common/sgd_rules.h"
+#include "common/update/sgd_rules.h"
 #include "proto/nereus.pb.h"
 
 namespace nereus {
@@ -117,4 +117,4 @@ void AverageInOrder(const float* const* srcs, size_t k, float* dst, size_t n);
 
 }  // namespace nereus
 
-#endif  // NEREUS_COMMON_SGD_H_
+#endif  // NEREUS_COMMON_UPDATE_SGD_H_

@@ -1,4 +1,4 @@
-// Sufficient factors (common/sfb.h): the wire format and its checks, and the
+// Sufficient factors (common/update/sfb.h): the wire format and its checks, and the
 // per-clock update (one GEMM over the factors stacked in rank order, then the
 // servers' SGD step) against the full-matrix path of the servers
 // (AverageInOrder + SgdStep).
@@ -8,8 +8,8 @@
 #include <cstring>
 #include <random>
 
-#include "common/sfb.h"
-#include "common/sgd.h"
+#include "common/update/sfb.h"
+#include "common/update/sgd.h"
 #include "tests/support/fixtures.h"
 
 namespace nereus {

@@ -1,4 +1,4 @@
-#include "common/hybcomm.h"
+#include "common/update/hybcomm.h"
 
 #include <cstdio>
 #include <iterator>

@@ -6,8 +6,8 @@
 // from every worker's factors (SFB) or the servers' apply (PS). Pure: the
 // rates are inputs (measured or declared by the client, worker/client). The
 // mode (SfbMode) is public: nereus/hybcomm.h.
-#ifndef NEREUS_COMMON_HYBCOMM_H_
-#define NEREUS_COMMON_HYBCOMM_H_
+#ifndef NEREUS_COMMON_UPDATE_HYBCOMM_H_
+#define NEREUS_COMMON_UPDATE_HYBCOMM_H_
 
 #include <cstdint>
 #include <string>
@@ -86,4 +86,4 @@ std::string FormatHybCommTable(SfbMode mode, int workers, int servers, const Hyb
 
 }  // namespace nereus
 
-#endif  // NEREUS_COMMON_HYBCOMM_H_
+#endif  // NEREUS_COMMON_UPDATE_HYBCOMM_H_

@@ -1,10 +1,10 @@
-#include "common/sfb.h"
+#include "common/update/sfb.h"
 
 #include <cblas.h>
 
 #include <cstring>
 
-#include "common/sgd.h"
+#include "common/update/sgd.h"
 
 namespace nereus {
 
