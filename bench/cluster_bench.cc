@@ -27,8 +27,8 @@
 #include "bench/harness/emulated_worker.h"
 #include "bench/harness/netns.h"
 #include "bench/sim/models.h"
+#include "common/launch/subprocess.h"
 #include "common/net/node_flags.h"
-#include "common/subprocess.h"
 #include "server/server_flags.h"
 #include "worker/client/client_flags.h"
 
@@ -84,7 +84,7 @@ std::string Tail(const std::string& path, size_t bytes = 1500) {
   return s.size() > bytes ? "..." + s.substr(s.size() - bytes) : s;
 }
 
-// The job's processes (common/subprocess.h), each with its log.
+// The job's processes (common/launch/subprocess.h), each with its log.
 class ClusterJob {
  public:
   explicit ClusterJob(SignalPipe* signals) : jobs_(Options(signals)) {}

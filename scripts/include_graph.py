@@ -10,8 +10,7 @@ or of a lower floor, never of a higher one nor of a sibling on its own floor:
     worker/synthetic                   worker/synthetic/
   3 worker/trainer                     worker/trainer/
   4 worker/param_sync                  worker/param_sync/
-  5 binaries                           worker/*.{h,cc}, server/*_main.cc,
-                                       scripts/tools/
+  5 binaries                           worker/*.{h,cc}, server/*_main.cc
   6 bench/sim                          bench/sim/
   7 bench/harness                      bench/harness/
   8 bench                              bench/
@@ -68,7 +67,6 @@ FLOORS = [
     ("worker/trainer/", "worker/trainer", 3),
     ("worker/param_sync/", "worker/param_sync", 4),
     ("worker/", "binaries", 5),
-    ("scripts/tools/", "binaries", 5),
     ("bench/sim/", "bench/sim", 6),
     ("bench/harness/", "bench/harness", 7),
     ("bench/", "bench", 8),
@@ -81,7 +79,7 @@ SOURCE_EXTENSIONS = (".h", ".hh", ".hpp", ".cuh", ".cc", ".cpp", ".cxx", ".c", "
 HEADER_EXTENSIONS = (".h", ".hh", ".hpp", ".cuh")
 SKIP_DIRS = {".git", ".ci", "build", "docs", "third_party"}
 # Under scripts/, only the C++ tools are sources.
-SCRIPT_SOURCE_DIRS = ("scripts/tools",)
+SCRIPT_SOURCE_DIRS = ()
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 ANY_INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 CUDA_FREE = ("common/", "server/", "worker/client/")

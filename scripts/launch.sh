@@ -7,9 +7,9 @@
 #
 #   scripts/launch.sh --hostfile=FILE [--num_servers=S] [--num_workers=W] [options] [--] [flags...]
 #
-# This script finds the build and execs nereus_launch (scripts/tools/
-# launch_main.cc), which places the processes (common/launch_plan.h, as the
-# Slurm scripts in scripts/slurm/ do), starts them and watches them (one poll
+# This script finds the build and execs nereus_launch (common/launch/
+# launch_main.cc), which places the processes (common/launch/launch_plan.h, as
+# the Slurm scripts in scripts/slurm/ do), starts them and watches them (one poll
 # over a pidfd and an output pipe per process). `launch.sh --help` lists the
 # options: --num_servers, --num_workers, --port, --ssh=ssh|none|netns,
 # --ssh_opts, --bin_dir, --workdir, --env=NAME=VALUE, --log_dir, --dry_run;

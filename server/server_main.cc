@@ -14,10 +14,10 @@
 #include <thread>
 
 #include "common/base/init_binary.h"
+#include "common/launch/subprocess.h"
 #include "common/net/curve_keys.h"
 #include "common/net/node.h"
 #include "common/net/node_flags.h"
-#include "common/subprocess.h"
 #include "server/coordinator.h"
 #include "server/server_flags.h"
 #include "server/server_node.h"

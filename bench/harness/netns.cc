@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "common/subprocess.h"
+#include "common/launch/subprocess.h"
 
 namespace nereus {
 namespace bench {

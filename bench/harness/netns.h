@@ -61,7 +61,7 @@ class EmulatedNetwork {
 // killed with SIGKILL): deleted, with a line for each. Returns how many.
 int RemoveStaleNamespaces(const std::string& base);
 
-// Runs argv (no shell; common/subprocess.h), returns its exit status and
+// Runs argv (no shell; common/launch/subprocess.h), returns its exit status and
 // combined output; 127 with the reason appended if it cannot run.
 int RunCommand(const std::vector<std::string>& argv, std::string* output);
 

@@ -2,9 +2,9 @@
 # One task of a Nereus Slurm job (started by srun from nereus.sbatch): finds
 # this task's role, rank, listening address and the coordinator's address
 # from SLURM_PROCID, SLURM_NTASKS and SLURM_JOB_NODELIST (the placement
-# launch.sh uses, common/launch_plan.h), routes the binary flags as launch.sh
+# launch.sh uses, common/launch/launch_plan.h), routes the binary flags as launch.sh
 # does, then becomes that process. The work is nereus_launch --slurm_task's
-# (scripts/tools/launch_main.cc).
+# (common/launch/launch_main.cc).
 #   srun ... bash scripts/slurm/nereus_task.sh --num_servers=S --num_workers=W --port=P [binary flags...]
 # Needs NEREUS_BIN_DIR (nereus.sbatch exports it).
 set -euo pipefail

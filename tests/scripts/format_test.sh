@@ -8,7 +8,7 @@ if ! command -v clang-format >/dev/null 2>&1; then
   echo "SKIP: clang-format is not installed (scripts/install_deps.sh installs it)"
   exit 77
 fi
-mapfile -t files < <(find common server worker bench tests scripts/tools proto \
+mapfile -t files < <(find common server worker bench tests proto \
   \( -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh' \) -not -path '*/install_consumer_work/*' | sort)
 bad=()
 for f in "${files[@]}"; do

@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "common/subprocess.h"
+#include "common/launch/subprocess.h"
 
 namespace nereus {
 namespace test {
 
 // A child process whose stdout and stderr go to a log file: the tree's
-// supervisor (common/subprocess.h) plus the log. The destructor kills
+// supervisor (common/launch/subprocess.h) plus the log. The destructor kills
 // (SIGKILL) and reaps it if it is still running.
 class Subprocess {
  public:

@@ -1,8 +1,8 @@
 // nereus_launch: starts a whole Nereus job from a hostfile and watches it
 // (scripts/launch.sh execs it), or becomes one task of a Slurm job
 // (--slurm_task, from scripts/slurm/nereus_task.sh). The placement and the
-// command lines come from common/launch_plan.h; the processes are watched by
-// the tree's one supervisor (common/subprocess.h): a pidfd per process, its
+// command lines come from common/launch/launch_plan.h; the processes are watched by
+// the tree's one supervisor (common/launch/subprocess.h): a pidfd per process, its
 // output on a pipe, signals on a self-pipe, all in one poll. So a process that
 // fails at any moment, or a Ctrl-C at any moment, ends the job within a
 // bound: there is no job table to lose a child from and no fifo to block on.
@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "common/launch_plan.h"
-#include "common/subprocess.h"
+#include "common/launch/launch_plan.h"
+#include "common/launch/subprocess.h"
 
 namespace nereus {
 namespace {

@@ -1,4 +1,4 @@
-#include "common/launch_plan.h"
+#include "common/launch/launch_plan.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>

@@ -1,5 +1,5 @@
 // Child processes, for everything in the tree that starts and watches them:
-// nereus_launch (scripts/tools/launch_main.cc), the cluster benchmark
+// nereus_launch (common/launch/launch_main.cc), the cluster benchmark
 // (bench/cluster_bench.cc), the netns helpers and the tests' LocalCluster
 // (tests/support/process_util.h).
 //
@@ -12,8 +12,8 @@
 //
 // Requires Linux >= 5.3 (pidfd_open) and SIGCHLD not ignored (a process that
 // ignores SIGCHLD has its children reaped by the kernel; Start refuses then).
-#ifndef NEREUS_COMMON_SUBPROCESS_H_
-#define NEREUS_COMMON_SUBPROCESS_H_
+#ifndef NEREUS_COMMON_LAUNCH_SUBPROCESS_H_
+#define NEREUS_COMMON_LAUNCH_SUBPROCESS_H_
 
 #include <signal.h>
 #include <sys/types.h>
@@ -205,4 +205,4 @@ class Supervisor {
 
 }  // namespace nereus
 
-#endif  // NEREUS_COMMON_SUBPROCESS_H_
+#endif  // NEREUS_COMMON_LAUNCH_SUBPROCESS_H_

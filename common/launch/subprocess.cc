@@ -1,4 +1,4 @@
-#include "common/subprocess.h"
+#include "common/launch/subprocess.h"
 
 #include <fcntl.h>
 #include <poll.h>

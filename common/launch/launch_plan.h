@@ -14,12 +14,12 @@
 // Then the command line of each process (LaunchCommands): the binary flags
 // routed to the binaries that define them, and the shell line that starts the
 // process on its host (here, over ssh or in a network namespace). nereus_launch
-// (scripts/tools/launch_main.cc, behind scripts/launch.sh) runs them;
+// (common/launch/launch_main.cc, behind scripts/launch.sh) runs them;
 // --dry_run prints them.
 //
 // Pure functions of their arguments; no I/O but ResolveHostAddresses.
-#ifndef NEREUS_COMMON_LAUNCH_PLAN_H_
-#define NEREUS_COMMON_LAUNCH_PLAN_H_
+#ifndef NEREUS_COMMON_LAUNCH_LAUNCH_PLAN_H_
+#define NEREUS_COMMON_LAUNCH_LAUNCH_PLAN_H_
 
 #include <set>
 #include <string>
@@ -151,4 +151,4 @@ std::vector<std::string> RemoteCommand(const RemoteOptions& remote, const std::s
 
 }  // namespace nereus
 
-#endif  // NEREUS_COMMON_LAUNCH_PLAN_H_
+#endif  // NEREUS_COMMON_LAUNCH_LAUNCH_PLAN_H_

@@ -1,6 +1,6 @@
-// Role assignment (common/launch_plan.h), worked by hand: hostfiles with and
+// Role assignment (common/launch/launch_plan.h), worked by hand: hostfiles with and
 // without slots, Slurm node lists, and the errors bad input gets.
-#include "common/launch_plan.h"
+#include "common/launch/launch_plan.h"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
-// The process supervisor (common/subprocess.h) with real children (sh, true,
+// The process supervisor (common/launch/subprocess.h) with real children (sh, true,
 // false): exit codes and signals, output to a file and a pipe, a program that
 // cannot run, the first failure among several, a deadline, a signal on the
 // self-pipe, stopping children that ignore SIGTERM, a grandchild that holds an
 // output pipe open, and RunCommand's bound. Every wait here is bounded.
-#include "common/subprocess.h"
+#include "common/launch/subprocess.h"
 
 #include <gtest/gtest.h>
 #include <poll.h>

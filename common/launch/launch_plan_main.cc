@@ -1,4 +1,4 @@
-// nereus_launch_plan: prints a job's role assignment (common/launch_plan.h)
+// nereus_launch_plan: prints a job's role assignment (common/launch/launch_plan.h)
 // for the launch scripts: scripts/launch.sh (hostfile, ssh or local) and
 // scripts/slurm/ (Slurm tasks). Exit status 2 with a message naming the
 // problem on bad input.
@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "common/base/init_binary.h"
-#include "common/launch_plan.h"
+#include "common/launch/launch_plan.h"
 
 DEFINE_string(hostfile, "", "Hosts to place the job on: one a line, NAME [slots=N] [addr=ADDRESS].");
 DEFINE_string(slurm_nodelist, "",
