@@ -9,7 +9,7 @@ or of a lower floor, never of a higher one nor of a sibling on its own floor:
   2 server, worker/client,             server/ (but *_main.cc), worker/client/,
     worker/synthetic                   worker/synthetic/
   3 worker/trainer                     worker/trainer/
-  4 worker/param_sync                  worker/param_sync/
+  4 worker/bridge                  worker/bridge/
   5 binaries                           worker/*.{h,cc}, server/*_main.cc
   6 bench/sim                          bench/sim/
   7 bench/harness                      bench/harness/
@@ -65,7 +65,7 @@ FLOORS = [
     ("worker/client/", "worker/client", 2),
     ("worker/synthetic/", "worker/synthetic", 2),
     ("worker/trainer/", "worker/trainer", 3),
-    ("worker/param_sync/", "worker/param_sync", 4),
+    ("worker/bridge/", "worker/bridge", 4),
     ("worker/", "binaries", 5),
     ("bench/sim/", "bench/sim", 6),
     ("bench/harness/", "bench/harness", 7),
@@ -352,7 +352,7 @@ def main(argv):
             print(p)
         if problems:
             print("include_graph.py: %d include(s) break the floors proto <- common <- {server, worker/client, "
-                  "worker/synthetic} <- worker/trainer <- worker/param_sync <- binaries <- bench/sim "
+                  "worker/synthetic} <- worker/trainer <- worker/bridge <- binaries <- bench/sim "
                   "<- bench/harness <- bench <- tests" % len(problems), file=sys.stderr)
             status = 1
         if guards:

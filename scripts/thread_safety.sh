@@ -5,7 +5,7 @@
 # Every product .cc (not tests/, not generated, not .cu) that includes
 # common/base/mutex.h, directly or through project headers, is compiled with
 # clang++ -fsyntax-only -Wthread-safety -Werror=thread-safety and the flags
-# CMake gave it. The code of a CUDA-only .cc (worker/param_sync/cuda_staging.cc)
+# CMake gave it. The code of a CUDA-only .cc (worker/bridge/cuda_staging.cc)
 # sits behind NEREUS_HAVE_CUDA, so it is analysed only in a build that found
 # the CUDA toolkit (no GPU needed); in a CPU-only build it is an empty shell. First, tests/common/base/thread_safety_canary.cc, deliberately
 # wrong, must draw exactly the errors it expects (clang -verify), so the check

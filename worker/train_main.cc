@@ -1,5 +1,5 @@
 // nereus_worker --solver=FILE: the Caffe-style trainer mode of nereus_worker
-// (flags and reporting; the training itself is worker/param_sync/trainer_runner.h).
+// (flags and reporting; the training itself is worker/bridge/trainer_runner.h).
 #include "worker/train_main.h"
 
 #include <gflags/gflags.h>
@@ -9,8 +9,8 @@
 #include <fstream>
 
 #include "common/net/node_flags.h"
+#include "worker/bridge/trainer_runner.h"
 #include "worker/client/client_flags.h"
-#include "worker/param_sync/trainer_runner.h"
 #include "worker/trainer/gpu/device.h"
 
 DEFINE_string(

@@ -52,8 +52,8 @@ CLEAN = guarded({
     "worker/trainer/net.h": '#include "common/base/status.h"\n#include "worker/trainer/layers/conv.h"\n',
     "worker/trainer/layers/conv.h": '#include "worker/trainer/blob.h"\n',
     "worker/trainer/blob.h": "",
-    "worker/param_sync/sync.h": '#include "nereus/client.h"\n#include "worker/trainer/net.h"\n',
-    "worker/worker_main.cc": '#include "worker/param_sync/sync.h"\n#include "worker/helper.h"\n',
+    "worker/bridge/sync.h": '#include "nereus/client.h"\n#include "worker/trainer/net.h"\n',
+    "worker/worker_main.cc": '#include "worker/bridge/sync.h"\n#include "worker/helper.h"\n',
     "worker/helper.h": "",
     "bench/bench.cc": '#include "server/param_server.h"\n#include "worker/helper.h"\n',
     "tests/a_test.cc": '#include "bench/bench.h"\n#include "util.h"\n',
@@ -96,8 +96,8 @@ class IncludeGraphTest(unittest.TestCase):
     def test_every_upward_step_is_named(self):
         self.check_fails_with({
             "proto/extra.h": '#include "common/base/status.h"\n',
-            "worker/trainer/solver.h": '\n#include "worker/param_sync/sync.h"\n',
-            "worker/param_sync/more.h": '#include "worker/worker_main.cc"\n',
+            "worker/trainer/solver.h": '\n#include "worker/bridge/sync.h"\n',
+            "worker/bridge/more.h": '#include "worker/worker_main.cc"\n',
             "server/coordinator.h": '#include "server/server_main.cc"\n',
             "worker/helper.h": '#include "bench/bench.h"\n',
             "bench/more.h": '#  include "tests/util.h"\n',
@@ -112,10 +112,10 @@ class IncludeGraphTest(unittest.TestCase):
             "(floor 5), a higher floor",
             'worker/helper.h:1: includes "bench/bench.h": binaries (floor 5) may not include bench (floor 8), '
             "a higher floor",
-            'worker/param_sync/more.h:1: includes "worker/worker_main.cc": worker/param_sync (floor 4) may not '
+            'worker/bridge/more.h:1: includes "worker/worker_main.cc": worker/bridge (floor 4) may not '
             "include binaries (floor 5), a higher floor",
-            'worker/trainer/solver.h:2: includes "worker/param_sync/sync.h": worker/trainer (floor 3) may not '
-            "include worker/param_sync (floor 4), a higher floor",
+            'worker/trainer/solver.h:2: includes "worker/bridge/sync.h": worker/trainer (floor 3) may not '
+            "include worker/bridge (floor 4), a higher floor",
         ])
 
     def test_siblings_may_not_include_each_other(self):
@@ -178,7 +178,7 @@ class IncludeGraphTest(unittest.TestCase):
                 text = fh.read()
         self.assertTrue(text.startswith("digraph nereus_includes {"))
         self.assertIn('"common" -> "worker/client" [color=red, penwidth=2];', text)
-        self.assertIn('"worker/param_sync" -> "worker/trainer";', text)
+        self.assertIn('"worker/bridge" -> "worker/trainer";', text)
         self.assertIn('"worker/trainer/layers" -> "worker/trainer";', text)
         self.assertNotIn('"worker/client" -> "common" [color=red', text)
 

@@ -16,7 +16,7 @@
 #include "tests/support/process_util.h"
 #include "tests/support/tiny_train_job.h"
 #include "tests/support/train_test_util.h"
-#include "worker/param_sync/client_parameter_sync.h"
+#include "worker/bridge/client_parameter_sync.h"
 #include "worker/trainer/data/db.h"
 #include "worker/trainer/layer_registry.h"
 #include "worker/trainer/solver.h"

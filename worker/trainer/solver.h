@@ -21,7 +21,7 @@
 // chosen as standalone; the Solver then clears each parameter's diff on the
 // device before the backward that first adds to it, and never reads the
 // weights or gradients through the host while training: the ParameterSync
-// moves them (worker/param_sync's device staging).
+// moves them (worker/bridge's device staging).
 //
 // Not thread-safe: one thread drives a Solver.
 #ifndef NEREUS_WORKER_TRAINER_SOLVER_H_

@@ -310,7 +310,7 @@ class NoSync : public ParameterSync {
 };
 
 // A job's worker chooses its device as a standalone run does (its bridge
-// stages the gradients: worker/param_sync): an explicit GPU that cannot be
+// stages the gradients: worker/bridge): an explicit GPU that cannot be
 // had is the same error naming it, not a refusal of GPUs in jobs; solver_mode
 // GPU takes the GPU where there is one, and without one computes on the CPU
 // the gradients solver_mode CPU computes, bit for bit.

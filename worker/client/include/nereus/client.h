@@ -83,7 +83,7 @@ struct JobInfo {
 // weights the trainer keeps where the client cannot write them (a GPU
 // worker's device), instead of the client's own rebuild into
 // TensorSpec::data on its CPU (TensorSpec::factor_applier). Implemented by
-// the trainer's side (worker/param_sync: the bridge rebuilds with cuBLAS on
+// the trainer's side (worker/bridge: the bridge rebuilds with cuBLAS on
 // the device).
 class FactorApplier {
  public:

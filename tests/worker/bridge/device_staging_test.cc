@@ -1,5 +1,5 @@
 // The staging between a device and the client's host memory
-// (worker/param_sync/device_staging.h), against its CPU implementation
+// (worker/bridge/device_staging.h), against its CPU implementation
 // (HostStaging: host threads stand in for the compute and copy streams), so
 // that CI checks the ordering the CUDA implementation must keep: a layer's
 // gradient copy starts only after its backward, the hand-over (`done`, where
@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "tests/support/fixtures.h"
-#include "worker/param_sync/cuda_staging.h"
-#include "worker/param_sync/host_staging.h"
+#include "worker/bridge/cuda_staging.h"
+#include "worker/bridge/host_staging.h"
 #include "worker/trainer/gpu/device.h"
 
 namespace nereus {

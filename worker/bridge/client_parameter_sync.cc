@@ -1,4 +1,4 @@
-#include "worker/param_sync/client_parameter_sync.h"
+#include "worker/bridge/client_parameter_sync.h"
 
 #include <map>
 #include <utility>

@@ -1,11 +1,11 @@
-// StagedFactors (worker/param_sync/staged_factors.h) on a CPU net: the
+// StagedFactors (worker/bridge/staged_factors.h) on a CPU net: the
 // factors of an InnerProduct layer as the bridge registers them, every
 // worker's factors stacked in rank order and the update rebuilt into the
 // layer's weights with the client's own arithmetic (the same bits as
 // common/update/sfb.h's ApplySufficientFactors), and the errors: a net reshaped
 // after Init, factors missing or too many, a solver type SFB does not apply.
 // The device half (cuBLAS, the compute stream) runs in cuda_staging_test.
-#include "worker/param_sync/staged_factors.h"
+#include "worker/bridge/staged_factors.h"
 
 #include <gtest/gtest.h>
 

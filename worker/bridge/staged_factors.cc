@@ -1,4 +1,4 @@
-#include "worker/param_sync/staged_factors.h"
+#include "worker/bridge/staged_factors.h"
 
 #include <glog/logging.h>
 

@@ -1,4 +1,4 @@
-#include "worker/param_sync/trainer_runner.h"
+#include "worker/bridge/trainer_runner.h"
 
 #include <chrono>
 #include <cmath>
@@ -8,9 +8,9 @@
 #include <sstream>
 #include <utility>
 
+#include "worker/bridge/client_parameter_sync.h"
+#include "worker/bridge/cuda_staging.h"
 #include "worker/client/timeline.h"
-#include "worker/param_sync/client_parameter_sync.h"
-#include "worker/param_sync/cuda_staging.h"
 #include "worker/trainer/data/data_layer.h"
 #include "worker/trainer/hdf5_snapshot.h"
 #include "worker/trainer/layer_registry.h"

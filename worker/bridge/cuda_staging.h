@@ -19,13 +19,13 @@
 // A failed CUDA call is the sticky error, naming the layer and the call.
 //
 // Ran on an H200: cuda_staging_test, gpu_job_test, bench/results/gpu/.
-#ifndef NEREUS_WORKER_PARAM_SYNC_CUDA_STAGING_H_
-#define NEREUS_WORKER_PARAM_SYNC_CUDA_STAGING_H_
+#ifndef NEREUS_WORKER_BRIDGE_CUDA_STAGING_H_
+#define NEREUS_WORKER_BRIDGE_CUDA_STAGING_H_
 
 #include <memory>
 
 #include "common/base/status.h"
-#include "worker/param_sync/device_staging.h"
+#include "worker/bridge/device_staging.h"
 #include "worker/trainer/gpu/device.h"
 
 namespace nereus {
@@ -37,4 +37,4 @@ StatusOr<std::unique_ptr<DeviceStaging>> NewCudaStaging(gpu::Device* device);
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_PARAM_SYNC_CUDA_STAGING_H_
+#endif  // NEREUS_WORKER_BRIDGE_CUDA_STAGING_H_

@@ -7,7 +7,7 @@
 // (device_staging_test). And the sufficient factors behind it
 // (StagedFactors): rebuilt on the device as on the CPU, within the GEMM
 // bound, and HybComm's choice at the rates measured there.
-#include "worker/param_sync/cuda_staging.h"
+#include "worker/bridge/cuda_staging.h"
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -22,7 +22,7 @@
 #include "common/update/hybcomm.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/layer_test.h"
-#include "worker/param_sync/staged_factors.h"
+#include "worker/bridge/staged_factors.h"
 #include "worker/trainer/gpu/host_buffer.h"
 
 namespace nereus {

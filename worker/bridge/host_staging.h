@@ -18,8 +18,8 @@
 //
 // Every wait is on a condition variable; Shutdown (or the destructor) drains
 // both streams and joins their threads.
-#ifndef NEREUS_WORKER_PARAM_SYNC_HOST_STAGING_H_
-#define NEREUS_WORKER_PARAM_SYNC_HOST_STAGING_H_
+#ifndef NEREUS_WORKER_BRIDGE_HOST_STAGING_H_
+#define NEREUS_WORKER_BRIDGE_HOST_STAGING_H_
 
 #include <deque>
 #include <functional>
@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "common/base/mutex.h"
-#include "worker/param_sync/device_staging.h"
+#include "worker/bridge/device_staging.h"
 
 namespace nereus {
 
@@ -121,4 +121,4 @@ class HostStaging : public DeviceStaging {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_PARAM_SYNC_HOST_STAGING_H_
+#endif  // NEREUS_WORKER_BRIDGE_HOST_STAGING_H_

@@ -57,8 +57,8 @@
 //
 // Not thread-safe: like every ParameterSync, it is called from the thread that
 // drives the Solver. The Client does the communication on its own threads.
-#ifndef NEREUS_WORKER_PARAM_SYNC_CLIENT_PARAMETER_SYNC_H_
-#define NEREUS_WORKER_PARAM_SYNC_CLIENT_PARAMETER_SYNC_H_
+#ifndef NEREUS_WORKER_BRIDGE_CLIENT_PARAMETER_SYNC_H_
+#define NEREUS_WORKER_BRIDGE_CLIENT_PARAMETER_SYNC_H_
 
 #include <atomic>
 #include <cstdint>
@@ -69,8 +69,8 @@
 #include "common/base/mutex.h"
 #include "common/base/status.h"
 #include "nereus/client.h"
-#include "worker/param_sync/device_staging.h"
-#include "worker/param_sync/staged_factors.h"
+#include "worker/bridge/device_staging.h"
+#include "worker/bridge/staged_factors.h"
 #include "worker/trainer/gpu/host_buffer.h"
 #include "worker/trainer/net.h"
 #include "worker/trainer/parameter_sync.h"
@@ -186,4 +186,4 @@ class ClientParameterSync : public ParameterSync {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_PARAM_SYNC_CLIENT_PARAMETER_SYNC_H_
+#endif  // NEREUS_WORKER_BRIDGE_CLIENT_PARAMETER_SYNC_H_

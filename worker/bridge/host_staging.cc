@@ -1,4 +1,4 @@
-#include "worker/param_sync/host_staging.h"
+#include "worker/bridge/host_staging.h"
 
 #include <glog/logging.h>
 

@@ -3,7 +3,7 @@
 // they report, say so when no test ran after training instead of reporting
 // the iteration-0 test, and give every output of a net by name (its losses
 // when it has no accuracy), never "nan".
-#include "worker/param_sync/trainer_runner.h"
+#include "worker/bridge/trainer_runner.h"
 
 #include <gtest/gtest.h>
 

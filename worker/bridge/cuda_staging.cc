@@ -1,4 +1,4 @@
-#include "worker/param_sync/cuda_staging.h"
+#include "worker/bridge/cuda_staging.h"
 
 #ifdef NEREUS_HAVE_CUDA
 #include <cuda_runtime.h>

@@ -3,7 +3,7 @@
 // nereus_worker --gpu=0 as 2 workers of the tiny conv net, with 2 servers,
 // both workers on the one GPU, against the same job on the CPU. Their
 // gradients leave the device through the CudaStaging that the runner makes
-// (worker/param_sync/trainer_runner.h) and their weights come back through it.
+// (worker/bridge/trainer_runner.h) and their weights come back through it.
 //
 // Tolerance: the servers apply the same SGD to the gradients of both jobs
 // (on their CPUs, the same code), and the staging moves bytes unchanged, so

@@ -34,8 +34,8 @@
 //
 // Thread-safety: StageGradients, StageWeights and Drain are called from one
 // thread (the one that drives the net); `done` runs on the staging's thread.
-#ifndef NEREUS_WORKER_PARAM_SYNC_DEVICE_STAGING_H_
-#define NEREUS_WORKER_PARAM_SYNC_DEVICE_STAGING_H_
+#ifndef NEREUS_WORKER_BRIDGE_DEVICE_STAGING_H_
+#define NEREUS_WORKER_BRIDGE_DEVICE_STAGING_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -96,4 +96,4 @@ class DeviceStaging {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_PARAM_SYNC_DEVICE_STAGING_H_
+#endif  // NEREUS_WORKER_BRIDGE_DEVICE_STAGING_H_

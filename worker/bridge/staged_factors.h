@@ -37,8 +37,8 @@
 // thread that drives the net; ApplyFactors on the client's applier thread
 // (one call at a time per tensor; the client's WaitWeights orders it before
 // the Rebuild that reads it); the rate getters anywhere after MeasureRates.
-#ifndef NEREUS_WORKER_PARAM_SYNC_STAGED_FACTORS_H_
-#define NEREUS_WORKER_PARAM_SYNC_STAGED_FACTORS_H_
+#ifndef NEREUS_WORKER_BRIDGE_STAGED_FACTORS_H_
+#define NEREUS_WORKER_BRIDGE_STAGED_FACTORS_H_
 
 #include <atomic>
 #include <cstdint>
@@ -51,7 +51,7 @@
 #include "common/update/sfb.h"
 #include "nereus/client.h"
 #include "proto/nereus.pb.h"
-#include "worker/param_sync/device_staging.h"
+#include "worker/bridge/device_staging.h"
 #include "worker/trainer/blob.h"
 #include "worker/trainer/gpu/device.h"
 #include "worker/trainer/gpu/host_buffer.h"
@@ -142,4 +142,4 @@ class StagedFactors final : public FactorApplier {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_PARAM_SYNC_STAGED_FACTORS_H_
+#endif  // NEREUS_WORKER_BRIDGE_STAGED_FACTORS_H_

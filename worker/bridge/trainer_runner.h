@@ -14,8 +14,8 @@
 // holds the same weights).
 //
 // Not thread-safe; one call at a time. Logs progress through glog.
-#ifndef NEREUS_WORKER_PARAM_SYNC_TRAINER_RUNNER_H_
-#define NEREUS_WORKER_PARAM_SYNC_TRAINER_RUNNER_H_
+#ifndef NEREUS_WORKER_BRIDGE_TRAINER_RUNNER_H_
+#define NEREUS_WORKER_BRIDGE_TRAINER_RUNNER_H_
 
 #include <cstdint>
 #include <functional>
@@ -27,7 +27,7 @@
 
 #include "common/base/status.h"
 #include "nereus/client.h"
-#include "worker/param_sync/device_staging.h"
+#include "worker/bridge/device_staging.h"
 #include "worker/trainer/gpu/device.h"
 
 namespace nereus {
@@ -108,4 +108,4 @@ std::string TrainSummaryLine(const TrainSummary& summary, const std::string& who
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_PARAM_SYNC_TRAINER_RUNNER_H_
+#endif  // NEREUS_WORKER_BRIDGE_TRAINER_RUNNER_H_
