@@ -16,10 +16,10 @@ install(TARGETS nereus_worker_client nereus_common nereus_proto EXPORT NereusTar
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS nereus_server nereus_worker RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-# The public headers: every nereus/*.h of the public include folders, and
+# The public headers: every nereus/*.h of the public include folder, and
 # nothing else (scripts/include_graph.py --check keeps them standalone;
 # install_consumer_test checks that nothing else is installed).
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/common/include/nereus ${PROJECT_SOURCE_DIR}/worker/client/include/nereus
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/common/include/nereus
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
 
 set(NEREUS_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Nereus)
