@@ -40,12 +40,13 @@ Status ClientParameterSync::UploadWeights(int layer, int64_t iter) {
   std::vector<StagingCopy> copies;
   std::vector<int> rebuilt;
   for (int id : net_->layer_learnable_param_ids(layer)) {
-    if (local_[id]) continue;
+    SyncedParam& p = params_[id];
+    if (p.local) continue;
     if (!initial && staged_factors_ != nullptr && staged_factors_->chosen(id)) {
       rebuilt.push_back(id);
       continue;
     }
-    copies.push_back({net_data_[id], data_mirror_[id].data(), data_mirror_[id].size() * sizeof(float)});
+    copies.push_back({p.net_data, p.data_mirror.data(), p.data_mirror.size() * sizeof(float)});
   }
   uploaded_clock_[layer] = iter;
   for (int id : rebuilt) RETURN_IF_ERROR(Fail(staged_factors_->Rebuild(id, iter)));
@@ -54,9 +55,178 @@ Status ClientParameterSync::UploadWeights(int layer, int64_t iter) {
   if (staging_->device_memory()) {
     // The device copy is the fresh one now (the compute stream waits for it).
     for (int id : net_->layer_learnable_param_ids(layer)) {
-      if (!local_[id]) params_[id]->data()->MarkGpuWritten();
+      if (!params_[id].local) params_[id].blob->data()->MarkGpuWritten();
     }
   }
+  return Status::OK();
+}
+
+std::vector<std::string> ClientParameterSync::tensor_names() const {
+  std::vector<std::string> names;
+  for (const SyncedParam& p : params_) names.push_back(p.name);
+  return names;
+}
+
+Status ClientParameterSync::CheckPlacement() const {
+  if (net_->device() != nullptr && (staging_ == nullptr || !staging_->device_memory())) {
+    return FailedPreconditionError("net \"" + net_->name() + "\" computes on " + net_->device()->description() +
+                                   ": its parameters need a device staging (set_staging) to reach the client");
+  }
+  if (net_->device() == nullptr && staging_ != nullptr && staging_->device_memory()) {
+    return FailedPreconditionError("net \"" + net_->name() +
+                                   "\" computes on the CPU, but its staging copies device memory");
+  }
+  return Status::OK();
+}
+
+void ClientParameterSync::DescribeParams(const std::vector<Blob*>& params, const std::vector<float>& lr_mult,
+                                         const std::vector<float>& decay_mult) {
+  params_.clear();
+  params_.resize(params.size());  // SyncedParam is move-only (its host buffers).
+  for (size_t p = 0; p < params.size(); ++p) {
+    params_[p].blob = params[p];
+    params_[p].lr_mult = lr_mult[p];
+    params_[p].decay_mult = decay_mult[p];
+  }
+  // Each parameter belongs to its owner layer, named after it and its index
+  // among that layer's blobs (Caffe's "<layer>/<i>"): the client pushes a
+  // layer's gradients as soon as its backward ends and fetches its weights
+  // for the next iteration in the same round trip, straight into the blob. A
+  // layer's local state (BatchNorm's statistics, Layer::IsLocalState) is not
+  // registered: it stays this worker's own, never pushed nor pulled.
+  for (int layer = 0; layer < net_->num_layers(); ++layer) {
+    const auto& blobs = net_->layers()[layer]->blobs();
+    for (int id : net_->layer_learnable_param_ids(layer)) {
+      CHECK_GE(id, 0);
+      CHECK_LT(static_cast<size_t>(id), params.size());
+      SyncedParam& p = params_[id];
+      p.layer = layer;
+      for (size_t b = 0; b < blobs.size(); ++b) {
+        if (blobs[b].get() != params[id]) continue;
+        p.blob_index = static_cast<int>(b);
+        p.name = net_->UniqueLayerName(layer) + "/" + std::to_string(b);
+        p.local = net_->layers()[layer]->IsLocalState(static_cast<int>(b));
+      }
+      CHECK_GE(p.blob_index, 0) << "learnable param " << id << " is not a blob of its owner layer "
+                                << net_->UniqueLayerName(layer);
+    }
+  }
+  // A parameter shared with another layer sums two layers' gradients: not one
+  // pair of factors.
+  for (size_t i = 0; i < net_->params().size(); ++i) {
+    const int o = net_->param_owners()[i];
+    if (o < 0) continue;
+    for (SyncedParam& p : params_)
+      if (p.blob == net_->params()[o].get() || p.blob == net_->params()[i].get()) p.shared = true;
+  }
+  for (size_t p = 0; p < params_.size(); ++p)
+    CHECK(!params_[p].name.empty()) << "learnable param " << p << " has no owner layer";
+}
+
+void ClientParameterSync::PrepareStaging() {
+  uploaded_clock_ = std::vector<std::atomic<int64_t>>(net_->num_layers());
+  staged_clock_ = std::vector<std::atomic<int64_t>>(net_->num_layers());
+  for (int l = 0; l < net_->num_layers(); ++l) {
+    uploaded_clock_[l] = -1;
+    staged_clock_[l] = -1;
+  }
+  // The copies' spans on the timeline, per layer and clock. A layer's copy
+  // of clock c is reported before the bridge stages that layer's copy of
+  // c + 1 (its gradients: the hand-over of c comes first; its weights:
+  // their upload is on the copy stream before the gradients of c), so the
+  // layer's clock read here is the copy's.
+  staging_->set_span_sink([this](int layer, bool to_host, int64_t begin_us, int64_t end_us) {
+    client_->TraceSpan((to_host ? "d2h " : "h2d ") + net_->UniqueLayerName(layer),
+                       to_host ? staged_clock_[layer].load() : uploaded_clock_[layer].load(), begin_us, end_us,
+                       to_host ? TraceLane::kDeviceToHost : TraceLane::kHostToDevice);
+  });
+  MutexLock lock(&staging_mu_);
+  handed_clock_.assign(net_->num_layers(), -1);
+}
+
+void ClientParameterSync::AttachFactors(int id, const Layer::GradientFactors& f, const pb::SgdConfig& sgd,
+                                        TensorSpec* spec) {
+  SyncedParam& p = params_[id];
+  spec->factor_rows = f.rows;
+  if (staging_ == nullptr) {
+    // The client reads them in the blobs, at the hand-over.
+    p.factors_left_at = f.left.cpu();
+    p.factors_right_at = f.right.cpu();
+    spec->factor_left = p.factors_left_at;
+    spec->factor_right = p.factors_right_at;
+  } else {
+    // The staging copies them into mirrors, and the updates are rebuilt
+    // where the net keeps its weights.
+    if (staged_factors_ == nullptr) {
+      staged_factors_ = std::make_unique<StagedFactors>(staging_->device_memory() ? net_->device() : nullptr, sgd,
+                                                        client_->num_workers());
+    }
+    staged_factors_->Add(id, spec->name, f, p.blob, p.lr_mult, p.decay_mult);
+    spec->factor_left = staged_factors_->left(id);
+    spec->factor_right = staged_factors_->right(id);
+    spec->factor_applier = staged_factors_.get();
+  }
+  p.factors = f;
+}
+
+Status ClientParameterSync::RegisterParam(int id, const pb::SgdConfig& sgd, std::vector<const float*>* initial) {
+  SyncedParam& p = params_[id];
+  TensorSpec spec;
+  spec.name = p.name;
+  for (int d : p.blob->shape()) spec.shape.push_back(d);
+  spec.lr_mult = p.lr_mult;
+  spec.decay_mult = p.decay_mult;
+  spec.layer = p.layer;
+  if (staging_ == nullptr) {
+    spec.data = p.blob->mutable_cpu_data();
+    spec.diff = p.blob->cpu_diff();
+  } else {
+    // The client reads and writes the mirrors (page-locked for a device);
+    // the staging copies between them and the net's buffers.
+    std::shared_ptr<gpu::DeviceMemory> pin;
+    if (net_->device() != nullptr) pin = net_->device()->memory();
+    p.data_mirror = gpu::HostBuffer(p.blob->count(), pin);
+    p.diff_mirror = gpu::HostBuffer(p.blob->count(), pin);
+    spec.data = p.data_mirror.data();
+    spec.diff = p.diff_mirror.data();
+    const bool device = staging_->device_memory();
+    p.net_data = device ? p.blob->mutable_gpu_data() : p.blob->mutable_cpu_data();
+    p.net_diff = device ? p.blob->mutable_gpu_diff() : p.blob->cpu_diff();
+  }
+  Layer::GradientFactors f;
+  if (factors_allowed_ && !p.shared && p.blob->num_axes() == 2 &&
+      net_->layers()[p.layer]->WeightGradientFactors(p.blob_index, net_->bottom_vecs()[p.layer],
+                                                     net_->top_vecs()[p.layer], &f)) {
+    AttachFactors(id, f, sgd, &spec);
+  }
+  auto tensor = client_->RegisterTensor(spec);
+  if (!tensor.ok()) return tensor.status().Annotate("registering " + spec.name);
+  CHECK_EQ(static_cast<size_t>(*tensor), initial->size()) << "tensor ids are not consecutive";
+  p.tensor_id = *tensor;
+  if (staging_ != nullptr && staging_->device_memory()) {
+    // A device net's initial weights reach the client through the data
+    // mirror (one blocking copy, here only), not through the blob's
+    // cpu_data() (a host copy of the weights besides the mirror).
+    const size_t bytes = p.data_mirror.size() * sizeof(float);
+    Status st =
+        bytes == 0 ? Status::OK() : net_->device()->memory()->CopyToHost(p.data_mirror.data(), p.net_data, bytes);
+    if (!st.ok()) return st.Annotate("copying the initial weights of " + spec.name + " to the host");
+    initial->push_back(p.data_mirror.data());
+  } else {
+    initial->push_back(p.blob->cpu_data());
+  }
+  return Status::OK();
+}
+
+Status ClientParameterSync::PullInitialWeights() {
+  // Every worker starts from worker 0's weights, or in a resumed job from the
+  // servers' checkpoint at the job's start clock.
+  const int64_t start = client_->job().start_clock;
+  for (int layer = 0; layer < net_->num_layers(); ++layer) {
+    Status st = client_->WaitWeights(layer, start);
+    if (!st.ok()) return st.Annotate("pulling the initial weights of layer " + net_->UniqueLayerName(layer));
+  }
+  pull_clock_ = start;
   return Status::OK();
 }
 
@@ -67,173 +237,19 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
   CHECK_EQ(params.size(), lr_mult.size());
   CHECK_EQ(params.size(), decay_mult.size());
   RETURN_IF_ERROR(status_);
-  if (net_->device() != nullptr && (staging_ == nullptr || !staging_->device_memory())) {
-    return Fail(FailedPreconditionError("net \"" + net_->name() + "\" computes on " + net_->device()->description() +
-                                        ": its parameters need a device staging (set_staging) to reach the client"));
-  }
-  if (net_->device() == nullptr && staging_ != nullptr && staging_->device_memory()) {
-    return Fail(FailedPreconditionError("net \"" + net_->name() +
-                                        "\" computes on the CPU, but its staging copies device memory"));
-  }
-  params_ = params;
-  names_.assign(params.size(), "");
-  tensor_ids_.assign(params.size(), -1);
-  pushed_iter_.assign(params.size(), -1);
-
-  // Name each parameter after its owner layer and its index among that
-  // layer's blobs (Caffe's "<layer>/<i>").
-  for (int layer = 0; layer < net_->num_layers(); ++layer) {
-    const auto& blobs = net_->layers()[layer]->blobs();
-    for (int id : net_->layer_learnable_param_ids(layer)) {
-      CHECK_GE(id, 0);
-      CHECK_LT(static_cast<size_t>(id), params.size());
-      for (size_t b = 0; b < blobs.size(); ++b) {
-        if (blobs[b].get() == params[id]) names_[id] = net_->UniqueLayerName(layer) + "/" + std::to_string(b);
-      }
-      CHECK(!names_[id].empty()) << "learnable param " << id << " is not a blob of its owner layer "
-                                 << net_->UniqueLayerName(layer);
-    }
-  }
-  // Each parameter belongs to its owner layer: the client pushes a layer's
-  // gradients as soon as its backward ends and fetches its weights for the
-  // next iteration in the same round trip, straight into the blob. A layer's
-  // local state (BatchNorm's statistics, Layer::IsLocalState) is not
-  // registered: it stays this worker's own, never pushed nor pulled.
-  std::vector<int> owner(params.size(), -1);
-  local_.assign(params.size(), false);
-  for (int layer = 0; layer < net_->num_layers(); ++layer) {
-    const auto& blobs = net_->layers()[layer]->blobs();
-    for (int id : net_->layer_learnable_param_ids(layer)) {
-      owner[id] = layer;
-      for (size_t b = 0; b < blobs.size(); ++b) {
-        if (blobs[b].get() == params[id] && net_->layers()[layer]->IsLocalState(static_cast<int>(b))) {
-          local_[id] = true;
-        }
-      }
-    }
-  }
-  std::vector<const float*> initial;  // per registered tensor, in id order
-  // A parameter shared with another layer sums two layers' gradients: not one
-  // pair of factors.
-  std::vector<bool> shared(params.size(), false);
-  for (size_t i = 0; i < net_->params().size(); ++i) {
-    const int o = net_->param_owners()[i];
-    if (o < 0) continue;
-    for (size_t p = 0; p < params.size(); ++p)
-      if (params[p] == net_->params()[o].get() || params[p] == net_->params()[i].get()) shared[p] = true;
-  }
-  factors_.assign(params.size(), Layer::GradientFactors());
-  factors_at_.assign(params.size(), {nullptr, nullptr});
-  if (staging_ != nullptr) {
-    data_mirror_.clear();
-    diff_mirror_.clear();
-    data_mirror_.resize(params.size());
-    diff_mirror_.resize(params.size());
-    net_data_.assign(params.size(), nullptr);
-    net_diff_.assign(params.size(), nullptr);
-    uploaded_clock_ = std::vector<std::atomic<int64_t>>(net_->num_layers());
-    staged_clock_ = std::vector<std::atomic<int64_t>>(net_->num_layers());
-    for (int l = 0; l < net_->num_layers(); ++l) {
-      uploaded_clock_[l] = -1;
-      staged_clock_[l] = -1;
-    }
-    // The copies' spans on the timeline, per layer and clock. A layer's copy
-    // of clock c is reported before the bridge stages that layer's copy of
-    // c + 1 (its gradients: the hand-over of c comes first; its weights:
-    // their upload is on the copy stream before the gradients of c), so the
-    // layer's clock read here is the copy's.
-    staging_->set_span_sink([this](int layer, bool to_host, int64_t begin_us, int64_t end_us) {
-      client_->TraceSpan((to_host ? "d2h " : "h2d ") + net_->UniqueLayerName(layer),
-                         to_host ? staged_clock_[layer].load() : uploaded_clock_[layer].load(), begin_us, end_us,
-                         to_host ? TraceLane::kDeviceToHost : TraceLane::kHostToDevice);
-    });
-    MutexLock lock(&staging_mu_);
-    handed_clock_.assign(net_->num_layers(), -1);
-  }
-  for (size_t p = 0; p < params.size(); ++p) {
-    CHECK(!names_[p].empty()) << "learnable param " << p << " has no owner layer";
-    if (local_[p]) continue;
-    TensorSpec spec;
-    spec.name = names_[p];
-    for (int d : params[p]->shape()) spec.shape.push_back(d);
-    spec.lr_mult = lr_mult[p];
-    spec.decay_mult = decay_mult[p];
-    spec.layer = owner[p];
-    if (staging_ == nullptr) {
-      spec.data = params[p]->mutable_cpu_data();
-      spec.diff = params[p]->cpu_diff();
-    } else {
-      // The client reads and writes the mirrors (page-locked for a device);
-      // the staging copies between them and the net's buffers.
-      std::shared_ptr<gpu::DeviceMemory> pin;
-      if (net_->device() != nullptr) pin = net_->device()->memory();
-      data_mirror_[p] = gpu::HostBuffer(params[p]->count(), pin);
-      diff_mirror_[p] = gpu::HostBuffer(params[p]->count(), pin);
-      spec.data = data_mirror_[p].data();
-      spec.diff = diff_mirror_[p].data();
-      if (staging_->device_memory()) {
-        net_data_[p] = params[p]->mutable_gpu_data();
-        net_diff_[p] = params[p]->mutable_gpu_diff();
-      } else {
-        net_data_[p] = params[p]->mutable_cpu_data();
-        net_diff_[p] = params[p]->cpu_diff();
-      }
-    }
-    const int layer = owner[p];
-    const int blob = std::stoi(names_[p].substr(names_[p].rfind('/') + 1));
-    Layer::GradientFactors f;
-    if (factors_allowed_ && !shared[p] && params[p]->num_axes() == 2 &&
-        net_->layers()[layer]->WeightGradientFactors(blob, net_->bottom_vecs()[layer], net_->top_vecs()[layer], &f)) {
-      spec.factor_rows = f.rows;
-      if (staging_ == nullptr) {
-        // The client reads them in the blobs, at the hand-over.
-        factors_at_[p] = {f.left.cpu(), f.right.cpu()};
-        spec.factor_left = factors_at_[p].first;
-        spec.factor_right = factors_at_[p].second;
-      } else {
-        // The staging copies them into mirrors, and the updates are rebuilt
-        // where the net keeps its weights.
-        if (staged_factors_ == nullptr) {
-          staged_factors_ = std::make_unique<StagedFactors>(staging_->device_memory() ? net_->device() : nullptr, sgd,
-                                                            client_->num_workers());
-        }
-        staged_factors_->Add(static_cast<int>(p), spec.name, f, params[p], lr_mult[p], decay_mult[p]);
-        spec.factor_left = staged_factors_->left(static_cast<int>(p));
-        spec.factor_right = staged_factors_->right(static_cast<int>(p));
-        spec.factor_applier = staged_factors_.get();
-      }
-      factors_[p] = f;
-    }
-    auto id = client_->RegisterTensor(spec);
-    if (!id.ok()) return Fail(id.status().Annotate("registering " + spec.name));
-    CHECK_EQ(static_cast<size_t>(*id), initial.size()) << "tensor ids are not consecutive";
-    tensor_ids_[p] = *id;
-    if (staging_ != nullptr && staging_->device_memory()) {
-      // A device net's initial weights reach the client through the data
-      // mirror (one blocking copy, here only), not through the blob's
-      // cpu_data() (a host copy of the weights besides the mirror).
-      const size_t bytes = data_mirror_[p].size() * sizeof(float);
-      Status st =
-          bytes == 0 ? Status::OK() : net_->device()->memory()->CopyToHost(data_mirror_[p].data(), net_data_[p], bytes);
-      if (!st.ok()) return Fail(st.Annotate("copying the initial weights of " + spec.name + " to the host"));
-      initial.push_back(data_mirror_[p].data());
-    } else {
-      initial.push_back(params[p]->cpu_data());
-    }
+  RETURN_IF_ERROR(Fail(CheckPlacement()));
+  DescribeParams(params, lr_mult, decay_mult);
+  if (staging_ != nullptr) PrepareStaging();
+  std::vector<const float*> initial;  // Per registered tensor, in id order.
+  std::vector<int> tensor_ids;        // Per learnable parameter (-1: local state).
+  for (size_t p = 0; p < params_.size(); ++p) {
+    if (!params_[p].local) RETURN_IF_ERROR(Fail(RegisterParam(static_cast<int>(p), sgd, &initial)));
+    tensor_ids.push_back(params_[p].tensor_id);
   }
   if (staged_factors_ != nullptr) RETURN_IF_ERROR(Fail(staged_factors_->MeasureRates()));
   RETURN_IF_ERROR(Fail(client_->Init(SgdConfigFromProto(sgd), initial)));
-  if (staged_factors_ != nullptr) {
-    RETURN_IF_ERROR(Fail(staged_factors_->Choose(client_->sfb_tensors(), tensor_ids_)));
-  }
-  // Every worker starts from worker 0's weights, or in a resumed job from the
-  // servers' checkpoint at the job's start clock.
-  const int64_t start = client_->job().start_clock;
-  for (int layer = 0; layer < net_->num_layers(); ++layer) {
-    Status st = client_->WaitWeights(layer, start);
-    if (!st.ok()) return Fail(st.Annotate("pulling the initial weights of layer " + net_->UniqueLayerName(layer)));
-  }
-  pull_clock_ = start;
+  if (staged_factors_ != nullptr) RETURN_IF_ERROR(Fail(staged_factors_->Choose(client_->sfb_tensors(), tensor_ids)));
+  RETURN_IF_ERROR(Fail(PullInitialWeights()));
   initialized_ = true;
   return Status::OK();
 }
@@ -255,26 +271,32 @@ Status ClientParameterSync::WaitWeights(int layer, int64_t iter) {
   return UploadWeights(layer, iter);
 }
 
+Status ClientParameterSync::CurrentFactors(int id, Layer::GradientFactors* f) const {
+  const SyncedParam& p = params_[id];
+  if (!net_->layers()[p.layer]->WeightGradientFactors(p.blob_index, net_->bottom_vecs()[p.layer],
+                                                      net_->top_vecs()[p.layer], f)) {
+    *f = Layer::GradientFactors();
+  }
+  // The client reads the factors where they were registered: they must not
+  // have moved (with staging, StagedFactors::FactorCopies checks).
+  if (staging_ == nullptr && (f->rows != p.factors.rows || f->left.blob == nullptr ||
+                              f->left.cpu() != p.factors_left_at || f->right.cpu() != p.factors_right_at)) {
+    return FailedPreconditionError("the sufficient factors of " + p.name +
+                                   " moved or changed shape after Init (was the net reshaped?)");
+  }
+  return Status::OK();
+}
+
 Status ClientParameterSync::GradientsReady(int layer, int64_t iter) {
   CHECK(initialized_) << "GradientsReady before Init";
   RETURN_IF_ERROR(CheckStaging());
   std::map<int, Layer::GradientFactors> now;  // The factors of this clock, by parameter.
   for (int id : net_->layer_learnable_param_ids(layer)) {
-    CHECK_LT(pushed_iter_[id], iter) << names_[id] << " pushed twice for iteration " << iter;
-    pushed_iter_[id] = iter;
-    if (factors_[id].rows == 0) continue;
-    const int blob = std::stoi(names_[id].substr(names_[id].rfind('/') + 1));
-    Layer::GradientFactors& f = now[id];
-    if (!net_->layers()[layer]->WeightGradientFactors(blob, net_->bottom_vecs()[layer], net_->top_vecs()[layer], &f)) {
-      f = Layer::GradientFactors();
-    }
-    // The client reads the factors where they were registered: they must not
-    // have moved (with staging, StagedFactors::FactorCopies checks).
-    if (staging_ == nullptr && (f.rows != factors_[id].rows || f.left.blob == nullptr ||
-                                f.left.cpu() != factors_at_[id].first || f.right.cpu() != factors_at_[id].second)) {
-      return Fail(FailedPreconditionError("the sufficient factors of " + names_[id] +
-                                          " moved or changed shape after Init (was the net reshaped?)"));
-    }
+    SyncedParam& p = params_[id];
+    CHECK_LT(p.pushed_iter, iter) << p.name << " pushed twice for iteration " << iter;
+    p.pushed_iter = iter;
+    if (p.factors.rows == 0) continue;
+    RETURN_IF_ERROR(Fail(CurrentFactors(id, &now[id])));
   }
   if (staging_ != nullptr) {
     // Every layer goes through the staging, those without gradients too, so
@@ -282,14 +304,15 @@ Status ClientParameterSync::GradientsReady(int layer, int64_t iter) {
     // leaves as its factors instead of its gradient.
     std::vector<StagingCopy> copies;
     for (int id : net_->layer_learnable_param_ids(layer)) {
-      if (local_[id]) continue;
+      SyncedParam& p = params_[id];
+      if (p.local) continue;
       if (staged_factors_ != nullptr && staged_factors_->chosen(id)) {
         auto factor_copies = staged_factors_->FactorCopies(id, now[id]);
         if (!factor_copies.ok()) return Fail(factor_copies.status());
         copies.insert(copies.end(), factor_copies->begin(), factor_copies->end());
         continue;
       }
-      copies.push_back({diff_mirror_[id].data(), net_diff_[id], diff_mirror_[id].size() * sizeof(float)});
+      copies.push_back({p.diff_mirror.data(), p.net_diff, p.diff_mirror.size() * sizeof(float)});
     }
     const std::string name = net_->UniqueLayerName(layer);
     staged_clock_[layer] = iter;
@@ -326,10 +349,9 @@ Status ClientParameterSync::GradientsReady(int layer, int64_t iter) {
 Status ClientParameterSync::FinishIteration(int64_t iter) {
   CHECK(initialized_) << "FinishIteration before Init";
   RETURN_IF_ERROR(CheckStaging());
-  for (size_t p = 0; p < params_.size(); ++p) {
-    if (!local_[p] && pushed_iter_[p] != iter) {
-      return Fail(
-          InternalError("no gradient of " + names_[p] + " was handed over in iteration " + std::to_string(iter)));
+  for (const SyncedParam& p : params_) {
+    if (!p.local && p.pushed_iter != iter) {
+      return Fail(InternalError("no gradient of " + p.name + " was handed over in iteration " + std::to_string(iter)));
     }
   }
   // Nothing to wait for: each layer's weights for iter + 1 were requested with

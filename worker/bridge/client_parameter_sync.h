@@ -125,14 +125,51 @@ class ClientParameterSync : public ParameterSync {
   // "<owner layer>/<blob index>" of every learnable parameter, in
   // learnable-parameter order (local state included; is_local says which
   // were not registered).
-  const std::vector<std::string>& tensor_names() const { return names_; }
-  bool is_local(int param_id) const { return local_[param_id]; }
+  std::vector<std::string> tensor_names() const;
+  bool is_local(int param_id) const { return params_[param_id].local; }
   // With staging: updates rebuilt from sufficient factors so far (0 without).
   int64_t sfb_rebuilds() const { return staged_factors_ != nullptr ? staged_factors_->rebuilds() : 0; }
 
  private:
+  // One learnable parameter of the train net, and what the bridge keeps for
+  // it.
+  struct SyncedParam {
+    Blob* blob = nullptr;
+    std::string name;     // "<owner layer>/<blob index>" (Caffe's naming).
+    int layer = -1;       // The owner layer.
+    int blob_index = -1;  // Its index among the owner layer's blobs.
+    float lr_mult = 1;
+    float decay_mult = 1;
+    bool local = false;        // Local state (Layer::IsLocalState): not synced.
+    bool shared = false;       // Shared with another layer: no single pair of factors.
+    int tensor_id = -1;        // The client's tensor (-1: local state).
+    int64_t pushed_iter = -1;  // Last clock handed over.
+    // The factors registered with the client (rows 0: none) and, without
+    // staging, where they were then.
+    Layer::GradientFactors factors;
+    const float* factors_left_at = nullptr;
+    const float* factors_right_at = nullptr;
+    // With staging: the host mirrors the client uses, and the net's own
+    // buffers (device memory on a GPU net).
+    gpu::HostBuffer data_mirror;
+    gpu::HostBuffer diff_mirror;
+    float* net_data = nullptr;
+    const float* net_diff = nullptr;
+  };
+
   // Records the first error; returns the sticky status.
   Status Fail(Status st);
+  // Init's steps, in order.
+  Status CheckPlacement() const;  // The net's device and the staging agree.
+  void DescribeParams(const std::vector<Blob*>& params, const std::vector<float>& lr_mult,
+                      const std::vector<float>& decay_mult);
+  void PrepareStaging();
+  // Registers parameter `p` with the client (its buffers or mirrors, and its
+  // factors where it may go as factors); appends its initial weights.
+  Status RegisterParam(int p, const pb::SgdConfig& sgd, std::vector<const float*>* initial);
+  // Where the client reads parameter `p`'s factors, with or without staging.
+  void AttachFactors(int p, const Layer::GradientFactors& f, const pb::SgdConfig& sgd, TensorSpec* spec);
+  Status PullInitialWeights();
   // With staging: the error a copy or a hand-over on the staging's thread
   // met, recorded as this object's error.
   Status CheckStaging() NEREUS_LOCKS_EXCLUDED(staging_mu_);
@@ -144,32 +181,21 @@ class ClientParameterSync : public ParameterSync {
   // failed), so that the client's WaitWeights never waits for a hand-over
   // that will not come.
   Status WaitHandedOver(int layer, int64_t clock) NEREUS_LOCKS_EXCLUDED(staging_mu_);
+  // This clock's factors of parameter `id` (checked against where they were
+  // registered when the client reads them in the blobs).
+  Status CurrentFactors(int id, Layer::GradientFactors* f) const;
 
   Client* const client_;
   const Net* net_ = nullptr;
   Status status_;
   bool initialized_ = false;
-  std::vector<Blob*> params_;
-  std::vector<int> tensor_ids_;       // Per learnable parameter.
-  std::vector<std::string> names_;    // Per learnable parameter.
-  std::vector<int64_t> pushed_iter_;  // Per learnable parameter: last clock pushed.
-  std::vector<bool> local_;           // Per learnable parameter: local state, not synced.
-  int64_t pull_clock_ = -1;           // Clock of the weights last requested.
+  std::vector<SyncedParam> params_;  // Per learnable parameter, in learnable-parameter order.
+  int64_t pull_clock_ = -1;          // Clock of the weights last requested.
   bool factors_allowed_ = true;
-  // Per learnable parameter: the factors registered with the client (rows 0:
-  // none) and, without staging, where they were then.
-  std::vector<Layer::GradientFactors> factors_;
-  std::vector<std::pair<const float*, const float*>> factors_at_;
   // With staging and factors: their mirrors, stacks and rebuild.
   std::unique_ptr<StagedFactors> staged_factors_;
 
   DeviceStaging* staging_ = nullptr;
-  // With staging, per learnable parameter: the host mirrors the client uses,
-  // and the net's own buffers (device memory on a GPU net).
-  std::vector<gpu::HostBuffer> data_mirror_;
-  std::vector<gpu::HostBuffer> diff_mirror_;
-  std::vector<float*> net_data_;
-  std::vector<const float*> net_diff_;
   // Per layer: clock of the weights last staged onto the net, and of the
   // gradients last staged off it (written here, read by the span sink on the
   // staging's thread).
