@@ -21,6 +21,7 @@
 #include "bench/bench.h"
 #include "bench/harness/local_job.h"
 #include "bench/harness/watchdog.h"
+#include "common/base/clock.h"
 #include "server/apply_pool.h"
 #include "server/param_server.h"
 
@@ -38,9 +39,7 @@ namespace nereus {
 namespace bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+using Clock = SteadyClock;
 
 class DropSink : public ReplySink {
  public:

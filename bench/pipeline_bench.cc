@@ -24,7 +24,6 @@
 #include "common/update/hybcomm.h"
 #include "server/server_flags.h"
 #include "worker/client/client_flags.h"
-#include "worker/client/timeline.h"
 
 DEFINE_string(model, "vgg19", "pipeline, cluster, simulate: vgg19, vgg19_22k, resnet50, inception_v3 or lenet.");
 DEFINE_int32(workers, 2, "pipeline: workers (threads of this process, each with its own client).");
@@ -139,7 +138,7 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, uint64_t bat
   ASSIGN_OR_RETURN(o.server_apply_threads, ApplyThreadsFromFlags());
   const EmulatedRun run = EmulatedRunFromFlags(rebuild == "device");
   if (run.rebuild_on_device)
-    SetRebuildOptions(run, &o.client);
+    SetRebuildOptions(run, &o.client, &o.client_internals);
   else if (sfb == "auto")
     SetCpuShare(&o.client);
   ASSIGN_OR_RETURN(auto job, LocalJob::Start(o));

@@ -17,6 +17,7 @@
 #include <zmq.hpp>
 
 #include "bench/bench.h"
+#include "common/base/clock.h"
 #include "common/base/mutex.h"
 #include "common/net/shard_map.h"
 #include "common/update/sgd.h"
@@ -25,9 +26,7 @@ namespace nereus {
 namespace bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+using Clock = SteadyClock;
 
 void NoFree(void*, void*) {}
 

@@ -27,6 +27,7 @@
 
 #include "bench/bench.h"
 #include "bench/harness/watchdog.h"
+#include "common/base/clock.h"
 #include "worker/trainer/gpu/device.h"
 #include "worker/trainer/layer_registry.h"
 #include "worker/trainer/net.h"
@@ -49,7 +50,7 @@ namespace nereus {
 namespace bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = SteadyClock;
 
 struct TrainModel {
   const char* file;
@@ -67,8 +68,6 @@ const std::map<std::string, TrainModel>& TrainModels() {
   };
   return models;
 }
-
-double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
 
 // The model's net with its TRAIN Data layers as Input layers of the given
 // batch (TEST-only layers dropped).
@@ -159,7 +158,7 @@ int RunOne(const std::string& name, const TrainModel& model, JsonRows* rows) {
       for (int i = 0; i < tops[1]->count(); ++i) label[i] = static_cast<float>(i % 10);
     }
   }
-  const double build_s = Seconds(build_start);
+  const double build_s = SecondsSince(build_start);
   gpu::Device* device = (*solver)->device();
   auto wait = [device]() { return device != nullptr ? device->Synchronize() : Status::OK(); };
 
@@ -172,18 +171,18 @@ int RunOne(const std::string& name, const TrainModel& model, JsonRows* rows) {
   const auto start = Clock::now();
   s = (*solver)->Step(FLAGS_iterations);
   if (s.ok()) s = wait();
-  const double step_s = Seconds(start);
+  const double step_s = SecondsSince(start);
   double forward_s = 0, backward_s = 0;
   for (int i = 0; i < FLAGS_iterations && s.ok(); ++i) {
     const auto f = Clock::now();
     auto loss = train->Forward();
     s = loss.ok() ? wait() : loss.status();
-    forward_s += Seconds(f);
+    forward_s += SecondsSince(f);
     if (!s.ok()) break;
     const auto b = Clock::now();
     s = train->Backward();
     if (s.ok()) s = wait();
-    backward_s += Seconds(b);
+    backward_s += SecondsSince(b);
   }
   if (!s.ok()) {
     LOG(ERROR) << "train: " << name << ": " << s.message();

@@ -19,6 +19,7 @@
 #include "bench/harness/local_job.h"
 #include "bench/harness/watchdog.h"
 #include "bench/raw_zmq.h"
+#include "common/base/clock.h"
 #include "common/net/curve_keys.h"
 #include "server/server_flags.h"
 #include "worker/client/options_proto.h"
@@ -56,9 +57,7 @@ namespace nereus {
 namespace bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+using Clock = SteadyClock;
 
 int Iterations(uint64_t bytes) {
   // Enough bytes for ~FLAGS_seconds at a few GB/s, at least --min_iterations.

@@ -7,9 +7,9 @@
 #include <thread>
 
 #include "bench/harness/local_job.h"
+#include "common/base/clock.h"
 #include "common/update/sfb.h"
 #include "worker/client/options_proto.h"
-#include "worker/client/timeline.h"
 
 namespace nereus {
 namespace bench {

@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/base/clock.h"
 #include "common/base/mutex.h"
-#include "worker/client/timeline.h"
 #include "worker/trainer/gpu/cuda_check.h"
 #endif
 

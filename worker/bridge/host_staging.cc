@@ -5,7 +5,7 @@
 #include <cstring>
 #include <utility>
 
-#include "worker/client/timeline.h"
+#include "common/base/clock.h"
 
 namespace nereus {
 

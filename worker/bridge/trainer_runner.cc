@@ -8,9 +8,9 @@
 #include <sstream>
 #include <utility>
 
+#include "common/base/clock.h"
 #include "worker/bridge/client_parameter_sync.h"
 #include "worker/bridge/cuda_staging.h"
-#include "worker/client/timeline.h"
 #include "worker/trainer/data/data_layer.h"
 #include "worker/trainer/hdf5_snapshot.h"
 #include "worker/trainer/layer_registry.h"

@@ -22,12 +22,6 @@ const char* LaneName(Lane lane) {
   return NameOf(lane, kNames);
 }
 
-int64_t MonotonicMicros() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
-}
-
 void Timeline::Span(Lane lane, const std::string& name, int64_t clock, int64_t begin_us, int64_t end_us) {
   if (!Keeps(clock)) return;
   MutexLock lock(&mu_);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/base/clock.h"
 #include "common/base/mutex.h"
 #include "common/base/status.h"
 
@@ -25,9 +26,6 @@ enum class Lane {
   kHostToDevice = 7
 };
 const char* LaneName(Lane lane);
-
-// Microseconds on CLOCK_MONOTONIC (shared by the processes of one host).
-int64_t MonotonicMicros();
 
 // Thread-safe. Keeps the spans of every `every`-th clock only.
 class Timeline {

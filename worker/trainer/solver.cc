@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "common/base/clock.h"
 #include "common/update/sgd.h"
 #include "worker/trainer/hdf5_snapshot.h"
 #include "worker/trainer/math_functions.h"
@@ -19,9 +20,7 @@
 namespace nereus {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+using Clock = SteadyClock;
 
 }  // namespace
 
