@@ -31,6 +31,7 @@
 #include "common/net/node_flags.h"
 #include "server/server_flags.h"
 #include "worker/client/client_flags.h"
+#include "worker/client/client_internal.h"
 
 DEFINE_int32(hosts, 2, "cluster: emulated hosts (network namespaces), each running one server and one worker.");
 DEFINE_double(latency_us, 0, "cluster: one-way latency added between two hosts (tc netem), microseconds.");
@@ -190,8 +191,9 @@ int RunClusterWorker() {
   }
   options->merge_profile_iterations = std::max(1, FLAGS_warmup - 2);
   const EmulatedRun run = EmulatedRunFromFlags(FLAGS_sfb_rebuild == "device");
-  SetRebuildOptions(run, &*options);
-  auto client = Client::Connect(*options);
+  ClientInternals internals;
+  SetRebuildOptions(run, &*options, &internals);
+  auto client = ConnectClient(*options, internals);
   if (!client.ok()) {
     LOG(ERROR) << "cluster worker: " << client.status();
     return 1;

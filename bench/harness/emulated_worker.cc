@@ -30,12 +30,12 @@ double RebuildSeconds(const EmulatedRun& run, int workers, int64_t factor_rows, 
          4.0 * mn / (run.device_update_gbytes * 1e9);
 }
 
-void SetRebuildOptions(const EmulatedRun& run, ClientOptions* options) {
+void SetRebuildOptions(const EmulatedRun& run, ClientOptions* options, ClientInternals* internals) {
   if (!run.rebuild_on_device) return;
   options->sfb_rebuild_on = "the emulated device";
   options->sfb_rebuild_gflops = run.device_gflops;
   options->sfb_update_gbytes = run.device_update_gbytes;
-  options->sfb_emulated_rebuild = true;
+  internals->sfb_emulated_rebuild = true;
 }
 
 EmulatedDevice::Clock::time_point EmulatedDevice::Begin(double seconds, Clock::time_point ready, bool blocked) {

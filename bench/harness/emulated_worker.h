@@ -10,6 +10,7 @@
 
 #include "bench/sim/models.h"
 #include "nereus/client.h"
+#include "worker/client/client_internal.h"
 
 namespace nereus {
 namespace bench {
@@ -25,7 +26,7 @@ struct EmulatedRun {
   // forward of clock c >= 1 the device is held for the rebuild of clock c - 1,
   // RebuildSeconds() (its GEMM at device_gflops, its SGD step at
   // device_update_gbytes), and the client skips the arithmetic
-  // (ClientOptions::sfb_emulated_rebuild): those weights are not updated.
+  // (ClientInternals::sfb_emulated_rebuild): those weights are not updated.
   bool rebuild_on_device = false;
   // GB of weights per second of the emulated device's SGD step: an H200
   // copies 4.15 TB/s on the device (../shared/GPU.md) and a momentum step
@@ -45,7 +46,7 @@ double RebuildSeconds(const EmulatedRun& run, int workers, int64_t factor_rows, 
 // What HybComm must be told when run.rebuild_on_device: the rebuild runs on
 // the emulated device at its rates, and the client skips it. Leaves
 // `options` alone otherwise (the client times this CPU).
-void SetRebuildOptions(const EmulatedRun& run, ClientOptions* options);
+void SetRebuildOptions(const EmulatedRun& run, ClientOptions* options, ClientInternals* internals);
 
 // Per timed iteration.
 struct WorkerTimes {

@@ -51,7 +51,7 @@ StatusOr<std::unique_ptr<LocalJob>> LocalJob::Start(LocalJobOptions o) {
       ClientOptions c = o.client;
       c.coordinator = address;
       c.rank = w;
-      auto client = Client::Connect(c);
+      auto client = ConnectClient(c, o.client_internals);
       results[w] = client.status();
       if (client.ok()) clients[w] = std::move(client).value();
     });

@@ -10,6 +10,7 @@
 #include "nereus/client.h"
 #include "server/coordinator.h"
 #include "server/server_node.h"
+#include "worker/client/client_internal.h"
 
 namespace nereus {
 namespace bench {
@@ -19,6 +20,7 @@ struct LocalJobOptions {
   int workers = 1;
   pb::JobConfig job;  // num_servers/num_workers are filled in.
   ClientOptions client;
+  ClientInternals client_internals;
   ZmqTransportOptions server_transport;
   int server_apply_threads = 0;  // ParamServerOptions::apply_threads of every server.
   // If set: every node uses CURVE with the keys there (nereus_keygen; the

@@ -20,6 +20,7 @@
 #include "common/base/mutex.h"
 #include "common/net/curve_keys.h"
 #include "common/net/node.h"
+#include "worker/client/client_internal.h"
 #include "worker/client/factor_exchange.h"
 #include "worker/client/handle_state.h"
 #include "worker/client/layer_pipeline.h"
@@ -57,8 +58,9 @@ NodeOptions MakeNodeOptions(const ClientOptions& o, std::optional<CurveKeys> cur
 // ReplyRouter) and FailAll (via RequestTable).
 class ClientImpl final : public Client {
  public:
-  ClientImpl(const ClientOptions& o, std::optional<CurveKeys> curve)
+  ClientImpl(const ClientOptions& o, const ClientInternals& internals, std::optional<CurveKeys> curve)
       : options_(o),
+        internals_(internals),
         queues_(&node_, &requests_),
         builder_(o, &tensors_, &requests_),
         factors_(
@@ -226,7 +228,7 @@ class ClientImpl final : public Client {
     ASSIGN_OR_RETURN(SfbPlan plan, choice.Choose(sgd, pipeline_.layered()));
     if (plan.digest == 0) return Status::OK();  // No tensor has factors.
     factors_.Configure(sgd, num_workers(), rank(), num_servers(), std::move(plan.infos),
-                       /*rebuild=*/!options_.sfb_emulated_rebuild);
+                       /*rebuild=*/!internals_.sfb_emulated_rebuild);
     pipeline_.SetSfbTensors(plan.tensors);
     {
       MutexLock lock(&mu_);
@@ -246,6 +248,7 @@ class ClientImpl final : public Client {
   }
 
   const ClientOptions options_;
+  const ClientInternals internals_;
   std::unique_ptr<Timeline> timeline_;  // Set by Start, then read-only; internally synchronized.
   std::string timeline_path_;           // options_.timeline with {rank} filled in.
   JobInfo job_;                         // Set by Start, then read-only.
@@ -266,6 +269,10 @@ class ClientImpl final : public Client {
 }  // namespace
 
 StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  return ConnectClient(options, ClientInternals());
+}
+
+StatusOr<std::unique_ptr<Client>> ConnectClient(const ClientOptions& options, const ClientInternals& internals) {
   if (options.credit_bytes == 0 && (options.schedule == Schedule::kPriority || options.schedule == Schedule::kFull))
     return InvalidArgumentError("--credit_bytes must be > 0 with --schedule=priority or full");
   for (const auto& [name, v] : {std::pair<const char*, double>{"--sfb_rebuild_gflops", options.sfb_rebuild_gflops},
@@ -280,7 +287,7 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) 
       return InvalidArgumentError("--curve_dir needs an explicit --rank (it picks the worker's key pair)");
     ASSIGN_OR_RETURN(curve, LoadCurveKeys(options.curve_dir, CurveKeyName(pb::WORKER, options.rank)));
   }
-  auto client = std::make_unique<ClientImpl>(options, std::move(curve));
+  auto client = std::make_unique<ClientImpl>(options, internals, std::move(curve));
   RETURN_IF_ERROR(client->Start());
   return std::unique_ptr<Client>(std::move(client));
 }

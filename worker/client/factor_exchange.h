@@ -70,7 +70,7 @@ class FactorExchange {
   // Init, before any peer can send factors (every worker's Init ends at a
   // common barrier). Every tensor's data holds the weights of clock 0.
   // Destinations of messages to worker w are num_servers + w (ServerQueues).
-  // `rebuild` false (ClientOptions::sfb_emulated_rebuild, benchmarks only):
+  // `rebuild` false (ClientInternals::sfb_emulated_rebuild, benchmarks only):
   // a complete clock is marked applied without computing its update, so the
   // tensors' data keep their values.
   void Configure(const pb::SgdConfig& sgd, int num_workers, int rank, int num_servers, std::vector<TensorInfo> tensors,

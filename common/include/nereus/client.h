@@ -102,7 +102,6 @@ class FactorApplier {
   // (WaitWeights(layer, clock + 1) waits for it). An error is returned by
   // that WaitWeights and every later one of a layer with such a tensor (and
   // by no other call): the trainer stops, and the job sees a dead worker.
-  // Ignores ClientOptions::sfb_emulated_rebuild (benchmarks have no applier).
   virtual Status ApplyFactors(int tensor, int64_t clock, const std::vector<RankFactors>& by_rank) = 0;
   // Where the rebuild runs and its speed there, for HybComm's table and cost
   // model (ClientOptions::sfb_rebuild_gflops and sfb_update_gbytes, when set,

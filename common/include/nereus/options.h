@@ -93,11 +93,6 @@ struct ClientOptions {
   // A node's link, Gbit/s each way. 0: merge_beta_s_per_byte if given, else
   // timed with PINGs to the servers at Init (as for merging).
   double sfb_link_gbit = 0;
-  // Benchmarks that emulate the device only: the client does not compute SFB
-  // updates (those weights are left as they are: never train with this); a
-  // clock counts as applied once every worker's factors of it are here, and
-  // the caller charges the rebuild to its emulated device.
-  bool sfb_emulated_rebuild = false;
 };
 
 // Caffe's solver types; each keeps Caffe's history per parameter (one array,

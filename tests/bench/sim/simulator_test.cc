@@ -278,14 +278,15 @@ TEST(EmulatedDeviceTest, RebuildOnTheDeviceTakesItsFlopsAndStepAtTheDeviceRates)
   // Shrunk by 16 (fc6 1024 x 6272, 8 factor rows): 2 * 32 * 6422528 / 57e12 + 25690112 / 800e9.
   EXPECT_NEAR(RebuildSeconds(run, 4, 8, 1024, 6272), 7.21125950877e-6 + 3.211264e-5, 1e-15);
   ClientOptions o;
-  SetRebuildOptions(run, &o);  // Not on the device: the client is left to time this CPU.
+  ClientInternals internals;
+  SetRebuildOptions(run, &o, &internals);  // Not on the device: the client is left to time this CPU.
   EXPECT_EQ(o.sfb_rebuild_gflops, 0);
-  EXPECT_FALSE(o.sfb_emulated_rebuild);
+  EXPECT_FALSE(internals.sfb_emulated_rebuild);
   run.rebuild_on_device = true;
-  SetRebuildOptions(run, &o);
+  SetRebuildOptions(run, &o, &internals);
   EXPECT_EQ(o.sfb_rebuild_gflops, 57000);
   EXPECT_EQ(o.sfb_update_gbytes, 800);
-  EXPECT_TRUE(o.sfb_emulated_rebuild);
+  EXPECT_TRUE(internals.sfb_emulated_rebuild);
   EXPECT_EQ(o.sfb_rebuild_on, "the emulated device");
 }
 

@@ -188,7 +188,7 @@ TEST_F(ExchangeFixture, AbortWakesAWaitingAdvanceWithTheReason) {
   EXPECT_EQ(exchange_.applied(1), 0);
 }
 
-// ClientOptions::sfb_emulated_rebuild (benchmarks whose emulated device
+// ClientInternals::sfb_emulated_rebuild (benchmarks whose emulated device
 // rebuilds): a clock completes as usual, but its update is not computed.
 TEST(EmulatedRebuildTest, ACompleteClockCountsAsAppliedAndTheWeightsStay) {
   RequestTable requests;

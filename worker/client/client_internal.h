@@ -1,0 +1,27 @@
+// What only Nereus's own benchmarks configure on a client: kept out of the
+// public ClientOptions (nereus/options.h) so that no trainer can set it.
+#ifndef NEREUS_WORKER_CLIENT_CLIENT_INTERNAL_H_
+#define NEREUS_WORKER_CLIENT_CLIENT_INTERNAL_H_
+
+#include <memory>
+
+#include "common/base/status.h"
+#include "nereus/client.h"
+
+namespace nereus {
+
+struct ClientInternals {
+  // Benchmarks that emulate the device only (bench/harness/emulated_worker.h):
+  // the client does not compute SFB updates (those weights are left as they
+  // are: never train with this); a clock counts as applied once every
+  // worker's factors of it are here, and the caller charges the rebuild to
+  // its emulated device. A FactorApplier ignores it.
+  bool sfb_emulated_rebuild = false;
+};
+
+// Client::Connect with the internals above.
+StatusOr<std::unique_ptr<Client>> ConnectClient(const ClientOptions& options, const ClientInternals& internals);
+
+}  // namespace nereus
+
+#endif  // NEREUS_WORKER_CLIENT_CLIENT_INTERNAL_H_
