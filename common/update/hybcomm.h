@@ -5,7 +5,7 @@
 // moves over a node's link plus the work it adds, the rebuild of the update
 // from every worker's factors (SFB) or the servers' apply (PS). Pure: the
 // rates are inputs (measured or declared by the client, worker/client). The
-// mode (SfbMode) is public: nereus/hybcomm.h.
+// mode (SfbMode) is public: nereus/options.h.
 #ifndef NEREUS_COMMON_UPDATE_HYBCOMM_H_
 #define NEREUS_COMMON_UPDATE_HYBCOMM_H_
 
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/base/status.h"
-#include "nereus/hybcomm.h"
+#include "nereus/options.h"
 #include "proto/nereus.pb.h"
 
 namespace nereus {

@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "nereus/hybcomm.h"
 #include "nereus/status.h"
 
 namespace nereus {
@@ -29,6 +28,15 @@ enum class Schedule {
 };
 StatusOr<Schedule> ParseSchedule(const std::string& name);  // sequential|wfbp|priority|full
 const char* ScheduleName(Schedule s);
+
+// How HybComm (Poseidon: Zhang et al., USENIX ATC 2017) sends the weight
+// gradient of a tensor registered with factors (a fully connected layer's):
+// kAuto decides per layer by what each path costs (docs/ARCHITECTURE.md,
+// "HybComm"), kOn sends every such tensor as sufficient factors among the
+// workers, kOff sends every one through the servers.
+enum class SfbMode { kAuto, kOff, kOn };
+StatusOr<SfbMode> ParseSfbMode(const std::string& name);  // auto|off|on
+const char* SfbModeName(SfbMode mode);
 
 struct ClientOptions {
   std::string coordinator = "127.0.0.1:7000";  // host:port of the coordinator.

@@ -19,7 +19,7 @@ endfunction()
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 run("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix)
-foreach(f include/nereus/client.h include/nereus/options.h include/nereus/status.h include/nereus/hybcomm.h
+foreach(f include/nereus/client.h include/nereus/options.h include/nereus/status.h
     lib/cmake/Nereus/NereusConfig.cmake)
   if(NOT EXISTS ${WORK_DIR}/prefix/${f})
     message(FATAL_ERROR "install_consumer_test: ${f} was not installed")
