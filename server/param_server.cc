@@ -273,14 +273,14 @@ Status ParamServer::HandleInit(const Endpoint& from, const Message& msg) {
     sgd_ = h.sgd();
     have_sgd_ = true;
   }
-  Partition c;
-  c.meta = meta;
+  Partition p;
+  p.meta = meta;
   std::vector<float> scratch;
   const float* src = ContiguousPayload(msg, &scratch);
-  c.weights = std::make_shared<std::vector<float>>(src, src + meta.length());
-  c.history.assign(meta.length(), 0.0f);
-  if (NumHistoryBlobs(sgd_.type()) == 2) c.history2.assign(meta.length(), 0.0f);
-  partitions_.emplace(Key{h.tensor(), h.partition()}, std::move(c));
+  p.weights = std::make_shared<std::vector<float>>(src, src + meta.length());
+  p.history.assign(meta.length(), 0.0f);
+  if (NumHistoryBlobs(sgd_.type()) == 2) p.history2.assign(meta.length(), 0.0f);
+  partitions_.emplace(Key{h.tensor(), h.partition()}, std::move(p));
   RecountMin();
   Ack(from, pb::INIT_ACK, h);
   return Status::OK();
@@ -348,58 +348,58 @@ Status ParamServer::HandlePush(const Endpoint& from, int worker, const Message& 
   return Status::OK();
 }
 
-Status ParamServer::CheckPush(int worker, const PushPart& p, uint64_t bytes) {
-  auto it = partitions_.find({p.tensor, p.partition});
+Status ParamServer::CheckPush(int worker, const PushPart& part, uint64_t bytes) {
+  auto it = partitions_.find({part.tensor, part.partition});
   if (it == partitions_.end()) {
-    return NotFoundError("unknown tensor " + std::to_string(p.tensor) + " partition " + std::to_string(p.partition) +
-                         " (not initialized on this server)");
+    return NotFoundError("unknown tensor " + std::to_string(part.tensor) + " partition " +
+                         std::to_string(part.partition) + " (not initialized on this server)");
   }
-  const Partition& c = it->second;
-  const uint64_t elements = c.meta.length();
+  const Partition& p = it->second;
+  const uint64_t elements = p.meta.length();
   if (bytes % sizeof(float) != 0 || bytes / sizeof(float) != elements) {
-    return InvalidArgumentError("wrong shape: tensor " + std::to_string(p.tensor) + " partition " +
-                                std::to_string(p.partition) + " holds " + std::to_string(elements) + " floats (" +
+    return InvalidArgumentError("wrong shape: tensor " + std::to_string(part.tensor) + " partition " +
+                                std::to_string(part.partition) + " holds " + std::to_string(elements) + " floats (" +
                                 std::to_string(elements * sizeof(float)) + " bytes) but the payload has " +
                                 std::to_string(bytes) + " bytes");
   }
-  if (p.clock < 0) return InvalidArgumentError("negative clock " + std::to_string(p.clock));
-  if (p.clock > kMaxClock) return InvalidArgumentError("clock " + std::to_string(p.clock) + " is out of range");
+  if (part.clock < 0) return InvalidArgumentError("negative clock " + std::to_string(part.clock));
+  if (part.clock > kMaxClock) return InvalidArgumentError("clock " + std::to_string(part.clock) + " is out of range");
   if (options_.consistency == pb::ASYNC) return Status::OK();
-  if (p.clock < c.version) {
-    return InvalidArgumentError("stale PUSH for clock " + std::to_string(p.clock) + ": tensor " +
-                                std::to_string(p.tensor) + " partition " + std::to_string(p.partition) +
-                                " has already applied " + std::to_string(c.version) + " update(s)");
+  if (part.clock < p.version) {
+    return InvalidArgumentError("stale PUSH for clock " + std::to_string(part.clock) + ": tensor " +
+                                std::to_string(part.tensor) + " partition " + std::to_string(part.partition) +
+                                " has already applied " + std::to_string(p.version) + " update(s)");
   }
-  if (p.clock >= c.version + options_.staleness + options_.max_clocks_ahead) {
-    return InvalidArgumentError("PUSH for clock " + std::to_string(p.clock) + " is too far ahead of version " +
-                                std::to_string(c.version));
+  if (part.clock >= p.version + options_.staleness + options_.max_clocks_ahead) {
+    return InvalidArgumentError("PUSH for clock " + std::to_string(part.clock) + " is too far ahead of version " +
+                                std::to_string(p.version));
   }
-  auto pending = c.pending.find(p.clock);
-  if (pending != c.pending.end() && pending->second.grads[worker].size() != 0) {
+  auto pending = p.pending.find(part.clock);
+  if (pending != p.pending.end() && pending->second.grads[worker].size() != 0) {
     return InvalidArgumentError("duplicate PUSH from worker " + std::to_string(worker) + " for clock " +
-                                std::to_string(p.clock));
+                                std::to_string(part.clock));
   }
   return Status::OK();
 }
 
-void ParamServer::StorePush(const Endpoint& from, int worker, PushPart p) {
-  Partition* c = &partitions_.at({p.tensor, p.partition});
+void ParamServer::StorePush(const Endpoint& from, int worker, PushPart part) {
+  Partition* p = &partitions_.at({part.tensor, part.partition});
   Buffer grad;
-  if (p.payload.size() == 1) {
-    grad = p.payload[0];  // Zero copy: keeps the received frame.
+  if (part.payload.size() == 1) {
+    grad = part.payload[0];  // Zero copy: keeps the received frame.
   } else {
-    auto v = std::make_shared<std::vector<float>>(c->meta.length());
-    CopyFrames(p.payload, reinterpret_cast<char*>(v->data()));
+    auto v = std::make_shared<std::vector<float>>(p->meta.length());
+    CopyFrames(part.payload, reinterpret_cast<char*>(v->data()));
     grad = Buffer::Of(v);
   }
-  if (p.pull_request_id != 0) {
-    const int32_t priority = PullPriority(p.tensor, p.partition);
-    c->pulls.push_back(PendingPull{from, p.pull_request_id, MinVersion(p.clock + 1), priority});
+  if (part.pull_request_id != 0) {
+    const int32_t priority = PullPriority(part.tensor, part.partition);
+    p->pulls.push_back(PendingPull{from, part.pull_request_id, MinVersion(part.clock + 1), priority});
   }
   if (options_.consistency == pb::ASYNC) {
-    c->async_grads.emplace_back(p.clock, std::move(grad));
+    p->async_grads.emplace_back(part.clock, std::move(grad));
   } else {
-    PendingClock& pending = c->pending[p.clock];
+    PendingClock& pending = p->pending[part.clock];
     if (pending.grads.empty()) pending.grads.resize(options_.num_workers);
     pending.grads[worker] = std::move(grad);
     ++pending.count;
@@ -407,38 +407,38 @@ void ParamServer::StorePush(const Endpoint& from, int worker, PushPart p) {
   // The partition's next update is started at the end of this Handle() call
   // (StartUpdates); its pulls, the piggybacked one included, are answered
   // when it ends. Else a piggybacked pull may be answerable already (SSP).
-  if (!c->applying && TakeUpdateReady(c)) {
-    if (std::find(ready_.begin(), ready_.end(), c) == ready_.end()) ready_.push_back(c);
+  if (!p->applying && TakeUpdateReady(p)) {
+    if (std::find(ready_.begin(), ready_.end(), p) == ready_.end()) ready_.push_back(p);
   } else {
-    AnswerPulls(c);
+    AnswerPulls(p);
   }
 }
 
-bool ParamServer::TakeUpdateReady(const Partition* c) const {
-  if (options_.consistency == pb::ASYNC) return !c->async_grads.empty();
-  if (c->pending.empty()) return false;
-  auto it = c->pending.begin();
-  return it->first == c->version && it->second.count >= options_.num_workers;
+bool ParamServer::TakeUpdateReady(const Partition* p) const {
+  if (options_.consistency == pb::ASYNC) return !p->async_grads.empty();
+  if (p->pending.empty()) return false;
+  auto it = p->pending.begin();
+  return it->first == p->version && it->second.count >= options_.num_workers;
 }
 
-bool ParamServer::TakeUpdate(Partition* c, Update* u) {
-  if (c->applying || !TakeUpdateReady(c)) return false;
-  u->partition = c;
-  u->bytes = c->meta.length() * sizeof(float);
+bool ParamServer::TakeUpdate(Partition* p, Update* u) {
+  if (p->applying || !TakeUpdateReady(p)) return false;
+  u->partition = p;
+  u->bytes = p->meta.length() * sizeof(float);
   if (options_.consistency == pb::ASYNC) {
-    u->clock = c->async_grads.front().first;
-    u->async_grad = std::move(c->async_grads.front().second);
-    c->async_grads.pop_front();
+    u->clock = p->async_grads.front().first;
+    u->async_grad = std::move(p->async_grads.front().second);
+    p->async_grads.pop_front();
   } else {
-    // The received frames themselves, held by c->pending until Complete
+    // The received frames themselves, held by p->pending until Complete
     // (one worker: x * (1/1) == x exactly, so the frame is the average).
-    auto it = c->pending.begin();
+    auto it = p->pending.begin();
     u->clock = it->first;
     u->grads.resize(options_.num_workers);
     for (int w = 0; w < options_.num_workers; ++w) u->grads[w] = it->second.grads[w].floats();
     u->bytes *= options_.num_workers;
   }
-  c->applying = true;
+  p->applying = true;
   ++applying_;
   return true;
 }
@@ -446,9 +446,9 @@ bool ParamServer::TakeUpdate(Partition* c, Update* u) {
 void ParamServer::StartUpdates() {
   std::vector<Update> group;
   uint64_t bytes = 0;
-  for (Partition* c : ready_) {
+  for (Partition* p : ready_) {
     Update u;
-    if (!TakeUpdate(c, &u)) continue;
+    if (!TakeUpdate(p, &u)) continue;
     bytes += u.bytes;
     group.push_back(std::move(u));
   }
@@ -493,77 +493,77 @@ void ParamServer::RunUpdates(std::vector<Update> group) {
 }
 
 void ParamServer::Compute(Update* u) {
-  Partition* c = u->partition;
-  if (options_.before_update) options_.before_update(c->meta.tensor(), c->meta.partition(), u->clock);
+  Partition* p = u->partition;
+  if (options_.before_update) options_.before_update(p->meta.tensor(), p->meta.partition(), u->clock);
   u->begin_us = MonotonicMicros();
   const int64_t iter = u->clock;
   const float rate = LearningRate(sgd_, iter);
-  const size_t n = c->meta.length();
-  const float lr_mult = c->meta.lr_mult(), decay_mult = c->meta.decay_mult();
+  const size_t n = p->meta.length();
+  const float lr_mult = p->meta.lr_mult(), decay_mult = p->meta.decay_mult();
   std::vector<const float*> async_src;
   const std::vector<const float*>* grads = &u->grads;
   if (options_.consistency == pb::ASYNC) {
     // Each worker's gradient counts 1/num_workers of a synchronous step.
     const float scale = 1.0f / static_cast<float>(options_.num_workers);
-    c->average.resize(n);
+    p->average.resize(n);
     const float* g = u->async_grad.floats();
-    for (size_t i = 0; i < n; ++i) c->average[i] = g[i] * scale;
-    async_src.push_back(c->average.data());
+    for (size_t i = 0; i < n; ++i) p->average[i] = g[i] * scale;
+    async_src.push_back(p->average.data());
     grads = &async_src;
   }
   CHECK(!grads->empty());
   if (sgd_.type() == pb::SOLVER_SGD) {
     // Several workers' gradients are averaged on the fly: bitwise
     // AverageInOrder and then the step, in one pass over the partition. (ASYNC:
-    // the step reads c->average, which it does not write.)
-    UpdateHeldWeights(&c->weights, &c->spare, [&](const float* in, float* out) {
-      SgdStepAveraged(sgd_, rate, lr_mult, decay_mult, grads->data(), grads->size(), in, out, c->history.data(), n);
+    // the step reads p->average, which it does not write.)
+    UpdateHeldWeights(&p->weights, &p->spare, [&](const float* in, float* out) {
+      SgdStepAveraged(sgd_, rate, lr_mult, decay_mult, grads->data(), grads->size(), in, out, p->history.data(), n);
     });
   } else {
     // The other solvers step on the average, made first, and in place (on a
     // copy of the weights when a reply holds them).
     const float* diff = (*grads)[0];
     if (grads->size() > 1) {
-      c->average.resize(n);
-      AverageInOrder(grads->data(), grads->size(), c->average.data(), n);
-      diff = c->average.data();
+      p->average.resize(n);
+      AverageInOrder(grads->data(), grads->size(), p->average.data(), n);
+      diff = p->average.data();
     }
     // A partition restored from a checkpoint of a one-history solver and resumed
     // with AdaDelta or Adam starts its second history at zero.
-    if (NumHistoryBlobs(sgd_.type()) == 2 && c->history2.size() != n) c->history2.assign(n, 0.0f);
-    float* history2 = c->history2.empty() ? nullptr : c->history2.data();
-    UpdateHeldWeights(&c->weights, &c->spare, [&](const float* in, float* out) {
+    if (NumHistoryBlobs(sgd_.type()) == 2 && p->history2.size() != n) p->history2.assign(n, 0.0f);
+    float* history2 = p->history2.empty() ? nullptr : p->history2.data();
+    UpdateHeldWeights(&p->weights, &p->spare, [&](const float* in, float* out) {
       if (in != out) std::copy(in, in + n, out);
-      SolverStep(sgd_, iter, rate, lr_mult, decay_mult, diff, out, c->history.data(), history2, n);
+      SolverStep(sgd_, iter, rate, lr_mult, decay_mult, diff, out, p->history.data(), history2, n);
     });
   }
   u->end_us = MonotonicMicros();
 }
 
 void ParamServer::Complete(Update* u) {
-  Partition* c = u->partition;
+  Partition* p = u->partition;
   // Releases the gradient frames (BSP/SSP; ASYNC's goes with *u).
-  if (options_.consistency != pb::ASYNC) c->pending.erase(u->clock);
+  if (options_.consistency != pb::ASYNC) p->pending.erase(u->clock);
   u->grads.clear();
   u->async_grad = Buffer();
-  c->applying = false;
+  p->applying = false;
   --applying_;
-  ++c->version;
-  c->apply_begin_us = u->begin_us;
-  c->apply_us = u->end_us - u->begin_us;
-  VersionAdvanced(c->version - 1);
-  AnswerPulls(c);
+  ++p->version;
+  p->apply_begin_us = u->begin_us;
+  p->apply_us = u->end_us - u->begin_us;
+  VersionAdvanced(p->version - 1);
+  AnswerPulls(p);
 }
 
 void ParamServer::RecountMin() {
   min_version_ = std::numeric_limits<int64_t>::max();
   at_min_ = 0;
-  for (const auto& [key, c] : partitions_) {
-    if (c.version < min_version_) {
-      min_version_ = c.version;
+  for (const auto& [key, p] : partitions_) {
+    if (p.version < min_version_) {
+      min_version_ = p.version;
       at_min_ = 0;
     }
-    if (c.version == min_version_) ++at_min_;
+    if (p.version == min_version_) ++at_min_;
   }
   if (partitions_.empty()) min_version_ = 0;
 }
@@ -609,21 +609,21 @@ std::unique_ptr<ShardState> ParamServer::ExportLocked(int64_t clock) const {
   s->info.set_partition_bytes(options_.partition_bytes);
   s->info.set_consistency(options_.consistency);
   *s->info.mutable_sgd() = sgd_;
-  for (const auto& [key, c] : partitions_) {
+  for (const auto& [key, p] : partitions_) {
     PartitionState cs;
-    cs.meta = c.meta;
-    cs.version = c.version;
+    cs.meta = p.meta;
+    cs.version = p.version;
     // A copy, as the histories: sharing the buffer copy-on-write (as pull
     // replies do) would let the next Apply write in place as soon as the
     // writer thread dropped it, and use_count() (a relaxed load) gives no
     // happens-before with the writer's last read (TSan: a race in the
     // update loop against CheckpointWriter's thread).
-    cs.arrays.emplace_back("weights", std::make_shared<const std::vector<float>>(*c.weights));
+    cs.arrays.emplace_back("weights", std::make_shared<const std::vector<float>>(*p.weights));
     // The solver's history, whatever it holds: stored by name, generically.
-    cs.arrays.emplace_back("history", std::make_shared<const std::vector<float>>(c.history));
+    cs.arrays.emplace_back("history", std::make_shared<const std::vector<float>>(p.history));
     // AdaDelta and Adam: Caffe's second history ("update history").
-    if (!c.history2.empty())
-      cs.arrays.emplace_back("update_history", std::make_shared<const std::vector<float>>(c.history2));
+    if (!p.history2.empty())
+      cs.arrays.emplace_back("update_history", std::make_shared<const std::vector<float>>(p.history2));
     s->partitions.push_back(std::move(cs));
   }
   return s;
@@ -657,28 +657,28 @@ Status ParamServer::Restore(ShardState state) {
         "tensor " + std::to_string(cs.meta.tensor()) + " partition " + std::to_string(cs.meta.partition());
     if (cs.version != info.clock())
       return DataLossError(what + ": " + name + " is at version " + std::to_string(cs.version));
-    Partition c;
-    c.meta = cs.meta;
-    c.version = cs.version;
-    c.initialized = false;
+    Partition p;
+    p.meta = cs.meta;
+    p.version = cs.version;
+    p.initialized = false;
     for (auto& [array, values] : cs.arrays) {
       if (values->size() != cs.meta.length())
         return DataLossError(what + ": array " + array + " of " + name + " holds " + std::to_string(values->size()) +
                              " floats, the partition " + std::to_string(cs.meta.length()));
       if (array == "weights") {
-        c.weights = std::make_shared<std::vector<float>>(*values);
+        p.weights = std::make_shared<std::vector<float>>(*values);
       } else if (array == "history") {
-        c.history = *values;
+        p.history = *values;
       } else if (array == "update_history") {
-        c.history2 = *values;
+        p.history2 = *values;
       } else {
         return InvalidArgumentError(what + ": " + name + " holds solver state \"" + array +
                                     "\" that this server does not keep (a checkpoint of a newer Nereus?)");
       }
     }
-    if (c.weights == nullptr) return DataLossError(what + ": " + name + " has no weights");
-    if (c.history.empty()) c.history.assign(cs.meta.length(), 0.0f);
-    if (!partitions.emplace(Key{cs.meta.tensor(), cs.meta.partition()}, std::move(c)).second)
+    if (p.weights == nullptr) return DataLossError(what + ": " + name + " has no weights");
+    if (p.history.empty()) p.history.assign(cs.meta.length(), 0.0f);
+    if (!partitions.emplace(Key{cs.meta.tensor(), cs.meta.partition()}, std::move(p)).second)
       return DataLossError(what + ": " + name + " appears twice");
   }
   partitions_ = std::move(partitions);
@@ -692,9 +692,9 @@ Status ParamServer::Restore(ShardState state) {
 }
 
 Status ParamServer::CheckRestoredInitialized() {
-  for (const auto& [key, c] : partitions_) {
-    if (!c.initialized) {
-      return InvalidArgumentError("tensor " + std::to_string(key.first) + " (" + c.meta.tensor_name() + ") partition " +
+  for (const auto& [key, p] : partitions_) {
+    if (!p.initialized) {
+      return InvalidArgumentError("tensor " + std::to_string(key.first) + " (" + p.meta.tensor_name() + ") partition " +
                                   std::to_string(key.second) + " of this server's checkpoint of clock " +
                                   std::to_string(restored_clock_) +
                                   " was not initialized by the resumed job: its model differs from the "
@@ -705,47 +705,47 @@ Status ParamServer::CheckRestoredInitialized() {
   return Status::OK();
 }
 
-void ParamServer::SendWeights(Partition* c, const Endpoint& to, uint64_t request_id, int32_t priority) {
+void ParamServer::SendWeights(Partition* p, const Endpoint& to, uint64_t request_id, int32_t priority) {
   OutPart o;
-  o.part.set_tensor(c->meta.tensor());
-  o.part.set_partition(c->meta.partition());
-  o.part.set_clock(c->version);
+  o.part.set_tensor(p->meta.tensor());
+  o.part.set_partition(p->meta.partition());
+  o.part.set_clock(p->version);
   o.part.set_request_id(request_id);
-  o.part.set_payload_bytes(c->meta.length() * sizeof(float));
-  o.part.set_apply_begin_us(c->apply_begin_us);
-  o.part.set_apply_us(c->apply_us);
-  o.weights = Buffer::Of(c->weights);
+  o.part.set_payload_bytes(p->meta.length() * sizeof(float));
+  o.part.set_apply_begin_us(p->apply_begin_us);
+  o.part.set_apply_us(p->apply_us);
+  o.weights = Buffer::Of(p->weights);
   o.priority = priority;
   outbox_[to].push_back(std::move(o));
 }
 
-void ParamServer::AnswerPulls(Partition* c) {
-  if (c->pulls.empty() || c->applying) return;  // Applying: answered when the update ends.
+void ParamServer::AnswerPulls(Partition* p) {
+  if (p->pulls.empty() || p->applying) return;  // Applying: answered when the update ends.
   std::vector<PendingPull> still;
-  for (const PendingPull& p : c->pulls) {
-    if (c->version >= p.min_version) {
-      SendWeights(c, p.to, p.request_id, p.priority);
+  for (const PendingPull& pull : p->pulls) {
+    if (p->version >= pull.min_version) {
+      SendWeights(p, pull.to, pull.request_id, pull.priority);
     } else {
-      still.push_back(p);
+      still.push_back(pull);
     }
   }
-  c->pulls.swap(still);
+  p->pulls.swap(still);
 }
 
 Status ParamServer::HandlePull(const Endpoint& from, const Message& msg) {
   const pb::Header& h = msg.header;
   if (msg.payload_bytes() != 0) return InvalidArgumentError("PULL must not carry a payload");
   if (h.parts_size() == 0) {
-    ASSIGN_OR_RETURN(Partition * c, FindPartition(h));
+    ASSIGN_OR_RETURN(Partition * p, FindPartition(h));
     if (h.clock() < 0 || h.clock() > kMaxClock)
       return InvalidArgumentError("PULL for clock " + std::to_string(h.clock()) + " is out of range");
     const int64_t min_version = MinVersion(h.clock());
-    if (c->version >= min_version && !c->applying) {
-      SendWeights(c, from, h.request_id(), h.priority());
+    if (p->version >= min_version && !p->applying) {
+      SendWeights(p, from, h.request_id(), h.priority());
     } else {
       // Answered by AnswerPulls the moment the update lands (or, while one
       // is being made, ends): no polling.
-      c->pulls.push_back(PendingPull{from, h.request_id(), min_version, h.priority()});
+      p->pulls.push_back(PendingPull{from, h.request_id(), min_version, h.priority()});
     }
     return Status::OK();
   }
@@ -756,28 +756,29 @@ Status ParamServer::HandlePull(const Endpoint& from, const Message& msg) {
   RETURN_IF_ERROR(CheckBatchIds(h, &batch));
   std::vector<Partition*> partitions;
   for (int i = 0; i < h.parts_size(); ++i) {
-    const pb::Part& p = h.parts(i);
-    if (p.payload_bytes() != 0)
+    const pb::Part& part = h.parts(i);
+    if (part.payload_bytes() != 0)
       return InvalidArgumentError("batched PULL part " + std::to_string(i) + " says " +
-                                  std::to_string(p.payload_bytes()) + " payload bytes (a PULL carries none)");
-    if (p.clock() < 0 || p.clock() > kMaxClock)
-      return InvalidArgumentError("batched PULL part " + std::to_string(i) + " for clock " + std::to_string(p.clock()) +
-                                  " is out of range");
-    auto it = partitions_.find({p.tensor(), p.partition()});
+                                  std::to_string(part.payload_bytes()) + " payload bytes (a PULL carries none)");
+    if (part.clock() < 0 || part.clock() > kMaxClock)
+      return InvalidArgumentError("batched PULL part " + std::to_string(i) + " for clock " +
+                                  std::to_string(part.clock()) + " is out of range");
+    auto it = partitions_.find({part.tensor(), part.partition()});
     if (it == partitions_.end())
-      return NotFoundError("batched PULL part " + std::to_string(i) + ": unknown tensor " + std::to_string(p.tensor()) +
-                           " partition " + std::to_string(p.partition()) + " (not initialized on this server)");
+      return NotFoundError("batched PULL part " + std::to_string(i) + ": unknown tensor " +
+                           std::to_string(part.tensor()) + " partition " + std::to_string(part.partition()) +
+                           " (not initialized on this server)");
     partitions.push_back(&it->second);
   }
   for (int i = 0; i < h.parts_size(); ++i) {
-    const pb::Part& p = h.parts(i);
-    Partition* c = partitions[i];
-    const int32_t priority = p.tensor() * 1000 + p.partition();
-    const int64_t min_version = MinVersion(p.clock());
-    if (c->version >= min_version && !c->applying) {
-      SendWeights(c, from, p.request_id(), priority);
+    const pb::Part& part = h.parts(i);
+    Partition* p = partitions[i];
+    const int32_t priority = part.tensor() * 1000 + part.partition();
+    const int64_t min_version = MinVersion(part.clock());
+    if (p->version >= min_version && !p->applying) {
+      SendWeights(p, from, part.request_id(), priority);
     } else {
-      c->pulls.push_back(PendingPull{from, p.request_id(), min_version, priority});
+      p->pulls.push_back(PendingPull{from, part.request_id(), min_version, priority});
     }
   }
   return Status::OK();

@@ -196,11 +196,11 @@ class ParamServer {
   void StorePush(const Endpoint& from, int worker, PushPart p) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Status HandlePull(const Endpoint& from, const Message& msg) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   StatusOr<Partition*> FindPartition(const pb::Header& h) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether c's next update can start now (it is not being updated and its
-  // gradients are all in); if so marks c applying and fills *u.
-  bool TakeUpdate(Partition* c, Update* u) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether c's next update has every gradient it needs.
-  bool TakeUpdateReady(const Partition* c) const NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether p's next update can start now (it is not being updated and its
+  // gradients are all in); if so marks p applying and fills *u.
+  bool TakeUpdate(Partition* p, Update* u) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether p's next update has every gradient it needs.
+  bool TakeUpdateReady(const Partition* p) const NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts the updates of the partitions in ready_ (made ready by this Handle()
   // call): on this thread, or as one task on the pool.
   void StartUpdates() NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -215,15 +215,15 @@ class ParamServer {
   // After Compute, under the lock: the version, the timing, the clock
   // hooks, and the pulls now answerable.
   void Complete(Update* u) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AnswerPulls(Partition* c) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SendWeights(Partition* c, const Endpoint& to, uint64_t request_id, int32_t priority)
+  void AnswerPulls(Partition* p) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendWeights(Partition* p, const Endpoint& to, uint64_t request_id, int32_t priority)
       NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FlushReplies() NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendError(const Endpoint& to, const pb::Header& request, const Status& status)
       NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Ack(const Endpoint& to, pb::Op op, const pb::Header& request) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t MinVersion(int64_t clock) const;
-  // Keeps min_version_/at_min_ current after c's version grew by one.
+  // Keeps min_version_/at_min_ current after p's version grew by one.
   void VersionAdvanced(int64_t old_version) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecountMin() NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnClock(int64_t clock) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
