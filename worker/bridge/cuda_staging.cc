@@ -1,6 +1,5 @@
 #include "worker/bridge/cuda_staging.h"
 
-#ifdef NEREUS_HAVE_CUDA
 #include <cuda_runtime.h>
 #include <glog/logging.h>
 
@@ -13,11 +12,9 @@
 #include "common/base/clock.h"
 #include "common/base/mutex.h"
 #include "worker/trainer/gpu/cuda_check.h"
-#endif
 
 namespace nereus {
 
-#ifdef NEREUS_HAVE_CUDA
 namespace {
 
 class CudaStaging : public DeviceStaging {
@@ -222,20 +219,14 @@ class CudaStaging : public DeviceStaging {
 };
 
 }  // namespace
-#endif  // NEREUS_HAVE_CUDA
-
 StatusOr<std::unique_ptr<DeviceStaging>> NewCudaStaging(gpu::Device* device) {
   if (device == nullptr) return InvalidArgumentError("a device staging needs a device");
-#ifdef NEREUS_HAVE_CUDA
   if (device->is_stand_in()) {
     return FailedPreconditionError("a device staging needs a CUDA device, not a host stand-in");
   }
   auto staging = std::make_unique<CudaStaging>(device);
   RETURN_IF_ERROR(staging->Start().Annotate("starting the device staging on " + device->description()));
   return std::unique_ptr<DeviceStaging>(std::move(staging));
-#else
-  return FailedPreconditionError("a device staging needs CUDA: Nereus was built without it");
-#endif
 }
 
 }  // namespace nereus

@@ -31,8 +31,8 @@
 namespace nereus {
 
 // `device` (not owned) must outlive the staging; it must be a CUDA device
-// (not a stand-in). Errors: a CPU-only build, a stand-in device, or the CUDA
-// call that failed.
+// (not a stand-in). Errors: a stand-in device, or the CUDA call that failed.
+// Defined in CUDA builds only (cuda_staging.cc is compiled only there).
 StatusOr<std::unique_ptr<DeviceStaging>> NewCudaStaging(gpu::Device* device);
 
 }  // namespace nereus

@@ -123,7 +123,12 @@ std::string TrainSummaryLine(const TrainSummary& s, const std::string& who) {
 
 StatusOr<std::unique_ptr<DeviceStaging>> StagingForDevice(gpu::Device* device, const StagingFactory& factory) {
   if (device == nullptr) return std::unique_ptr<DeviceStaging>();
+#ifdef NEREUS_HAVE_CUDA
   auto made = factory ? factory(device) : NewCudaStaging(device);
+#else
+  if (!factory) return FailedPreconditionError("a device staging needs CUDA: Nereus was built without it");
+  auto made = factory(device);
+#endif
   if (!made.ok()) return made.status().Annotate("staging the parameters of " + device->description());
   if (*made == nullptr || !(*made)->device_memory()) {
     return InternalError("the staging made for " + device->description() + " does not copy device memory");
