@@ -72,8 +72,7 @@ fi
 # 2. The converter.
 if [[ ! -x "$CONVERT" ]]; then
   echo "get_mnist.sh: $CONVERT is missing; building nereus_convert_mnist"
-  cmake -S "$ROOT" -B "$BUILD_DIR" >/dev/null
-  cmake --build "$BUILD_DIR" --target nereus_convert_mnist -j "$(nproc)"
+  NEREUS_BUILD_DIR="$BUILD_DIR" "$ROOT/scripts/build.sh" --target=nereus_convert_mnist
 fi
 
 # 3. The LMDBs, written under a temporary name and renamed when complete.

@@ -59,11 +59,9 @@ MAX_BYTES=$((60 * 1024 * 1024))
 
 if [[ $BUILD == 1 ]]; then
   ./scripts/install_deps.sh
-  LINES_ONLY=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
-              -DCMAKE_CUDA_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG -Xcompiler=-g1")
   # Configure only: the targets packed are built below, not every CPU test.
-  NEREUS_CONFIGURE_ONLY=1 NEREUS_BUILD_DIR="$BUILD_DIR" ./scripts/build.sh -DNEREUS_WITH_CUDA=ON \
-    -DNEREUS_CUDA_ARCHITECTURES="$CUDA_ARCHS" "${LINES_ONLY[@]}"
+  NEREUS_CONFIGURE_ONLY=1 NEREUS_BUILD_DIR="$BUILD_DIR" NEREUS_CUDA_ARCHITECTURES="$CUDA_ARCHS" ./scripts/build.sh \
+    -DNEREUS_WITH_CUDA=ON
 fi
 [[ -f "$BUILD_DIR/CMakeCache.txt" ]] || { echo "gpu_pack.sh: no build in $BUILD_DIR" >&2; exit 1; }
 

