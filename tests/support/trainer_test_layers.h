@@ -14,7 +14,7 @@
 #include "worker/trainer/filler.h"
 #include "worker/trainer/layer.h"
 #include "worker/trainer/layer_registry.h"
-#include "worker/trainer/math_functions.h"
+#include "worker/trainer/math/math_functions.h"
 #include "worker/trainer/prototxt.h"
 #include "worker/trainer/solver.h"
 

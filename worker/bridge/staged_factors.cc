@@ -13,8 +13,8 @@
 #include <cuda_runtime.h>
 
 #include "worker/trainer/gpu/cuda_check.h"
-#include "worker/trainer/gpu/math_functions.h"
 #include "worker/trainer/gpu/solver_step.h"
+#include "worker/trainer/math/gpu_math_functions.h"
 #endif
 
 namespace nereus {

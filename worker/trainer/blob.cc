@@ -5,10 +5,10 @@
 #include <sstream>
 
 #include "worker/trainer/gpu/device.h"
-#include "worker/trainer/math_functions.h"
+#include "worker/trainer/math/math_functions.h"
 
 #ifdef NEREUS_HAVE_CUDA
-#include "worker/trainer/gpu/math_functions.h"
+#include "worker/trainer/math/gpu_math_functions.h"
 #endif
 
 namespace nereus {

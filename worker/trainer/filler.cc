@@ -3,7 +3,7 @@
 #include <cmath>
 #include <vector>
 
-#include "worker/trainer/math_functions.h"
+#include "worker/trainer/math/math_functions.h"
 
 namespace nereus {
 namespace {

@@ -3,7 +3,7 @@
 #include "worker/trainer/filler.h"
 
 #ifdef NEREUS_HAVE_CUDA
-#include "worker/trainer/gpu/math_functions.h"
+#include "worker/trainer/math/gpu_math_functions.h"
 #endif
 
 namespace nereus {

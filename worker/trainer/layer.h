@@ -40,7 +40,7 @@
 #include "proto/caffe.pb.h"
 #include "worker/trainer/blob.h"
 #include "worker/trainer/gpu/device.h"
-#include "worker/trainer/math_functions.h"
+#include "worker/trainer/math/math_functions.h"
 
 // NEREUS_LAYER_PASSES declares, in a layer's protected section, the passes
 // of a layer with GPU code of its own: Forward_cpu and Backward_cpu (its .cc

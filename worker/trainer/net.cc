@@ -4,10 +4,10 @@
 #include <set>
 #include <sstream>
 
-#include "worker/trainer/math_functions.h"
+#include "worker/trainer/math/math_functions.h"
 
 #ifdef NEREUS_HAVE_CUDA
-#include "worker/trainer/gpu/math_functions.h"
+#include "worker/trainer/math/gpu_math_functions.h"
 #endif
 #include "worker/trainer/split_layer.h"
 #include "worker/trainer/upgrade_net.h"

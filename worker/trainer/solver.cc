@@ -9,12 +9,12 @@
 #include "common/base/clock.h"
 #include "common/update/sgd.h"
 #include "worker/trainer/hdf5_snapshot.h"
-#include "worker/trainer/math_functions.h"
+#include "worker/trainer/math/math_functions.h"
 #include "worker/trainer/prototxt.h"
 
 #ifdef NEREUS_HAVE_CUDA
-#include "worker/trainer/gpu/math_functions.h"
 #include "worker/trainer/gpu/solver_step.h"
+#include "worker/trainer/math/gpu_math_functions.h"
 #endif
 
 namespace nereus {

@@ -1,6 +1,6 @@
 #include "worker/trainer/split_layer.h"
 
-#include "worker/trainer/blob_math.h"
+#include "worker/trainer/math/blob_math.h"
 
 namespace nereus {
 

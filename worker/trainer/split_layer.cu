@@ -1,6 +1,6 @@
 // SplitLayer's GPU code: the tops share the bottom's data (as on the CPU);
 // the bottom's gradient is the sum of the tops', in the same order.
-#include "worker/trainer/blob_math.h"
+#include "worker/trainer/math/blob_math.h"
 #include "worker/trainer/split_layer.h"
 
 namespace nereus {

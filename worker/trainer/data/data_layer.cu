@@ -16,7 +16,7 @@
 
 #include "worker/trainer/data/data_layer.h"
 #include "worker/trainer/gpu/cuda_check.h"
-#include "worker/trainer/gpu/math_functions.h"
+#include "worker/trainer/math/gpu_math_functions.h"
 
 namespace nereus {
 namespace data {

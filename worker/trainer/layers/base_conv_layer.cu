@@ -3,8 +3,8 @@
 // base_conv_layer.cc has those and says what each product is).
 #include <algorithm>
 
-#include "worker/trainer/gpu/math_functions.h"
 #include "worker/trainer/layers/base_conv_layer.h"
+#include "worker/trainer/math/gpu_math_functions.h"
 
 namespace nereus {
 

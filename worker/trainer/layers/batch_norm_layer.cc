@@ -5,7 +5,7 @@
 
 #include "worker/trainer/filler.h"
 #include "worker/trainer/layers/layer_check.h"
-#include "worker/trainer/math_functions.h"
+#include "worker/trainer/math/math_functions.h"
 
 namespace nereus {
 

@@ -3,8 +3,8 @@
 // scale's entry) by two cuBLAS matrix-vector products, as Caffe's GPU
 // BatchNorm makes them.
 #include "worker/trainer/gpu/kernel.h"
-#include "worker/trainer/gpu/math_functions.h"
 #include "worker/trainer/layers/batch_norm_layer.h"
+#include "worker/trainer/math/gpu_math_functions.h"
 
 namespace nereus {
 namespace {

@@ -22,7 +22,7 @@
 
 #include "common/base/host_device.h"
 #include "worker/trainer/layer.h"
-#include "worker/trainer/math_ops.h"
+#include "worker/trainer/math/math_ops.h"
 
 namespace nereus {
 namespace ops {

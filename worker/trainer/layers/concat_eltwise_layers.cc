@@ -3,9 +3,9 @@
 #include <cfloat>
 #include <string>
 
-#include "worker/trainer/blob_math.h"
 #include "worker/trainer/layers/layer_check.h"
-#include "worker/trainer/math_functions.h"
+#include "worker/trainer/math/blob_math.h"
+#include "worker/trainer/math/math_functions.h"
 
 namespace nereus {
 

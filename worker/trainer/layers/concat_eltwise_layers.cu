@@ -3,10 +3,10 @@
 // copy), Eltwise runs concat_eltwise_layers.cc's steps on the device (PROD
 // and SUM through the GPU math functions, MAX by the element functions of
 // concat_eltwise_layers.h).
-#include "worker/trainer/blob_math.h"
 #include "worker/trainer/gpu/kernel.h"
-#include "worker/trainer/gpu/math_functions.h"
 #include "worker/trainer/layers/concat_eltwise_layers.h"
+#include "worker/trainer/math/blob_math.h"
+#include "worker/trainer/math/gpu_math_functions.h"
 
 namespace nereus {
 namespace {

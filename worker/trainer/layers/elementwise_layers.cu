@@ -3,8 +3,8 @@
 // element function the CPU loop runs; the slope gradient, one thread per
 // slope, adding its terms in the CPU's order.
 #include "worker/trainer/gpu/kernel.h"
-#include "worker/trainer/gpu/math_functions.h"
 #include "worker/trainer/layers/elementwise_layers.h"
+#include "worker/trainer/math/gpu_math_functions.h"
 
 namespace nereus {
 namespace {

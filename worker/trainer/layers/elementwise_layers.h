@@ -23,7 +23,7 @@
 #include "common/base/host_device.h"
 #include "worker/trainer/blob.h"
 #include "worker/trainer/layers/neuron_layers.h"
-#include "worker/trainer/math_ops.h"
+#include "worker/trainer/math/math_ops.h"
 
 namespace nereus {
 namespace ops {

@@ -1,7 +1,7 @@
 // InnerProductLayer's GPU code: inner_product_layer.h's passes with
 // cuBLAS's GEMMs.
-#include "worker/trainer/blob_math.h"
 #include "worker/trainer/layers/inner_product_layer.h"
+#include "worker/trainer/math/blob_math.h"
 
 namespace nereus {
 

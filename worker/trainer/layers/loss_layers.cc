@@ -6,7 +6,7 @@
 
 #include "worker/trainer/layers/layer_check.h"
 #include "worker/trainer/layers/softmax_layers.h"
-#include "worker/trainer/math_functions.h"
+#include "worker/trainer/math/math_functions.h"
 
 namespace nereus {
 

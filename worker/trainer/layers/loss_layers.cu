@@ -5,10 +5,10 @@
 // top gradient and the normalizer are read on the device: no copy to the
 // host.
 #include "worker/trainer/gpu/kernel.h"
-#include "worker/trainer/gpu/math_functions.h"
 #include "worker/trainer/layers/layer_check.h"
 #include "worker/trainer/layers/loss_layers.h"
 #include "worker/trainer/layers/softmax_layers.h"
+#include "worker/trainer/math/gpu_math_functions.h"
 
 namespace nereus {
 namespace {

@@ -23,7 +23,7 @@
 #include "worker/trainer/blob.h"
 #include "worker/trainer/layer.h"
 #include "worker/trainer/layers/neuron_layers.h"
-#include "worker/trainer/math_ops.h"
+#include "worker/trainer/math/math_ops.h"
 
 namespace nereus {
 namespace ops {

@@ -2,8 +2,8 @@
 // Forward and Backward, each running the element function lrn_layer.h shares
 // with the CPU (the window sums in the CPU's order).
 #include "worker/trainer/gpu/kernel.h"
-#include "worker/trainer/gpu/math_functions.h"
 #include "worker/trainer/layers/lrn_layer.h"
+#include "worker/trainer/math/gpu_math_functions.h"
 
 namespace nereus {
 namespace {

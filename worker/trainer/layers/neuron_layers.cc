@@ -5,7 +5,7 @@
 #include <limits>
 #include <string>
 
-#include "worker/trainer/math_functions.h"
+#include "worker/trainer/math/math_functions.h"
 
 namespace nereus {
 

@@ -2,9 +2,9 @@
 // element function neuron_layers.h shares with the CPU loops (for every
 // ElementLayer, elementwise_layers.h's too).
 #include "worker/trainer/gpu/kernel.h"
-#include "worker/trainer/gpu/math_functions.h"
 #include "worker/trainer/layers/elementwise_layers.h"
 #include "worker/trainer/layers/neuron_layers.h"
+#include "worker/trainer/math/gpu_math_functions.h"
 
 namespace nereus {
 namespace {

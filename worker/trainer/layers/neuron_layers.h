@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "common/base/host_device.h"
-#include "worker/trainer/blob_math.h"
 #include "worker/trainer/layer.h"
 #include "worker/trainer/layers/layer_check.h"
-#include "worker/trainer/math_ops.h"
+#include "worker/trainer/math/blob_math.h"
+#include "worker/trainer/math/math_ops.h"
 #include "worker/trainer/syncedmem.h"
 
 namespace nereus {

@@ -2,8 +2,8 @@
 // element (backward, gathered), each running the element function
 // pooling_layer.h shares with the CPU.
 #include "worker/trainer/gpu/kernel.h"
-#include "worker/trainer/gpu/math_functions.h"
 #include "worker/trainer/layers/pooling_layer.h"
+#include "worker/trainer/math/gpu_math_functions.h"
 
 namespace nereus {
 namespace {

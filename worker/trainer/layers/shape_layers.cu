@@ -3,9 +3,9 @@
 // bottoms' gradients on the device; Slice copies with Concat's kernel, the
 // other way; ArgMax ranks each item's entries in a thread of its own.
 #include "worker/trainer/gpu/kernel.h"
-#include "worker/trainer/gpu/math_functions.h"
 #include "worker/trainer/layers/concat_eltwise_layers.h"
 #include "worker/trainer/layers/shape_layers.h"
+#include "worker/trainer/math/gpu_math_functions.h"
 
 namespace nereus {
 namespace {

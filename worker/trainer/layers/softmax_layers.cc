@@ -6,7 +6,7 @@
 #include <string>
 
 #include "worker/trainer/layers/layer_check.h"
-#include "worker/trainer/math_functions.h"
+#include "worker/trainer/math/math_functions.h"
 
 namespace nereus {
 namespace {

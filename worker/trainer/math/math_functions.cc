@@ -1,4 +1,4 @@
-#include "worker/trainer/math_functions.h"
+#include "worker/trainer/math/math_functions.h"
 
 #include <glog/logging.h>
 
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <limits>
 
-#include "worker/trainer/math_ops.h"
+#include "worker/trainer/math/math_ops.h"
 
 namespace nereus {
 

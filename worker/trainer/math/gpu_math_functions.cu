@@ -1,6 +1,6 @@
 #include "worker/trainer/gpu/kernel.h"
-#include "worker/trainer/gpu/math_functions.h"
-#include "worker/trainer/math_ops.h"
+#include "worker/trainer/math/gpu_math_functions.h"
+#include "worker/trainer/math/math_ops.h"
 
 namespace nereus {
 namespace {

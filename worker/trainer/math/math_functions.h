@@ -2,8 +2,8 @@
 // with Caffe's names and argument orders (caffe_cpu_gemm etc.), so code
 // written against Caffe's math_functions.hpp reads the same. All matrices are
 // row-major. Random fills take the engine explicitly (no global RNG).
-#ifndef NEREUS_WORKER_TRAINER_MATH_FUNCTIONS_H_
-#define NEREUS_WORKER_TRAINER_MATH_FUNCTIONS_H_
+#ifndef NEREUS_WORKER_TRAINER_MATH_MATH_FUNCTIONS_H_
+#define NEREUS_WORKER_TRAINER_MATH_MATH_FUNCTIONS_H_
 
 #include <cblas.h>
 
@@ -59,4 +59,4 @@ void caffe_rng_bernoulli(int N, float p, unsigned int* r, std::mt19937* rng);
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_TRAINER_MATH_FUNCTIONS_H_
+#endif  // NEREUS_WORKER_TRAINER_MATH_MATH_FUNCTIONS_H_

@@ -1,6 +1,6 @@
-// The GPU counterparts of worker/trainer/math_functions.h (Caffe's
+// The GPU counterparts of worker/trainer/math/math_functions.h (Caffe's
 // caffe_gpu_* names and argument orders): cuBLAS for the BLAS ones, small
-// kernels (gpu/math_functions.cu) for the element-wise ones, whose
+// kernels (gpu_math_functions.cu) for the element-wise ones, whose
 // per-element operation is the CPU loop's (math_ops.h). Every pointer is
 // device memory; every call is queued on `device`'s compute stream, except
 // the ones returning a value to the host (dot, asum), which wait for it.
@@ -12,8 +12,8 @@
 // CPU: caffe_gpu_gemm computes C = alpha op(A) op(B) + beta C with cuBLAS's
 // column-major sgemm on the transposed problem, as Caffe does. FP32
 // throughout: the device's cuBLAS handle has TF32 off.
-#ifndef NEREUS_WORKER_TRAINER_GPU_MATH_FUNCTIONS_H_
-#define NEREUS_WORKER_TRAINER_GPU_MATH_FUNCTIONS_H_
+#ifndef NEREUS_WORKER_TRAINER_MATH_GPU_MATH_FUNCTIONS_H_
+#define NEREUS_WORKER_TRAINER_MATH_GPU_MATH_FUNCTIONS_H_
 
 #include <cblas.h>
 
@@ -61,4 +61,4 @@ void caffe_gpu_rng_gaussian(gpu::Device* device, int N, float mu, float sigma, f
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_TRAINER_GPU_MATH_FUNCTIONS_H_
+#endif  // NEREUS_WORKER_TRAINER_MATH_GPU_MATH_FUNCTIONS_H_

@@ -1,10 +1,10 @@
 // The per-element operations of math_functions.h's element-wise functions
 // (caffe_add, caffe_powx, ...), shared by their CPU loops (math_functions.cc)
-// and their GPU kernels (gpu/math_functions.cu): one definition, so the two
+// and their GPU kernels (gpu_math_functions.cu): one definition, so the two
 // compute the same thing (bit for bit for + - * /, and within the device's
 // documented error for exp, log and pow, whose host versions are glibc's).
-#ifndef NEREUS_WORKER_TRAINER_MATH_OPS_H_
-#define NEREUS_WORKER_TRAINER_MATH_OPS_H_
+#ifndef NEREUS_WORKER_TRAINER_MATH_MATH_OPS_H_
+#define NEREUS_WORKER_TRAINER_MATH_MATH_OPS_H_
 
 #include <cmath>
 
@@ -51,4 +51,4 @@ NEREUS_HOST_DEVICE inline int MinInt(int a, int b) { return b < a ? b : a; }
 }  // namespace ops
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_TRAINER_MATH_OPS_H_
+#endif  // NEREUS_WORKER_TRAINER_MATH_MATH_OPS_H_

@@ -1,18 +1,18 @@
 // CpuMath and GpuMath: for a pass written once for the CPU and the GPU, as a
 // template on the math. Each names a Blob's memory on its side (data, diff,
 // mutable_data, mutable_diff: cpu_* or gpu_*) and has the same math
-// functions (math_functions.h's caffe_*, gpu/math_functions.h's
+// functions (math_functions.h's caffe_*, gpu_math_functions.h's
 // caffe_gpu_* on the layer's device), so the two passes run the same calls
 // in the same order. GpuMath only in CUDA builds.
-#ifndef NEREUS_WORKER_TRAINER_BLOB_MATH_H_
-#define NEREUS_WORKER_TRAINER_BLOB_MATH_H_
+#ifndef NEREUS_WORKER_TRAINER_MATH_BLOB_MATH_H_
+#define NEREUS_WORKER_TRAINER_MATH_BLOB_MATH_H_
 
 #include <cblas.h>
 
 #include "worker/trainer/blob.h"
-#include "worker/trainer/math_functions.h"
+#include "worker/trainer/math/math_functions.h"
 #ifdef NEREUS_HAVE_CUDA
-#include "worker/trainer/gpu/math_functions.h"
+#include "worker/trainer/math/gpu_math_functions.h"
 #endif
 
 namespace nereus {
@@ -67,4 +67,4 @@ struct GpuMath : BlobSide<true> {
 
 }  // namespace nereus
 
-#endif  // NEREUS_WORKER_TRAINER_BLOB_MATH_H_
+#endif  // NEREUS_WORKER_TRAINER_MATH_BLOB_MATH_H_
