@@ -1,8 +1,8 @@
 // The neuron layers' GPU code: one thread per element, each running the
-// element function neuron_layers.h shares with the CPU loops (for every
-// ElementLayer, elementwise_layers.h's too).
+// element function neuron_layers.h shares with the CPU loops (every
+// ElementLayer, Dropout and PReLU); PReLU's slope gradient one thread per
+// slope, adding its terms in the CPU's order.
 #include "worker/trainer/gpu/kernel.h"
-#include "worker/trainer/layers/elementwise_layers.h"
 #include "worker/trainer/layers/neuron_layers.h"
 #include "worker/trainer/math/gpu_math_functions.h"
 
@@ -33,6 +33,28 @@ __global__ void DropoutBackwardKernel(int n, const float* top_diff, const unsign
   NEREUS_KERNEL_LOOP(i, n) bottom_diff[i] = ops::DropoutApply(top_diff[i], mask[i], scale);
 }
 
+__global__ void PReLUForwardKernel(int n, const float* in, float* out, const float* slope, int channels, int dim,
+                                   bool channel_shared) {
+  NEREUS_KERNEL_LOOP(i, n) {
+    out[i] = ops::ReLUForward(in[i], slope[ops::PReLUChannel(static_cast<int>(i), channels, dim, channel_shared)]);
+  }
+}
+__global__ void PReLUBackwardKernel(int n, const float* top_diff, const float* in, float* bottom_diff,
+                                    const float* slope, int channels, int dim, bool channel_shared) {
+  NEREUS_KERNEL_LOOP(i, n) {
+    bottom_diff[i] = ops::ReLUBackward(top_diff[i], in[i],
+                                       slope[ops::PReLUChannel(static_cast<int>(i), channels, dim, channel_shared)]);
+  }
+}
+// n = the number of slopes.
+__global__ void PReLUSlopeGradientKernel(int n, const float* top_diff, const float* in, float* slope_diff, int num,
+                                         int channels, int dim, bool channel_shared) {
+  NEREUS_KERNEL_LOOP(c, n) {
+    const int ch = static_cast<int>(c);
+    slope_diff[ch] = ops::PReLUSlopeGradient(top_diff, in, ch, num, channels, dim, channel_shared, slope_diff[ch]);
+  }
+}
+
 }  // namespace
 
 template <class Op>
@@ -57,7 +79,7 @@ void ElementLayer<Op>::Backward_gpu(const std::vector<Blob*>& top, const std::ve
               bottom[0]->mutable_gpu_diff(), op_);
 }
 
-// Every ElementLayer (here and in elementwise_layers.h).
+// Every ElementLayer.
 template class ElementLayer<ops::ReLUOp>;
 template class ElementLayer<ops::SigmoidOp>;
 template class ElementLayer<ops::TanHOp>;
@@ -96,6 +118,31 @@ void DropoutLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector
   } else {
     caffe_gpu_copy(device(), count, top_diff, bottom_diff);
     if (!scale_train_) caffe_gpu_scal(device(), count, 1.0f / scale_, bottom_diff);
+  }
+}
+
+// ---- PReLU ----
+
+void PReLULayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  SaveInputIfInPlace(GpuMath(device()), *bottom[0], *top[0], &bottom_copy_);
+  gpu::Launch(device(), "PReLUForward", bottom[0]->count(), PReLUForwardKernel, bottom[0]->gpu_data(),
+              top[0]->mutable_gpu_data(), blobs_[0]->gpu_data(), bottom[0]->shape(1), bottom[0]->count(2),
+              channel_shared_);
+}
+
+void PReLULayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                              const std::vector<Blob*>& bottom) {
+  const float* in = SavedInput(*bottom[0], *top[0], bottom_copy_).gpu_data();
+  const float* top_diff = top[0]->gpu_diff();
+  const int channels = bottom[0]->shape(1);
+  const int dim = bottom[0]->count(2);
+  if (param_propagate_down(0)) {
+    gpu::Launch(device(), "PReLUSlopeGradient", blobs_[0]->count(), PReLUSlopeGradientKernel, top_diff, in,
+                blobs_[0]->mutable_gpu_diff(), bottom[0]->shape(0), channels, dim, channel_shared_);
+  }
+  if (propagate_down[0]) {
+    gpu::Launch(device(), "PReLUBackward", bottom[0]->count(), PReLUBackwardKernel, top_diff, in,
+                bottom[0]->mutable_gpu_diff(), blobs_[0]->gpu_data(), channels, dim, channel_shared_);
   }
 }
 

@@ -4,7 +4,6 @@
 #include "worker/trainer/layers/base_conv_layer.h"
 #include "worker/trainer/layers/batch_norm_layer.h"
 #include "worker/trainer/layers/concat_eltwise_layers.h"
-#include "worker/trainer/layers/elementwise_layers.h"
 #include "worker/trainer/layers/inner_product_layer.h"
 #include "worker/trainer/layers/loss_layers.h"
 #include "worker/trainer/layers/lrn_layer.h"

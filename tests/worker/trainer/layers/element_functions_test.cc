@@ -19,7 +19,6 @@
 #include "worker/trainer/layers/accuracy_layer.h"
 #include "worker/trainer/layers/batch_norm_layer.h"
 #include "worker/trainer/layers/concat_eltwise_layers.h"
-#include "worker/trainer/layers/elementwise_layers.h"
 #include "worker/trainer/layers/im2col.h"
 #include "worker/trainer/layers/loss_layers.h"
 #include "worker/trainer/layers/lrn_layer.h"
@@ -351,8 +350,9 @@ TEST(EltwiseFunctionsTest, MaxTiesGoToTheLaterBottom) {
   EXPECT_EQ(0.0f, ops::EltwiseMaxBackward(4.0f, 2, 1));
 }
 
-// The element-wise layers of elementwise_layers.h, on values whose results
-// are exact in binary (or exactly a library call's result).
+// The neuron layers of neuron_layers.h other than ReLU, Sigmoid, TanH and
+// Dropout (NeuronFunctionsTest), on values whose results are exact in binary
+// (or exactly a library call's result).
 TEST(ElementwiseFunctionsTest, ExactValues) {
   EXPECT_EQ(2.5f, ops::Abs(-2.5f));
   EXPECT_EQ(-3.0f, ops::AbsValBackward(3.0f, -2.0f));

@@ -1,11 +1,17 @@
-// ReLU (incl. leaky), Sigmoid, TanH and Dropout: exact values, in-place use,
-// numeric gradients; plus a check that the gradient checker itself fails on
-// a wrong gradient.
+// The neuron layers (neuron_layers.h): ReLU (incl. leaky), Sigmoid, TanH and
+// Dropout (exact values, in-place use, numeric gradients), and AbsVal, BNLL,
+// ELU, Exp, Log, Power, Threshold and PReLU (exact values from Caffe's
+// formulas, numeric gradients, in-place use and bad parameters); plus a check
+// that the gradient checker itself fails on a wrong gradient, and that every
+// layer type is registered under its Caffe name.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "tests/support/gradient_checker.h"
@@ -13,14 +19,8 @@
 #include "worker/trainer/layers/neuron_layers.h"
 
 namespace nereus {
+namespace test {
 namespace {
-
-using test::BlobData;
-using test::BlobDiff;
-using test::ExpectBlobNear;
-using test::GradientChecker;
-using test::ParseLayerParameter;
-using test::SetBlobData;
 
 const std::vector<float> kInput = {-2.0f, -0.5f, 0.0f, 1.0f, 3.0f};
 
@@ -241,6 +241,230 @@ TEST(DropoutLayerConfigTest, RatioOutOfRange) {
   test::ExpectErrorContains(s, {"drop7", "dropout_ratio"});
 }
 
+// ---- AbsVal, BNLL, ELU, Exp, Log, Power, Threshold, PReLU ----
+
+// Forward of `layer` on kInput ([1, 5]); returns the top.
+std::vector<float> ForwardOnInput(Layer* layer) {
+  std::mt19937 rng(1);
+  layer->set_rng(&rng);
+  Blob bottom(std::vector<int>{1, 5}), top;
+  SetBlobData(&bottom, kInput);
+  const Status st = layer->SetUp({&bottom}, {&top});
+  EXPECT_TRUE(st.ok()) << st.message();
+  layer->Forward({&bottom}, {&top});
+  return BlobData(top);
+}
+
+void ExpectNear(const std::vector<float>& expected, const std::vector<float>& actual, float tolerance = 1e-5f) {
+  ASSERT_EQ(expected.size(), actual.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_NEAR(expected[i], actual[i], tolerance) << "at index " << i;
+  }
+}
+
+// Gaussian input [2, 3, 2, 2] (shifted by `shift`), element-wise gradient check.
+void CheckEltwise(Layer* layer, uint32_t seed, float shift = 0.0f, float kink_range = -1.0f) {
+  std::mt19937 rng(seed);
+  Blob bottom(2, 3, 2, 2), top;
+  test::FillGaussian(&bottom, &rng);
+  for (int i = 0; i < bottom.count(); ++i) bottom.mutable_cpu_data()[i] += shift;
+  test::ExpectGradient(layer, {&bottom}, {&top}, {test::GradientCheck::kEltwise, 1e-2f, 1e-3f, 0.0f, kink_range});
+}
+
+// Running `make()` in place gives the values and gradients of running it out
+// of place.
+void ExpectInPlaceMatches(const std::function<std::unique_ptr<Layer>()>& make, float shift) {
+  std::mt19937 rng(99);
+  Blob input(2, 3, 2, 2);
+  test::FillGaussian(&input, &rng);
+  for (int i = 0; i < input.count(); ++i) input.mutable_cpu_data()[i] += shift;
+  auto apart = make();
+  Blob bottom(input.shape()), top;
+  bottom.CopyFrom(input);
+  ASSERT_TRUE(apart->SetUp({&bottom}, {&top}).ok());
+  apart->Forward({&bottom}, {&top});
+  for (int i = 0; i < top.count(); ++i) top.mutable_cpu_diff()[i] = 0.1f * i - 1.0f;
+  apart->Backward({&top}, {true}, {&bottom});
+
+  auto in_place = make();
+  Blob blob(input.shape());
+  blob.CopyFrom(input);
+  ASSERT_TRUE(in_place->SetUp({&blob}, {&blob}).ok());
+  in_place->Forward({&blob}, {&blob});
+  EXPECT_EQ(BlobData(top), BlobData(blob));
+  for (int i = 0; i < blob.count(); ++i) blob.mutable_cpu_diff()[i] = 0.1f * i - 1.0f;
+  in_place->Backward({&blob}, {true}, {&blob});
+  EXPECT_EQ(BlobDiff(bottom), BlobDiff(blob));
+  for (size_t p = 0; p < apart->blobs().size(); ++p) {
+    EXPECT_EQ(BlobDiff(*apart->blobs()[p]), BlobDiff(*in_place->blobs()[p])) << "param " << p;
+  }
+}
+
+template <typename L>
+std::function<std::unique_ptr<Layer>()> Maker(const std::string& text) {
+  return [text] { return std::make_unique<L>(ParseLayerParameter(text)); };
+}
+
+TEST(AbsValLayerTest, ForwardBackwardAndGradient) {
+  AbsValLayer layer(ParseLayerParameter("name: 'a' type: 'AbsVal'"));
+  Blob bottom(std::vector<int>{1, 5}), top;
+  SetBlobData(&bottom, kInput);
+  ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
+  layer.Forward({&bottom}, {&top});
+  EXPECT_EQ((std::vector<float>{2, 0.5f, 0, 1, 3}), BlobData(top));
+  std::fill(top.mutable_cpu_diff(), top.mutable_cpu_diff() + 5, 3.0f);
+  layer.Backward({&top}, {true}, {&bottom});
+  EXPECT_EQ((std::vector<float>{-3, -3, 0, 3, 3}), BlobDiff(bottom));
+  AbsValLayer fresh(ParseLayerParameter("name: 'a' type: 'AbsVal'"));
+  CheckEltwise(&fresh, 11, 0.0f, 0.01f);
+}
+
+TEST(AbsValLayerTest, InPlaceIsRefused) {
+  AbsValLayer layer(ParseLayerParameter("name: 'a' type: 'AbsVal'"));
+  Blob blob(std::vector<int>{1, 5});
+  const Status st = layer.SetUp({&blob}, {&blob});
+  EXPECT_EQ("layer a (AbsVal): AbsVal does not allow in-place computation", st.message());
+}
+
+TEST(BNLLLayerTest, ForwardGradientInPlace) {
+  BNLLLayer layer(ParseLayerParameter("name: 'b' type: 'BNLL'"));
+  ExpectNear({0.12692801f, 0.47407698f, 0.69314718f, 1.31326169f, 3.04858735f}, ForwardOnInput(&layer));
+  // No overflow far out.
+  Blob bottom(std::vector<int>{1, 2}), top;
+  SetBlobData(&bottom, {-100.0f, 100.0f});
+  BNLLLayer far(ParseLayerParameter("name: 'b' type: 'BNLL'"));
+  ASSERT_TRUE(far.SetUp({&bottom}, {&top}).ok());
+  far.Forward({&bottom}, {&top});
+  ExpectBlobNear({0.0f, 100.0f}, top);
+  BNLLLayer g(ParseLayerParameter("name: 'b' type: 'BNLL'"));
+  CheckEltwise(&g, 12);
+  ExpectInPlaceMatches(Maker<BNLLLayer>("name: 'b' type: 'BNLL'"), 0.0f);
+}
+
+TEST(ELULayerTest, ForwardGradientInPlace) {
+  ELULayer layer(ParseLayerParameter("name: 'e' type: 'ELU'"));
+  ExpectNear({-0.86466472f, -0.39346934f, 0, 1, 3}, ForwardOnInput(&layer));
+  ELULayer half(ParseLayerParameter("name: 'e' type: 'ELU' elu_param { alpha: 0.5 }"));
+  ExpectNear({-0.43233236f, -0.19673467f, 0, 1, 3}, ForwardOnInput(&half));
+  ELULayer g(ParseLayerParameter("name: 'e' type: 'ELU' elu_param { alpha: 0.5 }"));
+  CheckEltwise(&g, 13, 0.0f, 0.01f);
+  ExpectInPlaceMatches(Maker<ELULayer>("name: 'e' type: 'ELU'"), 0.0f);
+}
+
+TEST(ExpLayerTest, ForwardAndGradient) {
+  const std::string text = "name: 'x' type: 'Exp' exp_param { base: 2 scale: 1 shift: 1 }";
+  ExpLayer layer(ParseLayerParameter(text));
+  ExpectNear({0.5f, 1.41421356f, 2, 4, 16}, ForwardOnInput(&layer));
+  ExpLayer natural(ParseLayerParameter("name: 'x' type: 'Exp'"));
+  ExpectNear({0.13533528f, 0.60653066f, 1, 2.71828183f, 20.08553692f}, ForwardOnInput(&natural), 2e-5f);
+  ExpLayer g(ParseLayerParameter("name: 'x' type: 'Exp' exp_param { base: 2 scale: 0.5 shift: 1 }"));
+  CheckEltwise(&g, 14);
+  ExpectInPlaceMatches(Maker<ExpLayer>(text), 0.0f);
+}
+
+TEST(ExpLayerTest, BadBaseIsAnError) {
+  ExpLayer layer(ParseLayerParameter("name: 'x' type: 'Exp' exp_param { base: -2 }"));
+  Blob bottom(std::vector<int>{1, 5}), top;
+  EXPECT_EQ("layer x (Exp): exp_param.base must be strictly positive (or -1 for e), got -2.000000",
+            layer.SetUp({&bottom}, {&top}).message());
+}
+
+TEST(LogLayerTest, ForwardGradientInPlace) {
+  const std::string text = "name: 'l' type: 'Log' log_param { base: 2 shift: 3 }";
+  LogLayer layer(ParseLayerParameter(text));
+  ExpectNear({0, 1.32192809f, 1.5849625f, 2, 2.5849625f}, ForwardOnInput(&layer));
+  LogLayer g(ParseLayerParameter("name: 'l' type: 'Log' log_param { scale: 0.5 shift: 5 }"));
+  CheckEltwise(&g, 15);
+  ExpectInPlaceMatches(Maker<LogLayer>(text), 5.0f);
+}
+
+TEST(PowerLayerTest, ForwardGradientInPlace) {
+  const std::string text = "name: 'p' type: 'Power' power_param { power: 2 scale: 0.5 shift: 1 }";
+  PowerLayer layer(ParseLayerParameter(text));
+  ExpectNear({0, 0.5625f, 1, 2.25f, 6.25f}, ForwardOnInput(&layer));
+  for (const char* param :
+       {"power: 2 scale: 0.5 shift: 1", "power: 0.37 scale: 0.83 shift: 5", "power: 1 scale: 0.83 shift: -2.4",
+        "power: 0 scale: 2 shift: 1", "power: 3 scale: 0 shift: 2"}) {
+    SCOPED_TRACE(param);
+    PowerLayer g(ParseLayerParameter(std::string("name: 'p' type: 'Power' power_param { ") + param + " }"));
+    CheckEltwise(&g, 16);
+  }
+  // A constant output: (0 * x + 2) ^ 3.
+  PowerLayer constant(ParseLayerParameter("name: 'p' type: 'Power' power_param { power: 3 scale: 0 shift: 2 }"));
+  ExpectNear({8, 8, 8, 8, 8}, ForwardOnInput(&constant));
+  ExpectInPlaceMatches(Maker<PowerLayer>("name: 'p' type: 'Power' power_param { power: 0.37 "
+                                         "scale: 0.83 shift: 5 }"),
+                       0.0f);
+}
+
+TEST(ThresholdLayerTest, StrictlyAboveIsOne) {
+  ThresholdLayer layer(ParseLayerParameter("name: 't' type: 'Threshold' threshold_param { threshold: -0.5 }"));
+  EXPECT_EQ((std::vector<float>{0, 0, 1, 1, 1}), ForwardOnInput(&layer));
+  ThresholdLayer zero(ParseLayerParameter("name: 't' type: 'Threshold'"));
+  EXPECT_EQ((std::vector<float>{0, 0, 0, 1, 1}), ForwardOnInput(&zero));
+}
+
+TEST(ThresholdLayerDeathTest, AskingForAGradientNamesTheLayer) {
+  ThresholdLayer layer(ParseLayerParameter("name: 'thr' type: 'Threshold'"));
+  Blob bottom(std::vector<int>{1, 5}), top;
+  ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
+  layer.Forward({&bottom}, {&top});
+  layer.Backward({&top}, {false}, {&bottom});  // fine: no gradient asked for
+  EXPECT_DEATH(layer.Backward({&top}, {true}, {&bottom}), "layer thr \\(Threshold\\): Threshold has no gradient");
+}
+
+TEST(PReLULayerTest, DefaultSlopeIsAQuarterPerChannel) {
+  PReLULayer layer(ParseLayerParameter("name: 'pr' type: 'PReLU'"));
+  ExpectNear({-0.5f, -0.125f, 0, 1, 3}, ForwardOnInput(&layer));
+  ASSERT_EQ(1u, layer.blobs().size());
+  EXPECT_EQ((std::vector<int>{5}), layer.blobs()[0]->shape());
+  PReLULayer shared(ParseLayerParameter("name: 'pr' type: 'PReLU' prelu_param { channel_shared: true }"));
+  ExpectNear({-0.5f, -0.125f, 0, 1, 3}, ForwardOnInput(&shared));
+  EXPECT_EQ(std::vector<int>{}, shared.blobs()[0]->shape());
+}
+
+TEST(PReLULayerTest, PerChannelSlopesAndTheirGradient) {
+  // [1, 2, 2]: channel 0 slope 0.1, channel 1 slope 0.5.
+  PReLULayer layer(ParseLayerParameter("name: 'pr' type: 'PReLU'"));
+  std::mt19937 rng(1);
+  layer.set_rng(&rng);
+  Blob bottom(std::vector<int>{1, 2, 2}), top;
+  SetBlobData(&bottom, {-1, 2, -4, 8});
+  ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
+  SetBlobData(layer.blobs()[0].get(), {0.1f, 0.5f});
+  layer.Forward({&bottom}, {&top});
+  ExpectBlobNear({-0.1f, 2, -2, 8}, top);
+  std::fill(top.mutable_cpu_diff(), top.mutable_cpu_diff() + 4, 1.0f);
+  caffe_set(2, 0.0f, layer.blobs()[0]->mutable_cpu_diff());
+  layer.Backward({&top}, {true}, {&bottom});
+  EXPECT_EQ((std::vector<float>{0.1f, 1, 0.5f, 1}), BlobDiff(bottom));
+  // d/da_c = sum of dy * x over the negative x of channel c.
+  EXPECT_EQ((std::vector<float>{-1, -4}), BlobDiff(*layer.blobs()[0]));
+}
+
+TEST(PReLULayerTest, GradientAndInPlace) {
+  for (const char* text : {"name: 'pr' type: 'PReLU' prelu_param { filler { type: 'gaussian' } }",
+                           "name: 'pr' type: 'PReLU' prelu_param { channel_shared: true }"}) {
+    SCOPED_TRACE(text);
+    std::mt19937 rng(17);
+    std::mt19937 filler_rng(5);
+    Blob bottom(2, 3, 2, 2), top;
+    test::FillGaussian(&bottom, &rng);
+    PReLULayer layer(ParseLayerParameter(text));
+    layer.set_rng(&filler_rng);
+    test::ExpectGradient(&layer, {&bottom}, {&top}, {test::GradientCheck::kExhaustive, 1e-2f, 1e-3f, 0.0f, 0.01f});
+    std::mt19937 make_rng;
+    ExpectInPlaceMatches(
+        [text, &make_rng] {
+          make_rng.seed(5);  // both layers start from the same slopes
+          auto l = std::make_unique<PReLULayer>(ParseLayerParameter(text));
+          l->set_rng(&make_rng);
+          return l;
+        },
+        0.0f);
+  }
+}
+
 // ---- The checker catches wrong gradients ----
 
 // TanH whose backward is off by 10%.
@@ -307,4 +531,5 @@ TEST(RegisterComputeLayersTest, EveryTypeIsRegisteredUnderItsCaffeName) {
 }
 
 }  // namespace
+}  // namespace test
 }  // namespace nereus
