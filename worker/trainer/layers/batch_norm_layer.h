@@ -1,4 +1,5 @@
-// BatchNorm and Scale, as Caffe's (a ResNet's "BatchNorm + Scale" pair).
+// BatchNorm, as Caffe's (a ResNet's "BatchNorm + Scale" pair; Scale is
+// scale_layer.h).
 //
 // BatchNorm normalises each channel (axis 1) of its bottom to zero mean and
 // unit variance: y = (x - mean) / sqrt(var + eps). In training (unless
@@ -10,11 +11,6 @@
 // The three blobs carry lr_mult 0 (given or added, as in Caffe) and are local
 // state (Layer::IsLocalState): they change in Forward, never by a gradient.
 // No learned scale or shift: a Scale layer with bias_term follows.
-//
-// Scale multiplies bottom 0 by a scale broadcast along axes
-// [axis, axis + num_axes) -- a learned blob, or bottom 1 -- and, with
-// bias_term, adds a learned bias of the same shape. The learned scale starts
-// at 1 (filler), the bias at 0 (bias_filler).
 #ifndef NEREUS_WORKER_TRAINER_LAYERS_BATCH_NORM_LAYER_H_
 #define NEREUS_WORKER_TRAINER_LAYERS_BATCH_NORM_LAYER_H_
 
@@ -27,7 +23,7 @@
 namespace nereus {
 namespace ops {
 
-// Per-element arithmetic of BatchNorm and Scale, shared by the CPU loops
+// Per-element arithmetic of BatchNorm, shared by the CPU loops
 // (batch_norm_layer.cc) and the GPU kernels (batch_norm_layer.cu). The sums
 // over a channel are not here: the CPU adds each (n, c) row in order, the
 // GPU with two cuBLAS matrix-vector products (Caffe's GPU BatchNorm), so they
@@ -43,11 +39,6 @@ NEREUS_HOST_DEVICE inline float BnStatsCount(float count, float moving_average_f
 NEREUS_HOST_DEVICE inline float BnBackward(float dy, float y, float sum_dy_y, float sum_dy, float inv_m,
                                            float std_dev) {
   return (dy - inv_m * (y * sum_dy_y + sum_dy)) / std_dev;
-}
-NEREUS_HOST_DEVICE inline float ScaleForward(float x, float scale) { return x * scale; }
-NEREUS_HOST_DEVICE inline float ScaleForwardBias(float x, float scale, float bias) {
-  const float scaled = x * scale;
-  return scaled + bias;
 }
 
 }  // namespace ops
@@ -85,40 +76,6 @@ class BatchNormLayer : public Layer {
   Blob temp_;          // [count]
   Blob sum_dy_y_;      // [channels]
   Blob sum_dy_;        // [channels]
-#endif
-};
-
-class ScaleLayer : public Layer {
- public:
-  using Layer::Layer;
-  NEREUS_LAYER_SETUP_AND_RESHAPE;
-  const char* type() const override { return "Scale"; }
-  int MinBottomBlobs() const override { return 1; }
-  int MaxBottomBlobs() const override { return 2; }
-  int ExactNumTopBlobs() const override { return 1; }
-
- protected:
-  NEREUS_LAYER_PASSES;
-
- private:
-  // Checks that `scale` fits bottom's axes from axis_; returns the error.
-  Status CheckScaleShape(const Blob& bottom, const Blob& scale) const;
-
-  int axis_ = 1;
-  bool bias_term_ = false;
-  int bias_index_ = -1;  // index of the bias in blobs()
-  int outer_dim_ = 0;
-  int scale_dim_ = 0;
-  int inner_dim_ = 0;
-  Blob bottom_copy_;  // the input, kept for backward when in place
-#ifdef NEREUS_HAVE_CUDA
-  // Sums per (n, d) row of `x` (outer x scale_dim rows of inner_dim), then
-  // over n, added to out (beta 1) or written (beta 0).
-  void RowSumsGpu(const float* x, float beta, float* out);
-  Blob inner_ones_;  // [inner_dim]
-  Blob outer_ones_;  // [outer_dim]
-  Blob row_sums_;    // [outer_dim * scale_dim]
-  Blob product_;     // [count]: dy * x
 #endif
 };
 
