@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "worker/trainer/layers/concat_eltwise_layers.h"
+#include "worker/trainer/layers/concat_layer.h"
 #include "worker/trainer/layers/layer_check.h"
 #include "worker/trainer/math/math_functions.h"
 

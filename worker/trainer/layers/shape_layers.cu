@@ -3,7 +3,7 @@
 // bottoms' gradients on the device; Slice copies with Concat's kernel, the
 // other way; ArgMax ranks each item's entries in a thread of its own.
 #include "worker/trainer/gpu/kernel.h"
-#include "worker/trainer/layers/concat_eltwise_layers.h"
+#include "worker/trainer/layers/concat_layer.h"
 #include "worker/trainer/layers/shape_layers.h"
 #include "worker/trainer/math/gpu_math_functions.h"
 

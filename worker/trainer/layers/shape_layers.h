@@ -108,7 +108,7 @@ class SliceLayer : public Layer {
   int MinTopBlobs() const override { return 1; }
 
  protected:
-  // On a GPU, Concat's copy (concat_eltwise_layers.h's ConcatCopyGpu), the
+  // On a GPU, Concat's copy (concat_layer.h's ConcatCopyGpu), the
   // other way.
   NEREUS_LAYER_PASSES;
 

@@ -1,10 +1,8 @@
-// ConcatLayer's and EltwiseLayer's GPU code: Concat copies one element a
-// thread to its place in the top (ops::ConcatIndex; Slice uses the same
-// copy), Eltwise runs concat_eltwise_layers.cc's steps on the device (PROD
-// and SUM through the GPU math functions, MAX by the element functions of
-// concat_eltwise_layers.h).
+// Eltwise's GPU code: eltwise_layer.cc's steps on the device (PROD and SUM
+// through the GPU math functions, MAX by the element functions of
+// eltwise_layer.h).
 #include "worker/trainer/gpu/kernel.h"
-#include "worker/trainer/layers/concat_eltwise_layers.h"
+#include "worker/trainer/layers/eltwise_layer.h"
 #include "worker/trainer/math/blob_math.h"
 #include "worker/trainer/math/gpu_math_functions.h"
 
@@ -22,51 +20,7 @@ __global__ void MaxBackwardKernel(int n, const float* top_diff, const int* index
   NEREUS_KERNEL_LOOP(i, n) bottom_diff[i] = ops::EltwiseMaxBackward(top_diff[i], index[i], bottom_index);
 }
 
-// n = the part's count.
-__global__ void ConcatCopyKernel(int n, bool to_whole, const float* from, float* to, int inner, int whole_axis,
-                                 int part_axis, int offset) {
-  NEREUS_KERNEL_LOOP(i, n) {
-    const int part_index = static_cast<int>(i);
-    const int whole_index = ops::ConcatIndex(part_index, inner, whole_axis, part_axis, offset);
-    if (to_whole) {
-      to[whole_index] = from[part_index];
-    } else {
-      to[part_index] = from[whole_index];
-    }
-  }
-}
-
 }  // namespace
-
-void ConcatCopyGpu(gpu::Device* device, bool to_whole, int part_count, const float* from, float* to, int inner,
-                   int whole_axis, int part_axis, int offset) {
-  gpu::Launch(device, to_whole ? "ConcatToWhole" : "ConcatFromWhole", part_count, ConcatCopyKernel, to_whole, from, to,
-              inner, whole_axis, part_axis, offset);
-}
-
-// ---- Concat ----
-
-void ConcatLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  float* top_data = top[0]->mutable_gpu_data();
-  const int top_concat_axis = top[0]->shape(concat_axis_);
-  ForEachPart(bottom, concat_axis_, [&](size_t i, Blob* b, int bottom_concat_axis, int offset) {
-    ConcatCopyGpu(device(), true, b->count(), b->gpu_data(), top_data, concat_input_size_, top_concat_axis,
-                  bottom_concat_axis, offset);
-  });
-}
-
-void ConcatLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                               const std::vector<Blob*>& bottom) {
-  const float* top_diff = top[0]->gpu_diff();
-  const int top_concat_axis = top[0]->shape(concat_axis_);
-  ForEachPart(bottom, concat_axis_, [&](size_t i, Blob* b, int bottom_concat_axis, int offset) {
-    if (!propagate_down[i]) return;
-    ConcatCopyGpu(device(), false, b->count(), top_diff, b->mutable_gpu_diff(), concat_input_size_, top_concat_axis,
-                  bottom_concat_axis, offset);
-  });
-}
-
-// ---- Eltwise ----
 
 void EltwiseLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const int count = top[0]->count();
