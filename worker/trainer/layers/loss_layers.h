@@ -1,7 +1,9 @@
-// EuclideanLoss and SigmoidCrossEntropyLoss, as Caffe's. Both take two
-// bottoms of the same count and give a scalar loss whose loss_weight defaults
-// to 1 (Caffe's LossLayer; any loss_weight may be given, as for every layer).
+// EuclideanLoss, SigmoidCrossEntropyLoss and SoftmaxWithLoss, as Caffe's.
+// Each gives a scalar loss whose loss_weight defaults to 1 (Caffe's
+// LossLayer; any loss_weight may be given, as for every layer).
 //
+// EuclideanLoss and SigmoidCrossEntropyLoss take two bottoms of the same
+// count.
 // EuclideanLoss: E = sum((a - b)^2) / (2 N), N = the bottoms' first
 //   dimension. Both bottoms get gradients (+-(a - b) / N).
 // SigmoidCrossEntropyLoss: bottom 0 scores x, bottom 1 targets t in [0, 1];
@@ -10,12 +12,21 @@
 //   target equals it; normalization as Caffe: given normalization, else the
 //   deprecated normalize (true: VALID, false: BATCH_SIZE), else BATCH_SIZE.
 //   The targets get no gradient.
-// Both have GPU code (loss_layers.cu): the element functions below, which the
-// CPU runs too, and the loss summed on the device by one block (in double),
-// as SoftmaxWithLoss's: no copy to the host.
+// SoftmaxWithLoss: scores and integer labels (outer x inner of them; outer
+//   and inner as Softmax's, softmax_layer.h). Outputs the mean (see
+//   normalization) of -log(prob[label]) as a scalar; an optional second top
+//   receives the probabilities. Labels equal to loss_param.ignore_label
+//   contribute neither loss nor gradient. normalization: FULL divides by
+//   outer*inner, VALID by the number of non-ignored labels, BATCH_SIZE by
+//   outer, NONE by 1 (always at least 1); the deprecated normalize: false,
+//   when normalization is not given, means BATCH_SIZE.
+// All three have GPU code (loss_layers.cu): the element functions below,
+// which the CPU runs too, and the loss summed on the device by one block (in
+// double): no copy to the host (but SoftmaxWithLoss's, to check the labels).
 #ifndef NEREUS_WORKER_TRAINER_LAYERS_LOSS_LAYERS_H_
 #define NEREUS_WORKER_TRAINER_LAYERS_LOSS_LAYERS_H_
 
+#include <cfloat>
 #include <memory>
 #include <vector>
 
@@ -23,7 +34,9 @@
 #include "worker/trainer/blob.h"
 #include "worker/trainer/layer.h"
 #include "worker/trainer/layers/neuron_layers.h"
+#include "worker/trainer/layers/softmax_layer.h"
 #include "worker/trainer/math/math_ops.h"
+#include "worker/trainer/syncedmem.h"
 
 namespace nereus {
 namespace ops {
@@ -56,6 +69,39 @@ NEREUS_HOST_DEVICE inline float SigmoidCrossEntropyLogLikelihood(float x, float 
 // top_diff / normalizer.
 NEREUS_HOST_DEVICE inline float SigmoidCrossEntropyGradient(float x, float t, bool ignored, float scale) {
   return ignored ? 0.0f : (SigmoidForward(x) - t) * scale;
+}
+
+// One position's loss, -log(prob of its label), the probability clamped at
+// FLT_MIN.
+NEREUS_HOST_DEVICE inline float SoftmaxLossAt(float prob_of_label) { return -Log(Max(prob_of_label, FLT_MIN)); }
+
+// The loss's divisor (caffe::LossParameter::NormalizationMode as an int):
+// FULL outer * inner, VALID the count of non-ignored labels, BATCH_SIZE
+// outer, NONE 1; never below 1.
+NEREUS_HOST_DEVICE inline float SoftmaxLossNormalizer(int mode, int outer, int inner, int valid_count) {
+  float normalizer = 1.0f;
+  switch (mode) {
+    case 0:  // FULL
+      normalizer = static_cast<float>(outer * inner);
+      break;
+    case 1:  // VALID
+      normalizer = static_cast<float>(valid_count);
+      break;
+    case 2:  // BATCH_SIZE
+      normalizer = static_cast<float>(outer);
+      break;
+    default:  // NONE
+      normalizer = 1.0f;
+      break;
+  }
+  return Max(1.0f, normalizer);
+}
+
+// One score's gradient: (prob - [c is the label]) * loss_weight / normalizer,
+// 0 * that for an ignored label (Backward_cpu's copy, subtraction and scal).
+NEREUS_HOST_DEVICE inline float SoftmaxLossGradAt(float prob, bool is_label, bool ignored, float scale) {
+  const float d = ignored ? 0.0f : (is_label ? prob - 1.0f : prob);
+  return d * scale;
 }
 
 }  // namespace ops
@@ -106,6 +152,48 @@ class SigmoidCrossEntropyLossLayer : public LossLayer {
   float normalizer_ = 1.0f;  // of the last forward on the CPU
 #ifdef NEREUS_HAVE_CUDA
   Blob gpu_normalizer_;  // [1]: of the last forward on the GPU, on the device
+#endif
+};
+
+class SoftmaxWithLossLayer : public Layer {
+ public:
+  using Layer::Layer;
+  NEREUS_LAYER_SETUP_AND_RESHAPE;
+  const char* type() const override { return "SoftmaxWithLoss"; }
+  int ExactNumBottomBlobs() const override { return 2; }
+  int MinTopBlobs() const override { return 1; }
+  int MaxTopBlobs() const override { return 2; }
+  bool AutoTopBlobs() const override { return true; }
+  // The labels never get a gradient.
+  bool AllowForceBackward(int bottom_index) const override { return bottom_index != 1; }
+  // Bottom 1: labels 0 .. classes - 1 and ignore_label.
+  LabelRange AcceptedLabels(int bottom_index) const override;
+
+ protected:
+  // Writes the gradient of the scores; asking for the labels' gradient is a
+  // configuration error (LOG(FATAL) naming the layer, as in Caffe).
+  NEREUS_LAYER_PASSES;
+
+ private:
+  float Normalizer(int valid_count) const;
+
+  std::unique_ptr<SoftmaxLayer> softmax_;
+  Blob prob_;
+  std::vector<Blob*> softmax_bottom_;
+  std::vector<Blob*> softmax_top_;
+  caffe::LossParameter::NormalizationMode normalization_ = caffe::LossParameter::VALID;
+  bool has_ignore_label_ = false;
+  int ignore_label_ = 0;
+  int outer_num_ = 0;
+  int inner_num_ = 0;
+  int channels_ = 0;
+  int valid_count_ = 0;  // of the last forward
+#ifdef NEREUS_HAVE_CUDA
+  Blob position_loss_;  // [outer * inner]: each position's loss (0 ignored)
+  // Per position: 1 counted, 0 ignored, -1 label out of range.
+  std::shared_ptr<SyncedMemory> position_state_;
+  // {valid count, first position with a bad label or -1}, on the device.
+  std::shared_ptr<SyncedMemory> stats_;
 #endif
 };
 

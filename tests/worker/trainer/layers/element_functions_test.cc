@@ -27,7 +27,7 @@
 #include "worker/trainer/layers/pooling_layer.h"
 #include "worker/trainer/layers/scale_layer.h"
 #include "worker/trainer/layers/shape_layers.h"
-#include "worker/trainer/layers/softmax_layers.h"
+#include "worker/trainer/layers/softmax_layer.h"
 #include "worker/trainer/math/math_ops.h"
 
 namespace nereus {

@@ -1,5 +1,7 @@
-// Softmax, SoftmaxWithLoss (normalization modes, ignore_label) and Accuracy
-// (top_k, per-class, ignore_label): exact values, gradients, errors.
+// Softmax and Accuracy (top_k, per-class, ignore_label): exact values,
+// gradients, errors.
+#include "worker/trainer/layers/softmax_layer.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 
 #include "tests/support/gradient_checker.h"
 #include "worker/trainer/layers/accuracy_layer.h"
-#include "worker/trainer/layers/softmax_layers.h"
 
 namespace nereus {
 namespace test {
@@ -46,114 +47,6 @@ TEST(SoftmaxLayerTest, ForwardAlongAxis) {
 
 TEST(SoftmaxLayerTest, Gradient) {
   test::ExpectLayerGradient<SoftmaxLayer>("name: 'prob' type: 'Softmax'", {2, 4, 2, 1}, 1701);
-}
-
-// ---- SoftmaxWithLoss ----
-
-// Gradient checks against the scores (bottom 0), not the labels.
-const test::CheckerSettings kScoresOnly = {test::GradientCheck::kExhaustive, 1e-2f, 1e-3f, 0.0f, -1.0f, 0};
-
-// Scores [[1, 2, 3], [1, 1, 1]] with labels [2, 0]:
-// losses -log(kP3) = 0.40760596 and -log(1/3) = 1.09861229.
-const float kLoss0 = 0.40760596f, kLoss1 = 1.09861229f;
-
-float LossOf(const std::string& loss_param, std::vector<float> labels = {2, 0}) {
-  Blob scores(std::vector<int>{2, 3}), label(std::vector<int>{2}), loss;
-  SetBlobData(&scores, {1, 2, 3, 1, 1, 1});
-  SetBlobData(&label, labels);
-  SoftmaxWithLossLayer layer(ParseLayerParameter("name: 'loss' type: 'SoftmaxWithLoss' " + loss_param));
-  const Status s = layer.SetUp({&scores, &label}, {&loss});
-  EXPECT_TRUE(s.ok()) << s.message();
-  const float weighted = layer.Forward({&scores, &label}, {&loss});
-  // The default loss weight is 1, so Forward returns the loss itself.
-  EXPECT_FLOAT_EQ(loss.cpu_data()[0], weighted);
-  EXPECT_EQ(0, loss.num_axes());
-  return loss.cpu_data()[0];
-}
-
-TEST(SoftmaxWithLossLayerTest, NormalizationModes) {
-  EXPECT_NEAR((kLoss0 + kLoss1) / 2, LossOf(""), 1e-6f);  // VALID by default
-  EXPECT_NEAR((kLoss0 + kLoss1) / 2, LossOf("loss_param { normalization: FULL }"), 1e-6f);
-  EXPECT_NEAR((kLoss0 + kLoss1) / 2, LossOf("loss_param { normalization: BATCH_SIZE }"), 1e-6f);
-  EXPECT_NEAR(kLoss0 + kLoss1, LossOf("loss_param { normalization: NONE }"), 1e-6f);
-  // Ignoring label 0 leaves one valid label out of two.
-  EXPECT_NEAR(kLoss0, LossOf("loss_param { ignore_label: 0 }"), 1e-6f);
-  EXPECT_NEAR(kLoss0, LossOf("loss_param { ignore_label: 0 normalization: VALID }"), 1e-6f);
-  EXPECT_NEAR(kLoss0 / 2, LossOf("loss_param { ignore_label: 0 normalization: FULL }"), 1e-6f);
-  EXPECT_NEAR(kLoss0 / 2, LossOf("loss_param { ignore_label: 0 normalization: BATCH_SIZE }"), 1e-6f);
-  EXPECT_NEAR(kLoss0, LossOf("loss_param { ignore_label: 0 normalization: NONE }"), 1e-6f);
-  // Legacy normalize: false means BATCH_SIZE, true means VALID; an explicit
-  // normalization wins over it.
-  EXPECT_NEAR(kLoss0 / 2, LossOf("loss_param { ignore_label: 0 normalize: false }"), 1e-6f);
-  EXPECT_NEAR(kLoss0, LossOf("loss_param { ignore_label: 0 normalize: true }"), 1e-6f);
-  EXPECT_NEAR(kLoss0, LossOf("loss_param { ignore_label: 0 normalize: false normalization: NONE }"), 1e-6f);
-  // All labels ignored: the normaliser is clamped to 1, the loss is 0.
-  EXPECT_EQ(0.0f, LossOf("loss_param { ignore_label: 0 }", {0, 0}));
-}
-
-TEST(SoftmaxWithLossLayerTest, BackwardValuesAndProbTop) {
-  Blob scores(std::vector<int>{2, 3}), label(std::vector<int>{2}), loss, prob;
-  SetBlobData(&scores, {1, 2, 3, 1, 1, 1});
-  SetBlobData(&label, {2, 0});
-  SoftmaxWithLossLayer layer(
-      ParseLayerParameter("name: 'loss' type: 'SoftmaxWithLoss' loss_param { ignore_label: 0 }"));
-  ASSERT_TRUE(layer.SetUp({&scores, &label}, {&loss, &prob}).ok());
-  // Loss weight 1 for the loss, 0 for the probabilities.
-  EXPECT_EQ(1.0f, layer.loss(0));
-  EXPECT_EQ(0.0f, layer.loss(1));
-  layer.Forward({&scores, &label}, {&loss, &prob});
-  ExpectBlobNear({kP1, kP2, kP3, 1.0f / 3, 1.0f / 3, 1.0f / 3}, prob, 1e-6f);
-  layer.Backward({&loss, &prob}, {true, false}, {&scores, &label});
-  // (p - onehot) / 1 valid label; the ignored row gets zero.
-  const std::vector<float> diff = BlobDiff(scores);
-  const std::vector<float> expected = {kP1, kP2, kP3 - 1, 0, 0, 0};
-  for (int i = 0; i < 6; ++i) EXPECT_NEAR(expected[i], diff[i], 1e-6f) << i;
-}
-
-TEST(SoftmaxWithLossLayerTest, Gradient) {
-  std::mt19937 rng(1701);
-  Blob scores(2, 5, 2, 3), label(2, 1, 2, 3), loss;
-  test::FillGaussian(&scores, &rng);
-  for (int i = 0; i < label.count(); ++i) label.mutable_cpu_data()[i] = static_cast<float>(rng() % 5);
-  SoftmaxWithLossLayer layer(ParseLayerParameter("name: 'loss' type: 'SoftmaxWithLoss'"));
-  test::ExpectGradient(&layer, {&scores, &label}, {&loss}, kScoresOnly);
-}
-
-TEST(SoftmaxWithLossLayerTest, GradientIgnoreLabelBatchSize) {
-  std::mt19937 rng(1702);
-  Blob scores(std::vector<int>{4, 3}), label(std::vector<int>{4}), loss;
-  test::FillGaussian(&scores, &rng);
-  SetBlobData(&label, {0, 1, 2, 1});
-  SoftmaxWithLossLayer layer(
-      ParseLayerParameter("name: 'loss' type: 'SoftmaxWithLoss' loss_param { ignore_label: 1 normalization: "
-                          "BATCH_SIZE }"));
-  test::ExpectGradient(&layer, {&scores, &label}, {&loss}, kScoresOnly);
-}
-
-TEST(SoftmaxWithLossLayerConfigTest, LabelCountMismatch) {
-  SoftmaxWithLossLayer layer(ParseLayerParameter("name: 'loss3' type: 'SoftmaxWithLoss'"));
-  test::ExpectErrorContains(test::SetUpOn(&layer, {{2, 3}, {3}}), {"loss3", "number of labels must match"});
-}
-
-// A label out of range is a forward error (Net::Forward returns it), and the
-// layer tells the Net which labels it takes (a Data layer checks them).
-TEST(SoftmaxWithLossLayerConfigTest, LabelOutOfRangeIsAForwardError) {
-  Blob scores(std::vector<int>{2, 3}), label(std::vector<int>{2}), loss;
-  SetBlobData(&label, {1, 3});
-  SoftmaxWithLossLayer layer(
-      ParseLayerParameter("name: 'loss3' type: 'SoftmaxWithLoss' loss_param { ignore_label: 255 }"));
-  ASSERT_TRUE(layer.SetUp({&scores, &label}, {&loss}).ok());
-  EXPECT_EQ(layer.Forward({&scores, &label}, {&loss}), 0.0f);
-  EXPECT_EQ(layer.forward_error().ToString(),
-            "INVALID_ARGUMENT: layer loss3 (SoftmaxWithLoss): label 3 at position 1 is out of range [0, 3)");
-  SetBlobData(&label, {1, 255});
-  layer.Forward({&scores, &label}, {&loss});
-  EXPECT_TRUE(layer.forward_error().ok()) << layer.forward_error();
-  const Layer::LabelRange range = layer.AcceptedLabels(1);
-  EXPECT_EQ(range.num_classes, 3);
-  EXPECT_EQ(range.ignore_label, 255);
-  EXPECT_EQ(range.consumer, "layer loss3 (SoftmaxWithLoss)");
-  EXPECT_EQ(layer.AcceptedLabels(0).num_classes, 0);
 }
 
 // ---- Accuracy ----
