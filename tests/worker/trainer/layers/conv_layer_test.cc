@@ -1,8 +1,10 @@
-// Convolution: exact forward values on tiny inputs, numeric gradient checks
-// (group, pad, stride, dilation) and configuration errors.
+// Convolution and Deconvolution (base_conv_layer.h): exact forward values on
+// tiny inputs, numeric gradient checks (group, pad, stride, dilation),
+// Deconvolution as Convolution's adjoint, and configuration errors.
 #include <gtest/gtest.h>
 
 #include <random>
+#include <string>
 #include <vector>
 
 #include "tests/support/gradient_checker.h"
@@ -232,6 +234,47 @@ TEST(DeconvolutionLayerTest, IsTheAdjointOfConvolution) {
   // relative is far above float rounding, far below any wrong index.
   EXPECT_NEAR(lhs, rhs, 1e-4 * std::abs(lhs)) << lhs << " vs " << rhs;
   EXPECT_GT(std::abs(lhs), 1.0);
+}
+
+TEST(DeconvolutionLayerTest, EachInputPixelPaintsAWeightedKernel) {
+  // Kernel 2, stride 2: each input value stamps value * W onto its own 2x2
+  // block of the 4x4 output.
+  Blob bottom(1, 1, 2, 2), top;
+  SetBlobData(&bottom, {1, 2, 3, 4});
+  std::mt19937 rng(1);
+  DeconvolutionLayer layer(
+      ParseLayerParameter("name: 'up' type: 'Deconvolution' convolution_param { num_output: 1 kernel_size: 2 stride: 2 "
+                          "bias_filler { type: 'constant' value: 0.5 } }"));
+  layer.set_rng(&rng);
+  ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
+  EXPECT_EQ((std::vector<int>{1, 1, 4, 4}), top.shape());
+  EXPECT_EQ((std::vector<int>{1, 1, 2, 2}), layer.blobs()[0]->shape());
+  SetBlobData(layer.blobs()[0].get(), {1, 2, 3, 4});
+  layer.Forward({&bottom}, {&top});
+  EXPECT_EQ((std::vector<float>{1.5f, 2.5f, 2.5f, 4.5f,  //
+                                3.5f, 4.5f, 6.5f, 8.5f,  //
+                                3.5f, 6.5f, 4.5f, 8.5f,  //
+                                9.5f, 12.5f, 12.5f, 16.5f}),
+            BlobData(top));
+}
+
+TEST(DeconvolutionLayerTest, ShapesAndGradients) {
+  const char* configs[] = {"num_output: 3 kernel_size: 3 stride: 2 pad: 1",
+                           "num_output: 4 kernel_size: 2 stride: 1 group: 2",
+                           "num_output: 2 kernel_h: 3 kernel_w: 2 stride_h: 1 stride_w: 2 bias_term: false"};
+  const std::vector<std::vector<int>> shapes = {{2, 3, 5, 5}, {2, 4, 4, 4}, {2, 2, 5, 6}};
+  for (int c = 0; c < 3; ++c) {
+    SCOPED_TRACE(configs[c]);
+    std::mt19937 rng(45);
+    Blob bottom(2, 2, 3, 3), top;
+    test::FillGaussian(&bottom, &rng);
+    DeconvolutionLayer layer(
+        ParseLayerParameter(std::string("name: 'up' type: 'Deconvolution' convolution_param { ") + configs[c] +
+                            " weight_filler { type: 'gaussian' } bias_filler { type: 'gaussian' } }"));
+    layer.set_rng(&rng);
+    test::ExpectGradient(&layer, {&bottom}, {&top}, {test::GradientCheck::kSumOfSquares, 1e-2f, 1e-2f});
+    EXPECT_EQ(shapes[c], top.shape());
+  }
 }
 
 TEST(ConvolutionLayerConfigTest, KernelSizeZero) {
