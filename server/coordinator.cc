@@ -277,6 +277,22 @@ void Coordinator::OnMessage(const Endpoint& from, StatusOr<Message> msg, const p
     case pb::BARRIER:
       HandleBarrier(from, h);
       break;
+    case pb::PROBE_ACK:
+      // A member answered: every node waiting to take its place is refused.
+      if (Find(from) == nullptr) break;
+      for (auto w = rejoin_waiting_.begin(); w != rejoin_waiting_.end();) {
+        if (w->second.member != from) {
+          ++w;
+          continue;
+        }
+        const auto waited = std::chrono::steady_clock::now() - w->second.since;
+        RefuseRejoin(w->first,
+                     w->second.who + " is alive at " + from + " (it answered the coordinator's probe after " +
+                         std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()) +
+                         " ms)");
+        w = rejoin_waiting_.erase(w);
+      }
+      break;
     case pb::DONE: {
       Member* m = Find(from);
       if (m == nullptr || m->role != pb::WORKER || m->done) break;
@@ -476,32 +492,37 @@ bool Coordinator::HandleRejoin(const Endpoint& from, const pb::NodeInfo& n, cons
     return false;
   }
   const auto now = std::chrono::steady_clock::now();
-  const auto interval = std::chrono::milliseconds(options_.job.heartbeat_interval_ms());
   const auto timeout = std::chrono::milliseconds(options_.job.heartbeat_timeout_ms());
   const auto silent = now - old.last_seen;
-  if (silent < 2 * interval) {
-    // The member of that rank still sends heartbeats (or has just died).
-    // No answer yet: the node repeats REGISTER every second and is taken
-    // once the member is silent, or refused if it never falls silent.
-    // Entries of nodes that stopped repeating (they gave up, or were
-    // strangers) go once a whole timeout has passed, so they cannot fill
-    // the table and shut out a real rejoin.
+  if (silent < timeout) {
+    // The member of that rank is not dead: it was heard from within the
+    // heartbeat timeout. Slow is not dead (a loaded host, a sanitizer, a
+    // page-cache stall can delay heartbeats by far more than their
+    // interval), so the node waits, unanswered (it repeats REGISTER every
+    // second), while the member is probed directly: a PROBE_ACK refuses the
+    // node at once (OnMessage); a member that stays silent for the whole
+    // timeout is dead, and the next REGISTER takes its place. Entries of
+    // nodes that stopped repeating (they gave up, or were strangers) go once
+    // two timeouts have passed, so they cannot fill the table and shut out a
+    // real rejoin.
     for (auto w = rejoin_waiting_.begin(); w != rejoin_waiting_.end();)
-      w = w->first != from && now - w->second > 2 * timeout ? rejoin_waiting_.erase(w) : std::next(w);
+      w = w->first != from && now - w->second.since > 2 * timeout ? rejoin_waiting_.erase(w) : std::next(w);
     auto it = rejoin_waiting_.find(from);
     if (it == rejoin_waiting_.end()) {
       if (rejoin_waiting_.size() >= kMaxRejoinWaiting) return false;
-      it = rejoin_waiting_.emplace(from, now).first;
-      LOG(INFO) << "coordinator: " << who << " registered again from " << from << "; waiting for " << who << " at "
-                << old.endpoint << " to fall silent";
+      it = rejoin_waiting_.emplace(from, RejoinWait{now, old.endpoint, who, n}).first;
+      LOG(INFO) << "coordinator: " << who << " registered again from " << from << "; probing " << who << " at "
+                << old.endpoint << " (heard from "
+                << std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()
+                << " ms ago): it is replaced only if it stays silent for --heartbeat_timeout_ms=" << timeout.count();
+      SendTo(old.endpoint, pb::PROBE);
     }
-    if (now - it->second > timeout) {
+    if (now - it->second.since > timeout) {
+      // Heard from all along, though the probe went unanswered.
       rejoin_waiting_.erase(it);
-      const std::string why = who + " is alive at " + old.endpoint + " (heard from " +
-                              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
-                              " ms ago): a node rejoins only in the place of a member that has fallen silent";
-      refusals_.Refuse(from, "refused: " + why);
-      SendTo(from, pb::ERROR, why);
+      RefuseRejoin(from, who + " is alive at " + old.endpoint + " (heard from " +
+                             std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
+                             " ms ago)");
     }
     return false;
   }
@@ -535,6 +556,13 @@ bool Coordinator::HandleRejoin(const Endpoint& from, const pb::NodeInfo& n, cons
   formation_deadline_ = now + std::chrono::seconds(options_.startup_timeout_s);
   cv_.SignalAll();
   return true;
+}
+
+void Coordinator::RefuseRejoin(const Endpoint& node, const std::string& alive) {
+  const std::string why = alive + ": a node rejoins only in the place of a member that is dead (silent for " +
+                          std::to_string(options_.job.heartbeat_timeout_ms()) + " ms, --heartbeat_timeout_ms)";
+  refusals_.Refuse(node, "refused: " + why);
+  SendTo(node, pb::ERROR, why);
 }
 
 Status Coordinator::CheckRegistration(const pb::NodeInfo& n) const {
@@ -673,6 +701,20 @@ Status Coordinator::Run() {
         break;
       }
       cv_.WaitUntil(&mu_, formation_deadline_);
+      continue;
+    }
+    // A dead member with a node waiting to take its place: the rejoin goes
+    // ahead (HandleRejoin sees it dead now) instead of the job ending.
+    std::optional<std::pair<Endpoint, pb::NodeInfo>> rejoin;
+    for (const auto& [node, wait] : rejoin_waiting_) {
+      const Member* m = Find(wait.member);
+      if (m != nullptr && now - m->last_seen > timeout) rejoin.emplace(node, wait.info);
+    }
+    if (rejoin) {
+      pb::Header h;
+      h.set_op(pb::REGISTER);
+      *h.add_nodes() = rejoin->second;
+      HandleRegister(rejoin->first, h);
       continue;
     }
     for (auto& [ep, m] : members_) {

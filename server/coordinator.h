@@ -100,9 +100,13 @@ class Coordinator {
   // After started_. A REGISTER naming the rank of `old`, from a new
   // endpoint. Returns true if the job rolled back and `n` is to be registered
   // in the new epoch; false if it was refused or waits (unanswered, so that
-  // the node repeats it) for `old` to fall silent.
+  // the node repeats it) for `old` to be found dead (silent for the
+  // heartbeat timeout) or alive (answering a probe).
   bool HandleRejoin(const Endpoint& from, const pb::NodeInfo& n, const Member& old)
       NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Refuses the node at `node` that registered in the name of a member that
+  // is `alive` (why it is thought alive).
+  void RefuseRejoin(const Endpoint& node, const std::string& alive) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why a rejoin of `n` cannot be done in this job, or OK.
   Status CheckRejoin(const pb::NodeInfo& n) const NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Refuses a REGISTER that cannot join this job: the reason,
@@ -149,9 +153,15 @@ class Coordinator {
   bool resume_ NEREUS_GUARDED_BY(mu_) = false;  // options_.resume, then true after a rollback.
   // Every node registered by then.
   std::chrono::steady_clock::time_point formation_deadline_ NEREUS_GUARDED_BY(mu_);
-  // Rejoining nodes waiting for the member of their rank to fall silent:
-  // when each was first heard (bounded).
-  std::map<Endpoint, std::chrono::steady_clock::time_point> rejoin_waiting_ NEREUS_GUARDED_BY(mu_);
+  // Rejoining nodes waiting for the member of their rank to be found dead
+  // (bounded): when each was first heard, and the member probed for it.
+  struct RejoinWait {
+    std::chrono::steady_clock::time_point since;
+    Endpoint member;    // The endpoint of the member it would replace.
+    std::string who;    // "server 1".
+    pb::NodeInfo info;  // Its REGISTER's description of itself.
+  };
+  std::map<Endpoint, RejoinWait> rejoin_waiting_ NEREUS_GUARDED_BY(mu_);
   static constexpr size_t kMaxRejoinWaiting = 64;
   // Endpoints of the previous epoch, by (role, rank), still connected; each
   // is disconnected once its node registers again (it has read ROLLBACK).

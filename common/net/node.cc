@@ -272,6 +272,16 @@ void Node::OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Head
       }
       break;
     }
+    case pb::PROBE: {
+      // The coordinator asks whether this node is alive (another node
+      // registered in its name): answered here, on the receive thread,
+      // whatever the heartbeat thread is doing.
+      Message ack;
+      ack.header.set_op(pb::PROBE_ACK);
+      Status st = Send(coordinator_, std::move(ack));
+      if (!st.ok()) LOG(WARNING) << name() << ": answering the coordinator's probe: " << st;
+      break;
+    }
     case pb::ABORT:
       Abort(AbortedError(h.error()));
       break;

@@ -263,13 +263,47 @@ TEST_F(SyntheticResumeTest, ARejoinThatCannotBeDoneIsRefusedAndTheJobGoesOn) {
                     {"coordinator refused registration: server 1 registered again without "
                      "--resume while the job runs: to rejoin, restart it with its flags and "
                      "--resume"});
-  // With --resume, but server 1 is alive: held while the heartbeat timeout
-  // runs, then refused; the job is not rolled back.
+  // With --resume, but server 1 is alive: it answers the coordinator's
+  // probe and the duplicate is refused; the job is not rolled back, however
+  // late server 1's heartbeats are (below the timeout).
   auto duplicate = RestartServer1(cluster, ckpt.path(), logs.File("duplicate.log"), {"--resume"});
   ExpectExitWithLog(*duplicate, 1,
                     {"coordinator refused registration: server 1 is alive at tcp://127.0.0.1:",
-                     "a node rejoins only in the place of a member that has fallen silent"});
+                     "(it answered the coordinator's probe after ",
+                     "a node rejoins only in the place of a member that is dead (silent for 2000 ms, "
+                     "--heartbeat_timeout_ms)"});
 
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(kJobTimeout, &report)) << report;
+  ExpectAllZero(cluster.codes(), report);
+  EXPECT_FALSE(Contains(ReadFile(logs.File("coordinator.log")), "rolled back")) << report;
+}
+
+// Slow is not dead: server 1 stopped (SIGSTOP: no heartbeat, no answer) while
+// a duplicate registers in its name is still a member; once it runs again it
+// answers the coordinator's probe and the duplicate is refused, however long
+// its heartbeats were late (below the timeout). Under the old rule (silent
+// for two heartbeat intervals) the duplicate took its place and rolled the
+// job back.
+TEST_F(SyntheticResumeTest, AMemberThatIsSlowIsNotReplaced) {
+  TempDir out, ckpt, logs;
+  ClusterSpec spec = Spec(150, "w", out);
+  spec.coordinator_flags = Concat({"--partition_bytes=1024", "--consistency=bsp"},
+                                  {"--heartbeat_interval_ms=100", "--heartbeat_timeout_ms=20000"});
+  spec.worker_flags.push_back("--compute_ms=40");
+  AddCheckpoints(&spec, ckpt.path(), false);
+  LocalCluster cluster(spec, logs);
+  ASSERT_TRUE(cluster.coordinator().WaitForLog(kJobStarted, kJobTimeout)) << cluster.coordinator().Log();
+  cluster.server(1).Signal(SIGSTOP);
+  auto duplicate = RestartServer1(cluster, ckpt.path(), logs.File("duplicate.log"), {"--resume"});
+  // The coordinator holds the duplicate and probes server 1, which cannot
+  // answer while it is stopped.
+  const bool probing = cluster.coordinator().WaitForLog("; probing server 1 at ", kJobTimeout);
+  cluster.server(1).Signal(SIGCONT);
+  ASSERT_TRUE(probing) << cluster.coordinator().Log();
+  ExpectExitWithLog(*duplicate, 1,
+                    {"coordinator refused registration: server 1 is alive at tcp://127.0.0.1:",
+                     "(it answered the coordinator's probe after "});
   std::string report;
   ASSERT_TRUE(cluster.WaitAll(kJobTimeout, &report)) << report;
   ExpectAllZero(cluster.codes(), report);
