@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,12 +38,15 @@ inline std::vector<std::optional<int>> RunJob(const ClusterSpec& spec, const Tem
 // Starts `argv`, the command line of the process of `cluster` that was
 // killed (index `killed` in cluster.codes()), again with --resume (its log at
 // `log`, the process in `*again`), waits for the job, and expects the
-// restarted process and every other of the job to exit 0. Call it in
+// restarted process and every other of the job to exit 0. `started`, if
+// given, runs once the process is started, before the wait. Call it in
 // ASSERT_NO_FATAL_FAILURE.
 inline void ResumeAndFinish(LocalCluster& cluster, std::vector<std::string> argv, size_t killed, const std::string& log,
-                            std::unique_ptr<Subprocess>* again) {
+                            std::unique_ptr<Subprocess>* again,
+                            const std::function<void(Subprocess&)>& started = nullptr) {
   argv.push_back("--resume");
   *again = Subprocess::Start(argv, log);
+  if (started) started(**again);
   std::string report;
   ASSERT_TRUE(cluster.WaitAll(kJobTimeout, &report)) << report;
   EXPECT_EQ((*again)->WaitFor(kJobTimeout), 0) << (*again)->Log();
