@@ -7,8 +7,9 @@ One line per folder (FLOORS below; a folder's subfolders are part of it):
 
   0 proto, public headers     proto/ (and the generated *.pb.h), common/include/
   1 common/base               Status, locks, annotations, binary init
-  2 common/net, common/launch the network runtime; the launcher's parts
-  3 common/update             the update maths (solver steps, SFB, HybComm)
+  2 common/net                the network runtime
+  3 common/update,            the update maths (solver steps, SFB, HybComm);
+    common/launch             the launcher's parts
   4 server, worker/client,    the servers and coordinator; the client;
     worker/synthetic          the synthetic model
   5 worker/trainer            the Caffe-style trainer (and its tools/)
@@ -65,7 +66,7 @@ FLOORS = [
     ("common/include/", "public headers", 0),
     ("common/base/", "common/base", 1),
     ("common/net/", "common/net", 2),
-    ("common/launch/", "common/launch", 2),
+    ("common/launch/", "common/launch", 3),
     ("common/update/", "common/update", 3),
     ("server/", "server", 4),
     ("worker/client/", "worker/client", 4),

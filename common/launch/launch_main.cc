@@ -28,6 +28,7 @@
 
 #include "common/launch/launch_plan.h"
 #include "common/launch/subprocess.h"
+#include "common/net/node.h"
 
 namespace nereus {
 namespace {
@@ -103,6 +104,20 @@ void Complain(const std::string& line) { WriteAll(2, g_name + ": " + line + "\n"
 int BadArguments(const std::string& why) {
   Complain(why);
   return kBadArguments;
+}
+
+// A coordinator port in the kernel's ephemeral range can be handed to a node's
+// own connection as its source port while the coordinator is not listening
+// yet (a TCP self-connection: the node then reaches itself; it notices and
+// connects again, but a port below the range avoids it altogether).
+void WarnIfEphemeral(int port) {
+  const auto range = EphemeralPortRange();
+  if (range && port >= range->first && port <= range->second) {
+    Complain("warning: --port=" + std::to_string(port) + " is in this host's ephemeral port range (" +
+             std::to_string(range->first) + "-" + std::to_string(range->second) + ", " + kPortRangeFile +
+             "): a node that starts before the coordinator may connect to itself on it; a port below " +
+             std::to_string(range->first) + " avoids that");
+  }
 }
 
 bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
@@ -198,6 +213,7 @@ int RunSlurmTask(const std::vector<std::string>& args) {
   for (const auto& n : *names) hosts.push_back({n, 1, ""});
   if (Status st = ResolveHostAddresses(&hosts); !st.ok()) return BadArguments(st.message());
   auto plan = PlanLaunch(hosts, options);
+  if (procid == 0) WarnIfEphemeral(options.coordinator_port);
   if (!plan.ok()) return BadArguments(plan.status().message());
   if (Status st = CheckSlurmTask(*plan, ntasks, procid); !st.ok()) return BadArguments(st.message());
   const PlannedProcess& p = plan->processes[procid];
@@ -333,6 +349,7 @@ int RunJob(const std::vector<std::string>& args, SignalPipe* signals) {
   if (Status st = ResolveHostAddresses(&*hosts); !st.ok()) return BadArguments(st.message());
   auto plan = PlanLaunch(*hosts, {job.servers, job.workers, job.port});
   if (!plan.ok()) return BadArguments(plan.status().message());
+  WarnIfEphemeral(job.port);
 
   std::vector<std::string> labels, logs;
   std::vector<std::vector<std::string>> commands;

@@ -1,6 +1,7 @@
 #include "common/net/node.h"
 
 #include <algorithm>
+#include <fstream>
 #include <sstream>
 
 namespace nereus {
@@ -25,6 +26,20 @@ Status CheckBindHost(const std::string& host, bool curve) {
                  << " (they can register, push gradients and read the weights); make keys with "
                     "nereus_keygen and pass --curve_dir to every process";
   return Status::OK();
+}
+
+std::optional<std::pair<int, int>> EphemeralPortRange() {
+  std::ifstream in(kPortRangeFile);
+  int first = 0, last = 0;
+  if (!(in >> first >> last) || first <= 0 || last < first) return std::nullopt;
+  return std::make_pair(first, last);
+}
+
+std::string PortOf(const std::string& endpoint) {
+  const size_t colon = endpoint.rfind(':');
+  if (colon == std::string::npos || colon + 1 == endpoint.size()) return "";
+  const std::string port = endpoint.substr(colon + 1);
+  return port.find_first_not_of("0123456789") == std::string::npos ? port : "";
 }
 
 Node::Node(NodeOptions options) : options_(std::move(options)), transport_(NewZmqTransport(options_.transport)) {}
@@ -81,6 +96,7 @@ Status Node::Start(DataHandler on_data, AbortHandler on_abort) {
   MutexLock lock(&mu_);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options_.startup_timeout_s);
   auto repeat_at = std::chrono::steady_clock::now() + kRegisterRepeat;
+  int self_connections = 0;
   while (!registered_ && register_error_.ok() && abort_.ok()) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) break;
@@ -90,6 +106,16 @@ Status Node::Start(DataHandler on_data, AbortHandler on_abort) {
     }
     repeat_at = now + kRegisterRepeat;
     mu_.Unlock();
+    if (transport_->LoopedBack(coordinator_)) {
+      // Refused: the connection reaches this node itself, not the
+      // coordinator. A new one gets another source port.
+      LOG(WARNING) << name() << ": refused the connection to the coordinator at " << coordinator_
+                   << ": it reached this node itself (TCP self-connection on port " << PortOf(coordinator_)
+                   << ", which is in this host's ephemeral port range, " << kPortRangeFile
+                   << ", and had no listener yet); connecting again. Give the coordinator a port below that range.";
+      transport_->Disconnect(coordinator_);
+      ++self_connections;
+    }
     // Never blocks: a connection that cannot queue it (a refused CURVE
     // handshake leaves none) must not keep Start past its deadline.
     Status st = transport_->SendIfRoom(coordinator_, reg);
@@ -99,6 +125,15 @@ Status Node::Start(DataHandler on_data, AbortHandler on_abort) {
   if (!abort_.ok()) return abort_;
   if (!register_error_.ok()) return register_error_;
   if (!registered_) {
+    if (self_connections > 0) {
+      return DeadlineExceededError("no answer from the coordinator at " + coordinator_ + " within " +
+                                   std::to_string(options_.startup_timeout_s) +
+                                   " s (--startup_timeout_s): the connection reached this node "
+                                   "itself " +
+                                   std::to_string(self_connections) + " time(s) (TCP self-connection: port " +
+                                   PortOf(coordinator_) + " is in this host's ephemeral port range, " + kPortRangeFile +
+                                   "); give the coordinator a port below that range");
+    }
     return DeadlineExceededError("no answer from the coordinator at " + coordinator_ + " within " +
                                  std::to_string(options_.startup_timeout_s) +
                                  " s (--startup_timeout_s): is it running at that address, and have all "

@@ -11,8 +11,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/base/mutex.h"
@@ -48,6 +50,14 @@ bool IsLoopbackHost(const std::string& host);
 // wildcard); a non-loopback one without CURVE (`curve` false) logs a warning
 // that the job is open to anyone who can reach it.
 Status CheckBindHost(const std::string& host, bool curve);
+
+// Where the kernel keeps its ephemeral port range, the source ports it gives
+// outgoing connections.
+inline constexpr char kPortRangeFile[] = "/proc/sys/net/ipv4/ip_local_port_range";
+// That range, [first, last], or nullopt where the file cannot be read.
+std::optional<std::pair<int, int>> EphemeralPortRange();
+// The port of "tcp://host:port" or "host:port" as written, or "" if none.
+std::string PortOf(const std::string& endpoint);
 
 class Node {
  public:
@@ -87,12 +97,13 @@ class Node {
   // Blocks until every node of `group` (ROLE_UNSPECIFIED: all servers and
   // workers) has entered barrier `name`, or the job aborts. A nonzero
   // `model_digest` must be equal across the group, or the job aborts with an
-  // error naming the nodes that disagree. If `min_values` is set, its values
-  // are reduced over the group: on OK it holds the element-wise minimum of
-  // every node's (NaNs ignored); nodes that send different numbers of values
-  // abort the job with an error naming them.
+  // error naming the nodes that disagree, each group with its `note` (what
+  // its digest stands for, in words; may be empty). If `min_values` is set,
+  // its values are reduced over the group: on OK it holds the element-wise
+  // minimum of every node's (NaNs ignored); nodes that send different numbers
+  // of values abort the job with an error naming them.
   Status Barrier(const std::string& name, pb::Role group, uint64_t model_digest = 0,
-                 std::vector<double>* min_values = nullptr) NEREUS_LOCKS_EXCLUDED(mu_);
+                 std::vector<double>* min_values = nullptr, const std::string& note = "") NEREUS_LOCKS_EXCLUDED(mu_);
 
   // Worker: tells the coordinator this worker has finished, then blocks until
   // the job shuts down (OK) or aborts. Server: blocks until shutdown or abort.

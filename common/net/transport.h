@@ -58,6 +58,15 @@ class Transport {
   // and deliver the queue to whatever binds there next.
   virtual void Disconnect(const Endpoint& peer) = 0;
 
+  // Whether a connection to `peer` brought this node's own messages back to
+  // it: a TCP self-connection, which the kernel makes when it picks the
+  // destination port as the connection's source port (the port lies in its
+  // ephemeral range, ip_local_port_range, and nothing listens there yet: a
+  // node started before its coordinator). Such a connection reaches no one;
+  // the caller disconnects it, and the next Send connects anew. Drops what
+  // came back. Thread-safe.
+  virtual bool LoopedBack(const Endpoint& peer) = 0;
+
   // Stops the receive thread and closes every connection, waiting at most the
   // linger time for queued messages. Idempotent; after it returns the handler
   // is never called again. Must not be called from the handler.

@@ -149,6 +149,31 @@ class ZmqTransport final : public Transport {
     }
   }
 
+  bool LoopedBack(const Endpoint& peer_endpoint) override {
+    // The sending sockets (DEALER) never receive: whatever one holds came
+    // from itself.
+    std::vector<std::shared_ptr<Peer>> peers;
+    {
+      MutexLock lock(&peers_mu_);
+      const std::string prefix = peer_endpoint + "#";
+      for (auto it = peers_.lower_bound(prefix); it != peers_.end() && it->first.compare(0, prefix.size(), prefix) == 0;
+           ++it)
+        peers.push_back(it->second);
+    }
+    bool looped = false;
+    for (const auto& peer : peers) {
+      MutexLock plock(&peer->mu);
+      if (peer->closed) continue;
+      zmq::message_t frame;
+      try {
+        while (peer->socket.recv(frame, zmq::recv_flags::dontwait)) looped = true;
+      } catch (const zmq::error_t& e) {
+        LOG(WARNING) << "reading the connection to " << peer_endpoint << ": " << e.what();
+      }
+    }
+    return looped;
+  }
+
  private:
   // Shared: a sender holds its Peer while Disconnect or Stop close it.
   struct Peer {
