@@ -43,7 +43,8 @@ ZmqTransportOptions CoordinatorTransport(const CoordinatorOptions& o) {
 // The nodes that disagree at a barrier, one group per key:
 // " {a, b} <verb> <key>; {c} <verb> <key>;" (keys in hex with `hex`).
 template <typename Key>
-std::string NodeGroups(const std::map<Key, std::vector<std::string>>& groups, const std::string& verb, bool hex) {
+std::string NodeGroups(const std::map<Key, std::vector<std::string>>& groups, const std::string& verb, bool hex,
+                       const std::map<Key, std::string>& notes = {}) {
   std::ostringstream os;
   for (const auto& [key, names] : groups) {
     os << " {";
@@ -54,6 +55,7 @@ std::string NodeGroups(const std::map<Key, std::vector<std::string>>& groups, co
     } else {
       os << key;
     }
+    if (auto note = notes.find(key); note != notes.end()) os << " (" << note->second << ")";
     os << ";";
   }
   return os.str();
@@ -624,7 +626,10 @@ void Coordinator::HandleBarrier(const Endpoint& from, const pb::Header& h) {
   }
   BarrierState& b = barriers_[h.barrier_name()];
   b.arrived.insert(from);
-  if (h.model_digest() != 0) b.digests[h.model_digest()].push_back(NodeName(m->role, m->rank));
+  if (h.model_digest() != 0) {
+    b.digests[h.model_digest()].push_back(NodeName(m->role, m->rank));
+    if (!h.barrier_note().empty()) b.notes[h.model_digest()] = h.barrier_note();
+  }
   b.value_counts[h.barrier_min_size()].push_back(NodeName(m->role, m->rank));
   if (b.min.size() < static_cast<size_t>(h.barrier_min_size()))
     b.min.resize(h.barrier_min_size(), std::numeric_limits<double>::quiet_NaN());
@@ -637,7 +642,7 @@ void Coordinator::HandleBarrier(const Endpoint& from, const pb::Header& h) {
   if (static_cast<int>(b.arrived.size()) < expected) return;
   if (b.digests.size() > 1) {
     Fail(InvalidArgumentError("nodes registered different models at barrier \"" + h.barrier_name() +
-                              "\":" + NodeGroups(b.digests, "have digest", /*hex=*/true)));
+                              "\":" + NodeGroups(b.digests, "have digest", /*hex=*/true, b.notes)));
     return;
   }
   if (b.value_counts.size() > 1) {

@@ -90,6 +90,7 @@ class Coordinator {
   struct BarrierState {
     std::set<Endpoint> arrived;
     std::map<uint64_t, std::vector<std::string>> digests;  // digest -> node names
+    std::map<uint64_t, std::string> notes;                 // digest -> what it stands for (barrier_note)
     std::map<int, std::vector<std::string>> value_counts;  // barrier_min values sent -> node names
     std::vector<double> min;                               // Element-wise minimum so far (NaNs ignored).
   };

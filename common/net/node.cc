@@ -153,12 +153,14 @@ Status Node::Send(const Endpoint& to, Message msg, int stream) {
   return transport_->Send(to, std::move(msg), stream);
 }
 
-Status Node::Barrier(const std::string& name, pb::Role group, uint64_t model_digest, std::vector<double>* min_values) {
+Status Node::Barrier(const std::string& name, pb::Role group, uint64_t model_digest, std::vector<double>* min_values,
+                     const std::string& note) {
   Message m;
   m.header.set_op(pb::BARRIER);
   m.header.set_barrier_name(name);
   m.header.set_barrier_group(group);
   m.header.set_model_digest(model_digest);
+  if (!note.empty()) m.header.set_barrier_note(note);
   if (min_values != nullptr)
     for (double v : *min_values) m.header.add_barrier_min(v);
   RETURN_IF_ERROR(Send(coordinator_, std::move(m)));

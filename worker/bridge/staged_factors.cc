@@ -52,6 +52,11 @@ std::string StagedFactors::rebuild_on() const {
   return device_ != nullptr ? device_->description() + " (cuBLAS)" : "the CPU, behind a host staging";
 }
 
+std::string StagedFactors::rebuild_engine() const {
+  return device_ != nullptr ? "the bridge with cuBLAS on " + device_->arithmetic()
+                            : "the bridge on the CPU (the trainer's OpenBLAS math, behind a host staging)";
+}
+
 Status StagedFactors::MeasureRates() {
 #ifdef NEREUS_HAVE_CUDA
   if (device_ == nullptr || entries_.empty()) return Status::OK();

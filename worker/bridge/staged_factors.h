@@ -105,6 +105,7 @@ class StagedFactors final : public FactorApplier {
   // FactorApplier.
   Status ApplyFactors(int tensor, int64_t clock, const std::vector<RankFactors>& by_rank) override;
   std::string rebuild_on() const override;
+  std::string rebuild_engine() const override;
   double rebuild_gflops() const override { return gemm_gflops_; }
   double update_gbytes() const override { return step_gbytes_; }
 

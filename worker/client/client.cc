@@ -234,7 +234,8 @@ class ClientImpl final : public Client {
       MutexLock lock(&mu_);
       sfb_tensors_ = plan.tensors;
     }
-    return node_.Barrier("nereus.sfb", pb::WORKER, plan.digest);
+    return node_.Barrier("nereus.sfb", pb::WORKER, plan.digest, nullptr,
+                         plan.tensors.empty() ? "" : "sufficient factors rebuilt by " + plan.engine);
   }
 
   Handle SendInit(int tensor, const pb::SgdConfig& sgd, const float* values) {

@@ -88,9 +88,17 @@ StatusOr<SfbPlan> SfbChoice::Choose(const pb::SgdConfig& sgd, bool layered) {
     plan.infos.push_back(info);
     digest = (digest ^ (static_cast<uint64_t>(t) + 0x5fb)) * 1099511628211ull;
   }
-  // Each worker applies the SFB updates itself: with the same solver settings.
-  if (!plan.tensors.empty())
+  if (!plan.tensors.empty()) {
+    // Each worker applies the SFB updates itself: with the same solver
+    // settings, and by the same code, so that the replicas stay equal bit for
+    // bit (a CPU rebuild and a cuBLAS one, or two GPUs whose cuBLAS sums
+    // differently, would drift apart by rounding).
+    const FactorApplier* applier = Applier();
+    plan.engine =
+        applier != nullptr ? applier->rebuild_engine() : "the client on the CPU (common/update/sfb, OpenBLAS)";
     for (unsigned char c : sgd.SerializeAsString()) digest = (digest ^ c) * 1099511628211ull;
+    for (unsigned char c : plan.engine) digest = (digest ^ c) * 1099511628211ull;
+  }
   plan.digest = digest;
   return plan;
 }

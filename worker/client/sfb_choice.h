@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "common/base/status.h"
@@ -31,7 +32,8 @@ namespace nereus {
 struct SfbPlan {
   std::vector<int> tensors;                       // Sent as factors, in id order.
   std::vector<FactorExchange::TensorInfo> infos;  // Their FactorExchange entries.
-  uint64_t digest = 0;                            // Of the choice and the solver: for the "nereus.sfb" barrier.
+  uint64_t digest = 0;  // Of the choice, the solver and the engine: for the "nereus.sfb" barrier.
+  std::string engine;   // What rebuilds the updates (FactorApplier::rebuild_engine).
 };
 
 class SfbChoice {

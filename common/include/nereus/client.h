@@ -111,6 +111,11 @@ class FactorApplier {
   virtual std::string rebuild_on() const = 0;
   virtual double rebuild_gflops() const = 0;
   virtual double update_gbytes() const = 0;
+  // What decides the rebuild's arithmetic (the code, and a device's model
+  // and library version, not which device of a host): every worker of a job
+  // must rebuild alike, or the replicas drift apart by rounding, so Init
+  // fails naming the workers whose engines differ. Default: rebuild_on().
+  virtual std::string rebuild_engine() const { return rebuild_on(); }
 };
 
 struct TensorSpec {

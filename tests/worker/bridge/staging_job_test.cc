@@ -15,6 +15,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nereus/client.h"
@@ -191,6 +192,67 @@ TEST(StagingJobTest, SufficientFactorsThroughTheStagingEqualThePlainSfbPath) {
   // conv1 alone and the biases of ip1 and ip2, for clocks 1..6: 3 + 3 x 6.
   EXPECT_EQ(copies_to_host.load(), 7 * 6);
   EXPECT_EQ(copies_to_device.load(), 3 + 3 * 6);
+}
+
+// Two workers that would rebuild the sufficient factors by different code (the
+// client's CPU rebuild and the bridge's, behind a staging; on GPUs, cuBLAS of
+// another model or version) would let their replicas drift apart by
+// rounding: the job refuses to start, naming both workers and both engines.
+TEST(StagingJobTest, WorkersThatRebuildFactorsByDifferentEnginesAreRefusedNamingBoth) {
+  TempDir dir;
+  const std::string solver_file = test::WriteTinyJob(dir, 32, 6);
+  test::ClusterSpec spec = test::JobOf(1, 2);
+  spec.external_workers = {0, 1};
+  test::LocalCluster cluster(spec, dir);
+  HostStaging staging{HostStagingOptions()};
+  Status result[2];
+  std::vector<std::thread> workers;
+  for (int rank = 0; rank < 2; ++rank) {
+    workers.emplace_back([&, rank] {
+      ClientOptions options = test::TestWorkerOptions(cluster.coordinator_address(), rank);
+      options.sfb = SfbMode::kOn;
+      auto client = Client::Connect(options);
+      if (!client.ok()) {
+        result[rank] = client.status();
+        return;
+      }
+      std::unique_ptr<Solver> solver;  // Outlives the sync, whose client's pulls write into its blobs.
+      {
+        ClientParameterSync sync(client->get());
+        if (rank == 1) sync.set_staging(&staging);
+        caffe::SolverParameter param;
+        result[rank] = ReadSolverParameterFromTextFile(solver_file, &param);
+        if (!result[rank].ok()) return;
+        param.set_display(0);
+        auto created = Solver::Create(param, DefaultLayerRegistry(), &sync);
+        if (!created.ok()) {
+          result[rank] = created.status();
+          return;
+        }
+        solver = std::move(created).value();
+        sync.set_net(solver->net());
+        result[rank] = solver->Step(1);
+      }
+      client->reset();
+    });
+  }
+  for (auto& w : workers) w.join();
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_FALSE(result[rank].ok()) << "worker " << rank;
+    const std::string& m = result[rank].message();
+    EXPECT_NE(m.find("nodes registered different models at barrier \"nereus.sfb\""), std::string::npos) << m;
+    EXPECT_NE(m.find("{worker 0} have digest "), std::string::npos) << m;
+    EXPECT_NE(m.find("(sufficient factors rebuilt by the client on the CPU (common/update/sfb, OpenBLAS))"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("{worker 1} have digest "), std::string::npos) << m;
+    EXPECT_NE(m.find("(sufficient factors rebuilt by the bridge on the CPU (the trainer's OpenBLAS math, behind a "
+                     "host staging))"),
+              std::string::npos)
+        << m;
+  }
+  std::string report;
+  cluster.WaitAll(std::chrono::seconds(30), &report);  // The coordinator and server end with the job's error.
 }
 
 // With iter_size 2 and gradient clipping the Solver hands every layer over

@@ -78,6 +78,11 @@ StatusOr<std::unique_ptr<Device>> Device::Create(const DeviceOptions& options) {
   if (!s.ok()) return fail(s);
   s = CublasStatus(cublasSetStream(d->cublas_, d->compute_stream_), "cublasSetStream");
   if (!s.ok()) return fail(s);
+  int cublas_version = 0;
+  s = CublasStatus(cublasGetVersion(d->cublas_, &cublas_version), "cublasGetVersion");
+  if (!s.ok()) return fail(s);
+  d->arithmetic_ = std::string(prop.name) + " (compute capability " + std::to_string(prop.major) + "." +
+                   std::to_string(prop.minor) + ", cuBLAS " + std::to_string(cublas_version) + ")";
   // FP32 GEMMs in FP32: no TF32 tensor-core rounding (cuBLAS's default since
   // CUDA 11, said explicitly).
   s = CublasStatus(cublasSetMathMode(d->cublas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");

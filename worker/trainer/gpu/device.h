@@ -95,6 +95,10 @@ class Device {
   bool is_stand_in() const { return stand_in_; }
   // "NVIDIA H200 (device 0, compute capability 9.0, 139.8 GiB)".
   const std::string& description() const { return description_; }
+  // What decides the device's arithmetic, without which device of a host it
+  // is: "NVIDIA H200 (compute capability 9.0, cuBLAS 130100)" (two devices of
+  // one model compute alike; "host stand-in" for a stand-in).
+  const std::string& arithmetic() const { return arithmetic_; }
 
   CUstream_st* compute_stream() const { return compute_stream_; }
   CUstream_st* copy_stream() const { return copy_stream_; }
@@ -120,6 +124,7 @@ class Device {
   DeviceOptions options_;
   bool stand_in_ = false;
   std::string description_;
+  std::string arithmetic_ = "host stand-in";
   CUstream_st* compute_stream_ = nullptr;
   CUstream_st* copy_stream_ = nullptr;
   cublasContext* cublas_ = nullptr;
