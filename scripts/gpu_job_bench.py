@@ -111,7 +111,7 @@ def main():
     raw_json = os.path.join(a.work, "raw.json")
     rc, secs, log = run([os.path.join(bin_dir, "nereus_bench"), "transport", "--sizes=67108864", "--repeats=1",
                          "--rtt_samples=10", "--seconds=%g" % a.raw_seconds, "--json=" + raw_json], os.path.join(a.work, "raw.log"),
-                        min(60, left()))
+                        left())
     raw_gbps = None
     try:
         text = open(raw_json).read()

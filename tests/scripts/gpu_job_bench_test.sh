@@ -19,7 +19,7 @@ mkdir -p "$T/pkg"
 ln -s "$BUILD_DIR/bin" "$T/pkg/bin"
 ln -s "$ROOT/worker" "$T/pkg/worker"
 python3 "$ROOT/scripts/gpu_job_bench.py" --pkg="$T/pkg" --work="$T/work" --models=lenet --gpu=-1 --sfb=off,auto \
-  --iterations=4 --display=2 --rounds=1 --raw_seconds=0.1 --budget_s=150 --json="$T/out.json"
+  --iterations=4 --display=2 --rounds=1 --raw_seconds=0.1 --budget_s=500 --json="$T/out.json"
 python3 - "$T/out.json" "$T/work/lenet.prototxt" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
