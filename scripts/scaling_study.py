@@ -9,10 +9,12 @@
     ... --smoke                                 # minutes: every step at the smallest size, into /tmp
 
 Each study writes bench/results/<study>/ (or --out): runs.jsonl (one line per emulated run, written as
-it ends, so an interrupted study resumes where it stopped; --fresh starts over), CSVs of what was derived,
-and README.md generated from them. The poseidon and today studies read the constants the calibrate
-study wrote (bench/results/calibrate/calibration.json): the runs that validate the simulator are never
-those it was fitted on (other link rates, more hosts, other emulation factors).
+it ends, so an interrupted study resumes where it stopped; --fresh starts over; each line names the
+commit of the source tree it measured), CSVs of what was derived, and README.md generated from them
+(a section of the old README from the line "## Notes kept by hand" on is kept at its end). The
+poseidon and today studies read the constants the calibrate study wrote
+(bench/results/calibrate/calibration.json): the runs that validate the simulator are never those it
+was fitted on (other link rates, more hosts, other emulation factors).
 
 Emulation (docs/SCALING.md): a host of D GFLOP/s on R Gbit/s is emulated with the model shrunk
 SHRINK times in bytes and FLOPs (nereus_bench cluster --model_scale, fully connected layers keeping
@@ -108,11 +110,28 @@ def spread(xs):
     return (max(xs) - min(xs)) / median(xs) if len(xs) > 1 else 0.0
 
 
-class Runs:
-    """runs.jsonl: one line per emulated run; a study resumes where it stopped."""
+def source_commit(root=ROOT):
+    """The commit of the source tree at `root`: `git rev-parse HEAD`, with "-dirty" when `git status
+    --porcelain` lists a change outside bench/results/ (the studies' own output, which they write while they
+    run, is not what they measure); "unknown" outside a git checkout or without git."""
+    def git(*args):
+        return subprocess.run(["git", "-C", root] + list(args), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True, check=True).stdout
+    try:
+        head = git("rev-parse", "--verify", "HEAD").strip()
+        changes = git("status", "--porcelain", "--", ".", ":(exclude)bench/results")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("-dirty" if changes.strip() else "")
 
-    def __init__(self, path, fresh):
+
+class Runs:
+    """runs.jsonl: one line per emulated run, with the commit it measured (`commit`, source_commit() when the
+    study started); a study resumes where it stopped."""
+
+    def __init__(self, path, fresh, commit=None):
         self.path = path
+        self.commit = commit if commit is not None else source_commit()
         self.rows = []
         if fresh and os.path.exists(path):
             os.remove(path)
@@ -124,12 +143,55 @@ class Runs:
         return any(r["key"] == key and r["repeat"] == repeat and not r.get("failed") for r in self.rows)
 
     def add(self, row):
+        row = dict(row, commit=self.commit)
         self.rows.append(row)
         with open(self.path, "a") as f:
             f.write(json.dumps(row) + "\n")
 
     def ok(self):
         return [r for r in self.rows if not r.get("failed")]
+
+
+def commits_measured(rows):
+    """The README's line on which commit the runs measured (runs made before runs.jsonl recorded it have none)."""
+    counts = {}
+    for r in rows:
+        c = r.get("commit") or "not recorded"
+        counts[c] = counts.get(c, 0) + 1
+    return "Source commit measured (`runs.jsonl`'s `commit`): %s.\n\n" % "; ".join(
+        "%s (%d run%s)" % (c, n, "" if n == 1 else "s") for c, n in sorted(counts.items()))
+
+
+NOTES_HEADING = "## Notes kept by hand"
+
+
+class Readme:
+    """A study's README.md, written whole on leaving the `with`: what the study wrote, then the old README's
+    section from NOTES_HEADING on (what a regenerated README must not lose: its study's history)."""
+
+    def __init__(self, out):
+        self.path = os.path.join(out, "README.md")
+        self.parts = []
+
+    def write(self, text):
+        self.parts.append(text)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if exc[0] is not None:
+            return False
+        text = "".join(self.parts)
+        if os.path.exists(self.path):
+            with open(self.path) as f:
+                old = f.read()
+            at = old.find("\n" + NOTES_HEADING)
+            if at >= 0:
+                text = text.rstrip("\n") + "\n\n" + old[at + 1:]
+        with open(self.path, "w") as f:
+            f.write(text)
+        return False
 
 
 def run_configs(bench, out, runs, configs, repeats, warmup, iterations, timeout_s):
@@ -308,13 +370,14 @@ def calibrate(args, bench, out):
     fields = ["model", "schedule", "hosts", "sfb", "rate_gbit", "repeats", "iteration_s", "spread", "compute_s",
               "measured_compute_s", "wait_share", "factor_apply_s", "predicted_s", "error_pct"]
     write_csv(os.path.join(out, "calibration_fit.csv"), rows, fields)
-    with open(os.path.join(out, "README.md"), "w") as f:
+    with Readme(out) as f:
         f.write("# Calibration of the simulator\n\n" + smoke_banner(args.smoke))
         f.write("Generated by `scripts/scaling.sh --study=calibrate` on %s (%s); `--merge=%s`.\n\n" %
                 (cal["date"], cal["machine"], bench.merge))
         f.write("%s. %d configuration(s), %d run(s) (%d repeat(s) each, %d warm-up and %d timed iterations, "
                 "medians).\n\n" % (regime.describe(), len(summary), len(runs.ok()), repeats, args.warmup,
                                    args.iterations))
+        f.write(commits_measured(runs.ok()))
         f.write("Constants (`calibration.json`), fitted on these runs only; the poseidon and today studies "
                 "predict other runs with them:\n\n")
         f.write("| constant | value | how |\n|---|---|---|\n")
@@ -484,13 +547,14 @@ def poseidon(args, bench, out):
               ["model", "sfb", "hosts", "source", "iteration_s", "efficiency", "speedup", "spread", "one_host_spread"])
     target = [e for e in eff if e["model"] == "vgg19_22k" and e["sfb"] == "auto" and e["hosts"] == 8
               and e["source"] == "emulated"]
-    with open(os.path.join(out, "README.md"), "w") as f:
+    with Readme(out) as f:
         f.write("# Poseidon's regime on the emulated cluster\n\n" + smoke_banner(args.smoke))
         f.write("Generated by `scripts/scaling.sh --study=poseidon` on %s (%s); `--merge=%s`, `--schedule=full`, "
                 "batch %d per worker, one server and one worker per host.\n\n" %
                 (datetime.date.today().isoformat(), machine(), bench.merge, BATCH))
         f.write("%s. Every configuration %d time(s) (%d warm-up, %d timed iterations, medians), repeat-major; "
                 "`runs.jsonl` has every run.\n\n" % (regime.describe(), repeats, args.warmup, args.iterations))
+        f.write(commits_measured(runs.ok()))
         f.write("## Scaling efficiency\n\nThroughput at N hosts / (N x one host's with `--sfb=off`: one worker and its "
                 "server on one machine, the same baseline for both modes); emulated rows are "
                 "medians of the repeats (spread = (max - min) / median of the N-host repeats), simulated rows the "
@@ -569,15 +633,15 @@ def today(args, bench, out):
     # The projection at full size and real speed.
     consts, notes = real_constants(args, cal)
     variants = [("off", "off", dict(consts, rebuild_gflops=0)),
-                ("auto, rebuild on the GPU", "auto",
+                ("auto, rebuild on the GPU (a GPU worker)", "auto",
                  dict(consts, rebuild_gflops=H200_GEMM_GFLOPS, sfb_apply_ns_per_byte=0)),
-                ("auto, rebuild on the CPU (Nereus today)", "auto",
+                ("auto, rebuild on the CPU (a CPU worker)", "auto",
                  dict(consts, rebuild_gflops=cal["rebuild_gflops"], sfb_apply_ns_per_byte=cal["sfb_apply_ns_per_byte"]))]
     notes.append("rebuild on the GPU: %d GFLOP/s (cuBLAS fp32 at VGG19 fc6's factor shapes on an H200, measured outside "
                  "this repository), "
                  "its SGD step free (the GPU's memory)" % H200_GEMM_GFLOPS)
     notes.append("rebuild on the CPU: %.3g GFLOP/s and its SGD step at %.3g ns a byte, the calibration's "
-                 "(OpenBLAS and the client's step on this machine, as the client does today)" %
+                 "(OpenBLAS and the client's step on this machine, as a CPU worker's client rebuilds)" %
                  (cal["rebuild_gflops"], cal["sfb_apply_ns_per_byte"]))
     proj = []
     for m in models:
@@ -615,12 +679,13 @@ def today(args, bench, out):
                 need.append({"model": m, "variant": name, "hosts": h,
                              "rate_gbit": min(ok) if ok else None})
     write_csv(os.path.join(out, "rate_for_90pct.csv"), need, ["model", "variant", "hosts", "rate_gbit"])
-    with open(os.path.join(out, "README.md"), "w") as f:
+    with Readme(out) as f:
         f.write("# Today's regime: H200-class workers, 25-400 Gbit/s\n\n" + smoke_banner(args.smoke))
         f.write("Generated by `scripts/scaling.sh --study=today` on %s (%s); `--merge=%s`, `--schedule=full`, batch "
                 "%d per worker, one server and one worker per host, compute at %d GFLOP/s (an H200 measured outside "
                 "this repository, `--device_gflops=%d`).\n\n" % (datetime.date.today().isoformat(), machine(), bench.merge,
                                                        BATCH, H200_GFLOPS, H200_GFLOPS))
+        f.write(commits_measured(runs.ok()))
         f.write("## Link rate needed for 90% scaling efficiency (simulator, full size)\n\n")
         f.write("Lowest of %s Gbit/s at which throughput reaches 90%% of N x one GPU's training alone (its "
                 "compute only, the baseline of every variant); '-' if none does.\n\n" %
@@ -683,7 +748,7 @@ def servers(args, bench, out):
         with open(js) as f:
             steps.append((name, json.load(f)))
     apply_rows, transport_rows = steps[0][1], steps[1][1]
-    with open(os.path.join(out, "README.md"), "w") as f:
+    with Readme(out) as f:
         f.write("# Servers apply on every core; the transport against the strongest raw baseline\n\n"
                 + smoke_banner(args.smoke))
         f.write("Generated by `scripts/scaling.sh --study=servers` on %s (%s). Raw output: `apply.txt`, "

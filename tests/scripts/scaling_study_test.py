@@ -3,12 +3,18 @@
 
 The studies themselves take an hour and root (scripts/scaling.sh --study=...; --smoke runs every
 step in minutes). Checked here, in seconds: the emulation factors of each regime, the calibration's
-non-negative fit, the validation summary's target verdict, and the contract with nereus_bench
-simulate (the columns the studies read, the constants they pass).
+non-negative fit, the validation summary's target verdict, the commit every runs.jsonl line records,
+the README's hand-kept notes surviving a regeneration, and the contract with nereus_bench simulate
+(the columns the studies read, the constants they pass).
 """
 import importlib.util
+import json
 import os
+import re
+import shutil
+import subprocess
 import sys
+import tempfile
 import unittest
 
 SRC = os.environ.get("NEREUS_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -61,6 +67,90 @@ class SummaryTest(unittest.TestCase):
         lines = "\n".join(study.validation_summary([row(1, 0.5), row(-12, 0.5, spread=0.01), row(11, 0.5, 0.02)]))
         self.assertIn("**not met** (median 11.0%; 1 beyond)", lines)
         self.assertIn("beyond: r m 8 hosts sfb=off: -12.0% (spread 1.0%)", lines)
+
+
+COMMIT = re.compile(r"^([0-9a-f]{40}(-dirty)?|unknown)$")
+
+
+class CommitTest(unittest.TestCase):
+    """runs.jsonl records the commit of the source tree each run measured."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="scaling_study_test_")
+        # So that git never finds a checkout above the temporary folder (a TMPDIR inside one).
+        self.ceiling = os.environ.get("GIT_CEILING_DIRECTORIES")
+        os.environ["GIT_CEILING_DIRECTORIES"] = os.path.dirname(self.dir)
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+        if self.ceiling is None:
+            del os.environ["GIT_CEILING_DIRECTORIES"]
+        else:
+            os.environ["GIT_CEILING_DIRECTORIES"] = self.ceiling
+
+    def test_every_record_names_the_commit(self):
+        path = os.path.join(self.dir, "runs.jsonl")
+        runs = study.Runs(path, fresh=False)
+        self.assertRegex(runs.commit, COMMIT)
+        self.assertEqual(runs.commit, study.source_commit())
+        runs.add({"key": "k", "repeat": 0, "iteration_s": 1.0})
+        runs.add({"key": "k", "repeat": 1, "failed": True, "error": "exit 1"})
+        with open(path) as f:
+            lines = [json.loads(line) for line in f]
+        self.assertEqual([r["commit"] for r in lines], [runs.commit] * 2)
+        # A study that resumes reads them back; a record of a run before the field has none.
+        with open(path, "a") as f:
+            f.write(json.dumps({"key": "k", "repeat": 2, "iteration_s": 1.0}) + "\n")
+        again = study.Runs(path, fresh=False, commit="c0ffee")
+        self.assertEqual([r.get("commit") for r in again.rows], [runs.commit, runs.commit, None])
+        self.assertEqual(study.commits_measured(again.ok()),
+                         "Source commit measured (`runs.jsonl`'s `commit`): %s (1 run); not recorded (1 run).\n\n"
+                         % runs.commit)
+
+    def test_the_commit_of_a_checkout_clean_dirty_or_none(self):
+        self.assertEqual(study.source_commit(self.dir), "unknown")  # Not a git checkout.
+        if shutil.which("git") is None:
+            self.skipTest("no git")
+
+        def git(*args):
+            return subprocess.run(["git", "-C", self.dir, "-c", "user.name=t", "-c", "user.email=t@example.com"]
+                                  + list(args), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                  check=True).stdout.strip()
+        git("init", "-q")
+        self.assertEqual(study.source_commit(self.dir), "unknown")  # No commit yet.
+        os.makedirs(os.path.join(self.dir, "bench", "results", "s"))
+        for name in ("code.cc", "bench/results/s/runs.jsonl"):
+            with open(os.path.join(self.dir, name), "w") as f:
+                f.write("x\n")
+        git("add", "-A")
+        git("commit", "-q", "-m", "one")
+        head = git("rev-parse", "HEAD")
+        self.assertEqual(study.source_commit(self.dir), head)
+        # The studies' own output does not make the tree dirty; a change to the code does.
+        with open(os.path.join(self.dir, "bench/results/s/runs.jsonl"), "a") as f:
+            f.write("y\n")
+        self.assertEqual(study.source_commit(self.dir), head)
+        with open(os.path.join(self.dir, "code.cc"), "a") as f:
+            f.write("y\n")
+        self.assertEqual(study.source_commit(self.dir), head + "-dirty")
+
+
+class ReadmeTest(unittest.TestCase):
+    def test_notes_kept_by_hand_survive_a_regeneration(self):
+        out = tempfile.mkdtemp(prefix="scaling_study_test_")
+        try:
+            with study.Readme(out) as f:
+                f.write("# Study\n\nfirst run\n")
+            with open(os.path.join(out, "README.md"), "a") as f:
+                f.write("\n%s\n\n- what happened before\n" % study.NOTES_HEADING)
+            with study.Readme(out) as f:
+                f.write("# Study\n\n")
+                f.write("second run\n")
+            with open(os.path.join(out, "README.md")) as f:
+                self.assertEqual(f.read(), "# Study\n\nsecond run\n\n%s\n\n- what happened before\n"
+                                 % study.NOTES_HEADING)
+        finally:
+            shutil.rmtree(out)
 
 
 class SimulateContractTest(unittest.TestCase):
