@@ -6,7 +6,7 @@ and backward apart, each waited for), on the same GPU in the same run
 (scripts/gpu_check.sh runs both).
 
   gpu_bench_torch.py --models=lenet,cifar10_full,caffenet,vgg19,resnet50 \\
-      [--batch=32] [--warmup=5] [--iterations=20] [--device=cuda:0] [--json=FILE]
+      [--batch=32] [--warmup=5] [--iterations=20] [--device=cuda:0] [--tf32] [--json=FILE]
 
 The models follow the prototxts of worker/trainer/models/: LeNet and CIFAR-10
 full as Caffe's examples (Caffe's within-channel LRN as x / (1 + alpha *
@@ -14,9 +14,16 @@ avgpool(x^2))^beta), CaffeNet (grouped convolutions, LRN), VGG-19 and
 ResNet-50 from torchvision (ResNet-50 v1.5: the stride in the 3x3, not the
 first 1x1 as Caffe's v1: the same parameters, about 5% more FLOPs). cuDNN
 picks its fastest algorithms (cudnn.benchmark), as a PyTorch user would.
-Prints one line per model and writes JSON rows with the fields of
-nereus_bench train's (model, framework, device, batch, params, iteration_ms,
-images_per_s, forward_ms, backward_ms).
+--tf32 lets matmuls and cuDNN use TF32 (allow_tf32), for the TF32 comparison
+(nereus_bench train --tf32). Prints one line per model and writes JSON rows
+with the fields of nereus_bench train's (model, framework, device, batch,
+params, iteration_ms, images_per_s, forward_ms, backward_ms), and
+peak_memory_reserved_bytes (torch.cuda.max_memory_reserved over the model's
+run: what the caching allocator held, comparable to Nereus's peak device
+bytes), cudnn (the cuDNN version PyTorch loaded), tf32, and layers: each leaf
+module's average forward time (CUDA events around it, from forward hooks, in
+a pass of its own; backward per module is not timed: PyTorch has no hook
+before a module's backward in every version).
 """
 import argparse
 import json
@@ -66,6 +73,36 @@ def build(name, torch, nn):
     raise SystemExit("gpu_bench_torch.py: unknown model " + name)
 
 
+def time_modules(model, forward, torch, device, iterations):
+    """Each leaf module's forward time per forward pass, averaged over
+    `iterations` (a module called several times in a pass, as ResNet's ReLUs
+    are, counts all its calls): a CUDA event recorded before and after each
+    call (forward pre-hook and hook)."""
+    events = {}
+    handles = []
+    for name, m in model.named_modules():
+        if list(m.children()):
+            continue
+        def pre(mod, inputs, name=name):
+            e = torch.cuda.Event(enable_timing=True)
+            e.record()
+            events.setdefault(name, []).append([e, None])
+        def post(mod, inputs, output, name=name):
+            e = torch.cuda.Event(enable_timing=True)
+            e.record()
+            events[name][-1][1] = e
+        handles += [m.register_forward_pre_hook(pre), m.register_forward_hook(post)]
+    with torch.no_grad():
+        for _ in range(iterations):
+            forward()
+    torch.cuda.synchronize(device)
+    for h in handles:
+        h.remove()
+    return [{"name": name, "type": type(dict(model.named_modules())[name]).__name__,
+             "forward_ms": sum(a.elapsed_time(b) for a, b in pairs) / iterations}
+            for name, pairs in events.items()]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="lenet,cifar10_full,caffenet,vgg19,resnet50")
@@ -73,6 +110,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--tf32", action="store_true")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     import torch
@@ -80,14 +118,17 @@ def main():
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("gpu_bench_torch.py: no CUDA device for PyTorch", file=sys.stderr)
         return 77
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
+    torch.backends.cudnn.allow_tf32 = args.tf32
     torch.backends.cudnn.benchmark = True
     device = torch.device(args.device)
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     rows = []
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     for name in args.models.split(","):
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
         model, shape = build(name, torch, nn)
         model = model.to(device).train()
         params = sum(p.numel() for p in model.parameters())
@@ -124,14 +165,19 @@ def main():
             sync()
             backward_s += time.perf_counter() - t
         n = args.iterations
+        layers = time_modules(model, lambda: loss_fn(model(x), y), torch, device, n) if device.type == "cuda" else []
         row = {"model": name, "framework": "pytorch " + torch.__version__, "device": where, "batch": args.batch,
                "params": params, "warmup": args.warmup, "iterations": n, "iteration_ms": 1e3 * step_s / n,
                "images_per_s": n * args.batch / step_s, "forward_ms": 1e3 * forward_s / n,
-               "backward_ms": 1e3 * backward_s / n}
+               "backward_ms": 1e3 * backward_s / n, "tf32": args.tf32, "cudnn": cudnn,
+               "peak_memory_reserved_bytes": torch.cuda.max_memory_reserved(device) if device.type == "cuda" else 0,
+               "layers": layers}
         rows.append(row)
         print("%-13s batch %3d  %9.2f ms/iteration  %9.1f images/s  (forward %.2f ms, backward %.2f ms; %s, "
-              "PyTorch %s fp32, TF32 off)" % (name, args.batch, row["iteration_ms"], row["images_per_s"],
-                                             row["forward_ms"], row["backward_ms"], where, torch.__version__))
+              "PyTorch %s fp32, TF32 %s, cuDNN %s, peak reserved %.2f GiB)" % (
+                  name, args.batch, row["iteration_ms"], row["images_per_s"], row["forward_ms"], row["backward_ms"],
+                  where, torch.__version__, "on" if args.tf32 else "off", cudnn,
+                  row["peak_memory_reserved_bytes"] / 2.0 ** 30))
         sys.stdout.flush()
         del model, opt, x, y
         if device.type == "cuda":

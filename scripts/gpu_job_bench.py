@@ -13,9 +13,13 @@ and worker/trainer/models/. Each model's train net as `nereus_bench train
 shape at --batch; the trainer leaves them zero: no data loading is timed, and
 the arithmetic's speed does not depend on the values) runs with SGD (momentum 0.9, base_lr 0.001) for --iterations:
   - standalone: nereus_worker --standalone --gpu=N;
-  - job, once for each --sfb mode: nereus_launch --ssh=none, 1 server and 1
-    worker on 127.0.0.1 (the worker with --gpu=N).
-Iteration time = the batch over the images/s of the last display window
+  - job, once for each --sfb mode: nereus_launch --ssh=none, --workers servers
+    and workers (default 2) on 127.0.0.1, every worker with --gpu=N (they share
+    it): at least 2, so that sufficient factors cross between workers (with
+    one, --sfb=auto sends no factor bytes and only takes fc6-fc8 off the
+    servers' path).
+Iteration time = the batch over the job's images/s (all workers) of the last
+display window, so a job's time is per batch-worth of images at its throughput,
 (iterations --iterations - 2 --display + 1 to --iterations - --display: the
 trainer displays no window at its last iteration), so start-up and the first
 iteration (allocation, cuBLAS's first calls, pinning) are not timed.
@@ -41,9 +45,14 @@ import time
 
 
 def window_rate(log, who):
-    """images/s of the last display window of `who`'s progress lines."""
-    rates = re.findall(re.escape(who) + r": Iteration (\d+), loss = [^,]+, lr = [^,]+, (\d+) images/s", log)
-    return (int(rates[-1][0]), float(rates[-1][1])) if rates else (None, None)
+    """images/s of the last display window of `who`'s progress lines: the
+    whole job's (the "(job N)" of a worker of several), else `who`'s own."""
+    rates = re.findall(re.escape(who) + r": Iteration (\d+), loss = [^,]+, lr = [^,]+, (\d+) images/s(?: \(job (\d+)\))?",
+                       log)
+    if not rates:
+        return (None, None)
+    it, own, job = rates[-1]
+    return (int(it), float(job or own))
 
 
 def hidden_copies(path):
@@ -90,6 +99,7 @@ def main():
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--display", type=int, default=10)
     ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--port", type=int, default=7400)
     ap.add_argument("--budget_s", type=float, default=150)
@@ -168,13 +178,15 @@ def main():
                 else:
                     a.port += 10
                     cmd = [os.path.join(bin_dir, "nereus_launch"), "--hostfile=" + hostfile, "--ssh=none",
-                           "--bin_dir=" + bin_dir, "--num_servers=1", "--num_workers=1", "--port=%d" % a.port,
+                           "--bin_dir=" + bin_dir, "--num_servers=%d" % a.workers,
+                           "--num_workers=%d" % a.workers, "--port=%d" % a.port,
                            "--", "--solver=" + solver, "--gpu=%d" % a.gpu, "--sfb=" + sfb, "--logtostderr",
                            "--timeline=" + log_path[:-4] + ".trace.json"]
                     who = "worker 0"
                 rc, secs, log = run(cmd, log_path, min(120, left()))
                 it, ips = window_rate(log, who)
                 row = {"model": model, "run": kind, "sfb": sfb, "round": rnd, "exit": rc, "seconds": round(secs, 1),
+                       "workers": 1 if kind == "standalone" else a.workers,
                        "window_end_iteration": it, "images_per_s": ips,
                        "iteration_ms": 1000.0 * a.batch / ips if ips else None}
                 m = re.search(r"learnable blobs, (\d+) parameters", log)

@@ -12,6 +12,10 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 ./scripts/install_deps.sh --tests
 ./scripts/build.sh
+# On a machine with a GPU its tests must run there: a gpu test that finds no
+# usable device fails instead of skipping (tests/support/layer_test.h).
+GPUS=$(nvidia-smi -L 2>/dev/null || true)  # Read whole: a pipe closed early can fail it under pipefail.
+if [[ "$GPUS" == GPU\ * ]]; then export NEREUS_REQUIRE_GPU=1; fi
 (cd "${NEREUS_BUILD_DIR:-build}" && ctest --output-on-failure --timeout 600 -j "$(nproc)" "$@")
 
 if [[ "${NEREUS_SKIP_FUZZ:-0}" != 1 ]]; then

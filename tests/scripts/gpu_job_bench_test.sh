@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/gpu_job_bench.py's smoke run on the CPU (--gpu=-1), so that the
 # benchmark gpu_check.sh runs on a GPU machine is exercised here too: LeNet
-# with its Data layers made Input layers (nereus_bench train --net_dir), standalone and as a 1 worker x 1
-# server job (nereus_launch --ssh=none) with --sfb=off and auto, next to raw
+# with its Data layers made Input layers (nereus_bench train --net_dir), standalone and as a 2 workers x 2
+# servers job (nereus_launch --ssh=none) with --sfb=off and auto, next to raw
 # ZeroMQ's push+pull measured in the same run. Checks that every run
 # finished and was timed over the expected window, that the ratios and the
 # raw rate are there, and that the auto job's HybComm table came back.
@@ -28,9 +28,10 @@ runs = r["runs"]
 assert [(x["run"], x["sfb"]) for x in runs] == [("standalone", None), ("job", "off"), ("job", "auto")], runs
 for x in runs:
     assert x["exit"] == 0 and x["window_end_iteration"] == 2 and x["iteration_ms"] > 0, x
+    assert x["workers"] == (1 if x["run"] == "standalone" else 2), x
     assert x["param_bytes"] == 4 * 431080, x  # LeNet's learned parameters, float32.
 auto = runs[2]
-assert auto["hybcomm"][0].startswith("HybComm (--sfb=auto, 1 worker(s), 1 server(s))"), auto["hybcomm"]
+assert auto["hybcomm"][0].startswith("HybComm (--sfb=auto, 2 worker(s), 2 server(s))"), auto["hybcomm"]
 assert any(line.split()[0] == "ip1/0" for line in auto["hybcomm"][2:]), auto["hybcomm"]
 targets = r["targets"]
 assert [t["sfb"] for t in targets] == ["off", "auto"], targets

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/bytes_equal.h"
 #include "tests/support/layer_test.h"
 #include "tests/support/process_util.h"
 #include "tests/support/tiny_train_job.h"
@@ -110,7 +111,7 @@ TEST(GpuJobTest, TwoGpuWorkersAndTwoServersTrainAsTheCpuJobDoes) {
   for (const TempDir* dir : {&cpu, &gpu}) {
     const auto w0 = ReadWeights(dir->File("w0.caffemodel")), w1 = ReadWeights(dir->File("w1.caffemodel"));
     ASSERT_EQ(w0.size(), 6u);  // conv1, ip1, ip2: weights and biases.
-    EXPECT_EQ(MaxAbsDiff(w0, w1), 0.0) << dir->path();
+    EXPECT_TRUE(test::BytesEqual(w0, w1)) << dir->path();
   }
 }
 
@@ -172,7 +173,7 @@ TEST(GpuJobTest, SufficientFactorsRebuiltOnTheGpuTrainAsTheServersDo) {
   ExpectLossesAgree(off, "servers", on, "SFB", kIterations, 0.0f);  // Iteration 0: equal.
   const auto w0 = ReadWeights(on.File("w0.caffemodel")), w1 = ReadWeights(on.File("w1.caffemodel"));
   ASSERT_EQ(w0.size(), 6u);
-  EXPECT_EQ(MaxAbsDiff(w0, w1), 0.0);
+  EXPECT_TRUE(test::BytesEqual(w0, w1));
   EXPECT_GT(MaxAbsDiff(w0, ReadWeights(off.File("w0.caffemodel"))), 0.0) << "the SFB job did not use factors";
 }
 
