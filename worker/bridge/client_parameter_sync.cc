@@ -246,9 +246,16 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
     if (!params_[p].local) RETURN_IF_ERROR(Fail(RegisterParam(static_cast<int>(p), sgd, &initial)));
     tensor_ids.push_back(params_[p].tensor_id);
   }
-  if (staged_factors_ != nullptr) RETURN_IF_ERROR(Fail(staged_factors_->MeasureRates()));
+  const bool bsp = client_->job().consistency == Consistency::kBsp;
+  if (staged_factors_ != nullptr && time_factor_rates_ && bsp) RETURN_IF_ERROR(Fail(staged_factors_->MeasureRates()));
   RETURN_IF_ERROR(Fail(client_->Init(SgdConfigFromProto(sgd), initial)));
   if (staged_factors_ != nullptr) RETURN_IF_ERROR(Fail(staged_factors_->Choose(client_->sfb_tensors(), tensor_ids)));
+  // A weight sent as factors is rebuilt from them: its gradient is read by
+  // no one, so the net neither computes nor (on a GPU) allocates it.
+  for (int tensor : client_->sfb_tensors()) {
+    for (size_t p = 0; p < params_.size(); ++p)
+      if (params_[p].tensor_id == tensor) net_->SetParamGradientUnused(static_cast<int>(p), true);
+  }
   RETURN_IF_ERROR(Fail(PullInitialWeights()));
   initialized_ = true;
   return Status::OK();

@@ -95,13 +95,17 @@ class ClientParameterSync : public ParameterSync {
   // The train net whose layers map to parameters (Solver::net()). Required
   // before Init; `net` must outlive this object. The Solver is created with
   // this ParameterSync first, so the net is attached afterwards.
-  void set_net(const Net* net) { net_ = net; }
+  void set_net(Net* net) { net_ = net; }
 
   // Whether a layer's weight gradient may be handed over as sufficient
   // factors (Layer::WeightGradientFactors; ClientOptions::sfb decides which
   // go that way). Only true when the diff equals the factor product: the
   // caller turns it off for iter_size > 1 and gradient clipping. Before Init.
   void set_factors_allowed(bool allowed) { factors_allowed_ = allowed; }
+  // With staging and factors: whether to time the rebuilding device's GEMM
+  // and solver step for HybComm's pricing (StagedFactors::MeasureRates; only
+  // --sfb=auto under BSP prices). Before Init; default true.
+  void set_time_factor_rates(bool time) { time_factor_rates_ = time; }
 
   // Moves the weights and gradients between the net's buffers and the host
   // mirrors the client uses (see the header comment); not owned, must
@@ -186,12 +190,13 @@ class ClientParameterSync : public ParameterSync {
   Status CurrentFactors(int id, Layer::GradientFactors* f) const;
 
   Client* const client_;
-  const Net* net_ = nullptr;
+  Net* net_ = nullptr;
   Status status_;
   bool initialized_ = false;
   std::vector<SyncedParam> params_;  // Per learnable parameter, in learnable-parameter order.
   int64_t pull_clock_ = -1;          // Clock of the weights last requested.
   bool factors_allowed_ = true;
+  bool time_factor_rates_ = true;
   // With staging and factors: their mirrors, stacks and rebuild.
   std::unique_ptr<StagedFactors> staged_factors_;
 

@@ -125,7 +125,6 @@ Status StagedFactors::Choose(const std::vector<int>& sfb_tensors, const std::vec
     std::shared_ptr<gpu::DeviceMemory> pin = device_ != nullptr ? device_->memory() : nullptr;
     e.left_stack = gpu::HostBuffer(static_cast<size_t>(k * rows), pin);
     e.right_stack = gpu::HostBuffer(static_cast<size_t>(k * cols), pin);
-    e.grad = std::make_unique<Blob>(std::vector<int>{rows, cols});
     e.history = std::make_unique<Blob>(std::vector<int>{rows, cols});
     if (device_ != nullptr) {
 #ifdef NEREUS_HAVE_CUDA
@@ -133,7 +132,6 @@ Status StagedFactors::Choose(const std::vector<int>& sfb_tensors, const std::vec
       e.right_dev = std::make_unique<Blob>(std::vector<int>{static_cast<int>(k), cols});
       e.left_dev->mutable_gpu_data();
       e.right_dev->mutable_gpu_data();
-      e.grad->mutable_gpu_data();
       caffe_gpu_set(device_, e.history->count(), 0.0f, e.history->mutable_gpu_data());
       RETURN_IF_ERROR(device_->TakeError().Annotate("allocating the sufficient-factor buffers of " + e.name));
 #endif
@@ -214,8 +212,10 @@ Status StagedFactors::Rebuild(int param, int64_t clock) {
     stacked.k = k;
     stacked.left = Buffer(nullptr, e.left_stack.data(), static_cast<size_t>(k) * rows * sizeof(float));
     stacked.right = Buffer(nullptr, e.right_stack.data(), static_cast<size_t>(k) * cols * sizeof(float));
-    FactorGradient({&stacked}, e.shape, scale, e.grad->mutable_cpu_data(), &e.scratch);
-    SgdStep(sgd_, rate, e.lr_mult, e.decay_mult, e.grad->cpu_data(), e.weights->mutable_cpu_data(),
+    // The update into the weight's diff buffer: the net does not compute that
+    // gradient (Net::SetParamGradientUnused), so the buffer is free.
+    FactorGradient({&stacked}, e.shape, scale, e.weights->mutable_cpu_diff(), &e.scratch);
+    SgdStep(sgd_, rate, e.lr_mult, e.decay_mult, e.weights->cpu_diff(), e.weights->mutable_cpu_data(),
             e.history->mutable_cpu_data(), n);
   } else {
 #ifdef NEREUS_HAVE_CUDA
@@ -233,8 +233,10 @@ Status StagedFactors::Rebuild(int param, int64_t clock) {
                                         cudaMemcpyHostToDevice, stream),
                         "cudaMemcpyAsync")
             .Annotate(what));
-    // grad (rows x cols) = scale * left^T (rows x K) * right (K x cols).
-    float* grad = e.grad->mutable_gpu_data();
+    // grad (rows x cols) = scale * left^T (rows x K) * right (K x cols), in
+    // the weight's diff buffer: the net does not compute that gradient
+    // (Net::SetParamGradientUnused), so no second rows x cols buffer.
+    float* grad = e.weights->mutable_gpu_diff();
     caffe_gpu_gemm(device_, CblasTrans, CblasNoTrans, rows, cols, k, scale, left, right, 0.0f, grad);
     gpu::SolverStepGpu(device_, PlanSolverStep(sgd_, update, rate, e.lr_mult, e.decay_mult), grad,
                        e.weights->mutable_gpu_data(), e.history->mutable_gpu_data(), nullptr, static_cast<int>(n));

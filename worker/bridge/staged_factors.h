@@ -126,7 +126,7 @@ class StagedFactors final : public FactorApplier {
     std::atomic<int64_t> stacked_clock{-1};     // The clock in the stacks.
     int64_t rebuilt_clock = -1;                 // The last update Rebuild applied.
     std::unique_ptr<Blob> left_dev, right_dev;  // The stacks on the device (a GPU net).
-    std::unique_ptr<Blob> grad, history;        // rows x cols.
+    std::unique_ptr<Blob> history;              // rows x cols (the update goes to the weight's diff).
     FactorScratch scratch;                      // A CPU net's.
   };
   // The pointers of `f` on the net's side (device or host memory).

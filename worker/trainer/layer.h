@@ -211,6 +211,17 @@ class Layer {
     if (param_propagate_down_.size() <= static_cast<size_t>(param_id)) param_propagate_down_.resize(param_id + 1, true);
     param_propagate_down_[param_id] = value;
   }
+  // Whether backward may leave the gradient of blobs()[param_id] uncomputed
+  // because nothing reads it: its update is rebuilt from its sufficient
+  // factors (WeightGradientFactors, whose inputs backward still computes).
+  // Set through Net::SetParamGradientUnused; a layer honours it where it can.
+  bool param_gradient_unused(int param_id) const {
+    return static_cast<size_t>(param_id) < param_gradient_unused_.size() && param_gradient_unused_[param_id];
+  }
+  void set_param_gradient_unused(int param_id, bool unused) {
+    if (param_gradient_unused_.size() <= static_cast<size_t>(param_id)) param_gradient_unused_.resize(param_id + 1);
+    param_gradient_unused_[param_id] = unused;
+  }
 
   // The random engine layers use for fillers, dropout masks, crops and
   // mirrors. Owned by the Net (seeded from the solver's random_seed); must be
@@ -277,6 +288,7 @@ class Layer {
   caffe::Phase phase_;
   std::vector<std::shared_ptr<Blob>> blobs_;
   std::vector<bool> param_propagate_down_;
+  std::vector<bool> param_gradient_unused_;
   std::vector<float> loss_;
 
  private:

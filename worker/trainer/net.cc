@@ -636,11 +636,31 @@ void Net::ClearParamDiffs() {
 #ifdef NEREUS_HAVE_CUDA
   if (device_ != nullptr) {
     gpu::ScopedDevice scope(device_);
-    for (Blob* blob : learnable_params_) caffe_gpu_set(device_, blob->count(), 0.0f, blob->mutable_gpu_diff());
+    for (size_t i = 0; i < learnable_params_.size(); ++i) {
+      Blob* blob = learnable_params_[i];
+      if (!param_gradient_unused(static_cast<int>(i)))
+        caffe_gpu_set(device_, blob->count(), 0.0f, blob->mutable_gpu_diff());
+    }
     return;
   }
 #endif
-  for (Blob* blob : learnable_params_) caffe_set(blob->count(), 0.0f, blob->mutable_cpu_diff());
+  for (size_t i = 0; i < learnable_params_.size(); ++i) {
+    Blob* blob = learnable_params_[i];
+    if (!param_gradient_unused(static_cast<int>(i))) caffe_set(blob->count(), 0.0f, blob->mutable_cpu_diff());
+  }
+}
+
+void Net::SetParamGradientUnused(int id, bool unused) {
+  CHECK_GE(id, 0);
+  CHECK_LT(static_cast<size_t>(id), learnable_params_.size());
+  if (gradient_unused_.size() < learnable_params_.size()) gradient_unused_.resize(learnable_params_.size());
+  gradient_unused_[id] = unused;
+  for (int l = 0; l < num_layers(); ++l) {
+    const auto& blobs = layers_[l]->blobs();
+    for (size_t b = 0; b < blobs.size(); ++b) {
+      if (blobs[b].get() == learnable_params_[id]) layers_[l]->set_param_gradient_unused(static_cast<int>(b), unused);
+    }
+  }
 }
 
 void Net::Update() {

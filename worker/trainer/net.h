@@ -118,6 +118,11 @@ class Net {
 
   // Sets every learnable parameter's diff to zero.
   void ClearParamDiffs();
+  // Learnable parameter `id`'s gradient is (or is again) not read: its update
+  // comes from its sufficient factors. Its owner layer may skip computing it
+  // (Layer::param_gradient_unused) and ClearParamDiffs leaves it alone, so a
+  // GPU net never allocates it.
+  void SetParamGradientUnused(int id, bool unused);
   // data -= diff for every learnable parameter (Caffe's Net::Update).
   void Update();
 
@@ -156,6 +161,9 @@ class Net {
   const std::vector<std::string>& param_display_names() const { return param_display_names_; }
   // The distinct learnable parameters in net order, and their multipliers.
   const std::vector<Blob*>& learnable_params() const { return learnable_params_; }
+  bool param_gradient_unused(int id) const {
+    return static_cast<size_t>(id) < gradient_unused_.size() && gradient_unused_[id];
+  }
   const std::vector<float>& params_lr() const { return params_lr_; }
   const std::vector<float>& params_weight_decay() const { return params_weight_decay_; }
   // Learnable parameter ids (indices into learnable_params()) owned by layer
@@ -240,6 +248,7 @@ class Net {
   std::map<std::string, int> param_names_index_;
   std::vector<std::shared_ptr<Blob>> params_;
   std::vector<Blob*> learnable_params_;
+  std::vector<bool> gradient_unused_;  // Per learnable parameter: SetParamGradientUnused.
   std::vector<int> learnable_param_ids_;
   std::vector<float> params_lr_;
   std::vector<bool> has_params_lr_;

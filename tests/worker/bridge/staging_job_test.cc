@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <regex>
@@ -46,6 +47,8 @@ struct JobRun {
   std::vector<std::vector<float>> final;    // And after.
   std::vector<int> sfb_tensors;             // The client's choice (Client::sfb_tensors()).
   int64_t sfb_rebuilds = 0;                 // Updates the bridge rebuilt from factors.
+  std::vector<bool> gradient_unused;        // Per learnable parameter (Net::param_gradient_unused).
+  std::vector<double> diff_abs_sum;         // Per learnable parameter, after training.
 };
 
 std::vector<std::vector<float>> Weights(const Solver& solver) {
@@ -88,6 +91,13 @@ void RunJob(const std::string& solver_file, HostStaging* staging, int iterations
     if (run->status.ok()) run->final = Weights(*solver);
     run->sfb_tensors = (*client)->sfb_tensors();
     run->sfb_rebuilds = sync.sfb_rebuilds();
+    for (size_t p = 0; p < solver->net()->learnable_params().size(); ++p) {
+      const Blob* b = solver->net()->learnable_params()[p];
+      double sum = 0;
+      for (int i = 0; i < b->count(); ++i) sum += std::abs(b->cpu_diff()[i]);
+      run->gradient_unused.push_back(solver->net()->param_gradient_unused(static_cast<int>(p)));
+      run->diff_abs_sum.push_back(sum);
+    }
   }
   if (run->status.ok()) {
     Status st = (*client)->Finish();
@@ -177,6 +187,20 @@ TEST(StagingJobTest, SufficientFactorsThroughTheStagingEqualThePlainSfbPath) {
   // ip1/0 and ip2/0 (tensors 2 and 4: conv1's two, then ip1's two) go as factors.
   EXPECT_EQ(plain.sfb_tensors, (std::vector<int>{2, 4}));
   EXPECT_EQ(staged.sfb_tensors, (std::vector<int>{2, 4}));
+  // Their updates are rebuilt from factors: the net never computes their
+  // gradients (on the plain path the diffs stay all zero), while every other
+  // parameter's it does; behind the staging the bridge rebuilds into those
+  // diff buffers instead of buffers of its own (so they hold the last update).
+  for (const JobRun* run : {&plain, &staged}) {
+    EXPECT_EQ(run->gradient_unused, (std::vector<bool>{false, false, true, false, true, false}));
+    for (size_t p = 0; p < run->diff_abs_sum.size(); ++p) {
+      if ((p == 2 || p == 4) && run == &plain) {
+        EXPECT_EQ(run->diff_abs_sum[p], 0.0) << "param " << p;
+      } else {
+        EXPECT_GT(run->diff_abs_sum[p], 0.0) << "param " << p;
+      }
+    }
+  }
   ASSERT_EQ(plain.final.size(), 6u);
   for (size_t p = 0; p < plain.final.size(); ++p) {
     EXPECT_TRUE(BytesEqual(staged.initial[p], plain.initial[p], "initial param " + std::to_string(p)));
@@ -366,7 +390,7 @@ layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y" inner_product_param
 
 // Init refuses a staging that does not fit the net before it registers
 // anything (so no client is needed here).
-Status InitWith(const Net& net, DeviceStaging* staging) {
+Status InitWith(Net& net, DeviceStaging* staging) {
   ClientParameterSync sync(nullptr);
   sync.set_net(&net);
   sync.set_staging(staging);

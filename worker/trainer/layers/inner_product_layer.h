@@ -61,7 +61,7 @@ template <class Math>
 void InnerProductLayer::BackwardWith(const Math& math, const std::vector<Blob*>& top,
                                      const std::vector<bool>& propagate_down, const std::vector<Blob*>& bottom) {
   const float* top_diff = math.diff(*top[0]);
-  if (param_propagate_down(0)) {
+  if (param_propagate_down(0) && !param_gradient_unused(0)) {
     const float* bottom_data = math.data(*bottom[0]);
     if (transpose_) {
       math.gemm(CblasTrans, CblasNoTrans, K_, N_, M_, 1.0f, bottom_data, top_diff, 1.0f,
