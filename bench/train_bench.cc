@@ -29,6 +29,7 @@
 #include "bench/harness/watchdog.h"
 #include "common/base/clock.h"
 #include "worker/trainer/gpu/device.h"
+#include "worker/trainer/gpu/device_flags.h"
 #include "worker/trainer/layer_registry.h"
 #include "worker/trainer/net.h"
 #include "worker/trainer/prototxt.h"
@@ -139,6 +140,7 @@ int RunOne(const std::string& name, const TrainModel& model, JsonRows* rows) {
   param.set_random_seed(1);
   SolverOptions options;
   options.gpu = FLAGS_gpu >= 0 ? FLAGS_gpu : SolverOptions::kCpu;
+  options.device = gpu::DeviceOptionsFromFlags();
   const auto build_start = Clock::now();
   auto solver = Solver::Create(param, DefaultLayerRegistry(), nullptr, options);
   if (!solver.ok()) {

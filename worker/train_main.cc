@@ -12,6 +12,7 @@
 #include "worker/bridge/trainer_runner.h"
 #include "worker/client/client_flags.h"
 #include "worker/trainer/gpu/device.h"
+#include "worker/trainer/gpu/device_flags.h"
 
 DEFINE_string(
     solver, "",
@@ -95,6 +96,7 @@ int RunTrainerMode() {
   TrainRunOptions options;
   options.solver_file = FLAGS_solver;
   options.gpu = FLAGS_gpu;
+  options.device = gpu::DeviceOptionsFromFlags();
   options.standalone = FLAGS_standalone;
   options.resume_file = FLAGS_snapshot;
   options.weights_file = FLAGS_weights;

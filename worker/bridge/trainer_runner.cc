@@ -245,6 +245,7 @@ StatusOr<TrainSummary> RunTrainingOnce(const TrainRunOptions& options, int* rank
 
   SolverOptions solver_options;
   solver_options.gpu = options.gpu >= 0 ? options.gpu : SolverOptions::kGpuFromSolver;
+  solver_options.device = options.device;
   const bool distributed = !options.standalone;
   solver_options.on_display = [&who, workers, distributed](const TrainProgress& p) {
     std::ostringstream line;

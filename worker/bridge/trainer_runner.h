@@ -48,6 +48,9 @@ struct TrainRunOptions {
   // The GPU to train on (standalone or a job's worker); -1: as the solver
   // file says (SolverOptions::gpu's kGpuFromSolver).
   int gpu = -1;
+  // The GPU's options (TF32, cuDNN, workspace; device_id and seed are the
+  // solver's).
+  gpu::DeviceOptions device;
 };
 
 // Makes the staging of a net that computes on `device` (NewCudaStaging).

@@ -284,10 +284,9 @@ Status Solver::ChooseDevice(uint64_t seed) {
     return InvalidArgumentError("bad GPU choice " + std::to_string(options_.gpu) + " (a device id >= 0, or the CPU)");
   }
   if (gpu_id < 0) return Status::OK();
-  gpu::DeviceOptions device_options;
+  gpu::DeviceOptions device_options = options_.device;
   device_options.device_id = gpu_id;
   device_options.seed = seed;
-  device_options.memory_limit_bytes = options_.gpu_memory_limit_bytes;
   auto device = gpu::Device::Create(device_options);
   if (!device.ok()) return device.status().Annotate("GPU " + std::to_string(gpu_id));
   device_ = std::move(device).value();

@@ -97,8 +97,9 @@ struct SolverOptions {
   static constexpr int kGpuFromSolver = -2;
   static constexpr int kCpu = -1;
   int gpu = kGpuFromSolver;
-  // With a GPU: its device memory limit (gpu::DeviceOptions), 0 for all.
-  size_t gpu_memory_limit_bytes = 0;
+  // With a GPU: its options (memory limit, TF32, cuDNN, the convolutions'
+  // workspace); the Solver sets device_id and seed.
+  gpu::DeviceOptions device;
 };
 
 class Solver {

@@ -84,8 +84,9 @@ StatusOr<std::unique_ptr<Device>> Device::Create(const DeviceOptions& options) {
   d->arithmetic_ = std::string(prop.name) + " (compute capability " + std::to_string(prop.major) + "." +
                    std::to_string(prop.minor) + ", cuBLAS " + std::to_string(cublas_version) + ")";
   // FP32 GEMMs in FP32: no TF32 tensor-core rounding (cuBLAS's default since
-  // CUDA 11, said explicitly).
-  s = CublasStatus(cublasSetMathMode(d->cublas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  // CUDA 11, said explicitly), unless TF32 was asked for.
+  s = CublasStatus(cublasSetMathMode(d->cublas_, options.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+                   "cublasSetMathMode");
   if (!s.ok()) return fail(s);
   s = CurandStatus(curandCreateGenerator(&d->curand_, CURAND_RNG_PSEUDO_DEFAULT), "curandCreateGenerator");
   if (!s.ok()) return fail(s);
@@ -99,8 +100,13 @@ StatusOr<std::unique_ptr<Device>> Device::Create(const DeviceOptions& options) {
 }
 
 Device::~Device() {
-  if (stand_in_) return;
+  cudnn_.reset();  // Before the streams it uses.
+  if (stand_in_) {
+    if (workspace_ != nullptr) memory_->Free(workspace_, workspace_bytes_);
+    return;
+  }
   if (compute_stream_ != nullptr) cudaStreamSynchronize(compute_stream_);
+  if (workspace_ != nullptr) memory_->Free(workspace_, workspace_bytes_);
   if (memory_) memory_->DetachStream();
   if (curand_ != nullptr) curandDestroyGenerator(curand_);
   if (cublas_ != nullptr) cublasDestroy(cublas_);
@@ -156,7 +162,9 @@ StatusOr<std::unique_ptr<Device>> Device::Create(const DeviceOptions& options) {
   return CheckDeviceId(options.device_id);
 }
 
-Device::~Device() = default;
+Device::~Device() {
+  if (workspace_ != nullptr) memory_->Free(workspace_, workspace_bytes_);
+}
 
 Status Device::TakeError(bool check_stream) {
   MutexLock lock(&mu_);
@@ -177,6 +185,46 @@ ScopedDevice::~ScopedDevice() {
 }
 
 #endif
+
+#ifndef NEREUS_HAVE_CUDNN
+// Without cuDNN (cudnn_library.cc has these in a cuDNN build).
+void Device::CudnnContextDeleter::operator()(CudnnContext* c) const { (void)c; }  // Never made.
+
+CudnnContext* Device::cudnn() {
+  if (cudnn_tried_) return nullptr;
+  cudnn_tried_ = true;
+  cudnn_availability_.description =
+      stand_in_ ? "a host stand-in has no cuDNN"
+                : "Nereus was built without cuDNN (no cudnn.h in the CUDA toolkit it was configured with)";
+  if (!stand_in_) LOG(INFO) << description_ << ": " << ConvEngineLogLine(cudnn_availability_);
+  return nullptr;
+}
+#endif
+
+StatusOr<void*> Device::Workspace(size_t bytes) {
+  if (bytes == 0) return static_cast<void*>(nullptr);
+  if (bytes <= workspace_bytes_) return workspace_;
+  if (workspace_ != nullptr) {
+    // The kernels queued on the old one finish first.
+#ifdef NEREUS_HAVE_CUDA
+    if (!stand_in_) {
+      RETURN_IF_ERROR(
+          CudaStatus(cudaStreamSynchronize(compute_stream_), "cudaStreamSynchronize (growing the workspace)"));
+    }
+#endif
+    memory_->Free(workspace_, workspace_bytes_);
+    workspace_ = nullptr;
+    workspace_bytes_ = 0;
+  }
+  ASSIGN_OR_RETURN(workspace_, memory_->Allocate(bytes));
+  workspace_bytes_ = bytes;
+  return workspace_;
+}
+
+const CudnnAvailability& Device::cudnn_availability() {
+  cudnn();
+  return cudnn_availability_;
+}
 
 std::unique_ptr<Device> Device::CreateStandIn(const DeviceOptions& options) {
   std::unique_ptr<Device> d(new Device(options));

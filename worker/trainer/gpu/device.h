@@ -47,6 +47,7 @@
 
 #include "common/base/mutex.h"
 #include "common/base/status.h"
+#include "worker/trainer/gpu/cudnn.h"
 #include "worker/trainer/gpu/device_memory.h"
 
 // The CUDA libraries' handle types, declared as they do (cudaStream_t is
@@ -59,6 +60,8 @@ struct curandGenerator_st;
 namespace nereus {
 namespace gpu {
 
+class CudnnContext;
+
 struct DeviceOptions {
   int device_id = 0;
   // Seed of the cuRAND generator (the Solver passes its random_seed).
@@ -66,6 +69,15 @@ struct DeviceOptions {
   // Device memory this device may use, 0 for all there is. Allocations past
   // it fail as if the device were full (tests; sharing a GPU).
   size_t memory_limit_bytes = 0;
+  // FP32 GEMMs and convolutions may round through TF32 tensor cores
+  // (--tf32; PyTorch's allow_tf32). Off: plain FP32 arithmetic.
+  bool tf32 = false;
+  // Whether convolutions may use cuDNN where the machine has it (--cudnn);
+  // false runs every convolution on the im2col engine.
+  bool cudnn = true;
+  // The workspace a convolution algorithm may use, bytes
+  // (--conv_workspace_mb): one workspace per device, so per net.
+  size_t conv_workspace_bytes = size_t{1} << 30;
 };
 
 // CUDA devices this process can use: 0 in a CPU-only build, without a driver
@@ -106,6 +118,22 @@ class Device {
   curandGenerator_st* curand() const { return curand_; }
   const std::shared_ptr<DeviceMemory>& memory() const { return memory_; }
 
+  // cuDNN for this device's convolutions: loaded on the first call, which
+  // logs the net's one line (gpu/cudnn.h: ConvEngineLogLine); null where it
+  // cannot be had, cudnn_availability() saying why. Not thread-safe (the
+  // net's thread).
+  CudnnContext* cudnn();
+  const CudnnAvailability& cudnn_availability();
+
+  // The device's one workspace (so its net's): at least `bytes` long, shared
+  // by whatever needs scratch for the length of one call (the im2col
+  // engine's columns, a cuDNN algorithm's workspace), every user being on
+  // the compute stream one after the other. Grown when asked for more (the
+  // old one freed once the compute stream is done with it: a wait, in a
+  // net's first iteration), never shrunk. Null for 0 bytes.
+  StatusOr<void*> Workspace(size_t bytes);
+  size_t workspace_bytes() const { return workspace_bytes_; }
+
   // Records `error` unless one is pending (the first error is the cause).
   void RecordError(const Status& error) NEREUS_LOCKS_EXCLUDED(mu_);
   // Whether no error is pending.
@@ -125,6 +153,14 @@ class Device {
   bool stand_in_ = false;
   std::string description_;
   std::string arithmetic_ = "host stand-in";
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  bool cudnn_tried_ = false;
+  CudnnAvailability cudnn_availability_;
+  struct CudnnContextDeleter {
+    void operator()(CudnnContext* c) const;  // Complete only where cuDNN is built in (device.cc).
+  };
+  std::unique_ptr<CudnnContext, CudnnContextDeleter> cudnn_;
   CUstream_st* compute_stream_ = nullptr;
   CUstream_st* copy_stream_ = nullptr;
   cublasContext* cublas_ = nullptr;

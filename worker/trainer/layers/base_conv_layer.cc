@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "worker/trainer/gpu/device.h"
 #include "worker/trainer/layers/layer_check.h"
 #include "worker/trainer/math/math_functions.h"
 
@@ -118,7 +119,15 @@ Status BaseConvolutionLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, 
   const std::vector<int> weight_shape =
       reverse_dimensions() ? std::vector<int>{channels, num_output_ / group_, geometry_.kernel_h, geometry_.kernel_w}
                            : std::vector<int>{num_output_, channels / group_, geometry_.kernel_h, geometry_.kernel_w};
-  return SetUpWeightAndBias(weight_shape, p.weight_filler(), bias_term_, num_output_, p.bias_filler());
+  RETURN_IF_ERROR(SetUpWeightAndBias(weight_shape, p.weight_filler(), bias_term_, num_output_, p.bias_filler()));
+  if (device() != nullptr) {
+    ASSIGN_OR_RETURN(engine_, gpu::ChooseConvEngine(p.engine(), device()->cudnn_availability(), layer_param_.name()));
+#ifdef NEREUS_HAVE_CUDNN
+    if (engine_ == gpu::ConvEngine::kCudnn)
+      cudnn_ = std::make_unique<CudnnConvolution>(device()->cudnn(), layer_param_.name());
+#endif
+  }
+  return Status::OK();
 }
 
 void BaseConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -160,6 +169,15 @@ void BaseConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std::
     conv_out_spatial_dim_ = out_spatial_dim_;
   }
   kernel_dim_ = (conv_in_channels_ / group_) * geometry_.kernel_h * geometry_.kernel_w;
+#ifdef NEREUS_HAVE_CUDNN
+  if (cudnn_) {
+    const int conv_out_h = reverse_dimensions() ? in_h : out_h_;
+    const int conv_out_w = reverse_dimensions() ? in_w : out_w_;
+    Status st = cudnn_->Reshape(bottom[0]->shape(0), geometry_, conv_out_channels_, conv_out_h, conv_out_w, group_,
+                                reverse_dimensions());
+    if (!st.ok()) device()->RecordError(st);
+  }
+#endif
   col_buffer_.Reshape({kernel_dim_ * group_, conv_out_spatial_dim_});
   // Refilled only when the size changes: on a GPU, a host write here would
   // mean a copy to the device (and a wait for it) at every forward.

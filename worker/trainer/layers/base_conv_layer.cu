@@ -13,11 +13,24 @@ bool BaseConvolutionLayer::is_1x1() const {
          geometry_.pad_h == 0 && geometry_.pad_w == 0;
 }
 
-int BaseConvolutionLayer::GpuChunk(int num) const {
-  if (is_1x1()) return num;
-  const size_t per_image = sizeof(float) * static_cast<size_t>(kernel_dim_) * group_ * conv_out_spatial_dim_;
-  const size_t fit = per_image == 0 ? static_cast<size_t>(num) : kGpuColumnBytes / per_image;
+int BaseConvolutionLayer::GpuChunk(int num, size_t floats_per_image) const {
+  const size_t per_image = sizeof(float) * floats_per_image;
+  const size_t budget = device()->options().conv_workspace_bytes;
+  const size_t fit = per_image == 0 ? static_cast<size_t>(num) : budget / per_image;
   return static_cast<int>(std::max<size_t>(1, std::min<size_t>(fit, static_cast<size_t>(num))));
+}
+
+size_t BaseConvolutionLayer::ColumnFloats() const {
+  return is_1x1() ? 0 : static_cast<size_t>(kernel_dim_) * group_ * conv_out_spatial_dim_;
+}
+
+float* BaseConvolutionLayer::WorkspaceGpu(size_t floats) {
+  auto ws = device()->Workspace(floats * sizeof(float));
+  if (!ws.ok()) {
+    device()->RecordError(ws.status().Annotate("layer " + layer_param_.name() + ": the convolution's workspace"));
+    return nullptr;
+  }
+  return static_cast<float*>(*ws);
 }
 
 BaseConvolutionLayer::ImageSizes BaseConvolutionLayer::image_sizes() const {
@@ -26,8 +39,7 @@ BaseConvolutionLayer::ImageSizes BaseConvolutionLayer::image_sizes() const {
 
 float* BaseConvolutionLayer::ColumnsGpu(int k, long long* stride) {
   *stride = static_cast<long long>(kernel_dim_) * group_ * conv_out_spatial_dim_;
-  gpu_columns_.Reshape({static_cast<int>(k * *stride)});
-  return gpu_columns_.mutable_gpu_data();
+  return WorkspaceGpu(static_cast<size_t>(k) * *stride);
 }
 
 const float* BaseConvolutionLayer::Im2ColGpu(const float* images, int k, long long* stride) {
@@ -42,6 +54,9 @@ const float* BaseConvolutionLayer::Im2ColGpu(const float* images, int k, long lo
 
 // The passes: base_conv_layer.cc's, over each bottom's whole batch at once.
 void BaseConvolutionLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+#ifdef NEREUS_HAVE_CUDNN
+  if (cudnn_) return ForwardCudnn(bottom, top);
+#endif
   const float* weight = blobs_[0]->gpu_data();
   for (size_t i = 0; i < bottom.size(); ++i) {
     float* top_data = top[i]->mutable_gpu_data();
@@ -57,6 +72,9 @@ void BaseConvolutionLayer::Forward_gpu(const std::vector<Blob*>& bottom, const s
 
 void BaseConvolutionLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                         const std::vector<Blob*>& bottom) {
+#ifdef NEREUS_HAVE_CUDNN
+  if (cudnn_) return BackwardCudnn(top, propagate_down, bottom);
+#endif
   const float* weight = blobs_[0]->gpu_data();
   for (size_t i = 0; i < top.size(); ++i) {
     const float* top_diff = top[i]->gpu_diff();
@@ -75,10 +93,48 @@ void BaseConvolutionLayer::Backward_gpu(const std::vector<Blob*>& top, const std
   }
 }
 
+#ifdef NEREUS_HAVE_CUDNN
+// cuDNN runs the convolution from its input to its output: Convolution's
+// bottom to its top, Deconvolution's top to its bottom (so its forward is
+// cuDNN's backward-data pass, and its backward's bottom diff the forward).
+void BaseConvolutionLayer::ForwardCudnn(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const float* weight = blobs_[0]->gpu_data();
+  for (size_t i = 0; i < bottom.size() && device()->ok(); ++i) {
+    float* top_data = top[i]->mutable_gpu_data();
+    const float* bottom_data = bottom[i]->gpu_data();
+    Status st = reverse_dimensions() ? cudnn_->BackwardData(bottom_data, weight, top_data)
+                                     : cudnn_->Forward(bottom_data, weight, top_data);
+    if (st.ok() && bias_term_) st = cudnn_->AddBias(blobs_[1]->gpu_data(), top_data);
+    device()->RecordError(st);
+  }
+}
+
+void BaseConvolutionLayer::BackwardCudnn(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                         const std::vector<Blob*>& bottom) {
+  const float* weight = blobs_[0]->gpu_data();
+  for (size_t i = 0; i < top.size() && device()->ok(); ++i) {
+    const float* top_diff = top[i]->gpu_diff();
+    const float* bottom_data = bottom[i]->gpu_data();
+    Status st;
+    if (bias_term_ && param_propagate_down(1)) st = cudnn_->BackwardBias(top_diff, blobs_[1]->mutable_gpu_diff());
+    if (!reverse_dimensions()) {
+      if (st.ok() && param_propagate_down(0))
+        st = cudnn_->BackwardFilter(bottom_data, top_diff, blobs_[0]->mutable_gpu_diff());
+      if (st.ok() && propagate_down[i]) st = cudnn_->BackwardData(top_diff, weight, bottom[i]->mutable_gpu_diff());
+    } else {
+      if (st.ok() && param_propagate_down(0))
+        st = cudnn_->BackwardFilter(top_diff, bottom_data, blobs_[0]->mutable_gpu_diff());
+      if (st.ok() && propagate_down[i]) st = cudnn_->Forward(top_diff, weight, bottom[i]->mutable_gpu_diff());
+    }
+    device()->RecordError(st);
+  }
+}
+#endif
+
 template <typename F>
 void BaseConvolutionLayer::ForEachChunkGpu(int num, F f) {
-  const int chunk = GpuChunk(num);
-  for (int n0 = 0; n0 < num; n0 += chunk) f(n0, std::min(chunk, num - n0));
+  const int chunk = GpuChunk(num, ColumnFloats());
+  for (int n0 = 0; n0 < num && device()->ok(); n0 += chunk) f(n0, std::min(chunk, num - n0));
 }
 
 template <typename F>
@@ -127,17 +183,34 @@ void BaseConvolutionLayer::BackwardGemmGpu(const float* output, const float* wei
 }
 
 void BaseConvolutionLayer::WeightGemmGpu(const float* input, const float* output, float* weights, int num) {
-  const int out_dim = image_sizes().out;
+  // One GEMM per group and chunk of images, over the chunk's columns side by
+  // side (im2col.h: image-major columns, and the outputs brought into rows
+  // to match): dW += rows(dY)[M, k S] * columns(X)[K, k S]^T.
+  const ImageSizes size = image_sizes();
   const GroupOffsets o = group_offsets();
-  ForEachColumnChunkGpu(input, num, [&](int n0, int k, const float* col, long long col_stride) {
-    for (int n = 0; n < k; ++n) {
-      const float* out = output + static_cast<int64_t>(n0 + n) * out_dim;
-      for (int g = 0; g < group_; ++g) {
-        caffe_gpu_gemm(device(), CblasNoTrans, CblasTrans, o.out_per_group, kernel_dim_, conv_out_spatial_dim_, 1.0f,
-                       out + o.output * g, col + n * col_stride + o.col * g, 1.0f, weights + o.weight * g);
-      }
+  const int spatial = conv_out_spatial_dim_;
+  const int column_rows = kernel_dim_ * group_;
+  const int chunk = GpuChunk(num, static_cast<size_t>(column_rows + conv_out_channels_) * spatial);
+  for (int n0 = 0; n0 < num && device()->ok(); n0 += chunk) {
+    const int k = std::min(chunk, num - n0);
+    const long long width = static_cast<long long>(k) * spatial;  // Columns of the chunk's GEMM.
+    float* columns = WorkspaceGpu(static_cast<size_t>(column_rows + conv_out_channels_) * width);
+    if (columns == nullptr) return;
+    float* rows = columns + column_rows * width;
+    const float* in = input + static_cast<int64_t>(n0) * size.in;
+    if (is_1x1()) {
+      layers::ImagesToRowsGpu(device(), in, k, conv_in_channels_, spatial, columns);
+    } else {
+      layers::Im2ColImageMajorGpu(device(), in, geometry_, k, columns);
     }
-  });
+    layers::ImagesToRowsGpu(device(), output + static_cast<int64_t>(n0) * size.out, k, conv_out_channels_, spatial,
+                            rows);
+    for (int g = 0; g < group_; ++g) {
+      caffe_gpu_gemm(device(), CblasNoTrans, CblasTrans, o.out_per_group, kernel_dim_, static_cast<int>(width), 1.0f,
+                     rows + o.out_per_group * g * width, columns + kernel_dim_ * g * width, 1.0f,
+                     weights + o.weight * g);
+    }
+  }
 }
 
 void BaseConvolutionLayer::BackwardBiasGpu(float* bias, const float* output, int num) {

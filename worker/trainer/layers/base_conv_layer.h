@@ -31,10 +31,15 @@
 #ifndef NEREUS_WORKER_TRAINER_LAYERS_BASE_CONV_LAYER_H_
 #define NEREUS_WORKER_TRAINER_LAYERS_BASE_CONV_LAYER_H_
 
+#include <memory>
 #include <vector>
 
+#include "worker/trainer/gpu/cudnn.h"
 #include "worker/trainer/layer.h"
 #include "worker/trainer/layers/im2col.h"
+#ifdef NEREUS_HAVE_CUDNN
+#include "worker/trainer/layers/cudnn_conv.h"
+#endif
 
 namespace nereus {
 
@@ -45,6 +50,9 @@ class BaseConvolutionLayer : public Layer {
   int MinBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
   bool EqualNumBottomTopBlobs() const override { return true; }
+  // On a GPU: im2col + cuBLAS, or cuDNN (convolution_param.engine and
+  // what the device has: gpu/cudnn.h). The CPU always runs im2col.
+  gpu::ConvEngine engine() const { return engine_; }
 
  protected:
   // Deconvolution swaps the roles of input and output: its weights are
@@ -61,14 +69,17 @@ class BaseConvolutionLayer : public Layer {
 #ifdef NEREUS_HAVE_CUDA
   // Their GPU twins (base_conv_layer.cu): the same products through cuBLAS
   // on device memory, im2col/col2im by im2col.cu's kernels, but over `num`
-  // images at once: the columns of several images are made by one launch and
-  // multiplied by one strided-batched GEMM per group (at most
-  // kGpuColumnBytes of columns at a time), and a 1x1 convolution with
-  // stride 1 and no padding multiplies the images themselves, as Caffe's
-  // is_1x1_ does. `input`, `output` and `weights` point at the first image
-  // (the weights are shared). WeightGemmGpu adds each image's product in
-  // turn, as the CPU loop does.
-  static constexpr size_t kGpuColumnBytes = size_t{256} << 20;
+  // images at once: the columns of a chunk of images are made by one launch
+  // into the device's one workspace (Device::Workspace, shared by every
+  // layer of the net; a chunk's columns fit in --conv_workspace_mb) and
+  // multiplied by one strided-batched GEMM per group, and a 1x1 convolution
+  // with stride 1 and no padding multiplies the images themselves, as
+  // Caffe's is_1x1_ does. `input`, `output` and `weights` point at the first
+  // image (the weights are shared). WeightGemmGpu makes a chunk's weight
+  // gradient one GEMM per group over the chunk's image-major columns
+  // (im2col.h) instead of one per image: the same sums in another order,
+  // within float rounding of the CPU's image-by-image loop (conv_layer_test
+  // checks the plan on the CPU against a bound it derives).
   void ForwardGemmGpu(const float* input, const float* weights, float* output, int num);
   void ForwardBiasGpu(float* output, const float* bias, int num);
   void BackwardGemmGpu(const float* output, const float* weights, float* input, int num);
@@ -99,6 +110,15 @@ class BaseConvolutionLayer : public Layer {
   };
   GroupOffsets group_offsets() const;
 
+  gpu::ConvEngine engine_ = gpu::ConvEngine::kIm2col;
+#ifdef NEREUS_HAVE_CUDNN
+  std::unique_ptr<CudnnConvolution> cudnn_;  // With engine_ kCudnn.
+  // The passes through cudnn_ (base_conv_layer.cu): an error is recorded on
+  // the device, naming the layer and the call.
+  void ForwardCudnn(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
+  void BackwardCudnn(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                     const std::vector<Blob*>& bottom);
+#endif
   layers::ConvGeometry geometry_;  // The convolution input's image (channels/height/width set by Reshape).
   int conv_in_channels_ = 0;       // Channels of the convolution's input (bottom, or top when reversed).
   int conv_out_channels_ = 0;      // Channels of its output.
@@ -109,14 +129,19 @@ class BaseConvolutionLayer : public Layer {
 #ifdef NEREUS_HAVE_CUDA
   // Whether the columns are the image itself (1x1 kernel, stride 1, pad 0).
   bool is_1x1() const;
-  // Images whose columns fit in kGpuColumnBytes (at least 1, at most num).
-  int GpuChunk(int num) const;
+  // Images whose `floats_per_image` of scratch fit in the workspace budget
+  // (at least 1, at most num).
+  int GpuChunk(int num, size_t floats_per_image) const;
+  // Floats of one image's columns (0 for 1x1: the image is its columns).
+  size_t ColumnFloats() const;
+  // `floats` of the device's workspace, or null with the error recorded.
+  float* WorkspaceGpu(size_t floats);
   // Floats per image of the convolution's input and of its output.
   struct ImageSizes {
     int in, out;
   };
   ImageSizes image_sizes() const;
-  // gpu_columns_ sized for the columns of `k` images, `*stride` floats apart.
+  // The workspace sized for the columns of `k` images, `*stride` floats apart.
   float* ColumnsGpu(int k, long long* stride);
   // The columns of the `k` images at `images`, `*stride` floats apart: the
   // images themselves for a 1x1 convolution, else their im2col.
@@ -128,7 +153,6 @@ class BaseConvolutionLayer : public Layer {
   // (Im2ColGpu).
   template <typename F>
   void ForEachColumnChunkGpu(const float* input, int num, F f);
-  Blob gpu_columns_;     // The columns of a chunk of images.
   Blob gpu_bias_sums_;   // BackwardBiasGpu: per image and channel.
   Blob gpu_batch_ones_;  // BackwardBiasGpu: num ones.
 #endif

@@ -46,5 +46,29 @@ void Col2Im(const float* data_col, const ConvGeometry& g, float* data_im) {
   });
 }
 
+void Im2ColImageMajor(const float* data_im, const ConvGeometry& g, int num, float* data_col) {
+  const long long stride = ImageMajorRowStride(g, num);
+  const int im_size = g.channels * g.height * g.width;
+  const int spatial = g.output_h() * g.output_w();
+  for (int b = 0; b < num; ++b) {
+    for (int c = 0; c < g.channels; ++c) {
+      for (int h = 0; h < g.output_h(); ++h) {
+        for (int w = 0; w < g.output_w(); ++w) {
+          Im2ColColumnStrided(data_im + static_cast<long long>(b) * im_size, g, c, h, w,
+                              data_col + static_cast<long long>(b) * spatial, stride);
+        }
+      }
+    }
+  }
+}
+
+void ImagesToRows(const float* images, int num, int rows, int cols, float* out) {
+  for (int r = 0; r < rows; ++r) {
+    for (int b = 0; b < num; ++b) {
+      for (int s = 0; s < cols; ++s) *out++ = images[ImagesToRowsSource(r, b, s, rows, cols)];
+    }
+  }
+}
+
 }  // namespace layers
 }  // namespace nereus

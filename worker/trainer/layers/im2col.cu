@@ -43,7 +43,45 @@ __global__ void Col2ImKernel(int n, const float* data_col, ConvGeometry g, float
   }
 }
 
+// n = num * channels * output_h * output_w; image b's columns start at
+// data_col + b * S, rows `stride` apart.
+__global__ void Im2ColImageMajorKernel(int n, const float* data_im, ConvGeometry g, long long stride, float* data_col) {
+  const int spatial = g.output_h() * g.output_w();
+  const int per_image = g.channels * spatial;
+  const int im_size = g.channels * g.height * g.width;
+  NEREUS_KERNEL_LOOP(i, n) {
+    const int index = static_cast<int>(i);
+    const int image = index / per_image;
+    const int rest = index % per_image;
+    const int w_out = rest % g.output_w();
+    const int h_out = (rest / g.output_w()) % g.output_h();
+    const int c = rest / spatial;
+    Im2ColColumnStrided(data_im + static_cast<int64_t>(image) * im_size, g, c, h_out, w_out,
+                        data_col + static_cast<int64_t>(image) * spatial, stride);
+  }
+}
+
+// n = rows * num * cols, one thread per destination element.
+__global__ void ImagesToRowsKernel(int n, const float* images, int num, int rows, int cols, float* out) {
+  NEREUS_KERNEL_LOOP(i, n) {
+    const int index = static_cast<int>(i);
+    const int s = index % cols;
+    const int b = (index / cols) % num;
+    const int r = index / (cols * num);
+    out[index] = images[ImagesToRowsSource(r, b, s, rows, cols)];
+  }
+}
+
 }  // namespace
+
+void Im2ColImageMajorGpu(gpu::Device* device, const float* data_im, const ConvGeometry& g, int num, float* data_col) {
+  gpu::Launch(device, "Im2ColImageMajor", num * g.channels * g.output_h() * g.output_w(), Im2ColImageMajorKernel,
+              data_im, g, ImageMajorRowStride(g, num), data_col);
+}
+
+void ImagesToRowsGpu(gpu::Device* device, const float* images, int num, int rows, int cols, float* out) {
+  gpu::Launch(device, "ImagesToRows", rows * num * cols, ImagesToRowsKernel, images, num, rows, cols, out);
+}
 
 void Im2ColGpu(gpu::Device* device, const float* data_im, const ConvGeometry& g, float* data_col, int num) {
   gpu::Launch(device, "Im2Col", num * g.channels * g.output_h() * g.output_w(), Im2ColKernel, data_im, g, data_col);

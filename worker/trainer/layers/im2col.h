@@ -46,20 +46,38 @@ struct ConvGeometry {
 // kernel_w taps that Im2Col writes for (c, h_out, w_out), each
 // output_h() * output_w() floats apart in `data_col` (which points at the
 // buffer's start).
-NEREUS_HOST_DEVICE inline void Im2ColColumn(const float* data_im, const ConvGeometry& g, int c, int h_out, int w_out,
-                                            float* data_col) {
-  const int out_h = g.output_h();
+NEREUS_HOST_DEVICE inline void Im2ColColumnStrided(const float* data_im, const ConvGeometry& g, int c, int h_out,
+                                                   int w_out, float* data_col, long long row_stride) {
   const int out_w = g.output_w();
   const float* im = data_im + c * g.height * g.width;
-  float* col = data_col + (c * g.kernel_h * g.kernel_w * out_h + h_out) * out_w + w_out;
+  float* col = data_col + c * g.kernel_h * g.kernel_w * row_stride + h_out * out_w + w_out;
   for (int kh = 0; kh < g.kernel_h; ++kh) {
     for (int kw = 0; kw < g.kernel_w; ++kw) {
       const int h = -g.pad_h + kh * g.dilation_h + h_out * g.stride_h;
       const int w = -g.pad_w + kw * g.dilation_w + w_out * g.stride_w;
       *col = (h >= 0 && w >= 0 && h < g.height && w < g.width) ? im[h * g.width + w] : 0.0f;
-      col += out_h * out_w;
+      col += row_stride;
     }
   }
+}
+NEREUS_HOST_DEVICE inline void Im2ColColumn(const float* data_im, const ConvGeometry& g, int c, int h_out, int w_out,
+                                            float* data_col) {
+  Im2ColColumnStrided(data_im, g, c, h_out, w_out, data_col, static_cast<long long>(g.output_h()) * g.output_w());
+}
+
+// Image-major columns of `num` images (the chunked weight gradient's
+// layout): row r of image b's columns at data_col + r * num * S + b * S,
+// S = output_h() * output_w(), so that one GEMM over num * S columns adds
+// up every image's product. Image b's element function: its columns start
+// at data_col + b * S with rows num * S apart.
+NEREUS_HOST_DEVICE inline long long ImageMajorRowStride(const ConvGeometry& g, int num) {
+  return static_cast<long long>(num) * g.output_h() * g.output_w();
+}
+
+// [num][rows][cols] to [rows][num * cols]: the source index of destination
+// element (r, b, s), s < cols.
+NEREUS_HOST_DEVICE inline long long ImagesToRowsSource(int r, int b, int s, int rows, int cols) {
+  return (static_cast<long long>(b) * rows + r) * cols + s;
 }
 
 // Col2Im's value of image element (c, h, w): the sum, from 0, of every
@@ -93,7 +111,19 @@ void Im2Col(const float* data_im, const ConvGeometry& g, float* data_col);
 // entry that Im2Col would have read from each image position.
 void Col2Im(const float* data_col, const ConvGeometry& g, float* data_im);
 
+// Image-major columns of `num` images (see ImageMajorRowStride), and the
+// [num][rows][cols] -> [rows][num * cols] permutation that brings a batch of
+// convolution outputs (or 1x1 inputs) into the same layout: with both, the
+// weight gradient of `num` images is one GEMM,
+//   dW[M, K] += rows(dY)[M, num * S] * columns(X)[K, num * S]^T,
+// instead of one GEMM of inner size S per image (a different order of the
+// same sums: within a float rounding bound of it, base_conv_layer.h).
+void Im2ColImageMajor(const float* data_im, const ConvGeometry& g, int num, float* data_col);
+void ImagesToRows(const float* images, int num, int rows, int cols, float* out);
+
 #ifdef NEREUS_HAVE_CUDA
+void Im2ColImageMajorGpu(gpu::Device* device, const float* data_im, const ConvGeometry& g, int num, float* data_col);
+void ImagesToRowsGpu(gpu::Device* device, const float* images, int num, int rows, int cols, float* out);
 // The same on device memory for `num` images, queued on the device's compute
 // stream: image n at data_im + n * channels * height * width, its columns at
 // data_col + n * channels * kernel_h * kernel_w * output_h() * output_w().

@@ -3,11 +3,15 @@
 // Deconvolution as Convolution's adjoint, and configuration errors.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "tests/support/gradient_checker.h"
+#include "worker/trainer/gpu/cudnn.h"
+#include "worker/trainer/gpu/device.h"
 #include "worker/trainer/layers/base_conv_layer.h"
 #include "worker/trainer/layers/im2col.h"
 
@@ -188,6 +192,152 @@ TEST_F(ConvolutionLayerTest, BackwardAccumulatesParameterDiffs) {
   layer->Backward({&top_}, {true}, {&bottom_});
   EXPECT_EQ((std::vector<float>{2, 4, 6, 8}), test::BlobDiff(*layer->blobs()[0]));
   EXPECT_EQ((std::vector<float>{2}), test::BlobDiff(*layer->blobs()[1]));
+}
+
+// The GPU's weight gradient plan (base_conv_layer.h): a chunk of images'
+// image-major columns and their output diffs brought into rows, one GEMM per
+// group over k S columns, against the CPU layer's one GEMM per image. The
+// same products, summed in another order: each element within twice the
+// recursive-summation bound of the exact sum, gamma_n sum |a_i b_i| with
+// n = k S + k terms (the per-image GEMMs and their k additions into dW),
+// gamma_n = n u / (1 - n u), u = 2^-24.
+TEST_F(ConvolutionLayerTest, TheChunkedWeightGradientPlanIsThePerImageOneWithinRounding) {
+  for (const char* geometry :
+       {"num_output: 6 kernel_h: 3 kernel_w: 2 stride: 2 pad: 1 group: 2", "num_output: 4 kernel_size: 1"}) {
+    SCOPED_TRACE(geometry);
+    bottom_.Reshape({3, 4, 7, 6});
+    test::FillGaussian(&bottom_, &rng_);
+    auto layer = MakeLayer(std::string(geometry) + kGaussianFillers);
+    layer->Forward({&bottom_}, {&top_});
+    Blob diff(top_.shape());
+    test::FillGaussian(&diff, &rng_);
+    caffe_copy(diff.count(), diff.cpu_data(), top_.mutable_cpu_diff());
+    caffe_set(layer->blobs()[0]->count(), 0.0f, layer->blobs()[0]->mutable_cpu_diff());
+    layer->Backward({&top_}, {false}, {&bottom_});
+    const std::vector<float> per_image = test::BlobDiff(*layer->blobs()[0]);
+
+    // The plan, on the CPU: K = C/g kh kw rows per group, M = num_output/g.
+    const caffe::ConvolutionParameter p = ParseLayerParameter(ConvText(geometry)).convolution_param();
+    const int num = 3, group = static_cast<int>(p.group()), channels = 4, out = static_cast<int>(p.num_output());
+    layers::ConvGeometry g;
+    g.channels = channels;
+    g.height = 7;
+    g.width = 6;
+    g.kernel_h = p.has_kernel_h() ? static_cast<int>(p.kernel_h()) : static_cast<int>(p.kernel_size(0));
+    g.kernel_w = p.has_kernel_w() ? static_cast<int>(p.kernel_w()) : static_cast<int>(p.kernel_size(0));
+    g.pad_h = g.pad_w = p.pad_size() > 0 ? static_cast<int>(p.pad(0)) : 0;
+    g.stride_h = g.stride_w = p.stride_size() > 0 ? static_cast<int>(p.stride(0)) : 1;
+    const int spatial = g.output_h() * g.output_w();
+    ASSERT_EQ(top_.count(), num * out * spatial);
+    const int kdim = channels / group * g.kernel_h * g.kernel_w, m = out / group;
+    const int width = num * spatial;
+    std::vector<float> columns(static_cast<size_t>(kdim) * group * width), rows(static_cast<size_t>(out) * width);
+    layers::Im2ColImageMajor(bottom_.cpu_data(), g, num, columns.data());
+    layers::ImagesToRows(top_.cpu_diff(), num, out, spatial, rows.data());
+    std::vector<float> plan(per_image.size(), 0.0f);
+    for (int grp = 0; grp < group; ++grp) {
+      caffe_cpu_gemm(CblasNoTrans, CblasTrans, m, kdim, width, 1.0f, rows.data() + grp * m * width,
+                     columns.data() + grp * kdim * width, 1.0f, plan.data() + grp * m * kdim);
+    }
+    // The bound, per element, from the same rows and columns in double.
+    const double n = width + num, u = std::ldexp(1.0, -24), gamma = n * u / (1 - n * u);
+    size_t differ = 0;
+    for (int grp = 0; grp < group; ++grp) {
+      for (int i = 0; i < m; ++i) {
+        for (int j = 0; j < kdim; ++j) {
+          double abs_sum = 0;
+          for (int s = 0; s < width; ++s)
+            abs_sum += std::abs(double(rows[(grp * m + i) * width + s]) * columns[(grp * kdim + j) * width + s]);
+          const size_t e = (static_cast<size_t>(grp) * m + i) * kdim + j;
+          EXPECT_LE(std::abs(double(plan[e]) - per_image[e]), 2 * gamma * abs_sum) << "element " << e;
+          differ += plan[e] != per_image[e];
+        }
+      }
+    }
+    // Not a comparison of a thing with itself: a wrong index would be far out.
+    EXPECT_GT(per_image.size(), 0u);
+    RecordProperty(std::string("differing_elements_") + (group > 1 ? "3x2" : "1x1"), static_cast<int>(differ));
+  }
+}
+
+// The engine of a convolution on a GPU (gpu/cudnn.h): Caffe's rule, and what
+// each choice says.
+TEST(ConvEngineTest, CaffesRuleForTheEngine) {
+  using caffe::ConvolutionParameter;
+  const gpu::CudnnAvailability found{true, "cuDNN 9.19.0 (/usr/local/cuda/lib64/libcudnn.so.9)"};
+  const gpu::CudnnAvailability missing{false,
+                                       "libcudnn.so.9 not found (libcudnn.so.9: cannot open shared object file)"};
+  const gpu::CudnnAvailability old{false, "cuDNN 8.9.7 is too old: Nereus needs cuDNN 9"};
+  EXPECT_EQ(*gpu::ChooseConvEngine(ConvolutionParameter::DEFAULT, found, "conv1"), gpu::ConvEngine::kCudnn);
+  EXPECT_EQ(*gpu::ChooseConvEngine(ConvolutionParameter::CUDNN, found, "conv1"), gpu::ConvEngine::kCudnn);
+  EXPECT_EQ(*gpu::ChooseConvEngine(ConvolutionParameter::CAFFE, found, "conv1"), gpu::ConvEngine::kIm2col);
+  EXPECT_EQ(*gpu::ChooseConvEngine(ConvolutionParameter::DEFAULT, missing, "conv1"), gpu::ConvEngine::kIm2col);
+  EXPECT_EQ(*gpu::ChooseConvEngine(ConvolutionParameter::CAFFE, old, "conv1"), gpu::ConvEngine::kIm2col);
+  const auto insisted = gpu::ChooseConvEngine(ConvolutionParameter::CUDNN, old, "conv2");
+  ASSERT_FALSE(insisted.ok());
+  EXPECT_EQ(insisted.status().message(),
+            "layer conv2 asks for engine: CUDNN, which this machine cannot give: cuDNN 8.9.7 is too old: Nereus "
+            "needs cuDNN 9 (engine: DEFAULT or CAFFE runs im2col + GEMM)");
+  EXPECT_EQ(gpu::ConvEngineLogLine(found), "convolutions: cuDNN 9.19.0 (/usr/local/cuda/lib64/libcudnn.so.9)");
+  EXPECT_EQ(gpu::ConvEngineLogLine(missing),
+            "convolutions: im2col engine (cuDNN unused: libcudnn.so.9 not found (libcudnn.so.9: cannot open shared "
+            "object file))");
+}
+
+TEST(ConvEngineTest, OnlyCudnn9WillDo) {
+  EXPECT_EQ(gpu::FormatCudnnVersion(91900), "9.19.0");
+  EXPECT_EQ(gpu::FormatCudnnVersion(90101), "9.1.1");
+  EXPECT_TRUE(gpu::CheckCudnnVersion(90000).ok());
+  EXPECT_TRUE(gpu::CheckCudnnVersion(91500).ok());
+  EXPECT_EQ(gpu::FormatCudnnVersion(8907), "8.9.7");  // cuDNN 8 counted major * 1000.
+  EXPECT_EQ(gpu::CheckCudnnVersion(8907).message(), "cuDNN 8.9.7 is too old: Nereus needs cuDNN 9");
+  EXPECT_EQ(gpu::CheckCudnnVersion(100100).message(), "cuDNN 10.1.0 is too new: Nereus needs cuDNN 9");
+}
+
+TEST(ConvEngineTest, TheAlgorithmCacheKeyTellsEveryShapeApart) {
+  gpu::ConvAlgoKey a;
+  a.n = 32, a.c = 64, a.h = a.w = 224, a.k = 64, a.kernel_h = a.kernel_w = 3, a.pad_h = a.pad_w = 1;
+  a.stride_h = a.stride_w = a.dilation_h = a.dilation_w = 1, a.workspace_limit = 1 << 30;
+  EXPECT_EQ(a.ToString(), "fwd n32 c64 224x224 k64 3x3 pad 1,1 stride 1,1 dil 1,1 g1 fp32 ws 1073741824");
+  std::set<gpu::ConvAlgoKey> keys = {a};
+  // Every field is part of the key: changing any one makes a new entry.
+  std::vector<gpu::ConvAlgoKey> changed(17, a);
+  changed[0].pass = gpu::ConvAlgoKey::kBackwardFilter, changed[1].n = 16, changed[2].c = 3, changed[3].h = 112;
+  changed[4].w = 112, changed[5].k = 128, changed[6].kernel_h = 1, changed[7].kernel_w = 1, changed[8].pad_h = 0;
+  changed[9].pad_w = 0, changed[10].stride_h = 2, changed[11].stride_w = 2, changed[12].dilation_h = 2;
+  changed[13].dilation_w = 2, changed[14].group = 2, changed[15].tf32 = true, changed[16].workspace_limit = 0;
+  for (const auto& k : changed) {
+    EXPECT_FALSE(k == a) << k.ToString();
+    EXPECT_TRUE(keys.insert(k).second) << k.ToString();
+  }
+  gpu::ConvAlgoKey same = a;
+  EXPECT_TRUE(same == a);
+  EXPECT_FALSE(keys.insert(same).second);
+}
+
+// A layer that insists on cuDNN where none can be had (a host stand-in
+// device here, as a machine without cuDNN) is refused at set-up, by name; one
+// that leaves the choice to the engine runs on im2col.
+TEST(ConvEngineTest, EngineCudnnWithoutCudnnIsAnErrorNamingTheLayer) {
+  auto device = gpu::Device::CreateStandIn();
+  std::mt19937 rng(1);
+  Blob bottom(std::vector<int>{1, 2, 4, 4}), top;
+  ConvolutionLayer insists(
+      ParseLayerParameter("name: 'conv7' type: 'Convolution' convolution_param { num_output: 2 kernel_size: 3 "
+                          "engine: CUDNN }"));
+  insists.set_rng(&rng);
+  insists.set_device(device.get());
+  const Status st = insists.SetUp({&bottom}, {&top});
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message(),
+            "layer conv7 asks for engine: CUDNN, which this machine cannot give: a host stand-in has no cuDNN "
+            "(engine: DEFAULT or CAFFE runs im2col + GEMM)");
+  ConvolutionLayer chooses(
+      ParseLayerParameter("name: 'conv8' type: 'Convolution' convolution_param { num_output: 2 kernel_size: 3 }"));
+  chooses.set_rng(&rng);
+  chooses.set_device(device.get());
+  ASSERT_TRUE(chooses.SetUp({&bottom}, {&top}).ok());
+  EXPECT_EQ(chooses.engine(), gpu::ConvEngine::kIm2col);
 }
 
 // ---- Configuration errors name the layer and the problem ----
