@@ -32,14 +32,15 @@ class Record {
   Record& Set(const std::string& key, unsigned long long v) { return Raw(key, std::to_string(v)); }
   Record& Set(const std::string& key, unsigned long v) { return Raw(key, std::to_string(v)); }
   Record& Set(const std::string& key, long v) { return Raw(key, std::to_string(v)); }
-  std::string ToJson() const;
-
- private:
-  static std::string Quote(const std::string& s);
+  // A value that is JSON already (an array, an object).
   Record& Raw(const std::string& key, const std::string& json) {
     fields_.emplace_back(key, json);
     return *this;
   }
+  std::string ToJson() const;
+
+ private:
+  static std::string Quote(const std::string& s);
   std::vector<std::pair<std::string, std::string>> fields_;
 };
 

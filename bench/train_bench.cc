@@ -32,12 +32,16 @@
 #include "worker/trainer/gpu/device_flags.h"
 #include "worker/trainer/layer_registry.h"
 #include "worker/trainer/net.h"
+#include "worker/trainer/net_timer.h"
 #include "worker/trainer/prototxt.h"
 #include "worker/trainer/solver.h"
 
 DEFINE_string(model_dir, "worker/trainer/models",
               "train: where the models' prototxt files are (relative to the working directory).");
 DEFINE_int32(gpu, -1, "train: the CUDA device to train on; -1: the CPU.");
+DEFINE_bool(layers, false,
+            "train: also print each layer's average forward and backward time (nereus_worker --time's report); "
+            "the JSON has them whatever this says.");
 DEFINE_string(net_dir, "",
               "train: write each --model's synthetic train net (its Data layers as Input layers at --batch) to "
               "DIR/<model>.prototxt and exit without training (scripts/gpu_job_bench.py trains them in jobs).");
@@ -174,20 +178,14 @@ int RunOne(const std::string& name, const TrainModel& model, JsonRows* rows) {
   s = (*solver)->Step(FLAGS_iterations);
   if (s.ok()) s = wait();
   const double step_s = SecondsSince(start);
-  double forward_s = 0, backward_s = 0;
-  for (int i = 0; i < FLAGS_iterations && s.ok(); ++i) {
-    const auto f = Clock::now();
-    auto loss = train->Forward();
-    s = loss.ok() ? wait() : loss.status();
-    forward_s += SecondsSince(f);
-    if (!s.ok()) break;
-    const auto b = Clock::now();
-    s = train->Backward();
-    if (s.ok()) s = wait();
-    backward_s += SecondsSince(b);
-  }
   if (!s.ok()) {
     LOG(ERROR) << "train: " << name << ": " << s.message();
+    return 1;
+  }
+  // Where the time goes, layer by layer (nereus_worker --time's report).
+  auto timing = TimeNet(train, FLAGS_iterations);
+  if (!timing.ok()) {
+    LOG(ERROR) << "train: " << name << ": " << timing.status().message();
     return 1;
   }
   const int n = FLAGS_iterations;
@@ -195,8 +193,9 @@ int RunOne(const std::string& name, const TrainModel& model, JsonRows* rows) {
   const double images_per_s = static_cast<double>(n) * FLAGS_batch / step_s;
   const std::string where = device != nullptr ? device->description() : "CPU";
   std::printf("%-13s batch %3d  %9.2f ms/iteration  %9.1f images/s  (forward %.2f ms, backward %.2f ms; %s)\n",
-              name.c_str(), FLAGS_batch, iteration_ms, images_per_s, 1e3 * forward_s / n, 1e3 * backward_s / n,
+              name.c_str(), FLAGS_batch, iteration_ms, images_per_s, timing->forward_ms, timing->backward_ms,
               where.c_str());
+  if (FLAGS_layers) std::printf("%s", FormatNetTiming(*timing).c_str());
   std::fflush(stdout);
   Record r;
   r.Set("model", name)
@@ -208,9 +207,11 @@ int RunOne(const std::string& name, const TrainModel& model, JsonRows* rows) {
       .Set("iterations", n)
       .Set("iteration_ms", iteration_ms)
       .Set("images_per_s", images_per_s)
-      .Set("forward_ms", 1e3 * forward_s / n)
-      .Set("backward_ms", 1e3 * backward_s / n)
-      .Set("build_s", build_s);
+      .Set("forward_ms", timing->forward_ms)
+      .Set("backward_ms", timing->backward_ms)
+      .Set("peak_device_bytes", static_cast<unsigned long long>(timing->peak_device_bytes))
+      .Set("build_s", build_s)
+      .Raw("timing", NetTimingJson(*timing));
   return rows->Add(r) ? 0 : 1;
 }
 

@@ -13,6 +13,9 @@
 #include "worker/client/client_flags.h"
 #include "worker/trainer/gpu/device.h"
 #include "worker/trainer/gpu/device_flags.h"
+#include "worker/trainer/layer_registry.h"
+#include "worker/trainer/net_timer.h"
+#include "worker/trainer/prototxt.h"
 
 DEFINE_string(
     solver, "",
@@ -50,7 +53,15 @@ DEFINE_string(snapshot, "",
 DEFINE_string(weights, "",
               "Trainer mode: initialize the net from this .caffemodel or .caffemodel.h5 (HDF5, by the .h5 ending; "
               "layers matched by name, as Caffe's --weights). In a job, worker 0's weights become every worker's.");
+DEFINE_string(time, "",
+              "Time mode (Caffe's `caffe time`): a net prototxt (current or V1, e.g. "
+              "worker/trainer/models/lenet_train_test.prototxt); its TRAIN phase is built (Data layers read their "
+              "sources; Input layers get their shapes' zeros), run forward and backward once untimed, then "
+              "--iterations times (default 50 here), and each layer's average forward and backward time is printed "
+              "with the totals (the sums of the layers'). On the CPU, or on --gpu=N (CUDA events on the compute "
+              "stream; the peak device memory too). With --summary_json the same as JSON. Changes no weight.");
 DECLARE_string(model);
+DECLARE_int32(iterations);
 DECLARE_string(summary_json);
 DECLARE_string(weights_out);
 
@@ -66,6 +77,67 @@ std::string Percent(double part, double whole) {
 }
 
 }  // namespace
+
+int RunTimeMode() {
+  if (!FLAGS_solver.empty() || FlagIsSet("model")) {
+    LOG(ERROR) << "--time times a net alone: give neither --solver nor --model with it";
+    return 2;
+  }
+  const int iterations = FlagIsSet("iterations") ? FLAGS_iterations : 50;
+  if (iterations <= 0) {
+    LOG(ERROR) << "--iterations must be > 0 with --time, got " << iterations;
+    return 2;
+  }
+  if (FLAGS_gpu < -1) {
+    LOG(ERROR) << "--gpu=" << FLAGS_gpu << ": expected a CUDA device id (0, 1, ...) or -1 (the CPU)";
+    return 2;
+  }
+  caffe::NetParameter param;
+  PrototxtLocations locations;
+  Status st = ReadNetParameterFromTextFile(FLAGS_time, &param, &locations);
+  if (!st.ok()) {
+    LOG(ERROR) << "--time=" << FLAGS_time << ": " << st.message();
+    return 2;
+  }
+  caffe::NetState state;
+  state.set_phase(caffe::TRAIN);
+  state.MergeFrom(param.state());
+  *param.mutable_state() = state;
+  std::unique_ptr<gpu::Device> device;
+  if (FLAGS_gpu >= 0) {
+    gpu::DeviceOptions options;
+    options.device_id = FLAGS_gpu;
+    auto made = gpu::Device::Create(gpu::DeviceOptionsFromFlags(options));
+    if (!made.ok()) {
+      LOG(ERROR) << "--gpu=" << FLAGS_gpu << ": " << made.status().message();
+      return 2;
+    }
+    device = std::move(made).value();
+  }
+  NetOptions net_options;
+  net_options.device = device.get();
+  net_options.locations = &locations;
+  auto net = Net::Create(param, DefaultLayerRegistry(), net_options);
+  if (!net.ok()) {
+    LOG(ERROR) << "--time=" << FLAGS_time << ": " << net.status().message();
+    return 1;
+  }
+  auto timing = TimeNet(net->get(), iterations);
+  if (!timing.ok()) {
+    LOG(ERROR) << "--time=" << FLAGS_time << ": " << timing.status().message();
+    return 1;
+  }
+  std::printf("%s", FormatNetTiming(*timing).c_str());
+  if (!FLAGS_summary_json.empty()) {
+    std::ofstream out(FLAGS_summary_json);
+    out << NetTimingJson(*timing) << "\n";
+    if (!out) {
+      LOG(ERROR) << "cannot write --summary_json=" << FLAGS_summary_json;
+      return 1;
+    }
+  }
+  return 0;
+}
 
 int RunTrainerMode() {
   if (FlagIsSet("model")) {

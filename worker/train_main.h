@@ -6,12 +6,16 @@
 #include <gflags/gflags.h>
 
 DECLARE_string(solver);
+DECLARE_string(time);
 
 namespace nereus {
 
 // Trains the solver given by --solver; returns the process exit status
 // (0 success, 1 training failed, 2 bad flags).
 int RunTrainerMode();
+// Times the net given by --time (Caffe's `caffe time`); the exit status as
+// above.
+int RunTimeMode();
 
 }  // namespace nereus
 

@@ -311,6 +311,8 @@ int main(int argc, char** argv) {
       "  nereus_worker --solver=SOLVER.prototxt --standalone      train a Caffe net alone\n"
       "  nereus_worker --solver=SOLVER.prototxt --coordinator=HOST:PORT [--rank=R]\n"
       "                                                         train it as one worker of a job\n"
+      "  nereus_worker --time=NET.prototxt [--gpu=N] [--iterations=50]\n"
+      "                                                         time each layer of a net (Caffe's `time`)\n"
       "  nereus_worker --coordinator=HOST:PORT [--rank=R] --model=synthetic|quadratic [--tensors=...]",
       &argc, &argv);
   if (argc > 1) {
@@ -318,6 +320,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 #ifdef NEREUS_HAVE_TRAINER
+  if (!FLAGS_time.empty()) return nereus::RunTimeMode();
   if (!FLAGS_solver.empty()) return nereus::RunTrainerMode();
 #endif
   return nereus::RunSynthetic();

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <random>
+#include <regex>
 
 #include "nereus/client.h"
 #include "tests/support/bytes_equal.h"
@@ -19,6 +20,7 @@
 #include "worker/bridge/client_parameter_sync.h"
 #include "worker/trainer/data/db.h"
 #include "worker/trainer/layer_registry.h"
+#include "worker/trainer/prototxt.h"
 #include "worker/trainer/solver.h"
 
 namespace nereus {
@@ -132,6 +134,62 @@ TEST(TrainFaultTest, KilledServerFailsTheTrainersWithAStatusNamingIt) {
 }
 
 // --- Bad input --------------------------------------------------------------
+
+// --- Caffe's `time` ---------------------------------------------------------
+
+// nereus_worker --time on the tiny LeNet-like net (Data, conv1, ip1, ip2,
+// loss) on the CPU: every layer named, with its forward and backward line,
+// and the totals the sums of the layers' averages (the JSON has them unrounded
+// to 4 places as the report prints them).
+TEST(TimeModeTest, EveryLayerIsNamedAndTheTotalsAreTheirSums) {
+  TempDir dir;
+  test::WriteTinyJob(dir, 16, 1);
+  const std::vector<std::string> argv = {BinaryPath("nereus_worker"), "--time=" + dir.File("net.prototxt"),
+                                         "--iterations=3", "--summary_json=" + dir.File("time.json")};
+  ASSERT_EQ(RunToExit(argv, dir.File("time.log"), std::chrono::seconds(60)), 0) << ReadFile(dir.File("time.log"));
+  const std::string log = ReadFile(dir.File("time.log"));
+  const std::string json = ReadFile(dir.File("time.json"));
+  EXPECT_NE(log.find("Timing net "), std::string::npos) << log;
+  EXPECT_NE(log.find(" on CPU: average over 3 pass(es)"), std::string::npos) << log;
+  caffe::NetParameter net;
+  ASSERT_TRUE(ReadNetParameterFromTextFile(dir.File("net.prototxt"), &net).ok());
+  int train_layers = 0;
+  for (const auto& layer : net.layer()) {
+    bool test_only = false;
+    for (const auto& rule : layer.include()) test_only |= rule.phase() == caffe::TEST;
+    if (test_only) continue;
+    ++train_layers;
+    const std::regex lines("\n" + layer.name() + " +forward: [0-9]+\\.[0-9]{4} ms\\.\n" + layer.name() +
+                           " +backward: [0-9]+\\.[0-9]{4} ms\\.\n");
+    EXPECT_TRUE(std::regex_search(log, lines)) << layer.name() << "\n" << log;
+    EXPECT_NE(json.find("{\"name\": \"" + layer.name() + "\""), std::string::npos) << json;
+  }
+  EXPECT_GE(train_layers, 5);
+  // The totals: the sums of the layers' values as the JSON prints them, to
+  // the rounding of 4 decimals per term.
+  double forward = 0, backward = 0;
+  for (size_t at = json.find("\"layers\""); (at = json.find("\"forward_ms\": ", at)) != std::string::npos;) {
+    at += 14;
+    forward += std::stod(json.substr(at));
+    at = json.find("\"backward_ms\": ", at) + 15;
+    backward += std::stod(json.substr(at));
+  }
+  EXPECT_NEAR(test::JsonNumber(json, "forward_ms"), forward, 1e-4 * train_layers) << json;
+  EXPECT_NEAR(test::JsonNumber(json, "backward_ms"), backward, 1e-4 * train_layers) << json;
+  EXPECT_NE(log.find("Average Forward pass: "), std::string::npos) << log;
+  EXPECT_NE(log.find("Average Backward pass: "), std::string::npos) << log;
+}
+
+TEST(TimeModeTest, ANetThatDoesNotParseNamesTheFileAndLine) {
+  TempDir dir;
+  WriteText(dir.File("bad.prototxt"), "name: \"bad\"\nlayer {\n  name: \"x\"\n  typo: 3\n}\n");
+  const std::vector<std::string> argv = {BinaryPath("nereus_worker"), "--time=" + dir.File("bad.prototxt")};
+  EXPECT_EQ(RunToExit(argv, dir.File("bad.log"), std::chrono::seconds(60)), 2);
+  const std::string log = ReadFile(dir.File("bad.log"));
+  EXPECT_NE(log.find("--time=" + dir.File("bad.prototxt") + ": "), std::string::npos) << log;
+  EXPECT_NE(log.find(dir.File("bad.prototxt") + ":4"), std::string::npos) << log;
+  EXPECT_NE(log.find("typo"), std::string::npos) << log;
+}
 
 TEST(TrainBadInputTest, MissingSolverFileFailsNamingIt) {
   TempDir dir;
