@@ -76,6 +76,10 @@ class ZmqTransport final : public Transport {
       if (ep.size() > 2 && ep.compare(ep.size() - 2, 2, ":0") == 0) ep = ep.substr(0, ep.size() - 1) + "*";
       router_.bind(ep);
       endpoint_ = router_.get(zmq::sockopt::last_endpoint);
+      // Stop wakes the receive loop through this, not through TCP: a
+      // connection to our own port can fail (no source port left in the
+      // ephemeral range, a firewall), and Stop would then wait for ever.
+      router_.bind(StopEndpoint());
     } catch (const zmq::error_t& e) {
       StopSecurity();
       return UnavailableError("cannot bind " + bind_endpoint + ": " + e.what());
@@ -113,8 +117,7 @@ class ZmqTransport final : public Transport {
       zmq::socket_t waker(ctx_, zmq::socket_type::dealer);
       waker.set(zmq::sockopt::routing_id, stop_identity_);
       waker.set(zmq::sockopt::linger, 1000);
-      SetClientKeys(&waker);
-      waker.connect(endpoint_);
+      waker.connect(StopEndpoint());
       waker.send(zmq::str_buffer("stop"), zmq::send_flags::none);
       receiver_.join();
       waker.close();
@@ -181,6 +184,8 @@ class ZmqTransport final : public Transport {
     zmq::socket_t socket NEREUS_GUARDED_BY(mu);
     bool closed NEREUS_GUARDED_BY(mu) = false;
   };
+
+  std::string StopEndpoint() const { return "inproc://nereus.stop." + stop_identity_; }
 
   StatusOr<std::shared_ptr<Peer>> GetPeer(const Endpoint& to, int stream) {
     if (!started_) return FailedPreconditionError("transport not started");
