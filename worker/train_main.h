@@ -7,6 +7,8 @@
 
 DECLARE_string(solver);
 DECLARE_string(time);
+DECLARE_string(test);
+DECLARE_bool(device_query);
 
 namespace nereus {
 
@@ -16,6 +18,10 @@ int RunTrainerMode();
 // Times the net given by --time (Caffe's `caffe time`); the exit status as
 // above.
 int RunTimeMode();
+// Scores the net given by --test with --weights (Caffe's `caffe test`).
+int RunTestMode();
+// Lists the CUDA devices (Caffe's `caffe device_query`).
+int RunDeviceQuery();
 
 }  // namespace nereus
 

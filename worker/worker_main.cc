@@ -311,8 +311,11 @@ int main(int argc, char** argv) {
       "  nereus_worker --solver=SOLVER.prototxt --standalone      train a Caffe net alone\n"
       "  nereus_worker --solver=SOLVER.prototxt --coordinator=HOST:PORT [--rank=R]\n"
       "                                                         train it as one worker of a job\n"
+      "  nereus_worker --test=NET.prototxt --weights=W.caffemodel[,...] [--gpu=N] [--iterations=50]\n"
+      "                                                         score a trained net (Caffe's `test`)\n"
       "  nereus_worker --time=NET.prototxt [--gpu=N] [--iterations=50]\n"
       "                                                         time each layer of a net (Caffe's `time`)\n"
+      "  nereus_worker --device_query [--gpu=N]                 list the GPUs (Caffe's `device_query`)\n"
       "  nereus_worker --coordinator=HOST:PORT [--rank=R] --model=synthetic|quadratic [--tensors=...]",
       &argc, &argv);
   if (argc > 1) {
@@ -320,6 +323,8 @@ int main(int argc, char** argv) {
     return 2;
   }
 #ifdef NEREUS_HAVE_TRAINER
+  if (FLAGS_device_query) return nereus::RunDeviceQuery();
+  if (!FLAGS_test.empty()) return nereus::RunTestMode();
   if (!FLAGS_time.empty()) return nereus::RunTimeMode();
   if (!FLAGS_solver.empty()) return nereus::RunTrainerMode();
 #endif

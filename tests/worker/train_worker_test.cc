@@ -19,7 +19,10 @@
 #include "tests/support/train_test_util.h"
 #include "worker/bridge/client_parameter_sync.h"
 #include "worker/trainer/data/db.h"
+#include "worker/trainer/gpu/device.h"
+#include "worker/trainer/hdf5_snapshot.h"
 #include "worker/trainer/layer_registry.h"
+#include "worker/trainer/net.h"
 #include "worker/trainer/prototxt.h"
 #include "worker/trainer/solver.h"
 
@@ -189,6 +192,84 @@ TEST(TimeModeTest, ANetThatDoesNotParseNamesTheFileAndLine) {
   EXPECT_NE(log.find("--time=" + dir.File("bad.prototxt") + ": "), std::string::npos) << log;
   EXPECT_NE(log.find(dir.File("bad.prototxt") + ":4"), std::string::npos) << log;
   EXPECT_NE(log.find("typo"), std::string::npos) << log;
+}
+
+// --- Caffe's `test` and `device_query` ------------------------------------------
+
+// The mean loss of `iterations` TEST-phase forwards of DIR/net.prototxt after
+// copying `weights` in order, computed here as nereus_worker --test does.
+double InProcessTestLoss(const TempDir& dir, const std::vector<std::string>& weights, int iterations) {
+  caffe::NetParameter param;
+  EXPECT_TRUE(ReadNetParameterFromTextFile(dir.File("net.prototxt"), &param).ok());
+  param.mutable_state()->set_phase(caffe::TEST);
+  auto net = Net::Create(param, DefaultLayerRegistry());
+  EXPECT_TRUE(net.ok()) << net.status();
+  for (const auto& w : weights) EXPECT_TRUE(CopyTrainedLayersFromFile(w, net->get()).ok());
+  double sum = 0;
+  for (int i = 0; i < iterations; ++i) {
+    auto loss = (*net)->Forward();
+    EXPECT_TRUE(loss.ok());
+    sum += (*net)->output_blobs()[0]->cpu_data()[0];
+  }
+  return sum / iterations;
+}
+
+// nereus_worker --test scores a trained net as `caffe test` does: every
+// batch's outputs and their means, from the weights given (a comma-separated
+// list copied in order: the last file's layers win).
+TEST(TestModeTest, ScoresATrainedNetWithTheWeightsInOrder) {
+  TempDir dir;
+  const std::string solver = test::WriteTinyJob(dir, 16, 20);
+  ASSERT_NO_FATAL_FAILURE(TrainStandalone(dir, "trained", solver));
+  WriteText(dir.File("solver0.prototxt"), TinySolver(dir.File("net.prototxt"), 0));
+  ASSERT_NO_FATAL_FAILURE(TrainStandalone(dir, "init", dir.File("solver0.prototxt")));
+  auto score = [&](const std::string& weights, const std::string& name) {
+    const std::vector<std::string> argv = {BinaryPath("nereus_worker"), "--test=" + dir.File("net.prototxt"),
+                                           "--weights=" + weights, "--iterations=3",
+                                           "--summary_json=" + dir.File(name + ".json")};
+    EXPECT_EQ(RunToExit(argv, dir.File(name + ".log"), std::chrono::seconds(60)), 0)
+        << ReadFile(dir.File(name + ".log"));
+    const std::string log = ReadFile(dir.File(name + ".log"));
+    for (int i = 0; i < 3; ++i)
+      EXPECT_NE(log.find("Batch " + std::to_string(i) + ", loss = "), std::string::npos) << log;
+    EXPECT_NE(log.find("\nloss = "), std::string::npos) << log;
+    EXPECT_NE(log.find(" (* 1 = "), std::string::npos) << log;  // The loss weight.
+    const std::string json = ReadFile(dir.File(name + ".json"));
+    EXPECT_EQ(test::JsonNumber(json, "iterations"), 3) << json;
+    return test::JsonNumber(json, "loss");
+  };
+  const std::string trained = dir.File("trained.caffemodel"), init = dir.File("init.caffemodel");
+  const double trained_loss = score(trained, "trained");
+  const double init_loss = score(init, "init");
+  // The process's means are this computation's, printed to 9 digits.
+  EXPECT_EQ(static_cast<float>(trained_loss), static_cast<float>(InProcessTestLoss(dir, {trained}, 3)));
+  EXPECT_EQ(static_cast<float>(init_loss), static_cast<float>(InProcessTestLoss(dir, {init}, 3)));
+  EXPECT_LT(trained_loss, init_loss);  // Training moved the weights.
+  EXPECT_EQ(score(init + "," + trained, "both"), trained_loss);
+  EXPECT_EQ(score(trained + "," + init, "reversed"), init_loss);
+}
+
+TEST(TestModeTest, AMissingWeightsFileIsNamed) {
+  TempDir dir;
+  test::WriteTinyJob(dir, 16, 1);
+  const std::vector<std::string> argv = {BinaryPath("nereus_worker"), "--test=" + dir.File("net.prototxt"),
+                                         "--weights=" + dir.File("nowhere.caffemodel"), "--iterations=1"};
+  EXPECT_EQ(RunToExit(argv, dir.File("log"), std::chrono::seconds(60)), 1);
+  EXPECT_NE(ReadFile(dir.File("log")).find("--weights=" + dir.File("nowhere.caffemodel") + ": "), std::string::npos)
+      << ReadFile(dir.File("log"));
+}
+
+// Without a GPU (this machine, CI) device_query says why there is none.
+TEST(DeviceQueryTest, SaysWhyThereIsNoGpu) {
+  if (gpu::DeviceCount() > 0) GTEST_SKIP() << "this machine has a GPU: its properties are listed instead";
+  TempDir dir;
+  EXPECT_EQ(RunToExit({BinaryPath("nereus_worker"), "--device_query"}, dir.File("log"), std::chrono::seconds(60)), 1);
+  const std::string log = ReadFile(dir.File("log"));
+  EXPECT_NE(log.find(gpu::BuiltWithCuda() ? "--device_query: no CUDA device ("
+                                          : "--device_query: Nereus was built "
+                                            "without CUDA"),
+            std::string::npos)
+      << log;
 }
 
 TEST(TrainBadInputTest, MissingSolverFileFailsNamingIt) {

@@ -310,9 +310,9 @@ StatusOr<TrainSummary> RunTrainingOnce(const TrainRunOptions& options, int* rank
     net->add_before_backward(mark);
     net->add_after_backward(span("backward"));
   }
-  if (!options.weights_file.empty()) {
-    RETURN_IF_ERROR(CopyTrainedLayersFromFile(options.weights_file, solver->net()));
-    LOG(INFO) << who << ": initial weights from " << options.weights_file;
+  for (const std::string& file : options.weights_files) {
+    RETURN_IF_ERROR(CopyTrainedLayersFromFile(file, solver->net()));
+    LOG(INFO) << who << ": initial weights from " << file;
   }
   if (options.standalone && !options.resume_file.empty()) RETURN_IF_ERROR(solver->Restore(options.resume_file));
   if (client && client->job().resume) solver->StartAt(client->job().start_clock);

@@ -42,7 +42,7 @@ struct TrainRunOptions {
   std::string resume_file;
   // Start from the weights of a .caffemodel (both modes; in a job, worker 0's
   // weights become everyone's).
-  std::string weights_file;
+  std::vector<std::string> weights_files;  // Copied in order (Caffe's comma-separated --weights).
   // After training, write the final weights as a .caffemodel here.
   std::string weights_out;
   // The GPU to train on (standalone or a job's worker); -1: as the solver

@@ -42,6 +42,35 @@ int CountDevices(std::string* why) {
 
 int DeviceCount() { return CountDevices(nullptr); }
 
+StatusOr<std::vector<std::vector<std::string>>> DescribeDevices() {
+  std::string why;
+  const int count = CountDevices(&why);
+  if (count == 0) return FailedPreconditionError("no CUDA device (" + why + ")");
+  std::vector<std::vector<std::string>> out;
+  for (int d = 0; d < count; ++d) {
+    cudaDeviceProp p;
+    RETURN_IF_ERROR(CudaStatus(cudaGetDeviceProperties(&p, d), "cudaGetDeviceProperties"));
+    int clock_khz = 0, memory_clock_khz = 0;
+    cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, d);
+    cudaDeviceGetAttribute(&memory_clock_khz, cudaDevAttrMemoryClockRate, d);
+    out.push_back(
+        {"Device id: " + std::to_string(d), std::string("Name: ") + p.name,
+         "Compute capability: " + std::to_string(p.major) + "." + std::to_string(p.minor),
+         "Total global memory: " + std::to_string(p.totalGlobalMem) + " (" + FormatBytes(p.totalGlobalMem) + ")",
+         "Shared memory per block: " + std::to_string(p.sharedMemPerBlock),
+         "Registers per block: " + std::to_string(p.regsPerBlock), "Warp size: " + std::to_string(p.warpSize),
+         "Maximum threads per block: " + std::to_string(p.maxThreadsPerBlock),
+         "Number of multiprocessors: " + std::to_string(p.multiProcessorCount),
+         "Clock rate: " + std::to_string(clock_khz) + " kHz",
+         "Memory clock rate: " + std::to_string(memory_clock_khz) + " kHz",
+         "Memory bus width: " + std::to_string(p.memoryBusWidth) + " bits",
+         "L2 cache: " + std::to_string(p.l2CacheSize) + " bytes",
+         std::string("ECC enabled: ") + (p.ECCEnabled ? "yes" : "no"),
+         "PCI bus id: " + std::to_string(p.pciBusID) + ", device id: " + std::to_string(p.pciDeviceID)});
+  }
+  return out;
+}
+
 Status CheckDeviceId(int device_id) {
   std::string why;
   const int count = CountDevices(&why);
@@ -151,6 +180,8 @@ ScopedDevice::~ScopedDevice() {
 #else  // CPU-only build.
 
 int DeviceCount() { return 0; }
+
+StatusOr<std::vector<std::vector<std::string>>> DescribeDevices() { return CheckDeviceId(0); }
 
 Status CheckDeviceId(int device_id) {
   return FailedPreconditionError(

@@ -44,6 +44,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/base/mutex.h"
 #include "common/base/status.h"
@@ -89,6 +90,10 @@ int DeviceCount();
 Status CheckDeviceId(int device_id);
 // True when this is a CUDA build.
 bool BuiltWithCuda();
+// Caffe's device_query: per CUDA device, its properties as lines of
+// "name: value" (device id, name, compute capability, memory, multiprocessors,
+// clock rates, ...). An error says why there are none (DeviceCount's words).
+StatusOr<std::vector<std::vector<std::string>>> DescribeDevices();
 
 class Device {
  public:
