@@ -525,7 +525,20 @@ bool Coordinator::HandleRejoin(const Endpoint& from, const pb::NodeInfo& n, cons
       RefuseRejoin(from, who + " is alive at " + old.endpoint + " (heard from " +
                              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
                              " ms ago)");
+      return false;
     }
+    // Told to wait, and for how long at most: its --startup_timeout_s may
+    // be shorter than the heartbeat timeout.
+    Message held;
+    held.header.set_op(pb::REGISTER_HELD);
+    held.header.set_sender_role(pb::COORDINATOR);
+    held.header.set_epoch(epoch_);
+    held.header.set_hold_ms(
+        std::chrono::duration_cast<std::chrono::milliseconds>(timeout - (now - it->second.since)).count());
+    held.header.set_error("probing " + who + " at " + old.endpoint +
+                          ": this node takes its place only if it stays silent for --heartbeat_timeout_ms=" +
+                          std::to_string(timeout.count()));
+    if (Status st = transport_->Send(from, std::move(held)); !st.ok()) LOG(WARNING) << "coordinator: " << st;
     return false;
   }
   // Roll back: a new epoch, formed as a --resume start is.

@@ -99,9 +99,10 @@ Status Node::Start(DataHandler on_data, AbortHandler on_abort) {
   int self_connections = 0;
   while (!registered_ && register_error_.ok() && abort_.ok()) {
     const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) break;
+    const auto until = register_held_until_ ? std::max(deadline, *register_held_until_) : deadline;
+    if (now >= until) break;
     if (now < repeat_at) {
-      cv_.WaitUntil(&mu_, std::min(deadline, repeat_at));
+      cv_.WaitUntil(&mu_, std::min(until, repeat_at));
       continue;
     }
     repeat_at = now + kRegisterRepeat;
@@ -307,6 +308,21 @@ void Node::OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Head
         coordinator_silent_ = false;
         LOG(INFO) << name() << ": the coordinator at " << coordinator_ << " answers again";
       }
+      break;
+    }
+    case pb::REGISTER_HELD: {
+      // The coordinator holds this node's REGISTER while it finds out
+      // whether the member of this rank is dead: Start waits as long as it
+      // is told to, past --startup_timeout_s (a rejoin can take the whole
+      // heartbeat timeout).
+      MutexLock lock(&mu_);
+      if (registered_) break;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(h.hold_ms()) + kRegisterRepeat;
+      if (!register_held_until_ || until > *register_held_until_) {
+        if (!register_held_until_) LOG(INFO) << name() << ": the coordinator holds this registration: " << h.error();
+        register_held_until_ = until;
+      }
+      cv_.SignalAll();
       break;
     }
     case pb::PROBE: {

@@ -142,6 +142,9 @@ class Node {
   std::vector<EarlyMessage> early_ NEREUS_GUARDED_BY(mu_);
   bool registered_ NEREUS_GUARDED_BY(mu_) = false;
   Status register_error_ NEREUS_GUARDED_BY(mu_);
+  // Set by REGISTER_HELD: Start waits for the coordinator until then, even
+  // past --startup_timeout_s.
+  std::optional<std::chrono::steady_clock::time_point> register_held_until_ NEREUS_GUARDED_BY(mu_);
   Status abort_ NEREUS_GUARDED_BY(mu_);
   bool shutdown_ NEREUS_GUARDED_BY(mu_) = false;
   bool stopping_ NEREUS_GUARDED_BY(mu_) = false;
