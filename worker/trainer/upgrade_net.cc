@@ -119,10 +119,15 @@ void UpgradeV1LayerParameter(const caffe::V1LayerParameter& v1, caffe::LayerPara
   if (v1.has_convolution_param()) *layer->mutable_convolution_param() = v1.convolution_param();
   if (v1.has_data_param()) *layer->mutable_data_param() = v1.data_param();
   if (v1.has_dropout_param()) *layer->mutable_dropout_param() = v1.dropout_param();
+  if (v1.has_dummy_data_param()) *layer->mutable_dummy_data_param() = v1.dummy_data_param();
   if (v1.has_eltwise_param()) *layer->mutable_eltwise_param() = v1.eltwise_param();
   if (v1.has_exp_param()) *layer->mutable_exp_param() = v1.exp_param();
+  if (v1.has_hdf5_data_param()) *layer->mutable_hdf5_data_param() = v1.hdf5_data_param();
+  if (v1.has_hdf5_output_param()) *layer->mutable_hdf5_output_param() = v1.hdf5_output_param();
+  if (v1.has_image_data_param()) *layer->mutable_image_data_param() = v1.image_data_param();
   if (v1.has_inner_product_param()) *layer->mutable_inner_product_param() = v1.inner_product_param();
   if (v1.has_lrn_param()) *layer->mutable_lrn_param() = v1.lrn_param();
+  if (v1.has_memory_data_param()) *layer->mutable_memory_data_param() = v1.memory_data_param();
   if (v1.has_pooling_param()) *layer->mutable_pooling_param() = v1.pooling_param();
   if (v1.has_power_param()) *layer->mutable_power_param() = v1.power_param();
   if (v1.has_relu_param()) *layer->mutable_relu_param() = v1.relu_param();
@@ -131,6 +136,7 @@ void UpgradeV1LayerParameter(const caffe::V1LayerParameter& v1, caffe::LayerPara
   if (v1.has_slice_param()) *layer->mutable_slice_param() = v1.slice_param();
   if (v1.has_tanh_param()) *layer->mutable_tanh_param() = v1.tanh_param();
   if (v1.has_threshold_param()) *layer->mutable_threshold_param() = v1.threshold_param();
+  if (v1.has_window_data_param()) *layer->mutable_window_data_param() = v1.window_data_param();
   if (v1.has_transform_param()) *layer->mutable_transform_param() = v1.transform_param();
   if (v1.has_loss_param()) *layer->mutable_loss_param() = v1.loss_param();
 }

@@ -213,8 +213,8 @@ TEST(PrototxtTest, UnknownFieldIsAnErrorWithNameAndLine) {
   // A Caffe field Nereus does not support (not in our caffe.proto) fails the
   // same way, and the message says it is a Caffe field.
   caffe::NetParameter p2;
-  st = ParseNetParameter("layer {\n  name: \"x\"\n  hdf5_data_param { source: \"a\" }\n}\n", "n.prototxt", &p2);
-  test::ExpectErrorContains(st, {"n.prototxt:3:3: unknown field \"hdf5_data_param\" in caffe.LayerParameter: a Caffe "
+  st = ParseNetParameter("layer {\n  name: \"x\"\n  python_param { module: \"a\" }\n}\n", "n.prototxt", &p2);
+  test::ExpectErrorContains(st, {"n.prototxt:3:3: unknown field \"python_param\" in caffe.LayerParameter: a Caffe "
                                  "field that Nereus does not support"});
 
   caffe::SolverParameter solver;
