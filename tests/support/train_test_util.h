@@ -78,8 +78,8 @@ inline void WriteRandomImageLmdb(const std::string& path, int records, int chann
 // Opens the LMDB at `path` for reading (into `*db`), checks that it holds
 // `records` records and returns a cursor at its first, or nullptr after a
 // failure.
-inline std::unique_ptr<data::LmdbCursor> ReadLmdb(const std::string& path, std::size_t records,
-                                                  std::unique_ptr<data::LmdbDatabase>* db) {
+inline std::unique_ptr<data::DbCursor> ReadLmdb(const std::string& path, std::size_t records,
+                                                std::unique_ptr<data::LmdbDatabase>* db) {
   auto opened = data::LmdbDatabase::Open(path, data::DbMode::kRead);
   EXPECT_TRUE(opened.ok()) << opened.status();
   if (!opened.ok()) return nullptr;

@@ -11,7 +11,7 @@
 #include "common/base/clock.h"
 #include "worker/bridge/client_parameter_sync.h"
 #include "worker/bridge/cuda_staging.h"
-#include "worker/trainer/data/data_layer.h"
+#include "worker/trainer/data/register_data_layers.h"
 #include "worker/trainer/hdf5_snapshot.h"
 #include "worker/trainer/layer_registry.h"
 #include "worker/trainer/prototxt.h"
@@ -22,14 +22,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The shipped layers, with the train phase's Data layers reading `shard`;
-// test Data layers read their whole database.
+// The shipped layers, with the train phase's data layers reading `shard`;
+// test data layers read their whole source.
 LayerRegistry ShardedLayerRegistry(const data::DataLayerOptions& shard) {
   LayerRegistry registry;
   RegisterComputeLayers(&registry);
-  registry.Register("Data", [shard](const caffe::LayerParameter& p) -> std::unique_ptr<Layer> {
-    return std::make_unique<data::DataLayer>(p, p.phase() == caffe::TRAIN ? shard : data::DataLayerOptions());
-  });
+  RegisterDataLayers(&registry, shard);
   return registry;
 }
 

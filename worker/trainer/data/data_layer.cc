@@ -7,89 +7,121 @@
 namespace nereus {
 namespace data {
 
-DataLayer::DataLayer(const caffe::LayerParameter& param, DataLayerOptions options) : Layer(param), options_(options) {}
+DataLayer::DataLayer(const caffe::LayerParameter& param, DataLayerOptions options)
+    : PrefetchingDataLayer(param), options_(options) {}
 
 DataLayer::~DataLayer() { StopPrefetch(); }
 
 void DataLayer::set_options(const DataLayerOptions& options) {
-  CHECK(!thread_.joinable()) << "DataLayer::set_options after SetUp";
+  CHECK(db_ == nullptr) << "DataLayer::set_options after SetUp";
   options_ = options;
-}
-
-void DataLayer::StopPrefetch() {
-  {
-    MutexLock lock(&mu_);
-    stop_ = true;
-  }
-  stopping_.store(true);
-  cv_.SignalAll();
-  if (thread_.joinable()) thread_.join();
 }
 
 Status DataLayer::CheckParam() const {
   const caffe::DataParameter& p = layer_param_.data_param();
   if (!layer_param_.has_data_param() || p.source().empty()) {
-    return LayerError("data_param.source is required (an LMDB directory)");
+    return LayerError("data_param.source is required (an LMDB or LevelDB directory)");
   }
   if (p.batch_size() == 0) return LayerError("data_param.batch_size must be positive");
-  if (p.has_backend() && p.backend() != caffe::DataParameter::LMDB) {
-    return LayerError("data_param.backend " + caffe::DataParameter::DB_Name(p.backend()) +
-                      " is not supported; Nereus reads LMDB only (backend: LMDB)");
-  }
   if (p.has_scale() || p.has_mean_file() || p.has_crop_size() || p.has_mirror()) {
     return LayerError("data_param.scale/mean_file/crop_size/mirror are deprecated; put them in transform_param");
   }
-  if (p.force_encoded_color()) {
-    return LayerError("data_param.force_encoded_color is not supported (no encoded records)");
+  const caffe::TransformationParameter& t = layer_param_.transform_param();
+  if (t.force_color() && t.force_gray()) {
+    return LayerError("transform_param: force_color and force_gray cannot both be set");
   }
-  if (p.prefetch() == 0) return LayerError("data_param.prefetch must be at least 1");
-  if (options_.num_shards < 1 || options_.shard_index < 0 || options_.shard_index >= options_.num_shards) {
-    return LayerError("bad sharding: shard_index " + std::to_string(options_.shard_index) + " of num_shards " +
-                      std::to_string(options_.num_shards));
+  if (p.force_encoded_color() && t.force_gray()) {
+    return LayerError("data_param.force_encoded_color and transform_param.force_gray cannot both be set");
   }
+  if (!options_.valid()) return LayerError("bad sharding: " + options_.ShardName());
   return Status::OK();
 }
 
-Status DataLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  CHECK(!thread_.joinable()) << "DataLayer set up twice";
+Status DataLayer::OpenSource() {
+  const caffe::DataParameter& p = layer_param_.data_param();
+  auto held = DetectDbBackend(p.source());
+  if (!held.ok()) {
+    if (!p.has_backend()) return LayerError(held.status().message());
+    // Named by the backend asked for, as opening it would say.
+    const DbBackend asked = p.backend() == caffe::DataParameter::LMDB ? DbBackend::kLmdb : DbBackend::kLevelDb;
+    auto db = Database::Open(asked, p.source(), DbMode::kRead);
+    return LayerError(db.ok() ? held.status().message() : db.status().message());
+  }
+  if (p.has_backend()) {
+    const DbBackend asked = p.backend() == caffe::DataParameter::LMDB ? DbBackend::kLmdb : DbBackend::kLevelDb;
+    if (asked != *held) {
+      return LayerError("data_param.backend is " + caffe::DataParameter::DB_Name(p.backend()) + " but '" + p.source() +
+                        "' holds a" + (*held == DbBackend::kLmdb ? "n LMDB" : " LevelDB") + " database; set backend: " +
+                        (*held == DbBackend::kLmdb ? "LMDB" : "LEVELDB") + " or leave it out");
+    }
+  }
+  auto db = Database::Open(*held, p.source(), DbMode::kRead);
+  if (!db.ok()) return LayerError(db.status().message());
+  db_ = std::move(db).value();
+  return Status::OK();
+}
+
+StatusOr<bool> DataLayer::ShardHasRecords(std::size_t* count) const {
+  ASSIGN_OR_RETURN(std::unique_ptr<DbCursor> cursor, db_->NewCursor());
+  const auto need = static_cast<std::size_t>(options_.shard_index) + 1;
+  std::size_t seen = 0;
+  for (; seen < need && cursor->valid() && cursor->epoch() == 0; cursor->Next()) ++seen;
+  if (!cursor->status().ok()) return cursor->status();
+  *count = seen;
+  return seen == need;
+}
+
+Status DataLayer::DataLayerSetUp(const std::vector<Blob*>& top, std::vector<std::vector<int>>* top_shapes) {
   RETURN_IF_ERROR(CheckParam());
   const caffe::DataParameter& p = layer_param_.data_param();
   batch_size_ = static_cast<int>(p.batch_size());
   output_labels_ = top.size() > 1;
+  const caffe::TransformationParameter& t = layer_param_.transform_param();
+  decode_color_ = t.force_color() || p.force_encoded_color() ? ImageColor::kColor
+                  : t.force_gray()                           ? ImageColor::kGray
+                                                             : ImageColor::kNative;
 
-  auto transformer = DataTransformer::Create(layer_param_.transform_param(), phase());
+  auto transformer = DataTransformer::Create(t, phase());
   if (!transformer.ok()) return LayerError(transformer.status().message());
   transformer_ = std::move(transformer).value();
 
-  auto db = LmdbDatabase::Open(p.source(), DbMode::kRead);
-  if (!db.ok()) return LayerError(db.status().message());
-  db_ = std::move(db).value();
-  auto count = db_->Count();
-  if (!count.ok()) return LayerError(count.status().message());
-  const std::size_t n = *count;
+  RETURN_IF_ERROR(OpenSource());
+  // LMDB keeps its count; a LevelDB is counted (read whole) only when a
+  // resumed job needs the shard's size.
+  std::optional<std::size_t> records;
+  if (db_->backend() == DbBackend::kLmdb || options_.skip_batches > 0) {
+    auto count = db_->Count();
+    if (!count.ok()) return LayerError(count.status().message());
+    records = *count;
+  }
   const auto shards = static_cast<std::size_t>(options_.num_shards);
   const auto index = static_cast<std::size_t>(options_.shard_index);
-  shard_size_ = n > index ? (n - index + shards - 1) / shards : 0;
-  if (shard_size_ == 0) {
-    return LayerError("LMDB database '" + p.source() + "' has " + std::to_string(n) + " records, none for shard " +
-                      std::to_string(index) + " of " + std::to_string(shards));
+  if (records) {
+    shard_size_ = *records > index ? (*records - index + shards - 1) / shards : 0;
+  } else {
+    std::size_t seen = 0;
+    auto has = ShardHasRecords(&seen);
+    if (!has.ok()) return LayerError(has.status().message());
+    if (!*has) {
+      shard_size_ = 0;
+      records = seen;
+    }
+  }
+  if (shard_size_ == std::optional<std::size_t>(0)) {
+    return LayerError(db_->Name() + " has " + std::to_string(*records) + " records, none for " + options_.ShardName());
   }
   auto cursor = db_->NewCursor();
   if (!cursor.ok()) return LayerError(cursor.status().message());
   cursor_ = std::move(cursor).value();
   position_ = 0;
 
-  // The prefetch thread's own engine: one draw from the Net's, here, on the
-  // Net's thread.
-  prefetch_rng_.seed((*rng())());
   if (p.rand_skip() > 0) {
-    const std::uint32_t skip = prefetch_rng_() % p.rand_skip();
+    const std::uint32_t skip = (*prefetch_rng())() % p.rand_skip();
     LOG(INFO) << "layer " << layer_param_.name() << ": skipping the first " << skip << " records of its shard";
     RETURN_IF_ERROR(SkipRecords(skip));
   }
-
   if (options_.skip_batches > 0) {
-    const std::uint64_t skip = options_.skip_batches * static_cast<std::uint64_t>(batch_size_) % shard_size_;
+    const std::uint64_t skip = options_.skip_batches * static_cast<std::uint64_t>(batch_size_) % *shard_size_;
     LOG(INFO) << "layer " << layer_param_.name() << ": resuming after " << options_.skip_batches
               << " batches; skipping " << skip << " records of its shard";
     RETURN_IF_ERROR(SkipRecords(skip));
@@ -104,6 +136,10 @@ Status DataLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::
     return LayerError(first_where + ": not a Datum (" + std::to_string(cursor_->value().size()) +
                       " bytes that do not parse)");
   }
+  if (first.encoded()) {
+    Status decoded = DecodeDatum(&first, decode_color_);
+    if (!decoded.ok()) return LayerError(first_where + ": " + decoded.message());
+  }
   auto shape = transformer_->InferShape(first);
   if (!shape.ok()) return LayerError(first_where + ": " + shape.status().message());
   datum_shape_ = *shape;
@@ -112,36 +148,19 @@ Status DataLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::
 
   std::vector<int> data_shape = datum_shape_;
   data_shape[0] = batch_size_;
-  top[0]->Reshape(data_shape);
-  if (output_labels_) top[1]->Reshape(std::vector<int>{batch_size_});
-  const std::size_t per_datum = static_cast<std::size_t>(datum_shape_[1]) * datum_shape_[2] * datum_shape_[3];
-  {
-    MutexLock lock(&mu_);
-    for (std::uint32_t i = 0; i < p.prefetch(); ++i) {
-      // Page-locked for a GPU (pinned here, once).
-      std::shared_ptr<gpu::DeviceMemory> pinned = device() != nullptr ? device()->memory() : nullptr;
-      auto batch = std::make_unique<Batch>();
-      batch->data = gpu::HostBuffer(per_datum * batch_size_, pinned);
-      if (output_labels_) batch->label = gpu::HostBuffer(batch_size_, pinned);
-      batch->labels.resize(batch_size_);
-      batch->records.resize(batch_size_);
-      batch->keys.resize(batch_size_);
-      free_.push_back(std::move(batch));
-    }
-  }
-  LOG(INFO) << "layer " << layer_param_.name() << ": " << p.source() << ", shard " << options_.shard_index << "/"
-            << options_.num_shards << " (" << shard_size_ << " of " << n << " records), batch "
-            << top[0]->shape_string();
-  thread_ = std::thread(&DataLayer::PrefetchLoop, this);
+  top_shapes->push_back(data_shape);
+  if (output_labels_) top_shapes->push_back({batch_size_});
+  LOG(INFO) << "layer " << layer_param_.name() << ": " << db_->Name() << ", " << options_.ShardName() << " ("
+            << (shard_size_ ? std::to_string(*shard_size_) + " of " + std::to_string(*records) + " records"
+                            : std::string("a LevelDB: records not counted"))
+            << "), batch " << batch_size_ << " x " << first_shape_;
   return Status::OK();
 }
 
 std::string DataLayer::Where(std::uint64_t index, const std::string& key) const {
-  return "LMDB database '" + db_->path() + "', record " + std::to_string(index) + " (key '" + key + "')";
+  return db_->Name() + ", record " + std::to_string(index) + " (key '" + key + "')";
 }
 
-// With datum == nullptr, only moves the cursor onto this shard's next record
-// without consuming it.
 Status DataLayer::SkipRecords(std::uint64_t count) {
   caffe::Datum ignored;
   std::string key;
@@ -164,10 +183,10 @@ Status DataLayer::NextRecord(caffe::Datum* datum, std::string* key, std::uint64_
   for (;;) {
     if (!cursor_->valid()) {
       if (!cursor_->status().ok()) {
-        return DataLossError("LMDB database '" + db_->path() + "', record " + std::to_string(position_) +
+        return DataLossError(db_->Name() + ", record " + std::to_string(position_) +
                              ": cannot read it: " + cursor_->status().message());
       }
-      return DataLossError("LMDB database '" + db_->path() + "' became empty");
+      return DataLossError(db_->Name() + " became empty");
     }
     if (position_ % shards == shard) break;
     advance();
@@ -180,14 +199,19 @@ Status DataLayer::NextRecord(caffe::Datum* datum, std::string* key, std::uint64_
                          " bytes that do not parse)");
   }
   advance();
+  if (datum->encoded()) {
+    Status decoded = DecodeDatum(datum, decode_color_);
+    if (!decoded.ok()) return Status(decoded.code(), Where(*index, *key) + ": " + decoded.message());
+  }
   return Status::OK();
 }
 
 Status DataLayer::FillBatch(Batch* batch) {
-  const std::size_t per_datum = batch->data.size() / static_cast<std::size_t>(batch_size_);
+  gpu::HostBuffer& data = batch->tops[0];
+  const std::size_t per_datum = data.size() / static_cast<std::size_t>(batch_size_);
   caffe::Datum datum;
   for (int i = 0; i < batch_size_; ++i) {
-    if (stopping_.load(std::memory_order_relaxed)) return Status::OK();
+    if (stopping()) return Status::OK();
     std::string& key = batch->keys[i];
     std::uint64_t& index = batch->records[i];
     RETURN_IF_ERROR(NextRecord(&datum, &key, &index));
@@ -198,101 +222,11 @@ Status DataLayer::FillBatch(Batch* batch) {
                            std::to_string(datum.height()) + "x" + std::to_string(datum.width()) +
                            "; the first record read, whose shape every record must have, is " + first_shape_);
     }
-    Status s = transformer_->Transform(datum, batch->data.data() + per_datum * i, &prefetch_rng_);
+    Status s = transformer_->Transform(datum, data.data() + per_datum * i, prefetch_rng());
     if (!s.ok()) return DataLossError(Where(index, key) + ": " + s.message());
-    batch->labels[i] = datum.label();
-    if (output_labels_) batch->label.data()[i] = static_cast<float>(datum.label());
+    if (output_labels_) batch->tops[1].data()[i] = static_cast<float>(datum.label());
   }
   return Status::OK();
-}
-
-void DataLayer::PrefetchLoop() {
-  for (;;) {
-    std::unique_ptr<Batch> batch;
-    {
-      MutexLock lock(&mu_);
-      while (!stop_ && free_.empty()) cv_.Wait(&mu_);
-      if (stop_) return;
-      batch = std::move(free_.front());
-      free_.pop_front();
-    }
-    Status s = FillBatch(batch.get());
-    {
-      MutexLock lock(&mu_);
-      if (stop_) return;
-      if (!s.ok()) {
-        error_ = s;
-      } else {
-        full_.push_back(std::move(batch));
-      }
-    }
-    cv_.SignalAll();
-    if (!s.ok()) return;
-  }
-}
-
-void DataLayer::RestrictLabels(int top_index, const LabelRange& range) {
-  if (top_index == 1) label_ranges_.push_back(range);
-}
-
-Status DataLayer::CheckLabels(const Batch& batch) const {
-  for (const LabelRange& range : label_ranges_) {
-    for (std::size_t i = 0; i < batch.labels.size(); ++i) {
-      const int label = batch.labels[i];
-      if (range.Accepts(label)) continue;
-      return DataLossError(Where(batch.records[i], batch.keys[i]) + ": label " + std::to_string(label) +
-                           " is out of range for " + range.consumer + ", which takes labels 0 to " +
-                           std::to_string(range.num_classes - 1) +
-                           (range.ignore_label ? " and ignore_label " + std::to_string(*range.ignore_label) : ""));
-    }
-  }
-  return Status::OK();
-}
-
-Status DataLayer::TakeBatch(std::unique_ptr<Batch>* out) {
-  std::unique_ptr<Batch> batch;
-  {
-    MutexLock lock(&mu_);
-    while (full_.empty() && error_.ok()) cv_.Wait(&mu_);
-    // The prefetch thread stopped at a record it could not use; the good
-    // batches before it have been handed out.
-    if (full_.empty()) return error_;
-    batch = std::move(full_.front());
-    full_.pop_front();
-  }
-  Status labels = CheckLabels(*batch);
-  if (!labels.ok()) {
-    ReturnBatch(std::move(batch));
-    return labels;
-  }
-  *out = std::move(batch);
-  return Status::OK();
-}
-
-void DataLayer::ReturnBatch(std::unique_ptr<Batch> batch) {
-  {
-    MutexLock lock(&mu_);
-    free_.push_back(std::move(batch));
-  }
-  cv_.SignalAll();
-}
-
-void DataLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  std::unique_ptr<Batch> batch;
-  const Status taken = TakeBatch(&batch);
-  if (!taken.ok()) {
-    set_forward_error(taken.code(), taken.message());
-    return;
-  }
-  std::vector<int> data_shape = datum_shape_;
-  data_shape[0] = batch_size_;
-  top[0]->Reshape(data_shape);
-  std::copy(batch->data.data(), batch->data.data() + batch->data.size(), top[0]->mutable_cpu_data());
-  if (output_labels_) {
-    top[1]->Reshape(std::vector<int>{batch_size_});
-    std::copy(batch->label.data(), batch->label.data() + batch->label.size(), top[1]->mutable_cpu_data());
-  }
-  ReturnBatch(std::move(batch));
 }
 
 }  // namespace data

@@ -43,7 +43,7 @@ StatusOr<std::unique_ptr<DataTransformer>> DataTransformer::Create(const caffe::
 
 StatusOr<std::vector<int>> DataTransformer::InferShape(const caffe::Datum& datum) const {
   if (datum.encoded()) {
-    return InvalidArgumentError("encoded Datum records (compressed images) are not supported");
+    return InvalidArgumentError("an encoded Datum (a compressed image) must be decoded before it is transformed");
   }
   const int channels = datum.channels();
   const int height = datum.height();

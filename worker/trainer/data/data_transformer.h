@@ -10,8 +10,8 @@
 // with mirror, TRAIN flips each image horizontally with probability 1/2.
 // One deliberate difference from Caffe: Caffe also mirrors at random in TEST
 // when mirror is set; Nereus never mirrors in TEST, so test passes are
-// deterministic. force_color/force_gray only concern encoded images,
-// which Nereus rejects, so they have no effect here.
+// deterministic. force_color/force_gray only concern encoded images, which
+// the layers decode (image_io.h, DecodeDatum) before they transform them.
 //
 // Randomness comes from the std::mt19937 the caller passes (Caffe's Rand(n)
 // is `rng() % n`); there is no global RNG. Draw order per datum: the mirror
@@ -43,8 +43,8 @@ class DataTransformer {
                                                            caffe::Phase phase);
 
   // Shape of one transformed datum: {1, channels, height', width'} with
-  // height' = width' = crop_size when cropping. Errors: an encoded datum, no
-  // channels, a crop larger than the image, a data size that does not match
+  // height' = width' = crop_size when cropping. Errors: an encoded datum
+  // (decode it first), no channels, a crop larger than the image, a data size that does not match
   // channels*height*width, a mean that does not fit the datum.
   StatusOr<std::vector<int>> InferShape(const caffe::Datum& datum) const;
 

@@ -1,14 +1,24 @@
+#include "worker/trainer/data/register_data_layers.h"
+
 #include <memory>
 
 #include "worker/trainer/data/data_layer.h"
-#include "worker/trainer/layer_registry.h"
 
 namespace nereus {
+namespace {
+
+// Registers `type` as layer L built with the options of its phase.
+template <typename L>
+void RegisterSharded(LayerRegistry* registry, const std::string& type, const data::DataLayerOptions& train) {
+  registry->Register(type, [train](const caffe::LayerParameter& param) -> std::unique_ptr<Layer> {
+    return std::make_unique<L>(param, param.phase() == caffe::TRAIN ? train : data::DataLayerOptions());
+  });
+}
+
+}  // namespace
 
 void RegisterDataLayers(LayerRegistry* registry, const data::DataLayerOptions& options) {
-  registry->Register("Data", [options](const caffe::LayerParameter& param) -> std::unique_ptr<Layer> {
-    return std::make_unique<data::DataLayer>(param, options);
-  });
+  RegisterSharded<data::DataLayer>(registry, "Data", options);
 }
 
 void RegisterDataLayers(LayerRegistry* registry) { RegisterDataLayers(registry, data::DataLayerOptions()); }

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -15,6 +16,8 @@
 #include "tests/support/process_util.h"
 #include "worker/trainer/blob.h"
 #include "worker/trainer/data/db.h"
+#include "worker/trainer/data/image_io.h"
+#include "worker/trainer/data/register_data_layers.h"
 #include "worker/trainer/layer_registry.h"
 #include "worker/trainer/net.h"
 #include "worker/trainer/prototxt.h"
@@ -29,11 +32,11 @@ float PixelOf(int record, int p) { return static_cast<float>((record + p) % 256)
 
 class DataLayerTest : public ::testing::Test {
  protected:
-  std::string MakeDb(const std::string& name, int records) {
+  std::string MakeDb(const std::string& name, int records, DbBackend backend = DbBackend::kLmdb) {
     const std::string path = dir_.File(name);
-    auto db = LmdbDatabase::Open(path, DbMode::kNew);
+    auto db = Database::Open(backend, path, DbMode::kNew);
     EXPECT_TRUE(db.ok()) << db.status();
-    LmdbWriter writer(db->get());
+    DbWriter writer(db->get());
     for (int i = 0; i < records; ++i) {
       caffe::Datum datum;
       datum.set_channels(1);
@@ -100,6 +103,12 @@ class DataLayerTest : public ::testing::Test {
     return param;
   }
 
+  static caffe::LayerParameter LevelDbParam(const std::string& source, int batch_size) {
+    caffe::LayerParameter param = Param(source, batch_size);
+    param.mutable_data_param()->set_backend(caffe::DataParameter::LEVELDB);
+    return param;
+  }
+
   // Sets the layer up with data and label tops.
   Status SetUpLayer(Layer* layer) {
     layer->set_rng(&rng_);
@@ -128,7 +137,7 @@ TEST_F(DataLayerTest, ReadsRecordsInKeyOrderWithExactValuesAndWraps) {
   ASSERT_TRUE(SetUpLayer(&layer).ok());
   EXPECT_EQ(data_.shape(), (std::vector<int>{4, 1, 2, 2}));
   EXPECT_EQ(label_.shape(), (std::vector<int>{4}));
-  EXPECT_EQ(layer.shard_size(), 10u);
+  EXPECT_EQ(layer.shard_size(), std::optional<std::size_t>(10));
 
   const std::vector<std::vector<int>> want = {{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 0, 1}, {2, 3, 4, 5}};
   for (const auto& records : want) {
@@ -168,7 +177,7 @@ TEST_F(DataLayerTest, TwoShardsAreDisjointAndCoverEveryRecord) {
 
   DataLayer shard1(Param(source, 5), DataLayerOptions{1, 2});
   ASSERT_TRUE(SetUpLayer(&shard1).ok());
-  EXPECT_EQ(shard1.shard_size(), 5u);
+  EXPECT_EQ(shard1.shard_size(), std::optional<std::size_t>(5));
   const std::vector<int> one = ForwardLabels(&shard1);
   EXPECT_EQ(one, (std::vector<int>{1, 3, 5, 7, 9}));
   // Values follow the labels: the record itself was read, not just its label.
@@ -387,12 +396,12 @@ TEST_F(DataLayerTest, SetUpErrorsNameTheProblem) {
     EXPECT_NE(s.message().find("none for shard 1 of 2"), std::string::npos) << s;
   }
   {
+    // backend names the other database than the source holds.
     caffe::LayerParameter param = Param(source, 2);
     param.mutable_data_param()->set_backend(caffe::DataParameter::LEVELDB);
     DataLayer layer(param);
-    Status s = SetUpLayer(&layer);
-    ASSERT_FALSE(s.ok());
-    EXPECT_NE(s.message().find("LEVELDB is not supported"), std::string::npos) << s;
+    EXPECT_EQ(SetUpLayer(&layer).message(), "layer mnist (Data): data_param.backend is LEVELDB but '" + source +
+                                                "' holds an LMDB database; set backend: LMDB or leave it out");
   }
   {
     caffe::LayerParameter param = Param(source, 2);
@@ -406,6 +415,98 @@ TEST_F(DataLayerTest, SetUpErrorsNameTheProblem) {
     DataLayer layer(Param(source, 0));
     EXPECT_FALSE(SetUpLayer(&layer).ok());
   }
+}
+
+// LevelDB, Caffe's default backend: the same records give the same batches
+// as from an LMDB, with or without data_param.backend, in shards too.
+TEST_F(DataLayerTest, LevelDbGivesTheBatchesOfTheSameLmdb) {
+  const std::string lmdb = MakeDb("lmdb", 9);
+  const std::string leveldb = MakeDb("leveldb", 9, DbBackend::kLevelDb);
+  for (const DataLayerOptions shard : {DataLayerOptions{0, 1}, DataLayerOptions{1, 2}}) {
+    std::vector<std::vector<float>> batches[2];
+    for (int b = 0; b < 2; ++b) {
+      caffe::LayerParameter param = Param(b == 0 ? lmdb : leveldb, 3);
+      if (b == 1) param.mutable_data_param()->set_backend(caffe::DataParameter::LEVELDB);
+      if (b == 1 && shard.num_shards == 2) param.mutable_data_param()->clear_backend();  // Seen from its files.
+      DataLayer layer(param, shard);
+      ASSERT_TRUE(SetUpLayer(&layer).ok());
+      // LMDB keeps a count; a LevelDB is not read whole to count it.
+      EXPECT_EQ(layer.shard_size().has_value(), b == 0);
+      for (int i = 0; i < 4; ++i) {
+        batches[b].push_back(std::vector<float>{});
+        layer.Forward({}, {&data_, &label_});
+        ASSERT_TRUE(layer.forward_error().ok()) << layer.forward_error();
+        batches[b].back().assign(data_.cpu_data(), data_.cpu_data() + data_.count());
+        batches[b].back().insert(batches[b].back().end(), label_.cpu_data(), label_.cpu_data() + label_.count());
+      }
+    }
+    EXPECT_EQ(batches[0], batches[1]) << shard.ShardName();
+  }
+  // Records 1, 3, 5, 7 for shard 1 of 2, then around again.
+  DataLayer one(LevelDbParam(leveldb, 5), DataLayerOptions{1, 2});
+  ASSERT_TRUE(SetUpLayer(&one).ok());
+  EXPECT_EQ(ForwardLabels(&one), (std::vector<int>{1, 3, 5, 7, 1}));
+}
+
+TEST_F(DataLayerTest, LevelDbShardsAndResumedJobsCountOnlyWhenNeeded) {
+  const std::string leveldb = MakeDb("leveldb", 3, DbBackend::kLevelDb);
+  {
+    DataLayer empty(LevelDbParam(leveldb, 1), DataLayerOptions{3, 4});
+    EXPECT_EQ(SetUpLayer(&empty).message(),
+              "layer mnist (Data): LevelDB database '" + leveldb + "' has 3 records, none for shard 3 of 4");
+  }
+  // A resumed job needs the shard's size: the LevelDB is counted.
+  DataLayer resumed(LevelDbParam(leveldb, 1), DataLayerOptions{0, 1, /*skip_batches=*/4});
+  ASSERT_TRUE(SetUpLayer(&resumed).ok());
+  EXPECT_EQ(resumed.shard_size(), std::optional<std::size_t>(3));
+  EXPECT_EQ(ForwardLabels(&resumed), (std::vector<int>{1}));
+}
+
+// LevelDB lets one handle open a database: a second one makes SetUp fail
+// naming it (db_test and compute_image_mean_test hold one from another
+// process).
+TEST_F(DataLayerTest, ALockedLevelDbIsASetUpErrorNamingIt) {
+  const std::string leveldb = MakeDb("leveldb", 3, DbBackend::kLevelDb);
+  DataLayer first(LevelDbParam(leveldb, 1));
+  ASSERT_TRUE(SetUpLayer(&first).ok());
+  DataLayer second(LevelDbParam(leveldb, 1));
+  const Status st = SetUpLayer(&second);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("layer mnist (Data): LevelDB database '" + leveldb + "' is locked: another process"),
+            std::string::npos)
+      << st;
+}
+
+TEST_F(DataLayerTest, SourceThatHoldsNoDatabaseIsNamed) {
+  std::filesystem::create_directory(dir_.File("empty_dir"));
+  caffe::LayerParameter param = Param(dir_.File("empty_dir"), 1);
+  param.mutable_data_param()->clear_backend();
+  DataLayer layer(param);
+  EXPECT_EQ(SetUpLayer(&layer).message(), "layer mnist (Data): '" + dir_.File("empty_dir") +
+                                              "' holds no database: neither an LMDB (data.mdb) nor a LevelDB "
+                                              "(CURRENT)");
+}
+
+// An encoded record (a compressed image) that does not decode names its
+// record; one that does decodes in the Data layer (see convert_imageset_test).
+TEST_F(DataLayerTest, AnEncodedRecordThatDoesNotDecodeIsAForwardErrorNamingIt) {
+  const std::string source = MakeDb("db", 4);
+  caffe::Datum encoded;
+  encoded.set_encoded(true);
+  encoded.set_data("no image here");
+  encoded.set_label(2);
+  Put(source, "00000002", encoded.SerializeAsString());
+  DataLayer layer(Param(source, 2));
+  ASSERT_TRUE(SetUpLayer(&layer).ok());
+  EXPECT_EQ(ForwardLabels(&layer), (std::vector<int>{0, 1}));
+  layer.Forward({}, {&data_, &label_});
+  const std::string why = ImageCodecsAvailable()
+                              ? "the encoded image does not decode as an image (13 bytes in no format OpenCV reads)"
+                              : "an encoded image needs image decoding, and this Nereus was built without OpenCV";
+  EXPECT_NE(layer.forward_error().message().find("layer mnist (Data): LMDB database '" + source +
+                                                 "', record 2 (key '00000002'): " + why),
+            std::string::npos)
+      << layer.forward_error();
 }
 
 }  // namespace

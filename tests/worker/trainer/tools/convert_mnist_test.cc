@@ -66,7 +66,7 @@ TEST_F(ConvertMnistTest, WritesOneDatumPerImageWithCaffeKeys) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
 
   std::unique_ptr<LmdbDatabase> db;
-  std::unique_ptr<LmdbCursor> cursor = test::ReadLmdb(Path("lmdb"), kCount, &db);
+  std::unique_ptr<DbCursor> cursor = test::ReadLmdb(Path("lmdb"), kCount, &db);
   ASSERT_NE(cursor, nullptr);
   for (int i = 0; i < kCount; ++i, cursor->Next()) {
     ASSERT_TRUE(cursor->valid());

@@ -1,6 +1,7 @@
-// DataLayer's GPU code: the batches prefetched on the CPU into page-locked
-// buffers go to the device on its copy stream, one iteration ahead, so the
-// copy of batch i+1 overlaps the compute of iteration i (data_layer.h).
+// PrefetchingDataLayer's GPU code: the batches prefetched on the CPU into
+// page-locked buffers go to the device on its copy stream, one iteration
+// ahead, so the copy of batch i+1 overlaps the compute of iteration i
+// (prefetching_data_layer.h).
 //
 // Per Forward_gpu (iteration i):
 //   1. (first call only) take batch i and start its copy;
@@ -14,14 +15,14 @@
 //      buffers are free), copies it and records `copied`.
 #include <cuda_runtime.h>
 
-#include "worker/trainer/data/data_layer.h"
+#include "worker/trainer/data/prefetching_data_layer.h"
 #include "worker/trainer/gpu/cuda_check.h"
 #include "worker/trainer/math/gpu_math_functions.h"
 
 namespace nereus {
 namespace data {
 
-struct DataLayer::GpuStaging {
+struct PrefetchingDataLayer::GpuStaging {
   explicit GpuStaging(gpu::Device* d) : device(d) {}
   ~GpuStaging() {
     // The copy in flight reads `in_flight`'s page-locked buffers: wait for it
@@ -46,31 +47,26 @@ struct DataLayer::GpuStaging {
   }
 
   gpu::Device* device;
-  cudaEvent_t copied = nullptr;    // On the copy stream: the staging buffers hold `in_flight`.
-  cudaEvent_t consumed = nullptr;  // On the compute stream: the tops hold the last batch.
-  Blob data;                       // Staging buffers on the device.
-  Blob label;
+  cudaEvent_t copied = nullptr;      // On the copy stream: the staging buffers hold `in_flight`.
+  cudaEvent_t consumed = nullptr;    // On the compute stream: the tops hold the last batch.
+  std::vector<Blob> tops;            // Staging buffers on the device, one per top.
   std::unique_ptr<Batch> in_flight;  // The batch whose copy was started last.
   // Taking the next batch failed (a bad record or label): the Forward that
   // needs it reports this instead of waiting for a copy.
   Status pending_error;
 };
 
-void DataLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+void PrefetchingDataLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   gpu::Device* d = device();
   if (!d->ok()) return;
   cudaStream_t copy_stream = d->copy_stream();
   cudaStream_t compute_stream = d->compute_stream();
-  std::vector<int> data_shape = datum_shape_;
-  data_shape[0] = batch_size_;
   auto start_copy = [&](std::unique_ptr<Batch> batch) {
     GpuStaging& s = *staging_;
     s.in_flight = std::move(batch);
     if (!s.Check(cudaStreamWaitEvent(copy_stream, s.consumed, 0), "cudaStreamWaitEvent (copy stream)")) return;
-    if (!s.CopyIn(s.in_flight->data, &s.data, copy_stream, "cudaMemcpyAsync (batch to the device)")) return;
-    if (output_labels_ &&
-        !s.CopyIn(s.in_flight->label, &s.label, copy_stream, "cudaMemcpyAsync (labels to the device)")) {
-      return;
+    for (std::size_t t = 0; t < s.tops.size(); ++t) {
+      if (!s.CopyIn(s.in_flight->tops[t], &s.tops[t], copy_stream, "cudaMemcpyAsync (batch to the device)")) return;
     }
     s.Check(cudaEventRecord(s.copied, copy_stream), "cudaEventRecord (copied)");
   };
@@ -80,11 +76,10 @@ void DataLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<
     GpuStaging& s = *staging_;
     // Allocated (and zeroed, on the compute stream) before `consumed` is
     // first recorded, which the copy stream waits for.
-    s.data.Reshape(data_shape);
-    if (s.data.mutable_gpu_data() == nullptr) return;
-    if (output_labels_) {
-      s.label.Reshape(std::vector<int>{batch_size_});
-      if (s.label.mutable_gpu_data() == nullptr) return;
+    s.tops = std::vector<Blob>(top_shapes_.size());
+    for (std::size_t t = 0; t < top_shapes_.size(); ++t) {
+      s.tops[t].Reshape(top_shapes_[t]);
+      if (s.tops[t].mutable_gpu_data() == nullptr) return;
     }
     if (!s.Check(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming), "cudaEventCreate") ||
         !s.Check(cudaEventCreateWithFlags(&s.consumed, cudaEventDisableTiming), "cudaEventCreate") ||
@@ -108,11 +103,9 @@ void DataLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<
   }
   // 2. This iteration's batch into the tops, after its copy.
   if (!s.Check(cudaStreamWaitEvent(compute_stream, s.copied, 0), "cudaStreamWaitEvent (compute stream)")) return;
-  top[0]->Reshape(data_shape);
-  caffe_gpu_copy(d, s.data.count(), s.data.gpu_data(), top[0]->mutable_gpu_data());
-  if (output_labels_) {
-    top[1]->Reshape(std::vector<int>{batch_size_});
-    caffe_gpu_copy(d, s.label.count(), s.label.gpu_data(), top[1]->mutable_gpu_data());
+  for (std::size_t t = 0; t < top.size(); ++t) {
+    top[t]->Reshape(top_shapes_[t]);
+    caffe_gpu_copy(d, s.tops[t].count(), s.tops[t].gpu_data(), top[t]->mutable_gpu_data());
   }
   if (!s.Check(cudaEventRecord(s.consumed, compute_stream), "cudaEventRecord (consumed)")) return;
   // 3. Its host buffers back to the prefetch thread once the copy read them.
