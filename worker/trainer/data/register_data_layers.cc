@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "worker/trainer/data/data_layer.h"
+#include "worker/trainer/data/image_data_layer.h"
 
 namespace nereus {
 namespace {
@@ -19,6 +20,7 @@ void RegisterSharded(LayerRegistry* registry, const std::string& type, const dat
 
 void RegisterDataLayers(LayerRegistry* registry, const data::DataLayerOptions& options) {
   RegisterSharded<data::DataLayer>(registry, "Data", options);
+  RegisterSharded<data::ImageDataLayer>(registry, "ImageData", options);
 }
 
 void RegisterDataLayers(LayerRegistry* registry) { RegisterDataLayers(registry, data::DataLayerOptions()); }
