@@ -10,27 +10,11 @@
 #include <utility>
 #include <vector>
 
+#include "worker/trainer/hdf5_handle.h"
 #include "worker/trainer/prototxt.h"
 
 namespace nereus {
 namespace {
-
-// Closes an HDF5 object (file, group) when it goes out of scope.
-class Hid {
- public:
-  Hid(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
-  Hid(const Hid&) = delete;
-  Hid& operator=(const Hid&) = delete;
-  ~Hid() {
-    if (id_ >= 0) close_(id_);
-  }
-  hid_t get() const { return id_; }
-  bool ok() const { return id_ >= 0; }
-
- private:
-  hid_t id_;
-  herr_t (*close_)(hid_t);
-};
 
 // Why HDF5 could not open `path` for reading: it is not an HDF5 file (it
 // exists), or it cannot be opened at all.
@@ -42,23 +26,10 @@ Status OpenFailure(const std::string& path) {
   return NotFoundError("cannot open " + path);
 }
 
-// Runs `f` with HDF5's automatic error printing off (restored after), so a
-// failure is reported once, as a Status, not as an HDF5 stack dump.
-template <typename F>
-auto Quiet(F f) -> decltype(f()) {
-  H5E_auto2_t func = nullptr;
-  void* data = nullptr;
-  H5Eget_auto2(H5E_DEFAULT, &func, &data);
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  auto result = f();
-  H5Eset_auto2(H5E_DEFAULT, func, data);
-  return result;
-}
-
 Status WriteFloats(hid_t loc, const std::string& name, const std::vector<int>& shape, const float* data,
                    const std::string& where) {
   std::vector<hsize_t> dims(shape.begin(), shape.end());
-  const herr_t st = Quiet(
+  const herr_t st = Hdf5Quiet(
       [&] { return H5LTmake_dataset_float(loc, name.c_str(), static_cast<int>(dims.size()), dims.data(), data); });
   if (st < 0) return UnavailableError("cannot write HDF5 dataset " + where);
   return Status::OK();
@@ -68,12 +39,12 @@ Status WriteFloats(hid_t loc, const std::string& name, const std::vector<int>& s
 Status ReadFloats(hid_t loc, const std::string& name, std::vector<int>* shape, std::vector<float>* values,
                   const std::string& where) {
   int rank = 0;
-  if (Quiet([&] { return H5LTget_dataset_ndims(loc, name.c_str(), &rank); }) < 0)
+  if (Hdf5Quiet([&] { return H5LTget_dataset_ndims(loc, name.c_str(), &rank); }) < 0)
     return DataLossError("no dataset " + where);
   std::vector<hsize_t> dims(static_cast<size_t>(rank));
   H5T_class_t cls = H5T_NO_CLASS;
   size_t type_size = 0;
-  if (Quiet([&] { return H5LTget_dataset_info(loc, name.c_str(), dims.data(), &cls, &type_size); }) < 0)
+  if (Hdf5Quiet([&] { return H5LTget_dataset_info(loc, name.c_str(), dims.data(), &cls, &type_size); }) < 0)
     return DataLossError("cannot read the shape of dataset " + where);
   if (cls != H5T_FLOAT) return DataLossError("dataset " + where + " does not hold floating-point numbers");
   shape->clear();
@@ -88,16 +59,16 @@ Status ReadFloats(hid_t loc, const std::string& name, std::vector<int>* shape, s
     count *= static_cast<size_t>(d);
   }
   values->resize(count);
-  if (Quiet([&] { return H5LTread_dataset_float(loc, name.c_str(), values->data()); }) < 0)
+  if (Hdf5Quiet([&] { return H5LTread_dataset_float(loc, name.c_str(), values->data()); }) < 0)
     return DataLossError("cannot read dataset " + where);
   return Status::OK();
 }
 
 Status ReadInt(hid_t loc, const std::string& name, int* value, const std::string& where) {
   int rank = -1;
-  if (Quiet([&] { return H5LTget_dataset_ndims(loc, name.c_str(), &rank); }) < 0 || rank != 0)
+  if (Hdf5Quiet([&] { return H5LTget_dataset_ndims(loc, name.c_str(), &rank); }) < 0 || rank != 0)
     return DataLossError("no scalar dataset " + where);
-  if (Quiet([&] { return H5LTread_dataset_int(loc, name.c_str(), value); }) < 0)
+  if (Hdf5Quiet([&] { return H5LTread_dataset_int(loc, name.c_str(), value); }) < 0)
     return DataLossError("cannot read dataset " + where);
   return Status::OK();
 }
@@ -106,30 +77,30 @@ Status ReadString(hid_t loc, const std::string& name, std::string* value, const 
   H5T_class_t cls = H5T_NO_CLASS;
   size_t size = 0;
   hsize_t dims[H5S_MAX_RANK];
-  if (Quiet([&] { return H5LTget_dataset_info(loc, name.c_str(), dims, &cls, &size); }) < 0 || cls != H5T_STRING)
+  if (Hdf5Quiet([&] { return H5LTget_dataset_info(loc, name.c_str(), dims, &cls, &size); }) < 0 || cls != H5T_STRING)
     return DataLossError("no string dataset " + where);
   std::vector<char> buf(size + 1, '\0');
-  if (Quiet([&] { return H5LTread_dataset_string(loc, name.c_str(), buf.data()); }) < 0)
+  if (Hdf5Quiet([&] { return H5LTread_dataset_string(loc, name.c_str(), buf.data()); }) < 0)
     return DataLossError("cannot read dataset " + where);
   *value = buf.data();
   return Status::OK();
 }
 
 bool LinkExists(hid_t loc, const std::string& name) {
-  return Quiet([&] { return H5Lexists(loc, name.c_str(), H5P_DEFAULT); }) > 0;
+  return Hdf5Quiet([&] { return H5Lexists(loc, name.c_str(), H5P_DEFAULT); }) > 0;
 }
 
 // The names of the links of a group, in HDF5's name order (as Caffe lists them).
 StatusOr<std::vector<std::string>> LinkNames(hid_t group, const std::string& where) {
   H5G_info_t info;
-  if (Quiet([&] { return H5Gget_info(group, &info); }) < 0) return DataLossError("cannot list group " + where);
+  if (Hdf5Quiet([&] { return H5Gget_info(group, &info); }) < 0) return DataLossError("cannot list group " + where);
   std::vector<std::string> names;
   for (hsize_t i = 0; i < info.nlinks; ++i) {
-    const ssize_t size =
-        Quiet([&] { return H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT); });
+    const ssize_t size = Hdf5Quiet(
+        [&] { return H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT); });
     if (size < 0) return DataLossError("cannot list group " + where);
     std::vector<char> buf(static_cast<size_t>(size) + 1, '\0');
-    Quiet([&] {
+    Hdf5Quiet([&] {
       return H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, buf.data(), buf.size(), H5P_DEFAULT);
     });
     names.emplace_back(buf.data());
@@ -142,7 +113,8 @@ template <typename F>
 Status WriteAtomically(const std::string& path, F write) {
   const std::string tmp = path + ".tmp";
   {
-    Hid file(Quiet([&] { return H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT); }), H5Fclose);
+    Hdf5Handle file(Hdf5Quiet([&] { return H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT); }),
+                    H5Fclose);
     if (!file.ok()) return UnavailableError("cannot create HDF5 file " + tmp);
     Status st = write(file.get());
     if (!st.ok()) {
@@ -155,7 +127,8 @@ Status WriteAtomically(const std::string& path, F write) {
 }
 
 Status WriteGroupOfLayers(const Net& net, hid_t file, const char* group_name, bool diff, const std::string& path) {
-  Hid group(Quiet([&] { return H5Gcreate2(file, group_name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT); }), H5Gclose);
+  Hdf5Handle group(Hdf5Quiet([&] { return H5Gcreate2(file, group_name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT); }),
+                   H5Gclose);
   if (!group.ok()) return UnavailableError(path + ": cannot create group " + group_name);
   std::set<const void*> written;  // A shared parameter is stored with its owner only.
   for (int l = 0; l < net.num_layers(); ++l) {
@@ -175,8 +148,9 @@ Status WriteGroupOfLayers(const Net& net, hid_t file, const char* group_name, bo
       }
       continue;
     }
-    Hid layer(Quiet([&] { return H5Gcreate2(group.get(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT); }),
-              H5Gclose);
+    Hdf5Handle layer(
+        Hdf5Quiet([&] { return H5Gcreate2(group.get(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT); }),
+        H5Gclose);
     if (!layer.ok()) return UnavailableError(path + ": cannot create group " + group_name + "/" + name);
     const auto& blobs = net.layers()[l]->blobs();
     for (size_t j = 0; j < blobs.size(); ++j) {
@@ -204,9 +178,9 @@ Status WriteNetToHdf5(const Net& net, const std::string& path, bool write_diff) 
 }
 
 Status CopyTrainedLayersFromHdf5(const std::string& path, Net* net) {
-  Hid file(Quiet([&] { return H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT); }), H5Fclose);
+  Hdf5Handle file(Hdf5Quiet([&] { return H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT); }), H5Fclose);
   if (!file.ok()) return OpenFailure(path);
-  Hid data(Quiet([&] { return H5Gopen2(file.get(), "data", H5P_DEFAULT); }), H5Gclose);
+  Hdf5Handle data(Hdf5Quiet([&] { return H5Gopen2(file.get(), "data", H5P_DEFAULT); }), H5Gclose);
   if (!data.ok()) return DataLossError(path + ": no group \"data\" (not a Caffe .caffemodel.h5)");
   ASSIGN_OR_RETURN(std::vector<std::string> layers, LinkNames(data.get(), path + ":data"));
   // Which blobs the net shares from another layer (their data is another's).
@@ -222,7 +196,7 @@ Status CopyTrainedLayersFromHdf5(const std::string& path, Net* net) {
       continue;
     }
     const std::string where = path + ":data/" + name;
-    Hid layer(Quiet([&] { return H5Gopen2(data.get(), name.c_str(), H5P_DEFAULT); }), H5Gclose);
+    Hdf5Handle layer(Hdf5Quiet([&] { return H5Gopen2(data.get(), name.c_str(), H5P_DEFAULT); }), H5Gclose);
     if (!layer.ok()) return DataLossError("cannot open group " + where);
     ASSIGN_OR_RETURN(std::vector<std::string> datasets, LinkNames(layer.get(), where));
     auto& blobs = net->layers()[l]->blobs();
@@ -261,12 +235,13 @@ Status WriteSolverStateToHdf5(const caffe::SolverState& state, const std::string
   return WriteAtomically(path, [&](hid_t file) -> Status {
     const int iter = state.iter();
     const int current_step = state.current_step();
-    if (Quiet([&] { return H5LTmake_dataset_int(file, "iter", 0, nullptr, &iter); }) < 0 ||
-        Quiet([&] { return H5LTmake_dataset_string(file, "learned_net", state.learned_net().c_str()); }) < 0 ||
-        Quiet([&] { return H5LTmake_dataset_int(file, "current_step", 0, nullptr, &current_step); }) < 0) {
+    if (Hdf5Quiet([&] { return H5LTmake_dataset_int(file, "iter", 0, nullptr, &iter); }) < 0 ||
+        Hdf5Quiet([&] { return H5LTmake_dataset_string(file, "learned_net", state.learned_net().c_str()); }) < 0 ||
+        Hdf5Quiet([&] { return H5LTmake_dataset_int(file, "current_step", 0, nullptr, &current_step); }) < 0) {
       return UnavailableError("cannot write " + path);
     }
-    Hid history(Quiet([&] { return H5Gcreate2(file, "history", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT); }), H5Gclose);
+    Hdf5Handle history(Hdf5Quiet([&] { return H5Gcreate2(file, "history", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT); }),
+                       H5Gclose);
     if (!history.ok()) return UnavailableError(path + ": cannot create group history");
     for (int i = 0; i < state.history_size(); ++i) {
       const caffe::BlobProto& h = state.history(i);
@@ -280,7 +255,7 @@ Status WriteSolverStateToHdf5(const caffe::SolverState& state, const std::string
 
 Status ReadSolverStateFromHdf5(const std::string& path, caffe::SolverState* state) {
   state->Clear();
-  Hid file(Quiet([&] { return H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT); }), H5Fclose);
+  Hdf5Handle file(Hdf5Quiet([&] { return H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT); }), H5Fclose);
   if (!file.ok()) return OpenFailure(path);
   int iter = 0, current_step = 0;
   RETURN_IF_ERROR(ReadInt(file.get(), "iter", &iter, path + ":iter"));
@@ -292,7 +267,7 @@ Status ReadSolverStateFromHdf5(const std::string& path, caffe::SolverState* stat
     RETURN_IF_ERROR(ReadString(file.get(), "learned_net", &learned_net, path + ":learned_net"));
     state->set_learned_net(learned_net);
   }
-  Hid history(Quiet([&] { return H5Gopen2(file.get(), "history", H5P_DEFAULT); }), H5Gclose);
+  Hdf5Handle history(Hdf5Quiet([&] { return H5Gopen2(file.get(), "history", H5P_DEFAULT); }), H5Gclose);
   if (!history.ok()) return DataLossError(path + ": no group \"history\" (not a Caffe .solverstate.h5)");
   ASSIGN_OR_RETURN(std::vector<std::string> names, LinkNames(history.get(), path + ":history"));
   for (size_t i = 0; i < names.size(); ++i) {

@@ -3,6 +3,8 @@
 #include <memory>
 
 #include "worker/trainer/data/data_layer.h"
+#include "worker/trainer/data/hdf5_data_layer.h"
+#include "worker/trainer/data/hdf5_output_layer.h"
 #include "worker/trainer/data/image_data_layer.h"
 
 namespace nereus {
@@ -21,6 +23,8 @@ void RegisterSharded(LayerRegistry* registry, const std::string& type, const dat
 void RegisterDataLayers(LayerRegistry* registry, const data::DataLayerOptions& options) {
   RegisterSharded<data::DataLayer>(registry, "Data", options);
   RegisterSharded<data::ImageDataLayer>(registry, "ImageData", options);
+  RegisterSharded<data::Hdf5DataLayer>(registry, "HDF5Data", options);
+  RegisterSharded<data::Hdf5OutputLayer>(registry, "HDF5Output", options);
 }
 
 void RegisterDataLayers(LayerRegistry* registry) { RegisterDataLayers(registry, data::DataLayerOptions()); }

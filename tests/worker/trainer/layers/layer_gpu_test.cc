@@ -1,7 +1,8 @@
 // Every layer with GPU code, on the GPU against the CPU from the same weights,
 // bottoms and top gradients (test::ExpectGpuMatchesCpu), at sizes a real net
-// has in miniature; and the Data layer's GPU path (page-locked batches, the
-// copy stream) against its CPU path. Label gpu: skipped ("no CUDA device")
+// has in miniature; and the prefetching data layers' GPU path (page-locked
+// batches, the copy stream; Data, and HDF5Data with three tops) against
+// their CPU path. Label gpu: skipped ("no CUDA device")
 // where there is none, a failure under NEREUS_REQUIRE_GPU=1.
 //
 // The tolerance of each comparison, and why:
@@ -30,9 +31,13 @@
 //                   (the GPU sums in double, the CPU in float: n * 2^-24
 //                   relative, n <= 160 here, of terms of one sign).
 #include <gtest/gtest.h>
+#include <hdf5.h>
+#include <hdf5_hl.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +45,7 @@
 #include "tests/support/layer_test.h"
 #include "tests/support/tiny_train_job.h"
 #include "worker/trainer/data/data_layer.h"
+#include "worker/trainer/data/hdf5_data_layer.h"
 
 namespace nereus {
 namespace {
@@ -346,6 +352,57 @@ TEST(LayerGpuTest, DataLayerGivesTheCpuBatches) {
     ASSERT_EQ(SyncedMemory::Head::kAtGpu, gpu_data.data()->head()) << "the batch was made on the device";
     ASSERT_EQ(0, std::memcmp(cpu_data.cpu_data(), gpu_data.cpu_data(), sizeof(float) * cpu_data.count())) << iter;
     ASSERT_EQ(0, std::memcmp(cpu_label.cpu_data(), gpu_label.cpu_data(), sizeof(float) * cpu_label.count())) << iter;
+  }
+}
+
+// HDF5Data's three tops (any number, any shape) go through the same
+// staging, shuffled, wrapping around its file: the CPU's batches.
+TEST(LayerGpuTest, Hdf5DataWithThreeTopsGivesTheCpuBatches) {
+  NEREUS_GPU_OR_SKIP(device);
+  const std::string dir = ::testing::TempDir() + "/layer_gpu_test_hdf5";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const hid_t file = H5Fcreate((dir + "/rows.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  std::vector<float> a(10 * 3 * 2), b(10 * 4), c(10);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = 0.5f * static_cast<float>(i);
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = -static_cast<float>(i);
+  for (std::size_t i = 0; i < c.size(); ++i) c[i] = static_cast<float>(i % 3);
+  const hsize_t a_dims[] = {10, 3, 2}, b_dims[] = {10, 4}, c_dims[] = {10};
+  ASSERT_GE(H5LTmake_dataset_float(file, "a", 3, a_dims, a.data()), 0);
+  ASSERT_GE(H5LTmake_dataset_float(file, "b", 2, b_dims, b.data()), 0);
+  ASSERT_GE(H5LTmake_dataset_float(file, "c", 1, c_dims, c.data()), 0);
+  H5Fclose(file);
+  {
+    std::ofstream list(dir + "/list.txt");
+    list << dir << "/rows.h5\n";
+  }
+  const caffe::LayerParameter param = test::ParseLayerParameter(
+      "name: 'h5' type: 'HDF5Data' top: 'a' top: 'b' top: 'c' phase: TRAIN data_param { prefetch: 2 } "
+      "hdf5_data_param { source: '" +
+      dir + "/list.txt' batch_size: 4 shuffle: true }");
+  std::mt19937 cpu_rng(5), gpu_rng(5);
+  data::Hdf5DataLayer cpu(param), on_gpu(param);
+  cpu.set_rng(&cpu_rng);
+  on_gpu.set_rng(&gpu_rng);
+  on_gpu.set_device(device);
+  gpu::ScopedDevice scope(device);
+  Blob cpu_tops[3], gpu_tops[3];
+  const std::vector<Blob*> cpu_top = {&cpu_tops[0], &cpu_tops[1], &cpu_tops[2]};
+  const std::vector<Blob*> gpu_top = {&gpu_tops[0], &gpu_tops[1], &gpu_tops[2]};
+  ASSERT_TRUE(cpu.SetUp({}, cpu_top).ok());
+  ASSERT_TRUE(on_gpu.SetUp({}, gpu_top).ok());
+  for (int iter = 0; iter < 8; ++iter) {  // 32 rows: three passes over the file, reshuffled.
+    cpu.Forward({}, cpu_top);
+    on_gpu.Forward({}, gpu_top);
+    const Status s = device->TakeError();
+    ASSERT_TRUE(s.ok()) << s;
+    for (int t = 0; t < 3; ++t) {
+      ASSERT_EQ(cpu_tops[t].shape(), gpu_tops[t].shape());
+      ASSERT_EQ(SyncedMemory::Head::kAtGpu, gpu_tops[t].data()->head()) << "top " << t << " made on the device";
+      ASSERT_EQ(0, std::memcmp(cpu_tops[t].cpu_data(), gpu_tops[t].cpu_data(), sizeof(float) * cpu_tops[t].count()))
+          << "iteration " << iter << ", top " << t;
+    }
   }
 }
 
