@@ -3,8 +3,10 @@
 #include <memory>
 
 #include "worker/trainer/data/data_layer.h"
+#include "worker/trainer/data/dummy_data_layer.h"
 #include "worker/trainer/data/hdf5_data_layer.h"
 #include "worker/trainer/data/hdf5_output_layer.h"
+#include "worker/trainer/data/memory_data_layer.h"
 #include "worker/trainer/data/image_data_layer.h"
 
 namespace nereus {
@@ -25,6 +27,8 @@ void RegisterDataLayers(LayerRegistry* registry, const data::DataLayerOptions& o
   RegisterSharded<data::ImageDataLayer>(registry, "ImageData", options);
   RegisterSharded<data::Hdf5DataLayer>(registry, "HDF5Data", options);
   RegisterSharded<data::Hdf5OutputLayer>(registry, "HDF5Output", options);
+  registry->Register<data::DummyDataLayer>("DummyData");
+  registry->Register<data::MemoryDataLayer>("MemoryData");
 }
 
 void RegisterDataLayers(LayerRegistry* registry) { RegisterDataLayers(registry, data::DataLayerOptions()); }
