@@ -54,6 +54,11 @@ class DataTransformer {
   Status Transform(const caffe::Datum& datum, float* out, std::mt19937* rng) const;
 
   const caffe::TransformationParameter& param() const { return param_; }
+  // The mean_file's values (channels x height x width), empty without one.
+  const std::vector<float>& mean_file_values() const { return mean_; }
+  int mean_channels() const { return mean_channels_; }
+  int mean_height() const { return mean_height_; }
+  int mean_width() const { return mean_width_; }
 
  private:
   DataTransformer(const caffe::TransformationParameter& param, caffe::Phase phase) : param_(param), phase_(phase) {}

@@ -6,8 +6,9 @@
 #include "worker/trainer/data/dummy_data_layer.h"
 #include "worker/trainer/data/hdf5_data_layer.h"
 #include "worker/trainer/data/hdf5_output_layer.h"
-#include "worker/trainer/data/memory_data_layer.h"
 #include "worker/trainer/data/image_data_layer.h"
+#include "worker/trainer/data/memory_data_layer.h"
+#include "worker/trainer/data/window_data_layer.h"
 
 namespace nereus {
 namespace {
@@ -27,6 +28,7 @@ void RegisterDataLayers(LayerRegistry* registry, const data::DataLayerOptions& o
   RegisterSharded<data::ImageDataLayer>(registry, "ImageData", options);
   RegisterSharded<data::Hdf5DataLayer>(registry, "HDF5Data", options);
   RegisterSharded<data::Hdf5OutputLayer>(registry, "HDF5Output", options);
+  RegisterSharded<data::WindowDataLayer>(registry, "WindowData", options);
   registry->Register<data::DummyDataLayer>("DummyData");
   registry->Register<data::MemoryDataLayer>("MemoryData");
 }
