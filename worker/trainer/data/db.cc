@@ -360,7 +360,6 @@ StatusOr<std::unique_ptr<LevelDbDatabase>> LevelDbDatabase::Open(const std::stri
   leveldb::Options options = CaffeLevelDbOptions();
   options.create_if_missing = mode != DbMode::kRead;
   options.error_if_exists = mode == DbMode::kNew;
-  options.paranoid_checks = mode == DbMode::kRead;
   leveldb::DB* db = nullptr;
   const leveldb::Status s = leveldb::DB::Open(options, path, &db);
   if (!s.ok()) {

@@ -127,6 +127,13 @@ Status Hdf5DataLayer::DataLayerSetUp(const std::vector<Blob*>& top, std::vector<
   if (p.batch_size() == 0) return LayerError("hdf5_data_param.batch_size must be positive");
   if (layer_param_.has_transform_param()) return LayerError("HDF5Data does not transform data (no transform_param)");
   if (!options_.valid()) return LayerError("bad sharding: " + options_.ShardName());
+  // The prefetch thread reads files while the training thread may write
+  // HDF5 snapshots or an HDF5Output file: the library must take its own
+  // lock (Debian's libhdf5 does).
+  hbool_t threadsafe = false;
+  if (H5is_library_threadsafe(&threadsafe) < 0 || !threadsafe) {
+    return LayerError("this HDF5 library is not thread-safe, and HDF5Data reads on its prefetch thread");
+  }
   batch_size_ = static_cast<int>(p.batch_size());
   tops_.assign(layer_param_.top().begin(), layer_param_.top().end());
 

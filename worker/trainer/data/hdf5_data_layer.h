@@ -20,6 +20,9 @@
 // over all files in list order, has i mod P == k; shuffling permutes only
 // this worker's rows and the order of its files.
 //
+// The HDF5 library must be thread-safe (Debian's is): the prefetch thread
+// reads while the training thread may write snapshots.
+//
 // Errors name the file, the dataset and, for a row, its index: a missing
 // file or dataset, a dataset of the wrong rank, type or shape is a SetUp
 // error; a file that changed since (or cannot be read) is reported by the

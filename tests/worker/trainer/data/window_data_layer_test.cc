@@ -182,6 +182,21 @@ TEST_F(WindowDataLayerTest, AWindowOutsideItsImageIsAForwardError) {
       << layer.forward_error();
 }
 
+// In a build without OpenCV the layer refuses to run, saying why.
+TEST(WindowDataWithoutOpenCvTest, RefusesToRunSayingWhy) {
+  if (ImageCodecsAvailable()) GTEST_SKIP() << "built with OpenCV";
+  test::TempDir dir;
+  test::WriteText(dir.File("windows.txt"), "# 0\nim0.png\n3\n20\n24\n0\n");
+  WindowDataLayer layer(test::ParseLayerParameter(
+      "name: 'win' type: 'WindowData' top: 'data' top: 'label' transform_param { crop_size: 8 } "
+      "window_data_param { source: '" +
+      dir.File("windows.txt") + "' batch_size: 2 }"));
+  std::mt19937 rng;
+  layer.set_rng(&rng);
+  Blob data, label;
+  EXPECT_NE(layer.SetUp({}, {&data, &label}).message().find("built without OpenCV"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace data
 }  // namespace nereus

@@ -343,6 +343,19 @@ TEST_F(ConvertImagesetTest, HelpDescribesCaffesFlags) {
   }
 }
 
+// In a build without OpenCV the tool refuses to run, saying why.
+TEST(ConvertImagesetWithoutOpenCvTest, RefusesToRunSayingWhy) {
+  if (ImageCodecsAvailable()) GTEST_SKIP() << "built with OpenCV";
+  test::TempDir dir;
+  test::WriteText(dir.File("list.txt"), "a.png 0\n");
+  RunResult r = RunTool("nereus_convert_imageset", dir.path() + "/ " + dir.File("list.txt") + " " + dir.File("db"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("nereus_convert_imageset needs image decoding, and this Nereus was built without OpenCV"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.File("db")));
+}
+
 }  // namespace
 }  // namespace data
 }  // namespace nereus
