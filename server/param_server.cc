@@ -100,6 +100,12 @@ void ParamServer::Handle(const Endpoint& from, int worker_rank, StatusOr<Message
     case pb::PULL:
       st = HandlePull(from, *msg);
       break;
+    case pb::LEND:
+      st = HandleLend(from, worker_rank, *msg);
+      break;
+    case pb::HAND_BACK:
+      st = HandleHandBack(from, worker_rank, *msg);
+      break;
     case pb::PING: {
       Message pong;
       pong.header.set_op(pb::PONG);
@@ -112,6 +118,8 @@ void ParamServer::Handle(const Endpoint& from, int worker_rank, StatusOr<Message
     case pb::PUSH_ACK:
     case pb::PULL_REPLY:
     case pb::PONG:
+    case pb::LEND_REPLY:
+    case pb::HAND_BACK_ACK:
       // A reply is never answered (two nodes must not bounce ERRORs forever).
       refusals_.Refuse(from, std::string("refused ") + OpName(h.op()) + ": a server sends replies, it takes none");
       return;
@@ -370,7 +378,18 @@ Status ParamServer::CheckPush(int worker, const PushPart& part, uint64_t bytes) 
                                 std::to_string(part.tensor) + " partition " + std::to_string(part.partition) +
                                 " has already applied " + std::to_string(p.version) + " update(s)");
   }
-  if (part.clock >= p.version + options_.staleness + options_.max_clocks_ahead) {
+  if (p.lent_from >= 0 && part.clock >= p.lent_from) {
+    // Held until the hand-back, which may come any number of clocks later:
+    // the gradients of one clock only (the one the hand-back resumes from),
+    // so that a peer cannot fill this server's memory.
+    for (const auto& [clock, pending] : p.pending) {
+      if (clock >= p.lent_from && clock != part.clock)
+        return InvalidArgumentError(
+            "PUSH for clock " + std::to_string(part.clock) + ": tensor " + std::to_string(part.tensor) + " partition " +
+            std::to_string(part.partition) + " is lent to the workers from version " + std::to_string(p.lent_from) +
+            " and gradients of clock " + std::to_string(clock) + " already wait for its hand-back");
+    }
+  } else if (part.clock >= p.version + options_.staleness + options_.max_clocks_ahead) {
     return InvalidArgumentError("PUSH for clock " + std::to_string(part.clock) + " is too far ahead of version " +
                                 std::to_string(p.version));
   }
@@ -418,6 +437,7 @@ bool ParamServer::TakeUpdateReady(const Partition* p) const {
   if (options_.consistency == pb::ASYNC) return !p->async_grads.empty();
   if (p->pending.empty()) return false;
   auto it = p->pending.begin();
+  if (p->lent_from >= 0 && it->first >= p->lent_from) return false;  // The workers' update until the hand-back.
   return it->first == p->version && it->second.count >= options_.num_workers;
 }
 
@@ -553,6 +573,7 @@ void ParamServer::Complete(Update* u) {
   p->apply_us = u->end_us - u->begin_us;
   VersionAdvanced(p->version - 1);
   AnswerPulls(p);
+  AnswerLends(p);
 }
 
 void ParamServer::RecountMin() {
@@ -574,6 +595,15 @@ void ParamServer::VersionAdvanced(int64_t old_version) {
   RecountMin();                                   // Once per clock: every partition has left the old minimum.
   if (options_.consistency == pb::ASYNC) return;  // Versions count pushes, not clocks.
   for (int64_t clock = before + 1; clock <= min_version_; ++clock) OnClock(clock);
+}
+
+void ParamServer::VersionsJumped() {
+  const int64_t before = min_version_;
+  RecountMin();
+  // The hooks of the version reached only: the servers made no update of
+  // the clocks a hand-back skipped (and a checkpoint needs BSP without
+  // lending anyway: workers lend nothing while the servers checkpoint).
+  if (options_.consistency != pb::ASYNC && min_version_ > before) OnClock(min_version_);
 }
 
 void ParamServer::OnClock(int64_t clock) {
@@ -781,6 +811,142 @@ Status ParamServer::HandlePull(const Endpoint& from, const Message& msg) {
       p->pulls.push_back(PendingPull{from, part.request_id(), min_version, priority});
     }
   }
+  return Status::OK();
+}
+
+std::vector<std::string> ParamServer::StateArrays() const {
+  std::vector<std::string> names = {"weights", "history"};
+  if (NumHistoryBlobs(sgd_.type()) == 2) names.push_back("update_history");
+  return names;
+}
+
+// "a, b, c" of `names` (for errors).
+static std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : ", ") + EscapeBytes(names[i]);
+  return out.empty() ? "none" : out;
+}
+
+Status ParamServer::HandleLend(const Endpoint& from, int worker, const Message& msg) {
+  const pb::Header& h = msg.header;
+  if (worker < 0 || worker >= options_.num_workers)
+    return InvalidArgumentError("LEND from " + EscapeBytes(from) + ", which is not a worker of this job");
+  if (options_.consistency != pb::BSP)
+    return InvalidArgumentError("LEND needs BSP (this job is " + pb::Consistency_Name(options_.consistency) +
+                                "): a lent partition's updates are the workers' one per clock");
+  if (msg.payload_bytes() != 0 || h.parts_size() != 0)
+    return InvalidArgumentError("LEND carries no payload and no parts");
+  ASSIGN_OR_RETURN(Partition * p, FindPartition(h));
+  const std::string what = "tensor " + std::to_string(h.tensor()) + " partition " + std::to_string(h.partition());
+  if (h.clock() < 0 || h.clock() > kMaxClock)
+    return InvalidArgumentError("LEND of version " + std::to_string(h.clock()) + " is out of range");
+  if (h.clock() < p->version)
+    return InvalidArgumentError("LEND of version " + std::to_string(h.clock()) + ", but " + what +
+                                " has already applied " + std::to_string(p->version) + " update(s)");
+  if (p->lent_from >= 0 && p->lent_from != h.clock())
+    return InvalidArgumentError("LEND of version " + std::to_string(h.clock()) + ", but " + what +
+                                " is already lent from version " + std::to_string(p->lent_from));
+  for (const auto& [clock, pending] : p->pending) {
+    if (clock >= h.clock())
+      return InvalidArgumentError("LEND of version " + std::to_string(h.clock()) + ", but gradients of clock " +
+                                  std::to_string(clock) + " of " + what + " were pushed to this server");
+  }
+  const std::vector<std::string> known = StateArrays();
+  std::vector<std::string> arrays;
+  for (const std::string& a : h.state_arrays()) {
+    if (std::find(known.begin(), known.end(), a) == known.end())
+      return InvalidArgumentError("LEND asks for state array \"" + EscapeBytes(a) + "\"; " + what + " has " +
+                                  JoinNames(known));
+    if (std::find(arrays.begin(), arrays.end(), a) != arrays.end())
+      return InvalidArgumentError("LEND asks for state array \"" + EscapeBytes(a) + "\" twice");
+    arrays.push_back(a);
+  }
+  p->lent_from = h.clock();
+  p->lends.push_back(PendingLend{from, h.request_id(), std::move(arrays)});
+  AnswerLends(p);
+  return Status::OK();
+}
+
+void ParamServer::AnswerLends(Partition* p) {
+  if (p->lends.empty() || p->applying || p->version != p->lent_from) return;
+  for (PendingLend& lend : p->lends) {
+    Message m;
+    m.header.set_op(pb::LEND_REPLY);
+    m.header.set_request_id(lend.request_id);
+    m.header.set_tensor(p->meta.tensor());
+    m.header.set_partition(p->meta.partition());
+    m.header.set_clock(p->version);
+    m.header.set_dtype(pb::FLOAT32);
+    for (const std::string& a : lend.arrays) {
+      m.header.add_state_arrays(a);
+      // The weights are shared as with pulls (an update writes a copy while
+      // they are held); the histories are copied: a HAND_BACK replaces them
+      // in place while this reply may still be sending.
+      if (a == "weights") {
+        m.payload.push_back(Buffer::Of(p->weights));
+      } else {
+        auto copy = std::make_shared<std::vector<float>>(a == "history" ? p->history : p->history2);
+        copy->resize(p->meta.length(), 0.0f);  // A second history not yet made is zero.
+        m.payload.push_back(Buffer::Of(copy));
+      }
+    }
+    sink_->Reply(lend.to, std::move(m));
+  }
+  p->lends.clear();
+}
+
+Status ParamServer::HandleHandBack(const Endpoint& from, int worker, const Message& msg) {
+  const pb::Header& h = msg.header;
+  if (worker < 0 || worker >= options_.num_workers)
+    return InvalidArgumentError("HAND_BACK from " + EscapeBytes(from) + ", which is not a worker of this job");
+  if (options_.consistency != pb::BSP)
+    return InvalidArgumentError("HAND_BACK needs BSP (this job is " + pb::Consistency_Name(options_.consistency) + ")");
+  if (h.parts_size() != 0) return InvalidArgumentError("HAND_BACK carries no parts");
+  if (h.dtype() != pb::FLOAT32)
+    return InvalidArgumentError("unsupported dtype " + pb::DType_Name(h.dtype()) + " for HAND_BACK (only FLOAT32)");
+  ASSIGN_OR_RETURN(Partition * p, FindPartition(h));
+  const std::string what = "tensor " + std::to_string(h.tensor()) + " partition " + std::to_string(h.partition());
+  if (p->lent_from < 0) return InvalidArgumentError("HAND_BACK of " + what + ", which is not lent to the workers");
+  if (h.clock() < p->lent_from || h.clock() > kMaxClock)
+    return InvalidArgumentError("HAND_BACK of version " + std::to_string(h.clock()) + " of " + what +
+                                ", which was lent from version " + std::to_string(p->lent_from));
+  if (p->version != p->lent_from || p->applying)
+    return InvalidArgumentError("HAND_BACK of " + what + " before it reached version " + std::to_string(p->lent_from) +
+                                ", the one it was lent from (it has " + std::to_string(p->version) + ")");
+  const std::vector<std::string> expected = StateArrays();
+  const std::vector<std::string> arrays(h.state_arrays().begin(), h.state_arrays().end());
+  if (arrays != expected)
+    return InvalidArgumentError("HAND_BACK of " + what + " carries " + JoinNames(arrays) + "; the solver's state is " +
+                                JoinNames(expected));
+  if (msg.payload.size() != expected.size())
+    return InvalidArgumentError("HAND_BACK of " + what + " names " + std::to_string(expected.size()) +
+                                " arrays but has " + std::to_string(msg.payload.size()) + " payload frames");
+  const uint64_t bytes = p->meta.length() * sizeof(float);
+  for (size_t i = 0; i < msg.payload.size(); ++i) {
+    if (msg.payload[i].size() != bytes)
+      return InvalidArgumentError("HAND_BACK of " + what + ": array " + expected[i] + " has " +
+                                  std::to_string(msg.payload[i].size()) + " bytes, the partition " +
+                                  std::to_string(bytes));
+  }
+  for (const auto& [clock, pending] : p->pending) {
+    if (clock < h.clock())
+      return InvalidArgumentError("HAND_BACK of version " + std::to_string(h.clock()) + " of " + what +
+                                  ", but gradients of clock " + std::to_string(clock) + " wait here");
+  }
+  // Checked whole: now the partition takes the workers' state.
+  const size_t n = p->meta.length();
+  const float* w = msg.payload[0].floats();
+  p->weights = std::make_shared<std::vector<float>>(w, w + n);
+  p->spare.reset();
+  p->history.assign(msg.payload[1].floats(), msg.payload[1].floats() + n);
+  if (expected.size() == 3) p->history2.assign(msg.payload[2].floats(), msg.payload[2].floats() + n);
+  p->version = h.clock();
+  p->lent_from = -1;
+  p->lends.clear();
+  VersionsJumped();
+  Ack(from, pb::HAND_BACK_ACK, h);
+  if (TakeUpdateReady(p) && std::find(ready_.begin(), ready_.end(), p) == ready_.end()) ready_.push_back(p);
+  AnswerPulls(p);
   return Status::OK();
 }
 

@@ -16,6 +16,18 @@
 // updates asked for). A worker that pulls each clock before pushing it (as
 // every Nereus client does) never meets this: by the time every worker has
 // pushed clock c, each has its weights of clock c.
+//
+// Lending (BSP, HybComm's measured switching; docs/ARCHITECTURE.md,
+// "HybComm"): a LEND of version v makes the workers the owners of a
+// partition's updates of clocks >= v (its tensor travels as sufficient
+// factors among them). The server answers it with the arrays asked for once
+// the partition has version v, and from then on makes no update of a clock
+// >= v: pushes of such a clock are stored (at most one clock's, the one the
+// hand-back will start from) and pulls of a later version wait. A HAND_BACK
+// of version v' >= v brings the weights and the solver's histories the
+// workers reached; the partition takes version v' and its updates resume
+// with the pushes of clock v'. Both are checked whole before anything
+// changes (ERROR otherwise).
 #ifndef NEREUS_SERVER_PARAM_SERVER_H_
 #define NEREUS_SERVER_PARAM_SERVER_H_
 
@@ -143,6 +155,11 @@ class ParamServer {
     int64_t min_version;
     int32_t priority;
   };
+  struct PendingLend {
+    Endpoint to;
+    uint64_t request_id;
+    std::vector<std::string> arrays;
+  };
   // One partition's share of a PUSH (a whole plain PUSH, or one part of a merged one).
   struct PushPart {
     int tensor;
@@ -178,6 +195,10 @@ class ParamServer {
     bool applying = false;
     // ASYNC: pushes not yet applied, in arrival order (clock, gradient).
     std::deque<std::pair<int64_t, Buffer>> async_grads;
+    // Lent to the workers from this version on (-1: not lent): no update of
+    // a clock >= lent_from until the HAND_BACK.
+    int64_t lent_from = -1;
+    std::vector<PendingLend> lends;  // LENDs waiting for version lent_from.
   };
   // One update of one partition: what it reads, and when it was made.
   struct Update {
@@ -195,6 +216,13 @@ class ParamServer {
   Status CheckPush(int worker, const PushPart& p, uint64_t bytes) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StorePush(const Endpoint& from, int worker, PushPart p) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Status HandlePull(const Endpoint& from, const Message& msg) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Status HandleLend(const Endpoint& from, int worker, const Message& msg) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Status HandleHandBack(const Endpoint& from, int worker, const Message& msg) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The names of a partition's state arrays, in the order a HAND_BACK carries them:
+  // "weights", "history" and, for AdaDelta and Adam, "update_history".
+  std::vector<std::string> StateArrays() const NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers p's LENDs once p has version lent_from and no update is in flight.
+  void AnswerLends(Partition* p) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   StatusOr<Partition*> FindPartition(const pb::Header& h) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether p's next update can start now (it is not being updated and its
   // gradients are all in); if so marks p applying and fills *u.
@@ -225,6 +253,9 @@ class ParamServer {
   int64_t MinVersion(int64_t clock) const;
   // Keeps min_version_/at_min_ current after p's version grew by one.
   void VersionAdvanced(int64_t old_version) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a version jumped (a HAND_BACK): recounts, and runs the clock hooks
+  // of every clock the smallest version passed.
+  void VersionsJumped() NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecountMin() NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnClock(int64_t clock) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::unique_ptr<ShardState> ExportLocked(int64_t clock) const NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -253,6 +253,184 @@ TEST_P(ParamServerTest, BadRequestsGetErrorsAndLeaveParametersUnchanged) {
   EXPECT_NE(Last().header.error().find("stale PUSH for clock 0"), std::string::npos);
 }
 
+// HybComm's measured switching: a LEND of version v is answered once the
+// partition has v, holds every update of a clock >= v (pushes of the one
+// clock the hand-back resumes from are kept, pulls of later versions wait),
+// and a HAND_BACK of version v' puts the workers' state in place, after
+// which the servers' updates resume from v' exactly.
+Message LendMessage(uint64_t id, int64_t version, std::vector<std::string> arrays) {
+  Message m;
+  m.header.set_op(pb::LEND);
+  m.header.set_request_id(id);
+  m.header.set_clock(version);
+  for (auto& a : arrays) m.header.add_state_arrays(a);
+  return m;
+}
+Message HandBackMessage(uint64_t id, int64_t version, std::vector<std::string> arrays,
+                        std::vector<std::vector<float>> frames) {
+  Message m;
+  m.header.set_op(pb::HAND_BACK);
+  m.header.set_request_id(id);
+  m.header.set_clock(version);
+  m.header.set_dtype(pb::FLOAT32);
+  for (auto& a : arrays) m.header.add_state_arrays(a);
+  for (auto& f : frames) m.payload.push_back(Buffer::Of(std::make_shared<std::vector<float>>(std::move(f))));
+  m.header.set_payload_bytes(m.payload_bytes());
+  return m;
+}
+std::vector<float> FrameFloats(const Message& m, size_t i) {
+  return std::vector<float>(m.payload[i].floats(), m.payload[i].floats() + m.payload[i].size() / sizeof(float));
+}
+
+TEST_P(ParamServerTest, LendAndHandBackMoveTheStateAtExactVersions) {
+  Make(pb::BSP, 2);
+  // Clock 0: avg 2, h = 0.2, w = (0.8, 1.8, 2.8, 3.8).
+  Send(Floats(pb::PUSH, 0, {1, 1, 1, 1}), 0);
+  Send(Floats(pb::PUSH, 0, {3, 3, 3, 3}), 1);
+  ASSERT_EQ(Version(), 1);
+  // Lent from version 2, which does not exist yet: answered when it does.
+  Send(LendMessage(++id_, 2, {"history"}), 0);
+  const uint64_t lend0 = id_;
+  EXPECT_EQ(Last().header.op(), pb::PUSH_ACK);
+  // Clock 1: avg 1, h = 0.5 * 0.2 + 0.1 * 1 = 0.2, w = (0.6, 1.6, 2.6, 3.6); then the LEND's reply.
+  Send(Floats(pb::PUSH, 1, {1, 1, 1, 1}), 0);
+  Send(Floats(pb::PUSH, 1, {1, 1, 1, 1}), 1);
+  ASSERT_EQ(Version(), 2);
+  {
+    const Message& r = Last();
+    ASSERT_EQ(r.header.op(), pb::LEND_REPLY);
+    EXPECT_EQ(r.header.request_id(), lend0);
+    EXPECT_EQ(r.header.clock(), 2);
+    ASSERT_EQ(r.header.state_arrays_size(), 1);
+    EXPECT_EQ(r.header.state_arrays(0), "history");
+    ASSERT_EQ(r.payload.size(), 1u);
+    const std::vector<float> h = FrameFloats(r, 0);
+    for (float x : h) EXPECT_FLOAT_EQ(x, 0.2f);
+  }
+  // Another worker's LEND of the same version is answered at once.
+  Send(LendMessage(++id_, 2, {"weights", "history"}), 1);
+  ASSERT_EQ(Last().header.op(), pb::LEND_REPLY);
+  ASSERT_EQ(Last().payload.size(), 2u);
+  const std::vector<float> lent_weights = FrameFloats(Last(), 0);
+  EXPECT_EQ(lent_weights, Weights());
+  EXPECT_FLOAT_EQ(lent_weights[0], 0.6f);
+  // A pull of version 3 waits for the hand-back; a push of clock 4 (the
+  // hand-back's) is kept, one of clock 5 as well is refused.
+  Send(Pull(3), 1);
+  const size_t before_pull = sink_.replies.size();
+  Send(Floats(pb::PUSH, 4, {1, 1, 1, 1}), 0);
+  EXPECT_EQ(Last().header.op(), pb::PUSH_ACK);
+  Send(Floats(pb::PUSH, 5, {1, 1, 1, 1}), 1);
+  ASSERT_EQ(Last().header.op(), pb::ERROR);
+  EXPECT_NE(Last().header.error().find("is lent to the workers from version 2 and gradients of clock 4 already wait"),
+            std::string::npos)
+      << Last().header.error();
+  EXPECT_EQ(Version(), 2);
+  // The workers' state at version 4 comes back: the waiting pull gets it.
+  Send(HandBackMessage(++id_, 4, {"weights", "history"}, {{10, 20, 30, 40}, {1, 1, 1, 1}}), 0);
+  ASSERT_EQ(sink_.replies.size(), before_pull + 4);  // PUSH_ACK, ERROR, HAND_BACK_ACK, PULL_REPLY.
+  EXPECT_EQ(sink_.replies[before_pull + 2].msg.header.op(), pb::HAND_BACK_ACK);
+  EXPECT_EQ(Last().header.op(), pb::PULL_REPLY);
+  EXPECT_EQ(Last().header.clock(), 4);
+  EXPECT_EQ(FrameFloats(Last(), 0), (std::vector<float>{10, 20, 30, 40}));
+  EXPECT_EQ(Version(), 4);
+  // Clock 4 completes with worker 1's push: avg 2, h = 0.5 * 1 + 0.1 * 2 = 0.7, from the handed-back state.
+  Send(Floats(pb::PUSH, 4, {3, 3, 3, 3}), 1);
+  EXPECT_EQ(Version(), 5);
+  const std::vector<float> w = Weights();
+  EXPECT_FLOAT_EQ(w[0], 10 - 0.7f);
+  EXPECT_FLOAT_EQ(w[3], 40 - 0.7f);
+  // Lent and handed back again, at the next clock.
+  Send(LendMessage(++id_, 5, {"history"}), 0);
+  ASSERT_EQ(Last().header.op(), pb::LEND_REPLY);
+  for (float x : FrameFloats(Last(), 0)) EXPECT_FLOAT_EQ(x, 0.7f);
+}
+
+TEST_P(ParamServerTest, BadLendsAndHandBacksGetErrorsAndChangeNothing) {
+  Make(pb::BSP, 2);
+  Send(Floats(pb::PUSH, 0, {1, 1, 1, 1}), 0);
+  Send(Floats(pb::PUSH, 0, {3, 3, 3, 3}), 1);
+  ASSERT_EQ(Version(), 1);
+  const std::vector<float> before = Weights();
+  struct Case {
+    Message msg;
+    int worker;
+    std::string expect;
+  };
+  auto lend = [&](int64_t v, std::vector<std::string> a) { return LendMessage(++id_, v, std::move(a)); };
+  auto back = [&](int64_t v, std::vector<std::string> a, std::vector<std::vector<float>> f) {
+    return HandBackMessage(++id_, v, std::move(a), std::move(f));
+  };
+  std::vector<Case> cases;
+  cases.push_back({lend(1, {"history"}), -1, "LEND from w-1, which is not a worker of this job"});
+  {
+    Message m = lend(1, {"history"});
+    m.header.set_tensor(7);
+    cases.push_back({std::move(m), 0, "unknown tensor 7 partition 0"});
+  }
+  cases.push_back({lend(0, {"history"}), 0, "LEND of version 0, but tensor 0 partition 0 has already applied 1"});
+  cases.push_back({lend(-3, {}), 0, "LEND of version -3 is out of range"});
+  cases.push_back({lend(1, {"momentum"}), 0,
+                   "asks for state array \"momentum\"; tensor 0 partition 0 has weights, "
+                   "history"});
+  cases.push_back({lend(1, {"history", "history"}), 0, "asks for state array \"history\" twice"});
+  {
+    Message m = lend(1, {"history"});
+    m.payload.push_back(Buffer::Of(std::make_shared<std::vector<float>>(4, 1.0f)));
+    cases.push_back({std::move(m), 0, "LEND carries no payload"});
+  }
+  cases.push_back({back(1, {"weights", "history"}, {{1, 1, 1, 1}, {1, 1, 1, 1}}), 0,
+                   "HAND_BACK of tensor 0 partition 0, which is not lent to the workers"});
+  for (auto& c : cases) {
+    const uint64_t id = c.msg.header.request_id();
+    Send(std::move(c.msg), c.worker);
+    const Message& r = Last();
+    ASSERT_EQ(r.header.op(), pb::ERROR) << c.expect;
+    EXPECT_EQ(r.header.request_id(), id);
+    EXPECT_NE(r.header.error().find(c.expect), std::string::npos) << r.header.error();
+  }
+  // Lent from version 1 (answered at once); the bad hand-backs below change nothing.
+  Send(lend(1, {"history"}), 0);
+  ASSERT_EQ(Last().header.op(), pb::LEND_REPLY);
+  cases.clear();
+  cases.push_back({lend(2, {}), 1, "LEND of version 2, but tensor 0 partition 0 is already lent from version 1"});
+  cases.push_back({back(0, {"weights", "history"}, {{1, 1, 1, 1}, {1, 1, 1, 1}}), 0,
+                   "HAND_BACK of version 0 of tensor 0 partition 0, which was lent from version 1"});
+  cases.push_back({back(3, {"weights"}, {{1, 1, 1, 1}}), 0, "carries weights; the solver's state is weights, history"});
+  cases.push_back({back(3, {"history", "weights"}, {{1, 1, 1, 1}, {1, 1, 1, 1}}), 0,
+                   "carries history, weights; the solver's state is weights, history"});
+  cases.push_back({back(3, {"weights", "history"}, {{1, 1, 1, 1}}), 0, "names 2 arrays but has 1 payload frames"});
+  cases.push_back(
+      {back(3, {"weights", "history"}, {{1, 1, 1, 1}, {1, 1, 1}}), 0, "array history has 12 bytes, the partition 16"});
+  cases.push_back({back(3, {"weights", "history"}, {{1, 1, 1, 1}, {1, 1, 1, 1}}), -1,
+                   "HAND_BACK from w-1, which is not a worker of this job"});
+  {
+    Message m = back(3, {"weights", "history"}, {{1, 1, 1, 1}, {1, 1, 1, 1}});
+    m.header.set_dtype(pb::DTYPE_UNSPECIFIED);
+    cases.push_back({std::move(m), 0, "unsupported dtype DTYPE_UNSPECIFIED for HAND_BACK"});
+  }
+  for (auto& c : cases) {
+    Send(std::move(c.msg), c.worker);
+    const Message& r = Last();
+    ASSERT_EQ(r.header.op(), pb::ERROR) << c.expect;
+    EXPECT_NE(r.header.error().find(c.expect), std::string::npos) << r.header.error();
+  }
+  EXPECT_EQ(Weights(), before);
+  EXPECT_EQ(Version(), 1);
+  // Still lent, and still works: a good hand-back.
+  Send(back(3, {"weights", "history"}, {{5, 6, 7, 8}, {0, 0, 0, 0}}), 1);
+  EXPECT_EQ(Last().header.op(), pb::HAND_BACK_ACK);
+  EXPECT_EQ(Version(), 3);
+  EXPECT_EQ(Weights(), (std::vector<float>{5, 6, 7, 8}));
+}
+
+TEST_P(ParamServerTest, LendingNeedsBsp) {
+  Make(pb::SSP, 2, 1);
+  Send(LendMessage(++id_, 0, {"history"}), 0);
+  ASSERT_EQ(Last().header.op(), pb::ERROR);
+  EXPECT_NE(Last().header.error().find("LEND needs BSP (this job is SSP)"), std::string::npos) << Last().header.error();
+}
+
 TEST_P(ParamServerTest, BatchIsAckedOnceAndItsPullsAnsweredInOneReply) {
   Make(pb::BSP, 2);
   InitSecond();
