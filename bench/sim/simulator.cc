@@ -396,7 +396,10 @@ StatusOr<std::vector<SimLayer>> SimLayersOf(const ModelSpec& model, const std::v
       layers[l].tensor_elements.push_back(n);
     }
     if (m.fully_connected && !m.params.empty() && m.params[0].size() == 2) {
-      fc.push_back(FcLayerShape{m.name, m.params[0][0], m.params[0][1], FactorRows(m, batch)});
+      FcLayerShape shape{m.name, m.params[0][0], m.params[0][1], FactorRows(m, batch)};
+      // The rebuild runs beside the backward of the layers below this one.
+      for (size_t below = 0; below < l; ++below) shape.overlap_s += backward_s[below];
+      fc.push_back(shape);
       fc_layer.push_back(l);
     }
   }

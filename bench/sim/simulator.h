@@ -104,8 +104,10 @@ HybCommRates HybCommRatesOf(const SimOptions& options);
 // server each), with per-layer compute `forward_s` and `backward_s`: every
 // learnable tensor, and for each fully connected layer HybComm's choice
 // (common/update/hybcomm.h: `sfb`, P1 = P2 = hosts, BSP, K = FactorRows(layer,
-// batch), priced at `rates`, e.g. HybCommRatesOf(the options simulated)) made
-// as the job's client makes it. `choices`, if given, gets the choices of the
+// batch), priced at `rates`, e.g. HybCommRatesOf(the options simulated)), by
+// the overlap-aware prior a job's client orders its trials with: the
+// backward of the layers below a layer hides that much of its rebuild
+// (FcLayerShape::overlap_s). `choices`, if given, gets the choices of the
 // fully connected layers.
 StatusOr<std::vector<SimLayer>> SimLayersOf(const ModelSpec& model, const std::vector<double>& forward_s,
                                             const std::vector<double>& backward_s, int hosts, SfbMode sfb, int batch,

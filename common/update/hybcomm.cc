@@ -1,5 +1,6 @@
 #include "common/update/hybcomm.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iterator>
 #include <limits>
@@ -83,7 +84,8 @@ StatusOr<std::vector<HybCommChoice>> DecideHybComm(SfbMode mode, int workers, in
       c.ps_s = c.ps_link_s + c.ps_apply_s;
       c.sfb_link_s = c.sfb_bytes / 2 / rates.link_bytes_per_s;
       c.sfb_rebuild_s = c.rebuild_flops / rates.rebuild_flops_per_s + 4.0 * m * n / rates.update_bytes_per_s;
-      c.sfb_s = c.sfb_link_s + c.sfb_rebuild_s;
+      c.sfb_hidden_s = std::min(c.sfb_rebuild_s, std::max(0.0, l.overlap_s));
+      c.sfb_s = c.sfb_link_s + (c.sfb_rebuild_s - c.sfb_hidden_s);
     }
     switch (mode) {
       case SfbMode::kOff:
@@ -138,17 +140,17 @@ std::string FormatHybCommTable(SfbMode mode, int workers, int servers, const Hyb
                     Rate(rates.apply_bytes_per_s, 1e9, "GB/s") +
                     (rates.origin.empty() ? "" : " (" + rates.origin + ")") + "; costs in ms:\n";
   char line[512];
-  std::snprintf(line, sizeof(line), "  %-24s %-14s %6s %14s %14s %10s %10s %10s %10s %10s %10s %-4s %s\n", "layer",
-                "shape", "batch", "PS bytes", "SFB bytes", "PS link", "PS apply", "PS", "SFB link", "SFB rebld", "SFB",
-                "path", "why");
+  std::snprintf(line, sizeof(line), "  %-24s %-14s %6s %14s %14s %10s %10s %10s %10s %10s %10s %10s %-4s %s\n", "layer",
+                "shape", "batch", "PS bytes", "SFB bytes", "PS link", "PS apply", "PS", "SFB link", "SFB rebld",
+                "hidden", "SFB", "path", "why");
   out += line;
   for (const HybCommChoice& c : choices) {
     const std::string shape = std::to_string(c.layer.rows) + "x" + std::to_string(c.layer.cols);
-    std::snprintf(line, sizeof(line), "  %-24s %-14s %6lld %14.0f %14.0f %10s %10s %10s %10s %10s %10s %-4s %s\n",
+    std::snprintf(line, sizeof(line), "  %-24s %-14s %6lld %14.0f %14.0f %10s %10s %10s %10s %10s %10s %10s %-4s %s\n",
                   c.layer.name.c_str(), shape.c_str(), static_cast<long long>(c.layer.batch), c.ps_bytes, c.sfb_bytes,
                   Ms(c, c.ps_link_s).c_str(), Ms(c, c.ps_apply_s).c_str(), Ms(c, c.ps_s).c_str(),
-                  Ms(c, c.sfb_link_s).c_str(), Ms(c, c.sfb_rebuild_s).c_str(), Ms(c, c.sfb_s).c_str(),
-                  c.sfb ? "SFB" : "PS", c.reason.c_str());
+                  Ms(c, c.sfb_link_s).c_str(), Ms(c, c.sfb_rebuild_s).c_str(), Ms(c, c.sfb_hidden_s).c_str(),
+                  Ms(c, c.sfb_s).c_str(), c.sfb ? "SFB" : "PS", c.reason.c_str());
     out += line;
   }
   return out;

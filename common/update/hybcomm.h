@@ -26,6 +26,11 @@ struct FcLayerShape {
   int64_t rows = 0;
   int64_t cols = 0;
   int64_t batch = 0;
+  // Seconds of backward that remain after this layer's (the layers below
+  // it): the rebuild of an SFB update runs beside them, on its own thread
+  // or device, and only what exceeds them lengthens the clock. 0: unknown
+  // (then the whole rebuild counts, as at Init, before any backward ran).
+  double overlap_s = 0;
 };
 
 // What the cost model turns bytes and work into seconds with. A rate of
@@ -59,11 +64,14 @@ struct HybCommChoice {
   // Seconds per clock (set when `priced`: the rates were all known):
   //   ps_link_s   = ps_bytes / 2 / link          ps_apply_s    = 4MN / P2 / apply
   //   sfb_link_s  = sfb_bytes / 2 / link         sfb_rebuild_s = rebuild_flops / rebuild + 4MN / update
-  //   ps_s = ps_link_s + ps_apply_s              sfb_s = sfb_link_s + sfb_rebuild_s
-  // Each server applies its 1/P2 of the layer; each worker rebuilds all of it.
+  //                                              sfb_hidden_s  = min(sfb_rebuild_s, layer.overlap_s)
+  //   ps_s = ps_link_s + ps_apply_s              sfb_s = sfb_link_s + sfb_rebuild_s - sfb_hidden_s
+  // Each server applies its 1/P2 of the layer; each worker rebuilds all of
+  // it, beside the backward of the layers below (the link is not credited
+  // so: every layer's bytes share it, the rebuild's thread nothing else).
   bool priced = false;
   double ps_link_s = 0, ps_apply_s = 0, ps_s = 0;
-  double sfb_link_s = 0, sfb_rebuild_s = 0, sfb_s = 0;
+  double sfb_link_s = 0, sfb_rebuild_s = 0, sfb_hidden_s = 0, sfb_s = 0;
   bool sfb = false;
   std::string reason;  // Why, for the start-up table.
 };
@@ -80,7 +88,8 @@ StatusOr<std::vector<HybCommChoice>> DecideHybComm(SfbMode mode, int workers, in
 
 // The start-up table: a header naming the job and the rates, then one line
 // per layer: name, shape, batch, bytes per clock by each path, each path's
-// cost in ms (link + work = total), the choice and why ("-" where unpriced).
+// cost in ms (PS: link + apply = total; SFB: link + rebuild - hidden =
+// total), the choice and why ("-" where unpriced).
 std::string FormatHybCommTable(SfbMode mode, int workers, int servers, const HybCommRates& rates,
                                const std::vector<HybCommChoice>& choices);
 

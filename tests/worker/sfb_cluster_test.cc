@@ -157,10 +157,10 @@ TEST(SfbClusterTest, AutoSendsOnlyTheLayersTheRuleChooses) {
             std::string::npos)
       << log;
   EXPECT_TRUE(std::regex_search(log, std::regex("t1 +64x100 +8 +76800 +20992 +0\\.307 +0\\.006 +0\\.314 +0\\.084 "
-                                                "+0\\.028 +0\\.112 +SFB +auto: SFB costs less\n")))
+                                                "+0\\.028 +0\\.000 +0\\.112 +SFB +auto: SFB costs less\n")))
       << log;
   EXPECT_TRUE(std::regex_search(log, std::regex("t2 +250x10 +8 +30000 +33280 +0\\.120 +0\\.00[23] +0\\.12[23] "
-                                                "+0\\.133 +0\\.011 +0\\.144 +PS +auto: PS costs less\n")))
+                                                "+0\\.133 +0\\.011 +0\\.000 +0\\.144 +PS +auto: PS costs less\n")))
       << log;
 }
 

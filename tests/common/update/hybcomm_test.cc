@@ -270,6 +270,44 @@ TEST(HybCommTest, BadShapesAndJobsAreRefusedNamingThem) {
   EXPECT_EQ(z.status().message(), "HybComm needs at least one worker and one server, got 0 worker(s) and 2 server(s)");
 }
 
+// The rebuild runs beside the backward of the layers below: only what
+// exceeds it counts. ip2 of ParseAndTable (SFB rebuild 312.5 s, link 63.75
+// s; PS 625 s) with 250 s of backward below it: hidden 250, SFB 63.75 +
+// 312.5 - 250 = 126.25 s; with 400 s below, all of the rebuild is hidden:
+// SFB 63.75 s. A layer priced at Init (overlap unknown, 0) pays all of it.
+// The link is never credited (every layer's bytes share it). With the
+// rebuild slow against the link, the model chooses PS without the overlap
+// and SFB with enough backward below the layer to hide it.
+TEST(HybCommTest, OverlapHidesTheRebuildOnly) {
+  const HybCommRates rates = Rates(64, 256, 128, 32);
+  FcLayerShape ip2{"ip2", 10, 500, 2};
+  ip2.overlap_s = 250;
+  FcLayerShape all = ip2;
+  all.overlap_s = 400;
+  auto c = DecideHybComm(SfbMode::kAuto, 2, 2, pb::BSP, rates, {ip2, all, {"ip2", 10, 500, 2}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_DOUBLE_EQ((*c)[0].sfb_rebuild_s, 312.5);
+  EXPECT_DOUBLE_EQ((*c)[0].sfb_hidden_s, 250);
+  EXPECT_DOUBLE_EQ((*c)[0].sfb_s, 126.25);
+  EXPECT_DOUBLE_EQ((*c)[1].sfb_hidden_s, 312.5);
+  EXPECT_DOUBLE_EQ((*c)[1].sfb_s, 63.75);
+  EXPECT_DOUBLE_EQ((*c)[2].sfb_hidden_s, 0);
+  EXPECT_DOUBLE_EQ((*c)[2].sfb_s, 376.25);
+  // 10 x 500, K = 2, 2 x 2: PS 40000 bytes, SFB 8160; link 256 B/s: PS 78.125 + apply 10000 / 256 = 39.0625
+  // -> 117.1875 s; SFB 15.9375 + rebuild 40000 / 256 + 20000 / 128 = 312.5 s. Without overlap PS; with 300 s
+  // below the layer SFB costs 15.9375 + 12.5 = 28.4375 s.
+  const HybCommRates slow_work = Rates(256, 256, 128, 256);
+  FcLayerShape hidden{"ip2", 10, 500, 2};
+  hidden.overlap_s = 300;
+  auto d = DecideHybComm(SfbMode::kAuto, 2, 2, pb::BSP, slow_work, {{"ip2", 10, 500, 2}, hidden});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_DOUBLE_EQ((*d)[0].ps_s, 117.1875);
+  EXPECT_DOUBLE_EQ((*d)[0].sfb_s, 328.4375);
+  EXPECT_FALSE((*d)[0].sfb);
+  EXPECT_DOUBLE_EQ((*d)[1].sfb_s, 28.4375);
+  EXPECT_TRUE((*d)[1].sfb);
+}
+
 TEST(HybCommTest, ParseAndTable) {
   EXPECT_EQ(*ParseSfbMode("auto"), SfbMode::kAuto);
   EXPECT_EQ(*ParseSfbMode("on"), SfbMode::kOn);
@@ -293,20 +331,21 @@ TEST(HybCommTest, ParseAndTable) {
                    "(given); costs in ms:\n"),
             std::string::npos)
       << t;
-  EXPECT_TRUE(std::regex_search(t, std::regex("\n  t +4x4 +2 +128 +128 +1000\\.000 +1000\\.000 +2000\\.000 +1000\\.000 "
-                                              "+1000\\.000 +2000\\.000 SFB  auto: same cost, SFB \\(a tie goes to "
-                                              "SFB\\)\n")))
+  EXPECT_TRUE(
+      std::regex_search(t, std::regex("\n  t +4x4 +2 +128 +128 +1000\\.000 +1000\\.000 +2000\\.000 +1000\\.000 "
+                                      "+1000\\.000 +0\\.000 +2000\\.000 SFB  auto: same cost, SFB \\(a tie goes to "
+                                      "SFB\\)\n")))
       << t;
   EXPECT_TRUE(
       std::regex_search(t, std::regex("\n  ip2 +10x500 +2 +40000 +8160 +312500\\.000 +312500\\.000 +625000\\.000 "
-                                      "+63750\\.000 +312500\\.000 +376250\\.000 SFB  auto: SFB costs less\n")))
+                                      "+63750\\.000 +312500\\.000 +0\\.000 +376250\\.000 SFB  auto: SFB costs less\n")))
       << t;
   // Unpriced (off with unknown rates): dashes, and the unknown rates marked.
   auto off = DecideHybComm(SfbMode::kOff, 2, 2, pb::BSP, HybCommRates(), {{"t", 4, 4, 2}});
   ASSERT_TRUE(off.ok());
   const std::string u = FormatHybCommTable(SfbMode::kOff, 2, 2, HybCommRates(), *off);
   EXPECT_NE(u.find("link ? GB/s each way; rebuild on cpu: GEMM ? GFLOP/s"), std::string::npos) << u;
-  EXPECT_TRUE(std::regex_search(u, std::regex("\n  t +4x4 +2 +128 +128( +-){6} PS +--sfb=off\n"))) << u;
+  EXPECT_TRUE(std::regex_search(u, std::regex("\n  t +4x4 +2 +128 +128( +-){7} PS +--sfb=off\n"))) << u;
   // A free part is named so.
   const std::string f = FormatHybCommTable(SfbMode::kAuto, 2, 2, BytesOnly(), {});
   EXPECT_NE(f.find("GEMM free (inf GFLOP/s)"), std::string::npos) << f;
