@@ -53,8 +53,10 @@ JobResult RunJob(const std::string& sfb, const std::string& consistency = "bsp")
                        "--sfb=" + sfb};
   for (const std::string& f : test::InvDecaySgdFlags()) spec.worker_flags.push_back(f);
   // HybComm's rates given (a 1 Gbit/s link; rebuild GEMM 20 GFLOP/s, SGD
-  // step and server apply 2 GB/s), so auto's choice does not depend on timing.
+  // step and server apply 2 GB/s), and no measured trials (sfb_switch_test
+  // has those), so auto's choice does not depend on timing.
   for (const char* f : kRates) spec.worker_flags.push_back(f);
+  spec.worker_flags.push_back("--sfb_trial_clocks=0");
   for (int w = 0; w < kWorkers; ++w)
     spec.worker_rank_flags.push_back({w,
                                       {"--weights_out=" + dir.File("w" + std::to_string(w)),

@@ -12,6 +12,8 @@
 #include "nereus/client.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +39,41 @@
 namespace nereus {
 
 Client::~Client() = default;
+
+static Status UnimplementedOrFailed(const char* what, int tensor, int64_t clock) {
+  return FailedPreconditionError(std::string(what) + " of tensor " + std::to_string(tensor) + " at clock " +
+                                 std::to_string(clock) + ": this FactorApplier cannot switch a tensor's path");
+}
+
+Status FactorApplier::BeginFactors(int tensor, int64_t clock, const float*) {
+  return UnimplementedOrFailed("BeginFactors", tensor, clock);
+}
+Status FactorApplier::EndFactors(int tensor, int64_t clock, float*, float*) {
+  return UnimplementedOrFailed("EndFactors", tensor, clock);
+}
+
+StatusOr<std::map<std::string, std::pair<double, double>>> ParseInjectedCosts(const std::string& text) {
+  std::map<std::string, std::pair<double, double>> out;
+  size_t at = 0;
+  while (!text.empty() && at <= text.size()) {
+    const size_t comma = text.find(',', at);
+    const std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    const size_t c1 = item.find(':');
+    const size_t c2 = c1 == std::string::npos ? std::string::npos : item.find(':', c1 + 1);
+    char* end1 = nullptr;
+    char* end2 = nullptr;
+    const std::string ps = c2 == std::string::npos ? "" : item.substr(c1 + 1, c2 - c1 - 1);
+    const std::string sfb = c2 == std::string::npos ? "" : item.substr(c2 + 1);
+    const double a = std::strtod(ps.c_str(), &end1), b = std::strtod(sfb.c_str(), &end2);
+    if (c1 == 0 || c2 == std::string::npos || ps.empty() || sfb.empty() || *end1 != '\0' || *end2 != '\0' ||
+        !(a >= 0) || !(b >= 0))
+      return InvalidArgumentError("injected HybComm costs: \"" + item + "\" is not name:ps_ms:sfb_ms");
+    out[item.substr(0, c1)] = {a * 1e-3, b * 1e-3};
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return out;
+}
 
 namespace {
 
@@ -184,13 +221,12 @@ class ClientImpl final : public Client {
     ClientStats s = queues_.stats();
     s.factor_bytes_received = factors_.received_bytes();
     s.factor_apply_us = factors_.apply_us();
+    pipeline_.CountSfb(&s);
     return s;
   }
 
-  std::vector<int> sfb_tensors() const override {
-    MutexLock lock(&mu_);
-    return sfb_tensors_;
-  }
+  std::vector<int> sfb_tensors() const override { return pipeline_.SfbTensors(); }
+  bool SfbAt(int tensor, int64_t clock) const override { return pipeline_.SfbAt(tensor, clock); }
 
   Status Barrier(const std::string& name) override { return node_.Barrier("user." + name, pb::WORKER); }
 
@@ -227,15 +263,59 @@ class ClientImpl final : public Client {
     SfbChoice choice(options_, &node_, &tensors_, [this] { return MeasureLink(); });
     ASSIGN_OR_RETURN(SfbPlan plan, choice.Choose(sgd, pipeline_.layered()));
     if (plan.digest == 0) return Status::OK();  // No tensor has factors.
+    const int64_t start = node_.job().start_clock();
+    std::vector<bool> active;
+    for (const FactorExchange::TensorInfo& info : plan.infos) active.push_back(plan.start_sfb[info.id]);
+    const bool any = !plan.infos.empty();
     factors_.Configure(sgd, num_workers(), rank(), num_servers(), std::move(plan.infos),
-                       /*rebuild=*/!internals_.sfb_emulated_rebuild);
-    pipeline_.SetSfbTensors(plan.tensors);
-    {
-      MutexLock lock(&mu_);
-      sfb_tensors_ = plan.tensors;
+                       /*rebuild=*/!internals_.sfb_emulated_rebuild, active, start);
+    LayerPipeline::SfbSetup setup;
+    setup.start_clock = start;
+    setup.start_sfb = plan.start_sfb;
+    setup.trials = plan.trials;
+    setup.trials_config.start_clock = start;
+    setup.trials_config.warmup = std::max(5, options_.merge_profile_iterations + 2);
+    setup.trials_config.measure = std::max(1, options_.sfb_trial_clocks);
+    setup.trial_layers = plan.trial_layers;
+    setup.forced = plan.forced;
+    setup.timeline = timeline_.get();
+    for (const auto& [name, cost] : internals_.sfb_injected_costs) {
+      bool found = false;
+      for (int t = 0; t < tensors_.size(); ++t)
+        if (tensors_.spec(t).name == name) {
+          setup.injected_costs[t] = cost;
+          found = true;
+        }
+      if (!found) return InvalidArgumentError("injected HybComm costs for \"" + name + "\", which is no tensor");
     }
+    if (plan.trials) {
+      setup.agree = [this](const std::string& name, std::vector<double>* values) {
+        return node_.Barrier(name, pb::WORKER, 0, values);
+      };
+      // The prior that orders the trials: the start-up model, with the
+      // backward below each layer (the job's smallest) hiding its rebuild.
+      const int rank = this->rank(), workers = num_workers(), servers = num_servers();
+      const HybCommRates rates = plan.rates;
+      const std::vector<FcLayerShape> shapes = plan.shapes;
+      const SfbMode mode = plan.mode;
+      setup.pricer = [=](const std::vector<double>& overlaps, std::vector<TrialLayer>* layers) {
+        std::vector<FcLayerShape> with = shapes;
+        for (size_t i = 0; i < with.size() && i < overlaps.size(); ++i) with[i].overlap_s = overlaps[i];
+        auto priced = DecideHybComm(mode, workers, servers, pb::BSP, rates, with);
+        if (!priced.ok()) return;  // Unpriced (rates unknown): the order stays.
+        for (size_t i = 0; i < layers->size() && i < priced->size(); ++i) {
+          (*layers)[i].ps_s = (*priced)[i].priced ? (*priced)[i].ps_s : 0;
+          (*layers)[i].sfb_s = (*priced)[i].priced ? (*priced)[i].sfb_s : 0;
+        }
+        if (rank == 0)
+          LOG(INFO) << "worker 0: HybComm's prior for the trials, the rebuild hidden by the backward below each "
+                       "layer (the job's smallest measure of it): "
+                    << FormatHybCommTable(mode, workers, servers, rates, *priced);
+      };
+    }
+    pipeline_.ConfigureSfb(std::move(setup));
     return node_.Barrier("nereus.sfb", pb::WORKER, plan.digest, nullptr,
-                         plan.tensors.empty() ? "" : "sufficient factors rebuilt by " + plan.engine);
+                         any ? "sufficient factors rebuilt by " + plan.engine : "");
   }
 
   Handle SendInit(int tensor, const pb::SgdConfig& sgd, const float* values) {
@@ -253,9 +333,7 @@ class ClientImpl final : public Client {
   std::unique_ptr<Timeline> timeline_;  // Set by Start, then read-only; internally synchronized.
   std::string timeline_path_;           // options_.timeline with {rank} filled in.
   JobInfo job_;                         // Set by Start, then read-only.
-  mutable Mutex mu_;
-  std::vector<int> sfb_tensors_ NEREUS_GUARDED_BY(mu_);  // Set by Init.
-  std::optional<LinkFit> link_fit_;                      // Init's thread only: MeasureLink's.
+  std::optional<LinkFit> link_fit_;     // Init's thread only: MeasureLink's.
   TensorRegistry tensors_;
   RequestTable requests_;
   ServerQueues queues_;

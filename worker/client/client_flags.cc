@@ -45,6 +45,18 @@ DEFINE_double(sfb_apply_gbytes, 0,
               "Worker, --sfb=auto: GB of weights per second a server averages the workers' gradients and steps, "
               "all its apply threads together. 0: one thread of this CPU, timed at start with the job's workers.");
 
+DEFINE_int32(sfb_trial_clocks, 3,
+             "Worker, --sfb=auto under BSP: HybComm's measured choice. After a warm-up, each fully connected layer "
+             "runs this many clocks measured on each path (and a settling clock after each switch); the job keeps "
+             "the path whose clocks were shorter (the slowest worker's median), handing the layer's weights and "
+             "solver history over exactly at a clock boundary, and tries again when the clock's period drifts by "
+             "more than 25% for 5 clocks. 0: the start-up cost model's choice only. Same on every worker.");
+DEFINE_string(sfb_schedule, "",
+              "Worker, BSP: a forced schedule of paths, layer:clock:path[,...] with path sfb or ps (\"fc6\" names "
+              "fc6/0): from that clock on, that layer travels that way (handed over exactly); --sfb gives the path "
+              "before its first entry; no trials. For comparing a measured job with a fixed one. Same on every "
+              "worker.");
+
 namespace nereus {
 
 StatusOr<ClientOptions> ClientOptionsFromFlags() {
@@ -74,6 +86,10 @@ StatusOr<ClientOptions> ClientOptionsFromFlags() {
   o.sfb_rebuild_gflops = FLAGS_sfb_rebuild_gflops;
   o.sfb_update_gbytes = FLAGS_sfb_update_gbytes;
   o.sfb_apply_gbytes = FLAGS_sfb_apply_gbytes;
+  if (FLAGS_sfb_trial_clocks < 0)
+    return InvalidArgumentError("--sfb_trial_clocks must be >= 0, got " + std::to_string(FLAGS_sfb_trial_clocks));
+  o.sfb_trial_clocks = FLAGS_sfb_trial_clocks;
+  o.sfb_schedule = FLAGS_sfb_schedule;
   return o;
 }
 

@@ -1,6 +1,7 @@
 // The worker's communication flags (--schedule, --credit_bytes, --batch_bytes, --merge,
 // --timeline, --timeline_every, --sfb and HybComm's rates --sfb_link_gbit, --sfb_rebuild_gflops,
-// --sfb_update_gbytes, --sfb_apply_gbytes) and ClientOptionsFromFlags, for the binaries
+// --sfb_update_gbytes, --sfb_apply_gbytes, its trials --sfb_trial_clocks and forced
+// --sfb_schedule) and ClientOptionsFromFlags, for the binaries
 // that make a Client (nereus_worker, nereus_bench). Linked only into
 // binaries, never into the libraries; the node flags they build on are in
 // common/net/node_flags.h.
@@ -24,6 +25,8 @@ DECLARE_double(sfb_link_gbit);
 DECLARE_double(sfb_rebuild_gflops);
 DECLARE_double(sfb_update_gbytes);
 DECLARE_double(sfb_apply_gbytes);
+DECLARE_int32(sfb_trial_clocks);
+DECLARE_string(sfb_schedule);
 
 namespace nereus {
 

@@ -3,7 +3,10 @@
 #ifndef NEREUS_WORKER_CLIENT_CLIENT_INTERNAL_H_
 #define NEREUS_WORKER_CLIENT_CLIENT_INTERNAL_H_
 
+#include <map>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "common/base/status.h"
 #include "nereus/client.h"
@@ -17,7 +20,17 @@ struct ClientInternals {
   // worker's factors of it are here, and the caller charges the rebuild to
   // its emulated device. A FactorApplier ignores it.
   bool sfb_emulated_rebuild = false;
+  // Tests of HybComm's measured choice that must not depend on the
+  // machine's speed: tensor name -> (seconds per clock through the servers,
+  // as factors). The clock's period the trials read is then the sum, over
+  // these tensors, of the cost of each one's path in that clock, instead of
+  // the time measured.
+  std::map<std::string, std::pair<double, double>> sfb_injected_costs;
 };
+
+// "name:ps_ms:sfb_ms[,...]" (nereus_worker's --sfb_inject_costs) as
+// ClientInternals::sfb_injected_costs.
+StatusOr<std::map<std::string, std::pair<double, double>>> ParseInjectedCosts(const std::string& text);
 
 // Client::Connect with the internals above.
 StatusOr<std::unique_ptr<Client>> ConnectClient(const ClientOptions& options, const ClientInternals& internals);

@@ -18,22 +18,83 @@ FactorExchange::~FactorExchange() {
 }
 
 void FactorExchange::Configure(const pb::SgdConfig& sgd, int num_workers, int rank, int num_servers,
-                               std::vector<TensorInfo> tensors, bool rebuild) {
+                               std::vector<TensorInfo> tensors, bool rebuild, const std::vector<bool>& active,
+                               int64_t start) {
   MutexLock lock(&mu_);
   sgd_ = sgd;
   rebuild_ = rebuild;
   num_workers_ = num_workers;
   rank_ = rank;
   num_servers_ = num_servers;
-  for (TensorInfo& t : tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    TensorInfo& t = tensors[i];
     State s;
-    // The momentum history of the updates this client rebuilds (an applier keeps its own).
-    if (rebuild && t.applier == nullptr) s.history.assign(static_cast<size_t>(t.shape.rows * t.shape.cols), 0.0f);
+    if (active.empty() || active[i]) {
+      s.from = start;
+      s.applied = start;
+      // The momentum history of the updates this client rebuilds (an applier keeps its own).
+      if (rebuild && t.applier == nullptr)
+        s.history = std::make_shared<std::vector<float>>(static_cast<size_t>(t.shape.rows * t.shape.cols), 0.0f);
+    }
     const int id = t.id;
     s.info = std::move(t);
     tensors_.emplace(id, std::move(s));
   }
   if (!tensors_.empty() && !applier_.joinable()) applier_ = std::thread([this] { ApplyLoop(); });
+}
+
+float* FactorExchange::StartFactors(int tensor, int64_t clock, const StatePtr& history_ready) {
+  MutexLock lock(&mu_);
+  State& s = tensors_.at(tensor);
+  CHECK(s.from < 0 || s.until <= clock) << s.info.name << ": a segment of factors starts inside another";
+  s.from = clock;
+  s.until = std::numeric_limits<int64_t>::max();
+  s.applied = clock;
+  s.own_clock = clock - 1;
+  s.pending.clear();
+  // A new array each time: a hand-back may still be sending the last one.
+  s.history = std::make_shared<std::vector<float>>(static_cast<size_t>(s.info.shape.rows * s.info.shape.cols), 0.0f);
+  s.history_ready = history_ready;
+  s.begin_pending = s.info.applier != nullptr;
+  return s.history->data();
+}
+
+void FactorExchange::StopFactors(int tensor, int64_t clock) {
+  MutexLock lock(&mu_);
+  State& s = tensors_.at(tensor);
+  CHECK(s.from >= 0 && s.from < clock) << s.info.name << ": factors stop at clock " << clock << " outside a segment";
+  s.until = clock;
+}
+
+Status FactorExchange::HandBackState(int tensor, int64_t clock, const float** weights, Buffer* history) {
+  std::shared_ptr<std::vector<float>> h;
+  FactorApplier* applier;
+  TensorInfo info;
+  {
+    MutexLock lock(&mu_);
+    State& s = tensors_.at(tensor);
+    if (s.until != clock || s.applied != clock || !abort_.ok()) {
+      if (!abort_.ok()) return abort_;
+      return FailedPreconditionError("handing " + s.info.name + " back to the servers at clock " +
+                                     std::to_string(clock) + ": it holds " + std::to_string(s.applied) +
+                                     " update(s) and its factors stop at clock " + std::to_string(s.until));
+    }
+    h = s.history;
+    applier = s.info.applier;
+    info = s.info;
+  }
+  if (applier != nullptr) {
+    // The weights and history live where the applier keeps them.
+    h = std::make_shared<std::vector<float>>(static_cast<size_t>(info.shape.rows * info.shape.cols));
+    Status st = applier->EndFactors(tensor, clock, info.data, h->data());
+    if (!st.ok()) return st.Annotate("handing " + info.name + " back to the servers at clock " + std::to_string(clock));
+  } else if (h == nullptr) {
+    // Nothing rebuilt here (ClientInternals::sfb_emulated_rebuild): the weights as they are, no momentum.
+    h = std::make_shared<std::vector<float>>(static_cast<size_t>(info.shape.rows * info.shape.cols), 0.0f);
+  }
+  *weights = info.data;
+  *history = Buffer::Of(h);
+  return Status::OK();
 }
 
 void FactorExchange::ApplyLoop() {
@@ -46,12 +107,30 @@ void FactorExchange::ApplyLoop() {
     State& s = tensors_.at(tensor);
     Clock ready = std::move(s.pending.at(c));
     s.pending.erase(c);
+    // The first update of a segment starts from the servers' history.
+    StatePtr history_ready = c == s.from ? s.history_ready : nullptr;
+    const bool begin_factors = c == s.from && s.begin_pending;
+    if (begin_factors) s.begin_pending = false;
+    std::shared_ptr<std::vector<float>> history = s.history;
     mu_.Unlock();
+    Status applied;
+    if (history_ready != nullptr) {
+      applied = MakeHandle(history_ready).Wait();
+      if (!applied.ok())
+        applied = applied.Annotate("fetching the servers' history of " + s.info.name + " for clock " +
+                                   std::to_string(c) + " (its first as sufficient factors)");
+    }
+    if (applied.ok() && begin_factors) {
+      applied = s.info.applier->BeginFactors(tensor, c, history->data());
+      if (!applied.ok())
+        applied = applied.Annotate("starting " + s.info.name + " as sufficient factors at clock " + std::to_string(c));
+    }
     // Every worker applies the same factors in rank order: identical bits.
     std::vector<const Factors*> by_rank;
     for (const Factors& f : ready.by_rank) by_rank.push_back(&f);
-    Status applied;
-    if (s.info.applier != nullptr) {
+    if (!applied.ok()) {
+      // Reported below.
+    } else if (s.info.applier != nullptr) {
       // The trainer applies it where it keeps the weights (a GPU worker's
       // device); the factors are valid during the call only.
       std::vector<FactorApplier::RankFactors> views;
@@ -68,7 +147,7 @@ void FactorExchange::ApplyLoop() {
       // read a microsecond or more on a loaded machine.
       const auto begin = std::chrono::steady_clock::now();
       ApplySufficientFactors(sgd_, c, s.info.lr_mult, s.info.decay_mult, by_rank, s.info.shape, s.info.data,
-                             s.history.data(), &s.scratch);
+                             history->data(), &s.scratch);
       apply_us_.fetch_add(static_cast<uint64_t>(
           std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - begin).count()));
     }
@@ -97,6 +176,15 @@ int64_t FactorExchange::applied(int tensor) const {
 
 Status FactorExchange::Store(int sender, int tensor, int64_t clock, Factors f) {
   State& s = tensors_.at(tensor);
+  if (s.from < 0 || clock < s.from || clock >= s.until)
+    return InvalidArgumentError(
+        "factors of " + s.info.name + " for clock " + std::to_string(clock) + " from worker " + std::to_string(sender) +
+        ": this worker sends it as factors " +
+        (s.from < 0 ? std::string("at no clock yet")
+                    : "from clock " + std::to_string(s.from) +
+                          (s.until == std::numeric_limits<int64_t>::max() ? std::string(" on")
+                                                                          : " to " + std::to_string(s.until - 1))) +
+        " (HybComm's paths differ between workers?)");
   if (sender != rank_ && (clock < s.applied || clock > s.applied + 1))
     return InvalidArgumentError("factors of " + s.info.name + " for clock " + std::to_string(clock) + " from worker " +
                                 std::to_string(sender) + ": this worker has applied " + std::to_string(s.applied) +

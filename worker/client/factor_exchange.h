@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -24,11 +25,17 @@
 
 namespace nereus {
 
-// Owns, per SFB tensor, the factors received for the clocks not yet applied
-// (by clock, by worker rank), the momentum history and the number of updates
-// applied to the tensor's data buffer, and the applier thread. Its lock
-// guards all of that and is taken after the LayerPipeline's and before the
-// RequestTable's.
+// Owns, per tensor that may travel as factors, the factors received for the
+// clocks not yet applied (by clock, by worker rank), the momentum history and
+// the number of updates applied to the tensor's data buffer, and the applier
+// thread. Its lock guards all of that and is taken after the LayerPipeline's
+// and before the RequestTable's.
+//
+// A tensor travels as factors over a segment of clocks [from, until): from
+// the job's first clock (Configure) or from a switch (StartFactors: its
+// weights of `from` come from the servers, its history with them), up to a
+// switch back (StopFactors). FACTORS are accepted for the clocks of the
+// segment only.
 //
 // Threads: the user threads build sends (GradientsReady, under the
 // LayerPipeline's lock) and wait (WaitWeights, no client lock held); the
@@ -73,9 +80,28 @@ class FactorExchange {
   // `rebuild` false (ClientInternals::sfb_emulated_rebuild, benchmarks only):
   // a complete clock is marked applied without computing its update, so the
   // tensors' data keep their values.
+  // `active[i]`: tensors[i] travels as factors from `start` (the job's first
+  // clock) on; the others start through the servers (empty: all active).
   void Configure(const pb::SgdConfig& sgd, int num_workers, int rank, int num_servers, std::vector<TensorInfo> tensors,
-                 bool rebuild = true);
+                 bool rebuild = true, const std::vector<bool>& active = {}, int64_t start = 0);
   bool Has(int tensor) const;
+
+  // HybComm's switches (LayerPipeline, at the start of clock - 1, before any
+  // peer can send factors of `clock`). StartFactors: `tensor` travels as
+  // factors from `clock` on; its data will hold the weights of `clock`
+  // (pulled) before this worker hands over its factors of `clock`, and its
+  // history arrives into the buffer returned (rows x cols floats) with the
+  // completion of `history_ready` (the servers' LEND_REPLYs), which the
+  // update of `clock` waits for. StopFactors: the last clock sent as factors
+  // is clock - 1.
+  float* StartFactors(int tensor, int64_t clock, const StatePtr& history_ready);
+  void StopFactors(int tensor, int64_t clock);
+  // The state `tensor` hands back to the servers at `clock` (the first clock
+  // through them again, StopFactors(tensor, clock) called and its updates
+  // up to clock - 1 applied): its weights (in TensorInfo::data: the client's
+  // rebuild wrote them there, or the applier's EndFactors does now) and its
+  // momentum history (kept alive by the buffer's owner).
+  Status HandBackState(int tensor, int64_t clock, const float** weights, Buffer* history);
 
   // GradientsReady(clock): copies this worker's factors of `tensor` (the
   // trainer overwrites its buffers in the next forward), keeps them as its
@@ -118,8 +144,14 @@ class FactorExchange {
   };
   struct State {
     TensorInfo info;
-    int64_t applied = 0;         // Updates in info.data.
-    std::vector<float> history;  // Momentum, rows * cols.
+    int64_t applied = 0;  // Updates in info.data (in a segment).
+    // The segment of clocks sent as factors: [from, until); from < 0: none yet.
+    int64_t from = -1, until = std::numeric_limits<int64_t>::max();
+    // Momentum, rows * cols: made (zero) at the start of each segment; the
+    // applier thread takes its own reference with each clock.
+    std::shared_ptr<std::vector<float>> history;
+    StatePtr history_ready;      // The servers' history of `from` is in `history` (null: nothing to wait for).
+    bool begin_pending = false;  // With an applier: BeginFactors of `from` not yet called.
     std::map<int64_t, Clock> pending;
     int64_t own_clock = -1;  // Last clock this worker handed over.
     FactorScratch scratch;   // The applier's.

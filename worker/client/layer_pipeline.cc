@@ -68,18 +68,172 @@ void LayerPipeline::SetLink(const LinkModel& link) {
   merges_.set_link(link);
 }
 
-void LayerPipeline::SetSfbTensors(const std::vector<int>& which) {
+void LayerPipeline::ConfigureSfb(SfbSetup setup) {
   MutexLock lock(&mu_);
-  sfb_.assign(tensors_->size(), false);
-  for (int t : which) sfb_[t] = true;
-  // Merge planning weighs what goes to the servers.
+  setup.start_sfb.resize(tensors_->size(), false);
+  paths_.Reset(setup.start_clock, setup.start_sfb);
+  // Merge planning weighs what goes to the servers at the start.
   for (size_t li = 0; li < layers_.size(); ++li) {
     uint64_t bytes = 0;
     for (int t : layers_[li].tensors)
-      if (!sfb_[t]) bytes += tensors_->elements(t) * sizeof(float);
+      if (!setup.start_sfb[t]) bytes += tensors_->elements(t) * sizeof(float);
     layers_[li].bytes = bytes;
     layer_bytes_[li] = bytes;
   }
+  for (auto& f : setup.forced)
+    if (f.second.clock > setup.start_clock) forced_.push_back(f);
+  if (setup.trials) {
+    trials_ = std::make_unique<SfbTrials>(setup.trials_config, setup.trial_layers, setup.pricer);
+    trials_from_ = setup.trials_config.start_clock + setup.trials_config.warmup;
+  }
+  switching_ = trials_ != nullptr || !forced_.empty();
+  agree_ = std::move(setup.agree);
+  injected_ = std::move(setup.injected_costs);
+  timeline_ = setup.timeline;
+}
+
+bool LayerPipeline::SfbAt(int tensor, int64_t clock) const {
+  MutexLock lock(&mu_);
+  return paths_.At(tensor, clock);
+}
+
+std::vector<int> LayerPipeline::SfbTensors() const {
+  MutexLock lock(&mu_);
+  return paths_.SfbTensors(std::max(started_clock_, paths_.start()));
+}
+
+void LayerPipeline::CountSfb(ClientStats* stats) const {
+  MutexLock lock(&mu_);
+  stats->sfb_switches = static_cast<uint64_t>(paths_.switches());
+  stats->sfb_trial_clocks = trials_ != nullptr ? static_cast<uint64_t>(trials_->trial_clocks()) : 0;
+}
+
+Status LayerPipeline::StartClock(int64_t clock) {
+  while (true) {
+    int64_t c;
+    TrialStep step;
+    {
+      MutexLock lock(&mu_);
+      if (!switching_ || clock <= started_clock_) return Status::OK();
+      while (deciding_) decided_cv_.Wait(&mu_);
+      if (clock <= started_clock_) return Status::OK();
+      // Clocks come one after the other (a trainer that skipped one: each in turn).
+      c = started_clock_ < 0 ? clock : started_clock_ + 1;
+      step = BeginClock(c);
+      deciding_ = true;
+    }
+    std::vector<double> reduced = step.proposal;
+    Status st;
+    if (step.agree) {
+      // Every worker starts this clock with the same agreement (the trials'
+      // schedule is the same on all), and none can send factors of the next
+      // clock before every worker decided its paths here.
+      st = agree_ == nullptr ? InternalError("HybComm's trials without an agreement")
+                             : agree_("nereus.hybcomm." + std::to_string(c), &reduced);
+      if (!st.ok()) st = st.Annotate("HybComm's agreement on " + step.what + " at clock " + std::to_string(c));
+    }
+    std::vector<QueuedMessage> work;
+    {
+      MutexLock lock(&mu_);
+      if (st.ok()) FinishClock(c, step.agree ? reduced : std::vector<double>(), &work);
+      deciding_ = false;
+      decided_cv_.SignalAll();
+    }
+    queues_->Submit(std::move(work));
+    if (!st.ok()) return st;
+  }
+}
+
+TrialStep LayerPipeline::BeginClock(int64_t clock) {
+  const int64_t now = MonotonicMicros();
+  TrialStep step;
+  if (trials_ != nullptr) {
+    double period = -1;
+    if (started_clock_ >= 0 && clock == started_clock_ + 1) period = static_cast<double>(now - clock_start_us_) * 1e-6;
+    if (!injected_.empty() && started_clock_ >= 0) {
+      // Deterministic tests: what the paths of the last clock cost by decree.
+      period = 0;
+      for (const auto& [t, cost] : injected_) period += paths_.At(t, clock - 1) ? cost.second : cost.first;
+    }
+    std::vector<double> waits;
+    for (const TrialLayer& l : trials_->layers()) waits.push_back(WaitOf(clock - 1, l.tensor));
+    if (clock == trials_from_) trials_->set_overlaps(Overlaps());
+    if (timeline_ != nullptr && started_clock_ >= 0 && clock == started_clock_ + 1) {
+      const std::string mark = trials_->Mark(clock - 1);
+      if (!mark.empty()) timeline_->Span(Lane::kHybComm, mark, clock - 1, clock_start_us_, now);
+    }
+    step = trials_->Begin(clock, period, waits);
+  }
+  started_clock_ = clock;
+  clock_start_us_ = now;
+  // What the trials read is kept a few dozen clocks.
+  while (!wait_us_.empty() && wait_us_.begin()->first < clock - 64) wait_us_.erase(wait_us_.begin());
+  while (!ready_us_.empty() && ready_us_.begin()->first < clock - 64) ready_us_.erase(ready_us_.begin());
+  return step;
+}
+
+void LayerPipeline::FinishClock(int64_t clock, const std::vector<double>& reduced, std::vector<QueuedMessage>* out) {
+  std::vector<std::string> log;
+  std::vector<TrialSwitch> switches;
+  if (trials_ != nullptr) switches = trials_->Decide(clock, reduced, &log);
+  for (const std::string& line : log) LOG(INFO) << "worker " << rank_ << ": " << line;
+  for (const TrialSwitch& s : switches) Switch(s.tensor, s.clock, s.sfb, "HybComm's trials", out);
+  // The forced schedule's switches of clock + 1 (decided, like the trials',
+  // at the start of the clock before).
+  while (!forced_.empty() && forced_.front().second.clock <= clock + 1) {
+    const auto [t, e] = forced_.front();
+    forced_.pop_front();
+    if (e.clock == clock + 1) Switch(t, e.clock, e.sfb, "--sfb_schedule", out);
+  }
+}
+
+void LayerPipeline::Switch(int t, int64_t clock, bool sfb, const char* why, std::vector<QueuedMessage>* out) {
+  if (paths_.At(t, clock) == sfb) return;
+  paths_.Set(t, clock, sfb);
+  const std::string& name = tensors_->spec(t).name;
+  if (sfb) {
+    // The servers lend its partitions from version `clock`: their weights
+    // of `clock` come with the pushes of clock - 1 as usual, their history
+    // with the LEND_REPLYs.
+    const std::vector<PartitionRef> refs = tensors_->Refs(t);
+    StatePtr lent = std::make_shared<Handle::State>(static_cast<int>(refs.size()));
+    float* history = factors_->StartFactors(t, clock, lent);
+    const int layer = tensors_->spec(t).layer >= 0 ? tensors_->spec(t).layer : t;
+    builder_->BuildLends(refs, history, clock, lent, static_cast<uint64_t>(layer_index_.at(layer)) << 32, out);
+  } else {
+    // Worker 0 hands it back with its gradients of `clock` (BuildLayerPushes).
+    factors_->StopFactors(t, clock);
+  }
+  LOG(INFO) << "worker " << rank_ << ": HybComm: " << name << " travels "
+            << (sfb ? "as sufficient factors" : "through the servers") << " from clock " << clock << " (" << why << ")";
+}
+
+std::vector<double> LayerPipeline::Overlaps() const {
+  std::vector<double> out;
+  for (const TrialLayer& l : trials_->layers()) {
+    const int layer = tensors_->spec(l.tensor).layer >= 0 ? tensors_->spec(l.tensor).layer : l.tensor;
+    const int li = layer_index_.at(layer);
+    std::vector<double> v;
+    for (const auto& [clock, ready] : ready_us_) {
+      if (clock <= paths_.start() || ready[li] <= 0) continue;  // The first clock warms up.
+      const int64_t end = *std::max_element(ready.begin(), ready.end());
+      v.push_back(static_cast<double>(end - ready[li]) * 1e-6);
+    }
+    if (v.empty()) {
+      out.push_back(0);
+      continue;
+    }
+    std::sort(v.begin(), v.end());
+    out.push_back(v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2);
+  }
+  return out;
+}
+
+double LayerPipeline::WaitOf(int64_t clock, int tensor) const {
+  auto it = wait_us_.find(clock);
+  if (it == wait_us_.end()) return 0;
+  const int layer = tensors_->spec(tensor).layer >= 0 ? tensors_->spec(tensor).layer : tensor;
+  return static_cast<double>(it->second[layer_index_.at(layer)]) * 1e-6;
 }
 
 StatusOr<int> LayerPipeline::CommLayerOf(const char* op, int layer) const {
@@ -91,10 +245,10 @@ StatusOr<int> LayerPipeline::CommLayerOf(const char* op, int layer) const {
   return it == layer_index_.end() ? -1 : it->second;
 }
 
-int LayerPipeline::Partitions(int li, bool with_sfb) const {
+int LayerPipeline::PulledPartitions(int li, int64_t clock) const {
   int partitions = 0;
   for (int t : layers_[li].tensors)
-    if (with_sfb || !Sfb(t)) partitions += static_cast<int>(tensors_->partitions(t).size());
+    if (paths_.WeightsFromServers(t, clock)) partitions += static_cast<int>(tensors_->partitions(t).size());
   return partitions;
 }
 
@@ -108,6 +262,7 @@ void LayerPipeline::Prefetch(int layer) {
 }
 
 Status LayerPipeline::GradientsReady(int layer, int64_t clock) {
+  RETURN_IF_ERROR(StartClock(clock));
   const int64_t now = MonotonicMicros();
   std::vector<QueuedMessage> work;
   {
@@ -124,6 +279,13 @@ Status LayerPipeline::GradientsReady(int layer, int64_t clock) {
       return FailedPreconditionError("GradientsReady(" + std::to_string(layer) + ", " + std::to_string(clock) +
                                      ") called twice");
     L.ready_clock = clock;
+    if (trials_ != nullptr && clock < trials_from_) {
+      // The warm-up's backward times: how much of each layer's rebuild the
+      // backward below it would hide (the trials' prior).
+      std::vector<int64_t>& ready = ready_us_[clock];
+      ready.resize(layers_.size(), 0);
+      ready[li] = now;
+    }
     if (options_.schedule == Schedule::kSequential) {
       // Everything goes out once the whole backward is done.
       for (const CommLayer& x : layers_)
@@ -136,14 +298,14 @@ Status LayerPipeline::GradientsReady(int layer, int64_t clock) {
       // push is in. Measured on 2 emulated hosts (bench/results/scaling/README.md),
       // that let the two workers settle half a transfer out of phase, each
       // iteration then waiting 1.5 transfers instead of 1.
-      BuildLayerPushes(all, clock, &work);
+      RETURN_IF_ERROR(BuildLayerPushes(all, clock, &work));
     } else {
       const MergeGroup& g = merges_.group_of(li);
       for (int l = g.first; l <= g.last; ++l)
         if (layers_[l].ready_clock < clock) return Status::OK();
       std::vector<int> members;
       for (int l = g.first; l <= g.last; ++l) members.push_back(l);
-      BuildLayerPushes(members, clock, &work);
+      RETURN_IF_ERROR(BuildLayerPushes(members, clock, &work));
     }
   }
   queues_->Submit(std::move(work));
@@ -151,12 +313,14 @@ Status LayerPipeline::GradientsReady(int layer, int64_t clock) {
 }
 
 Status LayerPipeline::WaitWeights(int layer, int64_t clock) {
+  RETURN_IF_ERROR(StartClock(clock));
   Handle pull, push;
-  std::vector<int> sfb;
+  std::vector<int> rebuilt;  // Tensors whose weights of `clock` are rebuilt from factors here.
   std::vector<QueuedMessage> work;
+  int li;
   {
     MutexLock lock(&mu_);
-    ASSIGN_OR_RETURN(const int li, CommLayerOf("WaitWeights", layer));
+    ASSIGN_OR_RETURN(li, CommLayerOf("WaitWeights", layer));
     if (li < 0) return Status::OK();  // A layer without tensors.
     CommLayer& L = layers_[li];
     if (first_clock_ < 0) first_clock_ = clock;
@@ -178,25 +342,48 @@ Status LayerPipeline::WaitWeights(int layer, int64_t clock) {
     pull = L.pull;
     push = L.push;
     for (int t : L.tensors)
-      if (Sfb(t)) sfb.push_back(t);
+      if (!paths_.WeightsFromServers(t, clock)) rebuilt.push_back(t);
   }
   queues_->Submit(std::move(work));
+  const int64_t begin = MonotonicMicros();
   Status st = pull.Wait();
   if (st.ok()) st = push.Wait();  // The diff buffers are free again.
-  // SFB tensors: every worker's factors of clock - 1, one GEMM, one SGD step.
-  for (size_t i = 0; st.ok() && i < sfb.size(); ++i) st = factors_->Advance(sfb[i], clock);
+  // Tensors sent as factors in clock - 1: every worker's factors of it, one GEMM, one SGD step.
+  for (size_t i = 0; st.ok() && i < rebuilt.size(); ++i) st = factors_->Advance(rebuilt[i], clock);
+  const int64_t end = MonotonicMicros();
   MutexLock lock(&mu_);
-  if (merges_.profiling()) merges_.RecordWaitEnd(clock - std::max<int64_t>(first_clock_, 0), MonotonicMicros());
+  if (merges_.profiling()) merges_.RecordWaitEnd(clock - std::max<int64_t>(first_clock_, 0), end);
+  if (trials_ != nullptr) {
+    std::vector<int64_t>& waits = wait_us_[clock];
+    waits.resize(layers_.size(), 0);
+    waits[li] += end - begin;
+  }
   return st;
 }
 
-void LayerPipeline::BuildLayerPushes(const std::vector<int>& which, int64_t clock, std::vector<QueuedMessage>* out) {
+Status LayerPipeline::BuildLayerPushes(const std::vector<int>& which, int64_t clock, std::vector<QueuedMessage>* out) {
+  // Worker 0 hands back to the servers what returns to them at this clock:
+  // its replica's weights and history after the updates of the clocks
+  // before (WaitWeights(clock) waited for them).
+  struct HandBack {
+    int tensor;
+    const float* weights;
+    Buffer history;
+  };
+  std::vector<HandBack> hand_backs;
+  for (int li : which)
+    for (int t : layers_[li].tensors) {
+      if (rank_ != 0 || clock <= paths_.start() || paths_.At(t, clock) || !paths_.At(t, clock - 1)) continue;
+      HandBack h{t, nullptr, Buffer()};
+      RETURN_IF_ERROR(factors_->HandBackState(t, clock, &h.weights, &h.history));
+      hand_backs.push_back(std::move(h));
+    }
   std::vector<PartitionRef> refs;
   std::vector<const float*> grads;
   std::vector<int> tensors;
   for (int li : which) {
     for (int t : layers_[li].tensors) {
-      if (Sfb(t)) continue;  // Its factors go to the other workers (below).
+      if (paths_.At(t, clock)) continue;  // Its factors go to the other workers (below).
       for (const PartitionRef& r : tensors_->Refs(t)) refs.push_back(r);
       grads.push_back(tensors_->spec(t).diff);
       tensors.push_back(t);
@@ -217,11 +404,11 @@ void LayerPipeline::BuildLayerPushes(const std::vector<int>& which, int64_t cloc
     StatePtr all;
     if (options_.schedule == Schedule::kSequential) {
       int total = 0;
-      for (int li : which) total += Partitions(li);
+      for (int li : which) total += PulledPartitions(li, clock + 1);
       all = std::make_shared<Handle::State>(total);
     }
     for (int li : which) {
-      auto st = all ? all : std::make_shared<Handle::State>(Partitions(li));
+      auto st = all ? all : std::make_shared<Handle::State>(PulledPartitions(li, clock + 1));
       for (int t : layers_[li].tensors) pull_of_tensor[t] = st;
       layers_[li].pull = MakeHandle(st);
       layers_[li].pulled_clock = clock + 1;
@@ -232,10 +419,12 @@ void LayerPipeline::BuildLayerPushes(const std::vector<int>& which, int64_t cloc
   // end of backward) or as a merge group: they share the most urgent
   // layer's priority.
   const uint64_t base = static_cast<uint64_t>(*std::min_element(which.begin(), which.end())) << 32;
+  for (const HandBack& h : hand_backs)
+    builder_->BuildHandBacks(tensors_->Refs(h.tensor), h.weights, h.history, clock, push, guard, base, &built);
   builder_->BuildPushes(refs, grads, tensors, clock, pull_of, push, guard, base, &built, merge);
   for (int li : which)
     for (int t : layers_[li].tensors) {
-      if (!Sfb(t)) continue;
+      if (!paths_.At(t, clock)) continue;
       auto sent = factors_->BuildSends(t, clock, base, push, &built);
       // Only a second GradientsReady of the clock fails, and that is refused earlier.
       CHECK(sent.ok()) << sent.status();
@@ -246,20 +435,21 @@ void LayerPipeline::BuildLayerPushes(const std::vector<int>& which, int64_t cloc
   }
   for (int li : which) layers_[li].push = MakeHandle(push);
   for (QueuedMessage& w : built) out->push_back(std::move(w));
+  return Status::OK();
 }
 
 void LayerPipeline::BuildLayerPulls(const std::vector<int>& which, int64_t clock, std::vector<QueuedMessage>* out) {
-  // SFB tensors take their weights from the servers for clock 0 only.
-  const bool with_sfb = clock == 0;
+  // A tensor sent as factors in clock - 1 takes its weights of `clock` from
+  // its own rebuild (the job's first clock: from the servers).
   int total = 0;
-  for (int li : which) total += Partitions(li, with_sfb);
+  for (int li : which) total += PulledPartitions(li, clock);
   // Sequential mode waits for all of them at once; otherwise per layer.
   StatePtr all = std::make_shared<Handle::State>(total);
   for (int li : which) {
     StatePtr st = all;
-    if (options_.schedule != Schedule::kSequential) st = std::make_shared<Handle::State>(Partitions(li, with_sfb));
+    if (options_.schedule != Schedule::kSequential) st = std::make_shared<Handle::State>(PulledPartitions(li, clock));
     for (int t : layers_[li].tensors)
-      if (with_sfb || !Sfb(t))
+      if (paths_.WeightsFromServers(t, clock))
         builder_->BuildPulls(tensors_->Refs(t), tensors_->spec(t).data, clock, st, static_cast<uint64_t>(li) << 32,
                              out);
     layers_[li].pull = MakeHandle(st);

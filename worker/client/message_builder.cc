@@ -133,6 +133,68 @@ void MessageBuilder::BuildPulls(const std::vector<PartitionRef>& refs, float* ds
   }
 }
 
+void MessageBuilder::BuildLends(const std::vector<PartitionRef>& refs, float* history, int64_t clock,
+                                const StatePtr& done, uint64_t base_priority, std::vector<QueuedMessage>* out) {
+  const int64_t now = MonotonicMicros();
+  uint64_t partition = 0;
+  for (const PartitionRef& ref : refs) {
+    const PartitionPlacement& c = *ref.placement;
+    const uint64_t id = requests_->NextId();
+    // Answered as a pull is (ReplyRouter: the one frame into dst).
+    Request r(Request::Kind::kPull, done, c.server);
+    r.credit = 0;
+    r.dst = history + c.offset;
+    r.length = c.length;
+    r.what = "history of tensor \"" + tensors_->spec(ref.tensor).name + "\" partition " + std::to_string(c.partition);
+    r.clock = clock;
+    r.enqueue_us = now;
+    requests_->Add(id, std::move(r));
+    QueuedMessage w{c.server, Priority(base_priority, partition), 0, StreamFor(partition), id, Message()};
+    ++partition;
+    w.msg.header.set_op(pb::LEND);
+    w.msg.header.set_request_id(id);
+    w.msg.header.set_tensor(ref.tensor);
+    w.msg.header.set_partition(c.partition);
+    w.msg.header.set_clock(clock);
+    w.msg.header.add_state_arrays("history");
+    w.msg.header.set_priority(static_cast<int32_t>(ref.tensor * 1000 + c.partition));
+    out->push_back(std::move(w));
+  }
+}
+
+void MessageBuilder::BuildHandBacks(const std::vector<PartitionRef>& refs, const float* weights, const Buffer& history,
+                                    int64_t clock, const StatePtr& push, const std::shared_ptr<SendGuard>& guard,
+                                    uint64_t base_priority, std::vector<QueuedMessage>* out) {
+  const int64_t now = MonotonicMicros();
+  uint64_t partition = 0;
+  for (const PartitionRef& ref : refs) {
+    const PartitionPlacement& c = *ref.placement;
+    const uint64_t bytes = c.length * sizeof(float);
+    const uint64_t id = requests_->NextId();
+    Request r(Request::Kind::kAck, push, c.server);
+    r.credit = 2 * bytes;
+    r.what = "HAND_BACK of tensor \"" + tensors_->spec(ref.tensor).name + "\" partition " + std::to_string(c.partition);
+    r.clock = clock;
+    r.enqueue_us = now;
+    requests_->Add(id, std::move(r));
+    QueuedMessage w{c.server, Priority(base_priority, partition), 2 * bytes, StreamFor(partition), id, Message()};
+    ++partition;
+    pb::Header& h = w.msg.header;
+    h.set_op(pb::HAND_BACK);
+    h.set_request_id(id);
+    h.set_tensor(ref.tensor);
+    h.set_partition(c.partition);
+    h.set_clock(clock);
+    h.set_dtype(pb::FLOAT32);
+    h.add_state_arrays("weights");
+    h.add_state_arrays("history");
+    h.set_priority(static_cast<int32_t>(ref.tensor * 1000 + c.partition));
+    w.msg.payload.emplace_back(guard, weights + c.offset, bytes);
+    w.msg.payload.push_back(history.Slice(c.offset * sizeof(float), bytes));
+    out->push_back(std::move(w));
+  }
+}
+
 void MessageBuilder::BuildInit(int tensor, const pb::SgdConfig& sgd, const float* values, const StatePtr& state,
                                const std::shared_ptr<SendGuard>& guard, std::vector<QueuedMessage>* out) {
   const TensorSpec& spec = tensors_->spec(tensor);

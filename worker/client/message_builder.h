@@ -46,6 +46,19 @@ class MessageBuilder {
   void BuildPulls(const std::vector<PartitionRef>& refs, float* dst, int64_t clock, const StatePtr& pull,
                   uint64_t base_priority, std::vector<QueuedMessage>* out);
 
+  // HybComm's switches (BSP). A LEND per partition of `refs` for version
+  // `clock`, asking for the solver's history, which its LEND_REPLY writes
+  // into `history` (the tensor's rows x cols) at the partition's offset,
+  // completing one unit of `done`.
+  void BuildLends(const std::vector<PartitionRef>& refs, float* history, int64_t clock, const StatePtr& done,
+                  uint64_t base_priority, std::vector<QueuedMessage>* out);
+  // A HAND_BACK per partition of `refs`: the weights (`weights`, sent without
+  // copying and held by `guard`) and `history` at version `clock`; each ack
+  // completes one unit of `push`.
+  void BuildHandBacks(const std::vector<PartitionRef>& refs, const float* weights, const Buffer& history, int64_t clock,
+                      const StatePtr& push, const std::shared_ptr<SendGuard>& guard, uint64_t base_priority,
+                      std::vector<QueuedMessage>* out);
+
   // Appends the INIT_PARTITION messages of `tensor` (values and solver settings);
   // each ack completes one unit of `state`, `guard` one more.
   void BuildInit(int tensor, const pb::SgdConfig& sgd, const float* values, const StatePtr& state,

@@ -33,6 +33,7 @@ void ReplyRouter::OnData(const Endpoint& from, StatusOr<Message> msg, const pb::
       }
       [[fallthrough]];
     case pb::FACTORS_ACK:
+    case pb::HAND_BACK_ACK:
     case pb::INIT_ACK:
     case pb::PONG: {
       Request r;
@@ -57,6 +58,17 @@ void ReplyRouter::OnData(const Endpoint& from, StatusOr<Message> msg, const pb::
       for (const auto& [server, bytes] : credit) queues_->Release(server, bytes);
       break;
     }
+    case pb::LEND_REPLY:
+      // The solver's history of a partition lent to the workers (HybComm's
+      // switch to factors): one frame, into the tensor's history.
+      if (h.dtype() != pb::FLOAT32 || msg->payload.size() != 1) {
+        LOG(ERROR) << "worker " << node_->rank() << ": LEND_REPLY with dtype " << pb::DType_Name(h.dtype()) << " and "
+                   << msg->payload.size() << " frames";
+        Fail(h.request_id(), DataLossError("a LEND_REPLY without its one history frame"));
+        break;
+      }
+      ReceiveWeights(h.request_id(), h.clock(), 0, 0, msg->payload, now);
+      break;
     case pb::PULL_REPLY: {
       if (h.dtype() != pb::FLOAT32) {
         LOG(ERROR) << "worker " << node_->rank() << ": PULL_REPLY with dtype " << pb::DType_Name(h.dtype());

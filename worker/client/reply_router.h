@@ -15,12 +15,11 @@
 
 namespace nereus {
 
-// Matches replies (PUSH_ACK, INIT_ACK, PONG, PULL_REPLY, FACTORS_ACK, ERROR) to their
-// requests: completes or fails the handles, copies pulled weights into place,
-// releases the server's credit and records the network spans on the
-// timeline; hands other workers' FACTORS to the FactorExchange. Owns
-// nothing; runs on the Node's receive thread. A bad reply fails its request
-// (or is logged), never the process.
+// Matches replies (PUSH_ACK, INIT_ACK, PONG, PULL_REPLY, FACTORS_ACK,
+// LEND_REPLY, HAND_BACK_ACK, ERROR) to their requests: completes or fails the handles, copies pulled weights into
+// place, releases the server's credit and records the network spans on the timeline; hands other workers' FACTORS to
+// the FactorExchange. Owns nothing; runs on the Node's receive thread. A bad reply fails its request (or is logged),
+// never the process.
 //
 // Messages of a new kind (e.g. from other workers) get a case in OnData.
 class ReplyRouter {

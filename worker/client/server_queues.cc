@@ -58,6 +58,8 @@ void ServerQueues::Count(const Message& msg) {
     push_bytes_.fetch_add(msg.payload_bytes());
   } else if (msg.header.op() == pb::PULL) {
     pull_messages_.fetch_add(1);
+  } else if (msg.header.op() == pb::HAND_BACK) {
+    push_bytes_.fetch_add(msg.payload_bytes());  // A switch's state, with the other bytes to the servers.
   } else if (msg.header.op() == pb::FACTORS) {
     factor_messages_.fetch_add(1);
     factor_bytes_.fetch_add(msg.payload_bytes());

@@ -1,5 +1,6 @@
 #include "worker/client/sfb_choice.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -11,6 +12,7 @@ StatusOr<SfbPlan> SfbChoice::Choose(const pb::SgdConfig& sgd, bool layered) {
   const int rank = node_->rank();
   const int num_workers = node_->job().num_workers();
   const int num_servers = node_->job().num_servers();
+  const int64_t start = node_->job().start_clock();
   std::vector<int> eligible;
   std::vector<FcLayerShape> shapes;
   for (int t = 0; t < tensors_->size(); ++t) {
@@ -19,11 +21,36 @@ StatusOr<SfbPlan> SfbChoice::Choose(const pb::SgdConfig& sgd, bool layered) {
     eligible.push_back(t);
     shapes.push_back({s.name, s.shape[0], s.shape[1], s.factor_rows});
   }
-  if (eligible.empty()) return SfbPlan();
+  if (eligible.empty()) {
+    if (!options_.sfb_schedule.empty())
+      return InvalidArgumentError("--sfb_schedule \"" + options_.sfb_schedule +
+                                  "\": no tensor of this job has sufficient factors");
+    return SfbPlan();
+  }
   if (!layered)
     return InvalidArgumentError("tensor \"" + tensors_->spec(eligible[0]).name +
                                 "\" has factors but not every tensor has data and diff buffers (the layer-wise API)");
+  // The forced schedule, by tensor.
+  ASSIGN_OR_RETURN(std::vector<SfbScheduleEntry> schedule, ParseSfbSchedule(options_.sfb_schedule));
+  std::vector<std::pair<int, SfbScheduleEntry>> forced;
+  for (const SfbScheduleEntry& e : schedule) {
+    bool named = false;
+    for (int t : eligible) {
+      if (!ScheduleNames(e.layer, tensors_->spec(t).name)) continue;
+      forced.emplace_back(t, e);
+      named = true;
+    }
+    if (!named) {
+      std::string names;
+      for (int t : eligible) names += (names.empty() ? "" : ", ") + tensors_->spec(t).name;
+      return InvalidArgumentError("--sfb_schedule names \"" + e.layer +
+                                  "\", which is no tensor with sufficient factors (those are " + names + ")");
+    }
+  }
+  std::stable_sort(forced.begin(), forced.end(),
+                   [](const auto& a, const auto& b) { return a.second.clock < b.second.clock; });
   SfbMode mode = options_.sfb;
+  std::string no_sfb;  // Why no tensor may travel as factors in this job, if so.
   if (sgd.type() != pb::SOLVER_SGD) {
     // ApplySufficientFactors runs Caffe's SGD step only.
     if (mode == SfbMode::kOn)
@@ -31,13 +58,15 @@ StatusOr<SfbPlan> SfbChoice::Choose(const pb::SgdConfig& sgd, bool layered) {
     if (rank == 0)
       LOG(INFO) << "worker 0: solver " << pb::SolverType_Name(sgd.type())
                 << ": every tensor goes through the servers (SFB applies SGD only)";
+    no_sfb = "solver type " + pb::SolverType_Name(sgd.type()) + " (SFB applies SGD only)";
     mode = SfbMode::kOff;
   }
-  if (node_->job().start_clock() > 0) {
+  if (start > 0) {
     // A resumed job restarts from the servers' checkpoint; SFB replicas are not in it.
     if (mode == SfbMode::kOn)
       return InvalidArgumentError("--sfb=on cannot resume a job from a checkpoint (use --sfb=off or auto)");
     if (rank == 0) LOG(INFO) << "worker 0: resumed job: every tensor goes through the servers (--sfb=off)";
+    no_sfb = "a resumed job";
     mode = SfbMode::kOff;
   } else if (node_->job().checkpoint_every() > 0) {
     // The servers checkpoint what they hold; SFB replicas would be missing from it.
@@ -46,10 +75,31 @@ StatusOr<SfbPlan> SfbChoice::Choose(const pb::SgdConfig& sgd, bool layered) {
                                   std::to_string(node_->job().checkpoint_every()) +
                                   "): SFB replicas are not in the checkpoints (use --sfb=off or auto)");
     if (rank == 0) LOG(INFO) << "worker 0: servers checkpoint: every tensor goes through the servers (--sfb=off)";
+    no_sfb = "servers that checkpoint";
     mode = SfbMode::kOff;
   }
   const pb::Consistency consistency = node_->job().consistency();
   const bool bsp = consistency == pb::BSP || consistency == pb::CONSISTENCY_UNSPECIFIED;
+  if (!forced.empty() && !bsp)
+    return InvalidArgumentError(
+        "--sfb_schedule needs --consistency=bsp: a layer changes path at a clock boundary, "
+        "which " +
+        pb::Consistency_Name(consistency) + " does not have");
+  if (!forced.empty() && !no_sfb.empty()) return InvalidArgumentError("--sfb_schedule cannot be used with " + no_sfb);
+  // Paths may change only where every rebuild can take part.
+  const FactorApplier* applier = Applier();
+  const bool switchable = bsp && no_sfb.empty() && (applier == nullptr || applier->switchable());
+  if (!forced.empty() && !switchable)
+    return InvalidArgumentError("--sfb_schedule: the sufficient factors' applier (" + applier->rebuild_on() +
+                                ") cannot switch a tensor's path");
+  const bool trials = mode == SfbMode::kAuto && options_.sfb_trial_clocks > 0 && forced.empty() && switchable;
+  if (rank == 0 && mode == SfbMode::kAuto && options_.sfb_trial_clocks > 0 && forced.empty() && !trials) {
+    LOG(INFO) << "worker 0: HybComm's measured switching "
+              << (!bsp ? "needs BSP: under " + pb::Consistency_Name(consistency) +
+                             " every tensor stays on the servers, with no trials"
+                       : "is off: the sufficient factors' applier (" + applier->rebuild_on() +
+                             ") cannot switch a tensor's path; the start-up choice stays");
+  }
   HybCommRates rates;
   std::vector<double> values;  // Sent to the barrier only when auto prices the layers.
   if (mode == SfbMode::kAuto && bsp) {
@@ -68,12 +118,36 @@ StatusOr<SfbPlan> SfbChoice::Choose(const pb::SgdConfig& sgd, bool layered) {
   ASSIGN_OR_RETURN(auto choices, DecideHybComm(mode, num_workers, num_servers, consistency, rates, shapes));
   if (rank == 0) LOG(INFO) << "worker 0: " << FormatHybCommTable(mode, num_workers, num_servers, rates, choices);
   SfbPlan plan;
+  plan.trials = trials;
+  plan.forced = forced;
+  plan.rates = rates;
+  plan.mode = mode;
+  plan.start_sfb.assign(tensors_->size(), false);
+  for (size_t i = 0; i < choices.size(); ++i) plan.start_sfb[eligible[i]] = choices[i].sfb;
+  // Entries of the forced schedule at or before the first clock give the start path.
+  for (const auto& [t, e] : forced)
+    if (e.clock <= start) plan.start_sfb[t] = e.sfb;
+  const bool switching = plan.switching();
   uint64_t digest = 1469598103934665603ull;  // FNV-1a's offset basis: never 0 (0 = no check).
+  auto mix = [&](uint64_t v) { digest = (digest ^ v) * 1099511628211ull; };
   for (size_t i = 0; i < choices.size(); ++i) {
-    if (!choices[i].sfb) continue;
     const int t = eligible[i];
+    if (plan.start_sfb[t]) {
+      plan.tensors.push_back(t);
+      mix(static_cast<uint64_t>(t) + 0x5fb);
+    }
+    if (switching) {
+      TrialLayer l;
+      l.tensor = t;
+      l.name = tensors_->spec(t).name;
+      l.sfb = plan.start_sfb[t];
+      l.ps_s = choices[i].priced ? choices[i].ps_s : 0;
+      l.sfb_s = choices[i].priced ? choices[i].sfb_s : 0;
+      plan.trial_layers.push_back(l);
+      plan.shapes.push_back(shapes[i]);
+    }
+    if (!plan.start_sfb[t] && !switching) continue;
     const TensorSpec& s = tensors_->spec(t);
-    plan.tensors.push_back(t);
     FactorExchange::TensorInfo info;
     info.id = t;
     info.name = s.name;
@@ -86,18 +160,23 @@ StatusOr<SfbPlan> SfbChoice::Choose(const pb::SgdConfig& sgd, bool layered) {
     info.right = s.factor_right;
     info.applier = s.factor_applier;
     plan.infos.push_back(info);
-    digest = (digest ^ (static_cast<uint64_t>(t) + 0x5fb)) * 1099511628211ull;
   }
-  if (!plan.tensors.empty()) {
+  if (!plan.infos.empty()) {
     // Each worker applies the SFB updates itself: with the same solver
     // settings, and by the same code, so that the replicas stay equal bit for
     // bit (a CPU rebuild and a cuBLAS one, or two GPUs whose cuBLAS sums
     // differently, would drift apart by rounding).
-    const FactorApplier* applier = Applier();
     plan.engine =
         applier != nullptr ? applier->rebuild_engine() : "the client on the CPU (common/update/sfb, OpenBLAS)";
-    for (unsigned char c : sgd.SerializeAsString()) digest = (digest ^ c) * 1099511628211ull;
-    for (unsigned char c : plan.engine) digest = (digest ^ c) * 1099511628211ull;
+    for (unsigned char c : sgd.SerializeAsString()) mix(c);
+    for (unsigned char c : plan.engine) mix(c);
+  }
+  if (switching) {
+    // Every worker must run the same trials (their agreements come at the
+    // same clocks) or the same schedule.
+    mix(trials ? 0x7a1 + static_cast<uint64_t>(options_.sfb_trial_clocks) : 0x5c4);
+    for (unsigned char c : options_.sfb_schedule) mix(c);
+    for (int t : eligible) mix(static_cast<uint64_t>(t) + 0xe11);
   }
   plan.digest = digest;
   return plan;

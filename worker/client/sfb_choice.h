@@ -24,16 +24,32 @@
 #include "nereus/options.h"
 #include "worker/client/factor_exchange.h"
 #include "worker/client/merge_plan.h"
+#include "worker/client/sfb_paths.h"
+#include "worker/client/sfb_trials.h"
 #include "worker/client/tensor_registry.h"
 
 namespace nereus {
 
 // What the client configures once the layers are chosen.
 struct SfbPlan {
-  std::vector<int> tensors;                       // Sent as factors, in id order.
-  std::vector<FactorExchange::TensorInfo> infos;  // Their FactorExchange entries.
-  uint64_t digest = 0;  // Of the choice, the solver and the engine: for the "nereus.sfb" barrier.
+  std::vector<int> tensors;  // Sent as factors from the job's first clock, in id order.
+  // The FactorExchange's entries: those above and, when paths may change,
+  // every other tensor with factors.
+  std::vector<FactorExchange::TensorInfo> infos;
+  std::vector<bool> start_sfb;  // Per tensor id: its path at the first clock.
+  uint64_t digest = 0;  // Of the choice, the solver, the engine and the switching: for the "nereus.sfb" barrier.
   std::string engine;   // What rebuilds the updates (FactorApplier::rebuild_engine).
+  // HybComm's measured switching (BSP): the layers that can go either way
+  // with their start-up prices (`trials`: measured, auto), and the forced
+  // schedule's switches (tensor, entry) in clock order.
+  bool trials = false;
+  std::vector<TrialLayer> trial_layers;
+  std::vector<std::pair<int, SfbScheduleEntry>> forced;
+  // What re-prices the layers with their overlaps (the trials' prior).
+  HybCommRates rates;
+  std::vector<FcLayerShape> shapes;  // Of trial_layers, in the same order.
+  SfbMode mode = SfbMode::kAuto;
+  bool switching() const { return trials || !forced.empty(); }
 };
 
 class SfbChoice {
@@ -44,11 +60,12 @@ class SfbChoice {
   SfbChoice(const ClientOptions& options, Node* node, const TensorRegistry* tensors, MeasureLink measure_link)
       : options_(options), node_(node), tensors_(tensors), measure_link_(std::move(measure_link)) {}
 
-  // Chooses per eligible tensor (worker 0 logs the table). Where some tensor
-  // has factors, every worker passes the "nereus.hybcomm" barrier (an error
-  // names a worker given a different --sfb). `layered`: every tensor has its
-  // data and diff buffers (the layer-wise API), which factors need. An
-  // empty plan (digest 0) when no tensor has factors.
+  // Chooses per eligible tensor (worker 0 logs the table), and whether and
+  // how paths may change later (measured trials, a forced schedule). Where
+  // some tensor has factors, every worker passes the "nereus.hybcomm"
+  // barrier (an error names a worker given a different --sfb). `layered`:
+  // every tensor has its data and diff buffers (the layer-wise API), which
+  // factors need. An empty plan (digest 0) when no tensor has factors.
   StatusOr<SfbPlan> Choose(const pb::SgdConfig& sgd, bool layered);
 
  private:

@@ -17,8 +17,9 @@ const char* LaneName(Lane lane) {
                                            "server apply",
                                            "pull transfer",
                                            "device-to-host copy",
-                                           "host-to-device copy"};
-  static_assert(std::size(kNames) == static_cast<size_t>(Lane::kHostToDevice) + 1, "a Lane without a name");
+                                           "host-to-device copy",
+                                           "HybComm trials"};
+  static_assert(std::size(kNames) == static_cast<size_t>(Lane::kHybComm) + 1, "a Lane without a name");
   return NameOf(lane, kNames);
 }
 
@@ -50,7 +51,7 @@ Status Timeline::Write(const std::string& path) const {
   out << "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " << pid_ << ", \"args\": {\"name\": \"worker " << pid_
       << "\"}}";
   for (Lane l : {Lane::kCompute, Lane::kQueue, Lane::kPush, Lane::kServerApply, Lane::kPull, Lane::kDeviceToHost,
-                 Lane::kHostToDevice}) {
+                 Lane::kHostToDevice, Lane::kHybComm}) {
     out << ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << pid_ << ", \"tid\": " << static_cast<int>(l)
         << ", \"args\": {\"name\": \"" << LaneName(l) << "\"}}";
     out << ",\n{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": " << pid_

@@ -16,6 +16,8 @@ namespace nereus {
 // Lanes of a worker's trace (one "thread" row each in the viewer).
 // kDeviceToHost and kHostToDevice: a GPU worker's copies of a layer's
 // gradients off the device and of its weights onto it (the bridge's staging).
+// kHybComm: the clocks of HybComm's trials, one span per clock saying what
+// it measures (SfbTrials::Mark).
 enum class Lane {
   kCompute = 1,
   kQueue = 2,
@@ -23,7 +25,8 @@ enum class Lane {
   kServerApply = 4,
   kPull = 5,
   kDeviceToHost = 6,
-  kHostToDevice = 7
+  kHostToDevice = 7,
+  kHybComm = 8
 };
 const char* LaneName(Lane lane);
 

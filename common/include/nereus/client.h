@@ -116,6 +116,29 @@ class FactorApplier {
   // must rebuild alike, or the replicas drift apart by rounding, so Init
   // fails naming the workers whose engines differ. Default: rebuild_on().
   virtual std::string rebuild_engine() const { return rebuild_on(); }
+
+  // HybComm's measured switching (ClientOptions::sfb_trial_clocks,
+  // sfb_schedule): a tensor may change path at a clock boundary. Only an
+  // applier that says so here takes part; with one that does not, the
+  // client keeps the start-up choice. Default false.
+  virtual bool switchable() const { return false; }
+  // `tensor` travels as factors from `clock` on (through the servers
+  // before). Its weights of `clock` reach the trainer as any pulled weights
+  // do (TensorSpec::data, staged as usual); `history` (rows x cols, the
+  // solver's momentum after the updates of clocks before `clock`, from the
+  // servers) is valid during the call only, and the update of `clock`
+  // starts from it. Called on a thread of the client, before
+  // ApplyFactors(tensor, clock, ...). An error fails the job as one of
+  // ApplyFactors does.
+  virtual Status BeginFactors(int tensor, int64_t clock, const float* history);
+  // `tensor` goes back through the servers from `clock` on: write its
+  // weights and momentum history after the updates of clocks before
+  // `clock` (its weights of `clock`) into `weights` and `history` (rows x
+  // cols each, host memory). Called on worker 0 only, on the thread that
+  // calls GradientsReady(layer, clock) of the tensor's layer, which comes
+  // after WaitWeights(layer, clock) and the forward of `clock`. The client
+  // hands them to the servers, which apply the update of `clock` from them.
+  virtual Status EndFactors(int tensor, int64_t clock, float* weights, float* history);
 };
 
 struct TensorSpec {
@@ -162,6 +185,10 @@ struct ClientStats {
   uint64_t factor_apply_us = 0;        // Time spent rebuilding and applying factor updates (a thread of the client).
   uint64_t batches = 0;                // PUSH or PULL messages that carried a batch of queued units (batch_bytes).
   uint64_t batched_units = 0;          // Units (messages the builder made) that left inside those batches.
+  // HybComm's measured switching: path changes so far (every tensor), and
+  // clocks run on a path under trial (ClientOptions::sfb_trial_clocks).
+  uint64_t sfb_switches = 0;
+  uint64_t sfb_trial_clocks = 0;
 };
 
 // The lane of a span a trainer adds to the timeline (Client::TraceSpan).
@@ -255,9 +282,19 @@ class Client {
   // Counters of what this client has sent. Thread-safe.
   virtual ClientStats stats() const = 0;
 
-  // After Init: the tensors whose gradients travel as sufficient factors
-  // (the HybComm choice), in id order.
+  // After Init: the tensors whose gradients of the latest clock started (or
+  // of the job's first, before any) travel as sufficient factors (HybComm's
+  // choice), in id order.
   virtual std::vector<int> sfb_tensors() const = 0;
+  // Whether tensor `tensor`'s gradient of `clock` travels as sufficient
+  // factors. Under HybComm's measured switching a tensor's path may change
+  // at a clock boundary: the path of `clock` is final once WaitWeights of
+  // clock - 1 (any layer) has returned, so a trainer that asks in
+  // WaitWeights(layer, clock) before the layer's forward knows how the
+  // layer's gradient of `clock` will travel (e.g. whether to compute it:
+  // one sent as factors is rebuilt from them) and how its update of clock
+  // - 1 came (SfbAt(tensor, clock - 1): rebuilt from factors, or pulled).
+  virtual bool SfbAt(int tensor, int64_t clock) const = 0;
 
   // Blocks until every worker has entered barrier `name`.
   virtual Status Barrier(const std::string& name) = 0;

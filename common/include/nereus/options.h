@@ -101,6 +101,22 @@ struct ClientOptions {
   // A node's link, Gbit/s each way. 0: merge_beta_s_per_byte if given, else
   // timed with PINGs to the servers at Init (as for merging).
   double sfb_link_gbit = 0;
+  // kAuto under BSP: HybComm's measured choice (docs/ARCHITECTURE.md,
+  // "HybComm"). After a warm-up, each layer that can go either way runs
+  // this many clocks measured on each path (plus a settling clock after
+  // each switch), the job keeps the path whose clocks were shorter, and
+  // tries again when the clock's period drifts; a layer's path changes only
+  // at a clock boundary, its weights and solver history handed over
+  // exactly. 0: the start-up choice only (the cost model above). Every
+  // worker must give the same value (checked at Init).
+  int sfb_trial_clocks = 3;
+  // A forced schedule of paths, "layer:clock:path[,...]" (path sfb or ps;
+  // "fc6" names the tensors "fc6/..."): from `clock` on, that layer's
+  // gradients travel that way, whatever --sfb chose at the start (which
+  // stays the path before the first entry); no trials then. BSP only. For
+  // tests and benchmarks that compare a measured job with a fixed one.
+  // Every worker must give the same (checked at Init).
+  std::string sfb_schedule;
 };
 
 // Caffe's solver types; each keeps Caffe's history per parameter (one array,
