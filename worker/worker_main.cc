@@ -9,13 +9,19 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
 #include <thread>
 
 #include "common/base/init_binary.h"
+#include "common/launch/subprocess.h"
 #include "common/net/node_flags.h"
+#include "common/update/sfb.h"
 #include "common/update/sgd.h"
 #include "nereus/client.h"
 #include "worker/client/client_flags.h"
+#include "worker/client/client_internal.h"
 #include "worker/client/options_proto.h"
 #include "worker/synthetic/synthetic_model.h"
 #ifdef NEREUS_HAVE_TRAINER
@@ -69,8 +75,96 @@ DEFINE_double(delta, 1e-8, "Synthetic mode: Caffe's delta (AdaGrad, RMSProp, Ada
 DEFINE_double(momentum2, 0.999, "Synthetic mode: Caffe's momentum2 (Adam's beta2).");
 DEFINE_double(rms_decay, 0.99, "Synthetic mode: Caffe's rms_decay (RMSProp).");
 
+DEFINE_string(sfb_inject_costs, "",
+              "Synthetic mode, tests of HybComm's measured choice: NAME:PS_MS:SFB_MS[,...]: the clock's period the "
+              "trials read is the sum, over these tensors, of the cost of each one's path in that clock (ms per "
+              "clock through the servers, as factors) instead of the time measured, so the choice does not depend "
+              "on the machine's speed.");
+DEFINE_int32(sfb_rebuild_delay_ms, 0,
+             "Synthetic mode with --fc_batch: the worker rebuilds sufficient-factor updates itself (a FactorApplier "
+             "doing the client's CPU arithmetic), this many milliseconds slower each: a slow rebuilding device, for "
+             "tests of HybComm's measured choice. 0: the client rebuilds.");
+DEFINE_int64(exec_at_clock, -1,
+             "Synthetic mode, tests: at the start of this clock (before its compute) worker --exec_rank runs "
+             "--exec_command and waits for it (e.g. tc reshaping the link of the network namespace it runs in).");
+DEFINE_string(exec_command, "",
+              "Synthetic mode, tests: the command of --exec_at_clock, its words separated by spaces.");
+DEFINE_int32(exec_rank, 0, "Synthetic mode, tests: the worker that runs --exec_command.");
+
 namespace nereus {
 namespace {
+
+// A rebuilding device that is slower than this CPU by a fixed time per
+// update (--sfb_rebuild_delay_ms): the client's own arithmetic
+// (ApplySufficientFactors, the same bits), after a sleep that stands for the
+// slower device, not for synchronisation.
+class DelayedRebuild final : public FactorApplier {
+ public:
+  DelayedRebuild(const pb::SgdConfig& sgd, int delay_ms) : sgd_(sgd), delay_ms_(delay_ms) {}
+  // Before Init: tensor `tensor`'s weights (rows x cols) at `data`.
+  void Add(int tensor, float* data, int64_t rows, int64_t cols) {
+    Entry& e = entries_[tensor];
+    e.data = data;
+    e.shape = {rows, cols};
+    e.history.assign(static_cast<size_t>(rows * cols), 0.0f);
+  }
+  Status ApplyFactors(int tensor, int64_t clock, const std::vector<RankFactors>& by_rank) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
+    Entry& e = entries_.at(tensor);
+    std::vector<Factors> factors;
+    for (const RankFactors& r : by_rank) {
+      factors.push_back({r.k, Buffer(nullptr, r.left, static_cast<size_t>(r.k * e.shape.rows) * sizeof(float)),
+                         Buffer(nullptr, r.right, static_cast<size_t>(r.k * e.shape.cols) * sizeof(float))});
+    }
+    std::vector<const Factors*> views;
+    for (const Factors& f : factors) views.push_back(&f);
+    ApplySufficientFactors(sgd_, clock, 1.0f, 1.0f, views, e.shape, e.data, e.history.data(), &e.scratch);
+    return Status::OK();
+  }
+  std::string rebuild_on() const override {
+    return "this worker's CPU, " + std::to_string(delay_ms_) + " ms slower (--sfb_rebuild_delay_ms)";
+  }
+  std::string rebuild_engine() const override { return "the client's CPU arithmetic (common/update/sfb)"; }
+  double rebuild_gflops() const override { return 0; }
+  double update_gbytes() const override { return 0; }
+  bool switchable() const override { return true; }
+  Status BeginFactors(int tensor, int64_t, const float* history) override {
+    Entry& e = entries_.at(tensor);
+    std::copy(history, history + e.history.size(), e.history.begin());
+    return Status::OK();
+  }
+  Status EndFactors(int tensor, int64_t, float* weights, float* history) override {
+    Entry& e = entries_.at(tensor);
+    std::copy(e.data, e.data + e.history.size(), weights);
+    std::copy(e.history.begin(), e.history.end(), history);
+    return Status::OK();
+  }
+
+ private:
+  struct Entry {
+    float* data = nullptr;
+    FactorShape shape;
+    std::vector<float> history;
+    FactorScratch scratch;
+  };
+  const pb::SgdConfig sgd_;
+  const int delay_ms_;
+  std::map<int, Entry> entries_;  // Filled before Init, then only the entries change.
+};
+
+// Runs --exec_command (see --exec_at_clock).
+Status RunExecCommand() {
+  std::vector<std::string> argv;
+  std::istringstream words(FLAGS_exec_command);
+  for (std::string w; words >> w;) argv.push_back(w);
+  if (argv.empty()) return InvalidArgumentError("--exec_at_clock without --exec_command");
+  std::string out;
+  auto code = RunCommand(argv, &out, std::chrono::seconds(30));
+  if (!code.ok()) return code.status().Annotate("--exec_command");
+  if (*code != 0) return UnavailableError("--exec_command \"" + FLAGS_exec_command + "\" failed: " + out);
+  LOG(INFO) << "ran --exec_command \"" << FLAGS_exec_command << "\"";
+  return Status::OK();
+}
 
 // RunSyntheticJob's result when the job rolled back (IsRollback).
 constexpr int kRolledBack = -1;
@@ -141,7 +235,11 @@ int RunSynthetic() {
 
 int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::SgdConfig& sgd,
                     const std::vector<std::vector<int64_t>>& shapes, int* rank_out) {
-  auto client_or = Client::Connect(options);
+  ClientInternals internals;
+  auto injected = ParseInjectedCosts(FLAGS_sfb_inject_costs);
+  if (!injected.ok()) return Fail(injected.status(), "--sfb_inject_costs");
+  internals.sfb_injected_costs = *injected;
+  auto client_or = ConnectClient(options, internals);
   if (!client_or.ok()) return Fail(client_or.status(), "joining the job");
   std::unique_ptr<Client> client = std::move(client_or).value();
   const int rank = client->rank();
@@ -154,6 +252,8 @@ int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::
   const int64_t K = FLAGS_fc_batch;
   std::vector<std::vector<float>> w(T), g(T), left(T), right(T);
   std::vector<const float*> init(T);
+  std::unique_ptr<DelayedRebuild> delayed;
+  if (FLAGS_sfb_rebuild_delay_ms > 0) delayed = std::make_unique<DelayedRebuild>(sgd, FLAGS_sfb_rebuild_delay_ms);
   uint64_t total = 0;
   for (size_t t = 0; t < T; ++t) {
     const std::vector<int64_t>& shape = shapes[t];
@@ -175,6 +275,10 @@ int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::
         spec.factor_rows = K;
         spec.factor_left = left[t].data();
         spec.factor_right = right[t].data();
+        if (delayed != nullptr) {
+          delayed->Add(static_cast<int>(t), w[t].data(), shape[0], shape[1]);
+          spec.factor_applier = delayed.get();
+        }
       }
     }
     auto id = client->RegisterTensor(spec);
@@ -228,6 +332,10 @@ int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::
   const auto start = std::chrono::steady_clock::now();
   double comm_s = 0;
   for (int64_t clock = start_clock; clock < FLAGS_iterations; ++clock) {
+    if (clock == FLAGS_exec_at_clock && rank == FLAGS_exec_rank) {
+      st = RunExecCommand();
+      if (!st.ok()) return Fail(st, "--exec_at_clock");
+    }
     int ms = FLAGS_compute_ms + (rank == FLAGS_slow_rank ? FLAGS_slow_ms : 0);
     // Emulated compute, not synchronisation.
     if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
@@ -294,7 +402,8 @@ int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::
     const std::vector<int> sfb = client->sfb_tensors();
     for (size_t i = 0; i < sfb.size(); ++i) out << (i ? ", " : "") << sfb[i];
     out << "], \"push_bytes\": " << stats.push_bytes << ", \"factor_messages\": " << stats.factor_messages
-        << ", \"factor_bytes\": " << stats.factor_bytes << "}\n";
+        << ", \"factor_bytes\": " << stats.factor_bytes << ", \"sfb_switches\": " << stats.sfb_switches
+        << ", \"sfb_trial_clocks\": " << stats.sfb_trial_clocks << "}\n";
     if (!out) return Fail(UnavailableError("cannot write " + FLAGS_summary_json), "--summary_json");
   }
   std::printf("worker %d: %d iterations in %.3f s, loss %.6g -> %.6g, communication %.1f%% of the time\n", rank,

@@ -35,21 +35,30 @@ Status ClientParameterSync::WaitHandedOver(int layer, int64_t clock) {
 Status ClientParameterSync::UploadWeights(int layer, int64_t iter) {
   if (staging_ == nullptr || uploaded_clock_[layer] == iter) return Status::OK();
   // The first upload (the initial weights) is every tensor's; after it a
-  // tensor sent as factors is rebuilt where the net keeps it instead.
+  // tensor sent as factors in the clock before is rebuilt where the net
+  // keeps it instead (HybComm may switch a tensor's path at a clock: then
+  // its weights come pulled, and go up from the mirror, once more).
   const bool initial = uploaded_clock_[layer] < 0;
   std::vector<StagingCopy> copies;
   std::vector<int> rebuilt;
   for (int id : net_->layer_learnable_param_ids(layer)) {
     SyncedParam& p = params_[id];
     if (p.local) continue;
-    if (!initial && staged_factors_ != nullptr && staged_factors_->chosen(id)) {
+    if (!initial && staged_factors_ != nullptr && staged_factors_->chosen(id) &&
+        client_->SfbAt(p.tensor_id, iter - 1)) {
       rebuilt.push_back(id);
       continue;
     }
     copies.push_back({p.net_data, p.data_mirror.data(), p.data_mirror.size() * sizeof(float)});
   }
   uploaded_clock_[layer] = iter;
-  for (int id : rebuilt) RETURN_IF_ERROR(Fail(staged_factors_->Rebuild(id, iter)));
+  for (int id : rebuilt) {
+    RETURN_IF_ERROR(Fail(staged_factors_->Rebuild(id, iter)));
+    // Back through the servers from this clock: worker 0 hands them the
+    // weights and history it just rebuilt (FactorApplier::EndFactors).
+    if (client_->rank() == 0 && !client_->SfbAt(params_[id].tensor_id, iter))
+      RETURN_IF_ERROR(Fail(staged_factors_->Export(id, iter)));
+  }
   if (copies.empty()) return Status::OK();
   RETURN_IF_ERROR(Fail(staging_->StageWeights(layer, net_->UniqueLayerName(layer), copies)));
   if (staging_->device_memory()) {
@@ -249,12 +258,21 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
   const bool bsp = client_->job().consistency == Consistency::kBsp;
   if (staged_factors_ != nullptr && time_factor_rates_ && bsp) RETURN_IF_ERROR(Fail(staged_factors_->MeasureRates()));
   RETURN_IF_ERROR(Fail(client_->Init(SgdConfigFromProto(sgd), initial)));
-  if (staged_factors_ != nullptr) RETURN_IF_ERROR(Fail(staged_factors_->Choose(client_->sfb_tensors(), tensor_ids)));
+  if (staged_factors_ != nullptr) {
+    // Every tensor that may travel as factors (HybComm may switch any of
+    // them at a clock), unless the client never moves them.
+    std::vector<int> may;
+    for (const SyncedParam& p : params_)
+      if (p.factors.rows > 0 && p.tensor_id >= 0) may.push_back(p.tensor_id);
+    RETURN_IF_ERROR(Fail(staged_factors_->Choose(may, tensor_ids)));
+  }
   // A weight sent as factors is rebuilt from them: its gradient is read by
-  // no one, so the net neither computes nor (on a GPU) allocates it.
-  for (int tensor : client_->sfb_tensors()) {
-    for (size_t p = 0; p < params_.size(); ++p)
-      if (params_[p].tensor_id == tensor) net_->SetParamGradientUnused(static_cast<int>(p), true);
+  // no one, so the net neither computes nor (on a GPU) allocates it. The
+  // path may change at a clock: WaitWeights sets it for each clock.
+  const int64_t start = client_->job().start_clock;
+  for (size_t p = 0; p < params_.size(); ++p) {
+    if (params_[p].factors.rows > 0 && params_[p].tensor_id >= 0)
+      net_->SetParamGradientUnused(static_cast<int>(p), client_->SfbAt(params_[p].tensor_id, start));
   }
   RETURN_IF_ERROR(Fail(PullInitialWeights()));
   initialized_ = true;
@@ -274,6 +292,12 @@ Status ClientParameterSync::WaitWeights(int layer, int64_t iter) {
   if (!st.ok()) {
     return Fail(st.Annotate("pulling the weights of layer " + net_->UniqueLayerName(layer) + " for iteration " +
                             std::to_string(iter)));
+  }
+  // The layer's backward of this clock computes a weight's gradient only if
+  // it goes through the servers (the client knows this clock's paths now).
+  for (int id : net_->layer_learnable_param_ids(layer)) {
+    const SyncedParam& p = params_[id];
+    if (p.factors.rows > 0 && p.tensor_id >= 0) net_->SetParamGradientUnused(id, client_->SfbAt(p.tensor_id, iter));
   }
   return UploadWeights(layer, iter);
 }
@@ -313,7 +337,7 @@ Status ClientParameterSync::GradientsReady(int layer, int64_t iter) {
     for (int id : net_->layer_learnable_param_ids(layer)) {
       SyncedParam& p = params_[id];
       if (p.local) continue;
-      if (staged_factors_ != nullptr && staged_factors_->chosen(id)) {
+      if (staged_factors_ != nullptr && staged_factors_->chosen(id) && client_->SfbAt(p.tensor_id, iter)) {
         auto factor_copies = staged_factors_->FactorCopies(id, now[id]);
         if (!factor_copies.ok()) return Fail(factor_copies.status());
         copies.insert(copies.end(), factor_copies->begin(), factor_copies->end());

@@ -192,6 +192,58 @@ Status StagedFactors::ApplyFactors(int tensor, int64_t clock, const std::vector<
   return Status::OK();
 }
 
+Status StagedFactors::BeginFactors(int tensor, int64_t clock, const float* history) {
+  auto it = param_of_tensor_.find(tensor);
+  if (it == param_of_tensor_.end())
+    return InternalError("tensor " + std::to_string(tensor) + " starts as factors, but it was not chosen here");
+  Entry& e = *entries_.at(it->second);
+  const size_t n = static_cast<size_t>(e.shape.rows * e.shape.cols);
+  e.pending_history.assign(history, history + n);
+  e.history_from = clock;
+  return Status::OK();
+}
+
+Status StagedFactors::Export(int param, int64_t clock) {
+  Entry& e = *entries_.at(param);
+  const size_t n = static_cast<size_t>(e.shape.rows * e.shape.cols);
+  e.export_weights.resize(n);
+  e.export_history.resize(n);
+  if (device_ == nullptr) {
+    std::copy(e.weights->cpu_data(), e.weights->cpu_data() + n, e.export_weights.begin());
+    std::copy(e.history->cpu_data(), e.history->cpu_data() + n, e.export_history.begin());
+  } else {
+#ifdef NEREUS_HAVE_CUDA
+    gpu::ScopedDevice scope(device_);
+    const std::string what =
+        "copying " + e.name + " to the host to hand it back to the servers at clock " + std::to_string(clock);
+    // Blocking, after the rebuild of clock - 1 on the compute stream.
+    RETURN_IF_ERROR(device_->memory()
+                        ->CopyToHost(e.export_weights.data(), e.weights->gpu_data(), n * sizeof(float))
+                        .Annotate(what));
+    RETURN_IF_ERROR(device_->memory()
+                        ->CopyToHost(e.export_history.data(), e.history->gpu_data(), n * sizeof(float))
+                        .Annotate(what));
+#else
+    return InternalError("a device net in a build without CUDA");
+#endif
+  }
+  e.exported_clock.store(clock);
+  return Status::OK();
+}
+
+Status StagedFactors::EndFactors(int tensor, int64_t clock, float* weights, float* history) {
+  auto it = param_of_tensor_.find(tensor);
+  if (it == param_of_tensor_.end())
+    return InternalError("tensor " + std::to_string(tensor) + " is handed back, but it was not chosen here");
+  Entry& e = *entries_.at(it->second);
+  if (e.exported_clock.load() != clock)
+    return InternalError("handing " + e.name + " back at clock " + std::to_string(clock) + ", but its weights of " +
+                         "clock " + std::to_string(e.exported_clock.load()) + " were copied off the net");
+  std::copy(e.export_weights.begin(), e.export_weights.end(), weights);
+  std::copy(e.export_history.begin(), e.export_history.end(), history);
+  return Status::OK();
+}
+
 Status StagedFactors::Rebuild(int param, int64_t clock) {
   Entry& e = *entries_.at(param);
   const int64_t update = clock - 1;
@@ -200,6 +252,21 @@ Status StagedFactors::Rebuild(int param, int64_t clock) {
     return InternalError("the weights of " + e.name + " for clock " + std::to_string(clock) +
                          " need every worker's factors of clock " + std::to_string(update) + ", but the last " +
                          "received are of clock " + std::to_string(e.stacked_clock.load()));
+  }
+  if (e.history_from == update) {
+    // The first update of a segment as factors: from the servers' history.
+    const size_t n = e.pending_history.size();
+    if (device_ == nullptr) {
+      std::copy(e.pending_history.begin(), e.pending_history.end(), e.history->mutable_cpu_data());
+    } else {
+#ifdef NEREUS_HAVE_CUDA
+      gpu::ScopedDevice scope(device_);
+      RETURN_IF_ERROR(device_->memory()
+                          ->CopyToDevice(e.history->mutable_gpu_data(), e.pending_history.data(), n * sizeof(float))
+                          .Annotate("putting the servers' history of " + e.name + " on the device"));
+#endif
+    }
+    e.history_from = -1;
   }
   const int rows = static_cast<int>(e.shape.rows), cols = static_cast<int>(e.shape.cols);
   const int k = static_cast<int>(e.stack_rows);

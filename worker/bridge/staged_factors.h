@@ -33,10 +33,13 @@
 // Solver types: SGD only, as the client's own SFB update (the client keeps
 // the servers for the others).
 //
-// Thread-safety: Add, MeasureRates, Choose, FactorCopies and Rebuild on the
-// thread that drives the net; ApplyFactors on the client's applier thread
-// (one call at a time per tensor; the client's WaitWeights orders it before
-// the Rebuild that reads it); the rate getters anywhere after MeasureRates.
+// Thread-safety: Add, MeasureRates, Choose, FactorCopies, Rebuild and Export
+// on the thread that drives the net; ApplyFactors and BeginFactors on the
+// client's applier thread (one call at a time per tensor; the client's
+// WaitWeights orders them before the Rebuild that reads them); EndFactors
+// on the thread that hands the layer to the client (after the Export of
+// its clock, which the net's thread made before staging that clock's
+// backward); the rate getters anywhere after MeasureRates.
 #ifndef NEREUS_WORKER_BRIDGE_STAGED_FACTORS_H_
 #define NEREUS_WORKER_BRIDGE_STAGED_FACTORS_H_
 
@@ -83,12 +86,22 @@ class StagedFactors final : public FactorApplier {
   // K = workers x its K, at most 1024), for HybComm. Nothing for a CPU net.
   Status MeasureRates();
 
-  // After the client's Init: `sfb_tensors` (Client::sfb_tensors()) as the
-  // client numbers them, `tensor_of_param` the tensor id of each learnable
-  // parameter. Allocates, for each chosen one, the device's stacks, gradient
-  // and momentum history (zero).
+  // After the client's Init: `sfb_tensors` the tensors that may travel as
+  // factors (every one registered with them, when HybComm may switch paths;
+  // Client::sfb_tensors() otherwise) as the client numbers them,
+  // `tensor_of_param` the tensor id of each learnable parameter. Allocates,
+  // for each chosen one, the device's stacks, gradient and momentum history
+  // (zero). Which clocks a chosen one travels as factors the bridge asks
+  // the client (Client::SfbAt).
   Status Choose(const std::vector<int>& sfb_tensors, const std::vector<int>& tensor_of_param);
   bool chosen(int param) const;
+
+  // HybComm's switches (FactorApplier::BeginFactors, EndFactors). Export:
+  // the thread that drives the net, on worker 0, right after Rebuild(param,
+  // clock) where the tensor goes back through the servers at `clock`:
+  // copies its weights and history (the device's) to the host, for
+  // EndFactors to hand to the client.
+  Status Export(int param, int64_t clock);
 
   // The staging's copies of `param`'s factors of this clock off the net into
   // the mirrors, for the layer's StageGradients. Fails naming the layer when
@@ -108,6 +121,12 @@ class StagedFactors final : public FactorApplier {
   std::string rebuild_engine() const override;
   double rebuild_gflops() const override { return gemm_gflops_; }
   double update_gbytes() const override { return step_gbytes_; }
+  // Paths may switch: BeginFactors keeps the servers' history for the
+  // Rebuild of the segment's first update, which puts it in place first;
+  // EndFactors hands over what Export copied.
+  bool switchable() const override { return true; }
+  Status BeginFactors(int tensor, int64_t clock, const float* history) override;
+  Status EndFactors(int tensor, int64_t clock, float* weights, float* history) override;
 
  private:
   struct Entry {
@@ -128,6 +147,14 @@ class StagedFactors final : public FactorApplier {
     std::unique_ptr<Blob> left_dev, right_dev;  // The stacks on the device (a GPU net).
     std::unique_ptr<Blob> history;              // rows x cols (the update goes to the weight's diff).
     FactorScratch scratch;                      // A CPU net's.
+    // BeginFactors: the servers' history for the update of clock
+    // history_from, put in place by that update's Rebuild (published by
+    // stacked_clock, which ApplyFactors stores after BeginFactors returned).
+    std::vector<float> pending_history;
+    int64_t history_from = -1;
+    // Export: the weights and history of exported_clock, for EndFactors.
+    std::vector<float> export_weights, export_history;
+    std::atomic<int64_t> exported_clock{-1};
   };
   // The pointers of `f` on the net's side (device or host memory).
   void NetSide(const Layer::GradientFactors& f, const float** left, const float** right) const;

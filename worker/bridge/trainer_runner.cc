@@ -230,7 +230,7 @@ StatusOr<TrainSummary> RunTrainingOnce(const TrainRunOptions& options, int* rank
     sync = std::make_unique<ClientParameterSync>(client.get());
     // Sufficient factors carry the gradient of one forward/backward, unclipped.
     sync->set_factors_allowed(param.iter_size() == 1 && param.clip_gradients() < 0 &&
-                              options.client.sfb != SfbMode::kOff);
+                              (options.client.sfb != SfbMode::kOff || !options.client.sfb_schedule.empty()));
     // Only HybComm's pricing reads the rebuilding device's rates.
     sync->set_time_factor_rates(options.client.sfb == SfbMode::kAuto);
     if (summary.rank != 0) KeepTrainingOnly(&param);

@@ -64,13 +64,14 @@ std::vector<std::vector<float>> Weights(const Solver& solver) {
 // two runs a test compares could choose apart).
 void RunJob(const std::string& solver_file, HostStaging* staging, int iterations, JobRun* run,
             const std::string& layer_name = "", std::atomic<int>* layer_of = nullptr, const std::string& timeline = "",
-            SfbMode sfb = SfbMode::kOff) {
+            SfbMode sfb = SfbMode::kOff, const std::string& sfb_schedule = "") {
   TempDir dir;
   test::LocalCluster cluster(test::OneServerAndTheTestAsWorker(), dir);
   std::unique_ptr<Solver> solver;  // Outlives the client, whose pulls write into its blobs.
   ClientOptions options = test::TestWorkerOptions(cluster.coordinator_address(), 0);
   options.timeline = timeline;
   options.sfb = sfb;
+  options.sfb_schedule = sfb_schedule;
   auto client = Client::Connect(options);
   ASSERT_TRUE(client.ok()) << client.status();
   {
@@ -216,6 +217,44 @@ TEST(StagingJobTest, SufficientFactorsThroughTheStagingEqualThePlainSfbPath) {
   // conv1 alone and the biases of ip1 and ip2, for clocks 1..6: 3 + 3 x 6.
   EXPECT_EQ(copies_to_host.load(), 7 * 6);
   EXPECT_EQ(copies_to_device.load(), 3 + 3 * 6);
+}
+
+// HybComm switching paths at clock boundaries (here forced: ip1 and ip2 as
+// factors from clock 2, ip1 back through the server from clock 5): behind
+// the staging the bridge follows each clock's path (stages factors or the
+// gradient, rebuilds or uploads, computes a weight's gradient or not) and
+// StagedFactors takes the server's history at a switch to factors and hands
+// its own back at a switch to the server; the weights equal the plain
+// path's, where the client switches alone, bit for bit.
+TEST(StagingJobTest, SwitchedPathsThroughTheStagingEqualThePlainPath) {
+  TempDir dir;
+  const std::string solver = test::WriteTinyJob(dir, 32, 8);
+  const std::string schedule = "ip1:2:sfb,ip2:2:sfb,ip1:5:ps";
+  JobRun plain, staged, off;
+  ASSERT_NO_FATAL_FAILURE(RunJob(solver, nullptr, 8, &plain, "", nullptr, "", SfbMode::kOff, schedule));
+  ASSERT_TRUE(plain.status.ok()) << plain.status;
+  HostStaging staging{HostStagingOptions()};
+  ASSERT_NO_FATAL_FAILURE(RunJob(solver, &staging, 8, &staged, "", nullptr, "", SfbMode::kOff, schedule));
+  ASSERT_TRUE(staged.status.ok()) << staged.status;
+  ASSERT_NO_FATAL_FAILURE(RunJob(solver, nullptr, 8, &off));
+  ASSERT_TRUE(off.status.ok()) << off.status;
+  ASSERT_EQ(plain.final.size(), 6u);
+  for (size_t p = 0; p < plain.final.size(); ++p)
+    EXPECT_TRUE(BytesEqual(staged.final[p], plain.final[p], "param " + std::to_string(p)));
+  // With one worker the factors' product is the net's own weight-gradient
+  // GEMM and the server's average of one gradient is that gradient: a job
+  // that switches then equals the servers' path bit for bit, so the
+  // hand-overs (the server's history to the factors, the replica's weights
+  // and history back) lose nothing.
+  for (size_t p = 0; p < plain.final.size(); ++p)
+    EXPECT_TRUE(BytesEqual(plain.final[p], off.final[p], "against the servers' path, param " + std::to_string(p)));
+  // At the end (clock 8): ip2 as factors, ip1 through the server.
+  for (const JobRun* run : {&plain, &staged}) {
+    EXPECT_EQ(run->sfb_tensors, (std::vector<int>{4}));
+    EXPECT_EQ(run->gradient_unused, (std::vector<bool>{false, false, false, false, true, false}));
+  }
+  // The bridge rebuilt ip1's updates of clocks 2-4 and ip2's of 2-7.
+  EXPECT_EQ(staged.sfb_rebuilds, 3 + 6);
 }
 
 // Two workers that would rebuild the sufficient factors by different code (the
