@@ -135,6 +135,7 @@ LocalCluster::LocalCluster(const ClusterSpec& spec, const TempDir& dir) : port_(
                                 "--num_servers=" + std::to_string(spec.servers),
                                 "--num_workers=" + std::to_string(spec.workers)};
   c.insert(c.end(), spec.coordinator_flags.begin(), spec.coordinator_flags.end());
+  c.insert(c.begin(), spec.wrap.begin(), spec.wrap.end());
   coordinator_ = Subprocess::Start(c, dir.File("coordinator.log"));
   coordinator_argv_ = std::move(c);
   for (int s = 0; s < spec.servers; ++s) {
@@ -142,6 +143,7 @@ LocalCluster::LocalCluster(const ClusterSpec& spec, const TempDir& dir) : port_(
     a.insert(a.end(), spec.server_flags.begin(), spec.server_flags.end());
     for (const auto& [rank, flags] : spec.server_rank_flags)
       if (rank == s) a.insert(a.end(), flags.begin(), flags.end());
+    a.insert(a.begin(), spec.wrap.begin(), spec.wrap.end());
     servers_.push_back(Subprocess::Start(a, dir.File("server" + std::to_string(s) + ".log")));
   }
   for (int w = 0; w < spec.workers; ++w) {
@@ -154,6 +156,7 @@ LocalCluster::LocalCluster(const ClusterSpec& spec, const TempDir& dir) : port_(
     a.insert(a.end(), spec.worker_flags.begin(), spec.worker_flags.end());
     for (const auto& [rank, flags] : spec.worker_rank_flags)
       if (rank == w) a.insert(a.end(), flags.begin(), flags.end());
+    a.insert(a.begin(), spec.wrap.begin(), spec.wrap.end());
     workers_.push_back(Subprocess::Start(a, dir.File("worker" + std::to_string(w) + ".log")));
     worker_argv_.push_back(std::move(a));
   }

@@ -75,6 +75,9 @@ struct ClusterSpec {
   std::vector<std::pair<int, std::vector<std::string>>> server_rank_flags;
   // Worker ranks not started as processes (the test joins as those itself).
   std::vector<int> external_workers;
+  // Put before every process's command line (e.g. NetNamespace::Wrap's
+  // "ip netns exec NAME": the whole job in one network namespace).
+  std::vector<std::string> wrap;
 };
 
 // A job of `servers` servers and `workers` workers, the coordinator taking

@@ -105,7 +105,12 @@ TrialStep SfbTrials::Begin(int64_t clock, double period_s, const std::vector<dou
       }
       break;
     case Phase::kSteady:
-      if (clock - 1 >= steady_from_ && period_s >= 0 && ref_s_ > 0) {
+      if (clock - 1 == steady_from_ + config_.measure - 1) {
+        // The reference: this worker's median of the first clocks after the
+        // round, settled (a trial's window can still carry the switch's
+        // traffic).
+        ref_s_ = Median(periods_, steady_from_, steady_from_ + config_.measure);
+      } else if (clock - 1 >= steady_from_ + config_.measure && period_s >= 0 && ref_s_ > 0) {
         drifted_ = std::fabs(period_s - ref_s_) > config_.drift_margin * ref_s_ ? drifted_ + 1 : 0;
       }
       if (clock == next_check_) {
@@ -174,7 +179,6 @@ std::vector<TrialSwitch> SfbTrials::Decide(int64_t clock, const std::vector<doub
         log->push_back(line);
         trial_clocks_ += trial_.decide_at - trial_.switch_at + 1;
         layer.sfb = chosen;
-        ref_s_ = keep_alt ? alt : base;
         int64_t next = clock + 1;
         if (!keep_alt) {
           out.push_back({layer.tensor, clock + 1, p});  // Back to the baseline's path.
@@ -186,7 +190,8 @@ std::vector<TrialSwitch> SfbTrials::Decide(int64_t clock, const std::vector<doub
         } else {
           phase_ = Phase::kSteady;
           steady_from_ = next;
-          next_check_ = next + config_.check_every;
+          ref_s_ = 0;
+          next_check_ = next + config_.measure + config_.check_every;
           drifted_ = 0;
         }
       }
@@ -197,7 +202,7 @@ std::vector<TrialSwitch> SfbTrials::Decide(int64_t clock, const std::vector<doub
         const double period = reduced.size() > 1 ? -reduced[1] : kNaN;
         if (std::isfinite(count) && count >= config_.drift_clocks) {
           std::snprintf(line, sizeof(line),
-                        "HybComm clock %lld: the clock's period drifted from %s, the one the last decision measured, "
+                        "HybComm clock %lld: the clock's period drifted from %s, its median after the last round, "
                         "by more than %.0f%% for %d clocks on every worker (now %s on the slowest): trying the "
                         "layers again",
                         static_cast<long long>(clock), Ms(ref_s_).c_str(), config_.drift_margin * 100,

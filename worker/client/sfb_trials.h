@@ -40,9 +40,10 @@
 // c), so every worker knows a clock's path before any peer can send it
 // factors of that clock.
 //
-// After a round, the clock's period is watched against the one the last
-// decision measured (`ref`): a clock whose period is off by more than
-// `drift_margin` of it is drifted; every `check_every` clocks the workers
+// After a round, the clock's period is watched against its median over the
+// round's first `measure` settled clocks (`ref`, each worker its own): a
+// clock whose period is off by more than `drift_margin` of it is drifted;
+// every `check_every` clocks (the first after those `measure`) the workers
 // agree on their counts of consecutive drifted clocks, and when every one
 // has at least `drift_clocks` (the link was reshaped, a host slowed down)
 // a new round of trials starts, with the hysteresis above.
@@ -157,7 +158,7 @@ class SfbTrials {
   std::map<int64_t, double> periods_;             // Clock -> its period.
   std::vector<std::map<int64_t, double>> waits_;  // Per layer: clock -> its wait.
   std::vector<double> own_overlaps_, agreed_overlaps_;
-  double ref_s_ = 0;  // The period the last decision chose.
+  double ref_s_ = 0;  // This worker's median period of the first `measure` clocks after the last round (0: not yet).
   int64_t steady_from_ = 0, next_check_ = 0;
   int drifted_ = 0;  // Consecutive drifted clocks, this worker.
   int64_t trial_clocks_ = 0;

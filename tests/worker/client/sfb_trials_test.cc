@@ -132,10 +132,11 @@ TEST(SfbTrialsTest, ARoundTriesEachLayerInThePriorsOrderAndKeepsTheShorterClock)
   // The prior's agreement at clock 2 (the end of the warm-up); fc6: baseline
   // 2-4 on PS, SFB from 5 (decided at 4), 5 settling, 6-8 measured, decided
   // at 9: SFB stays. fc7: baseline 10-12, SFB from 13, measured 14-16,
-  // decided at 17: back to PS from 18. Then drift checks every 4 clocks
-  // from 19 (18 is the switch back's settling clock).
+  // decided at 17: back to PS from 18. The period's reference is measured
+  // over 19-21 (18 is the switch back's settling clock), then drift checks
+  // every 4 clocks from 26.
   EXPECT_EQ(Describe(job.switches), "5@5:sfb 7@13:sfb 7@18:ps ");
-  EXPECT_EQ(job.agreements, (std::vector<int64_t>{2, 9, 17, 23, 27}));
+  EXPECT_EQ(job.agreements, (std::vector<int64_t>{2, 9, 17, 26}));
   ASSERT_EQ(job.log.size(), 2u);
   EXPECT_EQ(job.log[0],
             "HybComm clock 9: fc6/0 takes SFB from clock 10 (PS before the trial): measured PS 1100.0 ms, SFB 900.0 ms "
@@ -233,29 +234,30 @@ TEST(SfbTrialsTest, TheJobsOverlapsAreTheSmallestAndRepriceTheOrder) {
 
 TEST(SfbTrialsTest, DriftStartsANewRoundWithHysteresis) {
   // From clock 24 a host slows down: fc6 as factors costs 2.0 s, through the
-  // servers 1.2 s. The clocks 24-26 (fc6 on SFB, fc7 on PS: 2.1 s against
-  // the 0.9 s chosen) drift by more than 25%; the check at 27 finds 3 on
-  // every worker and starts a round: fc6 baseline 27-29 on SFB, PS from 30,
-  // measured 31-33, decided at 34 (1.3 s against 2.1: PS). fc7 from 35:
-  // SFB from 38, decided at 42 (1.35 against 1.3): back to PS from 43.
+  // servers 1.2 s. The clocks from 24 (fc6 on SFB, fc7 on PS: 2.1 s against
+  // the 0.9 s measured over 19-21) drift by more than 25%; the check at 26
+  // finds 2, the one at 30 finds 6 on every worker and starts a round: fc6
+  // baseline 30-32 on SFB, PS from 33, measured 34-36, decided at 37 (1.3 s
+  // against 2.1: PS). fc7 from 38: SFB from 41, decided at 45 (1.35 against
+  // 1.3): back to PS from 46.
   auto cost = [](int, int tensor, bool sfb, int64_t clock) {
     if (tensor == 5) return clock < 24 ? (sfb ? 0.8 : 1.0) : (sfb ? 2.0 : 1.2);
     return sfb ? 0.15 : 0.1;
   };
   Job job = RunJob(2, 60, cost);
-  EXPECT_EQ(Describe(job.switches), "5@5:sfb 7@13:sfb 7@18:ps 5@30:ps 7@38:sfb 7@43:ps ");
+  EXPECT_EQ(Describe(job.switches), "5@5:sfb 7@13:sfb 7@18:ps 5@33:ps 7@41:sfb 7@46:ps ");
   ASSERT_EQ(job.log.size(), 5u);
   EXPECT_EQ(job.log[2],
-            "HybComm clock 27: the clock's period drifted from 900.0 ms, the one the last decision measured, by more "
-            "than 25% for 3 clocks on every worker (now 2100.0 ms on the slowest): trying the layers again");
+            "HybComm clock 30: the clock's period drifted from 900.0 ms, its median after the last round, by more "
+            "than 25% for 6 clocks on every worker (now 2100.0 ms on the slowest): trying the layers again");
   EXPECT_EQ(job.log[3],
-            "HybComm clock 34: fc6/0 takes PS from clock 35 (SFB before the trial): measured PS 1300.0 ms, SFB 2100.0 "
+            "HybComm clock 37: fc6/0 takes PS from clock 38 (SFB before the trial): measured PS 1300.0 ms, SFB 2100.0 "
             "ms per clock (the slowest worker's median of 3 clocks each; a re-trial switches only for more than 5% "
             "less); its own wait in WaitWeights PS 120.0 ms, SFB 200.0 ms; prior PS 200.0 ms, SFB 280.0 ms "
             "(re-trial)");
   EXPECT_EQ(job.trials[0]->rounds(), 2);
-  // After it, the period (1.3 s) stays where the new decision measured it:
-  // no third round.
+  // After it, the period (1.3 s) stays where the round left it: no third
+  // round.
   EXPECT_FALSE(job.paths[0].At(5, 59));
 }
 
@@ -266,10 +268,10 @@ TEST(SfbTrialsTest, ARetrialNeedsMoreThanTheMargin) {
     if (tensor == 5) return clock < 24 ? (sfb ? 0.8 : 1.0) : (sfb ? 2.0 : 2.0 * 0.96 - 0.004);
     return sfb ? 0.15 : 0.1;
   };
-  Job job = RunJob(1, 40, cost);
-  EXPECT_EQ(Describe(job.switches), "5@5:sfb 7@13:sfb 7@18:ps 5@30:ps 5@35:sfb 7@39:sfb ");
+  Job job = RunJob(1, 44, cost);
+  EXPECT_EQ(Describe(job.switches), "5@5:sfb 7@13:sfb 7@18:ps 5@33:ps 5@38:sfb 7@42:sfb ");
   ASSERT_GE(job.log.size(), 4u);
-  EXPECT_NE(job.log[3].find("fc6/0 takes SFB from clock 35 (SFB before the trial)"), std::string::npos) << job.log[3];
+  EXPECT_NE(job.log[3].find("fc6/0 takes SFB from clock 38 (SFB before the trial)"), std::string::npos) << job.log[3];
 }
 
 TEST(SfbTrialsTest, AClockWithoutFiguresGoesBackToTheBaseline) {

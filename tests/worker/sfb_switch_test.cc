@@ -1,0 +1,268 @@
+// HybComm's measured choice with real processes on 127.0.0.1 (synthetic
+// workers, --fc_batch): a layer switched at a clock boundary keeps BSP byte
+// for byte against a job fixed to the new path from that clock
+// (--sfb_schedule), both ways; workers whose own measurements disagree take
+// one choice; a worker that dies during a trial ends the job naming it; and,
+// in a network namespace, a link reshaped mid-run makes the layer go as
+// factors, with the reason in the log. The choices that must not depend on
+// the machine's speed are made on injected costs (--sfb_inject_costs).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <regex>
+
+#include "bench/harness/netns.h"
+#include "nereus/client.h"
+#include "tests/support/bytes_equal.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/process_util.h"
+#include "tests/support/synthetic_weights.h"
+#include "worker/client/client_internal.h"
+#include "worker/client/options_proto.h"
+
+namespace nereus {
+namespace test {
+namespace {
+
+std::string JsonList(const std::string& json, const std::string& key) {
+  std::smatch m;
+  std::regex re("\"" + key + "\": \\[([^\\]]*)\\]");
+  if (!std::regex_search(json, m, re)) return "missing";
+  return m[1];
+}
+
+// Tensors: t0 1000 and t2 7 through the servers, t1 64 x 100 fully
+// connected (8 factor rows per worker), cut into 25 partitions of 256 floats
+// over 2 servers, so a switch lends and hands back many partitions.
+constexpr char kTensors[] = "1000,64x100,7";
+constexpr int kWorkers = 2, kClocks = 24, kBatch = 8;
+
+// HybComm's start-up rates, given: with the rebuild's GEMM at 1 MFLOP/s the
+// start-up model sends t1 through the servers (its rebuild would take 0.2 s).
+const char* const kSlowRebuild[] = {"--sfb_link_gbit=1", "--sfb_rebuild_gflops=0.001", "--sfb_update_gbytes=2",
+                                    "--sfb_apply_gbytes=2"};
+
+struct JobResult {
+  std::vector<std::vector<float>> weights;  // Per worker, every tensor in order.
+  std::vector<std::string> json, logs;
+};
+
+JobResult RunJob(const std::vector<std::string>& flags,
+                 const std::vector<std::pair<int, std::vector<std::string>>>& rank_flags = {}) {
+  TempDir dir;
+  ClusterSpec spec = JobOf(2, kWorkers, {"--partition_bytes=1024"});
+  spec.worker_flags = {"--tensors=" + std::string(kTensors), "--fc_batch=" + std::to_string(kBatch),
+                       "--iterations=" + std::to_string(kClocks), "--seed=5", "--display=0"};
+  for (const std::string& f : InvDecaySgdFlags()) spec.worker_flags.push_back(f);
+  for (const char* f : kSlowRebuild) spec.worker_flags.push_back(f);
+  for (const std::string& f : flags) spec.worker_flags.push_back(f);
+  for (int w = 0; w < kWorkers; ++w) {
+    std::vector<std::string> own = {"--weights_out=" + dir.File("w" + std::to_string(w)),
+                                    "--summary_json=" + dir.File("s" + std::to_string(w))};
+    for (const auto& [rank, more] : rank_flags)
+      if (rank == w) own.insert(own.end(), more.begin(), more.end());
+    spec.worker_rank_flags.push_back({w, own});
+  }
+  LocalCluster cluster(spec, dir);
+  std::string report;
+  JobResult run;
+  EXPECT_TRUE(cluster.WaitAll(std::chrono::seconds(120), &report)) << report;
+  for (auto code : cluster.codes()) EXPECT_EQ(code, 0) << report;
+  for (int w = 0; w < kWorkers; ++w) {
+    run.weights.push_back(ReadFloatFile(dir.File("w" + std::to_string(w))));
+    run.json.push_back(ReadFile(dir.File("s" + std::to_string(w))));
+    run.logs.push_back(cluster.worker(w).Log());
+  }
+  return run;
+}
+
+// The trial of t1 (warm-up 5 clocks; 3 measured on each path): baseline
+// 5-7 through the servers, as factors from clock 8 (decided at 7), 8
+// settling, 9-11 measured, decided at 12 for clock 13 on. At 100 ms a clock
+// through the servers against 50 as factors it stays as factors from clock
+// 8 on; at 50 against 100 it goes back to the servers at clock 13. Each
+// measured job must equal, byte for byte, the job told those switches.
+TEST(SfbSwitchTest, MeasuredSwitchesAreByteExactAgainstAFixedSchedule) {
+  struct Case {
+    std::string costs, schedule, decision, factors;
+  };
+  const Case cases[] = {
+      {"t1:100:50", "t1:8:sfb",
+       "t1 takes SFB from clock 13 (PS before the trial): measured PS 100.0 ms, SFB 50.0 ms per clock", "1"},
+      {"t1:50:100", "t1:8:sfb,t1:13:ps",
+       "t1 takes PS from clock 13 (PS before the trial): measured PS 50.0 ms, SFB 100.0 ms per clock", ""},
+  };
+  std::vector<std::vector<float>> fixed_weights;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.costs);
+    const JobResult measured = RunJob({"--sfb=auto", "--sfb_inject_costs=" + c.costs});
+    const JobResult fixed = RunJob({"--sfb=off", "--sfb_schedule=" + c.schedule});
+    fixed_weights.push_back(fixed.weights[0]);
+    ASSERT_EQ(measured.weights[0].size(), 1000u + 6400u + 7u);
+    for (int w = 0; w < kWorkers; ++w) {
+      EXPECT_TRUE(BytesEqual(measured.weights[0], measured.weights[w], "measured, worker " + std::to_string(w)));
+      EXPECT_TRUE(
+          BytesEqual(fixed.weights[w], measured.weights[w], "measured against fixed, worker " + std::to_string(w)));
+      EXPECT_EQ(JsonList(measured.json[w], "sfb_tensors"), c.factors) << measured.json[w];
+      EXPECT_EQ(JsonList(fixed.json[w], "sfb_tensors"), c.factors) << fixed.json[w];
+      // The decision, its figures, and the switches, on every worker.
+      EXPECT_NE(measured.logs[w].find(c.decision), std::string::npos) << measured.logs[w];
+      EXPECT_NE(measured.logs[w].find("HybComm: t1 travels as sufficient factors from clock 8 (HybComm's trials)"),
+                std::string::npos)
+          << measured.logs[w];
+      EXPECT_NE(fixed.logs[w].find("HybComm: t1 travels as sufficient factors from clock 8 (--sfb_schedule)"),
+                std::string::npos)
+          << fixed.logs[w];
+      // 8-23 or 8-12 as factors, to the other worker.
+      const int sfb_clocks = c.factors.empty() ? 5 : kClocks - 8;
+      EXPECT_EQ(JsonNumber(measured.json[w], "factor_messages"), sfb_clocks) << measured.json[w];
+      EXPECT_EQ(JsonNumber(fixed.json[w], "factor_messages"), sfb_clocks) << fixed.json[w];
+      EXPECT_EQ(JsonNumber(measured.json[w], "sfb_switches"), c.factors.empty() ? 2 : 1) << measured.json[w];
+    }
+  }
+  // The two schedules end apart (factors sum in another order than the
+  // servers): the comparisons above compared jobs that really switched.
+  ASSERT_EQ(fixed_weights.size(), 2u);
+  EXPECT_FALSE(BytesEqual(fixed_weights[0], fixed_weights[1], "the two schedules"));
+}
+
+TEST(SfbSwitchTest, WorkersThatMeasureDifferentlyTakeOneChoice) {
+  // Alone, worker 0 would keep t1 as factors (60 against 100 ms a clock)
+  // and worker 1 would send it back through the servers (90 against 70).
+  // The job takes each path's slowest worker: PS 100, SFB 90 ms: factors.
+  const JobResult run =
+      RunJob({"--sfb=auto"}, {{0, {"--sfb_inject_costs=t1:100:60"}}, {1, {"--sfb_inject_costs=t1:70:90"}}});
+  for (int w = 0; w < kWorkers; ++w) {
+    EXPECT_NE(run.logs[w].find("t1 takes SFB from clock 13 (PS before the trial): measured PS 100.0 ms, SFB 90.0 ms "
+                               "per clock (the slowest worker's median of 3 clocks each"),
+              std::string::npos)
+        << run.logs[w];
+    EXPECT_EQ(JsonList(run.json[w], "sfb_tensors"), "1") << run.json[w];
+    EXPECT_TRUE(BytesEqual(run.weights[0], run.weights[w], "worker " + std::to_string(w)));
+  }
+}
+
+TEST(SfbSwitchTest, AWorkerThatDiesDuringATrialEndsTheJobNamingIt) {
+  TempDir dir;
+  ClusterSpec spec = JobOf(1, 3, {"--heartbeat_interval_ms=500", "--heartbeat_timeout_ms=3000"});
+  spec.worker_flags = {"--tensors=20x30", "--fc_batch=4", "--iterations=1000000",        "--compute_ms=5",
+                       "--display=0",     "--sfb=auto",   "--sfb_inject_costs=t0:100:50"};
+  for (const char* f : kSlowRebuild) spec.worker_flags.push_back(f);
+  spec.external_workers = {0};  // This test is worker 0.
+  LocalCluster cluster(spec, dir);
+
+  ClientOptions o = TestWorkerOptions(cluster.coordinator_address(), 0);
+  o.sfb = SfbMode::kAuto;
+  o.sfb_link_gbit = 1;
+  o.sfb_rebuild_gflops = 0.001;
+  o.sfb_update_gbytes = 2;
+  o.sfb_apply_gbytes = 2;
+  ClientInternals internals;
+  internals.sfb_injected_costs["t0"] = {0.1, 0.05};
+  auto client = ConnectClient(o, internals);
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::vector<float> w(600, 0.0f), g(600, 0.0f), left(4 * 20, 0.01f), right(4 * 30, 0.01f);
+  TensorSpec t{"t0", {20, 30}};
+  t.layer = 0;
+  t.data = w.data();
+  t.diff = g.data();
+  t.factor_rows = 4;
+  t.factor_left = left.data();
+  t.factor_right = right.data();
+  ASSERT_TRUE((*client)->RegisterTensor(t).ok());
+  ASSERT_TRUE((*client)->Init(SgdConfigFromProto(SyntheticWorkerDefaultSgd()), {w.data()}).ok());
+  EXPECT_TRUE((*client)->sfb_tensors().empty());
+  // Through the trial's switch: t0 goes as factors from clock 8.
+  int64_t clock = 0;
+  for (; clock < 10; ++clock) {
+    ASSERT_TRUE((*client)->WaitWeights(0, clock).ok());
+    ASSERT_TRUE((*client)->GradientsReady(0, clock).ok());
+  }
+  EXPECT_TRUE((*client)->SfbAt(0, 9));
+  EXPECT_EQ((*client)->sfb_tensors(), std::vector<int>{0});
+  // Killed while t0 is measured as factors (clocks 9-11; the decision's
+  // agreement comes at 12).
+  cluster.worker(1).Signal(SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  Status st;
+  for (; clock <= 14 && st.ok(); ++clock) {
+    st = (*client)->WaitWeights(0, clock);
+    if (st.ok()) st = (*client)->GradientsReady(0, clock);
+  }
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("worker 1 (tcp://127.0.0.1:"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("is dead"), std::string::npos) << st;
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(15), &report)) << report;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count(), 15.0);
+  EXPECT_NE(cluster.worker(2).Log().find("worker 1 (tcp://127.0.0.1:"), std::string::npos) << cluster.worker(2).Log();
+}
+
+// The whole job in a network namespace of its own, its loopback unshaped
+// at first. t1 (500 x 500, 4 factor rows) is rebuilt 100 ms slower than
+// this CPU (--sfb_rebuild_delay_ms: a slow device), so through the servers
+// (1 MB each way a worker, on loopback: milliseconds) it is faster and the
+// first trial keeps it there. At clock 18 worker 0 reshapes the loopback to
+// 20 Mbit/s: the servers' path now takes about 1.7 s a clock, the factors'
+// (16 KB a worker) 0.1 s plus the rebuild. The clock's period drifts, the
+// next check starts a new round, and t1 goes as factors, every step said in
+// the log. The contrast is ten times either way, whatever the machine.
+TEST(SfbSwitchTest, AReshapedLinkSwitchesTheLayerAndSaysWhy) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (CAP_NET_ADMIN) to create a network namespace";
+  auto ns = bench::NetNamespace::Create("nereus_switch_" + std::to_string(getpid()), /*rate_mbit=*/0);
+  if (!ns.ok()) GTEST_SKIP() << "network namespaces unavailable here: " << ns.status().message();
+  TempDir dir;
+  ClusterSpec spec = JobOf(1, 2, {"--partition_bytes=262144"});
+  spec.wrap = (*ns)->Wrap({});
+  spec.worker_flags = {"--tensors=2000,500x500",
+                       "--fc_batch=4",
+                       "--iterations=44",
+                       "--compute_ms=10",
+                       "--display=0",
+                       "--sfb=auto",
+                       "--sfb_rebuild_delay_ms=100",
+                       "--exec_at_clock=18",
+                       "--exec_command=tc qdisc replace dev lo root tbf rate 20mbit burst 256kb latency 500ms"};
+  for (const std::string& f : InvDecaySgdFlags()) spec.worker_flags.push_back(f);
+  // The start-up model sends t1 through the servers (given rates), so the
+  // first round tries the factors as the alternative.
+  for (const char* f : kSlowRebuild) spec.worker_flags.push_back(f);
+  for (int w = 0; w < 2; ++w)
+    spec.worker_rank_flags.push_back({w,
+                                      {"--weights_out=" + dir.File("w" + std::to_string(w)),
+                                       "--summary_json=" + dir.File("s" + std::to_string(w))}});
+  LocalCluster cluster(spec, dir);
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(240), &report)) << report;
+  for (auto code : cluster.codes()) ASSERT_EQ(code, 0) << report;
+  const std::string log = cluster.worker(0).Log();
+  EXPECT_NE(log.find("ran --exec_command"), std::string::npos) << log;
+  // For the record: what the job decided, and why.
+  std::smatch m;
+  for (auto it = log.cbegin(); std::regex_search(it, log.cend(), m, std::regex("HybComm clock [^\n]*"));
+       it = m[0].second)
+    std::printf("%s\n", m[0].str().c_str());
+  // The first round kept the servers; the drift started a second, which
+  // chose the factors.
+  EXPECT_TRUE(
+      std::regex_search(log, std::regex("HybComm clock 12: t1 takes PS from clock 13 \\(PS before the trial\\)")))
+      << log;
+  EXPECT_TRUE(std::regex_search(log, std::regex("HybComm clock \\d+: the clock's period drifted from [0-9.]+ ms, its "
+                                                "median after the last round, by more than 25% for \\d+ clocks on "
+                                                "every worker \\(now [0-9.]+ ms on the slowest\\): trying the layers "
+                                                "again")))
+      << log;
+  EXPECT_TRUE(
+      std::regex_search(log, std::regex("HybComm clock \\d+: t1 takes SFB from clock \\d+ \\(PS before the "
+                                        "trial\\): measured PS [0-9.]+ ms, SFB [0-9.]+ ms per clock.*\\(re-trial\\)")))
+      << log;
+  for (int w = 0; w < 2; ++w) {
+    EXPECT_EQ(JsonList(ReadFile(dir.File("s" + std::to_string(w))), "sfb_tensors"), "1");
+  }
+  EXPECT_TRUE(BytesEqual(ReadFloatFile(dir.File("w0")), ReadFloatFile(dir.File("w1")), "the replicas"));
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace nereus
