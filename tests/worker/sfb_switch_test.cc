@@ -78,26 +78,48 @@ JobResult RunJob(const std::vector<std::string>& flags,
 }
 
 // The trial of t1 (warm-up 5 clocks; 3 measured on each path): baseline
-// 5-7 through the servers, as factors from clock 8 (decided at 7), 8
-// settling, 9-11 measured, decided at 12 for clock 13 on. At 100 ms a clock
-// through the servers against 50 as factors it stays as factors from clock
-// 8 on; at 50 against 100 it goes back to the servers at clock 13. Each
-// measured job must equal, byte for byte, the job told those switches.
+// 5-7, the other path from clock 8 (decided at 7), 8 settling, 9-11
+// measured, decided at 12 for clock 13 on. Starting through the servers, at
+// 100 ms a clock there against 50 as factors it stays as factors from clock
+// 8 on; at 50 against 100 it goes back to the servers at clock 13. Starting
+// as factors (the start-up model's choice with a fast rebuild), at 50
+// against 100 it stays on the servers from clock 8 (the servers lent it at
+// the start and get it handed back). Each measured job must equal, byte for
+// byte, the job told those switches.
 TEST(SfbSwitchTest, MeasuredSwitchesAreByteExactAgainstAFixedSchedule) {
   struct Case {
-    std::string costs, schedule, decision, factors;
+    std::vector<std::string> measured, fixed;
+    std::string decision, first_switch, factors;
+    int sfb_clocks, switches;
   };
   const Case cases[] = {
-      {"t1:100:50", "t1:8:sfb",
-       "t1 takes SFB from clock 13 (PS before the trial): measured PS 100.0 ms, SFB 50.0 ms per clock", "1"},
-      {"t1:50:100", "t1:8:sfb,t1:13:ps",
-       "t1 takes PS from clock 13 (PS before the trial): measured PS 50.0 ms, SFB 100.0 ms per clock", ""},
+      {{"--sfb=auto", "--sfb_inject_costs=t1:100:50"},
+       {"--sfb=off", "--sfb_schedule=t1:8:sfb"},
+       "t1 takes SFB from clock 13 (PS before the trial): measured PS 100.0 ms, SFB 50.0 ms per clock",
+       "t1 travels as sufficient factors from clock 8",
+       "1",
+       kClocks - 8,
+       1},
+      {{"--sfb=auto", "--sfb_inject_costs=t1:50:100"},
+       {"--sfb=off", "--sfb_schedule=t1:8:sfb,t1:13:ps"},
+       "t1 takes PS from clock 13 (PS before the trial): measured PS 50.0 ms, SFB 100.0 ms per clock",
+       "t1 travels as sufficient factors from clock 8",
+       "",
+       5,
+       2},
+      {{"--sfb=auto", "--sfb_rebuild_gflops=20", "--sfb_inject_costs=t1:50:100"},
+       {"--sfb=on", "--sfb_schedule=t1:8:ps"},
+       "t1 takes PS from clock 13 (SFB before the trial): measured PS 50.0 ms, SFB 100.0 ms per clock",
+       "t1 travels through the servers from clock 8",
+       "",
+       8,
+       1},
   };
   std::vector<std::vector<float>> fixed_weights;
   for (const Case& c : cases) {
-    SCOPED_TRACE(c.costs);
-    const JobResult measured = RunJob({"--sfb=auto", "--sfb_inject_costs=" + c.costs});
-    const JobResult fixed = RunJob({"--sfb=off", "--sfb_schedule=" + c.schedule});
+    SCOPED_TRACE(c.decision);
+    const JobResult measured = RunJob(c.measured);
+    const JobResult fixed = RunJob(c.fixed);
     fixed_weights.push_back(fixed.weights[0]);
     ASSERT_EQ(measured.weights[0].size(), 1000u + 6400u + 7u);
     for (int w = 0; w < kWorkers; ++w) {
@@ -108,23 +130,21 @@ TEST(SfbSwitchTest, MeasuredSwitchesAreByteExactAgainstAFixedSchedule) {
       EXPECT_EQ(JsonList(fixed.json[w], "sfb_tensors"), c.factors) << fixed.json[w];
       // The decision, its figures, and the switches, on every worker.
       EXPECT_NE(measured.logs[w].find(c.decision), std::string::npos) << measured.logs[w];
-      EXPECT_NE(measured.logs[w].find("HybComm: t1 travels as sufficient factors from clock 8 (HybComm's trials)"),
-                std::string::npos)
+      EXPECT_NE(measured.logs[w].find("HybComm: " + c.first_switch + " (HybComm's trials)"), std::string::npos)
           << measured.logs[w];
-      EXPECT_NE(fixed.logs[w].find("HybComm: t1 travels as sufficient factors from clock 8 (--sfb_schedule)"),
-                std::string::npos)
+      EXPECT_NE(fixed.logs[w].find("HybComm: " + c.first_switch + " (--sfb_schedule)"), std::string::npos)
           << fixed.logs[w];
-      // 8-23 or 8-12 as factors, to the other worker.
-      const int sfb_clocks = c.factors.empty() ? 5 : kClocks - 8;
-      EXPECT_EQ(JsonNumber(measured.json[w], "factor_messages"), sfb_clocks) << measured.json[w];
-      EXPECT_EQ(JsonNumber(fixed.json[w], "factor_messages"), sfb_clocks) << fixed.json[w];
-      EXPECT_EQ(JsonNumber(measured.json[w], "sfb_switches"), c.factors.empty() ? 2 : 1) << measured.json[w];
+      // The clocks sent as factors, to the one other worker.
+      EXPECT_EQ(JsonNumber(measured.json[w], "factor_messages"), c.sfb_clocks) << measured.json[w];
+      EXPECT_EQ(JsonNumber(fixed.json[w], "factor_messages"), c.sfb_clocks) << fixed.json[w];
+      EXPECT_EQ(JsonNumber(measured.json[w], "sfb_switches"), c.switches) << measured.json[w];
     }
   }
-  // The two schedules end apart (factors sum in another order than the
+  // The schedules end apart (factors sum in another order than the
   // servers): the comparisons above compared jobs that really switched.
-  ASSERT_EQ(fixed_weights.size(), 2u);
-  EXPECT_FALSE(BytesEqual(fixed_weights[0], fixed_weights[1], "the two schedules"));
+  ASSERT_EQ(fixed_weights.size(), 3u);
+  EXPECT_FALSE(BytesEqual(fixed_weights[0], fixed_weights[1], "the first two schedules"));
+  EXPECT_FALSE(BytesEqual(fixed_weights[1], fixed_weights[2], "the last two schedules"));
 }
 
 TEST(SfbSwitchTest, WorkersThatMeasureDifferentlyTakeOneChoice) {

@@ -314,6 +314,9 @@ class ClientImpl final : public Client {
       };
     }
     pipeline_.ConfigureSfb(std::move(setup));
+    // Where paths may change, the servers must know which partitions the
+    // workers update from the start (a switch back hands them back).
+    RETURN_IF_ERROR(pipeline_.LendAtStart().Wait().Annotate("lending the tensors sent as factors from the start"));
     return node_.Barrier("nereus.sfb", pb::WORKER, plan.digest, nullptr,
                          any ? "sufficient factors rebuilt by " + plan.engine : "");
   }

@@ -92,6 +92,27 @@ void LayerPipeline::ConfigureSfb(SfbSetup setup) {
   timeline_ = setup.timeline;
 }
 
+Handle LayerPipeline::LendAtStart() {
+  std::vector<QueuedMessage> work;
+  StatePtr done;
+  {
+    MutexLock lock(&mu_);
+    if (!switching_) return Handle();
+    int partitions = 0;
+    for (int t = 0; t < tensors_->size(); ++t)
+      if (paths_.At(t, paths_.start())) partitions += static_cast<int>(tensors_->partitions(t).size());
+    done = std::make_shared<Handle::State>(partitions);
+    for (int t = 0; t < tensors_->size(); ++t) {
+      if (!paths_.At(t, paths_.start())) continue;
+      const int layer = tensors_->spec(t).layer >= 0 ? tensors_->spec(t).layer : t;
+      builder_->BuildLends(tensors_->Refs(t), nullptr, paths_.start(), done,
+                           static_cast<uint64_t>(layer_index_.at(layer)) << 32, &work);
+    }
+  }
+  queues_->Submit(std::move(work));
+  return MakeHandle(done);
+}
+
 bool LayerPipeline::SfbAt(int tensor, int64_t clock) const {
   MutexLock lock(&mu_);
   return paths_.At(tensor, clock);

@@ -75,6 +75,11 @@ class LayerPipeline {
   // After Initialize, before Prefetch. A tensor sent as factors from the
   // first clock takes its weights from the servers for that clock only.
   void ConfigureSfb(SfbSetup setup) NEREUS_LOCKS_EXCLUDED(mu_);
+  // After ConfigureSfb, where paths may change: LENDs of every partition of
+  // the tensors sent as factors from the first clock, so that the servers
+  // hold their updates until a hand-back (none is needed otherwise). The
+  // handle is done once every server took them.
+  Handle LendAtStart() NEREUS_LOCKS_EXCLUDED(mu_);
   // Client::SfbAt, Client::sfb_tensors.
   bool SfbAt(int tensor, int64_t clock) const NEREUS_LOCKS_EXCLUDED(mu_);
   std::vector<int> SfbTensors() const NEREUS_LOCKS_EXCLUDED(mu_);

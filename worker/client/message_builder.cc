@@ -141,10 +141,10 @@ void MessageBuilder::BuildLends(const std::vector<PartitionRef>& refs, float* hi
     const PartitionPlacement& c = *ref.placement;
     const uint64_t id = requests_->NextId();
     // Answered as a pull is (ReplyRouter: the one frame into dst).
-    Request r(Request::Kind::kPull, done, c.server);
+    Request r(history != nullptr ? Request::Kind::kPull : Request::Kind::kAck, done, c.server);
     r.credit = 0;
-    r.dst = history + c.offset;
-    r.length = c.length;
+    r.dst = history != nullptr ? history + c.offset : nullptr;
+    r.length = history != nullptr ? c.length : 0;
     r.what = "history of tensor \"" + tensors_->spec(ref.tensor).name + "\" partition " + std::to_string(c.partition);
     r.clock = clock;
     r.enqueue_us = now;
@@ -156,7 +156,7 @@ void MessageBuilder::BuildLends(const std::vector<PartitionRef>& refs, float* hi
     w.msg.header.set_tensor(ref.tensor);
     w.msg.header.set_partition(c.partition);
     w.msg.header.set_clock(clock);
-    w.msg.header.add_state_arrays("history");
+    if (history != nullptr) w.msg.header.add_state_arrays("history");
     w.msg.header.set_priority(static_cast<int32_t>(ref.tensor * 1000 + c.partition));
     out->push_back(std::move(w));
   }

@@ -49,7 +49,9 @@ class MessageBuilder {
   // HybComm's switches (BSP). A LEND per partition of `refs` for version
   // `clock`, asking for the solver's history, which its LEND_REPLY writes
   // into `history` (the tensor's rows x cols) at the partition's offset,
-  // completing one unit of `done`.
+  // completing one unit of `done`; with `history` null, asking for nothing
+  // (a tensor sent as factors from the job's first clock, whose history is
+  // zero: the LEND only tells the servers).
   void BuildLends(const std::vector<PartitionRef>& refs, float* history, int64_t clock, const StatePtr& done,
                   uint64_t base_priority, std::vector<QueuedMessage>* out);
   // A HAND_BACK per partition of `refs`: the weights (`weights`, sent without

@@ -60,7 +60,19 @@ void ReplyRouter::OnData(const Endpoint& from, StatusOr<Message> msg, const pb::
     }
     case pb::LEND_REPLY:
       // The solver's history of a partition lent to the workers (HybComm's
-      // switch to factors): one frame, into the tensor's history.
+      // switch to factors): one frame, into the tensor's history; none when
+      // none was asked for (the first clock's LEND).
+      if (msg->payload.empty() && h.state_arrays_size() == 0) {
+        Request r;
+        if (!requests_->Take(h.request_id(), &r)) break;
+        if (r.kind == Request::Kind::kAck) {
+          r.state->Complete();
+        } else {
+          r.state->Fail(DataLossError(r.what + ": the LEND_REPLY carries no history"));
+        }
+        Finished(r);
+        break;
+      }
       if (h.dtype() != pb::FLOAT32 || msg->payload.size() != 1) {
         LOG(ERROR) << "worker " << node_->rank() << ": LEND_REPLY with dtype " << pb::DType_Name(h.dtype()) << " and "
                    << msg->payload.size() << " frames";
