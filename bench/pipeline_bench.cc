@@ -93,7 +93,13 @@ struct Outcome {
   double factor_messages = 0;
   double factor_bytes_received = 0;  // As counted in the window (see RunOne).
   double factor_apply_s = 0;         // The client's factor GEMMs and SGD steps (a thread of its own).
-  int sfb_tensors = 0;               // Tensors the client sent as factors.
+  int sfb_tensors = 0;               // Tensors the client sent as factors (in the last clock).
+  // HybComm's measured switching on worker 0: path switches, clocks on a
+  // path under trial; and the warm-up's iterations in all (median over the
+  // workers), where the trials run: what they cost shows against the same
+  // clocks of a fixed choice.
+  uint64_t sfb_switches = 0, sfb_trial_clocks = 0;
+  double warmup_s = 0;
   // The rebuild rates HybComm was told (0: the client timed them; off and on do not price).
   double rebuild_gflops = 0, update_gbytes = 0;
 };
@@ -133,7 +139,7 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, uint64_t bat
   FLAGS_batch_bytes = asked_batch;
   FLAGS_sfb = asked_sfb;
   ASSIGN_OR_RETURN(o.client, client);
-  o.client.merge_profile_iterations = std::max(1, FLAGS_warmup - 2);
+  o.client.merge_profile_iterations = std::min(3, std::max(1, FLAGS_warmup - 2));
   o.server_transport.streams_per_peer = schedule == Schedule::kFull ? FLAGS_streams : 1;
   ASSIGN_OR_RETURN(o.server_apply_threads, ApplyThreadsFromFlags());
   const EmulatedRun run = EmulatedRunFromFlags(rebuild == "device");
@@ -156,6 +162,7 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, uint64_t bat
   for (auto& t : threads) t.join();
   for (auto& s : status) RETURN_IF_ERROR(s);
   const int sfb_tensors = static_cast<int>(job->worker(0).sfb_tensors().size());
+  const ClientStats worker0 = job->worker(0).stats();
   wd->Phase(phase + ": job finish");
   RETURN_IF_ERROR(job->Finish());
   // Every worker has its last weights, so every factor message of the last
@@ -168,6 +175,18 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, uint64_t bat
   out.iteration_s = Median(all);
   out.compute_s = compute;
   out.sfb_tensors = sfb_tensors;
+  out.sfb_switches = worker0.sfb_switches;
+  out.sfb_trial_clocks = worker0.sfb_trial_clocks;
+  {
+    std::vector<double> warm;
+    for (const WorkerTimes& t : times) {
+      double sum = 0;
+      for (int i = 0; i < FLAGS_warmup && i < static_cast<int>(t.all_iteration_s.size()); ++i)
+        sum += t.all_iteration_s[i];
+      warm.push_back(sum);
+    }
+    out.warmup_s = Median(warm);
+  }
   out.rebuild_gflops = o.client.sfb_rebuild_gflops;
   out.update_gbytes = o.client.sfb_update_gbytes;
   const double per = static_cast<double>(W) * std::max(1, FLAGS_iterations);
@@ -302,6 +321,10 @@ int RunInside(Watchdog* wd) {
           r.Set("sfb_rebuild", rebuild).Set("model_scale", FLAGS_model_scale);
           r.Set("device_gflops", FLAGS_device_gflops).Set("rebuild_gflops", out->rebuild_gflops);
           r.Set("update_gbytes", out->update_gbytes);
+          r.Set("warmup", FLAGS_warmup).Set("warmup_s", out->warmup_s);
+          r.Set("sfb_switches", static_cast<unsigned long long>(out->sfb_switches));
+          r.Set("sfb_trial_clocks", static_cast<unsigned long long>(out->sfb_trial_clocks));
+          r.Set("sfb_trial_clocks_flag", FLAGS_sfb_trial_clocks);
           if (!json.Add(r)) return 1;
         }
       }

@@ -102,14 +102,19 @@ Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& r
     }
   }
   RETURN_IF_ERROR(c.Init(SgdConfigFromProto(BenchSgd()), init));
-  // The emulated device's rebuild of each layer's SFB weight (0 elsewhere).
+  // The emulated device's rebuild of each layer's weight with factors (0
+  // elsewhere), made before the forward of a clock whose update came as
+  // factors (HybComm may switch a layer's path at a clock: Client::SfbAt).
   std::vector<double> rebuild(L, 0.0);
-  if (run.rebuild_on_device)
-    for (int t : c.sfb_tensors()) {
-      const int l = layer_of.at(t);
-      rebuild[l] +=
+  std::vector<int> factor_tensor(L, -1);
+  for (size_t t = 0; t < layer_of.size(); ++t) {
+    const int l = layer_of[t];
+    if (left[l] == nullptr || factor_tensor[l] >= 0) continue;
+    factor_tensor[l] = static_cast<int>(t);
+    if (run.rebuild_on_device)
+      rebuild[l] =
           RebuildSeconds(run, c.num_workers(), rows[l], model.layers[l].params[0][0], model.layers[l].params[0][1]);
-    }
+  }
   const int total = run.warmup + run.iterations;
   auto seconds = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
   const auto kBlocked = std::chrono::milliseconds(1);  // A wait longer than this blocked.
@@ -128,14 +133,15 @@ Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& r
       const auto b = Clock::now();
       const bool blocked = b - a > kBlocked || (l == 0 && next_blocked);
       next_blocked = false;
-      if (it > 0 && rebuild[l] > 0) {
+      const bool rebuilds = it > 0 && rebuild[l] > 0 && c.SfbAt(factor_tensor[l], it - 1);
+      if (rebuilds) {
         // The update of clock it - 1, rebuilt on the device before this forward.
         const int64_t rebuild_begin = MonotonicMicros();
         slept += compute(rebuild[l], b, blocked);
         c.TraceSpan("rebuild " + model.layers[l].name, it, rebuild_begin, MonotonicMicros());
       }
       const int64_t begin = MonotonicMicros();
-      slept += compute(fwd[l], b, blocked && !(it > 0 && rebuild[l] > 0));
+      slept += compute(fwd[l], b, blocked && !rebuilds);
       c.TraceSpan("forward " + model.layers[l].name, it, begin, MonotonicMicros());
       waited += seconds(a, b);
     }
@@ -158,6 +164,7 @@ Status RunEmulatedWorker(Client& c, const ModelSpec& model, const EmulatedRun& r
     const auto end = Clock::now();
     waited += seconds(a, end);
     if (end - a > kBlocked) next_blocked = true;
+    times->all_iteration_s.push_back(seconds(t0, end));
     if (it >= run.warmup) {
       times->iteration_s.push_back(seconds(t0, end));
       times->compute_s.push_back(slept);

@@ -50,9 +50,10 @@ void SetRebuildOptions(const EmulatedRun& run, ClientOptions* options, ClientInt
 
 // Per timed iteration.
 struct WorkerTimes {
-  std::vector<double> iteration_s;  // From its first layer's wait to the next iteration's.
-  std::vector<double> compute_s;    // Slept (emulated compute).
-  std::vector<double> wait_s;       // Blocked in WaitWeights and GradientsReady.
+  std::vector<double> iteration_s;      // From its first layer's wait to the next iteration's.
+  std::vector<double> all_iteration_s;  // The same of every iteration, the warm-up's too.
+  std::vector<double> compute_s;        // Slept (emulated compute).
+  std::vector<double> wait_s;           // Blocked in WaitWeights and GradientsReady.
   // The client's counters after the forward of the first timed iteration
   // (every pull of that clock is in, and so every push of the clock before)
   // and after the weights of the clock after the last have arrived. Own
