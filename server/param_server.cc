@@ -240,6 +240,9 @@ Status ParamServer::HandleInit(const Endpoint& from, const Message& msg) {
   if (meta.length() == 0) return InvalidArgumentError("INIT_PARTITION of an empty partition");
   RETURN_IF_ERROR(CheckFloatPayload(h, meta.length()));
   RETURN_IF_ERROR(ValidateSgdConfig(h.sgd()));
+  if (h.sgd().type() == pb::SOLVER_AVERAGE && options_.consistency != pb::BSP)
+    return InvalidArgumentError(std::string("solver type Average (the servers only average) needs BSP; this job is ") +
+                                pb::Consistency_Name(options_.consistency));
   if (have_sgd_ && !google::protobuf::util::MessageDifferencer::Equals(sgd_, h.sgd()))
     return InvalidArgumentError(
         "INIT_PARTITION carries solver settings that differ from the ones this server already has");
@@ -539,6 +542,10 @@ void ParamServer::Compute(Update* u) {
     UpdateHeldWeights(&p->weights, &p->spare, [&](const float* in, float* out) {
       SgdStepAveraged(sgd_, rate, lr_mult, decay_mult, grads->data(), grads->size(), in, out, p->history.data(), n);
     });
+  } else if (sgd_.type() == pb::SOLVER_AVERAGE) {
+    // The workers' average gradient becomes the values, in worker-rank order.
+    UpdateHeldWeights(&p->weights, &p->spare,
+                      [&](const float*, float* out) { AverageInOrder(grads->data(), grads->size(), out, n); });
   } else {
     // The other solvers step on the average, made first, and in place (on a
     // copy of the weights when a reply holds them).

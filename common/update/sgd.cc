@@ -64,6 +64,7 @@ const char* SolverTypeName(pb::SolverType type) {
   for (const SolverName& s : kSolverNames) {
     if (type == s.type) return s.name;
   }
+  if (type == pb::SOLVER_AVERAGE) return "Average";  // Not Caffe's: no SolverTypeFromName for it.
   return "unknown";
 }
 
@@ -287,6 +288,10 @@ void SolverStep(const pb::SgdConfig& c, int64_t iter, float rate, float lr_mult,
                 float* data, float* history, float* history2, size_t n) {
   if (c.type() == pb::SOLVER_SGD) {
     SgdStep(c, rate, lr_mult, decay_mult, diff, data, history, n);
+    return;
+  }
+  if (c.type() == pb::SOLVER_AVERAGE) {
+    if (n > 0 && data != diff) std::memcpy(data, diff, n * sizeof(float));
     return;
   }
   if (NumHistoryBlobs(c.type()) == 2) CHECK(history2 != nullptr || n == 0) << SolverTypeName(c.type());

@@ -26,6 +26,8 @@ Status ValidateSgdConfig(const pb::SgdConfig& config);
 
 // Caffe's solver type names ("SGD", "Nesterov", "AdaGrad", "RMSProp",
 // "AdaDelta", "Adam"; case-sensitive as in Caffe's solver registry).
+// SolverTypeName also names SOLVER_AVERAGE ("Average"), which is not Caffe's
+// and which SolverTypeFromName does not accept (no trainer runs it).
 StatusOr<pb::SolverType> SolverTypeFromName(const std::string& name);
 const char* SolverTypeName(pb::SolverType type);
 
@@ -51,6 +53,9 @@ int NumHistoryBlobs(pb::SolverType type);
 //             h2 = (1 - momentum2) * g * g + momentum2 * h2;
 //             c = float(sqrt(1 - momentum2^t) / (1 - momentum^t)) (in double)
 //             u = (lr * c) * (h / (pow(h2, 0.5) + delta))
+//   Average   data = g as given (not Caffe's: rate, decay and history unused;
+//             the servers' average of the workers' gradients becomes the
+//             tensor's values, for trainers that run their own optimizer)
 // `history2` must hold n floats for AdaDelta and Adam and may be null
 // otherwise. `diff` is read only. Deterministic: the same inputs give the
 // same bits.

@@ -29,7 +29,8 @@ using test::CaptureSink;
 // updates it started, so the tests read the replies as they would inline.
 class ParamServerTest : public ::testing::TestWithParam<int> {
  protected:
-  void Make(pb::Consistency consistency, int workers, int staleness = 0) {
+  void Make(pb::Consistency consistency, int workers, int staleness = 0,
+            const pb::SgdConfig& sgd = test::FixedMomentumSgd()) {
     ParamServerOptions o;
     o.num_workers = workers;
     o.consistency = consistency;
@@ -39,7 +40,7 @@ class ParamServerTest : public ::testing::TestWithParam<int> {
     server_.reset();  // Its pool's threads reply into sink_.
     server_ = std::make_unique<ParamServer>(o, &sink_);
     // Tensor 0, partition 0: 4 floats, initial values 1, 2, 3, 4.
-    Send(test::InitPartitionMessage(++id_, 0, {1, 2, 3, 4}, test::FixedMomentumSgd()), 0);
+    Send(test::InitPartitionMessage(++id_, 0, {1, 2, 3, 4}, sgd), 0);
     ASSERT_EQ(Last().header.op(), pb::INIT_ACK);
   }
   Message Floats(pb::Op op, int64_t clock, std::vector<float> v) {
@@ -153,6 +154,43 @@ TEST_P(ParamServerTest, AverageDoesNotDependOnArrivalOrder) {
   AverageInOrder(srcs, 3, avg.data(), 4);
   SgdStep(test::FixedMomentumSgd(), 0.1f, 1, 1, avg.data(), w.data(), h.data(), 4);
   EXPECT_EQ(w, first);
+}
+
+// Solver type Average (nereus.torch's local mode): each clock's values are
+// the workers' average gradient of that clock in rank order, bit for bit,
+// whatever the learning rate, decay and momentum say; nothing accumulates.
+TEST_P(ParamServerTest, AverageSolverKeepsTheAverageGradientOfEachClock) {
+  pb::SgdConfig sgd = test::FixedMomentumSgd();
+  sgd.set_type(pb::SOLVER_AVERAGE);
+  sgd.set_weight_decay(0.5f);
+  Make(pb::BSP, 3, 0, sgd);
+  const std::vector<float> g0 = {1e8f, 1, 0.1f, 3}, g1 = {1, 2, 0.2f, 4}, g2 = {-1e8f, 3, 0.3f, 5};
+  for (int64_t clock = 0; clock < 2; ++clock) {
+    Send(Floats(pb::PUSH, clock, g2), 2);
+    Send(Floats(pb::PUSH, clock, g0), 0);
+    Send(Floats(pb::PUSH, clock, g1), 1);
+    std::vector<float> avg(4);
+    const float* srcs[3] = {g0.data(), g1.data(), g2.data()};
+    AverageInOrder(srcs, 3, avg.data(), 4);
+    EXPECT_TRUE(test::BytesEqual(Weights(), avg)) << "clock " << clock;
+    EXPECT_EQ(Version(), clock + 1);
+  }
+}
+
+TEST_P(ParamServerTest, AverageSolverIsRefusedOutsideBsp) {
+  ParamServerOptions o;
+  o.num_workers = 2;
+  o.consistency = pb::SSP;
+  o.staleness = 1;
+  o.apply_threads = GetParam();
+  server_ = std::make_unique<ParamServer>(o, &sink_);
+  pb::SgdConfig sgd = test::FixedMomentumSgd();
+  sgd.set_type(pb::SOLVER_AVERAGE);
+  Send(test::InitPartitionMessage(++id_, 0, {1, 2}, sgd), 0);
+  ASSERT_EQ(Last().header.op(), pb::ERROR);
+  EXPECT_NE(Last().header.error().find("solver type Average (the servers only average) needs BSP; this job is SSP"),
+            std::string::npos)
+      << Last().header.error();
 }
 
 TEST_P(ParamServerTest, PullReplySharesWeightsAndUpdateCopiesOnWrite) {

@@ -13,7 +13,8 @@ static_assert(static_cast<int>(SolverType::kSgd) == pb::SOLVER_SGD &&
                   static_cast<int>(SolverType::kAdaGrad) == pb::SOLVER_ADAGRAD &&
                   static_cast<int>(SolverType::kRmsProp) == pb::SOLVER_RMSPROP &&
                   static_cast<int>(SolverType::kAdaDelta) == pb::SOLVER_ADADELTA &&
-                  static_cast<int>(SolverType::kAdam) == pb::SOLVER_ADAM,
+                  static_cast<int>(SolverType::kAdam) == pb::SOLVER_ADAM &&
+                  static_cast<int>(SolverType::kAverage) == pb::SOLVER_AVERAGE,
               "SolverType (nereus/options.h) must number the solvers as pb::SolverType does");
 
 StatusOr<Schedule> ParseSchedule(const std::string& name) {

@@ -120,8 +120,11 @@ struct ClientOptions {
 };
 
 // Caffe's solver types; each keeps Caffe's history per parameter (one array,
-// or two for kAdaDelta and kAdam).
-enum class SolverType { kSgd, kNesterov, kAdaGrad, kRmsProp, kAdaDelta, kAdam };
+// or two for kAdaDelta and kAdam). kAverage is not Caffe's: the servers keep
+// the workers' average gradient of the last clock as the tensor's values (no
+// learning rate, no history), so a trainer that runs its own optimizer pulls
+// the averaged gradient (BSP only; never sent as sufficient factors).
+enum class SolverType { kSgd, kNesterov, kAdaGrad, kRmsProp, kAdaDelta, kAdam, kAverage };
 
 // The solver settings the servers (and, for tensors sent as factors, the
 // workers) apply, with Caffe's meaning and names (caffe.SolverParameter). The
