@@ -12,7 +12,9 @@
 #include "nereus/client.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -147,7 +149,7 @@ class ClientImpl final : public Client {
 
   Status Init(const SgdConfig& config, const std::vector<const float*>& initial) override {
     const pb::SgdConfig sgd = SgdConfigToProto(config);
-    RETURN_IF_ERROR(pipeline_.Initialize(initial.size(), node_.job().partition_bytes(), num_servers(), rank()));
+    RETURN_IF_ERROR(pipeline_.Initialize(initial.size(), node_.job().partition_bytes(), num_servers(), rank(), job_));
     RETURN_IF_ERROR(node_.Barrier("nereus.model", pb::WORKER, tensors_.Digest()));
     if (rank() == 0) {
       std::vector<Handle> handles;
@@ -230,6 +232,27 @@ class ClientImpl final : public Client {
 
   Status Barrier(const std::string& name) override { return node_.Barrier("user." + name, pb::WORKER); }
 
+  Status Broadcast(const std::string& name, float* values, size_t n, int root) override {
+    if (root < 0 || root >= num_workers())
+      return InvalidArgumentError("Broadcast \"" + name + "\" from worker " + std::to_string(root) + ": the job has " +
+                                  std::to_string(num_workers()) + " worker(s)");
+    // The barrier's element-wise minimum: the root's values against +inf.
+    std::vector<double> v(n, std::numeric_limits<double>::infinity());
+    if (rank() == root) {
+      for (size_t i = 0; i < n; ++i) {
+        if (std::isnan(values[i]))
+          return InvalidArgumentError("Broadcast \"" + name + "\": element " + std::to_string(i) + " is NaN");
+        v[i] = values[i];
+      }
+    }
+    RETURN_IF_ERROR(node_.Barrier("user.broadcast." + name, pb::WORKER, 0, &v));
+    if (v.size() != n)
+      return InternalError("Broadcast \"" + name + "\" came back with " + std::to_string(v.size()) + " values, not " +
+                           std::to_string(n));
+    for (size_t i = 0; i < n; ++i) values[i] = static_cast<float>(v[i]);
+    return Status::OK();
+  }
+
   Status Finish() override {
     if (timeline_) {
       Status st = timeline_->Write(timeline_path_);
@@ -239,6 +262,11 @@ class ClientImpl final : public Client {
         LOG(INFO) << "worker " << rank() << ": wrote " << timeline_->size() << " spans to " << timeline_path_;
     }
     return node_.Finish();
+  }
+
+  // For the C interface's bounded waits (client_internal.h).
+  std::string DescribeAwaited(const Handle& h) const {
+    return requests_.DescribeOutstanding(HandleAccess::StateOf(h), num_servers());
   }
 
  private:
@@ -352,6 +380,10 @@ class ClientImpl final : public Client {
 
 StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   return ConnectClient(options, ClientInternals());
+}
+
+std::string DescribeAwaited(const Client& client, const Handle& handle) {
+  return static_cast<const ClientImpl&>(client).DescribeAwaited(handle);
 }
 
 StatusOr<std::unique_ptr<Client>> ConnectClient(const ClientOptions& options, const ClientInternals& internals) {

@@ -1,5 +1,6 @@
 // What only Nereus's own benchmarks configure on a client: kept out of the
-// public ClientOptions (nereus/options.h) so that no trainer can set it.
+// public ClientOptions (nereus/options.h) so that no trainer can set it; and
+// what the C interface (c_api.cc) asks of the client beyond nereus/client.h.
 #ifndef NEREUS_WORKER_CLIENT_CLIENT_INTERNAL_H_
 #define NEREUS_WORKER_CLIENT_CLIENT_INTERNAL_H_
 
@@ -34,6 +35,12 @@ StatusOr<std::map<std::string, std::pair<double, double>>> ParseInjectedCosts(co
 
 // Client::Connect with the internals above.
 StatusOr<std::unique_ptr<Client>> ConnectClient(const ClientOptions& options, const ClientInternals& internals);
+
+// What `handle` (a Push or Pull of `client`, not done yet) still awaits:
+// each server (or worker) that has not answered, as a timed-out
+// WaitWeights names them (RequestTable::DescribeOutstanding). For the C
+// interface's bounded waits. `client` must come from Connect/ConnectClient.
+std::string DescribeAwaited(const Client& client, const Handle& handle);
 
 }  // namespace nereus
 

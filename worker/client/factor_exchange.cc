@@ -253,7 +253,7 @@ StatusOr<int> FactorExchange::BuildSends(int tensor, int64_t clock, uint64_t pri
   return sent;
 }
 
-Status FactorExchange::Advance(int tensor, int64_t clock) {
+Status FactorExchange::Advance(int tensor, int64_t clock, std::chrono::steady_clock::time_point deadline) {
   MutexLock lock(&mu_);
   State& s = tensors_.at(tensor);
   if (s.applied >= clock) return abort_;
@@ -261,7 +261,25 @@ Status FactorExchange::Advance(int tensor, int64_t clock) {
     return FailedPreconditionError("the weights of " + s.info.name + " for clock " + std::to_string(clock) +
                                    " need this worker's factors of clock " + std::to_string(clock - 1) +
                                    ", which were never handed over (GradientsReady)");
-  while (abort_.ok() && s.applied < clock) cv_.Wait(&mu_);
+  while (abort_.ok() && s.applied < clock) {
+    if (deadline == std::chrono::steady_clock::time_point::max()) {
+      cv_.Wait(&mu_);
+    } else if (!cv_.WaitUntil(&mu_, deadline) && abort_.ok() && s.applied < clock) {
+      // The first clock not applied yet: whose factors of it are missing.
+      const int64_t c = s.applied;
+      std::string missing;
+      auto it = s.pending.find(c);
+      // No entry: this worker's own factors of c went in (own_clock >= c), so
+      // the clock is complete and the applier has taken it.
+      for (int w = 0; it != s.pending.end() && w < num_workers_; ++w) {
+        if (static_cast<size_t>(w) < it->second.by_rank.size() && it->second.by_rank[w].k > 0) continue;
+        missing += (missing.empty() ? "" : ", ") + std::to_string(w);
+      }
+      if (missing.empty()) missing = "none: all are here and the update is being applied";
+      return DeadlineExceededError("the sufficient factors of \"" + s.info.name + "\" for clock " + std::to_string(c) +
+                                   " from worker(s) " + missing);
+    }
+  }
   return abort_;
 }
 

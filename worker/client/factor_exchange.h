@@ -4,6 +4,7 @@
 #define NEREUS_WORKER_CLIENT_FACTOR_EXCHANGE_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -118,7 +119,10 @@ class FactorExchange {
   // Returns at once if it already does; the abort status if the job fails
   // while waiting; FailedPrecondition if this worker never handed over its
   // own factors of a clock that is needed.
-  Status Advance(int tensor, int64_t clock);
+  // With a `deadline` (max: none): past it, DeadlineExceeded naming the
+  // tensor, the clock and the workers whose factors have not come.
+  Status Advance(int tensor, int64_t clock,
+                 std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
 
   // Receive thread: a FACTORS message. Stores it and answers FACTORS_ACK, or
   // refuses it with ERROR (naming why) and changes nothing: a sender that is

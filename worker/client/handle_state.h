@@ -67,6 +67,7 @@ struct SendGuard {
 // the library makes one.
 struct HandleAccess {
   static Handle Make(StatePtr state) { return Handle(std::move(state)); }
+  static const Handle::State* StateOf(const Handle& h) { return h.state_.get(); }
 };
 inline Handle MakeHandle(StatePtr state) { return HandleAccess::Make(std::move(state)); }
 

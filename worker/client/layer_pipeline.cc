@@ -20,8 +20,11 @@ LayerPipeline::LayerPipeline(const ClientOptions& options, TensorRegistry* tenso
       factors_(factors),
       merges_(options.schedule == Schedule::kFull && options.merge, options.merge_profile_iterations) {}
 
-Status LayerPipeline::Initialize(size_t num_initial, uint64_t partition_bytes, int num_servers, int rank) {
+Status LayerPipeline::Initialize(size_t num_initial, uint64_t partition_bytes, int num_servers, int rank,
+                                 const JobInfo& job) {
   MutexLock lock(&mu_);
+  num_servers_ = num_servers;
+  job_ = job;
   RETURN_IF_ERROR(tensors_->Freeze(num_initial, partition_bytes, num_servers));
   rank_ = rank;
   layered_ = tensors_->size() > 0;
@@ -367,10 +370,16 @@ Status LayerPipeline::WaitWeights(int layer, int64_t clock) {
   }
   queues_->Submit(std::move(work));
   const int64_t begin = MonotonicMicros();
-  Status st = pull.Wait();
-  if (st.ok()) st = push.Wait();  // The diff buffers are free again.
+  const Deadline deadline = options_.wait_timeout_ms > 0
+                                ? Clock::now() + std::chrono::milliseconds(options_.wait_timeout_ms)
+                                : Deadline::max();
+  Status st = Await(pull, deadline, layer, clock, "the weights");
+  if (st.ok()) st = Await(push, deadline, layer, clock, "the acknowledgements of the gradients it pushed");
   // Tensors sent as factors in clock - 1: every worker's factors of it, one GEMM, one SGD step.
-  for (size_t i = 0; st.ok() && i < rebuilt.size(); ++i) st = factors_->Advance(rebuilt[i], clock);
+  for (size_t i = 0; st.ok() && i < rebuilt.size(); ++i) {
+    st = factors_->Advance(rebuilt[i], clock, deadline);
+    if (st.code() == StatusCode::kDeadlineExceeded) st = TimedOut(layer, clock, st.message());
+  }
   const int64_t end = MonotonicMicros();
   MutexLock lock(&mu_);
   if (merges_.profiling()) merges_.RecordWaitEnd(clock - std::max<int64_t>(first_clock_, 0), end);
@@ -380,6 +389,27 @@ Status LayerPipeline::WaitWeights(int layer, int64_t clock) {
     waits[li] += end - begin;
   }
   return st;
+}
+
+Status LayerPipeline::TimedOut(int layer, int64_t clock, const std::string& awaited) const {
+  std::string hint;
+  if (job_.consistency == Consistency::kBsp || job_.consistency == Consistency::kSsp) {
+    const int64_t needed = clock - 1 - (job_.consistency == Consistency::kSsp ? job_.staleness : 0);
+    hint = "; a server answers once every worker's gradients of clock " + std::to_string(needed) +
+           " are in, so a worker that has not pushed them (slow, stopped or stuck) holds it up";
+  }
+  return DeadlineExceededError("WaitWeights(layer " + std::to_string(layer) + ", clock " + std::to_string(clock) +
+                               ") gave up after " + std::to_string(options_.wait_timeout_ms) +
+                               " ms (wait_timeout_ms), still waiting for " + awaited + hint);
+}
+
+Status LayerPipeline::Await(const Handle& h, Deadline deadline, int layer, int64_t clock, const char* what) const {
+  if (deadline == Deadline::max()) return h.Wait();
+  Status st;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  if (h.WaitFor(std::max(left, std::chrono::milliseconds(0)), &st)) return st;
+  const std::string awaited = requests_->DescribeOutstanding(HandleAccess::StateOf(h), num_servers_);
+  return TimedOut(layer, clock, std::string(what) + " from " + awaited);
 }
 
 Status LayerPipeline::BuildLayerPushes(const std::vector<int>& which, int64_t clock, std::vector<QueuedMessage>* out) {

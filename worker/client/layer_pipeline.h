@@ -2,6 +2,7 @@
 #ifndef NEREUS_WORKER_CLIENT_LAYER_PIPELINE_H_
 #define NEREUS_WORKER_CLIENT_LAYER_PIPELINE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -43,7 +44,9 @@ class LayerPipeline {
 
   // Init: freezes the registry (see TensorRegistry::Freeze) and groups the
   // tensors into comm layers, atomically for every other caller.
-  Status Initialize(size_t num_initial, uint64_t partition_bytes, int num_servers, int rank) NEREUS_LOCKS_EXCLUDED(mu_);
+  // `job`: the consistency WaitWeights's time-out message explains.
+  Status Initialize(size_t num_initial, uint64_t partition_bytes, int num_servers, int rank, const JobInfo& job)
+      NEREUS_LOCKS_EXCLUDED(mu_);
 
   // Whether every tensor has data and diff buffers (the layer-wise API works).
   bool layered() const;
@@ -104,6 +107,14 @@ class LayerPipeline {
     Handle push;                // Gradients of pulled_clock - 1.
   };
 
+  using Clock = std::chrono::steady_clock;
+  using Deadline = Clock::time_point;
+  // Waits for `h` (WaitWeights's pull or push of `layer`) until `deadline`
+  // (max: no bound); past it, TimedOut naming each request still open.
+  Status Await(const Handle& h, Deadline deadline, int layer, int64_t clock, const char* what) const;
+  // WaitWeights(layer, clock)'s DeadlineExceeded, naming what is `awaited`.
+  Status TimedOut(int layer, int64_t clock, const std::string& awaited) const;
+
   // The comm layer of Net layer `layer` (-1: it has no tensors), or why `op`
   // may not run now.
   StatusOr<int> CommLayerOf(const char* op, int layer) const NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -137,6 +148,9 @@ class LayerPipeline {
       NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ClientOptions options_;
+  // Set by Initialize, then read-only (read without the lock by Await).
+  int num_servers_ = 0;
+  JobInfo job_;
   TensorRegistry* const tensors_;
   RequestTable* const requests_;
   MessageBuilder* const builder_;

@@ -50,6 +50,7 @@ void MessageBuilder::BuildPushes(const std::vector<PartitionRef>& refs, const st
       pr.what = "weights of tensor \"" + spec.name + "\" partition " + std::to_string(c.partition);
       pr.clock = clock + 1;
       pr.enqueue_us = now;
+      pr.rides_push = true;
       requests_->Add(pull_id, std::move(pr));
     }
     size_t at = out->size();

@@ -1,5 +1,6 @@
 #include "worker/client/request_table.h"
 
+#include <set>
 #include <utility>
 
 namespace nereus {
@@ -45,6 +46,29 @@ void RequestTable::FailAll(const Status& why) {
     requests.swap(requests_);
   }
   for (auto& [id, r] : requests) r.state->Fail(why.Annotate(r.what));
+}
+
+std::string RequestTable::DescribeOutstanding(const Handle::State* state, int num_servers) const {
+  constexpr size_t kNamed = 4;
+  std::string out;
+  size_t open = 0;
+  MutexLock lock(&mu_);
+  // Pulls riding on a push that has not left yet.
+  std::set<uint64_t> queued_riders;
+  for (const auto& [id, r] : requests_)
+    if (r.dispatch_us == 0) queued_riders.insert(r.piggyback.begin(), r.piggyback.end());
+  for (const auto& [id, r] : requests_) {
+    if (r.state.get() != state) continue;
+    if (++open > kNamed) continue;
+    const std::string peer = r.server < num_servers ? "server " + std::to_string(r.server)
+                                                    : "worker " + std::to_string(r.server - num_servers);
+    const bool queued = r.rides_push ? queued_riders.count(id) > 0 : r.dispatch_us == 0;
+    out += (out.empty() ? "" : "; ") + peer + " (" + r.what + " of clock " + std::to_string(r.clock) +
+           (queued ? ", still queued here" : ", sent") + ")";
+  }
+  if (open > kNamed) out += "; and " + std::to_string(open - kNamed) + " more";
+  if (open == 0) out = "the transport to let go of the bytes it sends";
+  return out;
 }
 
 Status RequestTable::aborted() const {

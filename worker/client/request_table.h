@@ -34,6 +34,7 @@ struct Request {
   int64_t clock = 0;
   int64_t enqueue_us = 0, dispatch_us = 0;
   std::vector<uint64_t> piggyback;  // kAck: pulls that ride on this push.
+  bool rides_push = false;          // kPull: rides on a push (it leaves when that push does).
 };
 
 // Owns every request that awaits a reply, the request ids and the job's abort
@@ -61,6 +62,13 @@ class RequestTable {
 
   // OK until FailAll.
   Status aborted() const;
+
+  // What a timed-out wait for `state` names: each request still awaiting a
+  // reply that completes it, in request-id order, with its destination (a
+  // server; past the first `num_servers`, another worker) and whether it
+  // left this client, at most 4 and a count of the rest; or, with none
+  // open, that the transport still holds the sent bytes.
+  std::string DescribeOutstanding(const Handle::State* state, int num_servers) const;
 
  private:
   mutable Mutex mu_;

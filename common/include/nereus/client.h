@@ -44,6 +44,7 @@
 #define NEREUS_CLIENT_H_
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -271,6 +272,8 @@ class Client {
   virtual Status GradientsReady(int layer, int64_t clock) = 0;
   // Blocks until layer `layer`'s weights for `clock` are in its data buffers
   // (only that layer's). Repeated calls for the same clock return at once.
+  // Bounded by ClientOptions::wait_timeout_ms when set (kDeadlineExceeded,
+  // naming what is awaited).
   virtual Status WaitWeights(int layer, int64_t clock) = 0;
   // Records a span (e.g. a layer's forward) on this worker's timeline, in
   // microseconds of CLOCK_MONOTONIC, on `lane`: the trainer's compute, or a
@@ -298,6 +301,14 @@ class Client {
 
   // Blocks until every worker has entered barrier `name`.
   virtual Status Barrier(const std::string& name) = 0;
+
+  // Every worker calls it with the same `name` and `n`; blocks until all
+  // have, then `values` (n floats) holds worker `root`'s values on every
+  // worker. Through the coordinator, as part of a barrier: for small state
+  // (a model's buffers, a few KB), not for weights (Init and Pull move those).
+  // InvalidArgument for a root outside the job or a NaN in the root's values;
+  // workers that give different n abort the job, naming them.
+  virtual Status Broadcast(const std::string& name, float* values, size_t n, int root) = 0;
 
   // Writes the timeline (if configured), tells the job this worker is done and
   // blocks until the job shuts down (every worker finished). Call after the

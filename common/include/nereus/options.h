@@ -47,6 +47,12 @@ struct ClientOptions {
   // Needs rank >= 0.
   std::string curve_dir;
   int startup_timeout_s = 60;
+  // The longest Client::WaitWeights waits (0: no bound). Past it WaitWeights
+  // fails with kDeadlineExceeded naming the layer's tensors, the clock and
+  // what is still awaited: each server that has not answered (and whether
+  // the request left this client), each worker whose sufficient factors have
+  // not come.
+  int64_t wait_timeout_ms = 0;
   int io_threads = 1;  // ZeroMQ I/O threads.
   int streams = 2;     // Connections per server (used by kFull).
   Schedule schedule = Schedule::kFull;
