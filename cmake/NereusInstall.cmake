@@ -1,5 +1,6 @@
 # `cmake --install`: the worker client library with what it links
-# (nereus_common, nereus_proto), its public headers (nereus/*.h, which include
+# (nereus_common, nereus_proto), the C interface's shared library
+# (libnereus_c.so, which nereus.torch loads), the public headers (nereus/*.h, which include
 # only each other and the standard library), the binaries, and a CMake
 # package so that another project can
 #   find_package(Nereus REQUIRED)
@@ -10,8 +11,10 @@ include(CMakePackageConfigHelpers)
 set_target_properties(nereus_worker_client PROPERTIES EXPORT_NAME worker)
 set_target_properties(nereus_common PROPERTIES EXPORT_NAME common)
 set_target_properties(nereus_proto PROPERTIES EXPORT_NAME proto)
+# The C interface (nereus/c_api.h): libnereus_c.so, Nereus::c.
+set_target_properties(nereus_c PROPERTIES EXPORT_NAME c)
 
-install(TARGETS nereus_worker_client nereus_common nereus_proto EXPORT NereusTargets
+install(TARGETS nereus_worker_client nereus_common nereus_proto nereus_c EXPORT NereusTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS nereus_server nereus_worker RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -34,8 +34,9 @@ NEREUS_CLIENT_H_); --check fails on a guard that does not match.
 
 The public headers (common/include/nereus/, which `cmake --install` ships) must
 stand alone: they may include other public headers ("nereus/...") and the
-standard library (<vector>: no folder, no .h), nothing else; --check fails on
-any other include of theirs.
+standard library (<vector>: no folder, no .h; or, for a C header such as
+nereus/c_api.h, one of the C standard library's, <stdint.h>), nothing else;
+--check fails on any other include of theirs.
 
 Only `#include "..."` lines count for the floors. A quoted include is resolved
 against the including file's folder, the repository root and the public
@@ -91,6 +92,12 @@ CUDA_HEADER_RE = re.compile(
     r"^(cuda[\w.]*\.h|cu(blas|blasLt|rand|fft|sparse|solver|dnn|tensor)\w*\.h|nvrtc\.h|nvToolsExt\w*\.h"
     r"|device_launch_parameters\.h|(thrust|cub|cuda)/.*)$")
 GPU_SUPPORT = "worker/trainer/gpu/"
+# The C standard library's headers (C17, 7.1.2): what a public C header
+# (nereus/c_api.h) may include besides other public headers.
+C_STANDARD_HEADERS = frozenset(
+    "assert.h complex.h ctype.h errno.h fenv.h float.h inttypes.h iso646.h limits.h locale.h math.h setjmp.h "
+    "signal.h stdalign.h stdarg.h stdatomic.h stdbool.h stddef.h stdint.h stdio.h stdlib.h stdnoreturn.h string.h "
+    "tgmath.h threads.h time.h uchar.h wchar.h wctype.h".split())
 
 
 def floor_of(path):
@@ -208,7 +215,8 @@ def public_header_problems(root):
                     continue
                 kind, target = m.groups()
                 if kind == "<":
-                    ok = "/" not in target and "." not in target  # <vector>, <cstdint>: the C++ standard library.
+                    # <vector>, <cstdint>: the C++ standard library; <stdint.h>: the C one's (a C header's).
+                    ok = ("/" not in target and "." not in target) or target in C_STANDARD_HEADERS
                 else:
                     ok = target.startswith("nereus/") and any(
                         os.path.isfile(os.path.join(root, d, target)) for d in PUBLIC_INCLUDE_DIRS)

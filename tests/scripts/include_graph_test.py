@@ -173,6 +173,21 @@ class IncludeGraphTest(unittest.TestCase):
         self.assertIn("5 include(s) of public headers that do not stand alone", err)
         self.assertNotIn("break the floors", err)
 
+    def test_a_public_c_header_may_include_the_c_standard_library_only(self):
+        files = dict(CLEAN)
+        files.update(guarded({
+            "common/include/nereus/c_api.h":
+                '#include <stddef.h>\n#include <stdint.h>\n#include <zmq.h>\n#include <sys/types.h>\n'
+                '#include <my_stdint.h>\n#include "nereus/status.h"\n',
+        }))
+        rc, out, err = self.run_script(files, "--check")
+        self.assertEqual(rc, 1, out + err)
+        self.assertEqual(out.splitlines(), [
+            'common/include/nereus/c_api.h:%d: a public header includes %s: only public headers '
+            '("nereus/...") and the standard library may be included there' % (n, what)
+            for n, what in [(3, "<zmq.h>"), (4, "<sys/types.h>"), (5, "<my_stdint.h>")]])
+        self.assertIn("3 include(s) of public headers that do not stand alone", err)
+
     def test_dot_marks_the_upward_edge_red(self):
         files = dict(CLEAN)
         files["common/net/flags.h"] = '#include "worker/client/queues.h"\n'

@@ -19,8 +19,8 @@ endfunction()
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 run("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix)
-foreach(f include/nereus/client.h include/nereus/options.h include/nereus/status.h
-    lib/cmake/Nereus/NereusConfig.cmake)
+foreach(f include/nereus/client.h include/nereus/options.h include/nereus/status.h include/nereus/c_api.h
+    lib/libnereus_c.so lib/cmake/Nereus/NereusConfig.cmake)
   if(NOT EXISTS ${WORK_DIR}/prefix/${f})
     message(FATAL_ERROR "install_consumer_test: ${f} was not installed")
   endif()
@@ -38,4 +38,5 @@ run("configuring the consumer" ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/worker/cl
 run("building the consumer" ${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 # Port 1 on 127.0.0.1: nobody listens there (binding it needs root).
 run("running the consumer" ${WORK_DIR}/build/consumer 1)
+run("running the C consumer" ${WORK_DIR}/build/consumer_c 1)
 file(REMOVE_RECURSE ${WORK_DIR})
