@@ -12,7 +12,8 @@
 # the Slurm scripts in scripts/slurm/ do), starts them and watches them (one poll
 # over a pidfd and an output pipe per process). `launch.sh --help` lists the
 # options: --num_servers, --num_workers, --port, --ssh=ssh|none|netns,
-# --ssh_opts, --bin_dir, --workdir, --env=NAME=VALUE, --log_dir, --dry_run;
+# --ssh_opts, --bin_dir, --workdir, --env=NAME=VALUE, --log_dir, --dry_run,
+# --worker_command="python3 train.py ..." (Python workers, docs/TORCH.md);
 # every other --flag goes to the binaries that define it.
 # Exit status: 0 when every process exits 0; 1 when one fails (its name and
 # status are printed); 2 on bad arguments; 130 on Ctrl-C / SIGTERM.

@@ -58,6 +58,14 @@ Options:
   --workdir=DIR        working directory of every process (default: here)
   --env=NAME=VALUE     environment variable for every process (repeatable)
   --log_dir=DIR        also write each process's output to DIR/ROLE[RANK].log
+  --worker_command="CMD"  run CMD (a shell command line, e.g. "python3
+                       train.py") as each worker instead of nereus_worker,
+                       with NEREUS_COORDINATOR, NEREUS_RANK,
+                       NEREUS_NUM_WORKERS, NEREUS_NUM_SERVERS,
+                       NEREUS_BIND_HOST, NEREUS_LOCAL_RANK, NEREUS_LOCAL_SIZE
+                       and NEREUS_WORKER_FLAGS (the flags of nereus_worker
+                       given here) in its environment: nereus.torch.init()
+                       reads them (docs/TORCH.md)
   --dry_run            print the command of each process, start nothing
 Every other --flag[=value] goes to the binaries that define it: flags of
 nereus_server to the coordinator and servers, flags of nereus_worker to the
@@ -71,7 +79,7 @@ ssh clients' stdin is closed and each remote shell stops its process. What
 has not exited 10 s later, or at a second Ctrl-C, gets SIGKILL.
 
 Slurm (scripts/slurm/nereus_task.sh):
-  nereus_launch --slurm_task --num_servers=S --num_workers=W --port=P [--bin_dir=DIR] [flags...]
+  nereus_launch --slurm_task --num_servers=S --num_workers=W --port=P [--bin_dir=DIR] [--worker_command=CMD] [flags...]
 becomes the process of task $SLURM_PROCID of the plan for $SLURM_JOB_NODELIST.
 )";
 
@@ -181,10 +189,12 @@ int RunSlurmTask(const std::vector<std::string>& args) {
     if (value == nullptr || *value == '\0')
       return BadArguments(std::string(v) + " is not set; run this under srun (see scripts/slurm/nereus.sbatch)");
   }
-  std::string servers, workers, port, bin_dir = SelfDir();
+  std::string servers, workers, port, bin_dir = SelfDir(), worker_command;
   std::vector<std::string> pass;
   for (const std::string& a : args) {
-    if (StartsWith(a, "--num_servers=")) {
+    if (StartsWith(a, "--worker_command=")) {
+      worker_command = ValueOf(a);
+    } else if (StartsWith(a, "--num_servers=")) {
       servers = ValueOf(a);
     } else if (StartsWith(a, "--num_workers=")) {
       workers = ValueOf(a);
@@ -229,7 +239,7 @@ int RunSlurmTask(const std::vector<std::string>& args) {
   if (!known.ok()) return BadArguments(known.status().message());
   auto routed = RouteFlags(pass, *known);
   if (!routed.ok()) return BadArguments(routed.status().message());
-  const std::vector<std::string> argv = ProcessArgs(*plan, p, bin_dir, *routed);
+  const std::vector<std::string> argv = ProcessArgs(*plan, p, bin_dir, *routed, worker_command);
   Say(std::string(LaunchRoleName(p.role)) + " " + std::to_string(p.rank) + " on " + host + " (" + plan->AddressOf(p) +
       "), coordinator " + plan->coordinator);
   std::vector<char*> cargv;
@@ -272,7 +282,7 @@ void Forward(Stream& s, const std::string& data) {
 }
 
 struct JobArgs {
-  std::string hostfile, log_dir, bin_dir, workdir;
+  std::string hostfile, log_dir, bin_dir, workdir, worker_command;
   int servers = 1, workers = 1, port = 7000;
   RemoteOptions remote;
   bool dry_run = false;
@@ -306,6 +316,9 @@ int RunJob(const std::vector<std::string>& args, SignalPipe* signals) {
       job.remote.env.push_back(a.substr(6));
     } else if (StartsWith(a, "--log_dir=")) {
       job.log_dir = ValueOf(a);
+    } else if (StartsWith(a, "--worker_command=")) {
+      job.worker_command = ValueOf(a);
+      if (job.worker_command.empty()) return BadArguments("--worker_command is empty");
     } else if (a == "--dry_run") {
       job.dry_run = true;
     } else if (a == "--help" || a == "-h") {
@@ -356,8 +369,8 @@ int RunJob(const std::vector<std::string>& args, SignalPipe* signals) {
   for (const PlannedProcess& p : plan->processes) {
     labels.push_back(ProcessLabel(*plan, p));
     logs.push_back(ProcessLogName(p));
-    commands.push_back(
-        RemoteCommand(job.remote, plan->hosts[p.host].name, ProcessArgs(*plan, p, job.bin_dir, *routed)));
+    commands.push_back(RemoteCommand(job.remote, plan->hosts[p.host].name,
+                                     ProcessArgs(*plan, p, job.bin_dir, *routed, job.worker_command)));
   }
   if (job.dry_run) {
     std::string out;

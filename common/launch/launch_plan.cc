@@ -330,7 +330,7 @@ StatusOr<RoutedFlags> RouteFlags(const std::vector<std::string>& flags, const Bi
 }
 
 std::vector<std::string> ProcessArgs(const LaunchPlan& plan, const PlannedProcess& p, const std::string& bin_dir,
-                                     const RoutedFlags& flags) {
+                                     const RoutedFlags& flags, const std::string& worker_command) {
   int servers = 0, workers = 0;
   for (const auto& q : plan.processes) {
     servers += q.role == LaunchRole::kServer;
@@ -349,6 +349,26 @@ std::vector<std::string> ProcessArgs(const LaunchPlan& plan, const PlannedProces
       args = {bin_dir + "/nereus_server", "--role=server", coordinator, rank, bind};
       break;
     case LaunchRole::kWorker:
+      if (!worker_command.empty()) {
+        int local_rank = 0, local_size = 0;
+        for (const auto& q : plan.processes) {
+          if (q.role != LaunchRole::kWorker || q.host != p.host) continue;
+          if (q.rank < p.rank) ++local_rank;
+          ++local_size;
+        }
+        return {"/usr/bin/env",
+                "NEREUS_COORDINATOR=" + plan.coordinator,
+                "NEREUS_RANK=" + std::to_string(p.rank),
+                "NEREUS_NUM_WORKERS=" + std::to_string(workers),
+                "NEREUS_NUM_SERVERS=" + std::to_string(servers),
+                "NEREUS_BIND_HOST=" + plan.AddressOf(p),
+                "NEREUS_LOCAL_RANK=" + std::to_string(local_rank),
+                "NEREUS_LOCAL_SIZE=" + std::to_string(local_size),
+                "NEREUS_WORKER_FLAGS=" + ShellWords(flags.worker),
+                "bash",
+                "-c",
+                worker_command};
+      }
       args = {bin_dir + "/nereus_worker", coordinator, rank, bind};
       own = &flags.worker;
       break;

@@ -117,9 +117,19 @@ StatusOr<RoutedFlags> RouteFlags(const std::vector<std::string>& flags, const Bi
 
 // The command line of process `p`: nereus_server or nereus_worker in
 // `bin_dir` with its role, rank, coordinator and listening address, then its
-// routed flags.
+// routed flags. With a `worker_command` (a shell command line: a Python
+// worker, say) a worker runs that instead, through /usr/bin/env and bash -c,
+// with its place in the environment:
+//   NEREUS_COORDINATOR  the coordinator's host:port
+//   NEREUS_RANK         the worker's rank
+//   NEREUS_NUM_WORKERS, NEREUS_NUM_SERVERS  the job's size
+//   NEREUS_BIND_HOST    the address it listens on (its host's)
+//   NEREUS_LOCAL_RANK, NEREUS_LOCAL_SIZE    its index among the workers of its
+//                       host and their number (to pick a GPU)
+//   NEREUS_WORKER_FLAGS the flags routed to nereus_worker, as one shell line
+//                       (nereus.torch.init reads the client's among them)
 std::vector<std::string> ProcessArgs(const LaunchPlan& plan, const PlannedProcess& p, const std::string& bin_dir,
-                                     const RoutedFlags& flags);
+                                     const RoutedFlags& flags, const std::string& worker_command = "");
 
 // "coordinator@HOST", "server 1@HOST", "worker 0@HOST": how output lines and
 // messages name a process.

@@ -252,5 +252,32 @@ TEST(ProcessCommands, ArgsLabelsLogsAndEachRemoteMode) {
   EXPECT_EQ(ParseRemoteMode("rsh").status().message(), "--ssh must be ssh, none or netns, got \"rsh\"");
 }
 
+// scripts/launch.sh --worker_command: a worker runs the command (a Python
+// worker, say) with its place in the environment and the workers' flags in
+// NEREUS_WORKER_FLAGS; the coordinator and servers are as always.
+TEST(ProcessCommands, AWorkerCommandRunsWithItsPlaceInTheEnvironment) {
+  std::vector<HostSpec> hosts = {{"hostA", 1, "10.0.0.1"}, {"hostB", 2, "10.0.0.2"}};
+  auto plan = PlanLaunch(hosts, {3, 3, 7100});
+  ASSERT_TRUE(plan.ok());
+  RoutedFlags flags;
+  flags.server = {"--consistency=ssp"};
+  flags.worker = {"--schedule=full", "--timeline=/t/{rank}.json"};
+  const PlannedProcess& worker2 = plan->processes.back();
+  ASSERT_EQ(worker2.role, LaunchRole::kWorker);
+  ASSERT_EQ(worker2.rank, 2);
+  EXPECT_EQ(ProcessArgs(*plan, worker2, "/b", flags, "python3 train.py --epochs=2"),
+            (Names{"/usr/bin/env", "NEREUS_COORDINATOR=10.0.0.1:7100", "NEREUS_RANK=2", "NEREUS_NUM_WORKERS=3",
+                   "NEREUS_NUM_SERVERS=3", "NEREUS_BIND_HOST=10.0.0.2", "NEREUS_LOCAL_RANK=1", "NEREUS_LOCAL_SIZE=2",
+                   "NEREUS_WORKER_FLAGS=--schedule=full '--timeline=/t/{rank}.json'", "bash", "-c",
+                   "python3 train.py --epochs=2"}));
+  const Names worker0 = ProcessArgs(*plan, plan->processes[4], "/b", flags, "python3 train.py");
+  EXPECT_EQ(worker0[5], "NEREUS_BIND_HOST=10.0.0.1");
+  EXPECT_EQ(worker0[6], "NEREUS_LOCAL_RANK=0");
+  EXPECT_EQ(worker0[7], "NEREUS_LOCAL_SIZE=1");
+  EXPECT_EQ(ProcessArgs(*plan, plan->processes[0], "/b", flags, "python3 train.py"),
+            (Names{"/b/nereus_server", "--role=coordinator", "--coordinator=10.0.0.1:7100", "--num_servers=3",
+                   "--num_workers=3", "--consistency=ssp"}));
+}
+
 }  // namespace
 }  // namespace nereus
