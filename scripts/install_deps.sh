@@ -3,7 +3,8 @@
 # Without a flag: what building Nereus and running a job need
 # (scripts/run_local.sh).
 #   --tests also what only the tests use (scripts/test.sh): Slurm, an ssh
-#           server, clang's libFuzzer and clang-format
+#           server, clang's libFuzzer, clang-format and PyTorch (python3-torch,
+#           for /usr/bin/python3: the nereus.torch tests)
 #   --docs  also graphviz, to redraw docs/include_graph.png
 #           (scripts/include_graph.py --png); not needed to build or test.
 set -euo pipefail
@@ -24,6 +25,7 @@ TEST_PACKAGES=(
   openssh-server openssh-client  # tests/scripts/launch_ssh_test.sh: a job over ssh to 127.0.0.1 and 127.0.0.2
   clang libclang-rt-dev  # scripts/fuzz.sh: libFuzzer
   clang-format  # tests/scripts/format_test.sh
+  python3-torch  # ctest -L torch: nereus.torch (worker/torch/) with Debian's PyTorch 1.13, CPU; about 800 MB
 )
 for a in "$@"; do
   case "$a" in
