@@ -37,6 +37,11 @@ SCENARIOS = [
     dict(name="changed", model="small", update="server", opt="sgd", iterations=4, change_at=2),
     dict(name="mismatch", model="small", update="server", opt="sgd", iterations=2, mismatch=True),
     dict(name="frozen", model="small", update="server", opt="sgd", iterations=2, frozen=True),
+    dict(name="ssp", model="small", update="server", opt="sgd", iterations=5, flags=["--consistency=ssp",
+                                                                                      "--staleness=1"]),
+    dict(name="async", model="small", update="server", opt="sgd", iterations=5, flags=["--consistency=async"]),
+    dict(name="ssp_local", model="small", update="local", opt="sgd", iterations=2, flags=["--consistency=ssp",
+                                                                                           "--staleness=1"]),
     dict(name="killed", model="small", update="server", opt="sgd", iterations=50, kill_at=3),
 ]
 
@@ -49,7 +54,7 @@ class TorchJobTest(unittest.TestCase):
         cls.servers = {}
         specs = []
         for sc in SCENARIOS:
-            servers = Servers(d, sc["name"])
+            servers = Servers(d, sc["name"], flags=sc.get("flags", ()))
             cls.servers[sc["name"]] = servers
             specs.append(dict(sc, coordinator=servers.address))
         spec = os.path.join(d, "spec.json")
@@ -172,6 +177,17 @@ class TorchJobTest(unittest.TestCase):
             self.assertEqual(self.result("frozen", r)["error"],
                              "ValueError: parameter 'conv.bias' does not require a gradient, so it can get none to "
                              "synchronize: leave it out of named_parameters (or set requires_grad)")
+
+    def test_ssp_and_async_train_in_server_mode_and_local_mode_needs_bsp(self):
+        for name in ("ssp", "async"):
+            got = self.ok(name)
+            for r in range(2):
+                for k, v in got[r]["state"].items():
+                    self.assertTrue(torch.isfinite(v).all(), "%s, worker %d: %s" % (name, r, k))
+        for r in range(2):
+            self.assertEqual(self.result("ssp_local", r)["error"],
+                             "ValueError: update='local' (the servers average, your optimizer steps) needs a BSP "
+                             "job; this job is SSP: use update='server'")
 
     def test_a_killed_worker_ends_the_job_naming_it(self):
         self.assertIsNone(self.results[("killed", 1)])  # It died without a word.

@@ -284,6 +284,9 @@ class ModelSync:
                                  "the same model" % (name, _shape_text(a), self.client.rank(), _shape_text(b)))
 
     def _prepare(self, groups, rows, checked=False):
+        if self.update == "local" and self.client.consistency() != "bsp":
+            raise ValueError("update='local' (the servers average, your optimizer steps) needs a BSP job; this job is "
+                             "%s: use update='server'" % self.client.consistency().upper())
         if not checked:
             self._check_signatures([(name, p) for _, _, params in groups for name, p in params])
         pin = self._cuda is not None
@@ -318,9 +321,6 @@ class ModelSync:
                 diff = layer.g_host.data_ptr() + 4 * layer.offsets[i]
                 layer.ids.append(self.client.register_tensor(name, tuple(p.shape), layer.index, data, diff,
                                                              lr_mult, decay_mult, **kw))
-        if self.update == "local" and self.client.consistency() != "bsp":
-            raise ValueError("update='local' (the servers average, your optimizer steps) needs a BSP job; this job is "
-                             "%s: use update='server'" % self.client.consistency().upper())
         self.client.init(self.solver, [layer.w_host.data_ptr() + 4 * off
                                        for layer in self.layers for off in layer.offsets])
         self._sfb_ids = set(self.client.sfb_tensors())
@@ -438,11 +438,22 @@ class ModelSync:
                     return  # A second backward through the same graph adds to .grad; it was sent already.
                 layer.fired.add(i)
                 p = layer.params[i][1]
+                self._before_writing(layer)
                 if layer.ids[i] not in self._sfb_ids:
                     self._grad_out(layer, i, p.grad)
                 if len(layer.fired) == len(layer.params):
                     self._hand_over(layer)
         return hook
+
+    def _before_writing(self, layer):
+        # The gradient buffer may be written once the last clock's push of it is done, which
+        # nereus_wait_weights(layer, clock) waits for: a forward pre-hook did it, unless the layer's module did
+        # not run this iteration (its parameters unused, or used without calling it).
+        if self.update == "server" and layer.waited < self.clock:
+            if self._copier is not None:
+                self._copier.wait_handed(self.clock - 1)
+            self._wait(layer, self.clock)
+            self._weights_in(layer)
 
     def _grad_out(self, layer, i, grad):
         view = layer.view(layer.g_host, i)
@@ -498,6 +509,7 @@ class ModelSync:
             for layer in reversed(self.layers):
                 if layer.handed == self.clock:
                     continue
+                self._before_writing(layer)
                 # Parameters that got no gradient this iteration push zeros.
                 for i in range(len(layer.params)):
                     if i not in layer.fired:
