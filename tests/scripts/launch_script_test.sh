@@ -90,6 +90,27 @@ out=$("$BIN/nereus_launch_plan" --slurm_nodelist=localhost --num_servers=2 --num
 [ "$rc" -eq 2 ] || fail "wrong task count: exit status $rc"
 expect_eq "wrong task count" "nereus_launch_plan: the launcher started 6 tasks but the job has 5 processes (1 coordinator + 2 servers + 2 workers); start exactly 5" "$out"
 
+# ---- 3b. --worker_command: a Slurm task that is a worker becomes the command,
+# its place in the job in its environment (nereus.torch.init reads it); the
+# launcher's dry run shows the same line.
+out=$(SLURM_PROCID=4 SLURM_NTASKS=5 SLURM_JOB_NODELIST=localhost SLURMD_NODENAME=localhost NEREUS_BIN_DIR="$BIN" \
+  bash "$SRC/scripts/slurm/nereus_task.sh" --num_servers=2 --num_workers=2 --port=7000 --schedule=wfbp \
+  --worker_command='env | grep ^NEREUS_ | grep -v ^NEREUS_BIN_DIR= | sort' 2>&1)
+expect_eq "Slurm task 4 with --worker_command" "nereus_task.sh (task 4): worker 1 on localhost (127.0.0.1), coordinator 127.0.0.1:7000
+NEREUS_BIND_HOST=127.0.0.1
+NEREUS_COORDINATOR=127.0.0.1:7000
+NEREUS_LOCAL_RANK=1
+NEREUS_LOCAL_SIZE=2
+NEREUS_NUM_SERVERS=2
+NEREUS_NUM_WORKERS=2
+NEREUS_RANK=1
+NEREUS_WORKER_FLAGS=--schedule=wfbp" "$out"
+out=$("$LAUNCH" --hostfile="$T/hosts" --num_servers=1 --num_workers=2 --ssh=none --bin_dir="$BIN" --workdir=/w \
+  --worker_command="python3 train.py --epochs=1" --schedule=full --dry_run 2>&1) || fail "worker command dry run: $out"
+expect_eq "dry run, --worker_command, worker 1" \
+"[worker 1@hostB] bash -c 'cd /w && exec /usr/bin/env NEREUS_COORDINATOR=10.0.0.1:7000 NEREUS_RANK=1 NEREUS_NUM_WORKERS=2 NEREUS_NUM_SERVERS=1 NEREUS_BIND_HOST=10.0.0.2 NEREUS_LOCAL_RANK=0 NEREUS_LOCAL_SIZE=1 NEREUS_WORKER_FLAGS=--schedule=full bash -c '\\''python3 train.py --epochs=1'\\'''" \
+"$(grep '^\[worker 1@' <<< "$out")"
+
 # ---- 4. Real jobs on two emulated hosts.
 MODE=""
 free_port() {  # ADDRESS

@@ -19,6 +19,7 @@ the gradients; your optimizer steps):
 """
 
 import atexit
+import os
 import sys
 
 import torch
@@ -74,7 +75,6 @@ def init(coordinator=None, rank=None, bind_host=None, timeout_s=300.0, num_serve
     client_options: the client's settings by their c_api.h names (schedule="full", sfb="auto", ...)."""
     if _job_state["job"] is not None:
         raise RuntimeError("nereus.torch.init() was called already")
-    import os
     lib = capi.Library(library)
     plan = _job.plan_from(os.environ, coordinator=coordinator, rank=rank, bind_host=bind_host,
                           num_servers=num_servers, consistency=consistency, staleness=staleness,
