@@ -49,18 +49,20 @@ def worker_env():
 class Servers:
     """A job's coordinator and servers; its workers join at `address`."""
 
-    def __init__(self, log_dir, name, servers=2, workers=2, flags=()):
+    def __init__(self, log_dir, name, servers=2, workers=2, flags=(), startup_timeout_s=400):
         self.port = free_port()
         self.address = "127.0.0.1:%d" % self.port
         self.procs = []
         server = binary("nereus_server")
-        common = ["--coordinator=" + self.address, "--heartbeat_interval_ms=200", "--heartbeat_timeout_ms=3000",
-                  "--startup_timeout_s=60"]
+        # A test starts every scenario's job at once and its workers reach the last one minutes later on a
+        # loaded machine: the jobs wait that long to form.
+        common = ["--coordinator=" + self.address, "--heartbeat_interval_ms=200", "--heartbeat_timeout_ms=5000",
+                  "--startup_timeout_s=%d" % startup_timeout_s]
         argvs = [("coordinator", [server, "--role=coordinator", "--num_servers=%d" % servers,
                                   "--num_workers=%d" % workers] + common + list(flags))]
         for r in range(servers):
             argvs.append(("server%d" % r, [server, "--role=server", "--rank=%d" % r, "--coordinator=" + self.address,
-                                           "--startup_timeout_s=60"]))
+                                           "--startup_timeout_s=%d" % startup_timeout_s]))
         for label, argv in argvs:
             log = open(os.path.join(log_dir, "%s.%s.log" % (name, label)), "w")
             self.procs.append((label, subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
