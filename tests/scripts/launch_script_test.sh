@@ -95,7 +95,7 @@ expect_eq "wrong task count" "nereus_launch_plan: the launcher started 6 tasks b
 # launcher's dry run shows the same line.
 out=$(SLURM_PROCID=4 SLURM_NTASKS=5 SLURM_JOB_NODELIST=localhost SLURMD_NODENAME=localhost NEREUS_BIN_DIR="$BIN" \
   bash "$SRC/scripts/slurm/nereus_task.sh" --num_servers=2 --num_workers=2 --port=7000 --schedule=wfbp \
-  --worker_command='env | grep ^NEREUS_ | grep -v ^NEREUS_BIN_DIR= | sort' 2>&1)
+  --worker_command='env | grep -E "^NEREUS_(BIND_HOST|COORDINATOR|LOCAL|NUM|RANK|WORKER_FLAGS)" | sort' 2>&1)
 expect_eq "Slurm task 4 with --worker_command" "nereus_task.sh (task 4): worker 1 on localhost (127.0.0.1), coordinator 127.0.0.1:7000
 NEREUS_BIND_HOST=127.0.0.1
 NEREUS_COORDINATOR=127.0.0.1:7000
