@@ -29,6 +29,14 @@ def run(rank, sc):
         net.head = torch.nn.Linear(17, 10)
     if sc.get("frozen"):
         net.conv.bias.requires_grad_(False)
+    if sc.get("broadcast"):
+        if rank == 1:
+            with torch.no_grad():
+                for p in net.parameters():
+                    p.add_(1.0)
+        net.register_buffer("steps", torch.tensor([float(rank + 5)]))
+        nt.broadcast_parameters(net.state_dict(), root_rank=0)
+        result["broadcast"] = {k: v.detach().clone() for k, v in net.state_dict().items()}
     if sc["update"] == "local":
         ddp = nt.DistributedDataParallel(net)
         opt = tm.optimizer(sc["opt"], ddp.parameters())

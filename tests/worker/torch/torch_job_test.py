@@ -42,6 +42,7 @@ SCENARIOS = [
     dict(name="async", model="small", update="server", opt="sgd", iterations=5, flags=["--consistency=async"]),
     dict(name="ssp_local", model="small", update="local", opt="sgd", iterations=2, flags=["--consistency=ssp",
                                                                                            "--staleness=1"]),
+    dict(name="broadcast", model="small", update="local", opt="sgd", iterations=1, broadcast=True),
     dict(name="killed", model="small", update="server", opt="sgd", iterations=50, kill_at=3),
 ]
 
@@ -188,6 +189,12 @@ class TorchJobTest(unittest.TestCase):
             self.assertEqual(self.result("ssp_local", r)["error"],
                              "ValueError: update='local' (the servers average, your optimizer steps) needs a BSP "
                              "job; this job is SSP: use update='server'")
+
+    def test_broadcast_parameters_gives_every_worker_worker_0s_values(self):
+        got = self.ok("broadcast")
+        want = dict(tm.model("small").state_dict(), steps=torch.tensor([5.0]))
+        for r in range(2):
+            self.assert_bytes_equal(got[r]["broadcast"], want, "worker %d after broadcast_parameters" % r)
 
     def test_a_killed_worker_ends_the_job_naming_it(self):
         self.assertIsNone(self.results[("killed", 1)])  # It died without a word.

@@ -28,7 +28,7 @@ from nereus import capi
 from nereus.capi import NereusError
 from nereus.torch import _job, _optim
 from nereus.torch._optim import UnsupportedOptimizer
-from nereus.torch._sync import ModelSync
+from nereus.torch._sync import ModelSync, broadcast_flat
 
 __all__ = ["init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size", "num_servers",
            "barrier", "broadcast_parameters", "DistributedOptimizer", "DistributedDataParallel", "NereusError",
@@ -98,12 +98,13 @@ def shutdown():
     if j is None:
         return
     _job_state["job"] = None
-    for s in j.syncs:
-        s.synchronize()
-        s.close()
     try:
+        for s in j.syncs:
+            s.synchronize()  # Server mode: the last update into the parameters.
         j.client.finish()
     finally:
+        for s in j.syncs:
+            s.close()
         j.client.close()
         failed = _job.stop_processes(j.processes, j.timeout_s)
     if failed:
@@ -165,9 +166,6 @@ def barrier(name="barrier"):
     job().client.barrier(name)
 
 
-_BROADCAST_CHUNK = 1 << 16  # Floats per round through the coordinator.
-
-
 def broadcast_parameters(params, root_rank=0):
     """Gives every worker worker `root_rank`'s values of `params` (a state_dict, or (name, tensor) pairs, the
     same on every worker), through the coordinator in rounds of 64 Ki values: for buffers and small state.
@@ -183,9 +181,7 @@ def broadcast_parameters(params, root_rank=0):
         host = t.detach().reshape(-1).to("cpu", torch.float32).contiguous()
         if t.dtype in (torch.int32, torch.int64) and host.abs().max().item() >= (1 << 24):
             raise ValueError("broadcast_parameters: %r holds integers beyond 2^24" % name)
-        for at in range(0, host.numel(), _BROADCAST_CHUNK):
-            piece = host[at:at + _BROADCAST_CHUNK]
-            j.client.broadcast("nereus.torch.param.%s.%d" % (name, at), piece.data_ptr(), piece.numel(), root_rank)
+        broadcast_flat(j.client, "nereus.torch.param." + name, host, root_rank)
         with torch.no_grad():
             t.copy_(host.view(t.shape).to(t.device, t.dtype))
 

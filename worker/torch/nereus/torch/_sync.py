@@ -61,6 +61,17 @@ def _shape_text(sig):
     return "[%s]" % ", ".join(str(int(d)) for d in sig[3:3 + min(n, _SIG_DIMS)])
 
 
+BROADCAST_CHUNK = 1 << 16  # Floats per barrier through the coordinator.
+
+
+def broadcast_flat(client, name, flat, root):
+    """Worker `root`'s values of the contiguous float32 CPU tensor `flat` into every worker's, in rounds of
+    BROADCAST_CHUNK values (each one a barrier through the coordinator: for small state)."""
+    for at in range(0, flat.numel(), BROADCAST_CHUNK):
+        piece = flat[at:at + BROADCAST_CHUNK]
+        client.broadcast("%s.%d" % (name, at), piece.data_ptr(), piece.numel(), root)
+
+
 class _Layer:
     """One Nereus layer: a module's parameters, their host buffers and what this clock has seen of them."""
 
@@ -342,7 +353,7 @@ class ModelSync:
         if not bufs:
             return
         flat = torch.cat([b.detach().reshape(-1).to("cpu", torch.float32) for b in bufs])
-        self.client.broadcast("nereus.torch.buffers", flat.data_ptr(), flat.numel(), 0)
+        broadcast_flat(self.client, "nereus.torch.buffers", flat, 0)
         at = 0
         with torch.no_grad():
             for b in bufs:
