@@ -177,6 +177,8 @@ std::map<std::string, Field<nereus::ClientOptions>> OptionFields() {
       {"sfb_update_gbytes", NumberField(&O::sfb_update_gbytes)},
       {"sfb_apply_gbytes", NumberField(&O::sfb_apply_gbytes)},
       {"sfb_link_gbit", NumberField(&O::sfb_link_gbit)},
+      {"sfb_trial_clocks", IntField(&O::sfb_trial_clocks, 0, INT32_MAX)},
+      {"sfb_schedule", TextField(&O::sfb_schedule)},
   };
 }
 
@@ -343,6 +345,12 @@ int nereus_sfb_tensors(const nereus_client_t* client, int* ids, size_t capacity,
   const std::vector<int> sfb = client->client->sfb_tensors();
   *count = sfb.size();
   for (size_t i = 0; i < sfb.size() && i < capacity && ids != nullptr; ++i) ids[i] = sfb[i];
+  return NEREUS_OK;
+}
+
+int nereus_sfb_at(const nereus_client_t* client, int tensor, int64_t clock, int* out) {
+  if (client == nullptr || out == nullptr) return NullArgument("nereus_sfb_at", "the client or out");
+  *out = client->client->SfbAt(tensor, clock) ? 1 : 0;
   return NEREUS_OK;
 }
 

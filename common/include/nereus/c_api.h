@@ -78,7 +78,7 @@ void nereus_options_destroy(nereus_options_t* options);
  * (true|false), merge_alpha_s, merge_beta_s_per_byte,
  * merge_profile_iterations, timeline, timeline_every, resume, sfb
  * (auto|on|off), sfb_rebuild_gflops, sfb_update_gbytes, sfb_apply_gbytes,
- * sfb_link_gbit. NEREUS_INVALID_ARGUMENT for an unknown name or a value
+ * sfb_link_gbit, sfb_trial_clocks, sfb_schedule. NEREUS_INVALID_ARGUMENT for an unknown name or a value
  * that does not parse whole; the options are then unchanged. */
 int nereus_options_set(nereus_options_t* options, const char* name, const char* value);
 
@@ -162,6 +162,15 @@ int nereus_init(nereus_client_t* client, const nereus_solver_t* solver, const fl
  * id order. Writes at most `capacity` ids and sets *count to how many there
  * are. */
 int nereus_sfb_tensors(const nereus_client_t* client, int* ids, size_t capacity, size_t* count);
+/* Whether tensor `tensor`'s gradient of `clock` travels as sufficient
+ * factors (*out 1) or through the servers (*out 0): HybComm may switch a
+ * tensor's path at a clock boundary (option sfb=auto measures both paths,
+ * sfb_schedule forces switches). Final once nereus_wait_weights of clock - 1
+ * (any layer) has returned, so a trainer asks before handing the clock's
+ * gradients over: one that travels as factors needs its factors, and its
+ * gradient buffer is not read. *out is 0 for a tensor without factors (and
+ * for an id that names no tensor). Thread-safe. */
+int nereus_sfb_at(const nereus_client_t* client, int tensor, int64_t clock, int* out);
 
 /* --- Asynchronous push and pull ------------------------------------------ */
 

@@ -106,6 +106,9 @@ TEST(CApi, SettersParseWholeValuesAndNameWhatIsWrong) {
   EXPECT_EQ(nereus_options_set(o, "merge", "false"), NEREUS_OK);
   EXPECT_EQ(nereus_options_set(o, "wait_timeout_ms", "2500"), NEREUS_OK);
   EXPECT_EQ(nereus_options_set(o, "sfb_link_gbit", "10.5"), NEREUS_OK);
+  EXPECT_EQ(nereus_options_set(o, "sfb_trial_clocks", "0"), NEREUS_OK);
+  EXPECT_EQ(nereus_options_set(o, "sfb_schedule", "fc:4:ps"), NEREUS_OK);
+  EXPECT_EQ(nereus_options_set(o, "sfb_trial_clocks", "-1"), NEREUS_INVALID_ARGUMENT);
   EXPECT_EQ(nereus_options_set(o, "rank", "3x"), NEREUS_INVALID_ARGUMENT);
   EXPECT_EQ(LastError(), "nereus_options_set: rank must be an integer, got \"3x\"");
   EXPECT_EQ(nereus_options_set(o, "schedule", "fast"), NEREUS_INVALID_ARGUMENT);
@@ -268,6 +271,14 @@ TEST(CApi, LayerwiseCallsBoundedWaitsAndFactors) {
   EXPECT_EQ(nereus_sfb_tensors(workers[0].client, ids, 4, &count), NEREUS_OK);
   ASSERT_EQ(count, 1u);
   EXPECT_EQ(ids[0], 0);
+  int at = -1;
+  EXPECT_EQ(nereus_sfb_at(workers[0].client, 0, 0, &at), NEREUS_OK);
+  EXPECT_EQ(at, 1);  // fc.weight: as factors (sfb=on).
+  EXPECT_EQ(nereus_sfb_at(workers[0].client, 1, 0, &at), NEREUS_OK);
+  EXPECT_EQ(at, 0);  // fc.bias: no factors.
+  EXPECT_EQ(nereus_sfb_at(workers[0].client, 7, 0, &at), NEREUS_OK);
+  EXPECT_EQ(at, 0);  // No such tensor.
+  EXPECT_EQ(nereus_sfb_at(workers[0].client, 0, 0, nullptr), NEREUS_INVALID_ARGUMENT);
 
   for (int64_t clock = 0; clock < 3; ++clock) {
     for (int r = 0; r < 2; ++r) {

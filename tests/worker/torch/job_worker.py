@@ -21,7 +21,7 @@ import torch_models as tm
 
 def run(rank, sc):
     nt.init(coordinator=sc["coordinator"], rank=rank, timeout_s=sc.get("timeout_s", 60),
-            sfb=sc.get("sfb", "off"), schedule=sc.get("schedule", "full"))
+            sfb=sc.get("sfb", "off"), schedule=sc.get("schedule", "full"), **sc.get("client", {}))
     result = {"trace": [], "factors": [], "error": None, "state": None}
     net = tm.model(sc["model"])
     if sc.get("mismatch") and rank == 1:
@@ -75,6 +75,9 @@ def run(rank, sc):
     result["sfb_layers"] = sorted(layer.name for layer in sync.layers if layer.sfb is not None and
                                   layer.ids[[p for _, p in layer.params].index(layer.module.weight)]
                                   in sync._sfb_ids)
+    names = {i: layer.name for layer in sync.layers for i in layer.ids}
+    result["sfb_last"] = sorted(names[i] for i in sync.client.sfb_tensors())
+    result["factor_messages"] = sync.client.stat("factor_messages")
     result["state"] = {k: v.detach().clone() for k, v in net.state_dict().items()}
     nt.shutdown()
     return result

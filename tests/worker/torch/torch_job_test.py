@@ -33,6 +33,10 @@ SCENARIOS = [
     dict(name="unused", model="small_extra", update="local", opt="sgd_nodecay", iterations=3, aux=True),
     dict(name="server_unused", model="small_extra", update="server", opt="sgd_nodecay", iterations=3, aux=True),
     dict(name="sfb_on", model="seq", update="server", opt="sgd_nodecay", iterations=4, sfb="on", check_factors=True),
+    # HybComm switching a layer's path at a clock boundary (forced, as a measured switch would be): out goes
+    # through the servers at clocks 1-2 and back as factors from 3, mix through the servers from 2.
+    dict(name="sfb_switch", model="seq", update="server", opt="sgd_nodecay", iterations=4, sfb="on",
+         client={"sfb_schedule": "out.weight:1:ps,out.weight:3:sfb,mix.weight:2:ps"}),
     dict(name="sfb_off", model="seq", update="server", opt="sgd_nodecay", iterations=4, sfb="off"),
     dict(name="changed", model="small", update="server", opt="sgd", iterations=4, change_at=2),
     dict(name="mismatch", model="small", update="server", opt="sgd", iterations=2, mismatch=True),
@@ -157,6 +161,22 @@ class TorchJobTest(unittest.TestCase):
         # The factor path sums in another order than the servers: within float32 rounding of the server path.
         for k, v in off[0]["state"].items():
             self.assertLess((on[0]["state"][k] - v).abs().max().item(), 1e-5, k)
+
+    def test_a_layer_switched_between_factors_and_servers_trains_as_either(self):
+        on, switched, off = self.ok("sfb_on"), self.ok("sfb_switch"), self.ok("sfb_off")
+        for r in range(2):
+            self.assertEqual(switched[r]["sfb_layers"], ["embed", "mix", "out"])  # Clock 0's paths.
+            self.assertEqual(switched[r]["sfb_last"], ["embed", "out"])  # Clock 3's.
+        self.assert_bytes_equal(switched[0]["state"], switched[1]["state"], "switched: worker 0 against worker 1")
+        # A gradient that goes through the servers after a switch must be handed over (a stale or zero
+        # buffer would leave it far from the server path), and factors after a switch back rebuilt.
+        for k, v in off[0]["state"].items():
+            self.assertLess((switched[0]["state"][k] - v).abs().max().item(), 1e-5, k)
+        # Factors crossed for the clocks on factors only: 3 layers x 4 clocks on; switched: out 2 (clocks 0, 3), mix 2, embed 4.
+        for r in range(2):
+            self.assertEqual(off[r]["factor_messages"], 0)
+            self.assertEqual(on[r]["factor_messages"], 12)
+            self.assertEqual(switched[r]["factor_messages"], 8)
 
     def test_a_model_changed_after_init_is_named(self):
         for r in range(2):

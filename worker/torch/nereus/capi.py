@@ -103,6 +103,7 @@ _SIGNATURES = {
     "nereus_init": (ctypes.c_int, [_P, _P, ctypes.POINTER(_P), ctypes.c_size_t]),
     "nereus_sfb_tensors": (ctypes.c_int, [_P, ctypes.POINTER(ctypes.c_int), ctypes.c_size_t,
                                           ctypes.POINTER(ctypes.c_size_t)]),
+    "nereus_sfb_at": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int64, ctypes.POINTER(ctypes.c_int)]),
     "nereus_push": (ctypes.c_int, [_P, ctypes.c_int, _P, ctypes.c_int64, ctypes.POINTER(_P)]),
     "nereus_pull": (ctypes.c_int, [_P, ctypes.c_int, _P, ctypes.c_int64, ctypes.POINTER(_P)]),
     "nereus_handle_wait": (ctypes.c_int, [_P, ctypes.c_int64]),
@@ -252,6 +253,11 @@ class Client:
         ids = (ctypes.c_int * max(count.value, 1))()
         self._lib.check(self._lib.sfb_tensors(self._ptr, ids, count.value, ctypes.byref(count)))
         return list(ids[:count.value])
+
+    def sfb_at(self, tensor, clock):
+        out = ctypes.c_int(0)
+        self._lib.check(self._lib.sfb_at(self._ptr, tensor, clock, ctypes.byref(out)))
+        return bool(out.value)
 
     def push(self, tensor, address, clock):
         h = ctypes.c_void_p()

@@ -136,7 +136,8 @@ class ModelSync:
         self._named = []
         self._hooks = []            # Removable handles and accumulator nodes (kept alive).
         self._in_backward = False
-        self._sfb_ids = set()
+        self._sfb_ids = set()       # Tensors whose gradients of the first clock travel as factors.
+        self._factor_ids = set()    # Tensors registered with factors: HybComm may send them either way.
         self._lock = threading.Lock()
         self._cuda = None           # The parameters' CUDA device, or None on the CPU.
         self._copier = None
@@ -332,6 +333,8 @@ class ModelSync:
                 diff = layer.g_host.data_ptr() + 4 * layer.offsets[i]
                 layer.ids.append(self.client.register_tensor(name, tuple(p.shape), layer.index, data, diff,
                                                              lr_mult, decay_mult, **kw))
+                if kw:
+                    self._factor_ids.add(layer.ids[-1])
         self.client.init(self.solver, [layer.w_host.data_ptr() + 4 * off
                                        for layer in self.layers for off in layer.offsets])
         self._sfb_ids = set(self.client.sfb_tensors())
@@ -450,7 +453,9 @@ class ModelSync:
                 layer.fired.add(i)
                 p = layer.params[i][1]
                 self._before_writing(layer)
-                if layer.ids[i] not in self._sfb_ids:
+                # HybComm decides each clock's path (it may switch a layer at a clock boundary, having
+                # measured both): a gradient that travels as factors is not read, so it is not copied out.
+                if layer.ids[i] not in self._factor_ids or not self.client.sfb_at(layer.ids[i], self.clock):
                     self._grad_out(layer, i, p.grad)
                 if len(layer.fired) == len(layer.params):
                     self._hand_over(layer)
