@@ -5,8 +5,10 @@
 #include <poll.h>
 #include <sys/inotify.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -74,6 +76,18 @@ std::string BinaryPath(const std::string& name) {
   const char* dir = std::getenv("NEREUS_BIN_DIR");
   CHECK(dir != nullptr) << "NEREUS_BIN_DIR is not set (run the test through ctest)";
   return std::string(dir) + "/" + name;
+}
+
+ToolRun RunTool(const std::string& binary, const std::string& args) {
+  ToolRun result;
+  FILE* pipe = ::popen((BinaryPath(binary) + " " + args + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  std::size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
 }
 
 TempDir::TempDir() {

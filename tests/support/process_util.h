@@ -43,6 +43,15 @@ class Subprocess {
 
 // Path of a built binary (NEREUS_BIN_DIR, set by ctest).
 std::string BinaryPath(const std::string& name);
+
+// A built tool (`binary`, in NEREUS_BIN_DIR) run through the shell with
+// `args` until it exits: its exit code (-1 if it did not exit normally) and
+// its stdout and stderr together.
+struct ToolRun {
+  int exit_code = -1;
+  std::string output;
+};
+ToolRun RunTool(const std::string& binary, const std::string& args);
 // A fresh directory under TMPDIR, removed by the destructor.
 class TempDir {
  public:

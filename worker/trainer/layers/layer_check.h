@@ -1,4 +1,5 @@
-// Checks inside layer code (Reshape, Forward) that name the failing layer.
+// Checks inside layer code (Reshape, Forward) that name the failing layer,
+// and CheckAxis, a set-up check several layers share.
 // Configuration errors found at set-up are returned as a Status through
 // Layer::LayerError instead; these are for conditions that can only be seen
 // once data flows (a bottom reshaped to an incompatible size, a label out of
@@ -8,9 +9,29 @@
 
 #include <glog/logging.h>
 
+#include <string>
+
+#include "common/base/status.h"
+#include "worker/trainer/blob.h"
+
 // Usage inside a Layer member: LAYER_CHECK(a == b) << "what is wrong";
 // Message: "Check failed: a == b layer conv1 (Convolution): what is wrong".
 #define LAYER_CHECK(condition) \
   CHECK(condition) << "layer " << this->layer_param_.name() << " (" << this->type() << "): "
+
+namespace nereus {
+
+// A set-up check: `axis` (the layer parameter `field`) names an axis of
+// `blob`, counting from the end when negative, as Caffe's CanonicalAxisIndex
+// accepts.
+inline Status CheckAxis(int axis, const Blob& blob, const char* field) {
+  if (axis < -blob.num_axes() || axis >= blob.num_axes()) {
+    return InvalidArgumentError(std::string(field) + " " + std::to_string(axis) + " is out of range for bottom shape " +
+                                blob.shape_string());
+  }
+  return Status::OK();
+}
+
+}  // namespace nereus
 
 #endif  // NEREUS_WORKER_TRAINER_LAYERS_LAYER_CHECK_H_

@@ -8,17 +8,6 @@
 #include "worker/trainer/math/math_functions.h"
 
 namespace nereus {
-namespace {
-
-Status CheckAxis(int axis, const Blob& blob, const char* field) {
-  if (axis < -blob.num_axes() || axis >= blob.num_axes()) {
-    return InvalidArgumentError(std::string(field) + " " + std::to_string(axis) + " is out of range for bottom shape " +
-                                blob.shape_string());
-  }
-  return Status::OK();
-}
-
-}  // namespace
 
 // ---- LossLayer ----
 

@@ -2,18 +2,9 @@
 
 #include <string>
 
+#include "worker/trainer/layers/layer_check.h"
+
 namespace nereus {
-namespace {
-
-Status CheckAxis(int axis, const Blob& blob, const char* field) {
-  if (axis < -blob.num_axes() || axis >= blob.num_axes()) {
-    return InvalidArgumentError(std::string(field) + " " + std::to_string(axis) + " is out of range for bottom shape " +
-                                blob.shape_string());
-  }
-  return Status::OK();
-}
-
-}  // namespace
 
 // ---- Softmax ----
 

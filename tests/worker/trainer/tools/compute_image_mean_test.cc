@@ -3,7 +3,6 @@
 // takes; encoded records decoded; a LevelDB another process holds, and a bad
 // record, are errors naming the database, with no output left behind.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -22,25 +21,6 @@
 namespace nereus {
 namespace data {
 namespace {
-
-struct RunResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together.
-};
-
-RunResult RunTool(const std::string& binary, const std::string& args) {
-  const char* bin_dir = std::getenv("NEREUS_BIN_DIR");
-  const std::string path = std::string(bin_dir != nullptr ? bin_dir : "bin") + "/" + binary;
-  RunResult result;
-  FILE* pipe = ::popen((path + " " + args + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  std::size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
 
 // Record r: 2 x 2 x 3 bytes, byte p = 10 r + p; label r.
 std::string RecordBytes(int r) {
@@ -85,7 +65,7 @@ TEST_F(ComputeImageMeanTest, MeanOfEitherBackendAsABlobProtoAndPerChannel) {
     SCOPED_TRACE(name);
     WriteDb(backend, name);
     // Without --backend the tool sees which it is; with it, it is checked.
-    RunResult r = RunTool("nereus_compute_image_mean", Path(name) + " " + Path(name + ".binaryproto"));
+    test::ToolRun r = test::RunTool("nereus_compute_image_mean", Path(name) + " " + Path(name + ".binaryproto"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const caffe::BlobProto mean = ReadMean(name + ".binaryproto");
     EXPECT_EQ(mean.num(), 1);
@@ -98,7 +78,7 @@ TEST_F(ComputeImageMeanTest, MeanOfEitherBackendAsABlobProtoAndPerChannel) {
     // Channel 0 is bytes 0..5 (mean 22.5), channel 1 bytes 6..11 (28.5).
     EXPECT_NE(r.output.find("mean_value channel [0]: 22.5\n"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("mean_value channel [1]: 28.5\n"), std::string::npos) << r.output;
-    RunResult flagged = RunTool("nereus_compute_image_mean", "--backend=" + name + " " + Path(name));
+    test::ToolRun flagged = test::RunTool("nereus_compute_image_mean", "--backend=" + name + " " + Path(name));
     EXPECT_EQ(flagged.exit_code, 0) << flagged.output;
   }
   EXPECT_FALSE(std::filesystem::exists(Path("lmdb.binaryproto.tmp")));
@@ -108,7 +88,7 @@ TEST_F(ComputeImageMeanTest, MeanOfEitherBackendAsABlobProtoAndPerChannel) {
 // subtracts it.
 TEST_F(ComputeImageMeanTest, TheDataLayerSubtractsTheMean) {
   WriteDb(DbBackend::kLmdb, "db");
-  ASSERT_EQ(RunTool("nereus_compute_image_mean", Path("db") + " " + Path("mean.binaryproto")).exit_code, 0);
+  ASSERT_EQ(test::RunTool("nereus_compute_image_mean", Path("db") + " " + Path("mean.binaryproto")).exit_code, 0);
   caffe::LayerParameter param;
   param.set_name("data");
   param.set_type("Data");
@@ -134,7 +114,7 @@ TEST_F(ComputeImageMeanTest, ALevelDbLockedByAnotherProcessIsAnErrorNamingIt) {
   {
     auto held = LevelDbDatabase::Open(Path("db"), DbMode::kRead);
     ASSERT_TRUE(held.ok()) << held.status();
-    RunResult r = RunTool("nereus_compute_image_mean", Path("db") + " " + Path("mean.binaryproto"));
+    test::ToolRun r = test::RunTool("nereus_compute_image_mean", Path("db") + " " + Path("mean.binaryproto"));
     EXPECT_EQ(r.exit_code, 1) << r.output;
     EXPECT_NE(r.output.find("FAILED_PRECONDITION: LevelDB database '" + Path("db") +
                             "' is locked: another process (or another handle in this one) has it open"),
@@ -142,7 +122,7 @@ TEST_F(ComputeImageMeanTest, ALevelDbLockedByAnotherProcessIsAnErrorNamingIt) {
         << r.output;
     EXPECT_FALSE(std::filesystem::exists(Path("mean.binaryproto")));
   }
-  EXPECT_EQ(RunTool("nereus_compute_image_mean", Path("db") + " " + Path("mean.binaryproto")).exit_code, 0);
+  EXPECT_EQ(test::RunTool("nereus_compute_image_mean", Path("db") + " " + Path("mean.binaryproto")).exit_code, 0);
 }
 
 TEST_F(ComputeImageMeanTest, BadRecordsAndSourcesAreErrorsNamingThem) {
@@ -157,23 +137,23 @@ TEST_F(ComputeImageMeanTest, BadRecordsAndSourcesAreErrorsNamingThem) {
     other.set_data(std::string(4, '\0'));
     ASSERT_TRUE((*db)->PutBatch({{"00000003", other.SerializeAsString()}, {"00000004", "garbage"}}).ok());
   }
-  RunResult r = RunTool("nereus_compute_image_mean", Path("db") + " " + Path("mean.binaryproto"));
+  test::ToolRun r = test::RunTool("nereus_compute_image_mean", Path("db") + " " + Path("mean.binaryproto"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("LMDB database '" + Path("db") +
                           "', record 3 (key '00000003'): Datum of shape 1x2x2; the first record is 2x2x3"),
             std::string::npos)
       << r.output;
   EXPECT_FALSE(std::filesystem::exists(Path("mean.binaryproto")));
-  RunResult missing = RunTool("nereus_compute_image_mean", Path("nowhere"));
+  test::ToolRun missing = test::RunTool("nereus_compute_image_mean", Path("nowhere"));
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.output.find("database '" + Path("nowhere") + "' does not exist"), std::string::npos)
       << missing.output;
-  RunResult mismatch = RunTool("nereus_compute_image_mean", "--backend=leveldb " + Path("db"));
+  test::ToolRun mismatch = test::RunTool("nereus_compute_image_mean", "--backend=leveldb " + Path("db"));
   EXPECT_EQ(mismatch.exit_code, 1);
   EXPECT_NE(mismatch.output.find("LevelDB database '" + Path("db") + "' does not exist (no CURRENT file in it)"),
             std::string::npos)
       << mismatch.output;
-  EXPECT_EQ(RunTool("nereus_compute_image_mean", "").exit_code, 2);
+  EXPECT_EQ(test::RunTool("nereus_compute_image_mean", "").exit_code, 2);
 }
 
 // Encoded records (convert_imageset --encoded) are decoded as stored.
@@ -186,10 +166,11 @@ TEST_F(ComputeImageMeanTest, EncodedRecordsAreDecoded) {
     list += std::to_string(i) + ".png " + std::to_string(i) + "\n";
   }
   test::WriteText(Path("list.txt"), list);
-  ASSERT_EQ(RunTool("nereus_convert_imageset", "--encoded " + dir_.path() + "/ " + Path("list.txt") + " " + Path("db"))
-                .exit_code,
-            0);
-  RunResult r = RunTool("nereus_compute_image_mean", Path("db") + " " + Path("mean.binaryproto"));
+  ASSERT_EQ(
+      test::RunTool("nereus_convert_imageset", "--encoded " + dir_.path() + "/ " + Path("list.txt") + " " + Path("db"))
+          .exit_code,
+      0);
+  test::ToolRun r = test::RunTool("nereus_compute_image_mean", Path("db") + " " + Path("mean.binaryproto"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const caffe::BlobProto mean = ReadMean("mean.binaryproto");
   EXPECT_EQ(mean.channels(), 3);

@@ -3,7 +3,6 @@
 // layer; bad input stops it with an error naming the list file and the line,
 // and leaves nothing at the output.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -24,25 +23,6 @@
 namespace nereus {
 namespace data {
 namespace {
-
-struct RunResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together.
-};
-
-RunResult RunTool(const std::string& binary, const std::string& args) {
-  const char* bin_dir = std::getenv("NEREUS_BIN_DIR");
-  const std::string path = std::string(bin_dir != nullptr ? bin_dir : "bin") + "/" + binary;
-  RunResult result;
-  FILE* pipe = ::popen((path + " " + args + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  std::size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
 
 // Pixel (h, w, c) of image i: distinct per image, row, column and channel.
 std::uint8_t Pixel(int i, int h, int w, int c) {
@@ -68,8 +48,8 @@ class ConvertImagesetTest : public ::testing::Test {
   }
   std::string Path(const std::string& name) const { return dir_.File(name); }
   // ROOTFOLDER/ LISTFILE DB_NAME after the flags.
-  RunResult Convert(const std::string& flags, const std::string& db, const std::string& list = "list.txt") {
-    return RunTool("nereus_convert_imageset", flags + " " + dir_.path() + "/ " + Path(list) + " " + Path(db));
+  test::ToolRun Convert(const std::string& flags, const std::string& db, const std::string& list = "list.txt") {
+    return test::RunTool("nereus_convert_imageset", flags + " " + dir_.path() + "/ " + Path(list) + " " + Path(db));
   }
   // Every file left in the test's folder whose name starts with `prefix`.
   std::vector<std::string> Leftovers(const std::string& prefix) const {
@@ -105,7 +85,7 @@ class ConvertImagesetTest : public ::testing::Test {
 TEST_F(ConvertImagesetTest, WritesOneDatumPerLineWithCaffeKeysOnBothBackends) {
   for (const std::string backend : {"lmdb", "leveldb"}) {
     SCOPED_TRACE(backend);
-    RunResult r = Convert("--backend=" + backend, backend);
+    test::ToolRun r = Convert("--backend=" + backend, backend);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_EQ(DetectDbBackend(Path(backend)).value(), backend == "lmdb" ? DbBackend::kLmdb : DbBackend::kLevelDb);
     const auto records = Records(backend);
@@ -166,7 +146,7 @@ TEST_F(ConvertImagesetTest, LevelDbAndLmdbGiveTheDataLayerTheSameBatches) {
 }
 
 TEST_F(ConvertImagesetTest, GrayAndResizeAsOpenCvDoes) {
-  RunResult r = Convert("--gray --resize_height=8 --resize_width=10", "db");
+  test::ToolRun r = Convert("--gray --resize_height=8 --resize_width=10", "db");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto records = Records("db");
   ASSERT_EQ(records.size(), static_cast<std::size_t>(kImages));
@@ -274,7 +254,7 @@ TEST_F(ConvertImagesetTest, CheckSizeRefusesAnImageOfAnotherSizeNamingItsLine) {
   test::WriteImage(Path("imgs/big.png"), test::MakeImage(6, 6, 3, [](int, int, int) { return 1; }));
   test::WriteText(Path("mixed.txt"), "imgs/img0.png 0\nimgs/img1.png 1\nimgs/big.png 2\n");
   ASSERT_EQ(Convert("", "unchecked", "mixed.txt").exit_code, 0);  // Caffe's default: sizes may differ.
-  RunResult r = Convert("--check_size", "checked", "mixed.txt");
+  test::ToolRun r = Convert("--check_size", "checked", "mixed.txt");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("image list '" + Path("mixed.txt") + "' line 3: image '" + dir_.path() +
                           "/imgs/big.png' is 3x6x6 but the first (image list '" + Path("mixed.txt") +
@@ -290,7 +270,7 @@ TEST_F(ConvertImagesetTest, AnImageThatDoesNotDecodeStopsTheRunNamingTheLine) {
   test::WriteText(Path("imgs/broken.png"), "these bytes are not an image");
   test::WriteText(Path("bad.txt"), "imgs/img0.png 0\nimgs/img1.png 1\nimgs/broken.png 2\nimgs/img2.png 3\n");
   for (const std::string backend : {"lmdb", "leveldb"}) {
-    RunResult r = Convert("--backend=" + backend, "out", "bad.txt");
+    test::ToolRun r = Convert("--backend=" + backend, "out", "bad.txt");
     EXPECT_EQ(r.exit_code, 1) << r.output;
     EXPECT_NE(r.output.find("image list '" + Path("bad.txt") + "' line 3: image file '" + dir_.path() +
                             "/imgs/broken.png' does not decode as an image"),
@@ -299,7 +279,7 @@ TEST_F(ConvertImagesetTest, AnImageThatDoesNotDecodeStopsTheRunNamingTheLine) {
     EXPECT_TRUE(Leftovers("out").empty()) << backend << ": " << Leftovers("out")[0];
   }
   test::WriteText(Path("missing.txt"), "imgs/img0.png 0\nimgs/nowhere.png 1\n");
-  RunResult r = Convert("", "out", "missing.txt");
+  test::ToolRun r = Convert("", "out", "missing.txt");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("line 2: cannot read image file '" + dir_.path() + "/imgs/nowhere.png'"), std::string::npos)
       << r.output;
@@ -308,7 +288,7 @@ TEST_F(ConvertImagesetTest, AnImageThatDoesNotDecodeStopsTheRunNamingTheLine) {
 
 TEST_F(ConvertImagesetTest, AListLineWithoutALabelStopsTheRunNamingTheLine) {
   test::WriteText(Path("nolabel.txt"), "imgs/img0.png 0\nimgs/img1.png\n");
-  RunResult r = Convert("", "out", "nolabel.txt");
+  test::ToolRun r = Convert("", "out", "nolabel.txt");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("image list '" + Path("nolabel.txt") +
                           "' line 2: 'imgs/img1.png' has no label (each line is 'PATH LABEL')"),
@@ -322,21 +302,21 @@ TEST_F(ConvertImagesetTest, AListLineWithoutALabelStopsTheRunNamingTheLine) {
 
 TEST_F(ConvertImagesetTest, RefusesAnExistingOutputAndBadFlags) {
   ASSERT_EQ(Convert("", "db").exit_code, 0);
-  RunResult again = Convert("", "db");
+  test::ToolRun again = Convert("", "db");
   EXPECT_EQ(again.exit_code, 1);
   EXPECT_NE(again.output.find("already exists"), std::string::npos) << again.output;
-  RunResult half = Convert("--resize_height=5", "half");
+  test::ToolRun half = Convert("--resize_height=5", "half");
   EXPECT_EQ(half.exit_code, 1);
   EXPECT_NE(half.output.find("give both --resize_height and --resize_width"), std::string::npos) << half.output;
-  RunResult backend = Convert("--backend=rocksdb", "other");
+  test::ToolRun backend = Convert("--backend=rocksdb", "other");
   EXPECT_NE(backend.output.find("unknown database backend 'rocksdb'"), std::string::npos) << backend.output;
-  RunResult args = RunTool("nereus_convert_imageset", Path("list.txt"));
+  test::ToolRun args = test::RunTool("nereus_convert_imageset", Path("list.txt"));
   EXPECT_EQ(args.exit_code, 2);
   EXPECT_NE(args.output.find("expected ROOTFOLDER/ LISTFILE DB_NAME"), std::string::npos) << args.output;
 }
 
 TEST_F(ConvertImagesetTest, HelpDescribesCaffesFlags) {
-  RunResult r = RunTool("nereus_convert_imageset", "--helpmatch=convert_imageset");
+  test::ToolRun r = test::RunTool("nereus_convert_imageset", "--helpmatch=convert_imageset");
   for (const char* flag : {"-gray", "-shuffle", "-backend", "-resize_width", "-resize_height", "-check_size",
                            "-encoded", "-encode_type"}) {
     EXPECT_NE(r.output.find(flag), std::string::npos) << flag << " missing from:\n" << r.output;
@@ -348,7 +328,8 @@ TEST(ConvertImagesetWithoutOpenCvTest, RefusesToRunSayingWhy) {
   if (ImageCodecsAvailable()) GTEST_SKIP() << "built with OpenCV";
   test::TempDir dir;
   test::WriteText(dir.File("list.txt"), "a.png 0\n");
-  RunResult r = RunTool("nereus_convert_imageset", dir.path() + "/ " + dir.File("list.txt") + " " + dir.File("db"));
+  test::ToolRun r =
+      test::RunTool("nereus_convert_imageset", dir.path() + "/ " + dir.File("list.txt") + " " + dir.File("db"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("nereus_convert_imageset needs image decoding, and this Nereus was built without OpenCV"),
             std::string::npos)

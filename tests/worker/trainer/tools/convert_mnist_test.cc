@@ -1,7 +1,6 @@
 // Runs nereus_convert_mnist as a real process on IDX files made here and checks
 // the LMDB it writes.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -18,25 +17,6 @@
 namespace nereus {
 namespace data {
 namespace {
-
-struct RunResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together.
-};
-
-RunResult RunConverter(const std::string& args) {
-  const char* bin_dir = std::getenv("NEREUS_BIN_DIR");
-  const std::string binary = std::string(bin_dir != nullptr ? bin_dir : "bin") + "/nereus_convert_mnist";
-  RunResult result;
-  FILE* pipe = ::popen((binary + " " + args + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  std::size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
 
 class ConvertMnistTest : public ::testing::Test {
  protected:
@@ -61,8 +41,8 @@ class ConvertMnistTest : public ::testing::Test {
 };
 
 TEST_F(ConvertMnistTest, WritesOneDatumPerImageWithCaffeKeys) {
-  RunResult r = RunConverter("--images=" + Path("images") + " --labels=" + Path("labels") +
-                             " --output=" + Path("lmdb") + " --commit_every=5");
+  test::ToolRun r = test::RunTool("nereus_convert_mnist", "--images=" + Path("images") + " --labels=" + Path("labels") +
+                                                              " --output=" + Path("lmdb") + " --commit_every=5");
   ASSERT_EQ(r.exit_code, 0) << r.output;
 
   std::unique_ptr<LmdbDatabase> db;
@@ -90,15 +70,16 @@ TEST_F(ConvertMnistTest, WritesOneDatumPerImageWithCaffeKeys) {
 }
 
 TEST_F(ConvertMnistTest, MissingFlagIsNamed) {
-  RunResult r = RunConverter("--images=" + Path("images") + " --output=" + Path("lmdb"));
+  test::ToolRun r = test::RunTool("nereus_convert_mnist", "--images=" + Path("images") + " --output=" + Path("lmdb"));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("--labels is required"), std::string::npos) << r.output;
 }
 
 TEST_F(ConvertMnistTest, CountMismatchFailsNamingFiles) {
   ASSERT_TRUE(WriteIdxLabels(Path("few_labels"), {1, 2, 3}).ok());
-  RunResult r =
-      RunConverter("--images=" + Path("images") + " --labels=" + Path("few_labels") + " --output=" + Path("lmdb"));
+  test::ToolRun r =
+      test::RunTool("nereus_convert_mnist",
+                    "--images=" + Path("images") + " --labels=" + Path("few_labels") + " --output=" + Path("lmdb"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("holds 12 images"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(Path("few_labels")), std::string::npos) << r.output;
@@ -107,14 +88,14 @@ TEST_F(ConvertMnistTest, CountMismatchFailsNamingFiles) {
 
 TEST_F(ConvertMnistTest, RefusesToOverwriteAnExistingDatabase) {
   const std::string args = "--images=" + Path("images") + " --labels=" + Path("labels") + " --output=" + Path("lmdb");
-  ASSERT_EQ(RunConverter(args).exit_code, 0);
-  RunResult again = RunConverter(args);
+  ASSERT_EQ(test::RunTool("nereus_convert_mnist", args).exit_code, 0);
+  test::ToolRun again = test::RunTool("nereus_convert_mnist", args);
   EXPECT_EQ(again.exit_code, 1);
   EXPECT_NE(again.output.find("already exists"), std::string::npos) << again.output;
 }
 
 TEST_F(ConvertMnistTest, HelpDescribesEveryFlag) {
-  RunResult r = RunConverter("--helpmatch=convert_mnist");
+  test::ToolRun r = test::RunTool("nereus_convert_mnist", "--helpmatch=convert_mnist");
   for (const char* flag : {"-images", "-labels", "-output", "-backend", "-commit_every"}) {
     EXPECT_NE(r.output.find(flag), std::string::npos) << flag << " missing from:\n" << r.output;
   }
