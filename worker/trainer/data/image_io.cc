@@ -1,17 +1,16 @@
 #include "worker/trainer/data/image_io.h"
 
+#include <dlfcn.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
-
-#ifdef NEREUS_HAVE_OPENCV
-#include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
-#endif
+#include <vector>
 
 namespace nereus {
 namespace data {
@@ -39,104 +38,107 @@ bool ExtensionMatches(const std::string& path, const std::string& encoding) {
   return ext == en || (en == "jpg" && ext == "jpeg");
 }
 
-#ifdef NEREUS_HAVE_OPENCV
-int ReadFlag(ImageColor color) {
-  switch (color) {
-    case ImageColor::kColor:
-      return cv::IMREAD_COLOR;
-    case ImageColor::kGray:
-      return cv::IMREAD_GRAYSCALE;
-    case ImageColor::kNative:
-      return cv::IMREAD_UNCHANGED;
+// Where the plug-in is looked for: beside the running binary's folder
+// (build/lib/ for build/bin/, an installation's lib/ for its bin/), beside
+// the binary, then by name (the loader's path: LD_LIBRARY_PATH, RUNPATH).
+std::vector<std::string> CodecCandidates() {
+  std::vector<std::string> out;
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    out.push_back((exe.parent_path().parent_path() / "lib" / kImageCodecLibrary).string());
+    out.push_back((exe.parent_path() / kImageCodecLibrary).string());
   }
-  return cv::IMREAD_COLOR;
+  out.push_back(kImageCodecLibrary);
+  return out;
 }
 
-// A decoded cv::Mat as an Image; `what` names it in errors.
-StatusOr<Image> FromMat(const cv::Mat& mat, const std::string& what) {
-  if (mat.depth() != CV_8U) {
-    return InvalidArgumentError(what + " decodes to " + std::to_string(8 * mat.elemSize1()) +
-                                "-bit samples; only 8-bit images are supported");
-  }
-  Image image;
-  image.height = mat.rows;
-  image.width = mat.cols;
-  image.channels = mat.channels();
-  const std::size_t row = static_cast<std::size_t>(image.width) * image.channels;
-  image.pixels.resize(row * image.height);
-  for (int h = 0; h < image.height; ++h) std::memcpy(image.pixels.data() + row * h, mat.ptr<std::uint8_t>(h), row);
-  return image;
-}
-
-cv::Mat ToMat(const Image& image) {
-  // A header over the pixels (no copy); callers copy what they keep.
-  return cv::Mat(image.height, image.width, CV_MAKETYPE(CV_8U, image.channels),
-                 const_cast<std::uint8_t*>(image.pixels.data()));
-}
-
-StatusOr<Image> Decode(std::string_view bytes, ImageColor color, const std::string& what) {
-  if (bytes.empty()) return DataLossError(what + " is empty, not an image");
-  const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8U, const_cast<char*>(bytes.data()));
-  cv::Mat mat;
-  try {
-    mat = cv::imdecode(buffer, ReadFlag(color));
-  } catch (const cv::Exception& e) {
-    return DataLossError(what + " does not decode as an image: " + e.what());
-  }
-  if (mat.empty()) {
-    return DataLossError(what + " does not decode as an image (" + std::to_string(bytes.size()) +
-                         " bytes in no format OpenCV reads)");
-  }
-  return FromMat(mat, what);
-}
-#endif
-
-}  // namespace
-
-#ifdef NEREUS_HAVE_OPENCV
-bool ImageCodecsAvailable() { return true; }
-#else
-bool ImageCodecsAvailable() { return false; }
-#endif
-
-Status NoImageCodecsError(const std::string& what) {
+// The plug-in's table, or why there is none. Loaded on every call with
+// RTLD_NODELETE: the first call maps the library, later ones find it mapped
+// (the loader's own reference count), and dlclose never unmaps it, so the
+// table stays valid with no handle kept here.
+StatusOr<const ImageCodec*> LoadCodec(const std::string& what) {
+#ifndef NEREUS_HAVE_OPENCV
   return FailedPreconditionError(what +
                                  " needs image decoding, and this Nereus was built without OpenCV (install "
                                  "libopencv-imgcodecs-dev and libopencv-imgproc-dev, e.g. scripts/install_deps.sh, "
                                  "then configure and build again)");
+#else
+  std::string tried;
+  for (const std::string& path : CodecCandidates()) {
+    void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (handle == nullptr) {
+      const char* why = ::dlerror();
+      tried += (tried.empty() ? "" : "; ") + std::string(why != nullptr ? why : path);
+      continue;
+    }
+    using Entry = const ImageCodec* (*)();
+    auto entry = reinterpret_cast<Entry>(::dlsym(handle, kImageCodecSymbol));
+    const ImageCodec* codec = entry != nullptr ? entry() : nullptr;
+    ::dlclose(handle);
+    if (codec == nullptr) return FailedPreconditionError(what + ": " + path + " exports no " + kImageCodecSymbol);
+    if (codec->version != kImageCodecVersion) {
+      return FailedPreconditionError(what + ": " + path + " is the image plug-in of version " +
+                                     std::to_string(codec->version) + ", this build needs version " +
+                                     std::to_string(kImageCodecVersion) + " (a plug-in of another build)");
+    }
+    return codec;
+  }
+  return FailedPreconditionError(what + " needs image decoding, through the OpenCV plug-in " + kImageCodecLibrary +
+                                 ", which could not be loaded (" + tried +
+                                 "): it is built beside nereus_worker (build/lib/) and installed in lib/ when "
+                                 "OpenCV is found");
+#endif
+}
+
+StatusOr<Image> Decode(std::string_view bytes, ImageColor color, const std::string& what) {
+  ASSIGN_OR_RETURN(const ImageCodec* codec, LoadCodec(what));
+  if (bytes.empty()) return DataLossError(what + " is empty, not an image");
+  Image image;
+  std::string error;
+  switch (codec->decode(bytes.data(), bytes.size(), color, &image, &error)) {
+    case kCodecOk:
+      return image;
+    case kCodecDataLoss:
+      return DataLossError(what + " " + error);
+    default:
+      return InvalidArgumentError(what + " " + error);
+  }
+}
+
+}  // namespace
+
+bool ImageCodecsAvailable() { return LoadCodec("images").ok(); }
+
+Status NoImageCodecsError(const std::string& what) {
+  auto codec = LoadCodec(what);
+  return codec.ok() ? Status::OK() : codec.status();
 }
 
 StatusOr<Image> ReadImageFile(const std::string& path, ImageColor color) {
-#ifdef NEREUS_HAVE_OPENCV
   // Read here, decoded from memory: a missing file and one that does not
   // decode are told apart (cv::imread says neither).
+  RETURN_IF_ERROR(NoImageCodecsError("reading image file '" + path + "'"));
   ASSIGN_OR_RETURN(const std::string bytes, ReadWholeFile(path));
   return Decode(bytes, color, "image file '" + path + "'");
-#else
-  return NoImageCodecsError("reading image file '" + path + "'");
-#endif
 }
 
 StatusOr<Image> DecodeImage(std::string_view bytes, ImageColor color) {
-#ifdef NEREUS_HAVE_OPENCV
   return Decode(bytes, color, "the encoded image");
-#else
-  return NoImageCodecsError("an encoded image");
-#endif
 }
 
 StatusOr<Image> ResizeImage(const Image& image, int height, int width) {
-#ifdef NEREUS_HAVE_OPENCV
+  ASSIGN_OR_RETURN(const ImageCodec* codec, LoadCodec("resizing an image"));
   if (height <= 0 || width <= 0 || image.height <= 0 || image.width <= 0) {
     return InvalidArgumentError("cannot resize a " + std::to_string(image.height) + "x" + std::to_string(image.width) +
                                 " image to " + std::to_string(height) + "x" + std::to_string(width));
   }
-  cv::Mat resized;
-  cv::resize(ToMat(image), resized, cv::Size(width, height), 0, 0, cv::INTER_LINEAR);
-  return FromMat(resized, "the resized image");
-#else
-  return NoImageCodecsError("resizing an image");
-#endif
+  Image resized;
+  std::string error;
+  if (codec->resize(image, height, width, &resized, &error) != kCodecOk) {
+    return InvalidArgumentError("the resized image " + error);
+  }
+  return resized;
 }
 
 Image CropImage(const Image& image, int x, int y, int width, int height) {
@@ -157,19 +159,12 @@ Image CropImage(const Image& image, int x, int y, int width, int height) {
 }
 
 StatusOr<std::string> EncodeImage(const Image& image, const std::string& extension) {
-#ifdef NEREUS_HAVE_OPENCV
-  std::vector<std::uint8_t> buffer;
-  bool ok = false;
-  try {
-    ok = cv::imencode("." + extension, ToMat(image), buffer);
-  } catch (const cv::Exception& e) {
-    return InvalidArgumentError("cannot encode an image as '" + extension + "': " + e.what());
+  ASSIGN_OR_RETURN(const ImageCodec* codec, LoadCodec("encoding an image"));
+  std::string out, error;
+  if (codec->encode(image, extension, &out, &error) != kCodecOk) {
+    return InvalidArgumentError("cannot encode an image as '" + extension + "'" + error);
   }
-  if (!ok) return InvalidArgumentError("cannot encode an image as '" + extension + "'");
-  return std::string(buffer.begin(), buffer.end());
-#else
-  return NoImageCodecsError("encoding an image");
-#endif
+  return out;
 }
 
 void ImageToDatum(const Image& image, caffe::Datum* datum) {

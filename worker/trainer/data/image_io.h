@@ -14,34 +14,15 @@
 #ifndef NEREUS_WORKER_TRAINER_DATA_IMAGE_IO_H_
 #define NEREUS_WORKER_TRAINER_DATA_IMAGE_IO_H_
 
-#include <cstdint>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "common/base/status.h"
 #include "proto/caffe.pb.h"
+#include "worker/trainer/data/image_codec.h"
 
 namespace nereus {
 namespace data {
-
-// How to decode: OpenCV's IMREAD_COLOR (3 channels, BGR), IMREAD_GRAYSCALE
-// (1 channel), or IMREAD_UNCHANGED (the file's own channels: Caffe's
-// "native" decoding of an encoded Datum).
-enum class ImageColor { kColor, kGray, kNative };
-
-// 8-bit pixels, rows of width x channels interleaved (OpenCV's layout; BGR
-// for color).
-struct Image {
-  int height = 0;
-  int width = 0;
-  int channels = 0;
-  std::vector<std::uint8_t> pixels;
-
-  std::uint8_t at(int h, int w, int c) const {
-    return pixels[(static_cast<std::size_t>(h) * width + w) * channels + c];
-  }
-};
 
 // Whether this build decodes images (OpenCV was found when it was configured).
 bool ImageCodecsAvailable();
