@@ -189,6 +189,25 @@ StatusOr<std::vector<std::string>> ExpandSlurmHostlist(const std::string& expr) 
   return hosts;
 }
 
+StatusOr<int> CountVisibleDevices(const std::string& cuda_visible_devices) {
+  if (cuda_visible_devices.empty()) return 0;
+  int n = 0;
+  std::stringstream ss(cuda_visible_devices + ",");
+  std::string entry;
+  while (std::getline(ss, entry, ',')) {
+    const bool index = !entry.empty() && entry.size() <= 9 && std::all_of(entry.begin(), entry.end(), [](char c) {
+      return std::isdigit(static_cast<unsigned char>(c));
+    });
+    const bool uuid = (entry.rfind("GPU-", 0) == 0 || entry.rfind("MIG-", 0) == 0) && entry.size() > 4;
+    if (!index && !uuid) {
+      return InvalidArgumentError("CUDA_VISIBLE_DEVICES=" + Quoted(cuda_visible_devices) + ": entry " + Quoted(entry) +
+                                  " is not a device index or a GPU-/MIG- UUID");
+    }
+    ++n;
+  }
+  return n;
+}
+
 StatusOr<LaunchPlan> PlanLaunch(const std::vector<HostSpec>& hosts, const LaunchOptions& options) {
   if (hosts.empty()) return InvalidArgumentError("no hosts to launch on");
   if (options.num_servers < 1) {
@@ -199,6 +218,17 @@ StatusOr<LaunchPlan> PlanLaunch(const std::vector<HostSpec>& hosts, const Launch
   }
   if (options.coordinator_port < 1 || options.coordinator_port > 65535) {
     return InvalidArgumentError("--port must be in 1..65535, got " + std::to_string(options.coordinator_port));
+  }
+  if (options.gpus_per_host < 0) {
+    return InvalidArgumentError("--gpus_per_host must be >= 0, got " + std::to_string(options.gpus_per_host));
+  }
+  int gpus = options.gpus_per_host;
+  std::string where_gpus = "--gpus_per_host=" + std::to_string(options.gpus_per_host);
+  if (gpus > 0 && options.cuda_visible_devices) {
+    ASSIGN_OR_RETURN(const int listed, CountVisibleDevices(*options.cuda_visible_devices));
+    gpus = std::min(gpus, listed);
+    where_gpus +=
+        ", CUDA_VISIBLE_DEVICES=" + Quoted(*options.cuda_visible_devices) + " lists " + std::to_string(listed);
   }
   int max_slots = 0;
   for (const auto& h : hosts) {
@@ -222,8 +252,20 @@ StatusOr<LaunchPlan> PlanLaunch(const std::vector<HostSpec>& hosts, const Launch
   for (int s = 0; s < options.num_servers; ++s) {
     plan.processes.push_back({LaunchRole::kServer, s, cycle[s % cycle.size()]});
   }
+  std::vector<int> workers_on(hosts.size(), 0);
   for (int w = 0; w < options.num_workers; ++w) {
-    plan.processes.push_back({LaunchRole::kWorker, w, cycle[w % cycle.size()]});
+    const int h = cycle[w % cycle.size()];
+    plan.processes.push_back({LaunchRole::kWorker, w, h, options.gpus_per_host > 0 ? workers_on[h] : -1});
+    ++workers_on[h];
+  }
+  if (options.gpus_per_host > 0) {
+    for (size_t h = 0; h < hosts.size(); ++h) {
+      if (workers_on[h] <= gpus) continue;
+      auto count = [](int n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); };
+      return InvalidArgumentError("host " + Quoted(hosts[h].name) + " would run " + count(workers_on[h], "worker") +
+                                  " but has " + count(gpus, "GPU") + " (" + where_gpus +
+                                  "): each worker trains on a GPU of its own");
+    }
   }
   return plan;
 }
@@ -269,6 +311,23 @@ Status CheckSlurmTask(const LaunchPlan& plan, int ntasks, int procid) {
   return Status::OK();
 }
 
+int LocalTaskIndex(const LaunchPlan& plan, int index) {
+  int before = 0;
+  for (int i = 0; i < index; ++i) before += plan.processes[i].host == plan.processes[index].host;
+  return before;
+}
+
+Status CheckSlurmLocalId(const LaunchPlan& plan, int procid, int localid) {
+  const int want = LocalTaskIndex(plan, procid);
+  if (localid == want) return Status::OK();
+  const PlannedProcess& p = plan.processes[procid];
+  return InvalidArgumentError("SLURM_LOCALID is " + std::to_string(localid) + " but the plan makes task " +
+                              std::to_string(procid) + " (" + LaunchRoleName(p.role) + " " + std::to_string(p.rank) +
+                              ") local task " + std::to_string(want) + " of " + plan.hosts[p.host].name +
+                              "; start the tasks with srun --distribution=arbitrary and SLURM_HOSTFILE from "
+                              "nereus_launch_plan --format=slurm_hostfile (nereus.sbatch does)");
+}
+
 std::string ShellWords(const std::vector<std::string>& words) {
   std::string out;
   for (const std::string& w : words) {
@@ -301,7 +360,8 @@ std::set<std::string> FlagNamesFromHelpXml(const std::string& xml) {
   return names;
 }
 
-StatusOr<RoutedFlags> RouteFlags(const std::vector<std::string>& flags, const BinaryFlags& known) {
+StatusOr<RoutedFlags> RouteFlags(const std::vector<std::string>& flags, const BinaryFlags& known,
+                                 bool launcher_sets_gpu) {
   RoutedFlags routed;
   for (const std::string& f : flags) {
     if (f.size() < 3 || f.compare(0, 2, "--") != 0) {
@@ -311,6 +371,11 @@ StatusOr<RoutedFlags> RouteFlags(const std::vector<std::string>& flags, const Bi
     const std::string name = f.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     for (const char* own : {"role", "coordinator", "rank", "bind_host", "num_servers", "num_workers"}) {
       if (name == own) return InvalidArgumentError("--" + name + " is set by the launcher for each process");
+    }
+    if (launcher_sets_gpu && name == "gpu") {
+      return InvalidArgumentError(
+          "--gpu is set by the launcher for each worker with --gpus_per_host (the k-th worker "
+          "on a host trains on its GPU k)");
     }
     auto defined = [&](const std::string& n) { return known.server.count(n) > 0 || known.worker.count(n) > 0; };
     std::string bare = name;
@@ -356,20 +421,20 @@ std::vector<std::string> ProcessArgs(const LaunchPlan& plan, const PlannedProces
           if (q.rank < p.rank) ++local_rank;
           ++local_size;
         }
-        return {"/usr/bin/env",
-                "NEREUS_COORDINATOR=" + plan.coordinator,
-                "NEREUS_RANK=" + std::to_string(p.rank),
-                "NEREUS_NUM_WORKERS=" + std::to_string(workers),
-                "NEREUS_NUM_SERVERS=" + std::to_string(servers),
-                "NEREUS_BIND_HOST=" + plan.AddressOf(p),
-                "NEREUS_LOCAL_RANK=" + std::to_string(local_rank),
-                "NEREUS_LOCAL_SIZE=" + std::to_string(local_size),
-                "NEREUS_WORKER_FLAGS=" + ShellWords(flags.worker),
-                "bash",
-                "-c",
-                worker_command};
+        std::vector<std::string> env = {"/usr/bin/env",
+                                        "NEREUS_COORDINATOR=" + plan.coordinator,
+                                        "NEREUS_RANK=" + std::to_string(p.rank),
+                                        "NEREUS_NUM_WORKERS=" + std::to_string(workers),
+                                        "NEREUS_NUM_SERVERS=" + std::to_string(servers),
+                                        "NEREUS_BIND_HOST=" + plan.AddressOf(p),
+                                        "NEREUS_LOCAL_RANK=" + std::to_string(local_rank),
+                                        "NEREUS_LOCAL_SIZE=" + std::to_string(local_size)};
+        if (p.gpu >= 0) env.push_back("NEREUS_GPU=" + std::to_string(p.gpu));
+        env.insert(env.end(), {"NEREUS_WORKER_FLAGS=" + ShellWords(flags.worker), "bash", "-c", worker_command});
+        return env;
       }
       args = {bin_dir + "/nereus_worker", coordinator, rank, bind};
+      if (p.gpu >= 0) args.push_back("--gpu=" + std::to_string(p.gpu));
       own = &flags.worker;
       break;
   }

@@ -11,6 +11,10 @@
 // slots left. With more pairs than slots the rounds start over, so a host takes
 // several pairs per slot (e.g. every process of a job on one host).
 //
+// With GPUs (LaunchOptions::gpus_per_host), one GPU per worker: the k-th
+// worker placed on a host (k = 0, 1, ... in rank order) trains on that host's
+// GPU k (--gpu=k).
+//
 // Then the command line of each process (LaunchCommands): the binary flags
 // routed to the binaries that define them, and the shell line that starts the
 // process on its host (here, over ssh or in a network namespace). nereus_launch
@@ -21,6 +25,7 @@
 #ifndef NEREUS_COMMON_LAUNCH_LAUNCH_PLAN_H_
 #define NEREUS_COMMON_LAUNCH_LAUNCH_PLAN_H_
 
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -54,6 +59,9 @@ struct PlannedProcess {
   LaunchRole role;
   int rank;  // Within its role; 0 for the coordinator.
   int host;  // Index into LaunchPlan::hosts.
+  // A worker's CUDA device (its --gpu) in a job with GPUs: how many workers
+  // the plan puts on its host before it. -1: none (no --gpu from the launcher).
+  int gpu = -1;
 };
 
 struct LaunchPlan {
@@ -70,11 +78,27 @@ struct LaunchOptions {
   int num_servers = 1;
   int num_workers = 1;
   int coordinator_port = 7000;
+  // 0: a job without GPUs; the workers get no --gpu from the launcher. N >= 1:
+  // every host has N GPUs, one a worker: the k-th worker on a host gets
+  // --gpu=k.
+  int gpus_per_host = 0;
+  // The job's CUDA_VISIBLE_DEVICES, where it is set (nullopt: not set). It is
+  // left as it is for every process: CUDA numbers the devices it lists 0, 1,
+  // ... in its order, so --gpu=k is the k-th listed device, and a host has as
+  // many GPUs as it lists, at most gpus_per_host. Unused without GPUs.
+  std::optional<std::string> cuda_visible_devices = std::nullopt;
 };
+
+// The number of devices a CUDA_VISIBLE_DEVICES value lists: its
+// comma-separated entries, each a device index (digits) or a UUID (GPU-...,
+// MIG-...); "" lists none. Any other entry is an error naming it (CUDA would
+// hide it and every device after it).
+StatusOr<int> CountVisibleDevices(const std::string& cuda_visible_devices);
 
 // The plan for `hosts` (every address must be set: see ResolveHostAddresses).
 // Errors: no hosts, a count below 1, a port outside 1..65535, slots below 1,
-// an empty address.
+// an empty address, gpus_per_host below 0, a bad cuda_visible_devices, a host
+// with more workers than GPUs (naming the host and both counts).
 StatusOr<LaunchPlan> PlanLaunch(const std::vector<HostSpec>& hosts, const LaunchOptions& options);
 
 // Fills each empty `address` with the host name's first IPv4 address
@@ -86,6 +110,18 @@ Status ResolveHostAddresses(std::vector<HostSpec>* hosts);
 // (`ntasks`; -1: not checked) and `procid` indexes one of them; otherwise the
 // error says how many to start.
 Status CheckSlurmTask(const LaunchPlan& plan, int ntasks, int procid);
+
+// Process `index`'s place among the processes the plan puts on its host,
+// from 0 in plan order: what srun --distribution=arbitrary, given the plan's
+// SLURM_HOSTFILE, makes the task's SLURM_LOCALID.
+int LocalTaskIndex(const LaunchPlan& plan, int index);
+
+// A Slurm task's SLURM_LOCALID against the plan. The coordinator and the
+// servers precede the workers in task order, so a worker's local id less the
+// coordinator and servers on its node is its GPU; this holds exactly when
+// `localid` is LocalTaskIndex(plan, procid), and otherwise the error names
+// both (the tasks were not started as the plan lays them out).
+Status CheckSlurmLocalId(const LaunchPlan& plan, int procid, int localid);
 
 // --- Command lines -------------------------------------------------------
 
@@ -111,13 +147,15 @@ struct RoutedFlags {
 
 // Errors: a word that is not --name[=value]; a flag the launcher sets per
 // process (--role, --coordinator, --rank, --bind_host, --num_servers,
-// --num_workers); a flag neither binary defines. --noX without a value is
-// boolean flag X's negation where X is defined and noX is not.
-StatusOr<RoutedFlags> RouteFlags(const std::vector<std::string>& flags, const BinaryFlags& known);
+// --num_workers, and --gpu when `launcher_sets_gpu`: a job with GPUs); a
+// flag neither binary defines. --noX without a value is boolean flag X's
+// negation where X is defined and noX is not.
+StatusOr<RoutedFlags> RouteFlags(const std::vector<std::string>& flags, const BinaryFlags& known,
+                                 bool launcher_sets_gpu = false);
 
 // The command line of process `p`: nereus_server or nereus_worker in
-// `bin_dir` with its role, rank, coordinator and listening address, then its
-// routed flags. With a `worker_command` (a shell command line: a Python
+// `bin_dir` with its role, rank, coordinator and listening address (and a
+// worker's --gpu where it has one), then its routed flags. With a `worker_command` (a shell command line: a Python
 // worker, say) a worker runs that instead, through /usr/bin/env and bash -c,
 // with its place in the environment:
 //   NEREUS_COORDINATOR  the coordinator's host:port
@@ -126,6 +164,7 @@ StatusOr<RoutedFlags> RouteFlags(const std::vector<std::string>& flags, const Bi
 //   NEREUS_BIND_HOST    the address it listens on (its host's)
 //   NEREUS_LOCAL_RANK, NEREUS_LOCAL_SIZE    its index among the workers of its
 //                       host and their number (to pick a GPU)
+//   NEREUS_GPU          its GPU, where the launcher assigns one
 //   NEREUS_WORKER_FLAGS the flags routed to nereus_worker, as one shell line
 //                       (nereus.torch.init reads the client's among them)
 std::vector<std::string> ProcessArgs(const LaunchPlan& plan, const PlannedProcess& p, const std::string& bin_dir,

@@ -1,9 +1,11 @@
 // Role assignment (common/launch/launch_plan.h), worked by hand: hostfiles with and
-// without slots, Slurm node lists, and the errors bad input gets.
+// without slots, Slurm node lists, each worker's GPU, and the errors bad input
+// gets.
 #include "common/launch/launch_plan.h"
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -112,6 +114,133 @@ TEST(PlanLaunch, BadOptionsAreNamed) {
             "host \"a\" has slots=0; slots must be >= 1");
 }
 
+// "role rank host gpu" of every process, in plan order (gpu -1: none).
+std::vector<std::string> GpuLayout(const LaunchPlan& plan) {
+  std::vector<std::string> out;
+  for (const auto& p : plan.processes) {
+    out.push_back(std::string(LaunchRoleName(p.role)) + " " + std::to_string(p.rank) + " " + plan.hosts[p.host].name +
+                  " " + std::to_string(p.gpu));
+  }
+  return out;
+}
+
+LaunchOptions WithGpus(int servers, int workers, int gpus_per_host, std::optional<std::string> visible = std::nullopt) {
+  LaunchOptions o{servers, workers, 7000, gpus_per_host};
+  o.cuda_visible_devices = std::move(visible);
+  return o;
+}
+
+// Uneven slots, A 2, B 1, C 3: the cycle A B C A C C, then A again. With 3
+// GPUs a host, each host's workers take its GPUs 0, 1, 2 in rank order; the
+// coordinator and the servers get none.
+TEST(PlanGpus, KthWorkerOnAHostGetsItsGpuK) {
+  std::vector<HostSpec> hosts = {{"A", 2, "10.0.0.1"}, {"B", 1, "10.0.0.2"}, {"C", 3, "10.0.0.3"}};
+  auto plan = PlanLaunch(hosts, WithGpus(2, 7, 3));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(GpuLayout(*plan),
+            (Names{"coordinator 0 A -1", "server 0 A -1", "server 1 B -1", "worker 0 A 0", "worker 1 B 0",
+                   "worker 2 C 0", "worker 3 A 1", "worker 4 C 1", "worker 5 C 2", "worker 6 A 2"}));
+}
+
+// Poseidon's layout wrapped: 2 hosts of 1 slot, 4 workers, 2 GPUs a host.
+// Everything on one host: 4 workers on GPUs 0-3.
+TEST(PlanGpus, WrappedRoundsAndOneHost) {
+  auto two = PlanLaunch({{"h0", 1, "1.1.1.1"}, {"h1", 1, "1.1.1.2"}}, WithGpus(1, 4, 2));
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(GpuLayout(*two), (Names{"coordinator 0 h0 -1", "server 0 h0 -1", "worker 0 h0 0", "worker 1 h1 0",
+                                    "worker 2 h0 1", "worker 3 h1 1"}));
+  auto one = PlanLaunch({{"gpu01", 4, "1.1.1.1"}}, WithGpus(4, 4, 8));
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(GpuLayout(*one), (Names{"coordinator 0 gpu01 -1", "server 0 gpu01 -1", "server 1 gpu01 -1",
+                                    "server 2 gpu01 -1", "server 3 gpu01 -1", "worker 0 gpu01 0", "worker 1 gpu01 1",
+                                    "worker 2 gpu01 2", "worker 3 gpu01 3"}));
+}
+
+// No GPUs (0, the default): no worker gets one, whatever CUDA_VISIBLE_DEVICES
+// says, and the plan is the one without the option.
+TEST(PlanGpus, WithoutGpusNothingChanges) {
+  std::vector<HostSpec> hosts = {{"A", 2, "10.0.0.1"}, {"B", 1, "10.0.0.2"}};
+  auto plain = PlanLaunch(hosts, {1, 5, 7000});
+  auto zero = PlanLaunch(hosts, WithGpus(1, 5, 0, "not a list"));
+  ASSERT_TRUE(plain.ok() && zero.ok());
+  EXPECT_EQ(GpuLayout(*zero), (Names{"coordinator 0 A -1", "server 0 A -1", "worker 0 A -1", "worker 1 B -1",
+                                     "worker 2 A -1", "worker 3 A -1", "worker 4 B -1"}));
+  EXPECT_EQ(GpuLayout(*plain), GpuLayout(*zero));
+}
+
+TEST(PlanGpus, MoreWorkersThanGpusNamesTheHostAndBothCounts) {
+  std::vector<HostSpec> hosts = {{"A", 2, "10.0.0.1"}, {"B", 1, "10.0.0.2"}, {"C", 3, "10.0.0.3"}};
+  // A and C take 3 workers each; A, listed first, is named.
+  EXPECT_EQ(PlanLaunch(hosts, WithGpus(1, 7, 2)).status().message(),
+            "host \"A\" would run 3 workers but has 2 GPUs (--gpus_per_host=2): each worker trains on a GPU of its "
+            "own");
+  // 6 workers: A 2, B 1, C 3.
+  EXPECT_EQ(PlanLaunch(hosts, WithGpus(1, 6, 2)).status().message(),
+            "host \"C\" would run 3 workers but has 2 GPUs (--gpus_per_host=2): each worker trains on a GPU of its "
+            "own");
+  EXPECT_EQ(PlanLaunch({{"solo", 1, "1.1.1.1"}}, WithGpus(1, 2, 1)).status().message(),
+            "host \"solo\" would run 2 workers but has 1 GPU (--gpus_per_host=1): each worker trains on a GPU of its "
+            "own");
+  EXPECT_EQ(PlanLaunch(hosts, WithGpus(1, 1, -1)).status().message(), "--gpus_per_host must be >= 0, got -1");
+}
+
+// CUDA_VISIBLE_DEVICES is the host's list: --gpu=k is its k-th device (CUDA
+// numbers what it lists from 0), and a host has as many GPUs as it lists, at
+// most gpus_per_host.
+TEST(PlanGpus, CudaVisibleDevicesListsTheGpus) {
+  std::vector<HostSpec> hosts = {{"A", 2, "10.0.0.1"}, {"B", 2, "10.0.0.2"}};
+  auto listed = PlanLaunch(hosts, WithGpus(1, 4, 4, "6,2"));
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(GpuLayout(*listed), (Names{"coordinator 0 A -1", "server 0 A -1", "worker 0 A 0", "worker 1 B 0",
+                                       "worker 2 A 1", "worker 3 B 1"}));
+  EXPECT_EQ(PlanLaunch(hosts, WithGpus(1, 6, 4, "6,2")).status().message(),
+            "host \"A\" would run 3 workers but has 2 GPUs (--gpus_per_host=4, CUDA_VISIBLE_DEVICES=\"6,2\" lists 2): "
+            "each worker trains on a GPU of its own");
+  // A longer list than gpus_per_host: gpus_per_host bounds it.
+  EXPECT_EQ(PlanLaunch(hosts, WithGpus(1, 6, 2, "0,1,2,3")).status().message(),
+            "host \"A\" would run 3 workers but has 2 GPUs (--gpus_per_host=2, CUDA_VISIBLE_DEVICES=\"0,1,2,3\" lists "
+            "4): each worker trains on a GPU of its own");
+  EXPECT_EQ(PlanLaunch(hosts, WithGpus(1, 1, 2, "")).status().message(),
+            "host \"A\" would run 1 worker but has 0 GPUs (--gpus_per_host=2, CUDA_VISIBLE_DEVICES=\"\" lists 0): "
+            "each worker trains on a GPU of its own");
+  EXPECT_EQ(PlanLaunch(hosts, WithGpus(1, 2, 2, "0,,1")).status().message(),
+            "CUDA_VISIBLE_DEVICES=\"0,,1\": entry \"\" is not a device index or a GPU-/MIG- UUID");
+}
+
+TEST(CountVisibleDevices, IndicesAndUuids) {
+  EXPECT_EQ(*CountVisibleDevices(""), 0);
+  EXPECT_EQ(*CountVisibleDevices("3"), 1);
+  EXPECT_EQ(*CountVisibleDevices("0,1,2,3,4,5,6,7"), 8);
+  EXPECT_EQ(*CountVisibleDevices("GPU-8f1c2a3b-0000-1111-2222-333344445555,MIG-abc"), 2);
+  EXPECT_EQ(CountVisibleDevices("-1").status().message(),
+            "CUDA_VISIBLE_DEVICES=\"-1\": entry \"-1\" is not a device index or a GPU-/MIG- UUID");
+  EXPECT_EQ(CountVisibleDevices("0,1,").status().message(),
+            "CUDA_VISIBLE_DEVICES=\"0,1,\": entry \"\" is not a device index or a GPU-/MIG- UUID");
+  EXPECT_EQ(CountVisibleDevices("0, 1").status().message(),
+            "CUDA_VISIBLE_DEVICES=\"0, 1\": entry \" 1\" is not a device index or a GPU-/MIG- UUID");
+  EXPECT_EQ(CountVisibleDevices("GPU-").status().message(),
+            "CUDA_VISIBLE_DEVICES=\"GPU-\": entry \"GPU-\" is not a device index or a GPU-/MIG- UUID");
+}
+
+// Under Slurm (gpu[01-02], 2 servers, 4 workers, 2 GPUs a node) the tasks
+// on a node take local ids in task order; a worker's local id less the
+// coordinator and servers on its node is its GPU.
+TEST(SlurmLayout, LocalIdsAndGpus) {
+  std::vector<HostSpec> hosts = {{"gpu01", 1, "10.1.0.1"}, {"gpu02", 1, "10.1.0.2"}};
+  auto plan = PlanLaunch(hosts, WithGpus(2, 4, 2));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(GpuLayout(*plan), (Names{"coordinator 0 gpu01 -1", "server 0 gpu01 -1", "server 1 gpu02 -1",
+                                     "worker 0 gpu01 0", "worker 1 gpu02 0", "worker 2 gpu01 1", "worker 3 gpu02 1"}));
+  std::vector<int> local;
+  for (int i = 0; i < 7; ++i) local.push_back(LocalTaskIndex(*plan, i));
+  EXPECT_EQ(local, (std::vector<int>{0, 1, 0, 2, 1, 3, 2}));
+  for (int i = 0; i < 7; ++i) EXPECT_TRUE(CheckSlurmLocalId(*plan, i, local[i]).ok()) << i;
+  EXPECT_EQ(CheckSlurmLocalId(*plan, 5, 2).message(),
+            "SLURM_LOCALID is 2 but the plan makes task 5 (worker 2) local task 3 of gpu01; start the tasks with srun "
+            "--distribution=arbitrary and SLURM_HOSTFILE from nereus_launch_plan --format=slurm_hostfile "
+            "(nereus.sbatch does)");
+}
+
 TEST(ExpandSlurmHostlist, RangesPaddingAndProducts) {
   EXPECT_EQ(*ExpandSlurmHostlist("vm"), (Names{"vm"}));
   EXPECT_EQ(*ExpandSlurmHostlist("gpu[01-03,7],login"), (Names{"gpu01", "gpu02", "gpu03", "gpu7", "login"}));
@@ -208,6 +337,24 @@ TEST(RouteFlags, EachFlagGoesToTheBinariesThatDefineIt) {
   EXPECT_EQ(error({"--"}), "unexpected argument \"--\"; binary flags are passed as --name=value");
 }
 
+// --gpu is a worker flag, passed as given in a job without GPUs and set by
+// the launcher in one with them.
+TEST(RouteFlags, GpuIsTheLaunchersWithGpusPerHost) {
+  BinaryFlags known;
+  known.server = {"consistency"};
+  known.worker = {"gpu", "iterations"};
+  auto plain = RouteFlags({"--gpu=1", "--iterations=5"}, known);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->worker, (Names{"--gpu=1", "--iterations=5"}));
+  EXPECT_TRUE(plain->server.empty());
+  EXPECT_EQ(RouteFlags({"--iterations=5", "--gpu=1"}, known, true).status().message(),
+            "--gpu is set by the launcher for each worker with --gpus_per_host (the k-th worker on a host trains on "
+            "its GPU k)");
+  auto with_gpus = RouteFlags({"--iterations=5"}, known, true);
+  ASSERT_TRUE(with_gpus.ok());
+  EXPECT_EQ(with_gpus->worker, (Names{"--iterations=5"}));
+}
+
 TEST(ProcessCommands, ArgsLabelsLogsAndEachRemoteMode) {
   std::vector<HostSpec> hosts = {{"hostA", 1, "10.0.0.1"}, {"hostB", 2, "10.0.0.2"}};
   auto plan = PlanLaunch(hosts, {1, 2, 7100});
@@ -277,6 +424,34 @@ TEST(ProcessCommands, AWorkerCommandRunsWithItsPlaceInTheEnvironment) {
   EXPECT_EQ(ProcessArgs(*plan, plan->processes[0], "/b", flags, "python3 train.py"),
             (Names{"/b/nereus_server", "--role=coordinator", "--coordinator=10.0.0.1:7100", "--num_servers=3",
                    "--num_workers=3", "--consistency=ssp"}));
+}
+
+// With GPUs a worker's command has its --gpu after its address; the
+// coordinator's and the servers' have none.
+TEST(ProcessCommands, WorkersGetTheirGpu) {
+  std::vector<HostSpec> hosts = {{"hostA", 1, "10.0.0.1"}, {"hostB", 2, "10.0.0.2"}};
+  auto plan = PlanLaunch(hosts, WithGpus(1, 3, 2));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  RoutedFlags flags;
+  flags.server = {"--consistency=ssp"};
+  flags.worker = {"--iterations=5"};
+  EXPECT_EQ(ProcessArgs(*plan, plan->processes[1], "/b", flags),
+            (Names{"/b/nereus_server", "--role=server", "--coordinator=10.0.0.1:7000", "--rank=0",
+                   "--bind_host=10.0.0.1", "--consistency=ssp"}));
+  EXPECT_EQ(ProcessArgs(*plan, plan->processes[2], "/b", flags),
+            (Names{"/b/nereus_worker", "--coordinator=10.0.0.1:7000", "--rank=0", "--bind_host=10.0.0.1", "--gpu=0",
+                   "--iterations=5"}));
+  EXPECT_EQ(ProcessArgs(*plan, plan->processes[3], "/b", flags),
+            (Names{"/b/nereus_worker", "--coordinator=10.0.0.1:7000", "--rank=1", "--bind_host=10.0.0.2", "--gpu=0",
+                   "--iterations=5"}));
+  EXPECT_EQ(ProcessArgs(*plan, plan->processes[4], "/b", flags),
+            (Names{"/b/nereus_worker", "--coordinator=10.0.0.1:7000", "--rank=2", "--bind_host=10.0.0.2", "--gpu=1",
+                   "--iterations=5"}));
+  // A worker command (a Python worker) gets its GPU in the environment.
+  EXPECT_EQ(ProcessArgs(*plan, plan->processes[4], "/b", flags, "python3 train.py"),
+            (Names{"/usr/bin/env", "NEREUS_COORDINATOR=10.0.0.1:7000", "NEREUS_RANK=2", "NEREUS_NUM_WORKERS=3",
+                   "NEREUS_NUM_SERVERS=3", "NEREUS_BIND_HOST=10.0.0.2", "NEREUS_LOCAL_RANK=1", "NEREUS_LOCAL_SIZE=2",
+                   "NEREUS_GPU=1", "NEREUS_WORKER_FLAGS=--iterations=5", "bash", "-c", "python3 train.py"}));
 }
 
 }  // namespace
