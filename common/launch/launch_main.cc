@@ -22,6 +22,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -66,12 +67,20 @@ Options:
                        and NEREUS_WORKER_FLAGS (the flags of nereus_worker
                        given here) in its environment: nereus.torch.init()
                        reads them (docs/TORCH.md)
+  --gpus_per_host=N    one GPU per worker: every host has N GPUs and the
+                       k-th worker placed on a host gets --gpu=k (its GPU k);
+                       more workers on a host than GPUs is an error. A job's
+                       CUDA_VISIBLE_DEVICES (--env=CUDA_VISIBLE_DEVICES=LIST,
+                       or with --ssh=none|netns this launcher's own) is passed
+                       on unchanged: --gpu=k is then the k-th listed device,
+                       and a host has as many GPUs as the list names, at most
+                       N. 0 (default): no --gpu from the launcher
   --dry_run            print the command of each process, start nothing
 Every other --flag[=value] goes to the binaries that define it: flags of
 nereus_server to the coordinator and servers, flags of nereus_worker to the
 workers, shared flags (--startup_timeout_s, --streams, ...) to all. A flag
 neither defines is an error. --role, --coordinator, --rank, --bind_host are
-set here, per process.
+set here, per process, and with --gpus_per_host a worker's --gpu.
 Exit status: 0 when every process exits 0; 1 when one fails (its name and
 status are printed); 2 on bad arguments; 130 on Ctrl-C / SIGTERM / SIGHUP.
 Stopping: local processes get SIGTERM (their process groups); over ssh the
@@ -79,8 +88,12 @@ ssh clients' stdin is closed and each remote shell stops its process. What
 has not exited 10 s later, or at a second Ctrl-C, gets SIGKILL.
 
 Slurm (scripts/slurm/nereus_task.sh):
-  nereus_launch --slurm_task --num_servers=S --num_workers=W --port=P [--bin_dir=DIR] [--worker_command=CMD] [flags...]
+  nereus_launch --slurm_task --num_servers=S --num_workers=W --port=P
+                [--gpus_per_host=N] [--bin_dir=DIR] [--worker_command=CMD] [flags...]
 becomes the process of task $SLURM_PROCID of the plan for $SLURM_JOB_NODELIST.
+With --gpus_per_host, a worker's GPU is its SLURM_LOCALID less the coordinator
+and servers on its node (checked against the plan), and the task's
+CUDA_VISIBLE_DEVICES, where set, is the host's list of GPUs.
 )";
 
 constexpr int kBadArguments = 2;
@@ -189,11 +202,13 @@ int RunSlurmTask(const std::vector<std::string>& args) {
     if (value == nullptr || *value == '\0')
       return BadArguments(std::string(v) + " is not set; run this under srun (see scripts/slurm/nereus.sbatch)");
   }
-  std::string servers, workers, port, bin_dir = SelfDir(), worker_command;
+  std::string servers, workers, port, gpus = "0", bin_dir = SelfDir(), worker_command;
   std::vector<std::string> pass;
   for (const std::string& a : args) {
     if (StartsWith(a, "--worker_command=")) {
       worker_command = ValueOf(a);
+    } else if (StartsWith(a, "--gpus_per_host=")) {
+      gpus = ValueOf(a);
     } else if (StartsWith(a, "--num_servers=")) {
       servers = ValueOf(a);
     } else if (StartsWith(a, "--num_workers=")) {
@@ -214,6 +229,7 @@ int RunSlurmTask(const std::vector<std::string>& args) {
   if (!ParseCount("--num_servers", servers, &options.num_servers, &error) ||
       !ParseCount("--num_workers", workers, &options.num_workers, &error) ||
       !ParseCount("--port", port, &options.coordinator_port, &error) ||
+      !ParseCount("--gpus_per_host", gpus, &options.gpus_per_host, &error) ||
       !ParseCount("SLURM_PROCID", std::getenv("SLURM_PROCID"), &procid, &error) ||
       !ParseCount("SLURM_NTASKS", std::getenv("SLURM_NTASKS"), &ntasks, &error))
     return BadArguments(error);
@@ -222,6 +238,8 @@ int RunSlurmTask(const std::vector<std::string>& args) {
   std::vector<HostSpec> hosts;
   for (const auto& n : *names) hosts.push_back({n, 1, ""});
   if (Status st = ResolveHostAddresses(&hosts); !st.ok()) return BadArguments(st.message());
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr)
+    options.cuda_visible_devices = visible;
   auto plan = PlanLaunch(hosts, options);
   if (procid == 0) WarnIfEphemeral(options.coordinator_port);
   if (!plan.ok()) return BadArguments(plan.status().message());
@@ -235,13 +253,19 @@ int RunSlurmTask(const std::vector<std::string>& args) {
                         "; start the tasks with srun --distribution=arbitrary and SLURM_HOSTFILE from "
                         "nereus_launch_plan --format=slurm_hostfile (nereus.sbatch does)");
   }
+  const char* localid_env = std::getenv("SLURM_LOCALID");
+  if (options.gpus_per_host > 0 && localid_env != nullptr && *localid_env != '\0') {
+    int localid = 0;
+    if (!ParseCount("SLURM_LOCALID", localid_env, &localid, &error)) return BadArguments(error);
+    if (Status st = CheckSlurmLocalId(*plan, procid, localid); !st.ok()) return BadArguments(st.message());
+  }
   auto known = ListBinaryFlags(bin_dir);
   if (!known.ok()) return BadArguments(known.status().message());
-  auto routed = RouteFlags(pass, *known);
+  auto routed = RouteFlags(pass, *known, options.gpus_per_host > 0);
   if (!routed.ok()) return BadArguments(routed.status().message());
   const std::vector<std::string> argv = ProcessArgs(*plan, p, bin_dir, *routed, worker_command);
   Say(std::string(LaunchRoleName(p.role)) + " " + std::to_string(p.rank) + " on " + host + " (" + plan->AddressOf(p) +
-      "), coordinator " + plan->coordinator);
+      ")" + (p.gpu >= 0 ? ", GPU " + std::to_string(p.gpu) : "") + ", coordinator " + plan->coordinator);
   std::vector<char*> cargv;
   for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
@@ -283,11 +307,26 @@ void Forward(Stream& s, const std::string& data) {
 
 struct JobArgs {
   std::string hostfile, log_dir, bin_dir, workdir, worker_command;
-  int servers = 1, workers = 1, port = 7000;
+  int servers = 1, workers = 1, port = 7000, gpus_per_host = 0;
   RemoteOptions remote;
   bool dry_run = false;
   std::vector<std::string> pass;
 };
+
+// The CUDA_VISIBLE_DEVICES every process of the job starts with: the last
+// --env=CUDA_VISIBLE_DEVICES=...; else, where the processes inherit this
+// launcher's environment (--ssh=none, netns), its own; else (over ssh, which
+// does not pass it) nullopt, unknown here.
+std::optional<std::string> JobCudaVisibleDevices(const RemoteOptions& remote) {
+  static constexpr char kName[] = "CUDA_VISIBLE_DEVICES=";
+  std::optional<std::string> visible;
+  for (const std::string& e : remote.env) {
+    if (StartsWith(e, kName)) visible = e.substr(sizeof(kName) - 1);
+  }
+  if (visible || remote.mode == RemoteMode::kSsh) return visible;
+  if (const char* own = std::getenv("CUDA_VISIBLE_DEVICES"); own != nullptr) visible = own;
+  return visible;
+}
 
 int RunJob(const std::vector<std::string>& args, SignalPipe* signals) {
   JobArgs job;
@@ -304,6 +343,8 @@ int RunJob(const std::vector<std::string>& args, SignalPipe* signals) {
       ok = ParseCount("--num_workers", ValueOf(a), &job.workers, &error);
     } else if (StartsWith(a, "--port=")) {
       ok = ParseCount("--port", ValueOf(a), &job.port, &error);
+    } else if (StartsWith(a, "--gpus_per_host=")) {
+      ok = ParseCount("--gpus_per_host", ValueOf(a), &job.gpus_per_host, &error);
     } else if (StartsWith(a, "--ssh=")) {
       mode = ValueOf(a);
     } else if (StartsWith(a, "--ssh_opts=")) {
@@ -350,7 +391,7 @@ int RunJob(const std::vector<std::string>& args, SignalPipe* signals) {
   }
   auto known = ListBinaryFlags(job.bin_dir);
   if (!known.ok()) return BadArguments(known.status().message());
-  auto routed = RouteFlags(job.pass, *known);
+  auto routed = RouteFlags(job.pass, *known, job.gpus_per_host > 0);
   if (!routed.ok()) return BadArguments(routed.status().message());
 
   std::ifstream in(job.hostfile);
@@ -360,7 +401,9 @@ int RunJob(const std::vector<std::string>& args, SignalPipe* signals) {
   auto hosts = ParseHostfile(text.str());
   if (!hosts.ok()) return BadArguments(job.hostfile + ": " + hosts.status().message());
   if (Status st = ResolveHostAddresses(&*hosts); !st.ok()) return BadArguments(st.message());
-  auto plan = PlanLaunch(*hosts, {job.servers, job.workers, job.port});
+  LaunchOptions options{job.servers, job.workers, job.port, job.gpus_per_host};
+  options.cuda_visible_devices = JobCudaVisibleDevices(job.remote);
+  auto plan = PlanLaunch(*hosts, options);
   if (!plan.ok()) return BadArguments(plan.status().message());
   WarnIfEphemeral(job.port);
 

@@ -4,6 +4,7 @@
 // problem on bad input.
 #include <gflags/gflags.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -17,12 +18,19 @@ DEFINE_string(slurm_nodelist, "",
 DEFINE_int32(num_servers, 1, "Number of server processes in the job.");
 DEFINE_int32(num_workers, 1, "Number of worker processes in the job.");
 DEFINE_int32(port, 7000, "Port of the coordinator, on the first host.");
+DEFINE_int32(gpus_per_host, 0,
+             "One GPU per worker: every host has this many GPUs and the k-th worker placed on a host trains on its "
+             "GPU k (--gpu=k); more workers on a host than GPUs is an error naming the host and both counts. "
+             "CUDA_VISIBLE_DEVICES, where set in this environment, is the hosts' list of GPUs (--gpu=k is its k-th "
+             "device; a host has as many as it lists, at most this many). 0: a job without GPUs (no --gpu, and the "
+             "output as without this flag).");
 DEFINE_string(format, "table",
-              "table: one line a process, \"ROLE RANK HOST ADDRESS COORDINATOR\", the coordinator first, then "
+              "table: one line a process, \"ROLE RANK HOST ADDRESS COORDINATOR\" (with --gpus_per_host, then GPU: "
+              "a worker's --gpu, - for the others), the coordinator first, then "
               "servers and workers by rank (the line's index is the Slurm task id); slurm_hostfile: the host of each "
               "process, one a line, for SLURM_HOSTFILE with srun --distribution=arbitrary; shell: NEREUS_ROLE, "
-              "NEREUS_RANK, NEREUS_HOST, NEREUS_BIND_HOST and NEREUS_COORDINATOR of process --procid, as shell "
-              "assignments.");
+              "NEREUS_RANK, NEREUS_HOST, NEREUS_BIND_HOST and NEREUS_COORDINATOR of process --procid (and a "
+              "worker's NEREUS_GPU with --gpus_per_host), as shell assignments.");
 DEFINE_int32(procid, -1, "With --format=shell: the process (Slurm task id, SLURM_PROCID) to print.");
 DEFINE_int32(ntasks, -1,
              "With --format=shell: the number of tasks the launcher started (SLURM_NTASKS); it must equal the "
@@ -55,13 +63,18 @@ int Run() {
   }
   Status st = ResolveHostAddresses(&hosts);
   if (!st.ok()) return Fail(st.message());
-  auto plan = PlanLaunch(hosts, {FLAGS_num_servers, FLAGS_num_workers, FLAGS_port});
+  LaunchOptions options{FLAGS_num_servers, FLAGS_num_workers, FLAGS_port, FLAGS_gpus_per_host};
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr)
+    options.cuda_visible_devices = visible;
+  auto plan = PlanLaunch(hosts, options);
   if (!plan.ok()) return Fail(plan.status().message());
 
   if (FLAGS_format == "table") {
     for (const auto& p : plan->processes) {
       std::cout << LaunchRoleName(p.role) << " " << p.rank << " " << plan->hosts[p.host].name << " "
-                << plan->AddressOf(p) << " " << plan->coordinator << "\n";
+                << plan->AddressOf(p) << " " << plan->coordinator;
+      if (FLAGS_gpus_per_host > 0) std::cout << " " << (p.gpu >= 0 ? std::to_string(p.gpu) : "-");
+      std::cout << "\n";
     }
   } else if (FLAGS_format == "slurm_hostfile") {
     for (const auto& p : plan->processes) std::cout << plan->hosts[p.host].name << "\n";
@@ -72,6 +85,7 @@ int Run() {
     std::cout << "NEREUS_ROLE=" << LaunchRoleName(p.role) << "\nNEREUS_RANK=" << p.rank
               << "\nNEREUS_HOST=" << plan->hosts[p.host].name << "\nNEREUS_BIND_HOST=" << plan->AddressOf(p)
               << "\nNEREUS_COORDINATOR=" << plan->coordinator << "\n";
+    if (p.gpu >= 0) std::cout << "NEREUS_GPU=" << p.gpu << "\n";
   } else {
     return Fail("--format must be table, slurm_hostfile or shell, got \"" + FLAGS_format + "\"");
   }

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# scripts/launch.sh: the commands it would run (--dry_run, exact), bad
-# arguments, the Slurm task view of the plan, and real jobs on a 2-host
-# emulated cluster: two network namespaces joined by a veth pair or, where
-# namespaces cannot talk here, the addresses 127.0.0.2 and 127.0.0.3. A job
-# runs to the end, a failing process stops the others, Ctrl-C stops all.
+# scripts/launch.sh: the commands it would run (--dry_run, exact; each
+# worker's --gpu with --gpus_per_host), bad arguments, the Slurm task view of
+# the plan, and real jobs on a 2-host emulated cluster: two network
+# namespaces joined by a veth pair or, where namespaces cannot talk here, the
+# addresses 127.0.0.2 and 127.0.0.3. A job runs to the end, a failing process
+# stops the others, Ctrl-C stops all.
 # Exit 77 (skipped) only where neither emulation works.
 set -euo pipefail
 SRC=${NEREUS_SOURCE_DIR:?}
@@ -19,6 +20,8 @@ cleanup() {
 trap cleanup EXIT
 # shellcheck source=tests/scripts/launch_test_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/launch_test_lib.sh"
+# The GPU cases set it themselves; none inherited from the caller.
+unset CUDA_VISIBLE_DEVICES
 # expect_eq WHAT EXPECTED ACTUAL
 expect_eq() {
   if [ "$2" != "$3" ]; then
@@ -55,6 +58,48 @@ expect_eq "dry run, --ssh=ssh, worker 1" \
 "[worker 1@hostB] ssh -o BatchMode=yes -p 2222 hostB 'cd /w || exit 1; exec 3<&0; $B/nereus_worker --coordinator=10.0.0.1:7000 --rank=1 --bind_host=10.0.0.2 </dev/null & p=\$!; ( read -r _ <&3; kill \$p ) >/dev/null 2>&1 & w=\$!; exec 3<&-; wait \$p; s=\$?; kill \$w 2>/dev/null; exit \$s'" \
 "$(grep '^\[worker 1@' <<< "$out")"
 
+# ---- 1b. One GPU per worker (--gpus_per_host): the k-th worker on a host gets
+# --gpu=k (hostB's workers 1 and 2 its GPUs 0 and 1); nothing else changes.
+# --gpus_per_host=0 is the job without GPUs, byte for byte.
+plain=$("$LAUNCH" --hostfile="$T/hosts" --num_servers=2 --num_workers=3 --port=7100 --ssh=none --workdir=/w \
+  --dry_run --iterations=5 --bin_dir="$BIN" 2>&1) || fail "dry run exited with $?: $plain"
+out=$("$LAUNCH" --hostfile="$T/hosts" --num_servers=2 --num_workers=3 --port=7100 --ssh=none --workdir=/w \
+  --dry_run --iterations=5 --bin_dir="$BIN" --gpus_per_host=0 2>&1) || fail "dry run exited with $?: $out"
+expect_eq "--gpus_per_host=0 changes nothing" "$plain" "$out"
+out=$("$LAUNCH" --hostfile="$T/hosts" --num_servers=2 --num_workers=3 --port=7100 --ssh=none --workdir=/w \
+  --dry_run --iterations=5 --bin_dir="$BIN" --gpus_per_host=2 2>&1) || fail "GPU dry run exited with $?: $out"
+expect_eq "dry run, --gpus_per_host=2" \
+"[coordinator@hostA] bash -c 'cd /w && exec $B/nereus_server --role=coordinator --coordinator=10.0.0.1:7100 --num_servers=2 --num_workers=3'
+[server 0@hostA] bash -c 'cd /w && exec $B/nereus_server --role=server --coordinator=10.0.0.1:7100 --rank=0 --bind_host=10.0.0.1'
+[server 1@hostB] bash -c 'cd /w && exec $B/nereus_server --role=server --coordinator=10.0.0.1:7100 --rank=1 --bind_host=10.0.0.2'
+[worker 0@hostA] bash -c 'cd /w && exec $B/nereus_worker --coordinator=10.0.0.1:7100 --rank=0 --bind_host=10.0.0.1 --gpu=0 --iterations=5'
+[worker 1@hostB] bash -c 'cd /w && exec $B/nereus_worker --coordinator=10.0.0.1:7100 --rank=1 --bind_host=10.0.0.2 --gpu=0 --iterations=5'
+[worker 2@hostB] bash -c 'cd /w && exec $B/nereus_worker --coordinator=10.0.0.1:7100 --rank=2 --bind_host=10.0.0.2 --gpu=1 --iterations=5'" \
+"$out"
+expect_eq "without GPUs only the workers' --gpu differ" "$plain" "${out// --gpu=[01]/}"
+# Five workers wrap around the cycle A B B: A takes workers 0 and 3, B 1 2 4.
+workers_gpus() { sed -n 's/^\[\(worker [0-9]*@[A-Za-z]*\)\] .* \(--gpu=[0-9]*\).*$/\1 \2/p' <<< "$1"; }
+out=$("$LAUNCH" --hostfile="$T/hosts" --num_servers=1 --num_workers=5 --ssh=ssh --dry_run --bin_dir="$BIN" \
+  --gpus_per_host=4 2>&1) || fail "ssh GPU dry run exited with $?: $out"
+expect_eq "5 workers over A B B, ssh" "worker 0@hostA --gpu=0
+worker 1@hostB --gpu=0
+worker 2@hostB --gpu=1
+worker 3@hostA --gpu=1
+worker 4@hostB --gpu=2" "$(workers_gpus "$out")"
+# CUDA_VISIBLE_DEVICES is passed on unchanged; --gpu=k is its k-th device,
+# and it bounds the GPUs a host has. Over ssh the launcher's own does not
+# reach the hosts and is not read; with --ssh=none it is the processes'.
+out=$("$LAUNCH" --hostfile="$T/hosts" --num_servers=1 --num_workers=3 --ssh=none --workdir=/w --dry_run \
+  --bin_dir="$BIN" --gpus_per_host=4 --env=CUDA_VISIBLE_DEVICES=5,3 2>&1) || fail "listed GPUs: exit $?: $out"
+expect_eq "--env=CUDA_VISIBLE_DEVICES=5,3, worker 2" \
+"[worker 2@hostB] bash -c 'cd /w && exec env CUDA_VISIBLE_DEVICES=5,3 $B/nereus_worker --coordinator=10.0.0.1:7000 --rank=2 --bind_host=10.0.0.2 --gpu=1'" \
+"$(grep '^\[worker 2@' <<< "$out")"
+out=$(CUDA_VISIBLE_DEVICES=7 "$LAUNCH" --hostfile="$T/hosts" --num_servers=1 --num_workers=3 --ssh=ssh --dry_run \
+  --bin_dir="$BIN" --gpus_per_host=2 2>&1) || fail "ssh ignores the launcher's CUDA_VISIBLE_DEVICES: exit $?: $out"
+expect_eq "over ssh the launcher's CUDA_VISIBLE_DEVICES is not read" "worker 0@hostA --gpu=0
+worker 1@hostB --gpu=0
+worker 2@hostB --gpu=1" "$(workers_gpus "$out")"
+
 # ---- 2. Bad arguments: exit 2 and a message naming the problem.
 expect_error() {  # WHAT EXPECTED_MESSAGE ARGS...
   local what=$1 want=$2 got rc=0
@@ -75,6 +120,26 @@ expect_error "duplicate host" \
   "launch.sh: $T/dup: hostfile line 2: host \"hostA\" is already listed on line 1; give it slots=N instead" \
   --hostfile="$T/dup"
 expect_error "bad mode" "launch.sh: --ssh must be ssh, none or netns, got \"rsh\"" --hostfile="$T/hosts" --ssh=rsh
+expect_error "more workers on a host than GPUs" \
+  "launch.sh: host \"hostB\" would run 3 workers but has 2 GPUs (--gpus_per_host=2): each worker trains on a GPU of its own" \
+  --hostfile="$T/hosts" --num_workers=5 --gpus_per_host=2 --ssh=none
+expect_error "more workers than listed GPUs (--env)" \
+  "launch.sh: host \"hostB\" would run 2 workers but has 1 GPU (--gpus_per_host=4, CUDA_VISIBLE_DEVICES=\"6\" lists 1): each worker trains on a GPU of its own" \
+  --hostfile="$T/hosts" --num_workers=3 --gpus_per_host=4 --env=CUDA_VISIBLE_DEVICES=6 --ssh=ssh
+rc=0
+got=$(CUDA_VISIBLE_DEVICES=2 "$LAUNCH" --bin_dir="$BIN" --dry_run --hostfile="$T/hosts" --num_workers=3 \
+  --gpus_per_host=2 --ssh=none 2>&1) || rc=$?
+[ "$rc" -eq 2 ] || fail "more workers than the launcher's listed GPUs: exit status $rc, not 2 ($got)"
+expect_eq "more workers than the launcher's listed GPUs (--ssh=none)" \
+  "launch.sh: host \"hostB\" would run 2 workers but has 1 GPU (--gpus_per_host=2, CUDA_VISIBLE_DEVICES=\"2\" lists 1): each worker trains on a GPU of its own" \
+  "$got"
+expect_error "--gpu with --gpus_per_host" \
+  "launch.sh: --gpu is set by the launcher for each worker with --gpus_per_host (the k-th worker on a host trains on its GPU k)" \
+  --hostfile="$T/hosts" --gpus_per_host=2 --gpu=1
+expect_error "bad --gpus_per_host" "launch.sh: --gpus_per_host must be a whole number, got \"two\"" \
+  --hostfile="$T/hosts" --gpus_per_host=two
+expect_error "negative --gpus_per_host" "launch.sh: --gpus_per_host must be >= 0, got -1" \
+  --hostfile="$T/hosts" --gpus_per_host=-1
 
 # ---- 3. A Slurm task's view: task 3 of 1+2+2 on localhost is worker 0.
 out=$("$BIN/nereus_launch_plan" --slurm_nodelist=localhost --num_servers=2 --num_workers=2 --port=7000 \
@@ -89,6 +154,29 @@ out=$("$BIN/nereus_launch_plan" --slurm_nodelist=localhost --num_servers=2 --num
   --procid=3 --ntasks=6 2>&1) || rc=$?
 [ "$rc" -eq 2 ] || fail "wrong task count: exit status $rc"
 expect_eq "wrong task count" "nereus_launch_plan: the launcher started 6 tasks but the job has 5 processes (1 coordinator + 2 servers + 2 workers); start exactly 5" "$out"
+# With GPUs: the table's last column is each worker's GPU, the shell view a
+# worker's NEREUS_GPU; CUDA_VISIBLE_DEVICES here is the hosts' list.
+out=$("$BIN/nereus_launch_plan" --hostfile="$T/hosts" --num_servers=1 --num_workers=4 --port=7000 --gpus_per_host=2 \
+  --format=table 2>&1) || fail "plan table with GPUs: exit $?: $out"
+expect_eq "plan table, --gpus_per_host=2" "coordinator 0 hostA 10.0.0.1 10.0.0.1:7000 -
+server 0 hostA 10.0.0.1 10.0.0.1:7000 -
+worker 0 hostA 10.0.0.1 10.0.0.1:7000 0
+worker 1 hostB 10.0.0.2 10.0.0.1:7000 0
+worker 2 hostB 10.0.0.2 10.0.0.1:7000 1
+worker 3 hostA 10.0.0.1 10.0.0.1:7000 1" "$out"
+out=$("$BIN/nereus_launch_plan" --slurm_nodelist=localhost --num_servers=2 --num_workers=2 --port=7000 \
+  --gpus_per_host=2 --format=shell --procid=4 --ntasks=5)
+expect_eq "Slurm task 4 with GPUs" "NEREUS_ROLE=worker
+NEREUS_RANK=1
+NEREUS_HOST=localhost
+NEREUS_BIND_HOST=127.0.0.1
+NEREUS_COORDINATOR=127.0.0.1:7000
+NEREUS_GPU=1" "$out"
+rc=0
+out=$(CUDA_VISIBLE_DEVICES=GPU-1a2b "$BIN/nereus_launch_plan" --slurm_nodelist=localhost --num_workers=2 \
+  --gpus_per_host=2 --format=table 2>&1) || rc=$?
+[ "$rc" -eq 2 ] || fail "plan with one listed GPU for 2 workers: exit status $rc, not 2"
+expect_eq "plan with one listed GPU for 2 workers" "nereus_launch_plan: host \"localhost\" would run 2 workers but has 1 GPU (--gpus_per_host=2, CUDA_VISIBLE_DEVICES=\"GPU-1a2b\" lists 1): each worker trains on a GPU of its own" "$out"
 
 # ---- 3b. --worker_command: a Slurm task that is a worker becomes the command,
 # its place in the job in its environment (nereus.torch.init reads it); the

@@ -5,7 +5,9 @@
 # 2 servers + 2 workers of the synthetic model, and checks that it ends with
 # status 0, that each task took the role the plan gives its task id, and that
 # both workers finished with the same weights; then that a failing task ends
-# the whole job at once. Installs slurm-wlm if missing.
+# the whole job at once; then, with --gpus_per_host and stand-in binaries,
+# each worker's --gpu, and a node with too few GPUs refused. Installs
+# slurm-wlm if missing.
 # Exit 77 (skipped) only where Slurm cannot start: not root, the package
 # cannot be installed, or a daemon exits before the job is done.
 set -euo pipefail
@@ -140,4 +142,54 @@ grep -Eq '^srun: error: localhost: tasks? [0-9,-]+: Terminated$' "$T/bad.out" ||
 [ "$elapsed" -lt 150 ] || { cat "$T/bad.out" >&2; fail "the other tasks were not stopped ($elapsed s)"; }
 JOB_ID=""
 echo "ok: a failing task ends the job (status $rc, $elapsed s)"
+
+# One GPU per worker (--gpus_per_host=2). This machine has no GPU to train on,
+# so the job's binaries are stand-ins that print their command line, their
+# CUDA_VISIBLE_DEVICES and SLURM_LOCALID, and exit 0 (their --helpxml is the
+# real one's, for the flag routing). Worker k gets --gpu=k: its local id (3 and
+# 4, after the coordinator and the 2 servers, checked against the plan) less
+# those 3; CUDA_VISIBLE_DEVICES reaches it as it was set; nothing else gets a
+# --gpu.
+FAKE="$T/fakebin"
+mkdir -p "$FAKE"
+ln -s "$BIN/nereus_launch" "$BIN/nereus_launch_plan" "$FAKE/"
+for b in nereus_server nereus_worker; do
+  cat > "$FAKE/$b" <<EOF
+#!/usr/bin/env bash
+if [ "\$1" = --helpxml ]; then exec "$BIN/$b" --helpxml; fi
+echo "$b \$* CUDA_VISIBLE_DEVICES=\${CUDA_VISIBLE_DEVICES-unset} SLURM_LOCALID=\${SLURM_LOCALID-unset}"
+EOF
+  chmod +x "$FAKE/$b"
+done
+rc=0
+CUDA_VISIBLE_DEVICES=5,3 NEREUS_BIN_DIR="$FAKE" timeout 200 sbatch --wait --parsable --nodes=1 --output="$T/gpu.out" \
+  "$SRC/scripts/slurm/nereus.sbatch" --num_servers=2 --num_workers=2 --port="$JOB_PORT" --gpus_per_host=2 \
+  --iterations=5 > "$T/sbatch.out" 2> "$T/sbatch.err" || rc=$?
+JOB_ID=$(head -n 1 "$T/sbatch.out" 2>/dev/null | cut -d';' -f1)
+gpu_show() { echo "--- job output:" >&2; cat "$T/gpu.out" >&2 || true; }
+[ "$rc" -eq 0 ] || { gpu_show; fail "GPU job (stand-in binaries): sbatch status $rc"; }
+JOB_ID=""
+for k in 0 1; do
+  t=$((3 + k))
+  for want in "$t: nereus_task.sh (task $t): worker $k on localhost (127.0.0.1), GPU $k, coordinator 127.0.0.1:$JOB_PORT" \
+    "$t: nereus_worker --coordinator=127.0.0.1:$JOB_PORT --rank=$k --bind_host=127.0.0.1 --gpu=$k --iterations=5 CUDA_VISIBLE_DEVICES=5,3 SLURM_LOCALID=$t"; do
+    grep -qxF "$want" "$T/gpu.out" || { gpu_show; fail "missing line: $want"; }
+  done
+done
+[ "$(grep -c -- '--gpu' "$T/gpu.out")" -eq 2 ] || { gpu_show; fail "a --gpu on a process other than the 2 workers"; }
+echo "ok: worker k got GPU k (--gpu=k, SLURM_LOCALID 3+k), CUDA_VISIBLE_DEVICES passed on"
+
+# More workers on the node than GPUs: nereus.sbatch's plan refuses it before
+# any task starts, naming the node and both counts.
+rc=0
+env -u CUDA_VISIBLE_DEVICES NEREUS_BIN_DIR="$FAKE" timeout 200 sbatch --wait --parsable --nodes=1 \
+  --output="$T/gpu_bad.out" "$SRC/scripts/slurm/nereus.sbatch" --num_servers=1 --num_workers=2 --port="$JOB_PORT" \
+  --gpus_per_host=1 > "$T/sbatch.out" 2> "$T/sbatch.err" || rc=$?
+JOB_ID=$(head -n 1 "$T/sbatch.out" 2>/dev/null | cut -d';' -f1)
+{ [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ]; } || { cat "$T/gpu_bad.out" >&2; fail "2 workers on 1 GPU: sbatch status $rc"; }
+want='nereus_launch_plan: host "localhost" would run 2 workers but has 1 GPU (--gpus_per_host=1): each worker trains on a GPU of its own'
+grep -qxF "$want" "$T/gpu_bad.out" || { cat "$T/gpu_bad.out" >&2; fail "missing line: $want"; }
+if grep -q "nereus_task.sh" "$T/gpu_bad.out"; then cat "$T/gpu_bad.out" >&2; fail "tasks started for a job without enough GPUs"; fi
+JOB_ID=""
+echo "ok: 2 workers on a node of 1 GPU is refused before any task starts"
 echo "PASS"
