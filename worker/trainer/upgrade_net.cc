@@ -116,6 +116,7 @@ void UpgradeV1LayerParameter(const caffe::V1LayerParameter& v1, caffe::LayerPara
   if (v1.has_accuracy_param()) *layer->mutable_accuracy_param() = v1.accuracy_param();
   if (v1.has_argmax_param()) *layer->mutable_argmax_param() = v1.argmax_param();
   if (v1.has_concat_param()) *layer->mutable_concat_param() = v1.concat_param();
+  if (v1.has_contrastive_loss_param()) *layer->mutable_contrastive_loss_param() = v1.contrastive_loss_param();
   if (v1.has_convolution_param()) *layer->mutable_convolution_param() = v1.convolution_param();
   if (v1.has_data_param()) *layer->mutable_data_param() = v1.data_param();
   if (v1.has_dropout_param()) *layer->mutable_dropout_param() = v1.dropout_param();
@@ -128,6 +129,9 @@ void UpgradeV1LayerParameter(const caffe::V1LayerParameter& v1, caffe::LayerPara
   if (v1.has_inner_product_param()) *layer->mutable_inner_product_param() = v1.inner_product_param();
   if (v1.has_lrn_param()) *layer->mutable_lrn_param() = v1.lrn_param();
   if (v1.has_memory_data_param()) *layer->mutable_memory_data_param() = v1.memory_data_param();
+  if (v1.has_hinge_loss_param()) *layer->mutable_hinge_loss_param() = v1.hinge_loss_param();
+  if (v1.has_infogain_loss_param()) *layer->mutable_infogain_loss_param() = v1.infogain_loss_param();
+  if (v1.has_mvn_param()) *layer->mutable_mvn_param() = v1.mvn_param();
   if (v1.has_pooling_param()) *layer->mutable_pooling_param() = v1.pooling_param();
   if (v1.has_power_param()) *layer->mutable_power_param() = v1.power_param();
   if (v1.has_relu_param()) *layer->mutable_relu_param() = v1.relu_param();
