@@ -98,7 +98,8 @@ TEST(UpgradeNetTest, ErrorsNameTheFileAndTheLayer) {
   st = ParseNetParameter("input: \"x\" input_dim: 1 input_dim: 2", "dims.prototxt", &param);
   EXPECT_EQ("dims.prototxt: input_dim must give four dimensions per input (1 inputs, 2 input_dim values)",
             st.message());
-  // A V1 layer Nereus does not implement keeps the clear error, with its line.
+  // A V1 layer whose type the registry lacks keeps the clear error, with its
+  // line (a registry without HingeLoss: Nereus registers it since issue 31).
   PrototxtLocations loc;
   ASSERT_TRUE(ParseNetParameter("input: \"x\"\ninput_dim: 1 input_dim: 1 input_dim: 1 input_dim: 1\n"
                                 "layers {\n  name: \"h\"\n  type: HINGE_LOSS\n  bottom: \"x\" bottom: \"x\"\n}\n",
@@ -108,11 +109,15 @@ TEST(UpgradeNetTest, ErrorsNameTheFileAndTheLayer) {
   EXPECT_EQ(3, loc.layer_lines[0]);
   NetOptions options;
   options.locations = &loc;
-  auto net = Net::Create(param, DefaultLayerRegistry(), options);
+  auto net = Net::Create(param, LayerRegistry(), options);
   ASSERT_FALSE(net.ok());
   EXPECT_NE(std::string::npos, net.status().message().find("layer \"h\" (hinge.prototxt:3)")) << net.status().message();
   EXPECT_NE(std::string::npos, net.status().message().find("unknown layer type \"HingeLoss\""))
       << net.status().message();
+  // With Nereus's layers, the upgraded V1 HINGE_LOSS builds.
+  auto built = Net::Create(param, DefaultLayerRegistry(), options);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_STREQ("HingeLoss", (*built)->layers().back()->type());  // after the Split of x
 }
 
 TEST(UpgradeNetTest, V1LenetIsTheV2Lenet) {

@@ -6,6 +6,7 @@
 #include "worker/trainer/layers/concat_layer.h"
 #include "worker/trainer/layers/eltwise_layer.h"
 #include "worker/trainer/layers/inner_product_layer.h"
+#include "worker/trainer/layers/label_loss_layers.h"
 #include "worker/trainer/layers/loss_layers.h"
 #include "worker/trainer/layers/lrn_layer.h"
 #include "worker/trainer/layers/neuron_layers.h"
@@ -51,6 +52,9 @@ void RegisterComputeLayers(LayerRegistry* registry) {
   registry->Register<SplitLayer>("Split");
   registry->Register<TanHLayer>("TanH");
   registry->Register<ThresholdLayer>("Threshold");
+  registry->Register<HingeLossLayer>("HingeLoss");
+  registry->Register<InfogainLossLayer>("InfogainLoss");
+  registry->Register<MultinomialLogisticLossLayer>("MultinomialLogisticLoss");
 }
 
 }  // namespace nereus
