@@ -4,6 +4,7 @@
 #include "worker/trainer/layers/base_conv_layer.h"
 #include "worker/trainer/layers/batch_norm_layer.h"
 #include "worker/trainer/layers/concat_layer.h"
+#include "worker/trainer/layers/contrastive_loss_layer.h"
 #include "worker/trainer/layers/eltwise_layer.h"
 #include "worker/trainer/layers/inner_product_layer.h"
 #include "worker/trainer/layers/label_loss_layers.h"
@@ -52,6 +53,7 @@ void RegisterComputeLayers(LayerRegistry* registry) {
   registry->Register<SplitLayer>("Split");
   registry->Register<TanHLayer>("TanH");
   registry->Register<ThresholdLayer>("Threshold");
+  registry->Register<ContrastiveLossLayer>("ContrastiveLoss");
   registry->Register<HingeLossLayer>("HingeLoss");
   registry->Register<InfogainLossLayer>("InfogainLoss");
   registry->Register<MultinomialLogisticLossLayer>("MultinomialLogisticLoss");

@@ -522,7 +522,7 @@ TEST(RegisterComputeLayersTest, EveryTypeIsRegisteredUnderItsCaffeName) {
                                           "Threshold"};
   std::vector<std::string> expected = types;
   // Issue 31's, part B.
-  for (const char* t : {"HingeLoss", "InfogainLoss", "MultinomialLogisticLoss"}) {
+  for (const char* t : {"ContrastiveLoss", "HingeLoss", "InfogainLoss", "MultinomialLogisticLoss"}) {
     expected.push_back(t);
   }
   std::sort(expected.begin(), expected.end());
