@@ -3,9 +3,11 @@
 #include "worker/trainer/layers/accuracy_layer.h"
 #include "worker/trainer/layers/base_conv_layer.h"
 #include "worker/trainer/layers/batch_norm_layer.h"
+#include "worker/trainer/layers/batch_reindex_layer.h"
 #include "worker/trainer/layers/concat_layer.h"
 #include "worker/trainer/layers/contrastive_loss_layer.h"
 #include "worker/trainer/layers/eltwise_layer.h"
+#include "worker/trainer/layers/filter_layer.h"
 #include "worker/trainer/layers/inner_product_layer.h"
 #include "worker/trainer/layers/label_loss_layers.h"
 #include "worker/trainer/layers/loss_layers.h"
@@ -57,6 +59,8 @@ void RegisterComputeLayers(LayerRegistry* registry) {
   registry->Register<HingeLossLayer>("HingeLoss");
   registry->Register<InfogainLossLayer>("InfogainLoss");
   registry->Register<MultinomialLogisticLossLayer>("MultinomialLogisticLoss");
+  registry->Register<BatchReindexLayer>("BatchReindex");
+  registry->Register<FilterLayer>("Filter");
 }
 
 }  // namespace nereus

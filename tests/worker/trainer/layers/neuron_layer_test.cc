@@ -522,7 +522,8 @@ TEST(RegisterComputeLayersTest, EveryTypeIsRegisteredUnderItsCaffeName) {
                                           "Threshold"};
   std::vector<std::string> expected = types;
   // Issue 31's, part B.
-  for (const char* t : {"ContrastiveLoss", "HingeLoss", "InfogainLoss", "MultinomialLogisticLoss"}) {
+  for (const char* t :
+       {"BatchReindex", "ContrastiveLoss", "Filter", "HingeLoss", "InfogainLoss", "MultinomialLogisticLoss"}) {
     expected.push_back(t);
   }
   std::sort(expected.begin(), expected.end());
