@@ -7,13 +7,16 @@
 #include "worker/trainer/layers/concat_layer.h"
 #include "worker/trainer/layers/contrastive_loss_layer.h"
 #include "worker/trainer/layers/eltwise_layer.h"
+#include "worker/trainer/layers/embed_layer.h"
 #include "worker/trainer/layers/filter_layer.h"
 #include "worker/trainer/layers/inner_product_layer.h"
 #include "worker/trainer/layers/label_loss_layers.h"
 #include "worker/trainer/layers/loss_layers.h"
 #include "worker/trainer/layers/lrn_layer.h"
 #include "worker/trainer/layers/neuron_layers.h"
+#include "worker/trainer/layers/parameter_layer.h"
 #include "worker/trainer/layers/pooling_layer.h"
+#include "worker/trainer/layers/python_layer.h"
 #include "worker/trainer/layers/scale_layer.h"
 #include "worker/trainer/layers/shape_layers.h"
 #include "worker/trainer/layers/softmax_layer.h"
@@ -61,6 +64,9 @@ void RegisterComputeLayers(LayerRegistry* registry) {
   registry->Register<MultinomialLogisticLossLayer>("MultinomialLogisticLoss");
   registry->Register<BatchReindexLayer>("BatchReindex");
   registry->Register<FilterLayer>("Filter");
+  registry->Register<EmbedLayer>("Embed");
+  registry->Register<ParameterLayer>("Parameter");
+  registry->Register<PythonLayer>("Python");  // Refused at set-up: no Python is embedded.
 }
 
 }  // namespace nereus

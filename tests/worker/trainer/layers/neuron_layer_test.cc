@@ -522,8 +522,8 @@ TEST(RegisterComputeLayersTest, EveryTypeIsRegisteredUnderItsCaffeName) {
                                           "Threshold"};
   std::vector<std::string> expected = types;
   // Issue 31's, part B.
-  for (const char* t :
-       {"BatchReindex", "ContrastiveLoss", "Filter", "HingeLoss", "InfogainLoss", "MultinomialLogisticLoss"}) {
+  for (const char* t : {"BatchReindex", "ContrastiveLoss", "Embed", "Filter", "HingeLoss", "InfogainLoss",
+                        "MultinomialLogisticLoss", "Parameter", "Python"}) {
     expected.push_back(t);
   }
   std::sort(expected.begin(), expected.end());
