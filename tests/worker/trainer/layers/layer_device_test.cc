@@ -509,5 +509,160 @@ TYPED_TEST(LayerDeviceTest, ArgMaxTopKWithTies) {
   this->ExpectDeviceOk();
 }
 
+// Issue 31's Caffe layers, part B: HingeLoss, MultinomialLogisticLoss,
+// InfogainLoss, ContrastiveLoss, BatchReindex, Filter, Embed and Parameter
+// (values worked by hand, as in their own tests, and gradient checks).
+TYPED_TEST(LayerDeviceTest, CaffeLabelLossesValuesAndGradients) {
+  this->bottom_.Reshape({2, 3});
+  SetBlobData(&this->bottom_, {0.5f, -0.2f, 1.5f, -1, 0.3f, 2});
+  this->bottom2_.Reshape({2});
+  SetBlobData(&this->bottom2_, {2, 0});
+  auto hinge = this->MakeLayer("name: 'h' type: 'HingeLoss' hinge_loss_param { norm: L2 }");
+  this->SetUpLayer(hinge.get(), {&this->bottom_, &this->bottom2_}, {&this->top_});
+  hinge->Forward({&this->bottom_, &this->bottom2_}, {&this->top_});
+  this->ExpectNear({(2.89f + 14.69f) / 2}, this->top_);  // margins [1.5, 0.8, 0], [2, 1.3, 3], squared
+  hinge->Backward({&this->top_}, {true, false}, {&this->bottom_, &this->bottom2_});
+  const float hinge_diff[] = {1.5f, 0.8f, 0, -2, 1.3f, 3};
+  for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(hinge_diff[i], this->bottom_.cpu_diff()[i]) << i;
+
+  SetBlobData(&this->bottom_, {0.2f, 0.3f, 0.5f, 0.6f, 0.4f, 0.0f});
+  SetBlobData(&this->bottom2_, {2, 1});
+  auto mll = this->MakeLayer("name: 'm' type: 'MultinomialLogisticLoss'");
+  this->SetUpLayer(mll.get(), {&this->bottom_, &this->bottom2_}, {&this->top_});
+  mll->Forward({&this->bottom_, &this->bottom2_}, {&this->top_});
+  this->ExpectNear({-(std::log(0.5f) + std::log(0.4f)) / 2}, this->top_);
+  mll->Backward({&this->top_}, {true, false}, {&this->bottom_, &this->bottom2_});
+  EXPECT_FLOAT_EQ(-1.0f, this->bottom_.cpu_diff()[2]);
+  EXPECT_FLOAT_EQ(-1.25f, this->bottom_.cpu_diff()[4]);
+  EXPECT_EQ(0.0f, this->bottom_.cpu_diff()[3]);
+
+  // Infogain with H = identity is SoftmaxWithLoss: scores [1, 2, 3] and
+  // [1, 1, 1], labels 2 and 0.
+  SetBlobData(&this->bottom_, {1, 2, 3, 1, 1, 1});
+  SetBlobData(&this->bottom2_, {2, 0});
+  Blob h(std::vector<int>{3, 3});
+  SetBlobData(&h, {1, 0, 0, 0, 1, 0, 0, 0, 1});
+  auto infogain = this->MakeLayer("name: 'i' type: 'InfogainLoss'");
+  this->SetUpLayer(infogain.get(), {&this->bottom_, &this->bottom2_, &h}, {&this->top_});
+  infogain->Forward({&this->bottom_, &this->bottom2_, &h}, {&this->top_});
+  this->ExpectNear({(0.40760596f + 1.09861229f) / 2}, this->top_);
+
+  for (const char* text : {"name: 'h' type: 'HingeLoss'", "name: 'h' type: 'HingeLoss' hinge_loss_param { norm: L2 }",
+                           "name: 'm' type: 'MultinomialLogisticLoss'", "name: 'i' type: 'InfogainLoss'"}) {
+    SCOPED_TRACE(text);
+    const bool infogain_layer = std::string(text).find("Infogain") != std::string::npos;
+    Blob x(std::vector<int>{4, 5}), label(std::vector<int>{4}), matrix(std::vector<int>{5, 5}), loss;
+    std::uniform_real_distribution<float> unit(0.2f, 1.0f);
+    for (int i = 0; i < x.count(); ++i) x.mutable_cpu_data()[i] = unit(this->rng_);
+    for (int i = 0; i < matrix.count(); ++i) matrix.mutable_cpu_data()[i] = unit(this->rng_);
+    SetBlobData(&label, {0, 4, 2, 2});
+    auto l = this->MakeLayer(text);
+    std::vector<Blob*> bottoms = {&x, &label};
+    if (infogain_layer) bottoms.push_back(&matrix);
+    test::ExpectGradient(l.get(), bottoms, {&loss}, {test::GradientCheck::kExhaustive, 1e-3f, 1e-2f, 1.0f, 0.01f, 0});
+  }
+  this->ExpectDeviceOk();
+}
+
+TYPED_TEST(LayerDeviceTest, ContrastiveLossValuesAndGradients) {
+  this->bottom_.Reshape({2, 2});
+  SetBlobData(&this->bottom_, {1, 2, 0, 0});
+  this->bottom2_.Reshape({2, 2});
+  SetBlobData(&this->bottom2_, {1, 0, 0.3f, 0.4f});
+  Blob sim(std::vector<int>{2});
+  SetBlobData(&sim, {1, 0});
+  auto layer = this->MakeLayer("name: 'c' type: 'ContrastiveLoss' contrastive_loss_param { legacy_version: true }");
+  this->SetUpLayer(layer.get(), {&this->bottom_, &this->bottom2_, &sim}, {&this->top_});
+  layer->Forward({&this->bottom_, &this->bottom2_, &sim}, {&this->top_});
+  this->ExpectNear({(4.0f + 0.75f) / 4}, this->top_);
+  layer->Backward({&this->top_}, {true, true, false}, {&this->bottom_, &this->bottom2_, &sim});
+  const float da[] = {0, 1, 0.15f, 0.2f};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_FLOAT_EQ(da[i], this->bottom_.cpu_diff()[i]) << i;
+    EXPECT_FLOAT_EQ(-da[i], this->bottom2_.cpu_diff()[i]) << i;
+  }
+  for (const char* legacy : {"false", "true"}) {
+    for (int bottom : {0, 1}) {
+      Blob a(std::vector<int>{4, 3}), b(std::vector<int>{4, 3}), s(std::vector<int>{4}), loss;
+      FillGaussian(&a, &this->rng_);
+      FillGaussian(&b, &this->rng_);
+      SetBlobData(&s, {1, 0, 0, 1});
+      auto l = this->MakeLayer(std::string("name: 'c' type: 'ContrastiveLoss' contrastive_loss_param { margin: 3 "
+                                           "legacy_version: ") +
+                               legacy + " }");
+      test::ExpectGradient(l.get(), {&a, &b, &s}, {&loss},
+                           {test::GradientCheck::kExhaustive, 1e-3f, 1e-2f, 0.0f, -1.0f, bottom});
+    }
+  }
+  this->ExpectDeviceOk();
+}
+
+TYPED_TEST(LayerDeviceTest, BatchReindexFilterEmbedParameter) {
+  this->bottom_.Reshape({3, 2});
+  SetBlobData(&this->bottom_, {1, 2, 3, 4, 5, 6});
+  this->bottom2_.Reshape({4});
+  SetBlobData(&this->bottom2_, {2, 0, 2, 1});
+  auto reindex = this->MakeLayer("name: 'r' type: 'BatchReindex'");
+  this->SetUpLayer(reindex.get(), {&this->bottom_, &this->bottom2_}, {&this->top_});
+  reindex->Forward({&this->bottom_, &this->bottom2_}, {&this->top_});
+  this->ExpectNear({5, 6, 1, 2, 5, 6, 3, 4}, this->top_);
+  const std::vector<float> top_diff = {1, 2, 3, 4, 5, 6, 7, 8};
+  std::copy(top_diff.begin(), top_diff.end(), this->top_.mutable_cpu_diff());
+  reindex->Backward({&this->top_}, {true, false}, {&this->bottom_, &this->bottom2_});
+  EXPECT_EQ((std::vector<float>{3, 4, 7, 8, 6, 8}), test::BlobDiff(this->bottom_));
+
+  Blob selector(std::vector<int>{3, 1});
+  SetBlobData(&selector, {1, 0, 1});
+  auto filter = this->MakeLayer("name: 'f' type: 'Filter'");
+  this->SetUpLayer(filter.get(), {&this->bottom_, &selector}, {&this->top2_});
+  filter->Forward({&this->bottom_, &selector}, {&this->top2_});
+  this->ExpectNear({1, 2, 5, 6}, this->top2_);
+  std::copy(top_diff.begin(), top_diff.begin() + 4, this->top2_.mutable_cpu_diff());
+  filter->Backward({&this->top2_}, {true, false}, {&this->bottom_, &selector});
+  EXPECT_EQ((std::vector<float>{1, 2, 0, 0, 3, 4}), test::BlobDiff(this->bottom_));
+
+  Blob idx(std::vector<int>{3}), embedded;
+  SetBlobData(&idx, {2, 0, 2});
+  auto embed = this->MakeLayer(
+      "name: 'e' type: 'Embed' embed_param { num_output: 2 input_dim: 3 bias_filler { type: 'constant' value: 1 } }");
+  this->SetUpLayer(embed.get(), {&idx}, {&embedded});
+  SetBlobData(embed->blobs()[0].get(), {0, 1, 2, 3, 4, 5});
+  embed->Forward({&idx}, {&embedded});
+  this->ExpectNear({5, 6, 1, 2, 5, 6}, embedded);
+  std::copy(top_diff.begin(), top_diff.begin() + 6, embedded.mutable_cpu_diff());
+  embed->Backward({&embedded}, {false}, {&idx});
+  EXPECT_EQ((std::vector<float>{3, 4, 0, 0, 6, 8}), test::BlobDiff(*embed->blobs()[0]));
+  EXPECT_EQ((std::vector<float>{9, 12}), test::BlobDiff(*embed->blobs()[1]));
+
+  Blob p;
+  auto parameter = this->MakeLayer("name: 'p' type: 'Parameter' parameter_param { shape { dim: 2 } }");
+  this->SetUpLayer(parameter.get(), {}, {&p});
+  SetBlobData(parameter->blobs()[0].get(), {7, 8});
+  parameter->Forward({}, {&p});
+  this->ExpectNear({7, 8}, p);
+  std::copy(top_diff.begin(), top_diff.begin() + 2, p.mutable_cpu_diff());
+  parameter->Backward({&p}, {}, {});
+  EXPECT_EQ((std::vector<float>{1, 2}), test::BlobDiff(*parameter->blobs()[0]));
+
+  Blob data(std::vector<int>{4, 3}), order(std::vector<int>{5}), gathered;
+  FillGaussian(&data, &this->rng_);
+  SetBlobData(&order, {3, 3, 0, 1, 2});
+  auto r = this->MakeLayer("name: 'r' type: 'BatchReindex'");
+  test::ExpectGradient(r.get(), {&data, &order}, {&gathered},
+                       {test::GradientCheck::kExhaustive, 1e-2f, 1e-3f, 0, -1, 0});
+  Blob chosen(std::vector<int>{4}), filtered;
+  SetBlobData(&chosen, {0, 1, 1, 0});
+  auto f = this->MakeLayer("name: 'f' type: 'Filter'");
+  test::ExpectGradient(f.get(), {&data, &chosen}, {&filtered},
+                       {test::GradientCheck::kExhaustive, 1e-2f, 1e-3f, 0, -1, 0});
+  Blob words(std::vector<int>{2, 3}), vectors;
+  SetBlobData(&words, {4, 0, 4, 1, 2, 1});
+  auto e = this->MakeLayer(
+      "name: 'e' type: 'Embed' embed_param { num_output: 3 input_dim: 5 weight_filler { type: 'gaussian' } "
+      "bias_filler { type: 'gaussian' } }");
+  test::ExpectGradient(e.get(), {&words}, {&vectors}, {test::GradientCheck::kSumOfSquares, 1e-2f, 1e-3f, 0, -1, -2});
+  this->ExpectDeviceOk();
+}
+
 }  // namespace
 }  // namespace nereus

@@ -406,5 +406,80 @@ TEST(LayerGpuTest, Hdf5DataWithThreeTopsGivesTheCpuBatches) {
   }
 }
 
+// Issue 31's Caffe layers, part B. The losses sum their positions in double
+// in another order than the CPU (kSums); each position's term and every
+// gradient run the CPU's element functions in its order. BatchReindex,
+// Filter, Embed (no atomics) and Parameter are bitwise the CPU.
+TEST(LayerGpuTest, CaffeLabelAndContrastiveLosses) {
+  NEREUS_GPU_OR_SKIP(device);
+  // Bottom 0 scores or probabilities in (0.05, 1), bottom 1 labels of 10
+  // classes, bottom 2 an infogain matrix in [0, 2).
+  auto fill = [](int index, Blob* blob, std::mt19937* rng) {
+    std::uniform_real_distribution<float> unit(0.05f, 1.0f);
+    for (int i = 0; i < blob->count(); ++i) {
+      blob->mutable_cpu_data()[i] = index == 1 ? static_cast<float>((i * 7) % 10) : (index == 2 ? 2 : 1) * unit(*rng);
+    }
+  };
+  for (const char* text : {"name: 'h' type: 'HingeLoss'", "name: 'h' type: 'HingeLoss' hinge_loss_param { norm: L2 }",
+                           "name: 'm' type: 'MultinomialLogisticLoss'"}) {
+    EXPECT_GT(ExpectGpuMatchesCpu(device, text, {{16, 10}, {16}}, kSums, true, fill, {true, false}), 0) << text;
+  }
+  for (const char* param : {"", "loss_param { ignore_label: 3 normalization: FULL }"}) {
+    EXPECT_GT(
+        ExpectGpuMatchesCpu(device, std::string("name: 'i' type: 'InfogainLoss' top: 'loss' top: 'prob' ") + param,
+                            {{16, 10}, {16}, {10, 10}}, Tolerance{1e-5f, 1e-6f}, true, fill, {true, false, false}),
+        0)
+        << param;
+  }
+  auto pairs = [](int index, Blob* blob, std::mt19937* rng) {
+    if (index == 2) {
+      for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] = static_cast<float>(i % 2);
+      return;
+    }
+    test::FillGaussian(blob, rng, 0.5f);
+  };
+  for (const char* param : {"", "contrastive_loss_param { margin: 2 legacy_version: true }"}) {
+    EXPECT_GT(ExpectGpuMatchesCpu(device, std::string("name: 'c' type: 'ContrastiveLoss' ") + param,
+                                  {{32, 8}, {32, 8}, {32}}, kSums, true, pairs, {true, true, false}),
+              0)
+        << param;
+  }
+}
+
+TEST(LayerGpuTest, BatchReindexFilterEmbedParameterAreBitwiseTheCpu) {
+  NEREUS_GPU_OR_SKIP(device);
+  auto indices = [](int index, Blob* blob, std::mt19937* rng) {
+    if (index == 0) {
+      test::FillGaussian(blob, rng);
+      return;
+    }
+    for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] = static_cast<float>((i * 5) % 6);
+  };
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 'r' type: 'BatchReindex'", {{6, 3, 4}, {9}}, kExact, true, indices,
+                                {true, false}),
+            0);
+  auto selected = [](int index, Blob* blob, std::mt19937* rng) {
+    if (index < 2) {
+      test::FillGaussian(blob, rng);
+      return;
+    }
+    for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] = i % 3 == 0 ? 0.0f : 1.0f;
+  };
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 'f' type: 'Filter' top: 'a' top: 'b'", {{6, 3, 4}, {6, 2}, {6}}, kExact,
+                                true, selected, {true, true, false}),
+            0);
+  auto words = [](int, Blob* blob, std::mt19937*) {
+    for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] = static_cast<float>((i * 3) % 7);
+  };
+  EXPECT_GT(ExpectGpuMatchesCpu(device,
+                                "name: 'e' type: 'Embed' embed_param { num_output: 6 input_dim: 7 "
+                                "weight_filler { type: 'gaussian' } bias_filler { type: 'gaussian' } }",
+                                {{5, 4}}, kExact, true, words, {false}),
+            0);
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 'p' type: 'Parameter' parameter_param { shape { dim: 3 dim: 4 } }", {},
+                                kExact),
+            0);
+}
+
 }  // namespace
 }  // namespace nereus
