@@ -5,11 +5,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "tests/support/gradient_checker.h"
+#include "worker/trainer/layer_registry.h"
+#include "worker/trainer/net.h"
+#include "worker/trainer/prototxt.h"
 
 namespace nereus {
 namespace {
@@ -130,6 +135,62 @@ TEST(ContrastiveLossLayerDeathTest, SimilarityGradientIsFatal) {
   layer.Forward({&a, &b, &sim}, {&loss});
   EXPECT_DEATH(layer.Backward({&loss}, {true, false, true}, {&a, &b, &sim}),
                "layer c \\(ContrastiveLoss\\): cannot backpropagate to the similarity");
+}
+
+// A siamese net: two InnerProduct branches sharing their weight and bias
+// (param { name: }) feed ContrastiveLoss. The shared blobs are learnable
+// once, and their gradient is the loss's derivative through both branches
+// (checked by central differences of the net's loss).
+TEST(ContrastiveLossLayerTest, SiameseNetSharesOneGradientForBothBranches) {
+  caffe::NetParameter param;
+  ASSERT_TRUE(ParseNetParameter(R"(
+    name: "siamese"
+    input: "a" input_shape { dim: 3 dim: 4 }
+    input: "b" input_shape { dim: 3 dim: 4 }
+    input: "sim" input_shape { dim: 3 }
+    layer {
+      name: "fa" type: "InnerProduct" bottom: "a" top: "fa" param { name: "w" } param { name: "bias" }
+      inner_product_param { num_output: 2 weight_filler { type: "gaussian" std: 0.5 }
+                            bias_filler { type: "gaussian" std: 0.5 } }
+    }
+    layer {
+      name: "fb" type: "InnerProduct" bottom: "b" top: "fb" param { name: "w" } param { name: "bias" }
+      inner_product_param { num_output: 2 weight_filler { type: "gaussian" std: 0.5 }
+                            bias_filler { type: "gaussian" std: 0.5 } }
+    }
+    layer {
+      name: "loss" type: "ContrastiveLoss" bottom: "fa" bottom: "fb" bottom: "sim" top: "loss"
+      contrastive_loss_param { margin: 3 }
+    }
+  )",
+                                "siamese.prototxt", &param)
+                  .ok());
+  param.mutable_state()->set_phase(caffe::TRAIN);
+  auto created = Net::Create(param, DefaultLayerRegistry());
+  ASSERT_TRUE(created.ok()) << created.status();
+  Net& net = **created;
+  ASSERT_EQ(2u, net.learnable_params().size());  // w and bias, once each
+  std::mt19937 rng(81);
+  test::FillGaussian(net.blob_by_name("a"), &rng);
+  test::FillGaussian(net.blob_by_name("b"), &rng);
+  SetBlobData(net.blob_by_name("sim"), {1, 0, 0});
+  auto loss = net.ForwardBackward();
+  ASSERT_TRUE(loss.ok()) << loss.status();
+  EXPECT_GT(*loss, 0.0f);
+  for (Blob* p : net.learnable_params()) {
+    const std::vector<float> analytic = BlobDiff(*p);
+    for (int k = 0; k < p->count(); ++k) {
+      const float original = p->cpu_data()[k];
+      const float h = 1e-2f;
+      p->mutable_cpu_data()[k] = original + h;
+      const float plus = *net.Forward();
+      p->mutable_cpu_data()[k] = original - h;
+      const float minus = *net.Forward();
+      p->mutable_cpu_data()[k] = original;
+      const float numeric = (plus - minus) / (2 * h);
+      EXPECT_NEAR(numeric, analytic[k], 1e-2f * std::max(1.0f, std::fabs(numeric))) << p->shape_string() << " " << k;
+    }
+  }
 }
 
 }  // namespace
