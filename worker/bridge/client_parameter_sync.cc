@@ -1,5 +1,8 @@
 #include "worker/bridge/client_parameter_sync.h"
 
+#include <glog/logging.h>
+
+#include <cstdint>
 #include <map>
 #include <utility>
 
@@ -255,6 +258,17 @@ Status ClientParameterSync::Init(const std::vector<Blob*>& params, const std::ve
     if (!params_[p].local) RETURN_IF_ERROR(Fail(RegisterParam(static_cast<int>(p), sgd, &initial)));
     tensor_ids.push_back(params_[p].tensor_id);
   }
+  // What this worker hands the servers: one tensor per learnable blob, a
+  // blob shared between layers (param { name: }) once, local state never.
+  int64_t scalars = 0;
+  int shared = 0;
+  for (const SyncedParam& p : params_) {
+    if (p.tensor_id < 0) continue;
+    scalars += p.blob->count();
+    shared += p.shared ? 1 : 0;
+  }
+  LOG(INFO) << "worker " << client_->rank() << ": " << initial.size() << " tensors, " << scalars
+            << " parameters registered with the servers (" << shared << " shared between layers)";
   const bool bsp = client_->job().consistency == Consistency::kBsp;
   if (staged_factors_ != nullptr && time_factor_rates_ && bsp) RETURN_IF_ERROR(Fail(staged_factors_->MeasureRates()));
   RETURN_IF_ERROR(Fail(client_->Init(SgdConfigFromProto(sgd), initial)));
