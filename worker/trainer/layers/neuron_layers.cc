@@ -62,6 +62,18 @@ bool PowerOp::Constant(float* value) const {
   return true;
 }
 
+Status ClipOp::SetUp(const caffe::LayerParameter& param) {
+  const caffe::ClipParameter& p = param.clip_param();
+  if (!param.has_clip_param()) return InvalidArgumentError("clip_param with min and max must be given");
+  min = p.min();
+  max = p.max();
+  if (!(min <= max)) {
+    return InvalidArgumentError("clip_param.min (" + std::to_string(min) + ") must not exceed max (" +
+                                std::to_string(max) + ")");
+  }
+  return Status::OK();
+}
+
 }  // namespace ops
 
 // ---- Dropout ----

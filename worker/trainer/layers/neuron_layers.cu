@@ -90,6 +90,8 @@ template class ElementLayer<ops::ExpOp>;
 template class ElementLayer<ops::LogOp>;
 template class ElementLayer<ops::PowerOp>;
 template class ElementLayer<ops::ThresholdOp>;
+template class ElementLayer<ops::ClipOp>;
+template class ElementLayer<ops::SwishOp>;
 
 void DropoutLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const int count = bottom[0]->count();

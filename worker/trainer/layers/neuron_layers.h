@@ -17,6 +17,10 @@
 //   PReLU:     y = max(x, 0) + a_c * min(x, 0), a learned per channel
 //              (axis 1), or one a for all when channel_shared; a starts at
 //              0.25 unless prelu_param.filler says otherwise.
+//   Clip:      y = max(min, min(x, max)); the gradient passes where
+//              min <= x <= max (both ends included, as Caffe's).
+//   Swish:     y = x * sigmoid(beta * x); dy/dx = beta y + s (1 - beta y),
+//              s = sigmoid(beta * x).
 // All but Dropout and PReLU are ElementLayers: an element function each way
 // (an Op below), run by the CPU loops below and by the GPU kernels of
 // neuron_layers.cu. A layer that keeps its input for backward when in place
@@ -121,6 +125,20 @@ NEREUS_HOST_DEVICE inline float PowerBackward(float top_diff, float x, float pow
 }
 
 NEREUS_HOST_DEVICE inline float ThresholdForward(float x, float threshold) { return x > threshold ? 1.0f : 0.0f; }
+
+NEREUS_HOST_DEVICE inline float ClipForward(float x, float min, float max) { return Max(min, Min(x, max)); }
+NEREUS_HOST_DEVICE inline float ClipBackward(float top_diff, float x, float min, float max) {
+  return top_diff * (x >= min && x <= max ? 1.0f : 0.0f);
+}
+
+// Caffe's Swish: the sigmoid of beta * x (its internal Sigmoid layer's
+// input, scaled first), then x times it.
+NEREUS_HOST_DEVICE inline float SwishForward(float x, float beta) { return x * SigmoidForward(beta * x); }
+// `x` the input, `y` the output.
+NEREUS_HOST_DEVICE inline float SwishBackward(float top_diff, float x, float y, float beta) {
+  const float s = SigmoidForward(beta * x);
+  return top_diff * (beta * y + s * (1.0f - beta * y));
+}
 
 // PReLU's forward and backward are ReLU's (above) with the channel's slope.
 // The slope that element i uses: its channel's (axis 1 of num x channels x
@@ -256,6 +274,34 @@ struct ThresholdOp : ElementOp {
   float threshold = 0.0f;
 };
 
+// In place the input is kept for backward: Caffe's Clip reads its bottom,
+// which in place holds the clipped output (always inside [min, max]), and so
+// passes the gradient of clipped elements too; this gives the true gradient
+// (0 there) in place as out of place.
+struct ClipOp : ElementOp {
+  static constexpr const char* kType = "Clip";
+  static constexpr bool kSavesInput = true;
+  Status SetUp(const caffe::LayerParameter& param);
+  NEREUS_HOST_DEVICE float Forward(float x) const { return ClipForward(x, min, max); }
+  NEREUS_HOST_DEVICE float Backward(float dy, float x, float y) const { return ClipBackward(dy, x, min, max); }
+  float min = 0.0f;
+  float max = 0.0f;
+};
+
+// Caffe keeps sigmoid(beta x) from the forward; this recomputes it from the
+// input (kept in place), the same bits.
+struct SwishOp : ElementOp {
+  static constexpr const char* kType = "Swish";
+  static constexpr bool kSavesInput = true;
+  Status SetUp(const caffe::LayerParameter& param) {
+    beta = param.swish_param().beta();
+    return Status::OK();
+  }
+  NEREUS_HOST_DEVICE float Forward(float x) const { return SwishForward(x, beta); }
+  NEREUS_HOST_DEVICE float Backward(float dy, float x, float y) const { return SwishBackward(dy, x, y, beta); }
+  float beta = 1.0f;
+};
+
 }  // namespace ops
 
 // Shape handling shared by the element-wise layers.
@@ -359,6 +405,8 @@ using ExpLayer = ElementLayer<ops::ExpOp>;
 using LogLayer = ElementLayer<ops::LogOp>;
 using PowerLayer = ElementLayer<ops::PowerOp>;
 using ThresholdLayer = ElementLayer<ops::ThresholdOp>;
+using ClipLayer = ElementLayer<ops::ClipOp>;
+using SwishLayer = ElementLayer<ops::SwishOp>;
 
 // Dropout draws its masks from its own engine, seeded at set-up from the
 // Net's engine (rng()), so masks are reproducible for a given solver

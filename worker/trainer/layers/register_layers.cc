@@ -4,6 +4,7 @@
 #include "worker/trainer/layers/base_conv_layer.h"
 #include "worker/trainer/layers/batch_norm_layer.h"
 #include "worker/trainer/layers/batch_reindex_layer.h"
+#include "worker/trainer/layers/bias_layer.h"
 #include "worker/trainer/layers/concat_layer.h"
 #include "worker/trainer/layers/contrastive_loss_layer.h"
 #include "worker/trainer/layers/eltwise_layer.h"
@@ -29,7 +30,9 @@ void RegisterComputeLayers(LayerRegistry* registry) {
   registry->Register<AccuracyLayer>("Accuracy");
   registry->Register<ArgMaxLayer>("ArgMax");
   registry->Register<BatchNormLayer>("BatchNorm");
+  registry->Register<BiasLayer>("Bias");
   registry->Register<BNLLLayer>("BNLL");
+  registry->Register<ClipLayer>("Clip");
   registry->Register<ConcatLayer>("Concat");
   registry->Register<ConvolutionLayer>("Convolution");
   registry->Register<DeconvolutionLayer>("Deconvolution");
@@ -56,6 +59,7 @@ void RegisterComputeLayers(LayerRegistry* registry) {
   registry->Register<SoftmaxLayer>("Softmax");
   registry->Register<SoftmaxWithLossLayer>("SoftmaxWithLoss");
   registry->Register<SplitLayer>("Split");
+  registry->Register<SwishLayer>("Swish");
   registry->Register<TanHLayer>("TanH");
   registry->Register<ThresholdLayer>("Threshold");
   registry->Register<ContrastiveLossLayer>("ContrastiveLoss");

@@ -18,6 +18,7 @@
 #include "tests/support/gradient_checker.h"
 #include "worker/trainer/layers/accuracy_layer.h"
 #include "worker/trainer/layers/batch_norm_layer.h"
+#include "worker/trainer/layers/bias_layer.h"
 #include "worker/trainer/layers/concat_layer.h"
 #include "worker/trainer/layers/eltwise_layer.h"
 #include "worker/trainer/layers/im2col.h"
@@ -77,6 +78,31 @@ TEST(NeuronFunctionsTest, ExactValues) {
   EXPECT_EQ(0u, ops::DropoutKeep(100u, 100u));  // Dropped at the threshold, as Caffe's mask > threshold.
   EXPECT_EQ(3.0f, ops::DropoutApply(1.5f, 1u, 2.0f));
   EXPECT_EQ(0.0f, ops::DropoutApply(1.5f, 0u, 2.0f));
+}
+
+TEST(NeuronFunctionsTest, ClipAndSwishExactValues) {
+  EXPECT_EQ(-1.0f, ops::ClipForward(-3.0f, -1.0f, 2.0f));
+  EXPECT_EQ(0.5f, ops::ClipForward(0.5f, -1.0f, 2.0f));
+  EXPECT_EQ(2.0f, ops::ClipForward(7.0f, -1.0f, 2.0f));
+  // The gradient passes at both ends, not beyond them.
+  EXPECT_EQ(3.0f, ops::ClipBackward(3.0f, -1.0f, -1.0f, 2.0f));
+  EXPECT_EQ(3.0f, ops::ClipBackward(3.0f, 2.0f, -1.0f, 2.0f));
+  EXPECT_EQ(0.0f, ops::ClipBackward(3.0f, 2.5f, -1.0f, 2.0f));
+  EXPECT_EQ(0.0f, ops::ClipBackward(3.0f, -1.5f, -1.0f, 2.0f));
+  EXPECT_EQ(0.0f, ops::SwishForward(0.0f, 1.0f));  // 0 * sigmoid(0)
+  EXPECT_EQ(1.0f, ops::SwishForward(2.0f, 0.0f));  // beta 0: x / 2
+  // At x = 0: y = 0, s = 1/2: dy/dx = beta * 0 + 1/2 * (1 - 0).
+  EXPECT_EQ(2.0f, ops::SwishBackward(4.0f, 0.0f, 0.0f, 1.0f));
+  // Caffe's formula, dy (beta y + s (1 - beta y)), at x = 2, beta = 0 (s = 1/2, y = 1).
+  EXPECT_EQ(1.5f, ops::SwishBackward(3.0f, 2.0f, 1.0f, 0.0f));
+}
+
+TEST(BiasFunctionsTest, ExactValues) {
+  EXPECT_EQ(3.5f, ops::BiasForward(1.0f, 2.5f));
+  // [outer 2, bias_dim 3, inner 4]: element 13 is (1, 0, 1).
+  EXPECT_EQ(0, ops::BiasIndex(13, 3, 4));
+  EXPECT_EQ(2, ops::BiasIndex(11, 3, 4));
+  EXPECT_EQ(0, ops::BiasIndex(5, 1, 4));  // a scalar bias
 }
 
 TEST(NeuronFunctionsTest, SigmoidIsTheLogistic) {

@@ -232,6 +232,27 @@ TYPED_TEST(LayerDeviceTest, ScaleGradientLearnedAndFromABottom) {
   this->ExpectDeviceOk();
 }
 
+TYPED_TEST(LayerDeviceTest, BiasValuesAndGradients) {
+  this->bottom_.Reshape({1, 3, 2});
+  SetBlobData(&this->bottom_, {1, 2, 3, 4, 5, 6});
+  this->bottom2_.Reshape({3});
+  SetBlobData(&this->bottom2_, {10, 20, 30});
+  auto layer = this->MakeLayer("name: 'b' type: 'Bias'");
+  this->SetUpLayer(layer.get(), {&this->bottom_, &this->bottom2_}, {&this->top_});
+  layer->Forward({&this->bottom_, &this->bottom2_}, {&this->top_});
+  this->ExpectNear({11, 12, 23, 24, 35, 36}, this->top_);
+  this->ExpectLayerGradient("name: 'b' type: 'Bias' bias_param { filler { type: 'gaussian' } }", {2, 3, 4},
+                            {test::GradientCheck::kSumOfSquares});
+  this->ExpectLayerGradient("name: 'b' type: 'Bias' bias_param { num_axes: 0 filler { type: 'gaussian' } }", {2, 3, 4},
+                            {test::GradientCheck::kSumOfSquares});
+  Blob bottom(std::vector<int>{2, 3, 4}), bias(std::vector<int>{2, 3}), top;
+  FillGaussian(&bottom, &this->rng_);
+  FillGaussian(&bias, &this->rng_);
+  auto from_bottom = this->MakeLayer("name: 'b' type: 'Bias' bias_param { axis: 0 }");
+  test::ExpectGradient(from_bottom.get(), {&bottom, &bias}, {&top}, {test::GradientCheck::kSumOfSquares});
+  this->ExpectDeviceOk();
+}
+
 TYPED_TEST(LayerDeviceTest, EltwiseGradientEveryOperation) {
   for (const char* op : {"operation: SUM coeff: 1 coeff: -0.5 coeff: 2", "operation: PROD", "operation: MAX"}) {
     Blob a(std::vector<int>{2, 3, 2}), b(std::vector<int>{2, 3, 2}), c(std::vector<int>{2, 3, 2}), top;
@@ -348,6 +369,9 @@ TYPED_TEST(LayerDeviceTest, ElementwiseNeuronForwardValues) {
          [](double v) { return (0.5 * v + 1) * (0.5 * v + 1); });
   expect("name: 't' type: 'Threshold'", [](double v) { return v > 0 ? 1.0 : 0.0; });
   expect("name: 'r' type: 'PReLU'", [](double v) { return v > 0 ? v : 0.25 * v; });
+  expect("name: 'c' type: 'Clip' clip_param { min: -1 max: 1 }",
+         [](double v) { return std::max(-1.0, std::min(v, 1.0)); });
+  expect("name: 's' type: 'Swish' swish_param { beta: 1.5 }", [](double v) { return v / (1.0 + std::exp(-1.5 * v)); });
   this->ExpectDeviceOk();
 }
 
@@ -358,8 +382,12 @@ TYPED_TEST(LayerDeviceTest, ElementwiseNeuronGradients) {
        "name: 'l' type: 'Log' log_param { scale: 0.5 shift: 5 }",
        "name: 'p' type: 'Power' power_param { power: 1.5 scale: 0.5 shift: 4 }",
        "name: 'p' type: 'Power' power_param { power: 2 scale: -1 shift: 1 }",
-       "name: 'p' type: 'Power' power_param { power: 1 scale: 3 }"},
+       "name: 'p' type: 'Power' power_param { power: 1 scale: 3 }", "name: 's' type: 'Swish'",
+       "name: 's' type: 'Swish' swish_param { beta: -0.7 }"},
       {2, 3, 4}, /*eltwise=*/true);
+  // Clip's kinks at +-1 (inputs within 0.02 of them are not compared).
+  this->ExpectLayerGradient("name: 'c' type: 'Clip' clip_param { min: -1 max: 1 }", {2, 3, 4},
+                            {test::GradientCheck::kEltwise, 1e-2f, 1e-3f, 1.0f, 0.02f});
   // PReLU's slopes too.
   this->CheckGradients({"name: 'r' type: 'PReLU' prelu_param { filler { type: 'gaussian' std: 0.5 } }",
                         "name: 'r' type: 'PReLU' prelu_param { channel_shared: true }"},
@@ -370,9 +398,11 @@ TYPED_TEST(LayerDeviceTest, ElementwiseNeuronGradients) {
 // In place (top == bottom) the layers that need their input in backward keep
 // a copy of it (on the device they run on): the same bits as out of place.
 TYPED_TEST(LayerDeviceTest, ElementwiseInPlaceIsOutOfPlace) {
-  for (const char* text : {"name: 'b' type: 'BNLL'", "name: 'e' type: 'ELU'", "name: 'x' type: 'Exp'",
-                           "name: 'l' type: 'Log' log_param { shift: 5 }",
-                           "name: 'p' type: 'Power' power_param { power: 1.5 shift: 4 }", "name: 'r' type: 'PReLU'"}) {
+  for (const char* text :
+       {"name: 'b' type: 'BNLL'", "name: 'e' type: 'ELU'", "name: 'x' type: 'Exp'",
+        "name: 'l' type: 'Log' log_param { shift: 5 }", "name: 'p' type: 'Power' power_param { power: 1.5 shift: 4 }",
+        "name: 'r' type: 'PReLU'", "name: 'c' type: 'Clip' clip_param { min: -0.5 max: 0.7 }",
+        "name: 's' type: 'Swish' swish_param { beta: 2 }"}) {
     SCOPED_TRACE(text);
     Blob x(std::vector<int>{2, 3, 5}), top, y;
     FillGaussian(&x, &this->rng_);

@@ -12,21 +12,21 @@
 //                   Eltwise PROD/MAX, Scale's forward, Accuracy, Split,
 //                   im2col/col2im, AbsVal, Threshold, PReLU (its slope
 //                   gradient gathered per slope in the CPU's order), Power
-//                   without pow (power 1), Concat, Slice;
+//                   without pow (power 1), Concat, Slice, Clip;
 //   4e-6 relative   CUDA's tanhf/expf/powf are within 2 ulp of glibc's, and
 //                   one or two such results feed the rest (Sigmoid, TanH,
 //                   Softmax, LRN);
-//   4e-6 relative   the same for BNLL, ELU, Exp, Log and Power, whose
-//   + 3e-7 abs.     results near 0 come from a cancellation (ELU's
-//                   exp(x) - 1, BNLL's log(1 + exp(x)) for x << 0): 2 ulp
-//                   of a value near 1 is up to 1.2e-7 absolute, twice that
-//                   once scaled (alpha, the top gradient);
+//   4e-6 relative   the same for BNLL, ELU, Exp, Log, Power and Swish, whose
+//   + 3e-7 abs.     results near 0 come from a cancellation (ELU's exp(x) - 1,
+//                   BNLL's log(1 + exp(x)) for x << 0): 2 ulp of a value near
+//                   1 is up to 1.2e-7 absolute, twice that once scaled (alpha,
+//                   the top gradient);
 //   1e-4 relative   cuBLAS sums (GEMM, GEMV, dot) in another order than
-//                   OpenBLAS, with fused multiply-adds: K * 2^-24 relative
-//   + 1e-4 abs.     to the sum of |terms| (K <= 600 here); the absolute floor
+//   + 1e-4 abs.     OpenBLAS, with fused multiply-adds: K * 2^-24 relative to
+//                   the sum of |terms| (K <= 600 here); the absolute floor
 //                   covers results that cancel to near zero (convolution,
-//                   deconvolution, inner product, BatchNorm's and Scale's
-//                   sums, SoftmaxWithLoss's mean, Eltwise SUM's axpy);
+//                   deconvolution, inner product, BatchNorm's, Scale's and
+//                   Bias's sums, SoftmaxWithLoss's mean, Eltwise SUM's axpy);
 //                   EuclideanLoss's and SigmoidCrossEntropyLoss's sums too
 //                   (the GPU sums in double, the CPU in float: n * 2^-24
 //                   relative, n <= 160 here, of terms of one sign).
@@ -164,12 +164,14 @@ TEST(LayerGpuTest, ElementwiseLayers) {
   EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 'r' type: 'PReLU' prelu_param { channel_shared: true }", shape, kExact),
             0);
   EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 'p' type: 'Power' power_param { scale: 2 shift: 1 }", shape, kExact), 0);
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 'c' type: 'Clip' clip_param { min: -0.5 max: 0.75 }", shape, kExact), 0);
   for (const char* text : {"name: 'b' type: 'BNLL'", "name: 'e' type: 'ELU' elu_param { alpha: 0.5 }",
                            "name: 'x' type: 'Exp'", "name: 'x' type: 'Exp' exp_param { base: 2 scale: 0.5 shift: 1 }",
                            "name: 'l' type: 'Log' log_param { shift: 5 }",
                            "name: 'l' type: 'Log' log_param { base: 10 scale: 0.5 shift: 4 }",
                            "name: 'p' type: 'Power' power_param { power: 1.5 scale: 0.5 shift: 4 }",
-                           "name: 'p' type: 'Power' power_param { power: 2 scale: 0.5 shift: 1 }"}) {
+                           "name: 'p' type: 'Power' power_param { power: 2 scale: 0.5 shift: 1 }",
+                           "name: 's' type: 'Swish'", "name: 's' type: 'Swish' swish_param { beta: -1.5 }"}) {
     EXPECT_GT(ExpectGpuMatchesCpu(device, text, shape, kCancelling), 0) << text;
   }
 }
@@ -254,6 +256,17 @@ TEST(LayerGpuTest, BatchNormTrainTestAndScale) {
                                 kSums),
             0);
   EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 's' type: 'Scale'", {{8, 16, 7, 7}, {16}}, kSums), 0);
+}
+
+TEST(LayerGpuTest, Bias) {
+  NEREUS_GPU_OR_SKIP(device);
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 'b' type: 'Bias' bias_param { filler { type: 'gaussian' } }",
+                                {{8, 16, 7, 7}}, kSums),
+            0);
+  EXPECT_GT(
+      ExpectGpuMatchesCpu(device, "name: 'b' type: 'Bias' bias_param { axis: 0 num_axes: -1 }", {{4, 6, 5}}, kSums), 0);
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 'b' type: 'Bias'", {{8, 16, 7, 7}, {16, 7}}, kSums), 0);
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 'b' type: 'Bias'", {{8, 16, 7}, {}}, kSums), 0);
 }
 
 TEST(LayerGpuTest, BatchNormGlobalStatisticsAfterTraining) {

@@ -1,9 +1,10 @@
 // The neuron layers (neuron_layers.h): ReLU (incl. leaky), Sigmoid, TanH and
 // Dropout (exact values, in-place use, numeric gradients), and AbsVal, BNLL,
 // ELU, Exp, Log, Power, Threshold and PReLU (exact values from Caffe's
-// formulas, numeric gradients, in-place use and bad parameters); plus a check
-// that the gradient checker itself fails on a wrong gradient, and that every
-// layer type is registered under its Caffe name.
+// formulas, numeric gradients, in-place use and bad parameters), Clip and
+// Swish (the same); plus a check that the gradient checker itself fails on a
+// wrong gradient, and that every layer type is registered under its Caffe
+// name.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
@@ -498,28 +499,76 @@ TEST(GradientCheckerTest, FailsOnAWrongGradient) {
   EXPECT_NE(std::string::npos, std::string(failures.GetTestPartResult(0).message()).find("feat_id"));
 }
 
+// ---- Clip, Swish ----
+
+TEST(ClipLayerTest, ForwardAndBackwardIncludeBothEnds) {
+  ClipLayer layer(ParseLayerParameter("name: 'c' type: 'Clip' clip_param { min: -1 max: 1 }"));
+  EXPECT_EQ((std::vector<float>{-1, -0.5f, 0, 1, 1}), ForwardOnInput(&layer));
+  // The gradient passes for min <= x <= max (Caffe's), and not beyond.
+  Blob bottom(std::vector<int>{1, 6}), top;
+  SetBlobData(&bottom, {-2.0f, -1.0f, -0.5f, 0.5f, 1.0f, 1.5f});
+  ClipLayer ends(ParseLayerParameter("name: 'c' type: 'Clip' clip_param { min: -1 max: 1 }"));
+  ASSERT_TRUE(ends.SetUp({&bottom}, {&top}).ok());
+  ends.Forward({&bottom}, {&top});
+  std::fill(top.mutable_cpu_diff(), top.mutable_cpu_diff() + 6, 2.0f);
+  ends.Backward({&top}, {true}, {&bottom});
+  EXPECT_EQ((std::vector<float>{0, 2, 2, 2, 2, 0}), BlobDiff(bottom));
+}
+
+TEST(ClipLayerTest, GradientAndInPlace) {
+  // The kinks at -1 and 1: inputs within 0.02 of them are not compared.
+  ClipLayer g(ParseLayerParameter("name: 'c' type: 'Clip' clip_param { min: -1 max: 1 }"));
+  std::mt19937 rng(18);
+  Blob bottom(2, 3, 2, 2), top;
+  test::FillGaussian(&bottom, &rng);
+  test::ExpectGradient(&g, {&bottom}, {&top}, {test::GradientCheck::kEltwise, 1e-2f, 1e-3f, 1.0f, 0.02f});
+  // In place keeps the input: clipped elements get no gradient there either
+  // (Caffe's in-place Clip would read its output and pass them).
+  ExpectInPlaceMatches(Maker<ClipLayer>("name: 'c' type: 'Clip' clip_param { min: -0.5 max: 0.8 }"), 0.0f);
+}
+
+TEST(ClipLayerTest, BadParametersAreErrors) {
+  Blob bottom(std::vector<int>{1, 5}), top;
+  ClipLayer inverted(ParseLayerParameter("name: 'c' type: 'Clip' clip_param { min: 2 max: 1 }"));
+  test::ExpectErrorContains(inverted.SetUp({&bottom}, {&top}), {"layer c (Clip)", "min (2.0", "must not exceed max"});
+  ClipLayer missing(ParseLayerParameter("name: 'c' type: 'Clip'"));
+  test::ExpectErrorContains(missing.SetUp({&bottom}, {&top}), {"layer c (Clip)", "clip_param with min and max"});
+  // Caffe's clip_param requires both fields: a prototxt without one does not parse.
+  caffe::LayerParameter partial;
+  EXPECT_FALSE(google::protobuf::TextFormat::ParseFromString("clip_param { min: 1 }", &partial));
+}
+
+TEST(SwishLayerTest, ForwardValues) {
+  SwishLayer layer(ParseLayerParameter("name: 's' type: 'Swish'"));
+  ExpectNear({-0.23840584f, -0.18877033f, 0, 0.73105858f, 2.85772238f}, ForwardOnInput(&layer));
+  SwishLayer beta(ParseLayerParameter("name: 's' type: 'Swish' swish_param { beta: 1.5 }"));
+  ExpectNear({-0.09485175f, -0.16041065f, 0, 0.81757448f, 2.96703917f}, ForwardOnInput(&beta));
+}
+
+TEST(SwishLayerTest, GradientAndInPlace) {
+  for (const char* text : {"name: 's' type: 'Swish'", "name: 's' type: 'Swish' swish_param { beta: 1.5 }",
+                           "name: 's' type: 'Swish' swish_param { beta: -0.5 }"}) {
+    SCOPED_TRACE(text);
+    SwishLayer g(ParseLayerParameter(text));
+    CheckEltwise(&g, 19);
+    ExpectInPlaceMatches(Maker<SwishLayer>(text), 0.0f);
+  }
+}
+
 // ---- Registration ----
 
 TEST(RegisterComputeLayersTest, EveryTypeIsRegisteredUnderItsCaffeName) {
   LayerRegistry registry;
   RegisterComputeLayers(&registry);
-  const std::vector<std::string> types = {"AbsVal",       "Accuracy",
-                                          "ArgMax",       "BNLL",
-                                          "BatchNorm",    "Concat",
-                                          "Convolution",  "Deconvolution",
-                                          "Dropout",      "ELU",
-                                          "Eltwise",      "EuclideanLoss",
-                                          "Exp",          "Flatten",
-                                          "InnerProduct", "Input",
-                                          "LRN",          "Log",
-                                          "PReLU",        "Pooling",
-                                          "Power",        "ReLU",
-                                          "Reshape",      "Scale",
-                                          "Sigmoid",      "SigmoidCrossEntropyLoss",
-                                          "Silence",      "Slice",
-                                          "Softmax",      "SoftmaxWithLoss",
-                                          "Split",        "TanH",
-                                          "Threshold"};
+  const std::vector<std::string> types = {"AbsVal",       "Accuracy",      "ArgMax",  "BNLL",
+                                          "BatchNorm",    "Bias",          "Clip",    "Concat",
+                                          "Convolution",  "Deconvolution", "Dropout", "ELU",
+                                          "Eltwise",      "EuclideanLoss", "Exp",     "Flatten",
+                                          "InnerProduct", "Input",         "LRN",     "Log",
+                                          "PReLU",        "Pooling",       "Power",   "ReLU",
+                                          "Reshape",      "Scale",         "Sigmoid", "SigmoidCrossEntropyLoss",
+                                          "Silence",      "Slice",         "Softmax", "SoftmaxWithLoss",
+                                          "Split",        "Swish",         "TanH",    "Threshold"};
   std::vector<std::string> expected = types;
   // Issue 31's, part B.
   for (const char* t : {"BatchReindex", "ContrastiveLoss", "Embed", "Filter", "HingeLoss", "InfogainLoss",
