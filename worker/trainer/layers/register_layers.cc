@@ -21,6 +21,7 @@
 #include "worker/trainer/layers/scale_layer.h"
 #include "worker/trainer/layers/shape_layers.h"
 #include "worker/trainer/layers/softmax_layer.h"
+#include "worker/trainer/layers/tile_layer.h"
 #include "worker/trainer/split_layer.h"
 
 namespace nereus {
@@ -71,6 +72,7 @@ void RegisterComputeLayers(LayerRegistry* registry) {
   registry->Register<EmbedLayer>("Embed");
   registry->Register<ParameterLayer>("Parameter");
   registry->Register<PythonLayer>("Python");  // Refused at set-up: no Python is embedded.
+  registry->Register<TileLayer>("Tile");
 }
 
 }  // namespace nereus

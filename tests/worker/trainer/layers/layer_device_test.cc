@@ -691,6 +691,16 @@ TYPED_TEST(LayerDeviceTest, BatchReindexFilterEmbedParameter) {
       "name: 'e' type: 'Embed' embed_param { num_output: 3 input_dim: 5 weight_filler { type: 'gaussian' } "
       "bias_filler { type: 'gaussian' } }");
   test::ExpectGradient(e.get(), {&words}, {&vectors}, {test::GradientCheck::kSumOfSquares, 1e-2f, 1e-3f, 0, -1, -2});
+TYPED_TEST(LayerDeviceTest, TileValuesAndGradient) {
+  this->bottom_.Reshape({2, 3});
+  SetBlobData(&this->bottom_, {1, 2, 3, 4, 5, 6});
+  auto layer = this->MakeLayer("name: 't' type: 'Tile' tile_param { tiles: 2 }");
+  this->SetUpLayer(layer.get(), {&this->bottom_}, {&this->top_});
+  layer->Forward({&this->bottom_}, {&this->top_});
+  this->ExpectNear({1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6}, this->top_);
+  this->CheckGradients(
+      {"name: 't' type: 'Tile' tile_param { tiles: 3 }", "name: 't' type: 'Tile' tile_param { axis: -1 tiles: 2 }"},
+      {2, 3, 4}, /*eltwise=*/false);
   this->ExpectDeviceOk();
 }
 

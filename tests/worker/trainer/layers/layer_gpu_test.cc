@@ -494,5 +494,14 @@ TEST(LayerGpuTest, BatchReindexFilterEmbedParameterAreBitwiseTheCpu) {
             0);
 }
 
+// Tile copies values and adds its tiles in the CPU's order: the CPU's bits.
+TEST(LayerGpuTest, Tile) {
+  NEREUS_GPU_OR_SKIP(device);
+  for (const char* text :
+       {"name: 't' type: 'Tile' tile_param { tiles: 3 }", "name: 't' type: 'Tile' tile_param { axis: 0 tiles: 2 }"}) {
+    EXPECT_GT(ExpectGpuMatchesCpu(device, text, {{4, 6, 9, 11}}, kExact), 0) << text;
+  }
+}
+
 }  // namespace
 }  // namespace nereus

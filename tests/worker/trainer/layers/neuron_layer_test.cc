@@ -568,7 +568,8 @@ TEST(RegisterComputeLayersTest, EveryTypeIsRegisteredUnderItsCaffeName) {
                                           "PReLU",        "Pooling",       "Power",   "ReLU",
                                           "Reshape",      "Scale",         "Sigmoid", "SigmoidCrossEntropyLoss",
                                           "Silence",      "Slice",         "Softmax", "SoftmaxWithLoss",
-                                          "Split",        "Swish",         "TanH",    "Threshold"};
+                                          "Split",        "Swish",         "TanH",    "Threshold",
+                                          "Tile"};
   std::vector<std::string> expected = types;
   // Issue 31's, part B.
   for (const char* t : {"BatchReindex", "ContrastiveLoss", "Embed", "Filter", "HingeLoss", "InfogainLoss",
