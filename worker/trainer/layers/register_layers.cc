@@ -18,6 +18,7 @@
 #include "worker/trainer/layers/parameter_layer.h"
 #include "worker/trainer/layers/pooling_layer.h"
 #include "worker/trainer/layers/python_layer.h"
+#include "worker/trainer/layers/reduction_layer.h"
 #include "worker/trainer/layers/scale_layer.h"
 #include "worker/trainer/layers/shape_layers.h"
 #include "worker/trainer/layers/softmax_layer.h"
@@ -73,6 +74,7 @@ void RegisterComputeLayers(LayerRegistry* registry) {
   registry->Register<ParameterLayer>("Parameter");
   registry->Register<PythonLayer>("Python");  // Refused at set-up: no Python is embedded.
   registry->Register<TileLayer>("Tile");
+  registry->Register<ReductionLayer>("Reduction");
 }
 
 }  // namespace nereus

@@ -704,5 +704,25 @@ TYPED_TEST(LayerDeviceTest, TileValuesAndGradient) {
   this->ExpectDeviceOk();
 }
 
+TYPED_TEST(LayerDeviceTest, ReductionValuesAndGradient) {
+  this->bottom_.Reshape({2, 3});
+  SetBlobData(&this->bottom_, {1, -2, 3, -4, 5, 0});
+  const char* params[] = {"operation: SUM", "operation: ASUM", "operation: SUMSQ coeff: 2", "operation: MEAN"};
+  const std::vector<float> expected[] = {{2, 1}, {6, 9}, {28, 82}, {2.0f / 3, 1.0f / 3}};
+  for (int k = 0; k < 4; ++k) {
+    SCOPED_TRACE(params[k]);
+    auto layer =
+        this->MakeLayer(std::string("name: 'r' type: 'Reduction' reduction_param { axis: 1 ") + params[k] + " }");
+    this->SetUpLayer(layer.get(), {&this->bottom_}, {&this->top_});
+    layer->Forward({&this->bottom_}, {&this->top_});
+    this->ExpectNear(expected[k], this->top_);
+  }
+  this->CheckGradients({"name: 'r' type: 'Reduction' reduction_param { operation: SUMSQ axis: 1 }",
+                        "name: 'r' type: 'Reduction' reduction_param { operation: ASUM axis: -1 coeff: 2 }",
+                        "name: 'r' type: 'Reduction' reduction_param { operation: MEAN }"},
+                       {2, 3, 4}, /*eltwise=*/false);
+  this->ExpectDeviceOk();
+}
+
 }  // namespace
 }  // namespace nereus

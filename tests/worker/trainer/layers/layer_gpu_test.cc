@@ -503,5 +503,17 @@ TEST(LayerGpuTest, Tile) {
   }
 }
 
+// Reduction adds each item's entries in the CPU's order, a thread an item:
+// the CPU's bits.
+TEST(LayerGpuTest, Reduction) {
+  NEREUS_GPU_OR_SKIP(device);
+  for (const char* text : {"name: 'r' type: 'Reduction'",
+                           "name: 'r' type: 'Reduction' reduction_param { operation: ASUM axis: 1 coeff: -2 }",
+                           "name: 'r' type: 'Reduction' reduction_param { operation: SUMSQ axis: 2 }",
+                           "name: 'r' type: 'Reduction' reduction_param { operation: MEAN axis: -1 }"}) {
+    EXPECT_GT(ExpectGpuMatchesCpu(device, text, {{4, 6, 9, 11}}, kExact), 0) << text;
+  }
+}
+
 }  // namespace
 }  // namespace nereus
