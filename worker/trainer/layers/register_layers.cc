@@ -7,6 +7,7 @@
 #include "worker/trainer/layers/bias_layer.h"
 #include "worker/trainer/layers/concat_layer.h"
 #include "worker/trainer/layers/contrastive_loss_layer.h"
+#include "worker/trainer/layers/crop_layer.h"
 #include "worker/trainer/layers/eltwise_layer.h"
 #include "worker/trainer/layers/embed_layer.h"
 #include "worker/trainer/layers/filter_layer.h"
@@ -75,6 +76,7 @@ void RegisterComputeLayers(LayerRegistry* registry) {
   registry->Register<PythonLayer>("Python");  // Refused at set-up: no Python is embedded.
   registry->Register<TileLayer>("Tile");
   registry->Register<ReductionLayer>("Reduction");
+  registry->Register<CropLayer>("Crop");
 }
 
 }  // namespace nereus

@@ -724,5 +724,20 @@ TYPED_TEST(LayerDeviceTest, ReductionValuesAndGradient) {
   this->ExpectDeviceOk();
 }
 
+TYPED_TEST(LayerDeviceTest, CropValuesAndGradient) {
+  this->bottom_.Reshape({1, 1, 4, 4});
+  SetBlobData(&this->bottom_, OneToN(16));
+  this->bottom2_.Reshape({1, 1, 2, 3});
+  auto layer = this->MakeLayer("name: 'c' type: 'Crop' crop_param { offset: 1 }");
+  this->SetUpLayer(layer.get(), {&this->bottom_, &this->bottom2_}, {&this->top_});
+  layer->Forward({&this->bottom_, &this->bottom2_}, {&this->top_});
+  this->ExpectNear({6, 7, 8, 10, 11, 12}, this->top_);
+  Blob bottom(std::vector<int>{2, 3, 4, 5}), reference(std::vector<int>{2, 2, 3, 3}), top;
+  FillGaussian(&bottom, &this->rng_);
+  auto crop = this->MakeLayer("name: 'c' type: 'Crop' crop_param { axis: 1 offset: 1 offset: 0 offset: 2 }");
+  test::ExpectGradient(crop.get(), {&bottom, &reference}, {&top}, {test::GradientCheck::kSumOfSquares});
+  this->ExpectDeviceOk();
+}
+
 }  // namespace
 }  // namespace nereus

@@ -515,5 +515,16 @@ TEST(LayerGpuTest, Reduction) {
   }
 }
 
+// Crop copies values: the CPU's bits (bottom 1's gradient: zeros).
+TEST(LayerGpuTest, Crop) {
+  NEREUS_GPU_OR_SKIP(device);
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 'c' type: 'Crop' crop_param { offset: 1 offset: 2 }",
+                                {{4, 6, 9, 11}, {4, 6, 5, 7}}, kExact),
+            0);
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 'c' type: 'Crop' crop_param { axis: 1 offset: 2 }",
+                                {{4, 6, 9, 11}, {4, 3, 5, 7}}, kExact, true, nullptr, {true, false}),
+            0);
+}
+
 }  // namespace
 }  // namespace nereus
