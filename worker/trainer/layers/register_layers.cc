@@ -15,6 +15,7 @@
 #include "worker/trainer/layers/label_loss_layers.h"
 #include "worker/trainer/layers/loss_layers.h"
 #include "worker/trainer/layers/lrn_layer.h"
+#include "worker/trainer/layers/mvn_layer.h"
 #include "worker/trainer/layers/neuron_layers.h"
 #include "worker/trainer/layers/parameter_layer.h"
 #include "worker/trainer/layers/pooling_layer.h"
@@ -77,6 +78,7 @@ void RegisterComputeLayers(LayerRegistry* registry) {
   registry->Register<TileLayer>("Tile");
   registry->Register<ReductionLayer>("Reduction");
   registry->Register<CropLayer>("Crop");
+  registry->Register<MVNLayer>("MVN");
 }
 
 }  // namespace nereus

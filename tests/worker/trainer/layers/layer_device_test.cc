@@ -739,5 +739,18 @@ TYPED_TEST(LayerDeviceTest, CropValuesAndGradient) {
   this->ExpectDeviceOk();
 }
 
+TYPED_TEST(LayerDeviceTest, MVNValuesAndGradient) {
+  this->bottom_.Reshape({1, 2, 2, 2});
+  SetBlobData(&this->bottom_, {1, 2, 3, 4, 5, 5, 5, 5});
+  auto layer = this->MakeLayer("name: 'm' type: 'MVN'");
+  this->SetUpLayer(layer.get(), {&this->bottom_}, {&this->top_});
+  layer->Forward({&this->bottom_}, {&this->top_});
+  this->ExpectNear({-1.3416408f, -0.4472136f, 0.4472136f, 1.3416408f, 0, 0, 0, 0}, this->top_);
+  this->CheckGradients({"name: 'm' type: 'MVN'", "name: 'm' type: 'MVN' mvn_param { across_channels: true }",
+                        "name: 'm' type: 'MVN' mvn_param { normalize_variance: false }"},
+                       {2, 3, 2, 3}, /*eltwise=*/false);
+  this->ExpectDeviceOk();
+}
+
 }  // namespace
 }  // namespace nereus

@@ -526,5 +526,15 @@ TEST(LayerGpuTest, Crop) {
             0);
 }
 
+// MVN's sums run a thread a group in the CPU's order, and sqrtf and the
+// division are correctly rounded: the CPU's bits.
+TEST(LayerGpuTest, MVN) {
+  NEREUS_GPU_OR_SKIP(device);
+  for (const char* text : {"name: 'm' type: 'MVN'", "name: 'm' type: 'MVN' mvn_param { across_channels: true }",
+                           "name: 'm' type: 'MVN' mvn_param { normalize_variance: false }"}) {
+    EXPECT_GT(ExpectGpuMatchesCpu(device, text, {{4, 6, 9, 11}}, kExact), 0) << text;
+  }
+}
+
 }  // namespace
 }  // namespace nereus
