@@ -47,6 +47,28 @@ Status ReadSpatial(const char* name, const google::protobuf::RepeatedField<uint3
 
 }  // namespace
 
+Status ParseConvKernel(const caffe::ConvolutionParameter& p, layers::ConvGeometry* g) {
+  RETURN_IF_ERROR(ReadSpatial("kernel", p.kernel_size(), p.has_kernel_h(), p.kernel_h(), p.has_kernel_w(), p.kernel_w(),
+                              -1, &g->kernel_h, &g->kernel_w));
+  RETURN_IF_ERROR(
+      ReadSpatial("pad", p.pad(), p.has_pad_h(), p.pad_h(), p.has_pad_w(), p.pad_w(), 0, &g->pad_h, &g->pad_w));
+  RETURN_IF_ERROR(ReadSpatial("stride", p.stride(), p.has_stride_h(), p.stride_h(), p.has_stride_w(), p.stride_w(), 1,
+                              &g->stride_h, &g->stride_w));
+  RETURN_IF_ERROR(ReadSpatial("dilation", p.dilation(), false, 0, false, 0, 1, &g->dilation_h, &g->dilation_w));
+  if (g->kernel_h <= 0 || g->kernel_w <= 0) {
+    return InvalidArgumentError("kernel size must be > 0, got kernel_h=" + std::to_string(g->kernel_h) +
+                                " kernel_w=" + std::to_string(g->kernel_w));
+  }
+  if (g->stride_h <= 0 || g->stride_w <= 0) {
+    return InvalidArgumentError("stride must be > 0, got stride_h=" + std::to_string(g->stride_h) +
+                                " stride_w=" + std::to_string(g->stride_w));
+  }
+  if (g->dilation_h <= 0 || g->dilation_w <= 0) {
+    return InvalidArgumentError("dilation must be > 0");
+  }
+  return Status::OK();
+}
+
 Status BaseConvolutionLayer::ParseGeometry(const Blob& bottom) {
   const caffe::ConvolutionParameter& p = layer_param_.convolution_param();
   const int num_axes = bottom.num_axes();
@@ -62,26 +84,8 @@ Status BaseConvolutionLayer::ParseGeometry(const Blob& bottom) {
         bottom.shape_string() + " and axis " + std::to_string(p.axis()));
   }
   if (p.force_nd_im2col()) return LayerError("force_nd_im2col is not supported");
-  auto with_name = [this](const Status& s) { return s.ok() ? s : LayerError(s.message()); };
-  RETURN_IF_ERROR(with_name(ReadSpatial("kernel", p.kernel_size(), p.has_kernel_h(), p.kernel_h(), p.has_kernel_w(),
-                                        p.kernel_w(), -1, &geometry_.kernel_h, &geometry_.kernel_w)));
-  RETURN_IF_ERROR(with_name(ReadSpatial("pad", p.pad(), p.has_pad_h(), p.pad_h(), p.has_pad_w(), p.pad_w(), 0,
-                                        &geometry_.pad_h, &geometry_.pad_w)));
-  RETURN_IF_ERROR(with_name(ReadSpatial("stride", p.stride(), p.has_stride_h(), p.stride_h(), p.has_stride_w(),
-                                        p.stride_w(), 1, &geometry_.stride_h, &geometry_.stride_w)));
-  RETURN_IF_ERROR(with_name(
-      ReadSpatial("dilation", p.dilation(), false, 0, false, 0, 1, &geometry_.dilation_h, &geometry_.dilation_w)));
-  if (geometry_.kernel_h <= 0 || geometry_.kernel_w <= 0) {
-    return LayerError("kernel size must be > 0, got kernel_h=" + std::to_string(geometry_.kernel_h) +
-                      " kernel_w=" + std::to_string(geometry_.kernel_w));
-  }
-  if (geometry_.stride_h <= 0 || geometry_.stride_w <= 0) {
-    return LayerError("stride must be > 0, got stride_h=" + std::to_string(geometry_.stride_h) +
-                      " stride_w=" + std::to_string(geometry_.stride_w));
-  }
-  if (geometry_.dilation_h <= 0 || geometry_.dilation_w <= 0) {
-    return LayerError("dilation must be > 0");
-  }
+  const Status parsed = ParseConvKernel(p, &geometry_);
+  if (!parsed.ok()) return LayerError(parsed.message());
   return Status::OK();
 }
 

@@ -43,6 +43,12 @@
 
 namespace nereus {
 
+// Reads kernel, pad, stride and dilation from `p` into `g` (each given once,
+// once per spatial axis, or as its _h/_w pair; pad 0, stride 1, dilation 1
+// by default) and checks that kernel, stride and dilation are positive; the
+// error names the field. Convolution, Deconvolution and Im2col share it.
+Status ParseConvKernel(const caffe::ConvolutionParameter& p, layers::ConvGeometry* g);
+
 class BaseConvolutionLayer : public Layer {
  public:
   using Layer::Layer;

@@ -11,6 +11,7 @@
 #include "worker/trainer/layers/eltwise_layer.h"
 #include "worker/trainer/layers/embed_layer.h"
 #include "worker/trainer/layers/filter_layer.h"
+#include "worker/trainer/layers/im2col_layer.h"
 #include "worker/trainer/layers/inner_product_layer.h"
 #include "worker/trainer/layers/label_loss_layers.h"
 #include "worker/trainer/layers/loss_layers.h"
@@ -79,6 +80,7 @@ void RegisterComputeLayers(LayerRegistry* registry) {
   registry->Register<ReductionLayer>("Reduction");
   registry->Register<CropLayer>("Crop");
   registry->Register<MVNLayer>("MVN");
+  registry->Register<Im2colLayer>("Im2col");
 }
 
 }  // namespace nereus

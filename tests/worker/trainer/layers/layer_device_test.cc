@@ -752,5 +752,17 @@ TYPED_TEST(LayerDeviceTest, MVNValuesAndGradient) {
   this->ExpectDeviceOk();
 }
 
+TYPED_TEST(LayerDeviceTest, Im2colValuesAndGradient) {
+  this->bottom_.Reshape({1, 1, 3, 3});
+  SetBlobData(&this->bottom_, OneToN(9));
+  auto layer = this->MakeLayer("name: 'i' type: 'Im2col' convolution_param { kernel_size: 2 }");
+  this->SetUpLayer(layer.get(), {&this->bottom_}, {&this->top_});
+  layer->Forward({&this->bottom_}, {&this->top_});
+  this->ExpectNear({1, 2, 4, 5, 2, 3, 5, 6, 4, 5, 7, 8, 5, 6, 8, 9}, this->top_);
+  this->CheckGradients({"name: 'i' type: 'Im2col' convolution_param { kernel_size: 3 pad: 1 stride: 2 }"}, {2, 2, 5, 4},
+                       /*eltwise=*/false);
+  this->ExpectDeviceOk();
+}
+
 }  // namespace
 }  // namespace nereus

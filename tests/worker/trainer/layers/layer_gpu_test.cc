@@ -536,5 +536,14 @@ TEST(LayerGpuTest, MVN) {
   }
 }
 
+// Im2col runs im2col.h's kernels (the convolution's): the CPU's bits.
+TEST(LayerGpuTest, Im2col) {
+  NEREUS_GPU_OR_SKIP(device);
+  for (const char* text : {"name: 'i' type: 'Im2col' convolution_param { kernel_size: 3 pad: 1 stride: 2 }",
+                           "name: 'i' type: 'Im2col' convolution_param { kernel_h: 2 kernel_w: 3 dilation: 2 }"}) {
+    EXPECT_GT(ExpectGpuMatchesCpu(device, text, {{4, 6, 9, 11}}, kExact), 0) << text;
+  }
+}
+
 }  // namespace
 }  // namespace nereus
