@@ -25,6 +25,7 @@
 #include "worker/trainer/layers/scale_layer.h"
 #include "worker/trainer/layers/shape_layers.h"
 #include "worker/trainer/layers/softmax_layer.h"
+#include "worker/trainer/layers/spp_layer.h"
 #include "worker/trainer/layers/tile_layer.h"
 #include "worker/trainer/split_layer.h"
 
@@ -81,6 +82,7 @@ void RegisterComputeLayers(LayerRegistry* registry) {
   registry->Register<CropLayer>("Crop");
   registry->Register<MVNLayer>("MVN");
   registry->Register<Im2colLayer>("Im2col");
+  registry->Register<SPPLayer>("SPP");
 }
 
 }  // namespace nereus

@@ -764,5 +764,19 @@ TYPED_TEST(LayerDeviceTest, Im2colValuesAndGradient) {
   this->ExpectDeviceOk();
 }
 
+TYPED_TEST(LayerDeviceTest, SPPValuesAndGradient) {
+  this->bottom_.Reshape({1, 1, 4, 4});
+  SetBlobData(&this->bottom_, OneToN(16));
+  auto layer = this->MakeLayer("name: 's' type: 'SPP' spp_param { pyramid_height: 2 pool: AVE }");
+  this->SetUpLayer(layer.get(), {&this->bottom_}, {&this->top_});
+  layer->Forward({&this->bottom_}, {&this->top_});
+  this->ExpectNear({8.5f, 3.5f, 5.5f, 11.5f, 13.5f}, this->top_);
+  this->CheckGradients({"name: 's' type: 'SPP' spp_param { pyramid_height: 3 pool: AVE }"}, {2, 2, 8, 7},
+                       /*eltwise=*/false);
+  this->ExpectLayerGradient("name: 's' type: 'SPP' spp_param { pyramid_height: 2 }", {2, 2, 5, 5},
+                            {test::GradientCheck::kSumOfSquares}, test::BottomFill::kDistinct);
+  this->ExpectDeviceOk();
+}
+
 }  // namespace
 }  // namespace nereus

@@ -545,5 +545,16 @@ TEST(LayerGpuTest, Im2col) {
   }
 }
 
+// SPP's levels are Poolings (bitwise the CPU) and its sum of their
+// gradients adds in the CPU's order: the CPU's bits.
+TEST(LayerGpuTest, SPP) {
+  NEREUS_GPU_OR_SKIP(device);
+  for (const char* text : {"name: 's' type: 'SPP' spp_param { pyramid_height: 3 }",
+                           "name: 's' type: 'SPP' spp_param { pyramid_height: 3 pool: AVE }",
+                           "name: 's' type: 'SPP' spp_param { pyramid_height: 1 }"}) {
+    EXPECT_GT(ExpectGpuMatchesCpu(device, text, {{4, 6, 9, 11}}, kExact), 0) << text;
+  }
+}
+
 }  // namespace
 }  // namespace nereus
