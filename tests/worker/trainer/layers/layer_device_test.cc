@@ -778,5 +778,28 @@ TYPED_TEST(LayerDeviceTest, SPPValuesAndGradient) {
   this->ExpectDeviceOk();
 }
 
+TYPED_TEST(LayerDeviceTest, LSTMUnitValuesAndGradient) {
+  Blob c_prev(std::vector<int>{1, 2, 2}), x(std::vector<int>{1, 2, 8}), cont(std::vector<int>{1, 2}), c, h;
+  SetBlobData(&c_prev, {0.5f, -1, 2, -1});
+  SetBlobData(&x, {1, -2, 0.5f, 0, -1, 2, 0.3f, -0.7f, 0.2f, 0.1f, 3, -3, 1, 1, 0.5f, -0.5f});
+  SetBlobData(&cont, {1, 0});
+  auto layer = this->MakeLayer("name: 'u' type: 'LSTMUnit'");
+  this->SetUpLayer(layer.get(), {&c_prev, &x, &cont}, {&c, &h});
+  layer->Forward({&c_prev, &x, &cont}, {&c, &h});
+  // Worked in double from c = f c_prev + i g, h = o tanh(c) (lstm_unit_layer_test).
+  this->ExpectNear({0.52419625f, -0.57204241f, 0.25408772f, -0.24260189f}, c);
+  this->ExpectNear({0.12934259f, -0.45524671f, 0.18185617f, -0.17395673f}, h);
+  for (int check_bottom : {0, 1}) {
+    Blob cp(std::vector<int>{1, 3, 4}), gates(std::vector<int>{1, 3, 16}), flags(std::vector<int>{1, 3}), c2, h2;
+    FillGaussian(&cp, &this->rng_);
+    FillGaussian(&gates, &this->rng_);
+    SetBlobData(&flags, {1, 0, 1});
+    auto unit = this->MakeLayer("name: 'u' type: 'LSTMUnit'");
+    test::ExpectGradient(unit.get(), {&cp, &gates, &flags}, {&c2, &h2},
+                         {test::GradientCheck::kExhaustive, 1e-2f, 1e-3f, 0.0f, -1.0f, check_bottom});
+  }
+  this->ExpectDeviceOk();
+}
+
 }  // namespace
 }  // namespace nereus

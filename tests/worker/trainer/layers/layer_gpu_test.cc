@@ -556,5 +556,22 @@ TEST(LayerGpuTest, SPP) {
   }
 }
 
+// LSTMUnit: CUDA's tanhf is within 2 ulp of glibc's, and a gradient chains up
+// to four such factors, one of them 1 - tanh(c)^2 (a cancellation near
+// |c| >> 1): 1e-5 relative, 1e-6 absolute.
+TEST(LayerGpuTest, LSTMUnit) {
+  NEREUS_GPU_OR_SKIP(device);
+  const test::BottomFiller fill = [](int index, Blob* blob, std::mt19937* rng) {
+    if (index == 2) {
+      for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] = static_cast<float>(i % 3 != 0);
+    } else {
+      test::FillGaussian(blob, rng);
+    }
+  };
+  EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 'u' type: 'LSTMUnit'", {{1, 16, 20}, {1, 16, 80}, {1, 16}},
+                                Tolerance{1e-5f, 1e-6f}, true, fill, {true, true, false}),
+            0);
+}
+
 }  // namespace
 }  // namespace nereus
