@@ -3,9 +3,9 @@
 // crop_param.offset (none: 0; one: for every cropped axis; else one per
 // cropped axis); the axes before `axis` are kept whole. Backward: the top's
 // gradient goes back to the elements it was cut from, 0 elsewhere.
-// Bottom 1 gives only a shape: its gradient is 0 (written as zeros when a net
-// asks for it; Caffe leaves it unwritten), and it cannot be forced to
-// backpropagate.
+// Bottom 1 gives only a shape: its gradient is 0, written as zeros when a net
+// asks for it (Caffe leaves it unwritten), so a reference that some other
+// branch trains through is accepted, as in Caffe.
 #ifndef NEREUS_WORKER_TRAINER_LAYERS_CROP_LAYER_H_
 #define NEREUS_WORKER_TRAINER_LAYERS_CROP_LAYER_H_
 
@@ -48,8 +48,6 @@ class CropLayer : public Layer {
   const char* type() const override { return "Crop"; }
   int ExactNumBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
-  // Bottom 1 gives only the shape.
-  bool AllowForceBackward(int bottom_index) const override { return bottom_index == 0; }
 
  protected:
   NEREUS_LAYER_PASSES;

@@ -5,12 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "tests/support/gradient_checker.h"
+#include "worker/trainer/layer_registry.h"
+#include "worker/trainer/net.h"
 
 namespace nereus {
 namespace test {
@@ -63,8 +66,31 @@ TEST(CropLayerTest, BackwardScattersTheTopGradient) {
   layer.Backward({&top}, {true, true}, {&bottom, &ref});
   EXPECT_EQ((std::vector<float>{0, 0, 0, 1, 2, 0, 3, 4, 0}), BlobDiff(bottom));
   EXPECT_EQ((std::vector<float>{0, 0, 0, 0}), BlobDiff(ref));  // a shape only
-  EXPECT_TRUE(layer.AllowForceBackward(0));
-  EXPECT_FALSE(layer.AllowForceBackward(1));
+  // A net may ask for it (the reference can come from a trained branch).
+  EXPECT_TRUE(layer.AllowForceBackward(1));
+}
+
+// A reference that a trained branch produces (FCN-style nets crop to a
+// convolution's output): the net is built and trains; the reference's
+// gradient through the Crop is 0, so the convolution's weights get none.
+TEST(CropLayerTest, AReferenceFromATrainedBranchIsAccepted) {
+  caffe::NetParameter param;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      "name: 'n' force_backward: true "
+      "layer { name: 'data' type: 'Input' top: 'data' input_param { shape { dim: 1 dim: 1 dim: 6 dim: 6 } } } "
+      "layer { name: 'ref' type: 'Convolution' bottom: 'data' top: 'ref' "
+      "  convolution_param { num_output: 1 kernel_size: 3 weight_filler { type: 'constant' value: 1 } } } "
+      "layer { name: 'crop' type: 'Crop' bottom: 'data' bottom: 'ref' top: 'crop' crop_param { offset: 1 } } "
+      "layer { name: 'loss' type: 'Reduction' bottom: 'crop' top: 'loss' loss_weight: 1 }",
+      &param));
+  auto net = Net::Create(param, DefaultLayerRegistry());
+  ASSERT_TRUE(net.ok()) << net.status();
+  ASSERT_TRUE((*net)->ForwardBackward().ok());
+  const std::vector<std::string>& names = (*net)->layer_names();
+  const auto ref = std::find(names.begin(), names.end(), "ref");
+  ASSERT_NE(names.end(), ref);  // (a Split of 'data' comes before it)
+  const Blob& weights = *(*net)->layers()[ref - names.begin()]->blobs()[0];
+  EXPECT_EQ(std::vector<float>(9, 0.0f), BlobDiff(weights));
 }
 
 TEST(CropLayerTest, Gradient) {
