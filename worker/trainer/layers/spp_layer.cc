@@ -25,10 +25,10 @@ caffe::PoolingParameter SPPLayer::LevelParameter(int level, int height, int widt
   return p;
 }
 
-Status SPPLayer::BuildLevels(const Blob& bottom) {
+Status SPPLayer::BuildLevels(Blob* bottom) {
   const caffe::SPPParameter& p = layer_param_.spp_param();
-  height_ = bottom.shape(2);
-  width_ = bottom.shape(3);
+  height_ = bottom->shape(2);
+  width_ = bottom->shape(3);
   levels_.clear();
   pooled_.clear();
   for (int l = 0; l < static_cast<int>(p.pyramid_height()); ++l) {
@@ -39,8 +39,7 @@ Status SPPLayer::BuildLevels(const Blob& bottom) {
     levels_.push_back(std::make_unique<PoolingLayer>(level));
     levels_.back()->set_device(device());
     pooled_.push_back(std::make_unique<Blob>());
-    Blob* in = const_cast<Blob*>(&bottom);  // SetUp reads the bottom's shape only
-    const Status s = levels_.back()->SetUp({in}, {pooled_.back().get()});
+    const Status s = levels_.back()->SetUp({bottom}, {pooled_.back().get()});
     if (!s.ok()) return Status(s.code(), "pyramid level " + std::to_string(l) + ": " + s.message());
   }
   return Status::OK();
@@ -59,14 +58,14 @@ Status SPPLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::v
   if (bottom[0]->shape(2) <= 0 || bottom[0]->shape(3) <= 0) {
     return LayerError("the bottom's height and width must be positive, got " + bottom[0]->shape_string());
   }
-  const Status s = BuildLevels(*bottom[0]);
+  const Status s = BuildLevels(bottom[0]);
   return s.ok() ? s : LayerError(s.message());
 }
 
 void SPPLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   LAYER_CHECK(bottom[0]->num_axes() == 4) << "the bottom must be [N, C, H, W], got " << bottom[0]->shape_string();
   if (bottom[0]->shape(2) != height_ || bottom[0]->shape(3) != width_) {
-    const Status s = BuildLevels(*bottom[0]);
+    const Status s = BuildLevels(bottom[0]);
     LAYER_CHECK(s.ok()) << s.message();
   }
   int dim = 0;

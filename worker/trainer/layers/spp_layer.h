@@ -40,7 +40,7 @@ class SPPLayer : public Layer {
 
  private:
   // (Re)builds the levels for the bottom's height and width.
-  Status BuildLevels(const Blob& bottom);
+  Status BuildLevels(Blob* bottom);
   template <class Math>
   void ForwardWith(const Math& math, const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
   template <class Math>
