@@ -6,6 +6,9 @@
 
 namespace nereus {
 
+static_assert(ops::kReductionAsum == caffe::ReductionParameter::ASUM, "caffe.proto's ReductionOp");
+static_assert(ops::kReductionSumsq == caffe::ReductionParameter::SUMSQ, "caffe.proto's ReductionOp");
+
 Status ReductionLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const caffe::ReductionParameter& p = layer_param_.reduction_param();
   const int num_axes = bottom[0]->num_axes();

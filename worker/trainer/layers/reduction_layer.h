@@ -20,22 +20,25 @@ namespace ops {
 
 // Per-item and per-element arithmetic of Reduction, shared by the CPU loops
 // (reduction_layer.cc) and the GPU kernels (reduction_layer.cu). `op` is a
-// caffe::ReductionParameter::ReductionOp; `coeff` already divided by the
-// item's count for MEAN.
+// caffe::ReductionParameter::ReductionOp (the values below, checked against
+// caffe.proto in reduction_layer.cc); `coeff` already divided by the item's
+// count for MEAN.
+constexpr int kReductionAsum = 2;
+constexpr int kReductionSumsq = 3;
 //
 // One item's `dim` entries reduced in order, times coeff.
 NEREUS_HOST_DEVICE inline float ReduceItem(const float* x, int dim, int op, float coeff) {
   float sum = 0.0f;
   for (int j = 0; j < dim; ++j) {
     const float v = x[j];
-    sum += op == 2 ? Abs(v) : op == 3 ? v * v : v;  // ASUM, SUMSQ, else SUM/MEAN
+    sum += op == kReductionAsum ? Abs(v) : op == kReductionSumsq ? v * v : v;  // else SUM, MEAN
   }
   return coeff == 1.0f ? sum : sum * coeff;
 }
 // The gradient of entry x of an item whose top gradient is dy.
 NEREUS_HOST_DEVICE inline float ReductionBackward(float dy, float x, int op, float coeff) {
   const float d = dy * coeff;
-  return op == 2 ? Sign(x) * d : op == 3 ? 2.0f * d * x : d;
+  return op == kReductionAsum ? Sign(x) * d : op == kReductionSumsq ? 2.0f * d * x : d;
 }
 
 }  // namespace ops
