@@ -16,6 +16,7 @@
 #include "worker/trainer/layers/label_loss_layers.h"
 #include "worker/trainer/layers/loss_layers.h"
 #include "worker/trainer/layers/lrn_layer.h"
+#include "worker/trainer/layers/lstm_layer.h"
 #include "worker/trainer/layers/lstm_unit_layer.h"
 #include "worker/trainer/layers/mvn_layer.h"
 #include "worker/trainer/layers/neuron_layers.h"
@@ -85,6 +86,7 @@ void RegisterComputeLayers(LayerRegistry* registry) {
   registry->Register<Im2colLayer>("Im2col");
   registry->Register<SPPLayer>("SPP");
   registry->Register<LSTMUnitLayer>("LSTMUnit");
+  registry->Register<LSTMLayer>("LSTM");
 }
 
 }  // namespace nereus

@@ -801,5 +801,28 @@ TYPED_TEST(LayerDeviceTest, LSTMUnitValuesAndGradient) {
   this->ExpectDeviceOk();
 }
 
+TYPED_TEST(LayerDeviceTest, LSTMValuesAndGradient) {
+  Blob x(std::vector<int>{2, 1, 1}), cont(std::vector<int>{2, 1}), h;
+  SetBlobData(&x, {0.5f, -1.5f});
+  SetBlobData(&cont, {0, 1});
+  auto layer = this->MakeLayer("name: 'l' type: 'LSTM' recurrent_param { num_output: 1 }");
+  this->SetUpLayer(layer.get(), {&x, &cont}, {&h});
+  SetBlobData(layer->blobs()[0].get(), {1, 0.5f, -1, 2});
+  SetBlobData(layer->blobs()[1].get(), {0, 0.1f, 0.2f, -0.1f});
+  SetBlobData(layer->blobs()[2].get(), {0.3f, -0.2f, 0.5f, 0.4f});
+  layer->Forward({&x, &cont}, {&h});
+  // Worked in double from Caffe's unrolled net (lstm_layer_test).
+  this->ExpectNear({0.17809375f, -0.03448605f}, h);
+  Blob xs(std::vector<int>{3, 2, 4}), flags(std::vector<int>{3, 2}), top;
+  FillGaussian(&xs, &this->rng_);
+  SetBlobData(&flags, {0, 0, 1, 0, 1, 1});
+  auto lstm = this->MakeLayer(
+      "name: 'l' type: 'LSTM' recurrent_param { num_output: 3 weight_filler { type: 'uniform' min: -0.5 max: 0.5 } "
+      "bias_filler { type: 'uniform' min: -0.5 max: 0.5 } }");
+  test::ExpectGradient(lstm.get(), {&xs, &flags}, {&top},
+                       {test::GradientCheck::kExhaustive, 1e-2f, 1e-3f, 0.0f, -1.0f, 0});
+  this->ExpectDeviceOk();
+}
+
 }  // namespace
 }  // namespace nereus
