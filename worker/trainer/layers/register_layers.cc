@@ -24,6 +24,7 @@
 #include "worker/trainer/layers/pooling_layer.h"
 #include "worker/trainer/layers/python_layer.h"
 #include "worker/trainer/layers/reduction_layer.h"
+#include "worker/trainer/layers/rnn_layer.h"
 #include "worker/trainer/layers/scale_layer.h"
 #include "worker/trainer/layers/shape_layers.h"
 #include "worker/trainer/layers/softmax_layer.h"
@@ -87,6 +88,7 @@ void RegisterComputeLayers(LayerRegistry* registry) {
   registry->Register<SPPLayer>("SPP");
   registry->Register<LSTMUnitLayer>("LSTMUnit");
   registry->Register<LSTMLayer>("LSTM");
+  registry->Register<RNNLayer>("RNN");
 }
 
 }  // namespace nereus

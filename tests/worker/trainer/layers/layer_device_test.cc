@@ -824,5 +824,27 @@ TYPED_TEST(LayerDeviceTest, LSTMValuesAndGradient) {
   this->ExpectDeviceOk();
 }
 
+TYPED_TEST(LayerDeviceTest, RNNValuesAndGradient) {
+  Blob x(std::vector<int>{2, 1, 1}), cont(std::vector<int>{2, 1}), o;
+  SetBlobData(&x, {0.5f, -1.5f});
+  SetBlobData(&cont, {0, 1});
+  auto layer = this->MakeLayer("name: 'r' type: 'RNN' recurrent_param { num_output: 1 }");
+  this->SetUpLayer(layer.get(), {&x, &cont}, {&o});
+  const std::vector<float> weights = {0.8f, 0.1f, -0.5f, 1.5f, -0.2f};  // W_xh, b_h, W_hh, W_ho, b_o
+  for (int i = 0; i < 5; ++i) SetBlobData(layer->blobs()[i].get(), {weights[i]});
+  layer->Forward({&x, &cont}, {&o});
+  // Worked in double from Caffe's unrolled net (rnn_layer_test).
+  this->ExpectNear({0.45673334f, -0.90591541f}, o);
+  Blob xs(std::vector<int>{3, 2, 4}), flags(std::vector<int>{3, 2}), top;
+  FillGaussian(&xs, &this->rng_);
+  SetBlobData(&flags, {0, 0, 1, 0, 1, 1});
+  auto rnn = this->MakeLayer(
+      "name: 'r' type: 'RNN' recurrent_param { num_output: 3 weight_filler { type: 'uniform' min: -0.5 max: 0.5 } "
+      "bias_filler { type: 'uniform' min: -0.5 max: 0.5 } }");
+  test::ExpectGradient(rnn.get(), {&xs, &flags}, {&top},
+                       {test::GradientCheck::kExhaustive, 1e-2f, 1e-3f, 0.0f, -1.0f, 0});
+  this->ExpectDeviceOk();
+}
+
 }  // namespace
 }  // namespace nereus

@@ -599,5 +599,29 @@ TEST(LayerGpuTest, LSTM) {
   }
 }
 
+// RNN: cuBLAS's products (the GEMM bound) feed tanhf step after step.
+TEST(LayerGpuTest, RNN) {
+  NEREUS_GPU_OR_SKIP(device);
+  const test::BottomFiller fill = [](int index, Blob* blob, std::mt19937* rng) {
+    if (index == 1) {  // cont: 0 at the first step, then mostly 1
+      for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] = static_cast<float>(i >= 8 && i % 5 != 0);
+    } else {
+      test::FillGaussian(blob, rng);
+    }
+  };
+  for (const char* exposed : {"", "expose_hidden: true"}) {
+    const std::string text = std::string("name: 'r' type: 'RNN' recurrent_param { num_output: 16 ") + exposed +
+                             " weight_filler { type: 'uniform' min: -0.2 max: 0.2 } bias_filler { type: 'uniform' "
+                             "min: -0.2 max: 0.2 } }";
+    std::vector<std::vector<int>> shapes = {{5, 8, 12}, {5, 8}, {8, 6}};  // x, cont, x_static
+    std::vector<bool> down = {true, false, true};
+    if (*exposed != '\0') {
+      shapes.push_back({1, 8, 16});
+      down.push_back(true);
+    }
+    EXPECT_GT(ExpectGpuMatchesCpu(device, text, shapes, kSums, true, fill, down), 0) << exposed;
+  }
+}
+
 }  // namespace
 }  // namespace nereus
