@@ -850,7 +850,7 @@ Status ParamServer::HandleLend(const Endpoint& from, int worker, const Message& 
   if (h.clock() < p->version)
     return InvalidArgumentError("LEND of version " + std::to_string(h.clock()) + ", but " + what +
                                 " has already applied " + std::to_string(p->version) + " update(s)");
-  if (p->lent_from >= 0 && p->lent_from != h.clock())
+  if (p->lent_from >= 0 && p->lent_from > h.clock())
     return InvalidArgumentError("LEND of version " + std::to_string(h.clock()) + ", but " + what +
                                 " is already lent from version " + std::to_string(p->lent_from));
   for (const auto& [clock, pending] : p->pending) {
@@ -868,10 +868,50 @@ Status ParamServer::HandleLend(const Endpoint& from, int worker, const Message& 
       return InvalidArgumentError("LEND asks for state array \"" + EscapeBytes(a) + "\" twice");
     arrays.push_back(a);
   }
+  if (p->lent_from >= 0 && p->lent_from < h.clock()) {
+    // Lent again from a later version: held until the HAND_BACK of the
+    // current lend, which must come first (one per worker at most).
+    if (p->deferred_lends.size() >= static_cast<size_t>(options_.num_workers))
+      return InvalidArgumentError("LEND of version " + std::to_string(h.clock()) + ", but " + what +
+                                  " is lent from version " + std::to_string(p->lent_from) + " and already holds " +
+                                  std::to_string(p->deferred_lends.size()) + " LEND(s) for after its HAND_BACK");
+    p->deferred_lends.emplace_back(h.clock(), PendingLend{from, h.request_id(), std::move(arrays)});
+    return Status::OK();
+  }
   p->lent_from = h.clock();
   p->lends.push_back(PendingLend{from, h.request_id(), std::move(arrays)});
   AnswerLends(p);
   return Status::OK();
+}
+
+void ParamServer::TakeDeferredLends(Partition* p) {
+  std::vector<std::pair<int64_t, PendingLend>> deferred;
+  deferred.swap(p->deferred_lends);
+  for (auto& [version, lend] : deferred) {
+    pb::Header request;
+    request.set_op(pb::LEND);
+    request.set_request_id(lend.request_id);
+    request.set_tensor(p->meta.tensor());
+    request.set_partition(p->meta.partition());
+    request.set_clock(version);
+    const std::string what =
+        "tensor " + std::to_string(p->meta.tensor()) + " partition " + std::to_string(p->meta.partition());
+    if (version < p->version) {
+      SendError(lend.to, request,
+                InvalidArgumentError("LEND of version " + std::to_string(version) + ", but " + what +
+                                     " was handed back at version " + std::to_string(p->version)));
+      continue;
+    }
+    if (p->lent_from >= 0 && p->lent_from != version) {
+      SendError(lend.to, request,
+                InvalidArgumentError("LEND of version " + std::to_string(version) + ", but " + what +
+                                     " is already lent from version " + std::to_string(p->lent_from)));
+      continue;
+    }
+    p->lent_from = version;
+    p->lends.push_back(std::move(lend));
+  }
+  AnswerLends(p);
 }
 
 void ParamServer::AnswerLends(Partition* p) {
@@ -952,6 +992,7 @@ Status ParamServer::HandleHandBack(const Endpoint& from, int worker, const Messa
   p->lends.clear();
   VersionsJumped();
   Ack(from, pb::HAND_BACK_ACK, h);
+  TakeDeferredLends(p);
   if (TakeUpdateReady(p) && std::find(ready_.begin(), ready_.end(), p) == ready_.end()) ready_.push_back(p);
   AnswerPulls(p);
   return Status::OK();

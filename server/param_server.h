@@ -199,6 +199,11 @@ class ParamServer {
     // a clock >= lent_from until the HAND_BACK.
     int64_t lent_from = -1;
     std::vector<PendingLend> lends;  // LENDs waiting for version lent_from.
+    // LENDs of a later version than lent_from, waiting for its HAND_BACK: a
+    // layer that goes back to the servers at clock s and is lent again from
+    // s' > s can have a worker's LEND of s' arrive before worker 0's
+    // HAND_BACK of s (they travel on different connections), version first.
+    std::vector<std::pair<int64_t, PendingLend>> deferred_lends;
   };
   // One update of one partition: what it reads, and when it was made.
   struct Update {
@@ -221,6 +226,9 @@ class ParamServer {
   // The names of a partition's state arrays, in the order a HAND_BACK carries them:
   // "weights", "history" and, for AdaDelta and Adam, "update_history".
   std::vector<std::string> StateArrays() const NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a HAND_BACK: p's deferred LENDs become its lends (or are refused,
+  // naming why, if the HAND_BACK passed their version).
+  void TakeDeferredLends(Partition* p) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers p's LENDs once p has version lent_from and no update is in flight.
   void AnswerLends(Partition* p) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   StatusOr<Partition*> FindPartition(const pb::Header& h) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);

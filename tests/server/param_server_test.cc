@@ -431,7 +431,19 @@ TEST_P(ParamServerTest, BadLendsAndHandBacksGetErrorsAndChangeNothing) {
   Send(lend(1, {"history"}), 0);
   ASSERT_EQ(Last().header.op(), pb::LEND_REPLY);
   cases.clear();
-  cases.push_back({lend(2, {}), 1, "LEND of version 2, but tensor 0 partition 0 is already lent from version 1"});
+  // A LEND of a later version waits for this lend's HAND_BACK (worker 0's
+  // can come after another worker's next LEND): no reply now, one per worker
+  // at most.
+  const size_t replies = sink_.replies.size();
+  Message later = lend(2, {});
+  const uint64_t later_id = later.header.request_id();
+  Send(std::move(later), 1);
+  EXPECT_EQ(sink_.replies.size(), replies);
+  Send(lend(2, {}), 0);
+  EXPECT_EQ(sink_.replies.size(), replies);
+  cases.push_back({lend(2, {}), 1,
+                   "LEND of version 2, but tensor 0 partition 0 is lent from version 1 and already holds 2 LEND(s) "
+                   "for after its HAND_BACK"});
   cases.push_back({back(0, {"weights", "history"}, {{1, 1, 1, 1}, {1, 1, 1, 1}}), 0,
                    "HAND_BACK of version 0 of tensor 0 partition 0, which was lent from version 1"});
   cases.push_back({back(3, {"weights"}, {{1, 1, 1, 1}}), 0, "carries weights; the solver's state is weights, history"});
@@ -455,11 +467,59 @@ TEST_P(ParamServerTest, BadLendsAndHandBacksGetErrorsAndChangeNothing) {
   }
   EXPECT_EQ(Weights(), before);
   EXPECT_EQ(Version(), 1);
-  // Still lent, and still works: a good hand-back.
+  // Still lent, and still works: a good hand-back. The two LENDs of version
+  // 2 held for it are refused now, naming why: it came back at version 3.
+  const size_t before_back = sink_.replies.size();
   Send(back(3, {"weights", "history"}, {{5, 6, 7, 8}, {0, 0, 0, 0}}), 1);
-  EXPECT_EQ(Last().header.op(), pb::HAND_BACK_ACK);
+  ASSERT_EQ(sink_.replies.size(), before_back + 3);
+  EXPECT_EQ(sink_.replies[before_back].msg.header.op(), pb::HAND_BACK_ACK);
+  for (size_t i = before_back + 1; i < before_back + 3; ++i) {
+    const Message& r = sink_.replies[i].msg;
+    ASSERT_EQ(r.header.op(), pb::ERROR);
+    EXPECT_EQ(r.header.error_op(), pb::LEND);
+    EXPECT_NE(r.header.error().find("LEND of version 2, but tensor 0 partition 0 was handed back at version 3"),
+              std::string::npos)
+        << r.header.error();
+  }
+  EXPECT_EQ(sink_.replies[before_back + 1].msg.header.request_id(), later_id);
   EXPECT_EQ(Version(), 3);
   EXPECT_EQ(Weights(), (std::vector<float>{5, 6, 7, 8}));
+}
+
+// A layer lent, handed back at version 2 and lent again from version 4: the
+// LENDs of 4 may come before the HAND_BACK (from other workers), and are
+// answered once the partition, updated by the servers at clocks 2 and 3,
+// reaches version 4.
+TEST_P(ParamServerTest, ALendOfALaterVersionWaitsForTheHandBack) {
+  Make(pb::BSP, 2);
+  Send(Floats(pb::PUSH, 0, {1, 1, 1, 1}), 0);
+  Send(Floats(pb::PUSH, 0, {3, 3, 3, 3}), 1);
+  ASSERT_EQ(Version(), 1);
+  Send(LendMessage(++id_, 1, {"history"}), 0);
+  Send(LendMessage(++id_, 1, {"history"}), 1);
+  ASSERT_EQ(Last().header.op(), pb::LEND_REPLY);
+  const size_t replies = sink_.replies.size();
+  Send(LendMessage(++id_, 4, {"history"}), 1);  // Worker 1 is ahead of worker 0's HAND_BACK.
+  EXPECT_EQ(sink_.replies.size(), replies);
+  Send(HandBackMessage(++id_, 2, {"weights", "history"}, {{1, 2, 3, 4}, {0, 0, 0, 0}}), 0);
+  EXPECT_EQ(Last().header.op(), pb::HAND_BACK_ACK);
+  EXPECT_EQ(Version(), 2);
+  Send(LendMessage(++id_, 4, {"history"}), 0);
+  EXPECT_EQ(sink_.replies.size(), replies + 1);  // Only the ACK: version 4 is not there yet.
+  for (int64_t clock : {2, 3}) {
+    for (int w = 0; w < 2; ++w) Send(Floats(pb::PUSH, clock, {1, 1, 1, 1}), w);
+  }
+  EXPECT_EQ(Version(), 4);
+  int lend_replies = 0;
+  for (size_t i = replies; i < sink_.replies.size(); ++i) {
+    const Message& r = sink_.replies[i].msg;
+    EXPECT_NE(r.header.op(), pb::ERROR) << r.header.error();
+    if (r.header.op() == pb::LEND_REPLY) {
+      ++lend_replies;
+      EXPECT_EQ(r.header.clock(), 4);
+    }
+  }
+  EXPECT_EQ(lend_replies, 2);
 }
 
 TEST_P(ParamServerTest, LendingNeedsBsp) {
