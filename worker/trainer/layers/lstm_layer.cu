@@ -1,21 +1,12 @@
 // LSTM's GPU code: the CPU's passes (lstm_layer.h) with the device's math
 // (cuBLAS) and, for the element-wise parts, one thread per element running
-// the functions lstm_layer.h and lstm_unit_layer.h share with the CPU loops.
+// the functions recurrent_layer.h and lstm_unit_layer.h share with the CPU loops.
 #include "worker/trainer/gpu/kernel.h"
 #include "worker/trainer/layers/layer_check.h"
 #include "worker/trainer/layers/lstm_layer.h"
 
 namespace nereus {
 namespace {
-
-__global__ void ContinueKernel(int n, const float* h_prev, const float* cont, int hidden, float* out) {
-  NEREUS_KERNEL_LOOP(i, n) out[i] = ops::LSTMContinue(h_prev, cont, static_cast<int>(i), hidden);
-}
-
-__global__ void HiddenGradientKernel(int n, const float* base, const float* continued_diff, const float* cont,
-                                     int hidden, float* out) {
-  NEREUS_KERNEL_LOOP(i, n) out[i] = ops::LSTMHiddenGradient(base[i], continued_diff, cont, static_cast<int>(i), hidden);
-}
 
 __global__ void UnitForwardKernel(int n, const float* c_prev, const float* gates, const float* cont, int hidden,
                                   float* c, float* h) {
@@ -36,15 +27,9 @@ __global__ void UnitBackwardKernel(int n, const float* c_prev, const float* gate
   }
 }
 
-struct GpuCells {
-  gpu::Device* device;
-  void Continue(int n, const float* h_prev, const float* cont, int hidden, float* out) const {
-    gpu::Launch(device, "LSTMContinue", n, ContinueKernel, h_prev, cont, hidden, out);
-  }
-  void HiddenGradient(int n, const float* base, const float* continued_diff, const float* cont, int hidden,
-                      float* out) const {
-    gpu::Launch(device, "LSTMHiddenGradient", n, HiddenGradientKernel, base, continued_diff, cont, hidden, out);
-  }
+// cont's Scale from RecurrentGpuCells (recurrent_layer.cu), LSTMUnit's here.
+struct GpuCells : RecurrentGpuCells {
+  explicit GpuCells(gpu::Device* d) : RecurrentGpuCells{d, "LSTMContinue", "LSTMHiddenGradient"} {}
   void UnitForward(int n, const float* c_prev, const float* gates, const float* cont, int hidden, float* c,
                    float* h) const {
     gpu::Launch(device, "LSTMStepForward", n, UnitForwardKernel, c_prev, gates, cont, hidden, c, h);
@@ -59,13 +44,13 @@ struct GpuCells {
 }  // namespace
 
 void LSTMLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  ForwardWith(GpuMath(device()), GpuCells{device()}, bottom, top);
+  ForwardWith(GpuMath(device()), GpuCells(device()), bottom, top);
 }
 
 void LSTMLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                              const std::vector<Blob*>& bottom) {
   LAYER_CHECK(!propagate_down[1]) << "cont (bottom 1) has no gradient";
-  BackwardWith(GpuMath(device()), GpuCells{device()}, top, propagate_down, bottom);
+  BackwardWith(GpuMath(device()), GpuCells(device()), top, propagate_down, bottom);
 }
 
 }  // namespace nereus

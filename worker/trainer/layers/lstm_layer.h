@@ -27,47 +27,24 @@
 #ifndef NEREUS_WORKER_TRAINER_LAYERS_LSTM_LAYER_H_
 #define NEREUS_WORKER_TRAINER_LAYERS_LSTM_LAYER_H_
 
+#include <string>
 #include <vector>
 
-#include "common/base/host_device.h"
-#include "worker/trainer/layer.h"
 #include "worker/trainer/layers/lstm_unit_layer.h"
-#include "worker/trainer/math/blob_math.h"
+#include "worker/trainer/layers/recurrent_layer.h"
 
 namespace nereus {
-namespace ops {
 
-// Per-element arithmetic of LSTM's steps, besides LSTMUnit's, shared by the
-// CPU loops (lstm_layer.cc) and the GPU kernels (lstm_layer.cu); element i
-// of an [N, H] blob belongs to stream i / H.
-//
-// Caffe's Scale of h_{t-1} by cont_t.
-NEREUS_HOST_DEVICE inline float LSTMContinue(const float* h_prev, const float* cont, int i, int hidden) {
-  return h_prev[i] * cont[i / hidden];
-}
-// h_{t-1}'s gradient: what it had (the top's, for t - 1 >= 1) plus the
-// Scale's, cont_t times the gradient of cont_t h_{t-1}.
-NEREUS_HOST_DEVICE inline float LSTMHiddenGradient(float base, const float* continued_diff, const float* cont, int i,
-                                                   int hidden) {
-  return base + continued_diff[i] * cont[i / hidden];
-}
-
-}  // namespace ops
-
-class LSTMLayer : public Layer {
+class LSTMLayer : public RecurrentLayer {
  public:
-  using Layer::Layer;
-  NEREUS_LAYER_SETUP_AND_RESHAPE;
+  using RecurrentLayer::RecurrentLayer;
   const char* type() const override { return "LSTM"; }
-  int MinBottomBlobs() const override { return 2; }
-  int MaxBottomBlobs() const override { return 5; }
-  int MinTopBlobs() const override { return 1; }
-  int MaxTopBlobs() const override { return 3; }
-  // cont (bottom 1) has no gradient.
-  bool AllowForceBackward(int bottom_index) const override { return bottom_index != 1; }
 
  protected:
   NEREUS_LAYER_PASSES;
+  const Spec& spec() const override;
+  void AddStepParameters(std::vector<std::vector<int>>* shapes, std::vector<std::string>* names) const override;
+  void ReshapeSteps() override;
 
  private:
   // The step-by-step passes, written once over CpuMath/GpuMath; the
@@ -79,26 +56,14 @@ class LSTMLayer : public Layer {
   template <class Math, class Cells>
   void BackwardWith(const Math& math, const Cells& cells, const std::vector<Blob*>& top,
                     const std::vector<bool>& propagate_down, const std::vector<Blob*>& bottom);
-  // Checks the bottoms' and tops' counts and shapes; returns the error.
-  Status CheckShapes(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) const;
 
-  bool expose_hidden_ = false;
-  bool static_input_ = false;
-  int hidden_ = 0;      // H
-  int steps_ = 0;       // T
-  int streams_ = 0;     // N
-  int input_dim_ = 0;   // X
-  int static_dim_ = 0;  // S
-  int w_hc_ = 2;        // the index of W_hc in blobs_ (3 with x_static)
-  Blob gate_x_;         // [T, N, 4H]: W_xc x + b_c
-  Blob gate_static_;    // [N, 4H]: W_xc_static x_static
-  Blob gates_;          // [T, N, 4H]: the gate inputs (diff: their gradients)
-  Blob h_;              // [T + 1, N, H]: h_0 .. h_T (diff: their gradients)
-  Blob c_;              // [T + 1, N, H]: c_0 .. c_T (diff: their gradients)
-  Blob continued_;      // [T, N, H]: cont_t h_{t-1} (diff: its gradient)
-  Blob ones_;           // [T * N]: ones for the bias
-  Blob state_h_;        // [N, H]: the carried h_T (without expose_hidden)
-  Blob state_c_;        // [N, H]: the carried c_T
+  // W_hc is blobs_[step_params_] (2; 3 with x_static).
+  Blob gate_x_;       // [T, N, 4H]: W_xc x + b_c
+  Blob gate_static_;  // [N, 4H]: W_xc_static x_static
+  Blob gates_;        // [T, N, 4H]: the gate inputs (diff: their gradients)
+  Blob h_;            // [T + 1, N, H]: h_0 .. h_T (diff: their gradients)
+  Blob c_;            // [T + 1, N, H]: c_0 .. c_T (diff: their gradients)
+  Blob continued_;    // [T, N, H]: cont_t h_{t-1} (diff: its gradient)
 };
 
 template <class Math, class Cells>
@@ -107,18 +72,11 @@ void LSTMLayer::ForwardWith(const Math& math, const Cells& cells, const std::vec
   const int T = steps_, N = streams_, H = hidden_, G = 4 * hidden_;
   const float* cont = math.data(*bottom[1]);
   float* gate_x = math.mutable_data(&gate_x_);
-  math.gemm(CblasNoTrans, CblasTrans, T * N, G, input_dim_, 1.0f, math.data(*bottom[0]), math.data(*blobs_[0]), 0.0f,
-            gate_x);
-  math.gemm(CblasNoTrans, CblasNoTrans, T * N, G, 1, 1.0f, math.data(ones_), math.data(*blobs_[1]), 1.0f, gate_x);
-  if (static_input_) {
-    math.gemm(CblasNoTrans, CblasTrans, N, G, static_dim_, 1.0f, math.data(*bottom[2]), math.data(*blobs_[2]), 0.0f,
-              math.mutable_data(&gate_static_));
-  }
+  ForwardInputs(math, bottom, gate_x, &gate_static_);
   float* h = math.mutable_data(&h_);
   float* c = math.mutable_data(&c_);
-  const int first_hidden = 2 + (static_input_ ? 1 : 0);
-  math.copy(N * H, expose_hidden_ ? math.data(*bottom[first_hidden]) : math.data(state_h_), h);
-  math.copy(N * H, expose_hidden_ ? math.data(*bottom[first_hidden + 1]) : math.data(state_c_), c);
+  LoadState(math, bottom, 0, h);
+  LoadState(math, bottom, 1, c);
   float* continued = math.mutable_data(&continued_);
   float* gates = math.mutable_data(&gates_);
   for (int t = 0; t < T; ++t) {
@@ -126,22 +84,15 @@ void LSTMLayer::ForwardWith(const Math& math, const Cells& cells, const std::vec
     float* continued_t = continued + static_cast<long>(t) * N * H;
     cells.Continue(N * H, h + static_cast<long>(t) * N * H, cont + t * N, H, continued_t);
     // Caffe's Eltwise SUM: W_hc h, then + W_xc x, then + the static term.
-    math.gemm(CblasNoTrans, CblasTrans, N, G, H, 1.0f, continued_t, math.data(*blobs_[w_hc_]), 0.0f, gates_t);
+    math.gemm(CblasNoTrans, CblasTrans, N, G, H, 1.0f, continued_t, math.data(*blobs_[step_params_]), 0.0f, gates_t);
     math.axpy(N * G, 1.0f, gate_x + static_cast<long>(t) * N * G, gates_t);
     if (static_input_) math.axpy(N * G, 1.0f, math.data(gate_static_), gates_t);
     cells.UnitForward(N * H, c + static_cast<long>(t) * N * H, gates_t, cont + t * N, H,
                       c + static_cast<long>(t + 1) * N * H, h + static_cast<long>(t + 1) * N * H);
   }
   math.copy(T * N * H, h + N * H, math.mutable_data(top[0]));
-  const float* h_last = h + static_cast<long>(T) * N * H;
-  const float* c_last = c + static_cast<long>(T) * N * H;
-  if (expose_hidden_) {
-    math.copy(N * H, h_last, math.mutable_data(top[1]));
-    math.copy(N * H, c_last, math.mutable_data(top[2]));
-  } else {
-    math.copy(N * H, h_last, math.mutable_data(&state_h_));
-    math.copy(N * H, c_last, math.mutable_data(&state_c_));
-  }
+  SaveState(math, top, 0, h + static_cast<long>(T) * N * H);
+  SaveState(math, top, 1, c + static_cast<long>(T) * N * H);
 }
 
 template <class Math, class Cells>
@@ -167,15 +118,15 @@ void LSTMLayer::BackwardWith(const Math& math, const Cells& cells, const std::ve
   } else {
     math.scale(N * H, 0.0f, math.data(c_), dc_last);  // zeros
   }
-  const float* w_hc = math.data(*blobs_[w_hc_]);
-  float* dw_hc = math.mutable_diff(blobs_[w_hc_].get());
+  const float* w_hc = math.data(*blobs_[step_params_]);
+  float* dw_hc = math.mutable_diff(blobs_[step_params_].get());
   for (int t = T - 1; t >= 0; --t) {
     const long state = static_cast<long>(t) * N * H;
     const long next = static_cast<long>(t + 1) * N * H;
     float* dgates_t = dgates + static_cast<long>(t) * N * G;
     cells.UnitBackward(N * H, c + state, gates + static_cast<long>(t) * N * G, cont + t * N, H, c + next, dc + next,
                        dh + next, dc + state, dgates_t);
-    if (param_propagate_down(w_hc_)) {
+    if (param_propagate_down(step_params_)) {
       math.gemm(CblasTrans, CblasNoTrans, G, H, N, 1.0f, dgates_t, continued + state, 1.0f, dw_hc);
     }
     math.gemm(CblasNoTrans, CblasNoTrans, N, H, G, 1.0f, dgates_t, w_hc, 0.0f, dcontinued + state);
@@ -183,37 +134,9 @@ void LSTMLayer::BackwardWith(const Math& math, const Cells& cells, const std::ve
     if (t == 0) math.scale(N * H, 0.0f, h, dh);  // zeros
     cells.HiddenGradient(N * H, dh + state, dcontinued + state, cont + t * N, H, dh + state);
   }
-  if (param_propagate_down(0)) {
-    math.gemm(CblasTrans, CblasNoTrans, G, input_dim_, T * N, 1.0f, dgates, math.data(*bottom[0]), 1.0f,
-              math.mutable_diff(blobs_[0].get()));
-  }
-  if (param_propagate_down(1)) {
-    math.gemv(CblasTrans, T * N, G, 1.0f, dgates, math.data(ones_), 1.0f, math.mutable_diff(blobs_[1].get()));
-  }
-  if (propagate_down[0]) {
-    math.gemm(CblasNoTrans, CblasNoTrans, T * N, input_dim_, G, 1.0f, dgates, math.data(*blobs_[0]), 0.0f,
-              math.mutable_diff(bottom[0]));
-  }
-  if (static_input_) {
-    // The static term's gradient: the steps' gate gradients added in step
-    // order (Caffe's Split).
-    float* dstatic = math.mutable_diff(&gate_static_);
-    math.copy(N * G, dgates, dstatic);
-    for (int t = 1; t < T; ++t) math.axpy(N * G, 1.0f, dgates + static_cast<long>(t) * N * G, dstatic);
-    if (param_propagate_down(2)) {
-      math.gemm(CblasTrans, CblasNoTrans, G, static_dim_, N, 1.0f, dstatic, math.data(*bottom[2]), 1.0f,
-                math.mutable_diff(blobs_[2].get()));
-    }
-    if (propagate_down[2]) {
-      math.gemm(CblasNoTrans, CblasNoTrans, N, static_dim_, G, 1.0f, dstatic, math.data(*blobs_[2]), 0.0f,
-                math.mutable_diff(bottom[2]));
-    }
-  }
-  if (expose_hidden_) {
-    const int first_hidden = 2 + (static_input_ ? 1 : 0);
-    if (propagate_down[first_hidden]) math.copy(N * H, dh, math.mutable_diff(bottom[first_hidden]));
-    if (propagate_down[first_hidden + 1]) math.copy(N * H, dc, math.mutable_diff(bottom[first_hidden + 1]));
-  }
+  BackwardInputs(math, propagate_down, bottom, dgates, &gate_static_);
+  BackwardState(math, propagate_down, bottom, 0, dh);
+  BackwardState(math, propagate_down, bottom, 1, dc);
 }
 
 }  // namespace nereus

@@ -9,30 +9,15 @@
 namespace nereus {
 namespace {
 
-__global__ void ContinueKernel(int n, const float* h_prev, const float* cont, int hidden, float* out) {
-  NEREUS_KERNEL_LOOP(i, n) out[i] = ops::LSTMContinue(h_prev, cont, static_cast<int>(i), hidden);
-}
-
-__global__ void HiddenGradientKernel(int n, const float* base, const float* continued_diff, const float* cont,
-                                     int hidden, float* out) {
-  NEREUS_KERNEL_LOOP(i, n) out[i] = ops::LSTMHiddenGradient(base[i], continued_diff, cont, static_cast<int>(i), hidden);
-}
-
 __global__ void TanhKernel(int n, const float* in, float* out) { NEREUS_KERNEL_LOOP(i, n) out[i] = ops::Tanh(in[i]); }
 
 __global__ void TanhBackwardKernel(int n, const float* dy, const float* y, float* out) {
   NEREUS_KERNEL_LOOP(i, n) out[i] = ops::TanHBackward(dy[i], y[i]);
 }
 
-struct GpuCells {
-  gpu::Device* device;
-  void Continue(int n, const float* h_prev, const float* cont, int hidden, float* out) const {
-    gpu::Launch(device, "RNNContinue", n, ContinueKernel, h_prev, cont, hidden, out);
-  }
-  void HiddenGradient(int n, const float* base, const float* continued_diff, const float* cont, int hidden,
-                      float* out) const {
-    gpu::Launch(device, "RNNHiddenGradient", n, HiddenGradientKernel, base, continued_diff, cont, hidden, out);
-  }
+// cont's Scale from RecurrentGpuCells (recurrent_layer.cu), tanh here.
+struct GpuCells : RecurrentGpuCells {
+  explicit GpuCells(gpu::Device* d) : RecurrentGpuCells{d, "RNNContinue", "RNNHiddenGradient"} {}
   void Tanh(int n, const float* in, float* out) const { gpu::Launch(device, "RNNTanh", n, TanhKernel, in, out); }
   void TanhBackward(int n, const float* dy, const float* y, float* out) const {
     gpu::Launch(device, "RNNTanhBackward", n, TanhBackwardKernel, dy, y, out);
@@ -42,13 +27,13 @@ struct GpuCells {
 }  // namespace
 
 void RNNLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  ForwardWith(GpuMath(device()), GpuCells{device()}, bottom, top);
+  ForwardWith(GpuMath(device()), GpuCells(device()), bottom, top);
 }
 
 void RNNLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                             const std::vector<Blob*>& bottom) {
   LAYER_CHECK(!propagate_down[1]) << "cont (bottom 1) has no gradient";
-  BackwardWith(GpuMath(device()), GpuCells{device()}, top, propagate_down, bottom);
+  BackwardWith(GpuMath(device()), GpuCells(device()), top, propagate_down, bottom);
 }
 
 }  // namespace nereus
