@@ -4,41 +4,16 @@
 // first bad label, one thread per score for the gradient; each running
 // label_loss_layers.h's element functions, as the CPU does. Only the label
 // statistics come back to the host.
-#include <climits>
-
 #include "worker/trainer/gpu/kernel.h"
 #include "worker/trainer/layers/label_loss_layers.h"
 #include "worker/trainer/layers/layer_check.h"
+#include "worker/trainer/layers/loss_reduce_kernel.cuh"
 #include "worker/trainer/math/gpu_math_functions.h"
 
 namespace nereus {
 namespace {
 
 constexpr int kReduceThreads = 256;
-
-// One block: top = sum(loss) / normalizer, stats = {counted positions,
-// first position with a bad label or -1}.
-__global__ void LabelLossReduceKernel(int n, const float* loss, const int* state, int mode, int outer, int inner,
-                                      float* top, int* stats) {
-  __shared__ double loss_shared[kReduceThreads];
-  __shared__ int int_shared[kReduceThreads];
-  double sum = 0.0;
-  int valid = 0;
-  int bad = INT_MAX;
-  for (int p = threadIdx.x; p < n; p += kReduceThreads) {
-    sum += static_cast<double>(loss[p]);
-    if (state[p] == 1) ++valid;
-    if (state[p] < 0 && p < bad) bad = p;
-  }
-  sum = gpu::BlockSum<kReduceThreads>(sum, loss_shared);
-  valid = gpu::BlockSum<kReduceThreads>(valid, int_shared);
-  bad = gpu::BlockMin<kReduceThreads>(bad, int_shared);
-  if (threadIdx.x == 0) {
-    top[0] = static_cast<float>(sum) / ops::SoftmaxLossNormalizer(mode, outer, inner, valid);
-    stats[0] = valid;
-    stats[1] = bad == INT_MAX ? -1 : bad;
-  }
-}
 
 __global__ void HingeTermsKernel(int n, const float* x, const float* label, int dim, bool l2, float* loss, int* state) {
   NEREUS_KERNEL_LOOP(i, n) {
@@ -146,10 +121,11 @@ void HingeLossLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::ve
   auto* state = static_cast<int*>(position_state_->mutable_gpu_data());
   gpu::Launch(device(), "HingeLossTerms", num_, HingeTermsKernel, bottom[0]->gpu_data(), bottom[1]->gpu_data(), dim_,
               l2_, position_loss_.mutable_gpu_data(), state);
-  gpu::LaunchOneBlock<kReduceThreads>(
-      device(), "HingeLossReduce", LabelLossReduceKernel, num_, static_cast<const float*>(position_loss_.gpu_data()),
-      static_cast<const int*>(state), static_cast<int>(caffe::LossParameter::BATCH_SIZE), num_, 1,
-      top[0]->mutable_gpu_data(), static_cast<int*>(stats_->mutable_gpu_data()));
+  gpu::LaunchOneBlock<kReduceThreads>(device(), "HingeLossReduce", gpu::LossReduceKernel<kReduceThreads>, num_,
+                                      static_cast<const float*>(position_loss_.gpu_data()),
+                                      static_cast<const int*>(state),
+                                      static_cast<int>(caffe::LossParameter::BATCH_SIZE), num_, 1,
+                                      top[0]->mutable_gpu_data(), static_cast<int*>(stats_->mutable_gpu_data()));
   ReadGpuLabelStats(*bottom[1], dim_);
 }
 
@@ -168,8 +144,8 @@ void MultinomialLogisticLossLayer::Forward_gpu(const std::vector<Blob*>& bottom,
   auto* state = static_cast<int*>(position_state_->mutable_gpu_data());
   gpu::Launch(device(), "MultinomialLogisticLossTerms", num_, MultinomialTermsKernel, bottom[0]->gpu_data(),
               bottom[1]->gpu_data(), dim_, position_loss_.mutable_gpu_data(), state);
-  gpu::LaunchOneBlock<kReduceThreads>(device(), "MultinomialLogisticLossReduce", LabelLossReduceKernel, num_,
-                                      static_cast<const float*>(position_loss_.gpu_data()),
+  gpu::LaunchOneBlock<kReduceThreads>(device(), "MultinomialLogisticLossReduce", gpu::LossReduceKernel<kReduceThreads>,
+                                      num_, static_cast<const float*>(position_loss_.gpu_data()),
                                       static_cast<const int*>(state),
                                       static_cast<int>(caffe::LossParameter::BATCH_SIZE), num_, 1,
                                       top[0]->mutable_gpu_data(), static_cast<int*>(stats_->mutable_gpu_data()));
@@ -196,7 +172,7 @@ void InfogainLossLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std:
   gpu::Launch(device(), "InfogainLossTerms", positions, InfogainTermsKernel, prob, bottom[1]->gpu_data(),
               H(bottom).gpu_data(), num_labels_, inner_num_, has_ignore_label_, ignore_label_,
               position_loss_.mutable_gpu_data(), state);
-  gpu::LaunchOneBlock<kReduceThreads>(device(), "InfogainLossReduce", LabelLossReduceKernel, positions,
+  gpu::LaunchOneBlock<kReduceThreads>(device(), "InfogainLossReduce", gpu::LossReduceKernel<kReduceThreads>, positions,
                                       static_cast<const float*>(position_loss_.gpu_data()),
                                       static_cast<const int*>(state), static_cast<int>(normalization_), outer_num_,
                                       inner_num_, top[0]->mutable_gpu_data(),

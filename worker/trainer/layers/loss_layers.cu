@@ -7,11 +7,10 @@
 // one-block reduction on the device for the loss itself, one thread per
 // score for the gradient. No copy to the host, except SoftmaxWithLoss's one
 // to check the labels.
-#include <climits>
-
 #include "worker/trainer/gpu/kernel.h"
 #include "worker/trainer/layers/layer_check.h"
 #include "worker/trainer/layers/loss_layers.h"
+#include "worker/trainer/layers/loss_reduce_kernel.cuh"
 #include "worker/trainer/math/gpu_math_functions.h"
 
 namespace nereus {
@@ -91,30 +90,6 @@ __global__ void LossTermsKernel(int n, const float* prob, const float* label, in
   }
 }
 
-// One block: the loss (summed in double, as the CPU does), the valid count
-// and the first bad position; top = loss / normalizer; stats = {valid, bad}.
-__global__ void LossReduceKernel(int n, const float* loss, const int* state, int mode, int outer, int inner, float* top,
-                                 int* stats) {
-  __shared__ double loss_shared[kReduceThreads];
-  __shared__ int int_shared[kReduceThreads];
-  double sum = 0.0;
-  int valid = 0;
-  int bad = INT_MAX;
-  for (int p = threadIdx.x; p < n; p += kReduceThreads) {
-    sum += static_cast<double>(loss[p]);
-    if (state[p] == 1) ++valid;
-    if (state[p] < 0 && p < bad) bad = p;
-  }
-  sum = gpu::BlockSum<kReduceThreads>(sum, loss_shared);
-  valid = gpu::BlockSum<kReduceThreads>(valid, int_shared);
-  bad = gpu::BlockMin<kReduceThreads>(bad, int_shared);
-  if (threadIdx.x == 0) {
-    top[0] = static_cast<float>(sum) / ops::SoftmaxLossNormalizer(mode, outer, inner, valid);
-    stats[0] = valid;
-    stats[1] = bad == INT_MAX ? -1 : bad;
-  }
-}
-
 // n = outer * channels * inner scores.
 __global__ void LossBackwardKernel(int n, const float* prob, const float* label, int channels, int inner,
                                    bool has_ignore_label, int ignore_label, const float* top_diff, const int* stats,
@@ -184,7 +159,7 @@ void SoftmaxWithLossLayer::Forward_gpu(const std::vector<Blob*>& bottom, const s
   auto* stats = static_cast<int*>(stats_->mutable_gpu_data());
   gpu::Launch(device(), "SoftmaxLossTerms", positions, LossTermsKernel, prob, bottom[1]->gpu_data(), channels_,
               inner_num_, has_ignore_label_, ignore_label_, position_loss_.mutable_gpu_data(), state);
-  gpu::LaunchOneBlock<kReduceThreads>(device(), "SoftmaxLossReduce", LossReduceKernel, positions,
+  gpu::LaunchOneBlock<kReduceThreads>(device(), "SoftmaxLossReduce", gpu::LossReduceKernel<kReduceThreads>, positions,
                                       static_cast<const float*>(position_loss_.gpu_data()),
                                       static_cast<const int*>(state), static_cast<int>(normalization_), outer_num_,
                                       inner_num_, top[0]->mutable_gpu_data(), stats);
