@@ -1,22 +1,11 @@
 #include "worker/trainer/layers/batch_reindex_layer.h"
 
-#include <sstream>
 #include <string>
 
 #include "worker/trainer/layers/layer_check.h"
 #include "worker/trainer/math/math_functions.h"
 
 namespace nereus {
-namespace {
-
-// An index as it was given (2, 2.5, -1).
-std::string FormatValue(float value) {
-  std::ostringstream os;
-  os << value;
-  return os.str();
-}
-
-}  // namespace
 
 Status BatchReindexLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   if (bottom[1]->num_axes() != 1) {
@@ -38,7 +27,7 @@ std::string BatchReindexLayer::CheckIndices(const Blob& data, const Blob& indice
   const float* idx = indices.cpu_data();
   for (int m = 0; m < indices.count(); ++m) {
     if (!(idx[m] >= 0.0f) || !(idx[m] < static_cast<float>(data.shape(0)))) {
-      return "index " + FormatValue(idx[m]) + " at position " + std::to_string(m) + " is out of range [0, " +
+      return "index " + FormatIndexValue(idx[m]) + " at position " + std::to_string(m) + " is out of range [0, " +
              std::to_string(data.shape(0)) + ") (the data's first dimension)";
     }
   }

@@ -1,22 +1,11 @@
 #include "worker/trainer/layers/embed_layer.h"
 
-#include <sstream>
 #include <string>
 
 #include "worker/trainer/layers/layer_check.h"
 #include "worker/trainer/math/math_functions.h"
 
 namespace nereus {
-namespace {
-
-// An index as it was given (2, 2.5, -1).
-std::string FormatValue(float value) {
-  std::ostringstream os;
-  os << value;
-  return os.str();
-}
-
-}  // namespace
 
 Status EmbedLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const caffe::EmbedParameter& ep = layer_param_.embed_param();
@@ -41,8 +30,8 @@ std::string EmbedLayer::CheckIndices(const Blob& bottom) const {
   const float* idx = bottom.cpu_data();
   for (int p = 0; p < bottom.count(); ++p) {
     if (!ops::EmbedIndexValid(idx[p], K_)) {
-      return "input " + FormatValue(idx[p]) + " at position " + std::to_string(p) + " is not an integer index in [0, " +
-             std::to_string(K_) + ") (embed_param.input_dim)";
+      return "input " + FormatIndexValue(idx[p]) + " at position " + std::to_string(p) +
+             " is not an integer index in [0, " + std::to_string(K_) + ") (embed_param.input_dim)";
     }
   }
   return "";

@@ -9,6 +9,7 @@
 
 #include <glog/logging.h>
 
+#include <sstream>
 #include <string>
 
 #include "common/base/status.h"
@@ -20,6 +21,14 @@
   CHECK(condition) << "layer " << this->layer_param_.name() << " (" << this->type() << "): "
 
 namespace nereus {
+
+// An index bottom's value as it was given (2, 2.5, -1), for the messages
+// of the layers that read floats as indices (BatchReindex, Embed).
+inline std::string FormatIndexValue(float value) {
+  std::ostringstream os;
+  os << value;
+  return os.str();
+}
 
 // A set-up check: `axis` (the layer parameter `field`) names an axis of
 // `blob`, counting from the end when negative, as Caffe's CanonicalAxisIndex
