@@ -29,45 +29,45 @@ void LabelLossLayer::CheckNoLabelGradient(const std::vector<bool>& propagate_dow
   }
 }
 
-// ---- HingeLoss ----
+// ---- HingeLoss and MultinomialLogisticLoss ----
 
-Status HingeLossLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+Status ExampleLabelLossLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   RETURN_IF_ERROR(LossLayer::LayerSetUpStatus(bottom, top));
   if (!OneLabelPerExample(*bottom[1])) {
-    return LayerError("takes one label per example, got scores " + bottom[0]->shape_string() + " and labels " +
-                      bottom[1]->shape_string());
+    return LayerError(std::string("takes one label per example, got ") + scores_name() + " " +
+                      bottom[0]->shape_string() + " and labels " + bottom[1]->shape_string());
   }
-  l2_ = layer_param_.hinge_loss_param().norm() == caffe::HingeLossParameter::L2;
   num_ = bottom[0]->shape(0);
   dim_ = bottom[0]->count(1);
   return Status::OK();
 }
 
-void HingeLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+void ExampleLabelLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   LossLayer::Reshape(bottom, top);
-  LAYER_CHECK(OneLabelPerExample(*bottom[1])) << "takes one label per example, got scores " << bottom[0]->shape_string()
-                                              << " and labels " << bottom[1]->shape_string();
+  LAYER_CHECK(OneLabelPerExample(*bottom[1]))
+      << "takes one label per example, got " << scores_name() << " " << bottom[0]->shape_string() << " and labels "
+      << bottom[1]->shape_string();
   num_ = bottom[0]->shape(0);
   dim_ = bottom[0]->count(1);
 }
 
-Layer::LabelRange HingeLossLayer::AcceptedLabels(int bottom_index) const {
+Layer::LabelRange ExampleLabelLossLayer::AcceptedLabels(int bottom_index) const {
   return bottom_index == 1 ? LabelsBelow(dim_, false, 0) : LabelRange();
+}
+
+// ---- HingeLoss ----
+
+Status HingeLossLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  RETURN_IF_ERROR(ExampleLabelLossLayer::LayerSetUpStatus(bottom, top));
+  l2_ = layer_param_.hinge_loss_param().norm() == caffe::HingeLossParameter::L2;
+  return Status::OK();
 }
 
 void HingeLossLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const float* x = bottom[0]->cpu_data();
-  const float* label = bottom[1]->cpu_data();
-  double loss = 0.0;
-  for (int i = 0; i < num_; ++i) {
-    const int label_value = static_cast<int>(label[i]);
-    if (!ops::LabelInRange(label_value, dim_)) {
-      set_forward_error(StatusCode::kInvalidArgument, LabelOutOfRange(label_value, i, dim_));
-      return;
-    }
-    loss += ops::HingeExampleLoss(x + static_cast<size_t>(i) * dim_, dim_, label_value, l2_);
-  }
-  top[0]->mutable_cpu_data()[0] = static_cast<float>(loss) / static_cast<float>(num_);
+  ForwardExamples(bottom, top, [&](int i, int label_value) {
+    return ops::HingeExampleLoss(x + static_cast<size_t>(i) * dim_, dim_, label_value, l2_);
+  });
 }
 
 void HingeLossLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
@@ -89,43 +89,10 @@ void HingeLossLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vect
 
 // ---- MultinomialLogisticLoss ----
 
-Status MultinomialLogisticLossLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  RETURN_IF_ERROR(LossLayer::LayerSetUpStatus(bottom, top));
-  if (!OneLabelPerExample(*bottom[1])) {
-    return LayerError("takes one label per example, got probabilities " + bottom[0]->shape_string() + " and labels " +
-                      bottom[1]->shape_string());
-  }
-  num_ = bottom[0]->shape(0);
-  dim_ = bottom[0]->count(1);
-  return Status::OK();
-}
-
-void MultinomialLogisticLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  LossLayer::Reshape(bottom, top);
-  LAYER_CHECK(OneLabelPerExample(*bottom[1]))
-      << "takes one label per example, got probabilities " << bottom[0]->shape_string() << " and labels "
-      << bottom[1]->shape_string();
-  num_ = bottom[0]->shape(0);
-  dim_ = bottom[0]->count(1);
-}
-
-Layer::LabelRange MultinomialLogisticLossLayer::AcceptedLabels(int bottom_index) const {
-  return bottom_index == 1 ? LabelsBelow(dim_, false, 0) : LabelRange();
-}
-
 void MultinomialLogisticLossLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const float* prob = bottom[0]->cpu_data();
-  const float* label = bottom[1]->cpu_data();
-  double loss = 0.0;
-  for (int i = 0; i < num_; ++i) {
-    const int label_value = static_cast<int>(label[i]);
-    if (!ops::LabelInRange(label_value, dim_)) {
-      set_forward_error(StatusCode::kInvalidArgument, LabelOutOfRange(label_value, i, dim_));
-      return;
-    }
-    loss += ops::MultinomialLogisticLossAt(prob[i * dim_ + label_value]);
-  }
-  top[0]->mutable_cpu_data()[0] = static_cast<float>(loss) / static_cast<float>(num_);
+  ForwardExamples(bottom, top,
+                  [&](int i, int label_value) { return ops::MultinomialLogisticLossAt(prob[i * dim_ + label_value]); });
 }
 
 void MultinomialLogisticLossLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,

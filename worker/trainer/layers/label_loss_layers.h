@@ -134,35 +134,66 @@ class LabelLossLayer : public LossLayer {
 #endif
 };
 
-class HingeLossLayer : public LabelLossLayer {
+// What HingeLoss and MultinomialLogisticLoss share: N examples of dim_
+// scores (or probabilities) each, one label per example (N, or N x 1 x ...)
+// in 0 .. dim_ - 1, and a CPU forward that sums one loss an example.
+class ExampleLabelLossLayer : public LabelLossLayer {
  public:
   using LabelLossLayer::LabelLossLayer;
   NEREUS_LAYER_SETUP_AND_RESHAPE;
-  const char* type() const override { return "HingeLoss"; }
   LabelRange AcceptedLabels(int bottom_index) const override;
 
  protected:
-  NEREUS_LAYER_PASSES;
+  // What bottom 0 holds, in the messages ("scores", "probabilities").
+  virtual const char* scores_name() const = 0;
+  // The CPU forward: top = the sum (in double, in example order) of
+  // loss_of(i, label of example i) / N; a label out of range is the
+  // forward's error.
+  template <class LossOf>
+  void ForwardExamples(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top, LossOf loss_of);
 
- private:
-  bool l2_ = false;
   int num_ = 0;
   int dim_ = 0;
 };
 
-class MultinomialLogisticLossLayer : public LabelLossLayer {
+template <class LossOf>
+void ExampleLabelLossLayer::ForwardExamples(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top,
+                                            LossOf loss_of) {
+  const float* label = bottom[1]->cpu_data();
+  double loss = 0.0;
+  for (int i = 0; i < num_; ++i) {
+    const int label_value = static_cast<int>(label[i]);
+    if (!ops::LabelInRange(label_value, dim_)) {
+      set_forward_error(StatusCode::kInvalidArgument, LabelOutOfRange(label_value, i, dim_));
+      return;
+    }
+    loss += loss_of(i, label_value);
+  }
+  top[0]->mutable_cpu_data()[0] = static_cast<float>(loss) / static_cast<float>(num_);
+}
+
+class HingeLossLayer : public ExampleLabelLossLayer {
  public:
-  using LabelLossLayer::LabelLossLayer;
-  NEREUS_LAYER_SETUP_AND_RESHAPE;
-  const char* type() const override { return "MultinomialLogisticLoss"; }
-  LabelRange AcceptedLabels(int bottom_index) const override;
+  using ExampleLabelLossLayer::ExampleLabelLossLayer;
+  Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  const char* type() const override { return "HingeLoss"; }
 
  protected:
   NEREUS_LAYER_PASSES;
+  const char* scores_name() const override { return "scores"; }
 
  private:
-  int num_ = 0;
-  int dim_ = 0;
+  bool l2_ = false;
+};
+
+class MultinomialLogisticLossLayer : public ExampleLabelLossLayer {
+ public:
+  using ExampleLabelLossLayer::ExampleLabelLossLayer;
+  const char* type() const override { return "MultinomialLogisticLoss"; }
+
+ protected:
+  NEREUS_LAYER_PASSES;
+  const char* scores_name() const override { return "probabilities"; }
 };
 
 class InfogainLossLayer : public LabelLossLayer {
