@@ -196,24 +196,16 @@ float SoftmaxWithLossLayer::Normalizer(int valid_count) const {
 void SoftmaxWithLossLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   softmax_->Forward(softmax_bottom_, softmax_top_);
   const float* prob = prob_.cpu_data();
-  const float* label = bottom[1]->cpu_data();
   const int dim = prob_.count() / outer_num_;
-  double loss = 0.0;
-  int count = 0;
-  for (int i = 0; i < outer_num_; ++i) {
-    for (int j = 0; j < inner_num_; ++j) {
-      const int label_value = static_cast<int>(label[i * inner_num_ + j]);
-      if (has_ignore_label_ && label_value == ignore_label_) continue;
-      if (label_value < 0 || label_value >= channels_) {
-        set_forward_error(StatusCode::kInvalidArgument, LabelOutOfRange(label_value, i * inner_num_ + j, channels_));
-        return;
-      }
-      loss += ops::SoftmaxLossAt(prob[i * dim + label_value * inner_num_ + j]);
-      ++count;
-    }
+  const PositionLosses sum = SumPositionLosses(
+      bottom[1]->cpu_data(), outer_num_, inner_num_, has_ignore_label_, ignore_label_, channels_,
+      [&](int i, int j, int label_value) { return ops::SoftmaxLossAt(prob[i * dim + label_value * inner_num_ + j]); });
+  if (sum.bad_position >= 0) {
+    set_forward_error(StatusCode::kInvalidArgument, LabelOutOfRange(sum.bad_label, sum.bad_position, channels_));
+    return;
   }
-  valid_count_ = count;
-  top[0]->mutable_cpu_data()[0] = static_cast<float>(loss) / Normalizer(count);
+  valid_count_ = sum.count;
+  top[0]->mutable_cpu_data()[0] = static_cast<float>(sum.loss) / Normalizer(sum.count);
   if (top.size() == 2) caffe_copy(prob_.count(), prob, top[1]->mutable_cpu_data());
 }
 

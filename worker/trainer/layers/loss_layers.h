@@ -106,6 +106,37 @@ NEREUS_HOST_DEVICE inline float SoftmaxLossGradAt(float prob, bool is_label, boo
 
 }  // namespace ops
 
+// The CPU forward loop of the softmax losses with a label a position
+// (SoftmaxWithLoss, InfogainLoss): over the outer x inner positions, in
+// order, those whose label is not ignore_label add loss_at(i, j, label) to
+// loss (in double) and are counted. Stops at the first label outside
+// 0 .. classes - 1 and names it (bad_position >= 0).
+struct PositionLosses {
+  double loss = 0.0;
+  int count = 0;
+  int bad_label = 0;
+  int bad_position = -1;
+};
+template <class LossAt>
+PositionLosses SumPositionLosses(const float* label, int outer, int inner, bool has_ignore_label, int ignore_label,
+                                 int classes, LossAt loss_at) {
+  PositionLosses sum;
+  for (int i = 0; i < outer; ++i) {
+    for (int j = 0; j < inner; ++j) {
+      const int label_value = static_cast<int>(label[i * inner + j]);
+      if (has_ignore_label && label_value == ignore_label) continue;
+      if (label_value < 0 || label_value >= classes) {
+        sum.bad_label = label_value;
+        sum.bad_position = i * inner + j;
+        return sum;
+      }
+      sum.loss += loss_at(i, j, label_value);
+      ++sum.count;
+    }
+  }
+  return sum;
+}
+
 // Caffe's LossLayer: two bottoms with the same first dimension, one scalar
 // top (created when the prototxt omits it), loss_weight 1 by default.
 class LossLayer : public Layer {
