@@ -361,6 +361,41 @@ void ExpectLayerGradient(const std::string& param_text, const std::vector<int>& 
   ExpectLayerGradient<L>(param_text, std::vector<std::vector<int>>{shape}, seed, fill, settings);
 }
 
+// start, start + 1, ..., start + n - 1: a bottom's values when each is to
+// be told apart.
+inline std::vector<float> Iota(int n, float start = 0.0f) {
+  std::vector<float> v(n);
+  for (int i = 0; i < n; ++i) v[i] = start + static_cast<float>(i);
+  return v;
+}
+
+// For a layer that may run in place: `apart` (its own bottom and top) and
+// `in_place` (one blob as both), built alike and not yet set up, each run on
+// a copy of `input`, top diffs 0.1 i + diff_start, their parameters' diffs
+// zeroed first; expects the same top, bottom gradient and parameter
+// gradients.
+inline void ExpectInPlaceMatchesApart(Layer* apart, Layer* in_place, const Blob& input, float diff_start = 0.0f) {
+  Blob bottom(input.shape()), top, blob(input.shape());
+  bottom.CopyFrom(input);
+  blob.CopyFrom(input);
+  ASSERT_TRUE(apart->SetUp({&bottom}, {&top}).ok());
+  ASSERT_TRUE(in_place->SetUp({&blob}, {&blob}).ok());
+  apart->Forward({&bottom}, {&top});
+  in_place->Forward({&blob}, {&blob});
+  EXPECT_EQ(BlobData(top), BlobData(blob));
+  for (int i = 0; i < top.count(); ++i) top.mutable_cpu_diff()[i] = blob.mutable_cpu_diff()[i] = 0.1f * i + diff_start;
+  for (Layer* l : {apart, in_place}) {
+    for (auto& b : l->blobs()) caffe_set(b->count(), 0.0f, b->mutable_cpu_diff());
+  }
+  apart->Backward({&top}, {true}, {&bottom});
+  in_place->Backward({&blob}, {true}, {&blob});
+  EXPECT_EQ(BlobDiff(bottom), BlobDiff(blob));
+  ASSERT_EQ(apart->blobs().size(), in_place->blobs().size());
+  for (size_t k = 0; k < apart->blobs().size(); ++k) {
+    EXPECT_EQ(BlobDiff(*apart->blobs()[k]), BlobDiff(*in_place->blobs()[k])) << "parameter " << k;
+  }
+}
+
 }  // namespace test
 }  // namespace nereus
 

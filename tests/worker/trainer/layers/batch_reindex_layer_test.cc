@@ -11,12 +11,8 @@
 #include "tests/support/gradient_checker.h"
 
 namespace nereus {
+namespace test {
 namespace {
-
-using test::BlobData;
-using test::BlobDiff;
-using test::ParseLayerParameter;
-using test::SetBlobData;
 
 TEST(BatchReindexLayerTest, GathersRowsAndSumsTheirGradients) {
   Blob data(std::vector<int>{3, 2}), idx(std::vector<int>{4}), top;
@@ -80,4 +76,5 @@ TEST(BatchReindexLayerDeathTest, IndexGradientIsFatal) {
 }
 
 }  // namespace
+}  // namespace test
 }  // namespace nereus

@@ -12,12 +12,8 @@
 #include "tests/support/gradient_checker.h"
 
 namespace nereus {
+namespace test {
 namespace {
-
-using test::BlobData;
-using test::BlobDiff;
-using test::ParseLayerParameter;
-using test::SetBlobData;
 
 const char* kEmbed = "name: 'e' type: 'Embed' embed_param { num_output: 2 input_dim: 4 }";
 
@@ -122,4 +118,5 @@ TEST(EmbedLayerDeathTest, IndexGradientIsFatal) {
 }
 
 }  // namespace
+}  // namespace test
 }  // namespace nereus

@@ -11,12 +11,8 @@
 #include "tests/support/gradient_checker.h"
 
 namespace nereus {
+namespace test {
 namespace {
-
-using test::BlobData;
-using test::BlobDiff;
-using test::ParseLayerParameter;
-using test::SetBlobData;
 
 TEST(FilterLayerTest, ForwardsTheSelectedRowsOfEveryBottom) {
   Blob data(std::vector<int>{4, 2}), label(std::vector<int>{4}), selector(std::vector<int>{4, 1}), top_data, top_label;
@@ -88,4 +84,5 @@ TEST(FilterLayerDeathTest, SelectorGradientIsFatal) {
 }
 
 }  // namespace
+}  // namespace test
 }  // namespace nereus

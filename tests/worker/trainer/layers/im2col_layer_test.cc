@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -15,12 +14,6 @@
 namespace nereus {
 namespace test {
 namespace {
-
-std::vector<float> Iota(int n) {
-  std::vector<float> v(n);
-  std::iota(v.begin(), v.end(), 0.0f);
-  return v;
-}
 
 TEST(Im2colLayerTest, ForwardColumns) {
   // x(h, w) = 3h + w; kernel 2: one row per tap (kh, kw), one column per

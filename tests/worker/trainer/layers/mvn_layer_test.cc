@@ -78,18 +78,7 @@ TEST(MVNLayerTest, InPlaceMatchesApart) {
     FillGaussian(&input, &rng);
     MVNLayer apart(ParseLayerParameter(std::string("name: 'm' type: 'MVN' ") + param));
     MVNLayer in_place(ParseLayerParameter(std::string("name: 'm' type: 'MVN' ") + param));
-    Blob bottom(input.shape()), top, blob(input.shape());
-    bottom.CopyFrom(input);
-    blob.CopyFrom(input);
-    ASSERT_TRUE(apart.SetUp({&bottom}, {&top}).ok());
-    ASSERT_TRUE(in_place.SetUp({&blob}, {&blob}).ok());
-    apart.Forward({&bottom}, {&top});
-    in_place.Forward({&blob}, {&blob});
-    EXPECT_EQ(BlobData(top), BlobData(blob));
-    for (int i = 0; i < top.count(); ++i) top.mutable_cpu_diff()[i] = blob.mutable_cpu_diff()[i] = 0.1f * i - 1.0f;
-    apart.Backward({&top}, {true}, {&bottom});
-    in_place.Backward({&blob}, {true}, {&blob});
-    EXPECT_EQ(BlobDiff(bottom), BlobDiff(blob));
+    ExpectInPlaceMatchesApart(&apart, &in_place, input, -1.0f);
   }
 }
 

@@ -16,12 +16,8 @@
 #include "worker/trainer/prototxt.h"
 
 namespace nereus {
+namespace test {
 namespace {
-
-using test::BlobData;
-using test::BlobDiff;
-using test::ParseLayerParameter;
-using test::SetBlobData;
 
 TEST(ParameterLayerTest, TopIsTheBlobAndBackwardAccumulates) {
   ParameterLayer layer(ParseLayerParameter("name: 'p' type: 'Parameter' parameter_param { shape { dim: 2 dim: 3 } }"));
@@ -109,4 +105,5 @@ TEST(PythonLayerTest, RefusedAtNetConstructionNamingTheLayerAndWhy) {
 }
 
 }  // namespace
+}  // namespace test
 }  // namespace nereus

@@ -14,14 +14,9 @@ namespace {
 
 using test::ExpectBlobNear;
 using test::GradientChecker;
+using test::Iota;
 using test::ParseLayerParameter;
 using test::SetBlobData;
-
-std::vector<float> Iota(int n, float start = 0.0f) {
-  std::vector<float> v(n);
-  for (int i = 0; i < n; ++i) v[i] = start + static_cast<float>(i);
-  return v;
-}
 
 std::string PoolText(const std::string& pooling_param) {
   return "name: 'pool' type: 'Pooling' pooling_param { " + pooling_param + " }";

@@ -79,23 +79,7 @@ TEST(ScaleLayerTest, InPlaceMatchesApart) {
   ScaleLayer apart(ParseLayerParameter(text)), in_place(ParseLayerParameter(text));
   apart.set_rng(&rng_a);
   in_place.set_rng(&rng_b);
-  Blob bottom(input.shape()), top, blob(input.shape());
-  bottom.CopyFrom(input);
-  blob.CopyFrom(input);
-  ASSERT_TRUE(apart.SetUp({&bottom}, {&top}).ok());
-  ASSERT_TRUE(in_place.SetUp({&blob}, {&blob}).ok());
-  apart.Forward({&bottom}, {&top});
-  in_place.Forward({&blob}, {&blob});
-  EXPECT_EQ(BlobData(top), BlobData(blob));
-  for (int i = 0; i < top.count(); ++i) top.mutable_cpu_diff()[i] = blob.mutable_cpu_diff()[i] = 0.1f * i;
-  for (ScaleLayer* l : {&apart, &in_place}) {
-    for (auto& b : l->blobs()) caffe_set(b->count(), 0.0f, b->mutable_cpu_diff());
-  }
-  apart.Backward({&top}, {true}, {&bottom});
-  in_place.Backward({&blob}, {true}, {&blob});
-  EXPECT_EQ(BlobDiff(bottom), BlobDiff(blob));
-  EXPECT_EQ(BlobDiff(*apart.blobs()[0]), BlobDiff(*in_place.blobs()[0]));
-  EXPECT_EQ(BlobDiff(*apart.blobs()[1]), BlobDiff(*in_place.blobs()[1]));
+  ExpectInPlaceMatchesApart(&apart, &in_place, input);
 }
 
 }  // namespace

@@ -6,7 +6,6 @@
 
 #include <gtest/gtest.h>
 
-#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,12 +15,6 @@
 namespace nereus {
 namespace test {
 namespace {
-
-std::vector<float> Iota(int n) {
-  std::vector<float> v(n);
-  std::iota(v.begin(), v.end(), 0.0f);
-  return v;
-}
 
 TEST(SPPLayerTest, LevelParameters) {
   // 5 x 7, level 1 (2 bins): kernel ceil(5/2) = 3 and ceil(7/2) = 4, stride
