@@ -691,6 +691,9 @@ TYPED_TEST(LayerDeviceTest, BatchReindexFilterEmbedParameter) {
       "name: 'e' type: 'Embed' embed_param { num_output: 3 input_dim: 5 weight_filler { type: 'gaussian' } "
       "bias_filler { type: 'gaussian' } }");
   test::ExpectGradient(e.get(), {&words}, {&vectors}, {test::GradientCheck::kSumOfSquares, 1e-2f, 1e-3f, 0, -1, -2});
+  this->ExpectDeviceOk();
+}
+
 TYPED_TEST(LayerDeviceTest, TileValuesAndGradient) {
   this->bottom_.Reshape({2, 3});
   SetBlobData(&this->bottom_, {1, 2, 3, 4, 5, 6});
