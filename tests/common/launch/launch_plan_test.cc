@@ -450,7 +450,7 @@ TEST(ProcessCommands, WorkersGetTheirGpu) {
   // A worker command (a Python worker) gets its GPU in the environment.
   EXPECT_EQ(ProcessArgs(*plan, plan->processes[4], "/b", flags, "python3 train.py"),
             (Names{"/usr/bin/env", "NEREUS_COORDINATOR=10.0.0.1:7000", "NEREUS_RANK=2", "NEREUS_NUM_WORKERS=3",
-                   "NEREUS_NUM_SERVERS=3", "NEREUS_BIND_HOST=10.0.0.2", "NEREUS_LOCAL_RANK=1", "NEREUS_LOCAL_SIZE=2",
+                   "NEREUS_NUM_SERVERS=1", "NEREUS_BIND_HOST=10.0.0.2", "NEREUS_LOCAL_RANK=1", "NEREUS_LOCAL_SIZE=2",
                    "NEREUS_GPU=1", "NEREUS_WORKER_FLAGS=--iterations=5", "bash", "-c", "python3 train.py"}));
 }
 
