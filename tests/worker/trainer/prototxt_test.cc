@@ -213,8 +213,9 @@ TEST(PrototxtTest, UnknownFieldIsAnErrorWithNameAndLine) {
   // A Caffe field Nereus does not support (not in our caffe.proto) fails the
   // same way, and the message says it is a Caffe field.
   caffe::NetParameter p2;
-  st = ParseNetParameter("layer {\n  name: \"x\"\n  python_param { module: \"a\" }\n}\n", "n.prototxt", &p2);
-  test::ExpectErrorContains(st, {"n.prototxt:3:3: unknown field \"python_param\" in caffe.LayerParameter: a Caffe "
+  st = ParseNetParameter("layer {\n  name: \"x\"\n  pooling_param {\n    round_mode: FLOOR\n  }\n}\n", "n.prototxt",
+                         &p2);
+  test::ExpectErrorContains(st, {"n.prototxt:4:5: unknown field \"round_mode\" in caffe.PoolingParameter: a Caffe "
                                  "field that Nereus does not support"});
 
   caffe::SolverParameter solver;
@@ -241,7 +242,7 @@ TEST(PrototxtTest, UnsupportedLayerTypeNamesTypeLayerAndLine) {
       "input_shape { dim: 1 dim: 1 dim: 4 dim: 4 }\n"
       "layer {\n"  // 4
       "  name: \"up\"\n"
-      "  type: \"Crop\"\n"
+      "  type: \"Upsample\"\n"
       "  bottom: \"data\"\n"
       "  top: \"up\"\n"
       "}\n";
@@ -255,7 +256,7 @@ TEST(PrototxtTest, UnsupportedLayerTypeNamesTypeLayerAndLine) {
   ASSERT_FALSE(net.ok());
   const std::string& msg = net.status().message();
   EXPECT_NE(msg.find("layer \"up\" (deconv.prototxt:4)"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("unknown layer type \"Crop\""), std::string::npos) << msg;
+  EXPECT_NE(msg.find("unknown layer type \"Upsample\""), std::string::npos) << msg;
 }
 
 TEST(PrototxtTest, BinaryRoundTripAndMissingFile) {
