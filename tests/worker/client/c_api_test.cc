@@ -241,11 +241,14 @@ TEST(CApi, LayerwiseCallsBoundedWaitsAndFactors) {
     std::vector<float> b = std::vector<float>(3), b_diff = std::vector<float>(3);
     std::vector<float> o = std::vector<float>(2), o_diff = std::vector<float>(2);
     std::vector<float> left = std::vector<float>(2 * 3), right = std::vector<float>(2 * 4);  // K = 2.
+    // The client first (it may still be writing into the buffers above
+    // when a failed assertion leaves the test early).
+    ~Worker() { nereus_client_destroy(client); }
   };
   Worker workers[2];
   OnEveryWorker(2, [&](int r) {
     Worker& W = workers[r];
-    W.client = Connect(cluster, r, {{"wait_timeout_ms", "300"}, {"sfb", "on"}, {"schedule", "full"}});
+    W.client = Connect(cluster, r, {{"wait_timeout_ms", "3000"}, {"sfb", "on"}, {"schedule", "full"}});
     ASSERT_NE(W.client, nullptr);
     const int64_t wshape[2] = {3, 4};
     nereus_tensor_t* t = nereus_tensor_create("fc.weight", wshape, 2);
@@ -296,12 +299,12 @@ TEST(CApi, LayerwiseCallsBoundedWaitsAndFactors) {
     if (clock == 1) {
       EXPECT_EQ(nereus_wait_weights(workers[0].client, 1, clock + 1), NEREUS_DEADLINE_EXCEEDED);
       EXPECT_EQ(LastError(),
-                "WaitWeights(layer 1, clock 2) gave up after 300 ms (wait_timeout_ms), still waiting for the weights "
+                "WaitWeights(layer 1, clock 2) gave up after 3000 ms (wait_timeout_ms), still waiting for the weights "
                 "from server 1 (weights of tensor \"out.bias\" partition 0 of clock 2, sent); a server answers once "
                 "every worker's gradients of clock 1 are in, so a worker that has not pushed them (slow, stopped or "
                 "stuck) holds it up");
       EXPECT_EQ(nereus_wait_weights(workers[0].client, 0, clock + 1), NEREUS_DEADLINE_EXCEEDED);
-      EXPECT_NE(LastError().find("WaitWeights(layer 0, clock 2) gave up after 300 ms"), std::string::npos)
+      EXPECT_NE(LastError().find("WaitWeights(layer 0, clock 2) gave up after 3000 ms"), std::string::npos)
           << LastError();
     }
     ASSERT_EQ(nereus_gradients_ready(workers[1].client, 1, clock), NEREUS_OK) << LastError();
@@ -331,7 +334,6 @@ TEST(CApi, LayerwiseCallsBoundedWaitsAndFactors) {
   for (int i = 0; i < 12; ++i) EXPECT_NEAR(workers[0].w[i], w[i], 1e-6f) << i;
 
   OnEveryWorker(2, [&](int r) { EXPECT_EQ(nereus_finish(workers[r].client), NEREUS_OK) << LastError(); });
-  for (Worker& W : workers) nereus_client_destroy(W.client);
   std::string report;
   EXPECT_TRUE(cluster.WaitAll(std::chrono::seconds(30), &report)) << report;
 }
