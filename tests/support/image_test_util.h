@@ -15,9 +15,9 @@
 
 // Skips a test in a build without OpenCV (it has a test of its own that the
 // image layers and tools refuse to run there).
-#define NEREUS_IMAGES_OR_SKIP()                                                          \
-  do {                                                                                   \
-    if (!::nereus::data::ImageCodecsAvailable()) GTEST_SKIP() << "built without OpenCV"; \
+#define NEREUS_IMAGES_OR_SKIP()                                                                             \
+  do {                                                                                                      \
+    if (!::nereus::data::ImageCodecsBuilt()) GTEST_SKIP() << "built without OpenCV (configure found none)"; \
   } while (0)
 
 namespace nereus {

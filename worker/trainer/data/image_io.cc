@@ -110,6 +110,12 @@ StatusOr<Image> Decode(std::string_view bytes, ImageColor color, const std::stri
 
 bool ImageCodecsAvailable() { return LoadCodec("images").ok(); }
 
+#ifdef NEREUS_HAVE_OPENCV
+bool ImageCodecsBuilt() { return true; }
+#else
+bool ImageCodecsBuilt() { return false; }
+#endif
+
 Status NoImageCodecsError(const std::string& what) {
   auto codec = LoadCodec(what);
   return codec.ok() ? Status::OK() : codec.status();

@@ -24,8 +24,12 @@
 namespace nereus {
 namespace data {
 
-// Whether this build decodes images (OpenCV was found when it was configured).
+// Whether this build decodes images (OpenCV was found when it was configured
+// and its plug-in loads).
 bool ImageCodecsAvailable();
+// Whether this build was configured with OpenCV (its plug-in built): where it
+// was, a plug-in that does not load is an error, never a reason to skip.
+bool ImageCodecsBuilt();
 // The FAILED_PRECONDITION of a build without OpenCV, saying what needs it.
 Status NoImageCodecsError(const std::string& what);
 

@@ -184,7 +184,7 @@ TEST_F(WindowDataLayerTest, AWindowOutsideItsImageIsAForwardError) {
 
 // In a build without OpenCV the layer refuses to run, saying why.
 TEST(WindowDataWithoutOpenCvTest, RefusesToRunSayingWhy) {
-  if (ImageCodecsAvailable()) GTEST_SKIP() << "built with OpenCV";
+  if (ImageCodecsBuilt()) GTEST_SKIP() << "built with OpenCV: this checks a build without it";
   test::TempDir dir;
   test::WriteText(dir.File("windows.txt"), "# 0\nim0.png\n3\n20\n24\n0\n");
   WindowDataLayer layer(test::ParseLayerParameter(
