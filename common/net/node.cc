@@ -314,10 +314,17 @@ void Node::OnMessage(const Endpoint& from, StatusOr<Message> msg, const pb::Head
       // The coordinator holds this node's REGISTER while it finds out
       // whether the member of this rank is dead: Start waits as long as it
       // is told to, past --startup_timeout_s (a rejoin can take the whole
-      // heartbeat timeout).
+      // heartbeat timeout), and then a whole --startup_timeout_s more. The
+      // start-up timeout counts from the coordinator's last word, not from
+      // the first REGISTER: once the hold ends and this node is let in, the
+      // job is formed again, and every other node rolls back and registers
+      // anew, which takes as long as a fresh start (it takes several seconds
+      // on a loaded machine; a node that counted from its first REGISTER gave
+      // up while the coordinator was waiting for the last of them).
       MutexLock lock(&mu_);
       if (registered_) break;
-      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(h.hold_ms()) + kRegisterRepeat;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(h.hold_ms()) +
+                         std::chrono::seconds(options_.startup_timeout_s);
       if (!register_held_until_ || until > *register_held_until_) {
         if (!register_held_until_) LOG(INFO) << name() << ": the coordinator holds this registration: " << h.error();
         register_held_until_ = until;

@@ -142,8 +142,9 @@ class Node {
   std::vector<EarlyMessage> early_ NEREUS_GUARDED_BY(mu_);
   bool registered_ NEREUS_GUARDED_BY(mu_) = false;
   Status register_error_ NEREUS_GUARDED_BY(mu_);
-  // Set by REGISTER_HELD: Start waits for the coordinator until then, even
-  // past --startup_timeout_s.
+  // Set by REGISTER_HELD: Start waits for the coordinator until then (the
+  // hold, then --startup_timeout_s more), even past the start-up timeout
+  // counted from the first REGISTER.
   std::optional<std::chrono::steady_clock::time_point> register_held_until_ NEREUS_GUARDED_BY(mu_);
   Status abort_ NEREUS_GUARDED_BY(mu_);
   bool shutdown_ NEREUS_GUARDED_BY(mu_) = false;

@@ -138,5 +138,79 @@ TEST(ServerNodeTest, DataBeforeOwnRegisterReplyIsHandledInOrder) {
   EXPECT_TRUE(run_status.ok()) << run_status;
 }
 
+// A restarted node's REGISTER that the coordinator held (REGISTER_HELD) is
+// let in silently once the member it replaces is found dead, and the job is
+// then formed again: every other node rolls back and registers anew, which
+// takes as long as a fresh start. The node waits a whole --startup_timeout_s
+// after the coordinator's last word, not only until its start-up timeout
+// counted from the first REGISTER ran out. (CI failed this way: the node gave
+// up 1.1 s after being let in, while the coordinator waited for a worker.)
+// Here --startup_timeout_s=3; the fake coordinator holds the second REGISTER
+// (about 1 s in, hold 0), stays silent, and answers only the fourth (about
+// 3 s in), which a node counting from its first REGISTER never sends.
+TEST(ServerNodeTest, AHeldRegistrationWaitsAWholeStartupTimeoutAfterTheCoordinatorsLastWord) {
+  Inbox inbox;
+  auto coordinator = NewZmqTransport(ZmqTransportOptions());
+  ASSERT_TRUE(coordinator
+                  ->Start("tcp://127.0.0.1:0",
+                          [&](const Endpoint&, StatusOr<Message> m, const pb::Header&) { inbox.Put(std::move(m)); })
+                  .ok());
+  const Endpoint self = coordinator->endpoint();
+  NodeOptions no;
+  no.coordinator = self;
+  no.role = pb::SERVER;
+  no.rank = 0;
+  no.startup_timeout_s = 3;
+  ServerNode server(no);
+  Status run_status = InternalError("Run did not return");
+  std::thread run([&] { run_status = server.Run(); });
+  Endpoint server_ep;
+  struct Stopper {
+    Transport* t;
+    Endpoint* to;
+    std::thread* run;
+    ~Stopper() {
+      if (!to->empty()) {
+        Message shutdown;
+        shutdown.header.set_op(pb::SHUTDOWN);
+        (void)t->Send(*to, std::move(shutdown));
+      }
+      if (run->joinable()) run->join();
+    }
+  } stopper{coordinator.get(), &server_ep, &run};
+
+  for (int n = 1; n <= 4; ++n) {
+    auto reg = inbox.Next();
+    ASSERT_TRUE(reg.ok()) << "REGISTER #" << n << ": " << reg.status() << " (the node gave up waiting)";
+    ASSERT_EQ(reg->header.op(), pb::REGISTER) << n;
+    ASSERT_EQ(reg->header.nodes_size(), 1);
+    server_ep = reg->header.nodes(0).endpoint();
+    if (n == 2) {
+      Message held;
+      held.header.set_op(pb::REGISTER_HELD);
+      held.header.set_sender_role(pb::COORDINATOR);
+      held.header.set_hold_ms(0);
+      held.header.set_error("probing server 0 at tcp://127.0.0.1:1");
+      ASSERT_TRUE(coordinator->Send(server_ep, std::move(held)).ok());
+    }
+  }
+  Message reply;
+  reply.header.set_op(pb::REGISTER_REPLY);
+  reply.header.mutable_job()->set_num_servers(1);
+  reply.header.mutable_job()->set_num_workers(1);
+  reply.header.mutable_job()->set_partition_bytes(1 << 20);
+  reply.header.mutable_job()->set_consistency(pb::BSP);
+  reply.header.mutable_job()->set_heartbeat_interval_ms(1000);
+  reply.header.mutable_job()->set_heartbeat_timeout_ms(60000);
+  test::AddNode(&reply.header, pb::SERVER, 0, server_ep);
+  test::AddNode(&reply.header, pb::WORKER, 0, self);
+  ASSERT_TRUE(coordinator->Send(server_ep, std::move(reply)).ok());
+  Message shutdown;
+  shutdown.header.set_op(pb::SHUTDOWN);
+  ASSERT_TRUE(coordinator->Send(server_ep, std::move(shutdown)).ok());
+  run.join();
+  EXPECT_TRUE(run_status.ok()) << run_status;
+}
+
 }  // namespace
 }  // namespace nereus
