@@ -12,6 +12,8 @@
 #include <cstring>
 #include <regex>
 
+#include "common/base/file_util.h"
+
 namespace nereus {
 namespace {
 
@@ -88,25 +90,6 @@ Status MakeDirs(const std::string& dir) {
       return UnavailableError("cannot create directory " + partial + ": " + ErrnoText());
   }
   return Status::OK();
-}
-
-StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return NotFoundError("cannot open " + path + ": " + ErrnoText());
-  std::string out;
-  char buf[1 << 16];
-  while (true) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      ::close(fd);
-      return UnavailableError("cannot read " + path + ": " + ErrnoText());
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return out;
 }
 
 uint32_t LoadLe32(const char* p) {
@@ -217,7 +200,7 @@ Status WriteCoordinatorState(const std::string& dir, const pb::CoordinatorState&
 StatusOr<pb::CoordinatorState> ReadCoordinatorState(const std::string& dir) {
   const std::string path = CoordinatorStatePath(dir);
   if (::access(path.c_str(), F_OK) != 0 && errno == ENOENT) return NotFoundError(path + " does not exist");
-  ASSIGN_OR_RETURN(std::string file, ReadWholeFile(path));
+  ASSIGN_OR_RETURN(std::string file, ReadWholeFile(path, "checkpoint file"));
   const size_t frame = sizeof(kCoordinatorMagic) + 4 + 4;
   if (file.size() < frame) return DataLossError(path + " is truncated (" + std::to_string(file.size()) + " bytes)");
   if (std::memcmp(file.data(), kCoordinatorMagic, sizeof(kCoordinatorMagic)) != 0)
@@ -236,7 +219,7 @@ StatusOr<pb::CoordinatorState> ReadCoordinatorState(const std::string& dir) {
 
 StatusOr<ShardState> ReadCheckpoint(const std::string& dir, int64_t clock, int rank) {
   const std::string mpath = dir + "/" + ManifestFileName(clock, rank);
-  ASSIGN_OR_RETURN(std::string mfile, ReadWholeFile(mpath));
+  ASSIGN_OR_RETURN(std::string mfile, ReadWholeFile(mpath, "checkpoint file"));
   if (mfile.size() < 4) return DataLossError(mpath + " is truncated (" + std::to_string(mfile.size()) + " bytes)");
   const uint32_t mcrc = LoadLe32(mfile.data() + mfile.size() - 4);
   if (Crc32c(0, mfile.data(), mfile.size() - 4) != mcrc) return DataLossError(mpath + " is corrupt (CRC-32C mismatch)");
@@ -250,7 +233,7 @@ StatusOr<ShardState> ReadCheckpoint(const std::string& dir, int64_t clock, int r
                          ")");
 
   const std::string path = dir + "/" + manifest.shard_file();
-  auto read = ReadWholeFile(path);
+  auto read = ReadWholeFile(path, "checkpoint file");
   if (!read.ok()) return DataLossError(read.status().message() + " (named by " + mpath + ")");
   const std::string& file = *read;
   if (file.size() != manifest.shard_bytes())

@@ -5,19 +5,11 @@
 #include <fstream>
 #include <iterator>
 
+#include "common/base/file_util.h"
+
 namespace nereus {
 namespace data {
 namespace {
-
-StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return NotFoundError("cannot open IDX file '" + path + "': " + std::strerror(errno));
-  }
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return DataLossError("error reading IDX file '" + path + "'");
-  return bytes;
-}
 
 std::uint32_t BigEndianAt(const std::string& bytes, std::size_t offset) {
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data()) + offset;
@@ -84,7 +76,7 @@ Status WriteWholeFile(const std::string& path, const std::string& bytes) {
 }  // namespace
 
 StatusOr<IdxImages> ReadIdxImages(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path));
+  ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path, "IDX file"));
   ASSIGN_OR_RETURN(std::vector<std::uint32_t> sizes, ParseHeader(path, bytes, kIdxImagesMagic, "images", 3));
   IdxImages images;
   images.count = sizes[0];
@@ -95,7 +87,7 @@ StatusOr<IdxImages> ReadIdxImages(const std::string& path) {
 }
 
 StatusOr<std::vector<std::uint8_t>> ReadIdxLabels(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path));
+  ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path, "IDX file"));
   ASSIGN_OR_RETURN(std::vector<std::uint32_t> sizes, ParseHeader(path, bytes, kIdxLabelsMagic, "labels", 1));
   (void)sizes;
   return std::vector<std::uint8_t>(bytes.begin() + 8, bytes.end());

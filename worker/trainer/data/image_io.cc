@@ -12,17 +12,11 @@
 #include <iterator>
 #include <vector>
 
+#include "common/base/file_util.h"
+
 namespace nereus {
 namespace data {
 namespace {
-
-StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError("cannot read image file '" + path + "': " + std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return NotFoundError("cannot read image file '" + path + "': " + std::strerror(errno));
-  return bytes;
-}
 
 std::string Lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -125,7 +119,7 @@ StatusOr<Image> ReadImageFile(const std::string& path, ImageColor color) {
   // Read here, decoded from memory: a missing file and one that does not
   // decode are told apart (cv::imread says neither).
   RETURN_IF_ERROR(NoImageCodecsError("reading image file '" + path + "'"));
-  ASSIGN_OR_RETURN(const std::string bytes, ReadWholeFile(path));
+  ASSIGN_OR_RETURN(const std::string bytes, ReadWholeFile(path, "image file"));
   return Decode(bytes, color, "image file '" + path + "'");
 }
 
@@ -219,7 +213,7 @@ StatusOr<caffe::Datum> ReadImageToEncodedDatum(const std::string& path, int labe
   datum.set_label(label);
   datum.set_encoded(true);
   if ((image.channels == 3) == is_color && height == 0 && width == 0 && ExtensionMatches(path, encoding)) {
-    ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path));
+    ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path, "image file"));
     datum.set_data(std::move(bytes));
     return datum;
   }

@@ -114,7 +114,7 @@ TEST_F(ImageDataLayerTest, RootFolderIsPrependedAsWritten) {
   ImageDataLayer layer(param);
   Status st = SetUpLayer(&layer);
   EXPECT_EQ(st.message(), "layer images (ImageData): image list '" + dir_.File("list.txt") +
-                              "' line 1 (image '0.png'): cannot read image file '0.png': No such file or directory");
+                              "' line 1 (image '0.png'): cannot open image file '0.png': No such file or directory");
   // A root folder is a plain prefix, as in Caffe.
   caffe::LayerParameter prefixed = Param("batch_size: 1");
   prefixed.mutable_image_data_param()->set_root_folder(dir_.path() + "/images/");

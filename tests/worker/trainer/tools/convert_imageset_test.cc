@@ -281,7 +281,7 @@ TEST_F(ConvertImagesetTest, AnImageThatDoesNotDecodeStopsTheRunNamingTheLine) {
   test::WriteText(Path("missing.txt"), "imgs/img0.png 0\nimgs/nowhere.png 1\n");
   test::ToolRun r = Convert("", "out", "missing.txt");
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("line 2: cannot read image file '" + dir_.path() + "/imgs/nowhere.png'"), std::string::npos)
+  EXPECT_NE(r.output.find("line 2: cannot open image file '" + dir_.path() + "/imgs/nowhere.png'"), std::string::npos)
       << r.output;
   EXPECT_TRUE(Leftovers("out").empty());
 }
