@@ -3,7 +3,8 @@
 #   scripts/thread_safety.sh [BUILD_DIR]   (default build/, configured by
 #   scripts/build.sh, whose compile_commands.json gives each source's flags)
 # Every product .cc (not tests/, not generated, not .cu) that includes
-# common/base/mutex.h, directly or through project headers, is compiled with
+# common/base/mutex.h, directly or through project headers, is compiled (as
+# the build compiles it: alone, or in its unity batch) with
 # clang++ -fsyntax-only -Wthread-safety -Werror=thread-safety and the flags
 # CMake gave it. The code of a CUDA-only .cc (worker/bridge/cuda_staging.cc)
 # sits behind NEREUS_HAVE_CUDA, so it is analysed only in a build that found
@@ -60,12 +61,21 @@ def uses_mutex(path, seen):
     memo[path] = found
     return found
 
+unity_include = re.compile(r'^\s*#\s*include\s*"(/[^"]+)"', re.M)
 for entry in json.load(open(db)):
     src = os.path.normpath(os.path.join(entry["directory"], entry["file"]))
     rel = os.path.relpath(src, root)
-    if rel.startswith(("..", "tests" + os.sep, "build")) or not rel.endswith(".cc"):
+    if os.sep + "Unity" + os.sep + "unity_" in src and src.endswith(".cxx"):
+        # A unity batch of CMake's (common/cmake/NereusUnity.cmake): checked
+        # as it is compiled, when one of the sources it includes uses a Mutex.
+        parts = [os.path.normpath(i) for i in unity_include.findall(open(src).read())]
+        users = [os.path.relpath(i, root) for i in parts if i.endswith(".cc") and uses_mutex(i, set())]
+        if not users:
+            continue
+        rel = "unity batch of " + " ".join(users)
+    elif rel.startswith(("..", "tests" + os.sep, "build")) or not rel.endswith(".cc"):
         continue
-    if not uses_mutex(src, set()):
+    elif not uses_mutex(src, set()):
         continue
     args = entry["arguments"] if "arguments" in entry else shlex.split(entry["command"])
     out, skip = [cxx], False

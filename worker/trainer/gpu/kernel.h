@@ -80,6 +80,9 @@ __device__ int BlockMin(int value, int* shared) {
   return least;
 }
 
+// The block size of the layers' one-block reductions (losses, accuracy).
+constexpr int kReduceThreads = 256;
+
 // Launches `kernel` as one block of kThreads threads (a reduction).
 template <int kThreads, typename... KernelArgs, typename... Args>
 void LaunchOneBlock(Device* device, const char* name, void (*kernel)(KernelArgs...), Args... args) {

@@ -9,8 +9,6 @@
 namespace nereus {
 namespace {
 
-constexpr int kReduceThreads = 256;
-
 // n = outer * inner positions. counts: [num_labels] seen, [num_labels] hits.
 __global__ void AccuracyKernel(int n, const float* scores, const float* label, int num_labels, int inner, int top_k,
                                bool has_ignore_label, int ignore_label, int* state, int* counts) {
@@ -33,18 +31,18 @@ __global__ void AccuracyKernel(int n, const float* scores, const float* label, i
 
 // One block: top = hits / counted labels (0 when none); stats = {first bad position or -1}.
 __global__ void AccuracyReduceKernel(int n, const int* state, float* top, int* stats) {
-  __shared__ int shared[kReduceThreads];
+  __shared__ int shared[gpu::kReduceThreads];
   int correct = 0;
   int count = 0;
   int bad = INT_MAX;
-  for (int p = threadIdx.x; p < n; p += kReduceThreads) {
+  for (int p = threadIdx.x; p < n; p += gpu::kReduceThreads) {
     if (state[p] == 1) ++correct;
     if (state[p] >= 0) ++count;
     if (state[p] == -2 && p < bad) bad = p;
   }
-  correct = gpu::BlockSum<kReduceThreads>(correct, shared);
-  count = gpu::BlockSum<kReduceThreads>(count, shared);
-  bad = gpu::BlockMin<kReduceThreads>(bad, shared);
+  correct = gpu::BlockSum<gpu::kReduceThreads>(correct, shared);
+  count = gpu::BlockSum<gpu::kReduceThreads>(count, shared);
+  bad = gpu::BlockMin<gpu::kReduceThreads>(bad, shared);
   if (threadIdx.x == 0) {
     top[0] = count == 0 ? 0.0f : static_cast<float>(correct) / count;
     stats[0] = bad == INT_MAX ? -1 : bad;
@@ -79,8 +77,8 @@ void AccuracyLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vec
   }
   gpu::Launch(device(), "Accuracy", positions, AccuracyKernel, bottom[0]->gpu_data(), bottom[1]->gpu_data(),
               num_labels_, inner_num_, top_k_, has_ignore_label_, ignore_label_, state, counts);
-  gpu::LaunchOneBlock<kReduceThreads>(device(), "AccuracyReduce", AccuracyReduceKernel, positions,
-                                      static_cast<const int*>(state), top[0]->mutable_gpu_data(), stats);
+  gpu::LaunchOneBlock<gpu::kReduceThreads>(device(), "AccuracyReduce", AccuracyReduceKernel, positions,
+                                           static_cast<const int*>(state), top[0]->mutable_gpu_data(), stats);
   if (top.size() > 1) {
     gpu::Launch(device(), "AccuracyPerClass", num_labels_, PerClassKernel, static_cast<const int*>(counts),
                 top[1]->mutable_gpu_data());

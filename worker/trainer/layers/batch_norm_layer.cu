@@ -3,6 +3,7 @@
 // cuBLAS matrix-vector products, as Caffe's GPU BatchNorm makes them.
 #include "worker/trainer/gpu/kernel.h"
 #include "worker/trainer/layers/batch_norm_layer.h"
+#include "worker/trainer/math/blob_math.h"
 #include "worker/trainer/math/gpu_math_functions.h"
 
 namespace nereus {
@@ -25,19 +26,12 @@ __global__ void StdKernel(int n, float eps, float* variance) {
 __global__ void StatsCountKernel(int n, float moving_average_fraction, float* count) {
   NEREUS_KERNEL_LOOP(i, n) count[i] = ops::BnStatsCount(count[i], moving_average_fraction);
 }
-__global__ void BackwardKernel(int n, const float* dy, const float* y, const float* sum_dy_y, const float* sum_dy,
-                               float inv_m, const float* std_dev, int channels, int spatial, float* dx) {
+__global__ void BnBackwardKernel(int n, const float* dy, const float* y, const float* sum_dy_y, const float* sum_dy,
+                                 float inv_m, const float* std_dev, int channels, int spatial, float* dx) {
   NEREUS_KERNEL_LOOP(i, n) {
     const int c = (static_cast<int>(i) / spatial) % channels;
     dx[i] = ops::BnBackward(dy[i], y[i], sum_dy_y[c], sum_dy[c], inv_m, std_dev[c]);
   }
-}
-
-// (Re)fills `ones` with `n` ones when its size differs (a host write, once).
-void Ones(Blob* ones, int n) {
-  if (ones->count() == n) return;
-  ones->Reshape({n});
-  caffe_set(n, 1.0f, ones->mutable_cpu_data());
 }
 
 }  // namespace
@@ -45,8 +39,8 @@ void Ones(Blob* ones, int n) {
 // ---- BatchNorm ----
 
 void BatchNormLayer::ChannelSumsGpu(const float* x, float alpha, float* out) {
-  Ones(&spatial_ones_, spatial_);
-  Ones(&batch_ones_, num_);
+  FillOnes(&spatial_ones_, spatial_);
+  FillOnes(&batch_ones_, num_);
   num_by_chans_.Reshape({num_ * channels_});
   float* rows = num_by_chans_.mutable_gpu_data();
   caffe_gpu_gemv(device(), CblasNoTrans, num_ * channels_, spatial_, alpha, x, spatial_ones_.gpu_data(), 0.0f, rows);
@@ -115,7 +109,7 @@ void BatchNormLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vect
   ChannelSumsGpu(product, 1.0f, sum_dy_y_.mutable_gpu_data());
   ChannelSumsGpu(dy, 1.0f, sum_dy_.mutable_gpu_data());
   const float inv_m = 1.0f / static_cast<float>(num_ * spatial_);
-  gpu::Launch(device(), "BatchNormBackward", count, BackwardKernel, dy, y, sum_dy_y_.gpu_data(), sum_dy_.gpu_data(),
+  gpu::Launch(device(), "BatchNormBackward", count, BnBackwardKernel, dy, y, sum_dy_y_.gpu_data(), sum_dy_.gpu_data(),
               inv_m, std_dev, channels_, spatial_, dx);
 }
 

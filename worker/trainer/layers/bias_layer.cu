@@ -3,6 +3,7 @@
 // matrix-vector products, as Scale's.
 #include "worker/trainer/gpu/kernel.h"
 #include "worker/trainer/layers/bias_layer.h"
+#include "worker/trainer/math/blob_math.h"
 #include "worker/trainer/math/gpu_math_functions.h"
 
 namespace nereus {
@@ -12,13 +13,6 @@ __global__ void BiasForwardKernel(int n, const float* in, const float* bias, int
   NEREUS_KERNEL_LOOP(i, n) {
     out[i] = ops::BiasForward(in[i], bias[ops::BiasIndex(static_cast<int>(i), bias_dim, inner)]);
   }
-}
-
-// (Re)fills `ones` with `n` ones when its size differs (a host write, once).
-void Ones(Blob* ones, int n) {
-  if (ones->count() == n) return;
-  ones->Reshape({n});
-  caffe_set(n, 1.0f, ones->mutable_cpu_data());
 }
 
 }  // namespace
@@ -38,8 +32,8 @@ void BiasLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bo
   const bool bias_is_param = bottom.size() == 1;
   if (bias_is_param ? !param_propagate_down(0) : !propagate_down[1]) return;
   float* bias_diff = bias_is_param ? blobs_[0]->mutable_gpu_diff() : bottom[1]->mutable_gpu_diff();
-  Ones(&inner_ones_, inner_dim_);
-  Ones(&outer_ones_, outer_dim_);
+  FillOnes(&inner_ones_, inner_dim_);
+  FillOnes(&outer_ones_, outer_dim_);
   row_sums_.Reshape({outer_dim_ * bias_dim_});
   float* rows = row_sums_.mutable_gpu_data();
   caffe_gpu_gemv(device(), CblasNoTrans, outer_dim_ * bias_dim_, inner_dim_, 1.0f, dy, inner_ones_.gpu_data(), 0.0f,

@@ -7,8 +7,6 @@
 namespace nereus {
 namespace {
 
-constexpr int kReduceThreads = 256;
-
 // n pairs: the differences, each pair's squared distance and term.
 __global__ void ContrastivePairKernel(int n, const float* a, const float* b, const float* y, int channels, float margin,
                                       bool legacy, float* diff, float* dist_sq, float* pair_loss) {
@@ -24,10 +22,10 @@ __global__ void ContrastivePairKernel(int n, const float* a, const float* b, con
 
 // One block: top = sum(pair_loss) / n / 2.
 __global__ void ContrastiveReduceKernel(int n, const float* pair_loss, float* top) {
-  __shared__ double shared[kReduceThreads];
+  __shared__ double shared[gpu::kReduceThreads];
   double sum = 0.0;
-  for (int i = threadIdx.x; i < n; i += kReduceThreads) sum += static_cast<double>(pair_loss[i]);
-  sum = gpu::BlockSum<kReduceThreads>(sum, shared);
+  for (int i = threadIdx.x; i < n; i += gpu::kReduceThreads) sum += static_cast<double>(pair_loss[i]);
+  sum = gpu::BlockSum<gpu::kReduceThreads>(sum, shared);
   if (threadIdx.x == 0) top[0] = static_cast<float>(sum) / static_cast<float>(n) / 2.0f;
 }
 
@@ -48,8 +46,9 @@ void ContrastiveLossLayer::Forward_gpu(const std::vector<Blob*>& bottom, const s
   gpu::Launch(device(), "ContrastiveLossPairs", num_, ContrastivePairKernel, bottom[0]->gpu_data(),
               bottom[1]->gpu_data(), bottom[2]->gpu_data(), channels_, margin_, legacy_, diff_.mutable_gpu_data(),
               dist_sq_.mutable_gpu_data(), pair_loss_.mutable_gpu_data());
-  gpu::LaunchOneBlock<kReduceThreads>(device(), "ContrastiveLossReduce", ContrastiveReduceKernel, num_,
-                                      static_cast<const float*>(pair_loss_.gpu_data()), top[0]->mutable_gpu_data());
+  gpu::LaunchOneBlock<gpu::kReduceThreads>(device(), "ContrastiveLossReduce", ContrastiveReduceKernel, num_,
+                                           static_cast<const float*>(pair_loss_.gpu_data()),
+                                           top[0]->mutable_gpu_data());
 }
 
 void ContrastiveLossLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,

@@ -13,8 +13,6 @@
 namespace nereus {
 namespace {
 
-constexpr int kReduceThreads = 256;
-
 __global__ void HingeTermsKernel(int n, const float* x, const float* label, int dim, bool l2, float* loss, int* state) {
   NEREUS_KERNEL_LOOP(i, n) {
     const int label_value = static_cast<int>(label[i]);
@@ -121,11 +119,11 @@ void HingeLossLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::ve
   auto* state = static_cast<int*>(position_state_->mutable_gpu_data());
   gpu::Launch(device(), "HingeLossTerms", num_, HingeTermsKernel, bottom[0]->gpu_data(), bottom[1]->gpu_data(), dim_,
               l2_, position_loss_.mutable_gpu_data(), state);
-  gpu::LaunchOneBlock<kReduceThreads>(device(), "HingeLossReduce", gpu::LossReduceKernel<kReduceThreads>, num_,
-                                      static_cast<const float*>(position_loss_.gpu_data()),
-                                      static_cast<const int*>(state),
-                                      static_cast<int>(caffe::LossParameter::BATCH_SIZE), num_, 1,
-                                      top[0]->mutable_gpu_data(), static_cast<int*>(stats_->mutable_gpu_data()));
+  gpu::LaunchOneBlock<gpu::kReduceThreads>(device(), "HingeLossReduce", gpu::LossReduceKernel<gpu::kReduceThreads>,
+                                           num_, static_cast<const float*>(position_loss_.gpu_data()),
+                                           static_cast<const int*>(state),
+                                           static_cast<int>(caffe::LossParameter::BATCH_SIZE), num_, 1,
+                                           top[0]->mutable_gpu_data(), static_cast<int*>(stats_->mutable_gpu_data()));
   ReadGpuLabelStats(*bottom[1], dim_);
 }
 
@@ -144,11 +142,11 @@ void MultinomialLogisticLossLayer::Forward_gpu(const std::vector<Blob*>& bottom,
   auto* state = static_cast<int*>(position_state_->mutable_gpu_data());
   gpu::Launch(device(), "MultinomialLogisticLossTerms", num_, MultinomialTermsKernel, bottom[0]->gpu_data(),
               bottom[1]->gpu_data(), dim_, position_loss_.mutable_gpu_data(), state);
-  gpu::LaunchOneBlock<kReduceThreads>(device(), "MultinomialLogisticLossReduce", gpu::LossReduceKernel<kReduceThreads>,
-                                      num_, static_cast<const float*>(position_loss_.gpu_data()),
-                                      static_cast<const int*>(state),
-                                      static_cast<int>(caffe::LossParameter::BATCH_SIZE), num_, 1,
-                                      top[0]->mutable_gpu_data(), static_cast<int*>(stats_->mutable_gpu_data()));
+  gpu::LaunchOneBlock<gpu::kReduceThreads>(
+      device(), "MultinomialLogisticLossReduce", gpu::LossReduceKernel<gpu::kReduceThreads>, num_,
+      static_cast<const float*>(position_loss_.gpu_data()), static_cast<const int*>(state),
+      static_cast<int>(caffe::LossParameter::BATCH_SIZE), num_, 1, top[0]->mutable_gpu_data(),
+      static_cast<int*>(stats_->mutable_gpu_data()));
   ReadGpuLabelStats(*bottom[1], dim_);
 }
 
@@ -172,11 +170,11 @@ void InfogainLossLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std:
   gpu::Launch(device(), "InfogainLossTerms", positions, InfogainTermsKernel, prob, bottom[1]->gpu_data(),
               H(bottom).gpu_data(), num_labels_, inner_num_, has_ignore_label_, ignore_label_,
               position_loss_.mutable_gpu_data(), state);
-  gpu::LaunchOneBlock<kReduceThreads>(device(), "InfogainLossReduce", gpu::LossReduceKernel<kReduceThreads>, positions,
-                                      static_cast<const float*>(position_loss_.gpu_data()),
-                                      static_cast<const int*>(state), static_cast<int>(normalization_), outer_num_,
-                                      inner_num_, top[0]->mutable_gpu_data(),
-                                      static_cast<int*>(stats_->mutable_gpu_data()));
+  gpu::LaunchOneBlock<gpu::kReduceThreads>(device(), "InfogainLossReduce", gpu::LossReduceKernel<gpu::kReduceThreads>,
+                                           positions, static_cast<const float*>(position_loss_.gpu_data()),
+                                           static_cast<const int*>(state), static_cast<int>(normalization_), outer_num_,
+                                           inner_num_, top[0]->mutable_gpu_data(),
+                                           static_cast<int*>(stats_->mutable_gpu_data()));
   if (top.size() == 2) caffe_gpu_copy(device(), prob_.count(), prob, top[1]->mutable_gpu_data());
   valid_count_ = ReadGpuLabelStats(*bottom[1], num_labels_);
 }

@@ -16,18 +16,16 @@
 namespace nereus {
 namespace {
 
-constexpr int kReduceThreads = 256;
-
 // One block: diff = a - b, top = sum(diff^2) / num / 2.
 __global__ void EuclideanLossKernel(int n, const float* a, const float* b, float* diff, int num, float* top) {
-  __shared__ double shared[kReduceThreads];
+  __shared__ double shared[gpu::kReduceThreads];
   double sum = 0.0;
-  for (int i = threadIdx.x; i < n; i += kReduceThreads) {
+  for (int i = threadIdx.x; i < n; i += gpu::kReduceThreads) {
     const float d = ops::Sub()(a[i], b[i]);
     diff[i] = d;
     sum += static_cast<double>(d * d);
   }
-  sum = gpu::BlockSum<kReduceThreads>(sum, shared);
+  sum = gpu::BlockSum<gpu::kReduceThreads>(sum, shared);
   if (threadIdx.x == 0) top[0] = ops::EuclideanLossValue(static_cast<float>(sum), num);
 }
 
@@ -42,17 +40,17 @@ __global__ void EuclideanLossBackwardKernel(int n, const float* diff, const floa
 __global__ void SigmoidCrossEntropyLossKernel(int n, const float* x, const float* t, bool has_ignore_label,
                                               int ignore_label, int mode, int outer, int inner, float* top,
                                               float* normalizer) {
-  __shared__ double loss_shared[kReduceThreads];
-  __shared__ int count_shared[kReduceThreads];
+  __shared__ double loss_shared[gpu::kReduceThreads];
+  __shared__ int count_shared[gpu::kReduceThreads];
   double sum = 0.0;
   int valid = 0;
-  for (int i = threadIdx.x; i < n; i += kReduceThreads) {
+  for (int i = threadIdx.x; i < n; i += gpu::kReduceThreads) {
     if (ops::SigmoidCrossEntropyIgnored(t[i], has_ignore_label, ignore_label)) continue;
     sum += static_cast<double>(ops::SigmoidCrossEntropyLogLikelihood(x[i], t[i]));
     ++valid;
   }
-  sum = gpu::BlockSum<kReduceThreads>(sum, loss_shared);
-  valid = gpu::BlockSum<kReduceThreads>(valid, count_shared);
+  sum = gpu::BlockSum<gpu::kReduceThreads>(sum, loss_shared);
+  valid = gpu::BlockSum<gpu::kReduceThreads>(valid, count_shared);
   if (threadIdx.x == 0) {
     const float divisor = ops::SoftmaxLossNormalizer(mode, outer, inner, valid);
     normalizer[0] = divisor;
@@ -111,9 +109,9 @@ __global__ void LossBackwardKernel(int n, const float* prob, const float* label,
 // ---- EuclideanLoss ----
 
 void EuclideanLossLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  gpu::LaunchOneBlock<kReduceThreads>(device(), "EuclideanLoss", EuclideanLossKernel, bottom[0]->count(),
-                                      bottom[0]->gpu_data(), bottom[1]->gpu_data(), diff_.mutable_gpu_data(),
-                                      bottom[0]->shape(0), top[0]->mutable_gpu_data());
+  gpu::LaunchOneBlock<gpu::kReduceThreads>(device(), "EuclideanLoss", EuclideanLossKernel, bottom[0]->count(),
+                                           bottom[0]->gpu_data(), bottom[1]->gpu_data(), diff_.mutable_gpu_data(),
+                                           bottom[0]->shape(0), top[0]->mutable_gpu_data());
 }
 
 void EuclideanLossLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
@@ -129,10 +127,10 @@ void EuclideanLossLayer::Backward_gpu(const std::vector<Blob*>& top, const std::
 
 void SigmoidCrossEntropyLossLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   gpu_normalizer_.Reshape(std::vector<int>{1});
-  gpu::LaunchOneBlock<kReduceThreads>(device(), "SigmoidCrossEntropyLoss", SigmoidCrossEntropyLossKernel,
-                                      bottom[0]->count(), bottom[0]->gpu_data(), bottom[1]->gpu_data(),
-                                      has_ignore_label_, ignore_label_, static_cast<int>(normalization_), outer_num_,
-                                      inner_num_, top[0]->mutable_gpu_data(), gpu_normalizer_.mutable_gpu_data());
+  gpu::LaunchOneBlock<gpu::kReduceThreads>(
+      device(), "SigmoidCrossEntropyLoss", SigmoidCrossEntropyLossKernel, bottom[0]->count(), bottom[0]->gpu_data(),
+      bottom[1]->gpu_data(), has_ignore_label_, ignore_label_, static_cast<int>(normalization_), outer_num_, inner_num_,
+      top[0]->mutable_gpu_data(), gpu_normalizer_.mutable_gpu_data());
 }
 
 void SigmoidCrossEntropyLossLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
@@ -159,10 +157,10 @@ void SoftmaxWithLossLayer::Forward_gpu(const std::vector<Blob*>& bottom, const s
   auto* stats = static_cast<int*>(stats_->mutable_gpu_data());
   gpu::Launch(device(), "SoftmaxLossTerms", positions, LossTermsKernel, prob, bottom[1]->gpu_data(), channels_,
               inner_num_, has_ignore_label_, ignore_label_, position_loss_.mutable_gpu_data(), state);
-  gpu::LaunchOneBlock<kReduceThreads>(device(), "SoftmaxLossReduce", gpu::LossReduceKernel<kReduceThreads>, positions,
-                                      static_cast<const float*>(position_loss_.gpu_data()),
-                                      static_cast<const int*>(state), static_cast<int>(normalization_), outer_num_,
-                                      inner_num_, top[0]->mutable_gpu_data(), stats);
+  gpu::LaunchOneBlock<gpu::kReduceThreads>(device(), "SoftmaxLossReduce", gpu::LossReduceKernel<gpu::kReduceThreads>,
+                                           positions, static_cast<const float*>(position_loss_.gpu_data()),
+                                           static_cast<const int*>(state), static_cast<int>(normalization_), outer_num_,
+                                           inner_num_, top[0]->mutable_gpu_data(), stats);
   if (top.size() == 2) caffe_gpu_copy(device(), prob_.count(), prob, top[1]->mutable_gpu_data());
   if (!device()->ok()) return;
   // The labels are checked on the host (a wait for the device, which the

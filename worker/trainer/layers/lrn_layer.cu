@@ -32,8 +32,8 @@ __global__ void RatioKernel(int n, const float* dy, const float* y, const float*
   NEREUS_KERNEL_LOOP(i, n) ratio[i] = ops::LrnRatio(dy[i], y[i], scale[i]);
 }
 
-__global__ void BackwardKernel(int n, const float* dy, const float* x, const float* scale, const float* window,
-                               float beta, float cache, float* dx) {
+__global__ void LrnBackwardKernel(int n, const float* dy, const float* x, const float* scale, const float* window,
+                                  float beta, float cache, float* dx) {
   NEREUS_KERNEL_LOOP(i, n) dx[i] = ops::LrnBackward(dy[i], x[i], scale[i], window[i], beta, cache);
 }
 
@@ -65,7 +65,7 @@ void LRNLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<boo
   gpu::Launch(device(), "LRNWindowSum", count, WindowSumKernel, static_cast<const float*>(ratio), geometry(), false,
               0.0f, 0.0f, window);
   const float cache = 2.0f * coefficient * beta_;
-  gpu::Launch(device(), "LRNBackward", count, BackwardKernel, top[0]->gpu_diff(), bottom[0]->gpu_data(), scale,
+  gpu::Launch(device(), "LRNBackward", count, LrnBackwardKernel, top[0]->gpu_diff(), bottom[0]->gpu_data(), scale,
               static_cast<const float*>(window), beta_, cache, bottom[0]->mutable_gpu_diff());
 }
 

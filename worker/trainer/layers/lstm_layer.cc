@@ -7,7 +7,7 @@ namespace {
 
 // LSTM's element-wise parts on the CPU: loops over ops:: functions (cont's
 // Scale from RecurrentCpuCells, LSTMUnit's).
-struct CpuCells : RecurrentCpuCells {
+struct LstmCpuCells : RecurrentCpuCells {
   void UnitForward(int n, const float* c_prev, const float* gates, const float* cont, int hidden, float* c,
                    float* h) const {
     for (int i = 0; i < n; ++i) {
@@ -53,13 +53,13 @@ void LSTMLayer::ReshapeSteps() {
 }
 
 void LSTMLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  ForwardWith(CpuMath(), CpuCells(), bottom, top);
+  ForwardWith(CpuMath(), LstmCpuCells(), bottom, top);
 }
 
 void LSTMLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                              const std::vector<Blob*>& bottom) {
   LAYER_CHECK(!propagate_down[1]) << "cont (bottom 1) has no gradient";
-  BackwardWith(CpuMath(), CpuCells(), top, propagate_down, bottom);
+  BackwardWith(CpuMath(), LstmCpuCells(), top, propagate_down, bottom);
 }
 
 }  // namespace nereus

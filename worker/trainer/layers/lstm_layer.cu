@@ -28,8 +28,8 @@ __global__ void UnitBackwardKernel(int n, const float* c_prev, const float* gate
 }
 
 // cont's Scale from RecurrentGpuCells (recurrent_layer.cu), LSTMUnit's here.
-struct GpuCells : RecurrentGpuCells {
-  explicit GpuCells(gpu::Device* d) : RecurrentGpuCells{d, "LSTMContinue", "LSTMHiddenGradient"} {}
+struct LstmGpuCells : RecurrentGpuCells {
+  explicit LstmGpuCells(gpu::Device* d) : RecurrentGpuCells{d, "LSTMContinue", "LSTMHiddenGradient"} {}
   void UnitForward(int n, const float* c_prev, const float* gates, const float* cont, int hidden, float* c,
                    float* h) const {
     gpu::Launch(device, "LSTMStepForward", n, UnitForwardKernel, c_prev, gates, cont, hidden, c, h);
@@ -44,13 +44,13 @@ struct GpuCells : RecurrentGpuCells {
 }  // namespace
 
 void LSTMLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  ForwardWith(GpuMath(device()), GpuCells(device()), bottom, top);
+  ForwardWith(GpuMath(device()), LstmGpuCells(device()), bottom, top);
 }
 
 void LSTMLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                              const std::vector<Blob*>& bottom) {
   LAYER_CHECK(!propagate_down[1]) << "cont (bottom 1) has no gradient";
-  BackwardWith(GpuMath(device()), GpuCells(device()), top, propagate_down, bottom);
+  BackwardWith(GpuMath(device()), LstmGpuCells(device()), top, propagate_down, bottom);
 }
 
 }  // namespace nereus

@@ -8,7 +8,7 @@ namespace {
 
 // RNN's element-wise parts on the CPU: loops over the ops:: functions
 // (cont's Scale from RecurrentCpuCells, TanH's).
-struct CpuCells : RecurrentCpuCells {
+struct RnnCpuCells : RecurrentCpuCells {
   void Tanh(int n, const float* in, float* out) const {
     for (int i = 0; i < n; ++i) out[i] = ops::Tanh(in[i]);
   }
@@ -42,13 +42,13 @@ void RNNLayer::ReshapeSteps() {
 }
 
 void RNNLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  ForwardWith(CpuMath(), CpuCells(), bottom, top);
+  ForwardWith(CpuMath(), RnnCpuCells(), bottom, top);
 }
 
 void RNNLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                             const std::vector<Blob*>& bottom) {
   LAYER_CHECK(!propagate_down[1]) << "cont (bottom 1) has no gradient";
-  BackwardWith(CpuMath(), CpuCells(), top, propagate_down, bottom);
+  BackwardWith(CpuMath(), RnnCpuCells(), top, propagate_down, bottom);
 }
 
 }  // namespace nereus

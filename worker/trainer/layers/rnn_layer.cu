@@ -16,8 +16,8 @@ __global__ void TanhBackwardKernel(int n, const float* dy, const float* y, float
 }
 
 // cont's Scale from RecurrentGpuCells (recurrent_layer.cu), tanh here.
-struct GpuCells : RecurrentGpuCells {
-  explicit GpuCells(gpu::Device* d) : RecurrentGpuCells{d, "RNNContinue", "RNNHiddenGradient"} {}
+struct RnnGpuCells : RecurrentGpuCells {
+  explicit RnnGpuCells(gpu::Device* d) : RecurrentGpuCells{d, "RNNContinue", "RNNHiddenGradient"} {}
   void Tanh(int n, const float* in, float* out) const { gpu::Launch(device, "RNNTanh", n, TanhKernel, in, out); }
   void TanhBackward(int n, const float* dy, const float* y, float* out) const {
     gpu::Launch(device, "RNNTanhBackward", n, TanhBackwardKernel, dy, y, out);
@@ -27,13 +27,13 @@ struct GpuCells : RecurrentGpuCells {
 }  // namespace
 
 void RNNLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  ForwardWith(GpuMath(device()), GpuCells(device()), bottom, top);
+  ForwardWith(GpuMath(device()), RnnGpuCells(device()), bottom, top);
 }
 
 void RNNLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                             const std::vector<Blob*>& bottom) {
   LAYER_CHECK(!propagate_down[1]) << "cont (bottom 1) has no gradient";
-  BackwardWith(GpuMath(device()), GpuCells(device()), top, propagate_down, bottom);
+  BackwardWith(GpuMath(device()), RnnGpuCells(device()), top, propagate_down, bottom);
 }
 
 }  // namespace nereus

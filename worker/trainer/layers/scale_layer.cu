@@ -3,6 +3,7 @@
 // matrix-vector products, as Caffe's GPU BatchNorm makes its channel sums.
 #include "worker/trainer/gpu/kernel.h"
 #include "worker/trainer/layers/scale_layer.h"
+#include "worker/trainer/math/blob_math.h"
 #include "worker/trainer/math/gpu_math_functions.h"
 
 namespace nereus {
@@ -20,18 +21,11 @@ __global__ void ScaleForwardBiasKernel(int n, const float* in, const float* scal
   }
 }
 
-// (Re)fills `ones` with `n` ones when its size differs (a host write, once).
-void Ones(Blob* ones, int n) {
-  if (ones->count() == n) return;
-  ones->Reshape({n});
-  caffe_set(n, 1.0f, ones->mutable_cpu_data());
-}
-
 }  // namespace
 
 void ScaleLayer::RowSumsGpu(const float* x, float beta, float* out) {
-  Ones(&inner_ones_, inner_dim_);
-  Ones(&outer_ones_, outer_dim_);
+  FillOnes(&inner_ones_, inner_dim_);
+  FillOnes(&outer_ones_, outer_dim_);
   row_sums_.Reshape({outer_dim_ * scale_dim_});
   float* rows = row_sums_.mutable_gpu_data();
   caffe_gpu_gemv(device(), CblasNoTrans, outer_dim_ * scale_dim_, inner_dim_, 1.0f, x, inner_ones_.gpu_data(), 0.0f,

@@ -17,6 +17,14 @@
 
 namespace nereus {
 
+// (Re)fills `ones` with `n` ones when its size differs (a host write, once):
+// the vector of ones that a GEMV sums a blob's rows or columns with.
+inline void FillOnes(Blob* ones, int n) {
+  if (ones->count() == n) return;
+  ones->Reshape({n});
+  caffe_set(n, 1.0f, ones->mutable_cpu_data());
+}
+
 // A Blob's memory on the host (kGpu false) or the device.
 template <bool kGpu>
 struct BlobSide {
