@@ -105,6 +105,8 @@ def main():
     ap.add_argument("--budget_s", type=float, default=150)
     # nereus_bench transport --seconds: about how long each of its measurements runs.
     ap.add_argument("--raw_seconds", type=float, default=1.0)
+    ap.add_argument("--raw_bytes", type=int, default=67108864,
+                    help="the raw ZeroMQ baseline's tensor size (default 64 MB; the smoke test uses less)")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     if a.display <= 0 or a.iterations < 2 * a.display:
@@ -117,9 +119,9 @@ def main():
               "targets": []}
     ok = True
 
-    # Raw ZeroMQ, 1 server x 1 worker, push+pull of 64 MB.
+    # Raw ZeroMQ, 1 server x 1 worker, push+pull of --raw_bytes (64 MB).
     raw_json = os.path.join(a.work, "raw.json")
-    rc, secs, log = run([os.path.join(bin_dir, "nereus_bench"), "transport", "--sizes=67108864", "--repeats=1",
+    rc, secs, log = run([os.path.join(bin_dir, "nereus_bench"), "transport", "--sizes=%d" % a.raw_bytes, "--repeats=1",
                          "--rtt_samples=10", "--seconds=%g" % a.raw_seconds, "--json=" + raw_json], os.path.join(a.work, "raw.log"),
                         left())
     raw_gbps = None
@@ -134,8 +136,8 @@ def main():
                 raw_gbps = row["raw_gbps"]
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    result["raw"] = {"exit": rc, "pushpull_gbit_s": raw_gbps, "note": "nereus_bench transport 1x1 push+pull, 64 MB"}
-    print("raw ZeroMQ 1x1 push+pull 64 MB: %s Gbit/s (exit %s)" % (raw_gbps, rc))
+    result["raw"] = {"exit": rc, "pushpull_gbit_s": raw_gbps, "note": "nereus_bench transport 1x1 push+pull, %d bytes" % a.raw_bytes}
+    print("raw ZeroMQ 1x1 push+pull %d bytes: %s Gbit/s (exit %s)" % (a.raw_bytes, raw_gbps, rc))
     ok = ok and rc == 0 and raw_gbps is not None
 
     models = a.models.split(",")

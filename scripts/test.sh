@@ -28,5 +28,11 @@ if [[ "${NEREUS_SKIP_TSAN:-0}" != 1 ]]; then
   # As many tests at once as cores, like the stage above: on 2 cores about
   # half of -j 1's time, every test passing (three runs).
   NEREUS_BUILD_DIR=build-tsan ./scripts/build.sh -DNEREUS_SANITIZE=thread -DNEREUS_WITH_TRAINER=OFF >/dev/null
-  (cd build-tsan && TSAN_OPTIONS="suppressions=$ROOT/tests/support/tsan.supp" ctest --output-on-failure --timeout 600 -j "$(nproc)")
+  # Not again here: the tests of scripts and the launcher (single-threaded,
+  # and the servers and workers they start run under TSan in the tests kept),
+  # of the source tree's form, and the benchmarks' smoke runs, whose threads
+  # watchdog_test covers; about 280 s of the stage's CPU time on 2 cores.
+  NOT_CONCURRENCY='^(launch_script|launch_ssh|slurm|format|layering|include_graph|scaling_study|gpu_pack|bench_smoke|cluster_emulation)_test$'
+  (cd build-tsan && TSAN_OPTIONS="suppressions=$ROOT/tests/support/tsan.supp" \
+    ctest --output-on-failure --timeout 600 -j "$(nproc)" -E "$NOT_CONCURRENCY")
 fi

@@ -21,7 +21,10 @@ import time
 
 PHASE_TIMEOUT_S = "60"
 RUN_TIMEOUT_S = 300  # Each run; on an idle 2-core machine the whole test takes about 30 s.
-SIZES = [4096, 262144, 4194304, 67108864]  # --small (sanitizer builds): the first two.
+# --small (sanitizer builds): the first two. No 64 MB: its run alone took 45 s
+# of the test's 80 on a 2-core machine, and covers no other code path than 4 MB
+# (cut into 1 MB partitions the same way, only more of them).
+SIZES = [4096, 262144, 4194304]
 
 
 def check_transport(rows):
