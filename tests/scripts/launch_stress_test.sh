@@ -10,7 +10,8 @@
 #     read its arguments to the processes training: a 2 x 2 job here trains
 #     after about 0.4 s): every run ends within its bound with status 130 and
 #     leaves nothing running.
-# About 40 s on 2 loaded cores.
+# NEREUS_STRESS_RUNS and NEREUS_STRESS_INTERRUPTS change the counts (ctest
+# runs 15 and 10). About 40 s on 2 loaded cores with the defaults.
 # "Nothing running": every process a launch starts runs a binary through
 # $T/bin (symbolic links to the build's), so anything of it left over,
 # launcher included, shows in `pgrep -f $T/bin/`.

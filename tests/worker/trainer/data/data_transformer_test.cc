@@ -15,7 +15,7 @@ namespace data {
 namespace {
 
 // channels x 4 x 5 image; pixel (c, h, w) = 100*c + 10*h + w.
-caffe::Datum MakeDatum(int channels) {
+caffe::Datum MakePatternDatum(int channels) {
   caffe::Datum datum;
   datum.set_channels(channels);
   datum.set_height(4);
@@ -41,7 +41,7 @@ TEST(DataTransformerTest, ScaleIsExact) {
   caffe::TransformationParameter param;
   param.set_scale(0.00390625f);  // 1/256, LeNet's scale.
   auto t = Make(param, caffe::TRAIN);
-  const caffe::Datum datum = MakeDatum(2);
+  const caffe::Datum datum = MakePatternDatum(2);
   std::vector<float> out(2 * 4 * 5, -1.0f);
   ASSERT_TRUE(t->Transform(datum, out.data(), nullptr).ok());
   for (int c = 0; c < 2; ++c)
@@ -53,7 +53,7 @@ TEST(DataTransformerTest, ScaleIsExact) {
 }
 
 TEST(DataTransformerTest, MeanValueOnePerChannelAndBroadcast) {
-  const caffe::Datum datum = MakeDatum(2);
+  const caffe::Datum datum = MakePatternDatum(2);
   caffe::TransformationParameter per_channel;
   per_channel.add_mean_value(7.0f);
   per_channel.add_mean_value(100.5f);
@@ -101,7 +101,7 @@ TEST(DataTransformerTest, MeanFileIsSubtractedPerPosition) {
   auto t = Make(param, caffe::TEST);
   ASSERT_NE(t, nullptr);
   std::vector<float> out(4);
-  ASSERT_TRUE(t->Transform(MakeDatum(1), out.data(), nullptr).ok());
+  ASSERT_TRUE(t->Transform(MakePatternDatum(1), out.data(), nullptr).ok());
   // Centre crop of 4x5 at 2: rows 1..2, columns 1..2; the mean is taken at the
   // same (uncropped) positions.
   EXPECT_EQ(out[0], (Pixel(0, 1, 1) - 0.5f * 6) * 0.5f);
@@ -110,7 +110,7 @@ TEST(DataTransformerTest, MeanFileIsSubtractedPerPosition) {
   EXPECT_EQ(out[3], (Pixel(0, 2, 2) - 0.5f * 12) * 0.5f);
 
   // Wrong size for a 2-channel datum.
-  Status s = t->Transform(MakeDatum(2), out.data(), nullptr);
+  Status s = t->Transform(MakePatternDatum(2), out.data(), nullptr);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("mean.binaryproto"), std::string::npos) << s;
 
@@ -143,14 +143,14 @@ TEST(DataTransformerTest, CenterCropInTestIsExact) {
   param.set_crop_size(3);
   auto t = Make(param, caffe::TEST);
   std::vector<float> out(2 * 3 * 3);
-  ASSERT_TRUE(t->Transform(MakeDatum(2), out.data(), nullptr).ok());
+  ASSERT_TRUE(t->Transform(MakePatternDatum(2), out.data(), nullptr).ok());
   // h_off = (4-3)/2 = 0, w_off = (5-3)/2 = 1.
   for (int c = 0; c < 2; ++c)
     for (int h = 0; h < 3; ++h)
       for (int w = 0; w < 3; ++w) EXPECT_EQ(out[(c * 3 + h) * 3 + w], Pixel(c, h, w + 1));
   param.set_crop_size(6);
   auto too_big = Make(param, caffe::TEST);
-  EXPECT_FALSE(too_big->Transform(MakeDatum(1), out.data(), nullptr).ok());
+  EXPECT_FALSE(too_big->Transform(MakePatternDatum(1), out.data(), nullptr).ok());
 }
 
 TEST(DataTransformerTest, RandomCropInTrainCoversValidOffsets) {
@@ -161,7 +161,7 @@ TEST(DataTransformerTest, RandomCropInTrainCoversValidOffsets) {
   std::set<std::pair<int, int>> offsets;
   std::vector<float> out(9);
   for (int i = 0; i < 200; ++i) {
-    ASSERT_TRUE(t->Transform(MakeDatum(1), out.data(), &rng).ok());
+    ASSERT_TRUE(t->Transform(MakePatternDatum(1), out.data(), &rng).ok());
     // Pixel(0, h, w) = 10h + w identifies the offset of the top-left corner.
     const int h_off = static_cast<int>(out[0]) / 10;
     const int w_off = static_cast<int>(out[0]) % 10;
@@ -185,7 +185,7 @@ TEST(DataTransformerTest, MirrorFlipsExactlyAndOnlyInTrain) {
   std::vector<float> out(2 * 4 * 5);
   for (int i = 0; i < 20; ++i) {
     const bool flip = coins() % 2 != 0;
-    ASSERT_TRUE(t->Transform(MakeDatum(2), out.data(), &rng).ok());
+    ASSERT_TRUE(t->Transform(MakePatternDatum(2), out.data(), &rng).ok());
     for (int c = 0; c < 2; ++c)
       for (int h = 0; h < 4; ++h)
         for (int w = 0; w < 5; ++w) ASSERT_EQ(out[(c * 4 + h) * 5 + w], Pixel(c, h, flip ? 4 - w : w)) << "draw " << i;
@@ -195,7 +195,7 @@ TEST(DataTransformerTest, MirrorFlipsExactlyAndOnlyInTrain) {
   EXPECT_LT(mirrored, 20);
 
   auto test_phase = Make(param, caffe::TEST);
-  ASSERT_TRUE(test_phase->Transform(MakeDatum(1), out.data(), nullptr).ok());
+  ASSERT_TRUE(test_phase->Transform(MakePatternDatum(1), out.data(), nullptr).ok());
   for (int w = 0; w < 5; ++w) EXPECT_EQ(out[w], Pixel(0, 0, w));
 }
 
@@ -219,7 +219,7 @@ TEST(DataTransformerTest, FloatDataAndBadDatums) {
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("holds 4 float_data values, expected 3"), std::string::npos) << s;
 
-  caffe::Datum encoded = MakeDatum(1);
+  caffe::Datum encoded = MakePatternDatum(1);
   encoded.set_encoded(true);
   EXPECT_FALSE(t->Transform(encoded, out.data(), nullptr).ok());
 }

@@ -24,7 +24,7 @@ std::string Key(int i) {
   return key;
 }
 
-caffe::Datum MakeDatum(int i) {
+caffe::Datum MakeRecordDatum(int i) {
   caffe::Datum datum;
   datum.set_channels(1);
   datum.set_height(2);
@@ -59,7 +59,7 @@ TEST_P(DbTest, DatumRoundTripInKeyOrderWithWrapAround) {
     DbWriter writer(db->get(), /*batch_size=*/4);
     // Written in reverse to check that reading follows key order.
     for (int i = kRecords - 1; i >= 0; --i) {
-      ASSERT_TRUE(writer.Put(Key(i), MakeDatum(i).SerializeAsString()).ok());
+      ASSERT_TRUE(writer.Put(Key(i), MakeRecordDatum(i).SerializeAsString()).ok());
     }
     ASSERT_TRUE(writer.Flush().ok());
     EXPECT_EQ(writer.committed(), static_cast<std::size_t>(kRecords));
@@ -78,7 +78,7 @@ TEST_P(DbTest, DatumRoundTripInKeyOrderWithWrapAround) {
       EXPECT_EQ(c.key(), Key(i));
       caffe::Datum datum;
       ASSERT_TRUE(datum.ParseFromArray(c.value().data(), static_cast<int>(c.value().size())));
-      const caffe::Datum want = MakeDatum(i);
+      const caffe::Datum want = MakeRecordDatum(i);
       EXPECT_EQ(datum.label(), want.label());
       EXPECT_EQ(datum.data(), want.data());
       EXPECT_EQ(datum.height(), 2);

@@ -18,12 +18,12 @@ namespace {
 //   [.7 .2 .1] label 2: rank 3
 //   [.3 .3 .4] label 0: ties count against the label -> rank 3
 //   [.2 .5 .3] label 2: rank 2
-const std::vector<float> kScores = {.1f, .5f, .4f, .7f, .2f, .1f, .3f, .3f, .4f, .2f, .5f, .3f};
+const std::vector<float> kAccuracyScores = {.1f, .5f, .4f, .7f, .2f, .1f, .3f, .3f, .4f, .2f, .5f, .3f};
 const std::vector<float> kLabels = {1, 2, 0, 2};
 
 float AccuracyOf(const std::string& accuracy_param, std::vector<float>* per_class = nullptr) {
   Blob scores(std::vector<int>{4, 3}), label(std::vector<int>{4}), top, top_per_class;
-  SetBlobData(&scores, kScores);
+  SetBlobData(&scores, kAccuracyScores);
   SetBlobData(&label, kLabels);
   AccuracyLayer layer(ParseLayerParameter("name: 'acc' type: 'Accuracy' accuracy_param { " + accuracy_param + " }"));
   std::vector<Blob*> tops = {&top};
@@ -69,7 +69,7 @@ TEST(AccuracyLayerConfigTest, TopKLargerThanClasses) {
 
 TEST(AccuracyLayerConfigTest, LabelOutOfRangeIsAForwardError) {
   Blob scores(std::vector<int>{4, 3}), label(std::vector<int>{4}), top;
-  SetBlobData(&scores, kScores);
+  SetBlobData(&scores, kAccuracyScores);
   SetBlobData(&label, {1, 2, -1, 0});
   AccuracyLayer layer(ParseLayerParameter("name: 'acc1' type: 'Accuracy'"));
   ASSERT_TRUE(layer.SetUp({&scores, &label}, {&top}).ok());

@@ -21,7 +21,7 @@ using test::ParseLayerParameter;
 using test::SetBlobData;
 
 // Gradient checks of the scores only (bottom 0).
-constexpr int kScores = 0;
+constexpr int kScoresBottom = 0;
 
 // ---- The element functions ----
 
@@ -107,7 +107,7 @@ void HingeGradient(const std::string& norm, uint32_t seed) {
   HingeLossLayer layer(ParseLayerParameter("name: 'h' type: 'HingeLoss' loss_weight: 2 " + norm));
   // The margins have kinks where |x| = 1.
   test::ExpectGradient(&layer, {&x, &label}, {&loss},
-                       {test::GradientCheck::kExhaustive, 1e-3f, 1e-2f, 1.0f, 0.01f, kScores});
+                       {test::GradientCheck::kExhaustive, 1e-3f, 1e-2f, 1.0f, 0.01f, kScoresBottom});
 }
 
 TEST(HingeLossLayerTest, GradientL1) { HingeGradient("", 11); }
@@ -163,7 +163,7 @@ TEST(MultinomialLogisticLossLayerTest, Gradient) {
   SetBlobData(&label, {3, 0, 1, 1, 2});
   MultinomialLogisticLossLayer layer(ParseLayerParameter("name: 'm' type: 'MultinomialLogisticLoss' loss_weight: 0.5"));
   test::ExpectGradient(&layer, {&p, &label}, {&loss},
-                       {test::GradientCheck::kExhaustive, 1e-3f, 1e-2f, 0.0f, -1.0f, kScores});
+                       {test::GradientCheck::kExhaustive, 1e-3f, 1e-2f, 0.0f, -1.0f, kScoresBottom});
 }
 
 TEST(MultinomialLogisticLossLayerTest, ErrorsNameTheLayer) {
@@ -267,7 +267,7 @@ TEST(InfogainLossLayerTest, GradientAlongAnAxisWithAMatrixBottom) {
   for (int i = 0; i < h.count(); ++i) h.mutable_cpu_data()[i] = unit(rng);
   InfogainLossLayer layer(ParseLayerParameter("name: 'i' type: 'InfogainLoss' loss_weight: 3"));
   test::ExpectGradient(&layer, {&x, &label, &h}, {&loss},
-                       {test::GradientCheck::kExhaustive, 1e-2f, 1e-2f, 0.0f, -1.0f, kScores});
+                       {test::GradientCheck::kExhaustive, 1e-2f, 1e-2f, 0.0f, -1.0f, kScoresBottom});
 }
 
 TEST(InfogainLossLayerTest, GradientLastAxisIgnoreLabel) {
@@ -280,7 +280,7 @@ TEST(InfogainLossLayerTest, GradientLastAxisIgnoreLabel) {
   InfogainLossLayer layer(ParseLayerParameter(
       "name: 'i' type: 'InfogainLoss' infogain_loss_param { axis: -1 } loss_param { ignore_label: 1 }"));
   test::ExpectGradient(&layer, {&x, &label, &h}, {&loss},
-                       {test::GradientCheck::kExhaustive, 1e-2f, 1e-2f, 0.0f, -1.0f, kScores});
+                       {test::GradientCheck::kExhaustive, 1e-2f, 1e-2f, 0.0f, -1.0f, kScoresBottom});
 }
 
 TEST(InfogainLossLayerTest, ErrorsNameTheLayer) {

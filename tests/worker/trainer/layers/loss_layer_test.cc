@@ -51,13 +51,13 @@ TEST(EuclideanLossLayerTest, MismatchedInputsAreAnError) {
 
 // Scores {-1, 0, 2, 0.5} against targets {0, 1, 1, 0}: the per-element
 // losses are log(1 + e^-1), log 2, log(1 + e^-2), log(1 + e^0.5).
-const std::vector<float> kScores = {-1.0f, 0.0f, 2.0f, 0.5f};
+const std::vector<float> kLossScores = {-1.0f, 0.0f, 2.0f, 0.5f};
 const float kElementLoss[] = {0.31326169f, 0.69314718f, 0.12692801f, 0.97407698f};
 const float kSigmoid[] = {0.26894142f, 0.5f, 0.88079708f, 0.62245933f};
 
 TEST(SigmoidCrossEntropyLossLayerTest, BatchSizeNormalizationByDefault) {
   Blob x(std::vector<int>{2, 2}), t(std::vector<int>{2, 2}), loss;
-  SetBlobData(&x, kScores);
+  SetBlobData(&x, kLossScores);
   SetBlobData(&t, {0, 1, 1, 0});
   SigmoidCrossEntropyLossLayer layer(ParseLayerParameter("name: 's' type: 'SigmoidCrossEntropyLoss'"));
   ASSERT_TRUE(layer.SetUp({&x, &t}, {&loss}).ok());
@@ -71,7 +71,7 @@ TEST(SigmoidCrossEntropyLossLayerTest, BatchSizeNormalizationByDefault) {
 
 TEST(SigmoidCrossEntropyLossLayerTest, IgnoreLabelWithValidNormalization) {
   Blob x(std::vector<int>{2, 2}), t(std::vector<int>{2, 2}), loss;
-  SetBlobData(&x, kScores);
+  SetBlobData(&x, kLossScores);
   SetBlobData(&t, {0, 1, -1, 0});
   SigmoidCrossEntropyLossLayer layer(ParseLayerParameter(
       "name: 's' type: 'SigmoidCrossEntropyLoss' loss_param { ignore_label: -1 normalization: VALID }"));
@@ -105,13 +105,13 @@ TEST(SigmoidCrossEntropyLossLayerTest, StableForLargeScoresAndGradient) {
 }
 
 // softmax([1, 2, 3]) and softmax([1, 1, 1]).
-const float kP1 = 0.09003057f, kP2 = 0.24472847f, kP3 = 0.66524096f;
+const float kLossP1 = 0.09003057f, kLossP2 = 0.24472847f, kLossP3 = 0.66524096f;
 
 // Gradient checks against the scores (bottom 0), not the labels.
 const test::CheckerSettings kScoresOnly = {test::GradientCheck::kExhaustive, 1e-2f, 1e-3f, 0.0f, -1.0f, 0};
 
 // Scores [[1, 2, 3], [1, 1, 1]] with labels [2, 0]:
-// losses -log(kP3) = 0.40760596 and -log(1/3) = 1.09861229.
+// losses -log(kLossP3) = 0.40760596 and -log(1/3) = 1.09861229.
 const float kLoss0 = 0.40760596f, kLoss1 = 1.09861229f;
 
 float LossOf(const std::string& loss_param, std::vector<float> labels = {2, 0}) {
@@ -159,11 +159,11 @@ TEST(SoftmaxWithLossLayerTest, BackwardValuesAndProbTop) {
   EXPECT_EQ(1.0f, layer.loss(0));
   EXPECT_EQ(0.0f, layer.loss(1));
   layer.Forward({&scores, &label}, {&loss, &prob});
-  ExpectBlobNear({kP1, kP2, kP3, 1.0f / 3, 1.0f / 3, 1.0f / 3}, prob, 1e-6f);
+  ExpectBlobNear({kLossP1, kLossP2, kLossP3, 1.0f / 3, 1.0f / 3, 1.0f / 3}, prob, 1e-6f);
   layer.Backward({&loss, &prob}, {true, false}, {&scores, &label});
   // (p - onehot) / 1 valid label; the ignored row gets zero.
   const std::vector<float> diff = BlobDiff(scores);
-  const std::vector<float> expected = {kP1, kP2, kP3 - 1, 0, 0, 0};
+  const std::vector<float> expected = {kLossP1, kLossP2, kLossP3 - 1, 0, 0, 0};
   for (int i = 0; i < 6; ++i) EXPECT_NEAR(expected[i], diff[i], 1e-6f) << i;
 }
 
@@ -232,7 +232,7 @@ TEST(LossWeightTest, AnyLossAndAnyLayerCountWithTheirWeight) {
   RegisterComputeLayers(&registry);
   auto net = Net::Create(param, registry);
   ASSERT_TRUE(net.ok()) << net.status().message();
-  SetBlobData((*net)->blob_by_name("a"), kScores);
+  SetBlobData((*net)->blob_by_name("a"), kLossScores);
   SetBlobData((*net)->blob_by_name("b"), {-1, 0, 4, 0.5f});
   SetBlobData((*net)->blob_by_name("t"), {0, 1, 1, 0});
   auto loss = (*net)->ForwardBackward();

@@ -17,7 +17,7 @@ namespace nereus {
 namespace test {
 namespace {
 
-constexpr char kOneUnit[] = "name: 'l' type: 'LSTM' recurrent_param { num_output: 1 }";
+constexpr char kLstmOneUnit[] = "name: 'l' type: 'LSTM' recurrent_param { num_output: 1 }";
 
 // One stream, one input, one unit, with the weights set by hand.
 void SetWeights(LSTMLayer* layer) {
@@ -32,7 +32,7 @@ TEST(LSTMLayerTest, ForwardValuesAndTheCarriedState) {
   SetBlobData(&x, {0.5f, -1.5f});
   SetBlobData(&cont, {0, 1});
   std::mt19937 rng(1);
-  LSTMLayer layer(ParseLayerParameter(kOneUnit));
+  LSTMLayer layer(ParseLayerParameter(kLstmOneUnit));
   layer.set_rng(&rng);
   ASSERT_TRUE(layer.SetUp({&x, &cont}, {&h}).ok());
   EXPECT_EQ((std::vector<int>{4, 1}), layer.blobs()[0]->shape());
@@ -130,7 +130,7 @@ TEST(LSTMLayerTest, Gradients) {
 TEST(LSTMLayerTest, ContHasNoGradient) {
   Blob x(std::vector<int>{2, 1, 1}), cont(std::vector<int>{2, 1}), h;
   std::mt19937 rng(1);
-  LSTMLayer layer(ParseLayerParameter(kOneUnit));
+  LSTMLayer layer(ParseLayerParameter(kLstmOneUnit));
   layer.set_rng(&rng);
   ASSERT_TRUE(layer.SetUp({&x, &cont}, {&h}).ok());
   layer.Forward({&x, &cont}, {&h});

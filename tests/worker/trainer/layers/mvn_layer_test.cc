@@ -17,18 +17,18 @@ namespace test {
 namespace {
 
 // [1, 2, 2, 2]: channel 0 holds 1, 2, 3, 4; channel 1 the constant 5.
-const std::vector<float> kInput = {1, 2, 3, 4, 5, 5, 5, 5};
+const std::vector<float> kMvnInput = {1, 2, 3, 4, 5, 5, 5, 5};
 
 TEST(MVNLayerTest, ForwardValues) {
   // Channel 0: mean 2.5, standard deviation sqrt(1.25); channel 1: all at
   // the mean (0 / eps = 0).
-  ExpectLayerForward<MVNLayer>("name: 'm' type: 'MVN'", {1, 2, 2, 2}, kInput, {1, 2, 2, 2},
+  ExpectLayerForward<MVNLayer>("name: 'm' type: 'MVN'", {1, 2, 2, 2}, kMvnInput, {1, 2, 2, 2},
                                {-1.3416408f, -0.4472136f, 0.4472136f, 1.3416408f, 0, 0, 0, 0}, 1e-6f);
   // One group of 8: mean 3.75, variance 17.5 / 8.
   ExpectLayerForward<MVNLayer>(
-      "name: 'm' type: 'MVN' mvn_param { across_channels: true }", {1, 2, 2, 2}, kInput, {1, 2, 2, 2},
+      "name: 'm' type: 'MVN' mvn_param { across_channels: true }", {1, 2, 2, 2}, kMvnInput, {1, 2, 2, 2},
       {-1.8593394f, -1.1832160f, -0.5070926f, 0.1690309f, 0.8451543f, 0.8451543f, 0.8451543f, 0.8451543f}, 1e-6f);
-  ExpectLayerForward<MVNLayer>("name: 'm' type: 'MVN' mvn_param { normalize_variance: false }", {1, 2, 2, 2}, kInput,
+  ExpectLayerForward<MVNLayer>("name: 'm' type: 'MVN' mvn_param { normalize_variance: false }", {1, 2, 2, 2}, kMvnInput,
                                {1, 2, 2, 2}, {-1.5f, -0.5f, 0.5f, 1.5f, 0, 0, 0, 0}, 0.0f);
   // eps is added to the standard deviation: 1.5 / (1.5 + 1).
   ExpectLayerForward<MVNLayer>("name: 'm' type: 'MVN' mvn_param { eps: 1 }", {1, 1, 2}, {1, 4}, {1, 1, 2},
@@ -40,7 +40,7 @@ TEST(MVNLayerTest, ForwardValues) {
 
 TEST(MVNLayerTest, BackwardValues) {
   Blob bottom(std::vector<int>{1, 2, 2, 2}), top;
-  SetBlobData(&bottom, kInput);
+  SetBlobData(&bottom, kMvnInput);
   MVNLayer mean_only(ParseLayerParameter("name: 'm' type: 'MVN' mvn_param { normalize_variance: false }"));
   ASSERT_TRUE(mean_only.SetUp({&bottom}, {&top}).ok());
   mean_only.Forward({&bottom}, {&top});

@@ -24,11 +24,11 @@ namespace nereus {
 namespace test {
 namespace {
 
-const std::vector<float> kInput = {-2.0f, -0.5f, 0.0f, 1.0f, 3.0f};
+const std::vector<float> kNeuronInput = {-2.0f, -0.5f, 0.0f, 1.0f, 3.0f};
 
 Blob* MakeInput(Blob* blob) {
   blob->Reshape(std::vector<int>{1, 5});
-  SetBlobData(blob, kInput);
+  SetBlobData(blob, kNeuronInput);
   return blob;
 }
 
@@ -245,12 +245,12 @@ TEST(DropoutLayerConfigTest, RatioOutOfRange) {
 
 // ---- AbsVal, BNLL, ELU, Exp, Log, Power, Threshold, PReLU ----
 
-// Forward of `layer` on kInput ([1, 5]); returns the top.
+// Forward of `layer` on kNeuronInput ([1, 5]); returns the top.
 std::vector<float> ForwardOnInput(Layer* layer) {
   std::mt19937 rng(1);
   layer->set_rng(&rng);
   Blob bottom(std::vector<int>{1, 5}), top;
-  SetBlobData(&bottom, kInput);
+  SetBlobData(&bottom, kNeuronInput);
   const Status st = layer->SetUp({&bottom}, {&top});
   EXPECT_TRUE(st.ok()) << st.message();
   layer->Forward({&bottom}, {&top});
@@ -310,7 +310,7 @@ std::function<std::unique_ptr<Layer>()> Maker(const std::string& text) {
 TEST(AbsValLayerTest, ForwardBackwardAndGradient) {
   AbsValLayer layer(ParseLayerParameter("name: 'a' type: 'AbsVal'"));
   Blob bottom(std::vector<int>{1, 5}), top;
-  SetBlobData(&bottom, kInput);
+  SetBlobData(&bottom, kNeuronInput);
   ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
   layer.Forward({&bottom}, {&top});
   EXPECT_EQ((std::vector<float>{2, 0.5f, 0, 1, 3}), BlobData(top));

@@ -14,13 +14,13 @@ namespace nereus {
 namespace test {
 namespace {
 
-const std::vector<float> kInput = {1, -2, 3, -4, 5, 0};  // [2, 3]
+const std::vector<float> kReductionInput = {1, -2, 3, -4, 5, 0};  // [2, 3]
 
-// Forward of `param` on kInput along axis 1, then backward of top gradients
+// Forward of `param` on kReductionInput along axis 1, then backward of top gradients
 // (1, 2): returns the bottom's gradient.
 std::vector<float> RunOnInput(const std::string& param, const std::vector<float>& expected_top) {
   Blob bottom(std::vector<int>{2, 3}), top;
-  SetBlobData(&bottom, kInput);
+  SetBlobData(&bottom, kReductionInput);
   ReductionLayer layer(ParseLayerParameter("name: 'r' type: 'Reduction' reduction_param { axis: 1 " + param + " }"));
   const Status s = layer.SetUp({&bottom}, {&top});
   EXPECT_TRUE(s.ok()) << s;
@@ -51,7 +51,7 @@ TEST(ReductionLayerTest, EveryOperationForwardAndBackward) {
 
 TEST(ReductionLayerTest, TheAxisKeepsTheAxesBeforeIt) {
   // Axis 0 (the default): the whole blob to a scalar of shape [].
-  ExpectLayerForward<ReductionLayer>("name: 'r' type: 'Reduction'", {2, 3}, kInput, {}, {3});
+  ExpectLayerForward<ReductionLayer>("name: 'r' type: 'Reduction'", {2, 3}, kReductionInput, {}, {3});
   // Axis -1 of [2, 2, 2]: one value per last-axis row, shape [2, 2].
   ExpectLayerForward<ReductionLayer>("name: 'r' type: 'Reduction' reduction_param { axis: -1 operation: ASUM }",
                                      {2, 2, 2}, {1, -2, 3, 4, -5, 6, 7, 8}, {2, 2}, {3, 7, 11, 15});

@@ -17,7 +17,7 @@ namespace nereus {
 namespace test {
 namespace {
 
-constexpr char kOneUnit[] = "name: 'r' type: 'RNN' recurrent_param { num_output: 1 }";
+constexpr char kRnnOneUnit[] = "name: 'r' type: 'RNN' recurrent_param { num_output: 1 }";
 
 // One stream, one input, one unit, with the weights set by hand.
 void SetWeights(RNNLayer* layer) {
@@ -34,7 +34,7 @@ TEST(RNNLayerTest, ForwardValuesAndTheCarriedState) {
   SetBlobData(&x, {0.5f, -1.5f});
   SetBlobData(&cont, {0, 1});
   std::mt19937 rng(1);
-  RNNLayer layer(ParseLayerParameter(kOneUnit));
+  RNNLayer layer(ParseLayerParameter(kRnnOneUnit));
   layer.set_rng(&rng);
   ASSERT_TRUE(layer.SetUp({&x, &cont}, {&o}).ok());
   const std::vector<std::vector<int>> shapes = {{1, 1}, {1}, {1, 1}, {1, 1}, {1}};
@@ -115,7 +115,7 @@ TEST(RNNLayerTest, Gradients) {
 TEST(RNNLayerTest, ContHasNoGradient) {
   Blob x(std::vector<int>{2, 1, 1}), cont(std::vector<int>{2, 1}), o;
   std::mt19937 rng(1);
-  RNNLayer layer(ParseLayerParameter(kOneUnit));
+  RNNLayer layer(ParseLayerParameter(kRnnOneUnit));
   layer.set_rng(&rng);
   ASSERT_TRUE(layer.SetUp({&x, &cont}, {&o}).ok());
   layer.Forward({&x, &cont}, {&o});

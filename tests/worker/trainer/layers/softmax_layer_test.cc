@@ -14,7 +14,7 @@ namespace test {
 namespace {
 
 // softmax([1, 2, 3]) and softmax([1, 1, 1]).
-const float kP1 = 0.09003057f, kP2 = 0.24472847f, kP3 = 0.66524096f;
+const float kSoftmaxP1 = 0.09003057f, kSoftmaxP2 = 0.24472847f, kSoftmaxP3 = 0.66524096f;
 
 TEST(SoftmaxLayerTest, Forward) {
   Blob bottom(std::vector<int>{2, 3}), top;
@@ -23,7 +23,7 @@ TEST(SoftmaxLayerTest, Forward) {
   ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
   layer.Forward({&bottom}, {&top});
   // Large inputs do not overflow (the max is subtracted first).
-  ExpectBlobNear({kP1, kP2, kP3, 1.0f / 3, 1.0f / 3, 1.0f / 3}, top, 1e-6f);
+  ExpectBlobNear({kSoftmaxP1, kSoftmaxP2, kSoftmaxP3, 1.0f / 3, 1.0f / 3, 1.0f / 3}, top, 1e-6f);
 }
 
 TEST(SoftmaxLayerTest, ForwardAlongAxis) {
@@ -33,7 +33,7 @@ TEST(SoftmaxLayerTest, ForwardAlongAxis) {
   SoftmaxLayer layer(ParseLayerParameter("name: 'prob' type: 'Softmax'"));
   ASSERT_TRUE(layer.SetUp({&bottom}, {&top}).ok());
   layer.Forward({&bottom}, {&top});
-  ExpectBlobNear({kP1, 1.0f / 3, kP2, 1.0f / 3, kP3, 1.0f / 3}, top, 1e-6f);
+  ExpectBlobNear({kSoftmaxP1, 1.0f / 3, kSoftmaxP2, 1.0f / 3, kSoftmaxP3, 1.0f / 3}, top, 1e-6f);
   // axis: -1 on the same data normalises pairs: softmax([1, 0]) etc.
   SoftmaxLayer last(ParseLayerParameter("name: 'prob' type: 'Softmax' softmax_param { axis: -1 }"));
   ASSERT_TRUE(last.SetUp({&bottom}, {&top}).ok());
