@@ -11,6 +11,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -46,49 +47,79 @@ class Inbox {
 
 Buffer Floats(std::vector<float> v) { return Buffer::Of(std::make_shared<const std::vector<float>>(std::move(v))); }
 
-TEST(ServerNodeTest, DataBeforeOwnRegisterReplyIsHandledInOrder) {
-  Inbox inbox;
-  auto coordinator = NewZmqTransport(ZmqTransportOptions());
-  ASSERT_TRUE(coordinator
-                  ->Start("tcp://127.0.0.1:0",
-                          [&](const Endpoint&, StatusOr<Message> m, const pb::Header&) { inbox.Put(std::move(m)); })
-                  .ok());
-  const Endpoint self = coordinator->endpoint();
-
-  NodeOptions no;
-  no.coordinator = self;
-  no.role = pb::SERVER;
-  no.rank = 0;
-  no.startup_timeout_s = 10;
-  ServerNode server(no);
-  Status run_status = InternalError("Run did not return");
-  std::thread run([&] { run_status = server.Run(); });
-  Endpoint server_ep;
-  // However the test ends: tell the server to shut down, then join it.
-  struct Stopper {
-    Transport* t;
-    Endpoint* to;
-    std::thread* run;
-    ~Stopper() {
-      if (!to->empty()) {
-        Message shutdown;
-        shutdown.header.set_op(pb::SHUTDOWN);
-        (void)t->Send(*to, std::move(shutdown));
-      }
-      if (run->joinable()) run->join();
+// A ServerNode run on its own thread against a fake coordinator: what the
+// node sends arrives in inbox_; TearDown shuts the node down and joins it,
+// however the test ended.
+class ServerNodeTest : public ::testing::Test {
+ protected:
+  void StartServer(int startup_timeout_s) {
+    coordinator_ = NewZmqTransport(ZmqTransportOptions());
+    ASSERT_TRUE(coordinator_
+                    ->Start("tcp://127.0.0.1:0", [this](const Endpoint&, StatusOr<Message> m,
+                                                        const pb::Header&) { inbox_.Put(std::move(m)); })
+                    .ok());
+    self_ = coordinator_->endpoint();
+    NodeOptions no;
+    no.coordinator = self_;
+    no.role = pb::SERVER;
+    no.rank = 0;
+    no.startup_timeout_s = startup_timeout_s;
+    server_ = std::make_unique<ServerNode>(no);
+    run_ = std::thread([this] { run_status_ = server_->Run(); });
+  }
+  // The next message must be the node's REGISTER: remembers its endpoint.
+  void ExpectRegister(int n) {
+    auto reg = inbox_.Next();
+    ASSERT_TRUE(reg.ok()) << "REGISTER #" << n << ": " << reg.status() << " (the node gave up waiting)";
+    ASSERT_EQ(reg->header.op(), pb::REGISTER) << n;
+    ASSERT_EQ(reg->header.nodes_size(), 1);
+    server_ep_ = reg->header.nodes(0).endpoint();
+  }
+  // A job of one server and one worker, the worker being this fake
+  // coordinator's endpoint.
+  Status SendRegisterReply() {
+    Message reply;
+    reply.header.set_op(pb::REGISTER_REPLY);
+    reply.header.mutable_job()->set_num_servers(1);
+    reply.header.mutable_job()->set_num_workers(1);
+    reply.header.mutable_job()->set_partition_bytes(1 << 20);
+    reply.header.mutable_job()->set_consistency(pb::BSP);
+    reply.header.mutable_job()->set_heartbeat_interval_ms(1000);
+    reply.header.mutable_job()->set_heartbeat_timeout_ms(60000);
+    test::AddNode(&reply.header, pb::SERVER, 0, server_ep_);
+    test::AddNode(&reply.header, pb::WORKER, 0, self_);
+    return coordinator_->Send(server_ep_, std::move(reply));
+  }
+  // Shuts the node down; its Run's status.
+  Status Stop() {
+    if (!server_ep_.empty()) {
+      Message shutdown;
+      shutdown.header.set_op(pb::SHUTDOWN);
+      (void)coordinator_->Send(server_ep_, std::move(shutdown));
+      server_ep_.clear();
     }
-  } stopper{coordinator.get(), &server_ep, &run};
+    if (run_.joinable()) run_.join();
+    return run_status_;
+  }
+  void TearDown() override { (void)Stop(); }
 
-  auto reg = inbox.Next();
-  ASSERT_TRUE(reg.ok()) << reg.status();
-  ASSERT_EQ(reg->header.op(), pb::REGISTER);
-  ASSERT_EQ(reg->header.nodes_size(), 1);
-  server_ep = reg->header.nodes(0).endpoint();
+  Inbox inbox_;
+  std::unique_ptr<Transport> coordinator_;
+  Endpoint self_;
+  Endpoint server_ep_;
+  std::unique_ptr<ServerNode> server_;
+  Status run_status_ = InternalError("Run did not return");
+  std::thread run_;
+};
 
+TEST_F(ServerNodeTest, DataBeforeOwnRegisterReplyIsHandledInOrder) {
+  StartServer(10);
+  ExpectRegister(1);
+  if (HasFatalFailure()) return;
   // 1. INIT_PARTITION of tensor 0 partition 0 = {1, 2, 3, 4}.
   Message init = test::InitPartitionMessage(11, 0, {1, 2, 3, 4}, test::SgdFromText("base_lr: 0.5 lr_policy: 'fixed'"));
   init.header.mutable_partition_meta()->set_tensor_name("t");
-  ASSERT_TRUE(coordinator->Send(server_ep, std::move(init)).ok());
+  ASSERT_TRUE(coordinator_->Send(server_ep_, std::move(init)).ok());
   // 2. PUSH of clock 0 with a pull of clock 1 riding on it.
   Message push;
   push.header.set_op(pb::PUSH);
@@ -97,25 +128,14 @@ TEST(ServerNodeTest, DataBeforeOwnRegisterReplyIsHandledInOrder) {
   push.header.set_sender_role(pb::WORKER);
   push.header.set_pull_request_id(13);
   push.payload.push_back(Floats({1, 1, 2, 2}));
-  ASSERT_TRUE(coordinator->Send(server_ep, std::move(push)).ok());
-  // 3. Only now the server's REGISTER_REPLY: a job of one server and one
-  // worker, the worker being this fake coordinator's endpoint.
-  Message reply;
-  reply.header.set_op(pb::REGISTER_REPLY);
-  reply.header.mutable_job()->set_num_servers(1);
-  reply.header.mutable_job()->set_num_workers(1);
-  reply.header.mutable_job()->set_partition_bytes(1 << 20);
-  reply.header.mutable_job()->set_consistency(pb::BSP);
-  reply.header.mutable_job()->set_heartbeat_interval_ms(1000);
-  reply.header.mutable_job()->set_heartbeat_timeout_ms(60000);
-  test::AddNode(&reply.header, pb::SERVER, 0, server_ep);
-  test::AddNode(&reply.header, pb::WORKER, 0, self);
-  ASSERT_TRUE(coordinator->Send(server_ep, std::move(reply)).ok());
+  ASSERT_TRUE(coordinator_->Send(server_ep_, std::move(push)).ok());
+  // 3. Only now the server's REGISTER_REPLY.
+  ASSERT_TRUE(SendRegisterReply().ok());
 
   std::vector<pb::Op> ops;
   std::vector<float> weights;
   for (int i = 0; i < 3; ++i) {
-    auto m = inbox.Next();
+    auto m = inbox_.Next();
     ASSERT_TRUE(m.ok()) << m.status() << " (after " << ops.size() << " replies)";
     ops.push_back(m->header.op());
     ASSERT_NE(m->header.op(), pb::ERROR) << m->header.error();
@@ -130,12 +150,8 @@ TEST(ServerNodeTest, DataBeforeOwnRegisterReplyIsHandledInOrder) {
   EXPECT_EQ(ops, (std::vector<pb::Op>{pb::INIT_ACK, pb::PUSH_ACK, pb::PULL_REPLY}));
   // Caffe's step with momentum 0: w - 0.5 * g, exact in binary.
   EXPECT_EQ(weights, (std::vector<float>{0.5f, 1.5f, 2.0f, 3.0f}));
-
-  Message shutdown;
-  shutdown.header.set_op(pb::SHUTDOWN);
-  ASSERT_TRUE(coordinator->Send(server_ep, std::move(shutdown)).ok());
-  run.join();
-  EXPECT_TRUE(run_status.ok()) << run_status;
+  const Status st = Stop();
+  EXPECT_TRUE(st.ok()) << st;
 }
 
 // A restarted node's REGISTER that the coordinator held (REGISTER_HELD) is
@@ -148,68 +164,23 @@ TEST(ServerNodeTest, DataBeforeOwnRegisterReplyIsHandledInOrder) {
 // Here --startup_timeout_s=3; the fake coordinator holds the second REGISTER
 // (about 1 s in, hold 0), stays silent, and answers only the fourth (about
 // 3 s in), which a node counting from its first REGISTER never sends.
-TEST(ServerNodeTest, AHeldRegistrationWaitsAWholeStartupTimeoutAfterTheCoordinatorsLastWord) {
-  Inbox inbox;
-  auto coordinator = NewZmqTransport(ZmqTransportOptions());
-  ASSERT_TRUE(coordinator
-                  ->Start("tcp://127.0.0.1:0",
-                          [&](const Endpoint&, StatusOr<Message> m, const pb::Header&) { inbox.Put(std::move(m)); })
-                  .ok());
-  const Endpoint self = coordinator->endpoint();
-  NodeOptions no;
-  no.coordinator = self;
-  no.role = pb::SERVER;
-  no.rank = 0;
-  no.startup_timeout_s = 3;
-  ServerNode server(no);
-  Status run_status = InternalError("Run did not return");
-  std::thread run([&] { run_status = server.Run(); });
-  Endpoint server_ep;
-  struct Stopper {
-    Transport* t;
-    Endpoint* to;
-    std::thread* run;
-    ~Stopper() {
-      if (!to->empty()) {
-        Message shutdown;
-        shutdown.header.set_op(pb::SHUTDOWN);
-        (void)t->Send(*to, std::move(shutdown));
-      }
-      if (run->joinable()) run->join();
-    }
-  } stopper{coordinator.get(), &server_ep, &run};
-
+TEST_F(ServerNodeTest, AHeldRegistrationWaitsAWholeStartupTimeoutAfterTheCoordinatorsLastWord) {
+  StartServer(3);
   for (int n = 1; n <= 4; ++n) {
-    auto reg = inbox.Next();
-    ASSERT_TRUE(reg.ok()) << "REGISTER #" << n << ": " << reg.status() << " (the node gave up waiting)";
-    ASSERT_EQ(reg->header.op(), pb::REGISTER) << n;
-    ASSERT_EQ(reg->header.nodes_size(), 1);
-    server_ep = reg->header.nodes(0).endpoint();
+    ExpectRegister(n);
+    if (HasFatalFailure()) return;
     if (n == 2) {
       Message held;
       held.header.set_op(pb::REGISTER_HELD);
       held.header.set_sender_role(pb::COORDINATOR);
       held.header.set_hold_ms(0);
       held.header.set_error("probing server 0 at tcp://127.0.0.1:1");
-      ASSERT_TRUE(coordinator->Send(server_ep, std::move(held)).ok());
+      ASSERT_TRUE(coordinator_->Send(server_ep_, std::move(held)).ok());
     }
   }
-  Message reply;
-  reply.header.set_op(pb::REGISTER_REPLY);
-  reply.header.mutable_job()->set_num_servers(1);
-  reply.header.mutable_job()->set_num_workers(1);
-  reply.header.mutable_job()->set_partition_bytes(1 << 20);
-  reply.header.mutable_job()->set_consistency(pb::BSP);
-  reply.header.mutable_job()->set_heartbeat_interval_ms(1000);
-  reply.header.mutable_job()->set_heartbeat_timeout_ms(60000);
-  test::AddNode(&reply.header, pb::SERVER, 0, server_ep);
-  test::AddNode(&reply.header, pb::WORKER, 0, self);
-  ASSERT_TRUE(coordinator->Send(server_ep, std::move(reply)).ok());
-  Message shutdown;
-  shutdown.header.set_op(pb::SHUTDOWN);
-  ASSERT_TRUE(coordinator->Send(server_ep, std::move(shutdown)).ok());
-  run.join();
-  EXPECT_TRUE(run_status.ok()) << run_status;
+  ASSERT_TRUE(SendRegisterReply().ok());
+  const Status st = Stop();
+  EXPECT_TRUE(st.ok()) << st;
 }
 
 }  // namespace
