@@ -5,15 +5,17 @@
 # seed corpus tests/server/fuzz_corpus/ for a bounded number of inputs. Fails on any
 # crash, leak, timeout or sanitizer report (the input is saved in the build
 # directory; reproduce with build-fuzz/bin/nereus_fuzz_message FILE).
-#   scripts/fuzz.sh [--runs=N] [extra libFuzzer flags...]
+#   scripts/fuzz.sh [--runs=N] [--build_only] [extra libFuzzer flags...]
 # Default N: 200000. CI (scripts/test.sh) runs it; NEREUS_SKIP_FUZZ=1 skips.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=200000
+BUILD_ONLY=0
 EXTRA=()
 for a in "$@"; do
   case "$a" in
     --runs=*) RUNS="${a#--runs=}" ;;
+    --build_only) BUILD_ONLY=1 ;;  # scripts/test.sh builds it beside its ctest stage.
     *) EXTRA+=("$a") ;;
   esac
 done
@@ -26,6 +28,7 @@ fi
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DNEREUS_SANITIZE=fuzzer -DNEREUS_WITH_TRAINER=OFF "${LAUNCHER[@]}" >/dev/null
 cmake --build "$BUILD_DIR" --target nereus_fuzz_message -j "$(nproc)"
+[[ "$BUILD_ONLY" == 1 ]] && exit 0
 # libFuzzer adds what it finds to the first corpus directory: a scratch copy,
 # never the seeds in the source tree.
 WORK="$BUILD_DIR/fuzz_work"

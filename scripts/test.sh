@@ -6,28 +6,61 @@
 # (skip that stage with NEREUS_SKIP_TSAN=1; ./scripts/sanitize.sh also runs
 # ASan+UBSan over everything). Before that, scripts/fuzz.sh fuzzes the message
 # decoder and the server for NEREUS_FUZZ_RUNS inputs (default 200000, about
-# 30 s on an idle 2-core machine; skip with NEREUS_SKIP_FUZZ=1).
+# 30 s on an idle 2-core machine; skip with NEREUS_SKIP_FUZZ=1). The
+# fuzzer's and the TSan stage's builds run beside the ctest stage, niced.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 ./scripts/install_deps.sh --tests
 ./scripts/build.sh
+FUZZ=$([[ "${NEREUS_SKIP_FUZZ:-0}" != 1 ]] && echo 1 || echo 0)
+TSAN=$([[ "${NEREUS_SKIP_TSAN:-0}" != 1 ]] && echo 1 || echo 0)
+
+# The fuzzer's and the TSan stage's builds run beside the ctest stage, at the
+# lowest CPU priority (nice 19): that stage leaves about half of the CPU idle
+# (its multi-process tests mostly wait on each other), which these builds
+# take without taking it from the tests. In their own process group, stopped
+# with it if this script ends first.
+SIDE=
+SIDE_LOG=$(mktemp "${TMPDIR:-/tmp}/nereus_side_builds.XXXXXX")
+stop_side() { [[ -n "$SIDE" ]] && kill -- -"$SIDE" 2>/dev/null; rm -f "$SIDE_LOG"; }
+trap stop_side EXIT
+if [[ "$FUZZ$TSAN" != 00 ]]; then
+  setsid nice -n 19 bash -c 'set -e
+    if [[ "$1" == 1 ]]; then ./scripts/fuzz.sh --build_only; fi
+    if [[ "$2" == 1 ]]; then
+      NEREUS_BUILD_DIR=build-tsan ./scripts/build.sh -DNEREUS_SANITIZE=thread -DNEREUS_WITH_TRAINER=OFF
+    fi' side "$FUZZ" "$TSAN" > "$SIDE_LOG" 2>&1 &
+  SIDE=$!
+fi
+
 # On a machine with a GPU its tests must run there: a gpu test that finds no
 # usable device fails instead of skipping (tests/support/layer_test.h).
 GPUS=$(nvidia-smi -L 2>/dev/null || true)  # Read whole: a pipe closed early can fail it under pipefail.
 if [[ "$GPUS" == GPU\ * ]]; then export NEREUS_REQUIRE_GPU=1; fi
 (cd "${NEREUS_BUILD_DIR:-build}" && ctest --output-on-failure --timeout 600 -j "$(nproc)" "$@")
 
-if [[ "${NEREUS_SKIP_FUZZ:-0}" != 1 ]]; then
+if [[ -n "$SIDE" ]]; then
+  echo "== the fuzzer's and the TSan stage's builds (begun beside ctest)"
+  side_status=0
+  wait "$SIDE" || side_status=$?
+  SIDE=
+  if [[ "$side_status" != 0 ]]; then
+    tail -n 100 "$SIDE_LOG"
+    echo "test.sh: the fuzzer's or the TSan stage's build failed (status $side_status)" >&2
+    exit 1
+  fi
+fi
+
+if [[ "$FUZZ" == 1 ]]; then
   echo "== libFuzzer: message decoder and server handling (scripts/fuzz.sh)"
   ./scripts/fuzz.sh --runs="${NEREUS_FUZZ_RUNS:-200000}"
 fi
 
-if [[ "${NEREUS_SKIP_TSAN:-0}" != 1 ]]; then
+if [[ "$TSAN" == 1 ]]; then
   echo "== ThreadSanitizer: server, client and multi-process tests"
   # As many tests at once as cores, like the stage above: on 2 cores about
-  # half of -j 1's time, every test passing (three runs).
-  NEREUS_BUILD_DIR=build-tsan ./scripts/build.sh -DNEREUS_SANITIZE=thread -DNEREUS_WITH_TRAINER=OFF >/dev/null
+  # half of -j 1's time, every test passing (three runs). Built above.
   # Not again here: the tests of scripts and the launcher (single-threaded,
   # and the servers and workers they start run under TSan in the tests kept),
   # of the source tree's form, and the benchmarks' smoke runs, whose threads
