@@ -19,14 +19,19 @@ TSAN=$([[ "${NEREUS_SKIP_TSAN:-0}" != 1 ]] && echo 1 || echo 0)
 # The fuzzer's and the TSan stage's builds run beside the ctest stage, at the
 # lowest CPU priority (nice 19): that stage leaves about half of the CPU idle
 # (its multi-process tests mostly wait on each other), which these builds
-# take without taking it from the tests. In their own process group, stopped
-# with it if this script ends first.
+# take without taking it from the tests. In their own session (so that they
+# are stopped as one if this script ends first); where the kernel groups the
+# CPU by session (autogroup, /proc/sys/kernel/sched_autogroup_enabled), a new
+# session would get as much CPU as the tests' whole session whatever each
+# process's nice value, so the session's own group is set to nice 19 too (a
+# first run without it doubled the times of the CPU-bound tests).
 SIDE=
 SIDE_LOG=$(mktemp "${TMPDIR:-/tmp}/nereus_side_builds.XXXXXX")
 stop_side() { [[ -n "$SIDE" ]] && kill -- -"$SIDE" 2>/dev/null; rm -f "$SIDE_LOG"; }
 trap stop_side EXIT
 if [[ "$FUZZ$TSAN" != 00 ]]; then
   setsid nice -n 19 bash -c 'set -e
+    echo 19 > /proc/self/autogroup 2> /dev/null || true
     if [[ "$1" == 1 ]]; then ./scripts/fuzz.sh --build_only; fi
     if [[ "$2" == 1 ]]; then
       NEREUS_BUILD_DIR=build-tsan ./scripts/build.sh -DNEREUS_SANITIZE=thread -DNEREUS_WITH_TRAINER=OFF
