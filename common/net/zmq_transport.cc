@@ -55,6 +55,15 @@ class ZmqTransport final : public Transport {
       router_.set(zmq::sockopt::linger, 0);
       router_.set(zmq::sockopt::rcvhwm, 0);
       router_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(options_.max_frame_bytes));
+      // A peer's identity is its endpoint, so a second connection under an
+      // identity this socket still holds is that peer again: reconnected, or
+      // restarted at its address (a coordinator restarted with --resume). It
+      // takes over from the first. ZeroMQ's default keeps the first and
+      // silently drops everything the second brings, for as long as it stays
+      // connected: a server stopped (SIGSTOP) while its coordinator was
+      // killed and restarted saw the new connection before the old one's
+      // close, and never heard the restarted coordinator again.
+      router_.set(zmq::sockopt::router_handover, 1);
       if (options_.curve) {
         // The ZAP handler must be bound before the first handshake.
         zap_ = zmq::socket_t(ctx_, zmq::socket_type::rep);

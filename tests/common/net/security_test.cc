@@ -174,6 +174,27 @@ TEST(TransportLimitsTest, AnIdentityNamingAnotherHostIsDropped) {
   EXPECT_EQ(inbox.pending(), 0u);
 }
 
+// The same peer connecting again (restarted at its address, or reconnected)
+// while the receiver still holds its first connection takes over from it:
+// what it sends arrives. Under ZeroMQ's default the second connection stayed
+// open and everything on it was dropped: a server stopped while its
+// coordinator was killed and restarted never heard the new coordinator.
+TEST(TransportLimitsTest, ASecondConnectionUnderAnIdentityTakesOverFromTheFirst) {
+  Inbox inbox;
+  zmq::context_t ctx(1);
+  auto first = Dealer(ctx, "tcp://127.0.0.1:5", inbox.endpoint());
+  first.send(zmq::buffer(HeaderBytes(pb::PULL, 1)), zmq::send_flags::none);
+  Inbox::Got g = inbox.Next();
+  EXPECT_EQ(g.from, "tcp://127.0.0.1:5");
+  EXPECT_EQ(g.request_id, 1u);
+  auto second = Dealer(ctx, "tcp://127.0.0.1:5", inbox.endpoint());
+  second.send(zmq::buffer(HeaderBytes(pb::PULL, 2)), zmq::send_flags::none);
+  g = inbox.Next();
+  EXPECT_EQ(g.from, "tcp://127.0.0.1:5");
+  EXPECT_EQ(g.request_id, 2u);
+  EXPECT_EQ(inbox.pending(), 0u);
+}
+
 // A node bound to a second address of its host (127.0.0.2 here; a cluster's
 // second network in practice) connects from that address, so its messages
 // pass the identity check: the kernel would otherwise pick 127.0.0.1 as the
