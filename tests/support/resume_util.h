@@ -48,7 +48,8 @@ inline void ResumeAndFinish(LocalCluster& cluster, std::vector<std::string> argv
   *again = Subprocess::Start(argv, log);
   if (started) started(**again);
   std::string report;
-  ASSERT_TRUE(cluster.WaitAll(kJobTimeout, &report)) << report;
+  ASSERT_TRUE(cluster.WaitAll(kJobTimeout, &report)) << report << "--- " << log << " (the restarted process)\n"
+                                                      << (*again)->Log();
   EXPECT_EQ((*again)->WaitFor(kJobTimeout), 0) << (*again)->Log();
   const auto codes = cluster.codes();
   for (size_t i = 0; i < codes.size(); ++i) {
