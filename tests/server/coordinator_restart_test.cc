@@ -91,15 +91,6 @@ int64_t RolledBackTo(const std::string& log) {
 // again (the test once allowed 3 s of compute for the whole restart; what is
 // left is the 60 clocks of 50 ms between the checkpoint and the stop).
 void KillAndRestartCoordinator(const std::string& keys) {
-#if defined(__SANITIZE_THREAD__)
-  // Under ThreadSanitizer (test.sh's TSan stage) this fails every time on a
-  // 2-core machine: after SIGCONT server 1 never hears the restarted
-  // coordinator (no ROLLBACK, no heartbeat reply) and gives up after its
-  // heartbeat timeout, while server 0 and the workers roll back. The cause
-  // is not found yet (issue 32's closing note); the test runs, and passes,
-  // in the ctest stage. Skipped here by name rather than left to fail CI.
-  GTEST_SKIP() << "a restart with a stopped server fails under ThreadSanitizer, cause not found yet (issue 32)";
-#endif
   TempDir out, ckpt, logs;
   RunReference(out, keys);
   ClusterSpec spec = Spec(100, "restarted", out);
