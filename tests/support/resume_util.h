@@ -49,7 +49,7 @@ inline void ResumeAndFinish(LocalCluster& cluster, std::vector<std::string> argv
   if (started) started(**again);
   std::string report;
   ASSERT_TRUE(cluster.WaitAll(kJobTimeout, &report)) << report << "--- " << log << " (the restarted process)\n"
-                                                      << (*again)->Log();
+                                                     << (*again)->Log();
   EXPECT_EQ((*again)->WaitFor(kJobTimeout), 0) << (*again)->Log();
   const auto codes = cluster.codes();
   for (size_t i = 0; i < codes.size(); ++i) {
