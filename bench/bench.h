@@ -112,6 +112,10 @@ int RunPipeline(BenchContext& ctx);
 // worker process (not listed: started by cluster only).
 int RunCluster(BenchContext& ctx);
 int RunClusterWorker();
+// A model's layers as the emulated workers see them (shrunk by --model_scale,
+// per-layer seconds at --device_gflops and --batch), as JSON on stdout, for
+// emulated workers written elsewhere (bench/torch/cluster_compare.py).
+int RunModel(BenchContext& ctx);
 // The event-driven simulator (simulate_bench.cc).
 int RunSimulate(BenchContext& ctx);
 // The trainer's own speed on the CPU or a GPU (train_bench.cc).

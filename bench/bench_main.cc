@@ -97,7 +97,7 @@ struct Subcommand {
 // and bench_smoke_test checks that each has a smoke run.
 constexpr Subcommand kSubcommands[] = {
     {"transport", RunTransport}, {"pipeline", RunPipeline}, {"cluster", RunCluster},
-    {"simulate", RunSimulate},   {"apply", RunApply},
+    {"simulate", RunSimulate},   {"apply", RunApply},       {"model", RunModel},
 #ifdef NEREUS_HAVE_TRAINER
     {"train", RunTrain},
 #endif
@@ -137,6 +137,10 @@ int main(int argc, char** argv) {
       "      an emulated cluster: N network namespaces on one bridge, each link shaped to R Mbit/s both ways,\n"
       "      one nereus_server and one emulated worker process per host (root only; exit status 77 where\n"
       "      namespaces cannot be made). Everything made is removed at the end, also on SIGINT/SIGTERM.\n"
+      "      --host_command=CMD runs CMD on every host instead (another system on the same links).\n"
+      "  nereus_bench model --model=M [--model_scale=F] [--batch=K] [--device_gflops=G]\n"
+      "      the model's layers as the emulated workers see them: tensor shapes (shrunk), sufficient-factor\n"
+      "      rows, forward and backward seconds, as one JSON object on stdout.\n"
       "  nereus_bench simulate --model=M --schedule=S --host_list=... --link_list=... [--alpha_us=A]\n"
       "      [--beta_ns=B] [--apply_ns_per_byte=C] [--model_scale=F]\n"
       "      event-driven prediction of the iteration time of the same job, one CSV line a configuration.\n"

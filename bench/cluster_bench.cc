@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -45,6 +46,12 @@ DEFINE_int32(timeout_s, 900, "cluster: stop everything and fail if the job has n
 DEFINE_string(cluster_logs, "",
               "cluster: keep each process's log here (default: a temporary directory, removed on success).");
 DEFINE_string(cluster_result, "", "cluster_worker: internal; where this worker writes its timings.");
+DEFINE_string(host_command, "",
+              "cluster: instead of Nereus's own server and emulated worker, run this shell command (/bin/sh -c) on "
+              "every host, with NEREUS_BENCH_HOST (0..N-1), NEREUS_BENCH_HOSTS (N) and NEREUS_BENCH_ADDRESSES (the "
+              "hosts' addresses, comma-separated) in its environment, so that another system (e.g. PyTorch's "
+              "DistributedDataParallel, bench/torch/cluster_compare.py) runs on the same shaped links. The job ends "
+              "when every host's command has exited 0; host 0's output is then printed.");
 
 DECLARE_string(model);
 DECLARE_double(link_mbit);
@@ -279,6 +286,30 @@ int RunCluster(BenchContext& ctx) {
   std::vector<std::string> worker_results;
   int interrupted = 0;
   Status st;
+  if (!FLAGS_host_command.empty()) {
+    std::string addresses;
+    for (int h = 0; h < H; ++h) addresses += (h ? "," : "") + EmulatedNetwork::Address(h);
+    {
+      ClusterJob jobs(signals->get());
+      for (int h = 0; st.ok() && h < H; ++h)
+        st = jobs.Start("host " + std::to_string(h) + "'s command",
+                        (*net)->Wrap(h, {"/usr/bin/env", "NEREUS_BENCH_HOST=" + std::to_string(h),
+                                         "NEREUS_BENCH_HOSTS=" + std::to_string(H),
+                                         "NEREUS_BENCH_ADDRESSES=" + addresses, "/bin/sh", "-c", FLAGS_host_command}),
+                        logs + "/host" + std::to_string(h) + ".log");
+      if (st.ok())
+        st = jobs.Wait(std::chrono::steady_clock::now() + std::chrono::seconds(FLAGS_timeout_s), &interrupted);
+    }
+    net->reset();
+    if (!st.ok()) {
+      LOG(ERROR) << "cluster: " << st.message() << " (logs in " << logs << ")";
+      return interrupted ? 128 + interrupted : 1;
+    }
+    std::ifstream out0(logs + "/host0.log");
+    std::cout << out0.rdbuf() << std::flush;
+    if (own_logs) RunCommand({"rm", "-rf", logs}, nullptr);
+    return 0;
+  }
   {
     ClusterJob jobs(signals->get());
     st = jobs.Start("coordinator",
@@ -361,6 +392,40 @@ int RunCluster(BenchContext& ctx) {
   auto apply_threads = ApplyThreadsFromFlags();
   r.Set("streams", streams).Set("apply_threads", apply_threads.ok() ? *apply_threads : -1);
   return WriteJson({r}) ? 0 : 1;
+}
+
+int RunModel(BenchContext& ctx) {
+  (void)ctx;
+  auto model = ValueOrLog(ModelByName(FLAGS_model));
+  if (!model) return 2;
+  if (FLAGS_model_scale < 1 || FLAGS_device_gflops <= 0 || FLAGS_batch < 1) {
+    LOG(ERROR) << "model: need --model_scale >= 1, --device_gflops > 0 and --batch >= 1";
+    return 2;
+  }
+  const ModelSpec shrunk = Shrink(*model, FLAGS_model_scale);
+  std::vector<double> fwd, bwd;
+  LayerTimes(shrunk, EmulatedRunFromFlags(), &fwd, &bwd);
+  std::vector<Record> rows;
+  for (size_t l = 0; l < shrunk.layers.size(); ++l) {
+    const ModelLayer& layer = shrunk.layers[l];
+    std::string params;
+    for (const auto& shape : layer.params) {
+      std::string dims;
+      for (int64_t d : shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+      params += (params.empty() ? "[" : ", [") + dims + "]";
+    }
+    const long long rows_per_worker = layer.fully_connected ? FactorRows(layer, FLAGS_batch) : 0;
+    std::printf("%-12s %-28s %s forward %.6f s backward %.6f s\n", layer.name.c_str(), params.c_str(),
+                layer.fully_connected ? ("factors of " + std::to_string(rows_per_worker) + " rows").c_str() : "",
+                fwd[l], bwd[l]);
+    Record r;
+    r.Set("model", FLAGS_model).Set("model_scale", FLAGS_model_scale).Set("batch", FLAGS_batch);
+    r.Set("device_gflops", FLAGS_device_gflops).Set("layer", layer.name).Raw("params", "[" + params + "]");
+    r.Raw("fully_connected", layer.fully_connected ? "true" : "false").Set("factor_rows", rows_per_worker);
+    r.Set("forward_s", fwd[l]).Set("backward_s", bwd[l]);
+    rows.push_back(std::move(r));
+  }
+  return WriteJson(rows) ? 0 : 1;
 }
 
 }  // namespace bench

@@ -174,6 +174,21 @@ def check_rows_timed(rows):
     for r in rows:
         assert r["iteration_s"] > 0, r
 
+def check_model(rows):
+    # VGG-19 shrunk 256 times at an H200's 57,000 GFLOP/s / 256 (bench/torch/cluster_compare.py): 19 layers, the
+    # fully connected weights still matrices (rows and columns / 16) with 32 / 16 = 2 rows of factors, every other
+    # tensor flat (conv1_1's 1,728 weights: 7); the backward twice the forward; 66.1 ms an iteration.
+    assert [r["layer"] for r in rows][:2] == ["conv1_1", "conv1_2"] and len(rows) == 19, rows
+    by = {r["layer"]: r for r in rows}
+    assert by["conv1_1"]["params"] == [[7], [1]] and not by["conv1_1"]["fully_connected"], by["conv1_1"]
+    assert by["fc6"]["params"] == [[256, 1568], [16]] and by["fc6"]["factor_rows"] == 2, by["fc6"]
+    assert by["fc8"]["params"] == [[63, 256], [4]] and by["fc8"]["fully_connected"], by["fc8"]
+    for r in rows:
+        assert abs(r["backward_s"] / r["forward_s"] - 2) < 1e-5, r
+    total = sum(r["forward_s"] + r["backward_s"] for r in rows)
+    assert abs(total - 0.066129) < 1e-5, total
+
+
 MODELS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                           "worker", "trainer", "models")
 
@@ -217,6 +232,7 @@ RUNS = [
                  "--device_gflops=100000", "--timeout_s=120"], check_rows_timed),
     ("cluster", ["--model=lenet", "--model_scale=4", "--hosts=2", "--link_mbit=100", "--schedule=full", "--sfb=auto",
                  "--iterations=2", "--warmup=2", "--device_gflops=100000", "--timeout_s=120"], check_cluster_sfb),
+    ("model", ["--model=vgg19", "--model_scale=256", "--batch=32", "--device_gflops=222.65625"], check_model),
     ("simulate", ["--model=lenet", "--host_list=1,2", "--link_list=100", "--schedule=full"], check_rows_timed),
     ("simulate", ["--model=vgg19_22k", "--host_list=8,64", "--link_list=10000", "--schedule=full", "--sfb=auto",
                   "--device_gflops=3000", "--sim_iterations=2"], check_simulate_sfb),

@@ -173,6 +173,47 @@ TEST(ClusterEmulationTest, InterruptedRunCleansUp) {
   EXPECT_EQ(ProcessesMentioning("--cluster_result=" + dir.path()), 0) << "worker processes left behind";
 }
 
+// --host_command: another system's command on every host, each in its own
+// namespace with its own address on the shaped link; host 0's output comes
+// back on stdout; nothing is left behind.
+TEST(ClusterEmulationTest, AHostCommandRunsOnEveryHostAtItsOwnAddress) {
+  test::TempDir dir;
+  auto p = test::Subprocess::Start(
+      {test::BinaryPath("nereus_bench"), "cluster", "--hosts=3", "--link_mbit=100", "--timeout_s=60",
+       "--cluster_logs=" + dir.path(),
+       "--host_command=echo \"host $NEREUS_BENCH_HOST of $NEREUS_BENCH_HOSTS: $NEREUS_BENCH_ADDRESSES\"; "
+       "ip -4 -o addr show dev eth0"},
+      dir.File("cluster.log"));
+  const std::string prefix = "nrc" + std::to_string(p->pid()) + "_";
+  auto code = p->WaitFor(std::chrono::seconds(60));
+  if (code == 77) GTEST_SKIP() << "network namespaces unavailable here: " << p->Log();
+  ASSERT_EQ(code, 0) << p->Log();
+  EXPECT_TRUE(Namespaces(prefix).empty()) << "namespaces left behind";
+  for (int h = 0; h < 3; ++h) {
+    const std::string log = test::ReadFile(dir.File("host" + std::to_string(h) + ".log"));
+    EXPECT_NE(log.find("host " + std::to_string(h) + " of 3: 10.77.0.1,10.77.0.2,10.77.0.3"), std::string::npos) << log;
+    EXPECT_NE(log.find("inet 10.77.0." + std::to_string(h + 1) + "/24"), std::string::npos) << log;
+  }
+  EXPECT_NE(p->Log().find("host 0 of 3"), std::string::npos) << p->Log();
+}
+
+// A host's command that fails ends the run with an error naming the host and
+// its status, and everything made is removed.
+TEST(ClusterEmulationTest, AFailingHostCommandIsNamed) {
+  test::TempDir dir;
+  auto p = test::Subprocess::Start(
+      {test::BinaryPath("nereus_bench"), "cluster", "--hosts=2", "--link_mbit=100", "--timeout_s=60",
+       "--cluster_logs=" + dir.path(), "--host_command=echo failing on $NEREUS_BENCH_HOST; exit $NEREUS_BENCH_HOST"},
+      dir.File("cluster.log"));
+  const std::string prefix = "nrc" + std::to_string(p->pid()) + "_";
+  auto code = p->WaitFor(std::chrono::seconds(60));
+  if (code == 77) GTEST_SKIP() << "network namespaces unavailable here: " << p->Log();
+  EXPECT_EQ(code, 1) << p->Log();
+  EXPECT_NE(p->Log().find("host 1's command exited with status 1"), std::string::npos) << p->Log();
+  EXPECT_NE(p->Log().find("failing on 1"), std::string::npos) << p->Log();
+  EXPECT_TRUE(Namespaces(prefix).empty()) << "namespaces left behind";
+}
+
 }  // namespace
 }  // namespace nereus
 
