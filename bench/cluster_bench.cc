@@ -97,12 +97,17 @@ class ClusterJob {
  public:
   explicit ClusterJob(SignalPipe* signals) : jobs_(Options(signals)) {}
 
-  Status Start(const std::string& what, const std::vector<std::string>& argv, const std::string& log) {
+  // own_group: the process leads a process group of its own, and stopping it
+  // stops the whole group (a shell command's children too).
+  Status Start(const std::string& what, const std::vector<std::string>& argv, const std::string& log,
+               bool own_group = false) {
     SubprocessOptions o;
     o.argv = argv;
+    o.own_process_group = own_group;
     o.output = SubprocessOptions::Output::kFile;
     o.output_file = log;
     ASSIGN_OR_RETURN(size_t index, jobs_.Start(what, o));
+    if (own_group) groups_.push_back(jobs_.child(index).pid());
     logs_.resize(index + 1);
     logs_[index] = log;
     return Status::OK();
@@ -133,8 +138,11 @@ class ClusterJob {
     }
     Status stopped = jobs_.Stop(nullptr, std::chrono::seconds(5));
     if (!stopped.ok()) LOG(WARNING) << "cluster: " << stopped.message();
+    KillGroups();
     return st;
   }
+
+  ~ClusterJob() { KillGroups(); }
 
  private:
   static Supervisor::Options Options(SignalPipe* signals) {
@@ -143,8 +151,16 @@ class ClusterJob {
     return o;
   }
 
+  // What is left of each own group once its leader is gone (`ip netns exec`
+  // may exit on SIGTERM before the shell it started, and the shell's children
+  // may ignore SIGTERM): nothing of a host's command outlives the run.
+  void KillGroups() {
+    for (pid_t g : groups_) kill(-g, SIGKILL);
+  }
+
   Supervisor jobs_;  // Its destructor kills and reaps what still runs.
   std::vector<std::string> logs_;
+  std::vector<pid_t> groups_;
 };
 
 struct Timings {
@@ -296,7 +312,7 @@ int RunCluster(BenchContext& ctx) {
                         (*net)->Wrap(h, {"/usr/bin/env", "NEREUS_BENCH_HOST=" + std::to_string(h),
                                          "NEREUS_BENCH_HOSTS=" + std::to_string(H),
                                          "NEREUS_BENCH_ADDRESSES=" + addresses, "/bin/sh", "-c", FLAGS_host_command}),
-                        logs + "/host" + std::to_string(h) + ".log");
+                        logs + "/host" + std::to_string(h) + ".log", /*own_group=*/true);
       if (st.ok())
         st = jobs.Wait(std::chrono::steady_clock::now() + std::chrono::seconds(FLAGS_timeout_s), &interrupted);
     }

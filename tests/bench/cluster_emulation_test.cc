@@ -3,6 +3,7 @@
 // its iteration time within a stated bound. Exits 77 (ctest: skipped) where
 // namespaces cannot be made.
 #include <dirent.h>
+#include <glog/logging.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
@@ -90,6 +91,43 @@ int ProcessesMentioning(const std::string& needle) {
   return n;
 }
 
+// Files made in a directory, seen through inotify (no polling).
+class FileWatch {
+ public:
+  explicit FileWatch(const std::string& dir) : fd_(inotify_init1(IN_CLOEXEC)) {
+    CHECK_GE(fd_, 0) << "inotify_init1";
+    CHECK_GE(inotify_add_watch(fd_, dir.c_str(), IN_CREATE | IN_MODIFY), 0) << "inotify_add_watch " << dir;
+  }
+  ~FileWatch() { close(fd_); }
+  // Whether `name` was made (since the watch began) within 30 s.
+  bool WaitForCreated(const std::string& name) {
+    return WaitFor([&](const inotify_event& e) { return (e.mask & IN_CREATE) && name == e.name; });
+  }
+  // Whether the file `path` (in the watched directory) holds `text` within 30 s.
+  bool WaitForText(const std::string& path, const std::string& text) {
+    auto holds = [&] { return test::ReadFile(path).find(text) != std::string::npos; };
+    return holds() || WaitFor([&](const inotify_event&) { return holds(); });
+  }
+
+ private:
+  template <typename Done>
+  bool WaitFor(Done done) {
+    while (true) {
+      pollfd pfd{fd_, POLLIN, 0};
+      if (poll(&pfd, 1, 30000) <= 0) return false;
+      char buf[4096];
+      const ssize_t n = read(fd_, buf, sizeof(buf));
+      for (ssize_t i = 0; i < n;) {
+        const auto* e = reinterpret_cast<const inotify_event*>(buf + i);
+        if (e->len > 0 && done(*e)) return true;
+        i += sizeof(inotify_event) + e->len;
+      }
+    }
+  }
+
+  const int fd_;
+};
+
 TEST(ClusterEmulationTest, RunsCleansUpAndMatchesTheSimulator) {
   test::TempDir dir;
   auto p = test::Subprocess::Start(ClusterArgs(dir, 3), dir.File("cluster.log"));
@@ -139,27 +177,12 @@ TEST(ClusterEmulationTest, RunsCleansUpAndMatchesTheSimulator) {
 // SIGINT once every process has started: exit status 130, nothing left.
 TEST(ClusterEmulationTest, InterruptedRunCleansUp) {
   test::TempDir dir;
-  const int watch_fd = inotify_init1(IN_CLOEXEC);
-  ASSERT_GE(watch_fd, 0);
-  ASSERT_GE(inotify_add_watch(watch_fd, dir.path().c_str(), IN_CREATE), 0);
+  FileWatch watch(dir.path());
   auto p = test::Subprocess::Start(ClusterArgs(dir, 1000), dir.File("cluster.log"));
   const std::string prefix = "nrc" + std::to_string(p->pid()) + "_";
   // The last log file made is worker 1's: by then every namespace is up and
   // every process started.
-  bool started = false;
-  while (!started) {
-    pollfd pfd{watch_fd, POLLIN, 0};
-    if (poll(&pfd, 1, 30000) <= 0) break;
-    char buf[4096];
-    const ssize_t n = read(watch_fd, buf, sizeof(buf));
-    for (ssize_t i = 0; i < n;) {
-      const auto* e = reinterpret_cast<const inotify_event*>(buf + i);
-      if (e->len > 0 && std::string(e->name) == "worker1.log") started = true;
-      i += sizeof(inotify_event) + e->len;
-    }
-  }
-  close(watch_fd);
-  if (!started) {
+  if (!watch.WaitForCreated("worker1.log")) {
     auto code = p->WaitFor(std::chrono::seconds(10));
     if (code == 77) GTEST_SKIP() << "network namespaces unavailable here: " << p->Log();
     FAIL() << "the cluster never started its workers: " << p->Log();
@@ -212,6 +235,39 @@ TEST(ClusterEmulationTest, AFailingHostCommandIsNamed) {
   EXPECT_NE(p->Log().find("host 1's command exited with status 1"), std::string::npos) << p->Log();
   EXPECT_NE(p->Log().find("failing on 1"), std::string::npos) << p->Log();
   EXPECT_TRUE(Namespaces(prefix).empty()) << "namespaces left behind";
+}
+
+// SIGTERM while every host's command runs: what the shell started is stopped
+// too (each command leads a process group of its own), nothing is left. The
+// command ignores SIGTERM, and so does the sleep it starts: the shell goes
+// only at SIGKILL, which would orphan the sleep if it reached the shell alone.
+TEST(ClusterEmulationTest, AnInterruptedHostCommandLeavesNothingBehind) {
+  test::TempDir dir;
+  FileWatch watch(dir.path());
+  auto p = test::Subprocess::Start(
+      {test::BinaryPath("nereus_bench"), "cluster", "--hosts=2", "--link_mbit=100", "--timeout_s=60",
+       "--cluster_logs=" + dir.path(), "--host_command=trap '' TERM; echo ready; sleep 3017; echo not reached"},
+      dir.File("cluster.log"));
+  const std::string prefix = "nrc" + std::to_string(p->pid()) + "_";
+  // Both shells have set their trap (and so their sleeps ignore SIGTERM too).
+  for (const char* host : {"host0.log", "host1.log"}) {
+    if (!watch.WaitForText(dir.File(host), "ready")) {
+      auto code = p->WaitFor(std::chrono::seconds(10));
+      if (code == 77) GTEST_SKIP() << "network namespaces unavailable here: " << p->Log();
+      FAIL() << "the cluster never started its hosts' commands: " << p->Log();
+    }
+  }
+  // To nereus_bench alone (p->Signal reaches its whole process group, which
+  // would stop the commands' children whatever nereus_bench does).
+  ASSERT_EQ(kill(p->pid(), SIGTERM), 0);
+  EXPECT_EQ(p->WaitFor(std::chrono::seconds(30)), 128 + SIGTERM) << p->Log();
+  EXPECT_TRUE(Namespaces(prefix).empty()) << "namespaces left behind";
+  // /proc/PID/cmdline separates the arguments with NULs.
+  EXPECT_EQ(ProcessesMentioning(std::string("sleep\0"
+                                            "3017",
+                                            10)),
+            0)
+      << "a host command's child left behind";
 }
 
 }  // namespace
