@@ -4,10 +4,10 @@
 # nereus::Mutex, scripts/thread_safety.sh, about a minute of CPU); then
 # runs the server/client concurrency tests again under ThreadSanitizer
 # (skip that stage with NEREUS_SKIP_TSAN=1; ./scripts/sanitize.sh also runs
-# ASan+UBSan over everything). Before that, scripts/fuzz.sh fuzzes the message
-# decoder and the server for NEREUS_FUZZ_RUNS inputs (default 200000, about
-# 30 s on an idle 2-core machine; skip with NEREUS_SKIP_FUZZ=1). The
-# fuzzer's and the TSan stage's builds run beside the ctest stage, niced.
+# ASan+UBSan over everything). Beside the ctest stage, niced, scripts/fuzz.sh
+# fuzzes the message decoder and the server for NEREUS_FUZZ_RUNS inputs
+# (default 200000, about 30 s on an idle 2-core machine; skip with
+# NEREUS_SKIP_FUZZ=1), and the TSan stage is built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -16,10 +16,10 @@ ROOT=$(pwd)
 FUZZ=$([[ "${NEREUS_SKIP_FUZZ:-0}" != 1 ]] && echo 1 || echo 0)
 TSAN=$([[ "${NEREUS_SKIP_TSAN:-0}" != 1 ]] && echo 1 || echo 0)
 
-# The fuzzer's and the TSan stage's builds run beside the ctest stage, at the
-# lowest CPU priority (nice 19): that stage leaves about half of the CPU idle
-# (its multi-process tests mostly wait on each other), which these builds
-# take without taking it from the tests. In their own session (so that they
+# The fuzzer (built and run) and the TSan stage's build go beside the ctest
+# stage, at the lowest CPU priority (nice 19): that stage leaves CPU idle
+# (its multi-process tests mostly wait on each other), which these take
+# without taking it from the tests. In their own session (so that they
 # are stopped as one if this script ends first); where the kernel groups the
 # CPU by session (autogroup, /proc/sys/kernel/sched_autogroup_enabled), a new
 # session would get as much CPU as the tests' whole session whatever each
@@ -27,15 +27,16 @@ TSAN=$([[ "${NEREUS_SKIP_TSAN:-0}" != 1 ]] && echo 1 || echo 0)
 # first run without it doubled the times of the CPU-bound tests).
 SIDE=
 SIDE_LOG=$(mktemp "${TMPDIR:-/tmp}/nereus_side_builds.XXXXXX")
-stop_side() { [[ -n "$SIDE" ]] && kill -- -"$SIDE" 2>/dev/null; rm -f "$SIDE_LOG"; }
+FUZZ_LOG=$(mktemp "${TMPDIR:-/tmp}/nereus_fuzz.XXXXXX")
+stop_side() { [[ -n "$SIDE" ]] && kill -- -"$SIDE" 2>/dev/null; rm -f "$SIDE_LOG" "$FUZZ_LOG"; }
 trap stop_side EXIT
 if [[ "$FUZZ$TSAN" != 00 ]]; then
   setsid nice -n 19 bash -c 'set -e
     echo 19 > /proc/self/autogroup 2> /dev/null || true
-    if [[ "$1" == 1 ]]; then ./scripts/fuzz.sh --build_only; fi
+    if [[ "$1" == 1 ]]; then ./scripts/fuzz.sh --runs="$3" > "$4" 2>&1 || { echo "the fuzzer failed"; exit 1; }; fi
     if [[ "$2" == 1 ]]; then
       NEREUS_BUILD_DIR=build-tsan ./scripts/build.sh -DNEREUS_SANITIZE=thread -DNEREUS_WITH_TRAINER=OFF
-    fi' side "$FUZZ" "$TSAN" > "$SIDE_LOG" 2>&1 &
+    fi' side "$FUZZ" "$TSAN" "${NEREUS_FUZZ_RUNS:-200000}" "$FUZZ_LOG" > "$SIDE_LOG" 2>&1 &
   SIDE=$!
 fi
 
@@ -43,34 +44,36 @@ fi
 # usable device fails instead of skipping (tests/support/layer_test.h).
 GPUS=$(nvidia-smi -L 2>/dev/null || true)  # Read whole: a pipe closed early can fail it under pipefail.
 if [[ "$GPUS" == GPU\ * ]]; then export NEREUS_REQUIRE_GPU=1; fi
-(cd "${NEREUS_BUILD_DIR:-build}" && ctest --output-on-failure --timeout 600 -j "$(nproc)" "$@")
+# Half as many tests again as cores: most multi-process tests spend most of
+# their time waiting on each other (a quarter to a half of a core each), and
+# the fuzzer and the TSan build take what is left, at nice 19.
+JOBS=$(($(nproc) + ($(nproc) + 1) / 2))
+(cd "${NEREUS_BUILD_DIR:-build}" && ctest --output-on-failure --timeout 600 -j "$JOBS" "$@")
 
 if [[ -n "$SIDE" ]]; then
-  echo "== the fuzzer's and the TSan stage's builds (begun beside ctest)"
+  echo "== the fuzzer's run and the TSan stage's build (begun beside ctest)"
   side_status=0
   wait "$SIDE" || side_status=$?
   SIDE=
+  if [[ "$FUZZ" == 1 ]]; then
+    echo "== libFuzzer: message decoder and server handling (scripts/fuzz.sh)"
+    tail -n "$([[ "$side_status" == 0 ]] && echo 12 || echo 80)" "$FUZZ_LOG"
+  fi
   if [[ "$side_status" != 0 ]]; then
     tail -n 100 "$SIDE_LOG"
-    echo "test.sh: the fuzzer's or the TSan stage's build failed (status $side_status)" >&2
+    echo "test.sh: the fuzzer or the TSan stage's build failed (status $side_status)" >&2
     exit 1
   fi
 fi
-
-if [[ "$FUZZ" == 1 ]]; then
-  echo "== libFuzzer: message decoder and server handling (scripts/fuzz.sh)"
-  ./scripts/fuzz.sh --runs="${NEREUS_FUZZ_RUNS:-200000}"
-fi
-
 if [[ "$TSAN" == 1 ]]; then
   echo "== ThreadSanitizer: server, client and multi-process tests"
-  # As many tests at once as cores, like the stage above: on 2 cores about
-  # half of -j 1's time, every test passing (three runs). Built above.
+  # As many tests at once as the stage above (resume_test, the longest,
+  # in 3 shards). Built above.
   # Not again here: the tests of scripts and the launcher (single-threaded,
   # and the servers and workers they start run under TSan in the tests kept),
   # of the source tree's form, and the benchmarks' smoke runs, whose threads
   # watchdog_test covers; about 280 s of the stage's CPU time on 2 cores.
   NOT_CONCURRENCY='^(launch_script|launch_ssh|slurm|format|layering|include_graph|scaling_study|gpu_pack|bench_smoke|cluster_emulation)_test$'
   (cd build-tsan && TSAN_OPTIONS="suppressions=$ROOT/tests/support/tsan.supp" \
-    ctest --output-on-failure --timeout 600 -j "$(nproc)" -E "$NOT_CONCURRENCY")
+    ctest --output-on-failure --timeout 600 -j "$JOBS" -E "$NOT_CONCURRENCY")
 fi
