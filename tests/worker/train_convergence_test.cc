@@ -27,9 +27,10 @@ using test::TempDir;
 
 constexpr double kMinAccuracy = 0.97;
 // Measured on 2 cores: 54 s standalone (97.6%) and 76 s for 2 x 2 (97.45%),
-// each with the machine to itself (RUN_SERIAL); the bound leaves room for
-// slower or busier machines.
-constexpr std::chrono::seconds kBound(300);
+// each with the machine to itself. A guard against a hang, not a speed test:
+// ctest runs them beside other tests, and the bound leaves room for slower or
+// busier machines (a loaded CI run took 45-50 s each).
+constexpr std::chrono::seconds kBound(480);
 
 std::string SourceDir() {
   const char* dir = std::getenv("NEREUS_SOURCE_DIR");
