@@ -69,7 +69,11 @@ for entry in json.load(open(db)):
         # A unity batch of CMake's (common/cmake/NereusUnity.cmake): checked
         # as it is compiled, when one of the sources it includes uses a Mutex.
         parts = [os.path.normpath(i) for i in unity_include.findall(open(src).read())]
-        users = [os.path.relpath(i, root) for i in parts if i.endswith(".cc") and uses_mutex(i, set())]
+        # Product code only, as for single files: the test groups' batches
+        # (tests/CMakeLists.txt) are left out.
+        users = [os.path.relpath(i, root) for i in parts
+                 if i.endswith(".cc") and not os.path.relpath(i, root).startswith("tests" + os.sep)
+                 and uses_mutex(i, set())]
         if not users:
             continue
         rel = "unity batch of " + " ".join(users)
