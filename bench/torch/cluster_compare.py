@@ -134,7 +134,7 @@ def worker(args):
     scale = spec["model_scale"]
     dist.init_process_group("gloo", init_method="env://", rank=host, world_size=hosts)
     nt.init(timeout_s=600, num_servers=hosts, partition_bytes=max(64, int((1 << 20) / scale)),
-            credit_bytes=max(64, int((2 << 20) / scale)), sfb=args.sfb)
+            credit_bytes=max(64, int((2 << 20) / scale)), sfb=args.sfb, sfb_trial_clocks=args.sfb_trial_clocks)
     device = Device()
     first_fc = next(l for l in spec["layers"] if l["fully_connected"])
     rows, features = first_fc["factor_rows"], first_fc["params"][0][1]
@@ -201,6 +201,7 @@ def run_configuration(args, model, hosts, gbit, compute):
         "NEREUS_BIN_DIR=" + args.bin_dir,
         "NEREUS_LIBRARY=" + os.path.join(os.path.dirname(args.bin_dir), "lib", "libnereus_c.so"), "PYTHONPATH=" + os.path.join(ROOT, "worker", "torch"), sys.executable,
         os.path.abspath(__file__), "--worker", "--spec=" + spec_path, "--sfb=" + args.sfb,
+        "--sfb_trial_clocks=%d" % args.sfb_trial_clocks,
         "--warmup=%d" % args.warmup, "--blocks=%d" % args.blocks, "--iterations=%d" % args.iterations])
     link_mbit = gbit * 1000.0 / scale
     out = subprocess.run([os.path.join(args.bin_dir, "nereus_bench"), "cluster", "--hosts=%d" % hosts,
@@ -225,17 +226,22 @@ def run_configuration(args, model, hosts, gbit, compute):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="vgg19,resnet50")
-    ap.add_argument("--hosts", default="4,8")
-    ap.add_argument("--links_gbit", default="1,10", help="link rates at full size, Gbit/s each way")
+    ap.add_argument("--hosts", default="8,4")
+    ap.add_argument("--links_gbit", default="10,1", help="link rates at full size, Gbit/s each way")
     ap.add_argument("--computes", default="h200,titanx", help="emulated device: " + ", ".join(COMPUTE))
     ap.add_argument("--model_scale", type=float, default=256.0,
                     help="F: bytes, FLOPs, link and device all F times smaller (F <= batch^2 keeps HybComm's "
                          "choices, bench/sim/models.h)")
     ap.add_argument("--batch", type=int, default=32, help="per worker")
     ap.add_argument("--sfb", default="auto", help="nereus's --sfb: auto, on or off")
-    ap.add_argument("--warmup", type=int, default=3, help="iterations per system before timing")
+    ap.add_argument("--sfb_trial_clocks", type=int, default=0,
+                    help="nereus's measured choice (the client's sfb_trial_clocks). 0 (default): the start-up cost "
+                         "model chooses each layer's path. The trials take about 8 clocks per fully connected layer "
+                         "(24 for VGG-19) and a pause between two clocks reads as a drift that starts them again: "
+                         "here every block of the other systems is such a pause")
+    ap.add_argument("--warmup", type=int, default=2, help="iterations per system before timing")
     ap.add_argument("--blocks", type=int, default=3, help="timed blocks per system")
-    ap.add_argument("--iterations", type=int, default=3, help="iterations per block")
+    ap.add_argument("--iterations", type=int, default=2, help="iterations per block")
     ap.add_argument("--rounds", type=int, default=1, help="jobs per configuration")
     ap.add_argument("--timeout_s", type=int, default=1200, help="per job")
     ap.add_argument("--bin_dir", default=os.path.join(ROOT, "build", "bin"))
