@@ -236,9 +236,10 @@ def main():
     ap.add_argument("--sfb", default="auto", help="nereus's --sfb: auto, on or off")
     ap.add_argument("--sfb_trial_clocks", type=int, default=0,
                     help="nereus's measured choice (the client's sfb_trial_clocks). 0 (default): the start-up cost "
-                         "model chooses each layer's path. The trials take about 8 clocks per fully connected layer "
-                         "(24 for VGG-19) and a pause between two clocks reads as a drift that starts them again: "
-                         "here every block of the other systems is such a pause")
+                         "model chooses each layer's path, and the timed iterations are its steady state. With trials "
+                         "(the client's default, 3), VGG-19's three layers take about 24 clocks to try both paths, "
+                         "more than this benchmark times, and the client times a clock from the previous one's "
+                         "start, so the other systems' blocks would fall into the trials' windows")
     ap.add_argument("--warmup", type=int, default=2, help="iterations per system before timing")
     ap.add_argument("--blocks", type=int, default=3, help="timed blocks per system")
     ap.add_argument("--iterations", type=int, default=2, help="iterations per block")
