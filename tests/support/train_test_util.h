@@ -1,6 +1,6 @@
 // Helpers of the trainer-mode tests (nereus_worker --solver): generated
-// image LMDBs, text files, running a program to completion, null summary JSON
-// values and .caffemodel weights (numbers: JsonNumber, fixtures.h).
+// image LMDBs, text files, running a program to completion, displayed losses,
+// null summary JSON values and .caffemodel weights (numbers: JsonNumber, fixtures.h).
 #ifndef NEREUS_TESTS_SUPPORT_TRAIN_TEST_UTIL_H_
 #define NEREUS_TESTS_SUPPORT_TRAIN_TEST_UTIL_H_
 
@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -117,6 +118,15 @@ inline ClusterSpec TwoWorkerTrainJob(const TempDir& dir, const std::string& solv
         {w, {"--weights_out=" + dir.File("w" + r + ".caffemodel"), "--summary_json=" + dir.File("w" + r + ".json")}});
   }
   return spec;
+}
+
+// The losses `who` displays in `log` ("<who>: Iteration N, loss = X"), in
+// order.
+inline std::vector<double> DisplayedLosses(const std::string& log, const std::string& who) {
+  std::vector<double> losses;
+  const std::regex re(who + ": Iteration (\\d+), loss = ([-+0-9.eE]+)");
+  for (std::sregex_iterator it(log.begin(), log.end(), re), end; it != end; ++it) losses.push_back(std::stod((*it)[2]));
+  return losses;
 }
 
 inline bool JsonIsNull(const std::string& json, const std::string& key) {
