@@ -208,11 +208,7 @@ TEST(ImageDataWithoutOpenCvTest, RefusesToRunSayingWhy) {
   caffe::LayerParameter param;
   param.set_name("images");
   param.mutable_image_data_param()->set_source(dir.File("list.txt"));
-  ImageDataLayer layer(param);
-  std::mt19937 rng;
-  layer.set_rng(&rng);
-  Blob data, label;
-  EXPECT_NE(layer.SetUp({}, {&data, &label}).message().find("built without OpenCV"), std::string::npos);
+  test::ExpectRefusedWithoutOpenCv<ImageDataLayer>(param);
 }
 
 }  // namespace
