@@ -396,6 +396,21 @@ inline void ExpectInPlaceMatchesApart(Layer* apart, Layer* in_place, const Blob&
   }
 }
 
+// The same for two layers of type L built from `param_text`, their fillers
+// drawing from two engines seeded 7, on an N(0, 1) input of `shape` drawn
+// from an engine seeded `seed`.
+template <typename L>
+void ExpectLayerInPlaceMatchesApart(const std::string& param_text, const std::vector<int>& shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Blob input(shape);
+  FillGaussian(&input, &rng);
+  std::mt19937 rng_a(7), rng_b(7);
+  L apart(ParseLayerParameter(param_text)), in_place(ParseLayerParameter(param_text));
+  apart.set_rng(&rng_a);
+  in_place.set_rng(&rng_b);
+  ExpectInPlaceMatchesApart(&apart, &in_place, input);
+}
+
 }  // namespace test
 }  // namespace nereus
 
