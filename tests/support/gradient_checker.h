@@ -316,6 +316,19 @@ inline void FillBottom(Blob* blob, BottomFill fill, std::mt19937* rng) {
   }
 }
 
+// Bottoms of each of `shapes`, filled in turn from `rng`.
+struct FilledBottoms {
+  FilledBottoms(const std::vector<std::vector<int>>& shapes, BottomFill fill, std::mt19937* rng) {
+    for (const std::vector<int>& shape : shapes) {
+      blobs.push_back(std::make_unique<Blob>(shape));
+      FillBottom(blobs.back().get(), fill, rng);
+      bottom.push_back(blobs.back().get());
+    }
+  }
+  std::vector<std::unique_ptr<Blob>> blobs;
+  std::vector<Blob*> bottom;  // The blobs, as a layer takes them.
+};
+
 // A layer of type L built from `param_text`, run forward on one bottom of
 // `shape` holding `values`: the top has `top_shape` and the values
 // `expected` (each within `tolerance`).
@@ -341,17 +354,11 @@ template <typename L>
 void ExpectLayerGradient(const std::string& param_text, const std::vector<std::vector<int>>& shapes, uint32_t seed,
                          BottomFill fill = BottomFill::kGaussian, const CheckerSettings& settings = {}) {
   std::mt19937 rng(seed);
-  std::vector<std::unique_ptr<Blob>> blobs;
-  std::vector<Blob*> bottom;
-  for (const std::vector<int>& shape : shapes) {
-    blobs.push_back(std::make_unique<Blob>(shape));
-    FillBottom(blobs.back().get(), fill, &rng);
-    bottom.push_back(blobs.back().get());
-  }
+  FilledBottoms bottoms(shapes, fill, &rng);
   Blob top;
   L layer(ParseLayerParameter(param_text));
   layer.set_rng(&rng);
-  ExpectGradient(&layer, bottom, {&top}, settings);
+  ExpectGradient(&layer, bottoms.bottom, {&top}, settings);
 }
 
 // The same with one bottom of `shape`.

@@ -135,24 +135,15 @@ class LayerTest : public ::testing::Test {
   // from this fixture's engine (the layer's fillers draw from it next).
   void ExpectLayerGradient(const std::string& text, const std::vector<int>& shape, const CheckerSettings& settings,
                            BottomFill fill = BottomFill::kGaussian) {
-    Blob bottom(shape), top;
-    FillBottom(&bottom, fill, &rng_);
-    std::unique_ptr<Layer> layer = MakeLayer(text);
-    ExpectGradient(layer.get(), {&bottom}, {&top}, settings);
+    ExpectLayerGradient(text, std::vector<std::vector<int>>{shape}, settings, fill);
   }
   // The same with a bottom of each of `shapes`, filled in turn.
   void ExpectLayerGradient(const std::string& text, const std::vector<std::vector<int>>& shapes,
                            const CheckerSettings& settings, BottomFill fill = BottomFill::kGaussian) {
-    std::vector<std::unique_ptr<Blob>> blobs;
-    std::vector<Blob*> bottom;
-    for (const std::vector<int>& shape : shapes) {
-      blobs.push_back(std::make_unique<Blob>(shape));
-      FillBottom(blobs.back().get(), fill, &rng_);
-      bottom.push_back(blobs.back().get());
-    }
+    FilledBottoms bottoms(shapes, fill, &rng_);
     Blob top;
     std::unique_ptr<Layer> layer = MakeLayer(text);
-    ExpectGradient(layer.get(), bottom, {&top}, settings);
+    ExpectGradient(layer.get(), bottoms.bottom, {&top}, settings);
   }
 
   std::mt19937 rng_{1701};
