@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/data_layer_fixture.h"
 #include "tests/support/process_util.h"
 #include "worker/trainer/blob.h"
 #include "worker/trainer/data/db.h"
@@ -30,8 +31,10 @@ namespace {
 // Record i: 1x2x2 bytes {i, i+1, i+2, i+3} (mod 256), label i.
 float PixelOf(int record, int p) { return static_cast<float>((record + p) % 256); }
 
-class DataLayerTest : public ::testing::Test {
+class DataLayerTest : public test::DataLayerFixture {
  protected:
+  DataLayerTest() : DataLayerFixture(1234) {}
+
   std::string MakeDb(const std::string& name, int records, DbBackend backend = DbBackend::kLmdb) {
     const std::string path = dir_.File(name);
     auto db = Database::Open(backend, path, DbMode::kNew);
@@ -108,25 +111,6 @@ class DataLayerTest : public ::testing::Test {
     param.mutable_data_param()->set_backend(caffe::DataParameter::LEVELDB);
     return param;
   }
-
-  // Sets the layer up with data and label tops.
-  Status SetUpLayer(Layer* layer) {
-    layer->set_rng(&rng_);
-    return layer->SetUp({}, {&data_, &label_});
-  }
-
-  // Labels of one forward pass.
-  std::vector<int> ForwardLabels(Layer* layer) {
-    layer->Forward({}, {&data_, &label_});
-    std::vector<int> labels;
-    for (int i = 0; i < label_.count(); ++i) labels.push_back(static_cast<int>(label_.cpu_data()[i]));
-    return labels;
-  }
-
-  test::TempDir dir_;
-  std::mt19937 rng_{1234};
-  Blob data_;
-  Blob label_;
 };
 
 TEST_F(DataLayerTest, ReadsRecordsInKeyOrderWithExactValuesAndWraps) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/data_layer_fixture.h"
 #include "tests/support/gradient_checker.h"
 #include "tests/support/process_util.h"
 #include "tests/support/train_test_util.h"
@@ -72,8 +73,10 @@ std::vector<float> ReadH5(const std::string& path, const std::string& name, std:
 // File f's row r: data 2x2 values 100 f + 10 r + {0, 1, 2, 3}, label 10 f + r.
 float Value(int f, int r, int k) { return 100.0f * f + 10.0f * r + k; }
 
-class Hdf5DataLayerTest : public ::testing::Test {
+class Hdf5DataLayerTest : public test::DataLayerFixture {
  protected:
+  Hdf5DataLayerTest() : DataLayerFixture(17) {}
+
   void SetUp() override {
     // a.h5: 3 rows, b.h5: 2 rows, c.h5: 4 rows.
     const int rows[3] = {3, 2, 4};
@@ -99,28 +102,16 @@ class Hdf5DataLayerTest : public ::testing::Test {
         dir_.File("list.txt") + "' batch_size: " + std::to_string(batch_size) + (shuffle ? " shuffle: true" : "") +
         " }");
   }
-  Status SetUpLayer(Layer* layer) {
-    layer->set_rng(&rng_);
-    return layer->SetUp({}, {&data_, &label_});
-  }
   // The labels of one batch, after checking that each row's data matches
   // its label.
   std::vector<int> Forward(Layer* layer) {
-    layer->Forward({}, {&data_, &label_});
-    EXPECT_TRUE(layer->forward_error().ok()) << layer->forward_error();
-    std::vector<int> labels;
+    const std::vector<int> labels = ForwardLabelsOk(layer);
     for (int i = 0; i < label_.count(); ++i) {
-      const int label = static_cast<int>(label_.cpu_data()[i]);
-      labels.push_back(label);
+      const int label = labels[i];
       for (int k = 0; k < 4; ++k) EXPECT_EQ(data_.cpu_data()[i * 4 + k], Value(label / 10, label % 10, k)) << label;
     }
     return labels;
   }
-
-  test::TempDir dir_;
-  std::mt19937 rng_{17};
-  Blob data_;
-  Blob label_;
 };
 
 TEST_F(Hdf5DataLayerTest, ReadsSeveralFilesInOrderAcrossBatches) {

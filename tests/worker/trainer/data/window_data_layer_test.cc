@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/data_layer_fixture.h"
 #include "tests/support/gradient_checker.h"
 #include "tests/support/image_test_util.h"
 #include "tests/support/process_util.h"
@@ -22,8 +23,10 @@ namespace {
 // Image i is uniformly BGR (kColor[i][0], [1], [2]).
 constexpr int kColor[2][3] = {{10, 20, 30}, {40, 50, 60}};
 
-class WindowDataLayerTest : public ::testing::Test {
+class WindowDataLayerTest : public test::DataLayerFixture {
  protected:
+  WindowDataLayerTest() : DataLayerFixture(21) {}
+
   void SetUp() override {
     NEREUS_IMAGES_OR_SKIP();
     for (int i = 0; i < 2; ++i) {
@@ -51,17 +54,8 @@ class WindowDataLayerTest : public ::testing::Test {
         std::to_string(crop) + " } window_data_param { source: '" + dir_.File("windows.txt") + "' root_folder: '" +
         dir_.path() + "/' batch_size: 4 fg_fraction: 0.5 " + extra + " }");
   }
-  Status SetUpLayer(Layer* layer) {
-    layer->set_rng(&rng_);
-    return layer->SetUp({}, {&data_, &label_});
-  }
   // Value at item n, channel c, row h, column w of the last batch.
   float At(int n, int c, int h, int w) const { return data_.cpu_data()[((n * 3 + c) * 8 + h) * 8 + w]; }
-
-  test::TempDir dir_;
-  std::mt19937 rng_{21};
-  Blob data_;
-  Blob label_;
 };
 
 TEST_F(WindowDataLayerTest, SamplesBackgroundThenForegroundWindowsWarpedFromTheirImages) {
