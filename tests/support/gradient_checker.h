@@ -304,14 +304,14 @@ inline void ExpectGradient(Layer* layer, const std::vector<Blob*>& bottom, const
   EXPECT_GT(checker.comparisons(), 0) << layer->layer_param().name();
 }
 
-// How a gradient test fills a bottom: N(0, 1) draws, or FillDistinct (a
-// max-based layer then has a unique argmax).
-enum class BottomFill { kGaussian, kDistinct };
+// How a test fills a bottom: N(0, 1) draws, FillDistinct (a max-based
+// layer then has a unique argmax), or not at all (zeros, drawing nothing).
+enum class BottomFill { kGaussian, kDistinct, kZeros };
 
 inline void FillBottom(Blob* blob, BottomFill fill, std::mt19937* rng) {
   if (fill == BottomFill::kDistinct) {
     FillDistinct(blob, rng);
-  } else {
+  } else if (fill == BottomFill::kGaussian) {
     FillGaussian(blob, rng);
   }
 }
@@ -366,6 +366,23 @@ template <typename L>
 void ExpectLayerGradient(const std::string& param_text, const std::vector<int>& shape, uint32_t seed,
                          BottomFill fill = BottomFill::kGaussian, const CheckerSettings& settings = {}) {
   ExpectLayerGradient<L>(param_text, std::vector<std::vector<int>>{shape}, seed, fill, settings);
+}
+
+// A layer of type L built from `param_text` (its fillers drawing from an
+// engine seeded 1), set up and run forward on zeroed bottoms of `shapes`:
+// a backward asking for the gradients `propagate_down` dies with a message
+// matching `death_regex` (a bottom that has none: indices, labels).
+template <typename L>
+void ExpectBackwardDies(const std::string& param_text, const std::vector<std::vector<int>>& shapes,
+                        const std::vector<bool>& propagate_down, const std::string& death_regex) {
+  std::mt19937 rng(1);
+  FilledBottoms bottoms(shapes, BottomFill::kZeros, &rng);
+  Blob top;
+  L layer(ParseLayerParameter(param_text));
+  layer.set_rng(&rng);
+  ASSERT_TRUE(layer.SetUp(bottoms.bottom, {&top}).ok());
+  layer.Forward(bottoms.bottom, {&top});
+  EXPECT_DEATH(layer.Backward({&top}, propagate_down, bottoms.bottom), death_regex);
 }
 
 // start, start + 1, ..., start + n - 1: a bottom's values when each is to

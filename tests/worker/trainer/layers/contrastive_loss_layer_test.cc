@@ -129,12 +129,9 @@ TEST(ContrastiveLossLayerTest, ShapeErrorsNameTheLayer) {
 }
 
 TEST(ContrastiveLossLayerDeathTest, SimilarityGradientIsFatal) {
-  Blob a(std::vector<int>{2, 3}), b(std::vector<int>{2, 3}), sim(std::vector<int>{2}), loss;
-  ContrastiveLossLayer layer(ParseLayerParameter("name: 'c' type: 'ContrastiveLoss'"));
-  ASSERT_TRUE(layer.SetUp({&a, &b, &sim}, {&loss}).ok());
-  layer.Forward({&a, &b, &sim}, {&loss});
-  EXPECT_DEATH(layer.Backward({&loss}, {true, false, true}, {&a, &b, &sim}),
-               "layer c \\(ContrastiveLoss\\): cannot backpropagate to the similarity");
+  test::ExpectBackwardDies<ContrastiveLossLayer>(
+      "name: 'c' type: 'ContrastiveLoss'", {{2, 3}, {2, 3}, {2}}, {true, false, true},
+      "layer c \\(ContrastiveLoss\\): cannot backpropagate to the similarity");
 }
 
 // A siamese net: two InnerProduct branches sharing their weight and bias
