@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tests/support/data_layer_fixture.h"
+#include "tests/support/net_test_util.h"
 #include "tests/support/process_util.h"
 #include "worker/trainer/blob.h"
 #include "worker/trainer/data/db.h"
@@ -311,19 +312,15 @@ TEST_F(DataLayerTest, MissingSourceAndMissingMeanFileAreSetUpErrorsNamingThem) {
 TEST_F(DataLayerTest, LabelOutOfRangeForTheLossIsAForwardErrorOfTheDataLayer) {
   const std::string source = MakeDb("db", 4);
   Put(source, "00000003", UniformDatum(2, 2, 12));
-  caffe::NetParameter net_param;
-  Status st = ParseNetParameter(R"(
+  auto net = test::TrainNetFromText(R"(
 layer { name: "mnist" type: "Data" top: "data" top: "label" data_param { source: ")" +
-                                    source + R"(" batch_size: 2 } }
+                                        source + R"(" batch_size: 2 } }
 layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
         inner_product_param { num_output: 10 weight_filler { type: "xavier" } } }
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
 layer { name: "accuracy" type: "Accuracy" bottom: "ip" bottom: "label" top: "accuracy" }
 )",
-                                "net.prototxt", &net_param);
-  ASSERT_TRUE(st.ok()) << st;
-  net_param.mutable_state()->set_phase(caffe::TRAIN);
-  auto net = Net::Create(net_param, DefaultLayerRegistry());
+                                    "net.prototxt");
   ASSERT_TRUE(net.ok()) << net.status();
   std::vector<int> after_forward;
   (*net)->add_after_forward([&](int layer) {

@@ -16,6 +16,7 @@
 
 #include "tests/support/data_layer_fixture.h"
 #include "tests/support/gradient_checker.h"
+#include "tests/support/net_test_util.h"
 #include "tests/support/process_util.h"
 #include "tests/support/train_test_util.h"
 #include "worker/trainer/blob.h"
@@ -212,17 +213,13 @@ TEST_F(Hdf5DataLayerTest, BadFilesAreSetUpErrorsNamingThem) {
 
 // A label a loss cannot take names the file and the row.
 TEST_F(Hdf5DataLayerTest, ALabelOutOfRangeNamesTheFileAndTheRow) {
-  caffe::NetParameter net_param;
-  Status st = ParseNetParameter(
+  auto net = test::TrainNetFromText(
       "layer { name: 'h5' type: 'HDF5Data' top: 'data' top: 'label' hdf5_data_param { source: '" +
           dir_.File("list.txt") +
           "' batch_size: 3 } }\n"
           "layer { name: 'flat' type: 'Flatten' bottom: 'data' top: 'flat' }\n"
           "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'flat' bottom: 'label' top: 'loss' }\n",
-      "net.prototxt", &net_param);
-  ASSERT_TRUE(st.ok()) << st;
-  net_param.mutable_state()->set_phase(caffe::TRAIN);
-  auto net = Net::Create(net_param, DefaultLayerRegistry());
+      "net.prototxt");
   ASSERT_TRUE(net.ok()) << net.status();
   ASSERT_TRUE((*net)->Forward().ok());  // Labels 0, 1, 2 of a.h5.
   EXPECT_EQ((*net)->Forward().status().ToString(),
