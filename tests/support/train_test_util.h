@@ -101,6 +101,17 @@ inline int BrightestRegion(const std::string& pixels, int side, int regions,
   return static_cast<int>(std::max_element(sums.begin(), sums.end()) - sums.begin());
 }
 
+// A Data layer `name` reading the LMDB at `source` in batches of `batch`,
+// its bytes scaled to [0, 1) as Caffe's examples scale them; tops "data" and
+// "label". Prototxt text, a net's first layer.
+inline std::string ScaledLmdbDataLayer(const std::string& name, const std::string& source, int batch) {
+  return "layer { name: \"" + name +
+         "\" type: \"Data\" top: \"data\" top: \"label\"\n"
+         "  transform_param { scale: 0.00390625 }\n"
+         "  data_param { source: \"" +
+         source + "\" batch_size: " + std::to_string(batch) + " backend: LMDB } }\n";
+}
+
 // A job of 2 servers and 2 workers training `solver` under BSP (the
 // coordinator also gets `coordinator_flags`); worker r writes its final
 // weights to DIR/w<r>.caffemodel and its summary to DIR/w<r>.json.

@@ -31,12 +31,8 @@ void WriteLmdb(const std::string& path) {
 
 // LeNet as in Caffe's examples/mnist (training phase only), batch 64 per worker.
 std::string Lenet(const std::string& source) {
-  return R"(name: "LeNet"
-layer { name: "mnist" type: "Data" top: "data" top: "label"
-  transform_param { scale: 0.00390625 }
-  data_param { source: ")" +
-         source + R"(" batch_size: 64 backend: LMDB } }
-layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1" param { lr_mult: 1 } param { lr_mult: 2 }
+  return "name: \"LeNet\"\n" + ScaledLmdbDataLayer("mnist", source, 64) +
+         R"(layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1" param { lr_mult: 1 } param { lr_mult: 2 }
   convolution_param { num_output: 20 kernel_size: 5 stride: 1 weight_filler { type: "xavier" }
     bias_filler { type: "constant" } } }
 layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
