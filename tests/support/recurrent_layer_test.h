@@ -1,11 +1,13 @@
 // What the tests of the recurrent layers (LSTM, RNN: worker/trainer/layers/
-// recurrent_layer.h) share: the numeric gradient check over a short
-// sequence, cont's lack of a gradient, and a set-up on given shapes.
+// recurrent_layer.h) share: the carried state, the numeric gradient check
+// over a short sequence, cont's lack of a gradient, and a set-up on given
+// shapes.
 #ifndef NEREUS_TESTS_SUPPORT_RECURRENT_LAYER_TEST_H_
 #define NEREUS_TESTS_SUPPORT_RECURRENT_LAYER_TEST_H_
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -15,6 +17,70 @@
 
 namespace nereus {
 namespace test {
+
+// A recurrent layer of type L of one unit (`param_text`) on one stream,
+// x = (0.5, -1.5) over two steps with cont (0, 1): set up, `prepare`
+// checks its blobs and sets its weights; its outputs are `first`. The next
+// forward (cont 1, 1) starts from the last step's state: `carried`. With two
+// streams of the same sequence the state starts again at 0: `first`, each
+// value twice.
+template <typename L>
+void ExpectCarriedState(const std::string& param_text, const std::function<void(L*)>& prepare,
+                        const std::vector<float>& first, const std::vector<float>& carried) {
+  Blob x(std::vector<int>{2, 1, 1}), cont(std::vector<int>{2, 1}), out;
+  SetBlobData(&x, {0.5f, -1.5f});
+  SetBlobData(&cont, {0, 1});
+  std::mt19937 rng(1);
+  L layer(ParseLayerParameter(param_text));
+  layer.set_rng(&rng);
+  ASSERT_TRUE(layer.SetUp({&x, &cont}, {&out}).ok());
+  ASSERT_NO_FATAL_FAILURE(prepare(&layer));
+  layer.Forward({&x, &cont}, {&out});
+  EXPECT_EQ((std::vector<int>{2, 1, 1}), out.shape());
+  ExpectBlobNear(first, out, 1e-6f);
+  SetBlobData(&cont, {1, 1});
+  layer.Forward({&x, &cont}, {&out});
+  ExpectBlobNear(carried, out, 1e-6f);
+  x.Reshape({2, 2, 1});
+  SetBlobData(&x, {0.5f, 0.5f, -1.5f, -1.5f});
+  cont.Reshape({2, 2});
+  SetBlobData(&cont, {1, 1, 1, 1});
+  layer.Forward({&x, &cont}, {&out});
+  ExpectBlobNear({first[0], first[0], first[1], first[1]}, out, 1e-6f);
+}
+
+// The same layer with expose_hidden (`param_text`, weights set by
+// `set_weights`) on x = (0.5, -1.5) with cont (1, 1) from the initial
+// states `initial` (one value each: h_0, then c_0): its outputs are
+// `outputs`, its last states `last`. Nothing is carried: the same inputs
+// give the same outputs again.
+template <typename L>
+void ExpectExposedState(const std::string& param_text, const std::function<void(L*)>& set_weights,
+                        const std::vector<float>& initial, const std::vector<float>& outputs,
+                        const std::vector<float>& last) {
+  const size_t states = initial.size();
+  Blob x(std::vector<int>{2, 1, 1}), cont(std::vector<int>{2, 1}), out;
+  std::vector<Blob> first(states), final_states(states);
+  SetBlobData(&x, {0.5f, -1.5f});
+  SetBlobData(&cont, {1, 1});
+  std::vector<Blob*> bottom = {&x, &cont}, top = {&out};
+  for (size_t k = 0; k < states; ++k) {
+    first[k].Reshape(std::vector<int>{1, 1, 1});
+    SetBlobData(&first[k], {initial[k]});
+    bottom.push_back(&first[k]);
+    top.push_back(&final_states[k]);
+  }
+  std::mt19937 rng(1);
+  L layer(ParseLayerParameter(param_text));
+  layer.set_rng(&rng);
+  ASSERT_TRUE(layer.SetUp(bottom, top).ok());
+  ASSERT_NO_FATAL_FAILURE(set_weights(&layer));
+  layer.Forward(bottom, top);
+  ExpectBlobNear(outputs, out, 1e-6f);
+  for (size_t k = 0; k < states; ++k) ExpectBlobNear({last[k]}, final_states[k], 1e-6f);
+  layer.Forward(bottom, top);
+  ExpectBlobNear(outputs, out, 1e-6f);
+}
 
 // The gradient of a recurrent layer of type L ("name: ... type: ..." in
 // `name_and_type`; `states` states: LSTM's h and c, RNN's h) with 3 hidden

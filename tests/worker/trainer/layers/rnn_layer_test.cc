@@ -30,49 +30,23 @@ void SetWeights(RNNLayer* layer) {
   SetBlobData(layer->blobs()[4].get(), {-0.2f});  // b_o
 }
 
+// h_t = tanh(W_hh cont_t h_{t-1} + W_xh x_t + b_h), o_t = tanh(W_ho h_t + b_o).
 TEST(RNNLayerTest, ForwardValuesAndTheCarriedState) {
-  Blob x(std::vector<int>{2, 1, 1}), cont(std::vector<int>{2, 1}), o;
-  SetBlobData(&x, {0.5f, -1.5f});
-  SetBlobData(&cont, {0, 1});
-  std::mt19937 rng(1);
-  RNNLayer layer(ParseLayerParameter(kRnnOneUnit));
-  layer.set_rng(&rng);
-  ASSERT_TRUE(layer.SetUp({&x, &cont}, {&o}).ok());
-  const std::vector<std::vector<int>> shapes = {{1, 1}, {1}, {1, 1}, {1, 1}, {1}};
-  for (size_t i = 0; i < shapes.size(); ++i) EXPECT_EQ(shapes[i], layer.blobs()[i]->shape()) << i;
-  SetWeights(&layer);
-  layer.Forward({&x, &cont}, {&o});
-  EXPECT_EQ((std::vector<int>{2, 1, 1}), o.shape());
-  // h_t = tanh(W_hh cont_t h_{t-1} + W_xh x_t + b_h), o_t = tanh(W_ho h_t + b_o).
-  ExpectBlobNear({0.45673334f, -0.90591541f}, o, 1e-6f);
-  // The next forward starts from the last h (cont 1 keeps it).
-  SetBlobData(&cont, {1, 1});
-  layer.Forward({&x, &cont}, {&o});
-  ExpectBlobNear({0.71591004f, -0.91351004f}, o, 1e-6f);
-  // Two streams now: the state starts again at 0 (the first values, twice).
-  x.Reshape({2, 2, 1});
-  SetBlobData(&x, {0.5f, 0.5f, -1.5f, -1.5f});
-  cont.Reshape({2, 2});
-  SetBlobData(&cont, {1, 1, 1, 1});
-  layer.Forward({&x, &cont}, {&o});
-  ExpectBlobNear({0.45673334f, 0.45673334f, -0.90591541f, -0.90591541f}, o, 1e-6f);
+  ExpectCarriedState<RNNLayer>(kRnnOneUnit,
+                               [](RNNLayer* layer) {
+                                 const std::vector<std::vector<int>> shapes = {{1, 1}, {1}, {1, 1}, {1, 1}, {1}};
+                                 for (size_t i = 0; i < shapes.size(); ++i)
+                                   EXPECT_EQ(shapes[i], layer->blobs()[i]->shape()) << i;
+                                 SetWeights(layer);
+                               },
+                               {0.45673334f, -0.90591541f}, {0.71591004f, -0.91351004f});
 }
 
+// h_0: where the carried-state test's first forward ended.
 TEST(RNNLayerTest, ExposedHiddenStateIsTakenAndGiven) {
-  Blob x(std::vector<int>{2, 1, 1}), cont(std::vector<int>{2, 1}), h0(std::vector<int>{1, 1, 1}), o, hT;
-  SetBlobData(&x, {0.5f, -1.5f});
-  SetBlobData(&cont, {1, 1});
-  SetBlobData(&h0, {-0.86950781774f});  // where the carried-state test's first forward ended
-  std::mt19937 rng(1);
-  RNNLayer layer(ParseLayerParameter("name: 'r' type: 'RNN' recurrent_param { num_output: 1 expose_hidden: true }"));
-  layer.set_rng(&rng);
-  ASSERT_TRUE(layer.SetUp({&x, &cont, &h0}, {&o, &hT}).ok());
-  SetWeights(&layer);
-  layer.Forward({&x, &cont, &h0}, {&o, &hT});
-  ExpectBlobNear({0.71591004f, -0.91351004f}, o, 1e-6f);
-  ExpectBlobNear({-0.89888874f}, hT, 1e-6f);
-  layer.Forward({&x, &cont, &h0}, {&o, &hT});  // nothing carried
-  ExpectBlobNear({0.71591004f, -0.91351004f}, o, 1e-6f);
+  ExpectExposedState<RNNLayer>("name: 'r' type: 'RNN' recurrent_param { num_output: 1 expose_hidden: true }",
+                               [](RNNLayer* layer) { SetWeights(layer); }, {-0.86950781774f},
+                               {0.71591004f, -0.91351004f}, {-0.89888874f});
 }
 
 TEST(RNNLayerTest, Gradients) { CheckRecurrentGradients<RNNLayer>("name: 'r' type: 'RNN'", 1, 30); }
