@@ -134,15 +134,21 @@ def resolve(root, including, target):
     return os.path.normpath(target).replace(os.sep, "/")
 
 
+def matching_lines(root, f, regex):
+    """(line number, match) of each line of the source file f that regex matches, in order."""
+    with open(os.path.join(root, f), encoding="utf-8", errors="replace") as fh:
+        for number, line in enumerate(fh, 1):
+            m = regex.match(line)
+            if m:
+                yield number, m
+
+
 def read_includes(root):
     """[(file, line number, included path, as written)] over every source file."""
     edges = []
     for f in source_files(root):
-        with open(os.path.join(root, f), encoding="utf-8", errors="replace") as fh:
-            for number, line in enumerate(fh, 1):
-                m = INCLUDE_RE.match(line)
-                if m:
-                    edges.append((f, number, resolve(root, f, m.group(1)), m.group(1)))
+        for number, m in matching_lines(root, f, INCLUDE_RE):
+            edges.append((f, number, resolve(root, f, m.group(1)), m.group(1)))
     return edges
 
 
@@ -189,16 +195,12 @@ def cuda_problems(root):
             component = next(c for c in CUDA_FREE if f.startswith(c)).rstrip("/")
             problems.append("%s: a CUDA source in %s, which must build without CUDA" % (f, component))
             continue
-        with open(os.path.join(root, f), encoding="utf-8", errors="replace") as fh:
-            for number, line in enumerate(fh, 1):
-                m = ANY_INCLUDE_RE.match(line)
-                if not m:
-                    continue
-                target = m.group(2)
-                resolved = resolve(root, f, target)
-                if CUDA_HEADER_RE.match(target) or resolved.startswith(GPU_SUPPORT):
-                    problems.append('%s:%d: includes "%s": common/, server/ and worker/client/ stay free of CUDA'
-                                    % (f, number, target))
+        for number, m in matching_lines(root, f, ANY_INCLUDE_RE):
+            target = m.group(2)
+            resolved = resolve(root, f, target)
+            if CUDA_HEADER_RE.match(target) or resolved.startswith(GPU_SUPPORT):
+                problems.append('%s:%d: includes "%s": common/, server/ and worker/client/ stay free of CUDA'
+                                % (f, number, target))
     return problems
 
 
@@ -208,22 +210,18 @@ def public_header_problems(root):
     for f in source_files(root):
         if not any(f.startswith(d + "/") for d in PUBLIC_INCLUDE_DIRS):
             continue
-        with open(os.path.join(root, f), encoding="utf-8", errors="replace") as fh:
-            for number, line in enumerate(fh, 1):
-                m = ANY_INCLUDE_RE.match(line)
-                if not m:
-                    continue
-                kind, target = m.groups()
-                if kind == "<":
-                    # <vector>, <cstdint>: the C++ standard library; <stdint.h>: the C one's (a C header's).
-                    ok = ("/" not in target and "." not in target) or target in C_STANDARD_HEADERS
-                else:
-                    ok = target.startswith("nereus/") and any(
-                        os.path.isfile(os.path.join(root, d, target)) for d in PUBLIC_INCLUDE_DIRS)
-                if not ok:
-                    problems.append('%s:%d: a public header includes %s%s%s: only public headers ("nereus/...") '
-                                    "and the standard library may be included there"
-                                    % (f, number, kind, target, ">" if kind == "<" else '"'))
+        for number, m in matching_lines(root, f, ANY_INCLUDE_RE):
+            kind, target = m.groups()
+            if kind == "<":
+                # <vector>, <cstdint>: the C++ standard library; <stdint.h>: the C one's (a C header's).
+                ok = ("/" not in target and "." not in target) or target in C_STANDARD_HEADERS
+            else:
+                ok = target.startswith("nereus/") and any(
+                    os.path.isfile(os.path.join(root, d, target)) for d in PUBLIC_INCLUDE_DIRS)
+            if not ok:
+                problems.append('%s:%d: a public header includes %s%s%s: only public headers ("nereus/...") '
+                                "and the standard library may be included there"
+                                % (f, number, kind, target, ">" if kind == "<" else '"'))
     return problems
 
 

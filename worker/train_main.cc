@@ -153,6 +153,14 @@ bool WriteSummary(const std::string& json) {
   return static_cast<bool>(out);
 }
 
+// --iterations of --time or --test (`mode`), 50 unless given; says why when
+// it is not positive.
+int ModeIterations(const std::string& mode) {
+  const int iterations = FlagIsSet("iterations") ? FLAGS_iterations : 50;
+  if (iterations <= 0) LOG(ERROR) << "--iterations must be > 0 with --" << mode << ", got " << iterations;
+  return iterations;
+}
+
 }  // namespace
 
 int RunTimeMode() {
@@ -160,11 +168,8 @@ int RunTimeMode() {
     LOG(ERROR) << "--time times a net alone: give neither --solver nor --model with it";
     return 2;
   }
-  const int iterations = FlagIsSet("iterations") ? FLAGS_iterations : 50;
-  if (iterations <= 0) {
-    LOG(ERROR) << "--iterations must be > 0 with --time, got " << iterations;
-    return 2;
-  }
+  const int iterations = ModeIterations("time");
+  if (iterations <= 0) return 2;
   std::unique_ptr<gpu::Device> device;
   int rc = 0;
   std::unique_ptr<Net> net = BuildNet("time", FLAGS_time, caffe::TRAIN, &device, &rc);
@@ -183,11 +188,8 @@ int RunTestMode() {
     LOG(ERROR) << "--test scores a net alone: give neither --solver, --model nor --time with it";
     return 2;
   }
-  const int iterations = FlagIsSet("iterations") ? FLAGS_iterations : 50;
-  if (iterations <= 0) {
-    LOG(ERROR) << "--iterations must be > 0 with --test, got " << iterations;
-    return 2;
-  }
+  const int iterations = ModeIterations("test");
+  if (iterations <= 0) return 2;
   if (FLAGS_weights.empty()) LOG(WARNING) << "--test without --weights scores the net's initial (filled) weights";
   std::unique_ptr<gpu::Device> device;
   int rc = 0;

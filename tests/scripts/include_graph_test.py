@@ -73,12 +73,27 @@ class IncludeGraphTest(unittest.TestCase):
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
             return p.returncode, p.stdout, p.stderr
 
-    def check_fails_with(self, extra, expected_lines):
+    def check_fails(self, extra, expected_lines):
+        """--check on the clean tree with the (guarded) files extra fails naming expected_lines; its stdout and
+        stderr."""
         files = dict(CLEAN)
         files.update(guarded(extra))
         rc, out, err = self.run_script(files, "--check")
         self.assertEqual(rc, 1, out + err)
         self.assertEqual(out.splitlines(), expected_lines)
+        return out, err
+
+    def check_public_header_fails(self, path, extra, includes):
+        """check_fails naming each (line number, include as written) that the public header at path may not
+        have; its stderr."""
+        lines = ['%s:%d: a public header includes %s: only public headers ("nereus/...") and the standard library '
+                 "may be included there" % (path, n, what) for n, what in includes]
+        _, err = self.check_fails(extra, lines)
+        self.assertIn("%d include(s) of public headers that do not stand alone" % len(includes), err)
+        return err
+
+    def check_fails_with(self, extra, expected_lines):
+        out, err = self.check_fails(extra, expected_lines)
         self.assertIn("%d include(s) break the floors" % len(expected_lines), err)
         self.assertNotIn("include guard", out)
 
@@ -155,38 +170,22 @@ class IncludeGraphTest(unittest.TestCase):
         self.assertNotIn("break the floors", err)
 
     def test_public_headers_include_only_public_headers_and_the_standard_library(self):
-        files = dict(CLEAN)
-        files.update(guarded({
+        err = self.check_public_header_fails("common/include/nereus/client.h", {
             "common/include/nereus/client.h":
                 '#include <vector>\n#include "nereus/status.h"\n#include "nereus/options.h"\n'
                 '#include "common/base/status.h"\n#include <glog/logging.h>\n#include "proto/nereus.pb.h"\n'
                 '#include <zmq.h>\n#include "nereus/missing.h"\n',
             "common/include/nereus/options.h": "#include <cstdint>\n",
-        }))
-        rc, out, err = self.run_script(files, "--check")
-        self.assertEqual(rc, 1, out + err)
-        self.assertEqual(out.splitlines(), [
-            'common/include/nereus/client.h:%d: a public header includes %s: only public headers '
-            '("nereus/...") and the standard library may be included there' % (n, what)
-            for n, what in [(4, '"common/base/status.h"'), (5, "<glog/logging.h>"), (6, '"proto/nereus.pb.h"'),
-                            (7, "<zmq.h>"), (8, '"nereus/missing.h"')]])
-        self.assertIn("5 include(s) of public headers that do not stand alone", err)
+        }, [(4, '"common/base/status.h"'), (5, "<glog/logging.h>"), (6, '"proto/nereus.pb.h"'), (7, "<zmq.h>"),
+            (8, '"nereus/missing.h"')])
         self.assertNotIn("break the floors", err)
 
     def test_a_public_c_header_may_include_the_c_standard_library_only(self):
-        files = dict(CLEAN)
-        files.update(guarded({
+        self.check_public_header_fails("common/include/nereus/c_api.h", {
             "common/include/nereus/c_api.h":
                 '#include <stddef.h>\n#include <stdint.h>\n#include <zmq.h>\n#include <sys/types.h>\n'
                 '#include <my_stdint.h>\n#include "nereus/status.h"\n',
-        }))
-        rc, out, err = self.run_script(files, "--check")
-        self.assertEqual(rc, 1, out + err)
-        self.assertEqual(out.splitlines(), [
-            'common/include/nereus/c_api.h:%d: a public header includes %s: only public headers '
-            '("nereus/...") and the standard library may be included there' % (n, what)
-            for n, what in [(3, "<zmq.h>"), (4, "<sys/types.h>"), (5, "<my_stdint.h>")]])
-        self.assertIn("3 include(s) of public headers that do not stand alone", err)
+        }, [(3, "<zmq.h>"), (4, "<sys/types.h>"), (5, "<my_stdint.h>")])
 
     def test_dot_marks_the_upward_edge_red(self):
         files = dict(CLEAN)
@@ -204,8 +203,7 @@ class IncludeGraphTest(unittest.TestCase):
         self.assertNotIn('"worker/client" -> "common/net" [color=red', text)
 
     def test_cuda_stays_out_of_common_server_and_the_client(self):
-        files = dict(CLEAN)
-        files.update(guarded({
+        _, err = self.check_fails({
             "common/net/fast.h": "#include <vector>\n#include <cuda_runtime.h>\n",
             "server/update.cc": '#include "server/param_server.h"\n#include <cublas_v2.h>\n',
             "worker/client/push.cc": "#include <thrust/device_vector.h>\n#include <curand.h>\n",
@@ -216,10 +214,7 @@ class IncludeGraphTest(unittest.TestCase):
             "worker/trainer/gpu/device.h": "",
             "common/base/host_device.h": "",
             "common/update/rules.h": '#include "common/base/host_device.h"\n',
-        }))
-        rc, out, err = self.run_script(files, "--check")
-        self.assertEqual(rc, 1, out + err)
-        self.assertEqual(out.splitlines(), [
+        }, [
             'common/net/fast.h:2: includes "cuda_runtime.h": common/, server/ and worker/client/ stay free of CUDA',
             'server/update.cc:2: includes "cublas_v2.h": common/, server/ and worker/client/ stay free of CUDA',
             "worker/client/kernels.cu: a CUDA source in worker/client, which must build without CUDA",
@@ -231,12 +226,8 @@ class IncludeGraphTest(unittest.TestCase):
         self.assertNotIn("break the floors", err)
 
     def test_common_including_the_gpu_support_is_named_twice(self):
-        files = dict(CLEAN)
-        files.update(guarded({"common/net/fast.h": '#include "worker/trainer/gpu/device.h"\n',
-                              "worker/trainer/gpu/device.h": ""}))
-        rc, out, err = self.run_script(files, "--check")
-        self.assertEqual(rc, 1, out + err)
-        self.assertEqual(out.splitlines(), [
+        self.check_fails({"common/net/fast.h": '#include "worker/trainer/gpu/device.h"\n',
+                          "worker/trainer/gpu/device.h": ""}, [
             'common/net/fast.h:1: includes "worker/trainer/gpu/device.h": common/net (floor 2) may not include '
             "worker/trainer (floor 5), a higher floor",
             'common/net/fast.h:1: includes "worker/trainer/gpu/device.h": common/, server/ and worker/client/ stay free '

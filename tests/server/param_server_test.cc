@@ -43,6 +43,35 @@ class ParamServerTest : public ::testing::TestWithParam<int> {
     Send(test::InitPartitionMessage(++id_, 0, {1, 2, 3, 4}, sgd), 0);
     ASSERT_EQ(Last().header.op(), pb::INIT_ACK);
   }
+  // Make(pb::BSP, 2), then clock 0 applied (pushes of 1 and 3: avg 2,
+  // h = 0.2, w = (0.8, 1.8, 2.8, 3.8)), at version 1.
+  void MakeBspPastClock0() {
+    Make(pb::BSP, 2);
+    Send(Floats(pb::PUSH, 0, {1, 1, 1, 1}), 0);
+    Send(Floats(pb::PUSH, 0, {3, 3, 3, 3}), 1);
+    ASSERT_EQ(Version(), 1);
+  }
+  // A request the server must refuse: `msg` from `worker`, answered with an
+  // ERROR whose text holds `expect`.
+  struct ErrorCase {
+    Message msg;
+    int worker;
+    std::string expect;
+  };
+  // Sends every case in order, checking its ERROR (and, with
+  // `same_request_id`, that the ERROR carries the request's id).
+  void ExpectErrors(std::vector<ErrorCase> cases, bool same_request_id = true) {
+    for (auto& c : cases) {
+      const uint64_t id = c.msg.header.request_id();
+      Send(std::move(c.msg), c.worker);
+      const Message& r = Last();
+      ASSERT_EQ(r.header.op(), pb::ERROR) << c.expect;
+      if (same_request_id) {
+        EXPECT_EQ(r.header.request_id(), id);
+      }
+      EXPECT_NE(r.header.error().find(c.expect), std::string::npos) << r.header.error();
+    }
+  }
   Message Floats(pb::Op op, int64_t clock, std::vector<float> v) {
     return test::FloatsMessage(op, ++id_, 0, clock, std::move(v));
   }
@@ -234,12 +263,7 @@ TEST_P(ParamServerTest, AsyncAppliesEachPushScaledByWorkers) {
 TEST_P(ParamServerTest, BadRequestsGetErrorsAndLeaveParametersUnchanged) {
   Make(pb::BSP, 2);
   const std::vector<float> before = Weights();
-  struct Case {
-    Message msg;
-    int worker;
-    std::string expect;
-  };
-  std::vector<Case> cases;
+  std::vector<ErrorCase> cases;
   {
     Message m = Floats(pb::PUSH, 0, {1, 1, 1, 1});
     m.header.set_tensor(9);
@@ -259,14 +283,7 @@ TEST_P(ParamServerTest, BadRequestsGetErrorsAndLeaveParametersUnchanged) {
     m.header.set_op(pb::BARRIER);
     cases.push_back({std::move(m), 0, "server cannot handle op BARRIER"});
   }
-  for (auto& c : cases) {
-    const uint64_t id = c.msg.header.request_id();
-    Send(std::move(c.msg), c.worker);
-    const Message& r = Last();
-    ASSERT_EQ(r.header.op(), pb::ERROR) << c.expect;
-    EXPECT_EQ(r.header.request_id(), id);
-    EXPECT_NE(r.header.error().find(c.expect), std::string::npos) << r.header.error();
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectErrors(std::move(cases)));
   // A decode failure reported by the transport.
   pb::Header partial;
   partial.set_request_id(77);
@@ -321,11 +338,7 @@ std::vector<float> FrameFloats(const Message& m, size_t i) {
 }
 
 TEST_P(ParamServerTest, LendAndHandBackMoveTheStateAtExactVersions) {
-  Make(pb::BSP, 2);
-  // Clock 0: avg 2, h = 0.2, w = (0.8, 1.8, 2.8, 3.8).
-  Send(Floats(pb::PUSH, 0, {1, 1, 1, 1}), 0);
-  Send(Floats(pb::PUSH, 0, {3, 3, 3, 3}), 1);
-  ASSERT_EQ(Version(), 1);
+  ASSERT_NO_FATAL_FAILURE(MakeBspPastClock0());
   // Lent from version 2, which does not exist yet: answered when it does.
   Send(LendMessage(++id_, 2, {"history"}), 0);
   const uint64_t lend0 = id_;
@@ -385,21 +398,13 @@ TEST_P(ParamServerTest, LendAndHandBackMoveTheStateAtExactVersions) {
 }
 
 TEST_P(ParamServerTest, BadLendsAndHandBacksGetErrorsAndChangeNothing) {
-  Make(pb::BSP, 2);
-  Send(Floats(pb::PUSH, 0, {1, 1, 1, 1}), 0);
-  Send(Floats(pb::PUSH, 0, {3, 3, 3, 3}), 1);
-  ASSERT_EQ(Version(), 1);
+  ASSERT_NO_FATAL_FAILURE(MakeBspPastClock0());
   const std::vector<float> before = Weights();
-  struct Case {
-    Message msg;
-    int worker;
-    std::string expect;
-  };
   auto lend = [&](int64_t v, std::vector<std::string> a) { return LendMessage(++id_, v, std::move(a)); };
   auto back = [&](int64_t v, std::vector<std::string> a, std::vector<std::vector<float>> f) {
     return HandBackMessage(++id_, v, std::move(a), std::move(f));
   };
-  std::vector<Case> cases;
+  std::vector<ErrorCase> cases;
   cases.push_back({lend(1, {"history"}), -1, "LEND from w-1, which is not a worker of this job"});
   {
     Message m = lend(1, {"history"});
@@ -419,14 +424,7 @@ TEST_P(ParamServerTest, BadLendsAndHandBacksGetErrorsAndChangeNothing) {
   }
   cases.push_back({back(1, {"weights", "history"}, {{1, 1, 1, 1}, {1, 1, 1, 1}}), 0,
                    "HAND_BACK of tensor 0 partition 0, which is not lent to the workers"});
-  for (auto& c : cases) {
-    const uint64_t id = c.msg.header.request_id();
-    Send(std::move(c.msg), c.worker);
-    const Message& r = Last();
-    ASSERT_EQ(r.header.op(), pb::ERROR) << c.expect;
-    EXPECT_EQ(r.header.request_id(), id);
-    EXPECT_NE(r.header.error().find(c.expect), std::string::npos) << r.header.error();
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectErrors(std::move(cases)));
   // Lent from version 1 (answered at once); the bad hand-backs below change nothing.
   Send(lend(1, {"history"}), 0);
   ASSERT_EQ(Last().header.op(), pb::LEND_REPLY);
@@ -459,12 +457,7 @@ TEST_P(ParamServerTest, BadLendsAndHandBacksGetErrorsAndChangeNothing) {
     m.header.set_dtype(pb::DTYPE_UNSPECIFIED);
     cases.push_back({std::move(m), 0, "unsupported dtype DTYPE_UNSPECIFIED for HAND_BACK"});
   }
-  for (auto& c : cases) {
-    Send(std::move(c.msg), c.worker);
-    const Message& r = Last();
-    ASSERT_EQ(r.header.op(), pb::ERROR) << c.expect;
-    EXPECT_NE(r.header.error().find(c.expect), std::string::npos) << r.header.error();
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectErrors(std::move(cases), /*same_request_id=*/false));
   EXPECT_EQ(Weights(), before);
   EXPECT_EQ(Version(), 1);
   // Still lent, and still works: a good hand-back. The two LENDs of version
@@ -491,10 +484,7 @@ TEST_P(ParamServerTest, BadLendsAndHandBacksGetErrorsAndChangeNothing) {
 // answered once the partition, updated by the servers at clocks 2 and 3,
 // reaches version 4.
 TEST_P(ParamServerTest, ALendOfALaterVersionWaitsForTheHandBack) {
-  Make(pb::BSP, 2);
-  Send(Floats(pb::PUSH, 0, {1, 1, 1, 1}), 0);
-  Send(Floats(pb::PUSH, 0, {3, 3, 3, 3}), 1);
-  ASSERT_EQ(Version(), 1);
+  ASSERT_NO_FATAL_FAILURE(MakeBspPastClock0());
   Send(LendMessage(++id_, 1, {"history"}), 0);
   Send(LendMessage(++id_, 1, {"history"}), 1);
   ASSERT_EQ(Last().header.op(), pb::LEND_REPLY);

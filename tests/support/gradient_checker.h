@@ -304,17 +304,30 @@ inline void ExpectGradient(Layer* layer, const std::vector<Blob*>& bottom, const
   EXPECT_GT(checker.comparisons(), 0) << layer->layer_param().name();
 }
 
-// How a gradient test fills a bottom: N(0, 1) draws, or FillDistinct (a
-// max-based layer then has a unique argmax).
-enum class BottomFill { kGaussian, kDistinct };
+// How a test fills a bottom: N(0, 1) draws, FillDistinct (a max-based
+// layer then has a unique argmax), or not at all (zeros, drawing nothing).
+enum class BottomFill { kGaussian, kDistinct, kZeros };
 
 inline void FillBottom(Blob* blob, BottomFill fill, std::mt19937* rng) {
   if (fill == BottomFill::kDistinct) {
     FillDistinct(blob, rng);
-  } else {
+  } else if (fill == BottomFill::kGaussian) {
     FillGaussian(blob, rng);
   }
 }
+
+// Bottoms of each of `shapes`, filled in turn from `rng`.
+struct FilledBottoms {
+  FilledBottoms(const std::vector<std::vector<int>>& shapes, BottomFill fill, std::mt19937* rng) {
+    for (const std::vector<int>& shape : shapes) {
+      blobs.push_back(std::make_unique<Blob>(shape));
+      FillBottom(blobs.back().get(), fill, rng);
+      bottom.push_back(blobs.back().get());
+    }
+  }
+  std::vector<std::unique_ptr<Blob>> blobs;
+  std::vector<Blob*> bottom;  // The blobs, as a layer takes them.
+};
 
 // A layer of type L built from `param_text`, run forward on one bottom of
 // `shape` holding `values`: the top has `top_shape` and the values
@@ -341,17 +354,11 @@ template <typename L>
 void ExpectLayerGradient(const std::string& param_text, const std::vector<std::vector<int>>& shapes, uint32_t seed,
                          BottomFill fill = BottomFill::kGaussian, const CheckerSettings& settings = {}) {
   std::mt19937 rng(seed);
-  std::vector<std::unique_ptr<Blob>> blobs;
-  std::vector<Blob*> bottom;
-  for (const std::vector<int>& shape : shapes) {
-    blobs.push_back(std::make_unique<Blob>(shape));
-    FillBottom(blobs.back().get(), fill, &rng);
-    bottom.push_back(blobs.back().get());
-  }
+  FilledBottoms bottoms(shapes, fill, &rng);
   Blob top;
   L layer(ParseLayerParameter(param_text));
   layer.set_rng(&rng);
-  ExpectGradient(&layer, bottom, {&top}, settings);
+  ExpectGradient(&layer, bottoms.bottom, {&top}, settings);
 }
 
 // The same with one bottom of `shape`.
@@ -359,6 +366,23 @@ template <typename L>
 void ExpectLayerGradient(const std::string& param_text, const std::vector<int>& shape, uint32_t seed,
                          BottomFill fill = BottomFill::kGaussian, const CheckerSettings& settings = {}) {
   ExpectLayerGradient<L>(param_text, std::vector<std::vector<int>>{shape}, seed, fill, settings);
+}
+
+// A layer of type L built from `param_text` (its fillers drawing from an
+// engine seeded 1), set up and run forward on zeroed bottoms of `shapes`:
+// a backward asking for the gradients `propagate_down` dies with a message
+// matching `death_regex` (a bottom that has none: indices, labels).
+template <typename L>
+void ExpectBackwardDies(const std::string& param_text, const std::vector<std::vector<int>>& shapes,
+                        const std::vector<bool>& propagate_down, const std::string& death_regex) {
+  std::mt19937 rng(1);
+  FilledBottoms bottoms(shapes, BottomFill::kZeros, &rng);
+  Blob top;
+  L layer(ParseLayerParameter(param_text));
+  layer.set_rng(&rng);
+  ASSERT_TRUE(layer.SetUp(bottoms.bottom, {&top}).ok());
+  layer.Forward(bottoms.bottom, {&top});
+  EXPECT_DEATH(layer.Backward({&top}, propagate_down, bottoms.bottom), death_regex);
 }
 
 // start, start + 1, ..., start + n - 1: a bottom's values when each is to
@@ -394,6 +418,21 @@ inline void ExpectInPlaceMatchesApart(Layer* apart, Layer* in_place, const Blob&
   for (size_t k = 0; k < apart->blobs().size(); ++k) {
     EXPECT_EQ(BlobDiff(*apart->blobs()[k]), BlobDiff(*in_place->blobs()[k])) << "parameter " << k;
   }
+}
+
+// The same for two layers of type L built from `param_text`, their fillers
+// drawing from two engines seeded 7, on an N(0, 1) input of `shape` drawn
+// from an engine seeded `seed`.
+template <typename L>
+void ExpectLayerInPlaceMatchesApart(const std::string& param_text, const std::vector<int>& shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Blob input(shape);
+  FillGaussian(&input, &rng);
+  std::mt19937 rng_a(7), rng_b(7);
+  L apart(ParseLayerParameter(param_text)), in_place(ParseLayerParameter(param_text));
+  apart.set_rng(&rng_a);
+  in_place.set_rng(&rng_b);
+  ExpectInPlaceMatchesApart(&apart, &in_place, input);
 }
 
 }  // namespace test

@@ -1,6 +1,7 @@
 // Helpers of the image data tests: small synthetic images written as PNG
 // files (lossless, so a decoded pixel is the pixel written) through the
-// trainer's own image_io (OpenCV stays inside it), and list files.
+// trainer's own image_io (OpenCV stays inside it), and list files; an image
+// layer's refusal in a build without OpenCV.
 #ifndef NEREUS_TESTS_SUPPORT_IMAGE_TEST_UTIL_H_
 #define NEREUS_TESTS_SUPPORT_IMAGE_TEST_UTIL_H_
 
@@ -9,8 +10,11 @@
 #include <cstdint>
 #include <fstream>
 #include <functional>
+#include <random>
 #include <string>
 
+#include "proto/caffe.pb.h"
+#include "worker/trainer/blob.h"
 #include "worker/trainer/data/image_io.h"
 
 // Skips a test in a build without OpenCV (it has a test of its own that the
@@ -47,6 +51,17 @@ inline void WriteImage(const std::string& path, const data::Image& image) {
   std::ofstream out(path, std::ios::binary);
   out.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
   ASSERT_TRUE(out.good()) << path;
+}
+
+// In a build without OpenCV an image layer (ImageData, WindowData) of
+// `param` refuses to set up, saying why.
+template <class ImageLayer>
+void ExpectRefusedWithoutOpenCv(const caffe::LayerParameter& param) {
+  ImageLayer layer(param);
+  std::mt19937 rng;
+  layer.set_rng(&rng);
+  Blob data, label;
+  EXPECT_NE(layer.SetUp({}, {&data, &label}).message().find("built without OpenCV"), std::string::npos);
 }
 
 }  // namespace test

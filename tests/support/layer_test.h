@@ -135,10 +135,15 @@ class LayerTest : public ::testing::Test {
   // from this fixture's engine (the layer's fillers draw from it next).
   void ExpectLayerGradient(const std::string& text, const std::vector<int>& shape, const CheckerSettings& settings,
                            BottomFill fill = BottomFill::kGaussian) {
-    Blob bottom(shape), top;
-    FillBottom(&bottom, fill, &rng_);
+    ExpectLayerGradient(text, std::vector<std::vector<int>>{shape}, settings, fill);
+  }
+  // The same with a bottom of each of `shapes`, filled in turn.
+  void ExpectLayerGradient(const std::string& text, const std::vector<std::vector<int>>& shapes,
+                           const CheckerSettings& settings, BottomFill fill = BottomFill::kGaussian) {
+    FilledBottoms bottoms(shapes, fill, &rng_);
+    Blob top;
     std::unique_ptr<Layer> layer = MakeLayer(text);
-    ExpectGradient(layer.get(), {&bottom}, {&top}, settings);
+    ExpectGradient(layer.get(), bottoms.bottom, {&top}, settings);
   }
 
   std::mt19937 rng_{1701};

@@ -32,12 +32,8 @@ inline void WriteTinyLmdb(const std::string& path) {
 // A small conv net without dropout (nothing random after initialization);
 // the bias multipliers exercise lr_mult/decay_mult on the servers.
 inline std::string TinyNet(const std::string& source, int batch) {
-  return R"(name: "tiny"
-layer { name: "data" type: "Data" top: "data" top: "label"
-  transform_param { scale: 0.00390625 }
-  data_param { source: ")" +
-         source + R"(" batch_size: )" + std::to_string(batch) + R"( backend: LMDB } }
-layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+  return "name: \"tiny\"\n" + ScaledLmdbDataLayer("data", source, batch) +
+         R"(layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
   param { lr_mult: 1 } param { lr_mult: 2 decay_mult: 0 }
   convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: "xavier" }
     bias_filler { type: "constant" value: 0.1 } } }

@@ -1,6 +1,6 @@
 // Helpers of the trainer-mode tests (nereus_worker --solver): generated
-// image LMDBs, text files, running a program to completion, null summary JSON
-// values and .caffemodel weights (numbers: JsonNumber, fixtures.h).
+// image LMDBs, text files, running a program to completion, displayed losses,
+// null summary JSON values and .caffemodel weights (numbers: JsonNumber, fixtures.h).
 #ifndef NEREUS_TESTS_SUPPORT_TRAIN_TEST_UTIL_H_
 #define NEREUS_TESTS_SUPPORT_TRAIN_TEST_UTIL_H_
 
@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -100,6 +101,17 @@ inline int BrightestRegion(const std::string& pixels, int side, int regions,
   return static_cast<int>(std::max_element(sums.begin(), sums.end()) - sums.begin());
 }
 
+// A Data layer `name` reading the LMDB at `source` in batches of `batch`,
+// its bytes scaled to [0, 1) as Caffe's examples scale them; tops "data" and
+// "label". Prototxt text, a net's first layer.
+inline std::string ScaledLmdbDataLayer(const std::string& name, const std::string& source, int batch) {
+  return "layer { name: \"" + name +
+         "\" type: \"Data\" top: \"data\" top: \"label\"\n"
+         "  transform_param { scale: 0.00390625 }\n"
+         "  data_param { source: \"" +
+         source + "\" batch_size: " + std::to_string(batch) + " backend: LMDB } }\n";
+}
+
 // A job of 2 servers and 2 workers training `solver` under BSP (the
 // coordinator also gets `coordinator_flags`); worker r writes its final
 // weights to DIR/w<r>.caffemodel and its summary to DIR/w<r>.json.
@@ -117,6 +129,15 @@ inline ClusterSpec TwoWorkerTrainJob(const TempDir& dir, const std::string& solv
         {w, {"--weights_out=" + dir.File("w" + r + ".caffemodel"), "--summary_json=" + dir.File("w" + r + ".json")}});
   }
   return spec;
+}
+
+// The losses `who` displays in `log` ("<who>: Iteration N, loss = X"), in
+// order.
+inline std::vector<double> DisplayedLosses(const std::string& log, const std::string& who) {
+  std::vector<double> losses;
+  const std::regex re(who + ": Iteration (\\d+), loss = ([-+0-9.eE]+)");
+  for (std::sregex_iterator it(log.begin(), log.end(), re), end; it != end; ++it) losses.push_back(std::stod((*it)[2]));
+  return losses;
 }
 
 inline bool JsonIsNull(const std::string& json, const std::string& key) {

@@ -18,12 +18,8 @@ namespace {
 constexpr int kIterations = 5;
 
 std::string BatchNormNet(const std::string& source) {
-  return R"(name: "bn"
-layer { name: "data" type: "Data" top: "data" top: "label"
-  transform_param { scale: 0.00390625 }
-  data_param { source: ")" +
-         source + R"(" batch_size: 8 backend: LMDB } }
-layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+  return "name: \"bn\"\n" + ScaledLmdbDataLayer("data", source, 8) +
+         R"(layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
   convolution_param { num_output: 4 kernel_size: 3 bias_term: false weight_filler { type: "xavier" } } }
 layer { name: "bn1" type: "BatchNorm" bottom: "conv1" top: "conv1" }
 layer { name: "scale1" type: "Scale" bottom: "conv1" top: "conv1" scale_param { bias_term: true } }

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <csignal>
 #include <cstring>
 #include <regex>
 
@@ -13,19 +12,12 @@
 #include "tests/support/bytes_equal.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/process_util.h"
+#include "tests/support/sfb_job.h"
 #include "tests/support/synthetic_weights.h"
-#include "worker/client/options_proto.h"
 
 namespace nereus {
 namespace test {
 namespace {
-
-std::string JsonList(const std::string& json, const std::string& key) {
-  std::smatch m;
-  std::regex re("\"" + key + "\": \\[([^\\]]*)\\]");
-  if (!std::regex_search(json, m, re)) return "missing";
-  return m[1];
-}
 
 // Tensors: t0 1000 (through the servers), t1 64 x 100 and t2 250 x 10 (fully
 // connected, 8 factor rows per worker), t3 7 (through the servers).
@@ -33,15 +25,10 @@ constexpr char kTensors[] = "1000,64x100,250x10,7";
 constexpr int kWorkers = 3, kClocks = 20, kBatch = 8;
 const size_t kOffsets[] = {0, 1000, 1000 + 6400, 1000 + 6400 + 2500, 1000 + 6400 + 2500 + 7};
 
-struct JobResult {
-  std::vector<std::vector<float>> weights;  // Per worker, every tensor in order.
-  std::vector<std::string> json, logs;
-};
-
 const char* const kRates[] = {"--sfb_link_gbit=1", "--sfb_rebuild_gflops=20", "--sfb_update_gbytes=2",
                               "--sfb_apply_gbytes=2"};
 
-JobResult RunJob(const std::string& sfb, const std::string& consistency = "bsp") {
+SfbJobResult RunJob(const std::string& sfb, const std::string& consistency = "bsp") {
   TempDir dir;
   ClusterSpec spec =
       test::JobOf(2, kWorkers, {"--partition_bytes=1024", "--consistency=" + consistency, "--staleness=1"});
@@ -57,21 +44,8 @@ JobResult RunJob(const std::string& sfb, const std::string& consistency = "bsp")
   // has those), so auto's choice does not depend on timing.
   for (const char* f : kRates) spec.worker_flags.push_back(f);
   spec.worker_flags.push_back("--sfb_trial_clocks=0");
-  for (int w = 0; w < kWorkers; ++w)
-    spec.worker_rank_flags.push_back({w,
-                                      {"--weights_out=" + dir.File("w" + std::to_string(w)),
-                                       "--summary_json=" + dir.File("s" + std::to_string(w))}});
-  LocalCluster cluster(spec, dir);
-  std::string report;
-  JobResult run;
-  EXPECT_TRUE(cluster.WaitAll(std::chrono::seconds(90), &report)) << report;
-  for (auto code : cluster.codes()) EXPECT_EQ(code, 0) << report;
-  for (int w = 0; w < kWorkers; ++w) {
-    run.weights.push_back(test::ReadFloatFile(dir.File("w" + std::to_string(w))));
-    run.json.push_back(ReadFile(dir.File("s" + std::to_string(w))));
-    run.logs.push_back(cluster.worker(w).Log());
-  }
-  return run;
+  AddWeightsAndSummaryFlags(&spec, dir, kWorkers);
+  return RunSfbJob(spec, dir, std::chrono::seconds(90));
 }
 
 double MaxDiff(const std::vector<float>& a, const std::vector<float>& b, int tensor) {
@@ -95,8 +69,8 @@ double MaxDiff(const std::vector<float>& a, const std::vector<float>& b, int ten
 constexpr double kTolerance = 2e-5;
 
 TEST(SfbClusterTest, OnMatchesOffWithinToleranceAndReplicasAreBitwiseIdentical) {
-  const JobResult off = RunJob("off");
-  const JobResult on = RunJob("on");
+  const SfbJobResult off = RunJob("off");
+  const SfbJobResult on = RunJob("on");
   ASSERT_EQ(off.weights[0].size(), kOffsets[4]);
   ASSERT_EQ(on.weights[0].size(), kOffsets[4]);
   // Every worker holds the same bits, SFB replicas included.
@@ -146,7 +120,7 @@ TEST(SfbClusterTest, AutoSendsOnlyTheLayersTheRuleChooses) {
   //   + 25600 / 2e9 = 0.0128 ms of step = 0.112128 ms: as factors.
   // t2 (250 x 10): PS 30000 bytes, 0.12 + 0.0025 = 0.1225 ms; SFB 33280 bytes, 0.13312 + 0.006 + 0.005
   //   = 0.14412 ms: through the servers.
-  const JobResult autorun = RunJob("auto");
+  const SfbJobResult autorun = RunJob("auto");
   for (int w = 0; w < kWorkers; ++w) {
     EXPECT_EQ(JsonList(autorun.json[w], "sfb_tensors"), "1") << autorun.json[w];
     EXPECT_EQ(JsonNumber(autorun.json[w], "factor_messages"), 2 * kClocks) << autorun.json[w];
@@ -167,7 +141,7 @@ TEST(SfbClusterTest, AutoSendsOnlyTheLayersTheRuleChooses) {
 }
 
 TEST(SfbClusterTest, SspFallsBackUnderAutoAndRefusesOn) {
-  const JobResult ssp = RunJob("auto", "ssp");
+  const SfbJobResult ssp = RunJob("auto", "ssp");
   for (int w = 0; w < kWorkers; ++w) EXPECT_EQ(JsonList(ssp.json[w], "sfb_tensors"), "") << ssp.json[w];
   EXPECT_NE(ssp.logs[0].find("auto falls back to PS under SSP (SFB needs BSP)"), std::string::npos) << ssp.logs[0];
 
@@ -223,41 +197,18 @@ TEST(SfbClusterTest, DeadPeerFailsTheWaitNamingIt) {
   o.sfb = SfbMode::kOn;
   auto client = Client::Connect(o);
   ASSERT_TRUE(client.ok()) << client.status();
-  std::vector<float> w(600, 0.0f), g(600, 0.0f), left(4 * 20, 0.01f), right(4 * 30, 0.01f);
-  TensorSpec t{"t0", {20, 30}};
-  t.layer = 0;
-  t.data = w.data();
-  t.diff = g.data();
-  t.factor_rows = 4;
-  t.factor_left = left.data();
-  t.factor_right = right.data();
-  ASSERT_TRUE((*client)->RegisterTensor(t).ok());
-  // The synthetic workers' solver flags at their defaults: every worker
-  // applies the factors itself, so the job checks they agree.
-  ASSERT_TRUE((*client)->Init(SgdConfigFromProto(test::SyntheticWorkerDefaultSgd()), {w.data()}).ok());
+  FcTensor20x30 tensor;
+  ASSERT_TRUE(tensor.RegisterAndInit(client->get()).ok());
   EXPECT_EQ((*client)->sfb_tensors(), std::vector<int>{0});
   int64_t clock = 0;
   for (; clock < 5; ++clock) {
     ASSERT_TRUE((*client)->WaitWeights(0, clock).ok());
     ASSERT_TRUE((*client)->GradientsReady(0, clock).ok());
   }
-  cluster.worker(1).Signal(SIGKILL);
-  const auto killed = std::chrono::steady_clock::now();
   // Worker 1 may have sent factors up to clock 5 before it died, never
   // those of clock 6 (they need ours of clock 5): the wait for the weights
   // of clock 7 at the latest must fail, naming it.
-  Status st;
-  for (; clock <= 7 && st.ok(); ++clock) {
-    st = (*client)->WaitWeights(0, clock);
-    if (st.ok()) st = (*client)->GradientsReady(0, clock);
-  }
-  ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("worker 1 (tcp://127.0.0.1:"), std::string::npos) << st;
-  EXPECT_NE(st.message().find("is dead"), std::string::npos) << st;
-  std::string report;
-  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(15), &report)) << report;
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count(), 15.0);
-  EXPECT_NE(cluster.worker(2).Log().find("worker 1 (tcp://127.0.0.1:"), std::string::npos) << cluster.worker(2).Log();
+  ExpectKilledWorker1Named(cluster, client->get(), clock, 7);
 }
 
 }  // namespace

@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <regex>
 
 #include "bench/harness/netns.h"
@@ -17,20 +16,13 @@
 #include "tests/support/bytes_equal.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/process_util.h"
+#include "tests/support/sfb_job.h"
 #include "tests/support/synthetic_weights.h"
 #include "worker/client/client_internal.h"
-#include "worker/client/options_proto.h"
 
 namespace nereus {
 namespace test {
 namespace {
-
-std::string JsonList(const std::string& json, const std::string& key) {
-  std::smatch m;
-  std::regex re("\"" + key + "\": \\[([^\\]]*)\\]");
-  if (!std::regex_search(json, m, re)) return "missing";
-  return m[1];
-}
 
 // Tensors: t0 1000 and t2 7 through the servers, t1 64 x 100 fully
 // connected (8 factor rows per worker), cut into 25 partitions of 256 floats
@@ -43,13 +35,8 @@ constexpr int kWorkers = 2, kClocks = 24, kBatch = 8;
 const char* const kSlowRebuild[] = {"--sfb_link_gbit=1", "--sfb_rebuild_gflops=0.001", "--sfb_update_gbytes=2",
                                     "--sfb_apply_gbytes=2"};
 
-struct JobResult {
-  std::vector<std::vector<float>> weights;  // Per worker, every tensor in order.
-  std::vector<std::string> json, logs;
-};
-
-JobResult RunJob(const std::vector<std::string>& flags,
-                 const std::vector<std::pair<int, std::vector<std::string>>>& rank_flags = {}) {
+SfbJobResult RunJob(const std::vector<std::string>& flags,
+                    const std::vector<std::pair<int, std::vector<std::string>>>& rank_flags = {}) {
   TempDir dir;
   ClusterSpec spec = JobOf(2, kWorkers, {"--partition_bytes=1024"});
   spec.worker_flags = {"--tensors=" + std::string(kTensors), "--fc_batch=" + std::to_string(kBatch),
@@ -57,24 +44,8 @@ JobResult RunJob(const std::vector<std::string>& flags,
   for (const std::string& f : InvDecaySgdFlags()) spec.worker_flags.push_back(f);
   for (const char* f : kSlowRebuild) spec.worker_flags.push_back(f);
   for (const std::string& f : flags) spec.worker_flags.push_back(f);
-  for (int w = 0; w < kWorkers; ++w) {
-    std::vector<std::string> own = {"--weights_out=" + dir.File("w" + std::to_string(w)),
-                                    "--summary_json=" + dir.File("s" + std::to_string(w))};
-    for (const auto& [rank, more] : rank_flags)
-      if (rank == w) own.insert(own.end(), more.begin(), more.end());
-    spec.worker_rank_flags.push_back({w, own});
-  }
-  LocalCluster cluster(spec, dir);
-  std::string report;
-  JobResult run;
-  EXPECT_TRUE(cluster.WaitAll(std::chrono::seconds(120), &report)) << report;
-  for (auto code : cluster.codes()) EXPECT_EQ(code, 0) << report;
-  for (int w = 0; w < kWorkers; ++w) {
-    run.weights.push_back(ReadFloatFile(dir.File("w" + std::to_string(w))));
-    run.json.push_back(ReadFile(dir.File("s" + std::to_string(w))));
-    run.logs.push_back(cluster.worker(w).Log());
-  }
-  return run;
+  AddWeightsAndSummaryFlags(&spec, dir, kWorkers, rank_flags);
+  return RunSfbJob(spec, dir, std::chrono::seconds(120));
 }
 
 // The trial of t1 (warm-up 5 clocks; 3 measured on each path): baseline
@@ -118,8 +89,8 @@ TEST(SfbSwitchTest, MeasuredSwitchesAreByteExactAgainstAFixedSchedule) {
   std::vector<std::vector<float>> fixed_weights;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.decision);
-    const JobResult measured = RunJob(c.measured);
-    const JobResult fixed = RunJob(c.fixed);
+    const SfbJobResult measured = RunJob(c.measured);
+    const SfbJobResult fixed = RunJob(c.fixed);
     fixed_weights.push_back(fixed.weights[0]);
     ASSERT_EQ(measured.weights[0].size(), 1000u + 6400u + 7u);
     for (int w = 0; w < kWorkers; ++w) {
@@ -151,7 +122,7 @@ TEST(SfbSwitchTest, WorkersThatMeasureDifferentlyTakeOneChoice) {
   // Alone, worker 0 would keep t1 as factors (60 against 100 ms a clock)
   // and worker 1 would send it back through the servers (90 against 70).
   // The job takes each path's slowest worker: PS 100, SFB 90 ms: factors.
-  const JobResult run =
+  const SfbJobResult run =
       RunJob({"--sfb=auto"}, {{0, {"--sfb_inject_costs=t1:100:60"}}, {1, {"--sfb_inject_costs=t1:70:90"}}});
   for (int w = 0; w < kWorkers; ++w) {
     EXPECT_NE(run.logs[w].find("t1 takes SFB from clock 13 (PS before the trial): measured PS 100.0 ms, SFB 90.0 ms "
@@ -182,16 +153,8 @@ TEST(SfbSwitchTest, AWorkerThatDiesDuringATrialEndsTheJobNamingIt) {
   internals.sfb_injected_costs["t0"] = {0.1, 0.05};
   auto client = ConnectClient(o, internals);
   ASSERT_TRUE(client.ok()) << client.status();
-  std::vector<float> w(600, 0.0f), g(600, 0.0f), left(4 * 20, 0.01f), right(4 * 30, 0.01f);
-  TensorSpec t{"t0", {20, 30}};
-  t.layer = 0;
-  t.data = w.data();
-  t.diff = g.data();
-  t.factor_rows = 4;
-  t.factor_left = left.data();
-  t.factor_right = right.data();
-  ASSERT_TRUE((*client)->RegisterTensor(t).ok());
-  ASSERT_TRUE((*client)->Init(SgdConfigFromProto(SyntheticWorkerDefaultSgd()), {w.data()}).ok());
+  FcTensor20x30 tensor;
+  ASSERT_TRUE(tensor.RegisterAndInit(client->get()).ok());
   EXPECT_TRUE((*client)->sfb_tensors().empty());
   // Through the trial's switch: t0 goes as factors from clock 8.
   int64_t clock = 0;
@@ -203,20 +166,7 @@ TEST(SfbSwitchTest, AWorkerThatDiesDuringATrialEndsTheJobNamingIt) {
   EXPECT_EQ((*client)->sfb_tensors(), std::vector<int>{0});
   // Killed while t0 is measured as factors (clocks 9-11; the decision's
   // agreement comes at 12).
-  cluster.worker(1).Signal(SIGKILL);
-  const auto killed = std::chrono::steady_clock::now();
-  Status st;
-  for (; clock <= 14 && st.ok(); ++clock) {
-    st = (*client)->WaitWeights(0, clock);
-    if (st.ok()) st = (*client)->GradientsReady(0, clock);
-  }
-  ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("worker 1 (tcp://127.0.0.1:"), std::string::npos) << st;
-  EXPECT_NE(st.message().find("is dead"), std::string::npos) << st;
-  std::string report;
-  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(15), &report)) << report;
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count(), 15.0);
-  EXPECT_NE(cluster.worker(2).Log().find("worker 1 (tcp://127.0.0.1:"), std::string::npos) << cluster.worker(2).Log();
+  ExpectKilledWorker1Named(cluster, client->get(), clock, 14);
 }
 
 // The whole job in a network namespace of its own, its loopback unshaped
@@ -248,10 +198,7 @@ TEST(SfbSwitchTest, AReshapedLinkSwitchesTheLayerAndSaysWhy) {
   // The start-up model sends t1 through the servers (given rates), so the
   // first round tries the factors as the alternative.
   for (const char* f : kSlowRebuild) spec.worker_flags.push_back(f);
-  for (int w = 0; w < 2; ++w)
-    spec.worker_rank_flags.push_back({w,
-                                      {"--weights_out=" + dir.File("w" + std::to_string(w)),
-                                       "--summary_json=" + dir.File("s" + std::to_string(w))}});
+  AddWeightsAndSummaryFlags(&spec, dir, 2);
   LocalCluster cluster(spec, dir);
   std::string report;
   ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(240), &report)) << report;

@@ -17,31 +17,22 @@
 #include "worker/trainer/data/db.h"
 
 namespace nereus {
+namespace test {
 namespace {
-
-using test::ClusterSpec;
-using test::LocalCluster;
-using test::ReadFile;
-using test::ReadWeights;
-using test::TempDir;
 
 constexpr int kSide = 28, kClasses = 10, kRecords = 512;
 
 // The label is the brightest of 10 vertical bands, so there is something to learn.
 void WriteLmdb(const std::string& path) {
-  test::WriteImageLmdb(path, kRecords, 1, kSide, 3, [](int, const std::string& pixels) {
-    return test::BrightestRegion(pixels, kSide, kClasses, [](int x, int) { return x * kClasses / kSide; });
+  WriteImageLmdb(path, kRecords, 1, kSide, 3, [](int, const std::string& pixels) {
+    return BrightestRegion(pixels, kSide, kClasses, [](int x, int) { return x * kClasses / kSide; });
   });
 }
 
 // LeNet as in Caffe's examples/mnist (training phase only), batch 64 per worker.
 std::string Lenet(const std::string& source) {
-  return R"(name: "LeNet"
-layer { name: "mnist" type: "Data" top: "data" top: "label"
-  transform_param { scale: 0.00390625 }
-  data_param { source: ")" +
-         source + R"(" batch_size: 64 backend: LMDB } }
-layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1" param { lr_mult: 1 } param { lr_mult: 2 }
+  return "name: \"LeNet\"\n" + ScaledLmdbDataLayer("mnist", source, 64) +
+         R"(layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1" param { lr_mult: 1 } param { lr_mult: 2 }
   convolution_param { num_output: 20 kernel_size: 5 stride: 1 weight_filler { type: "xavier" }
     bias_filler { type: "constant" } } }
 layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
@@ -71,7 +62,7 @@ Trained Train(const TempDir& dir, const std::string& sfb, int iterations) {
                         << "base_lr: 0.01\nmomentum: 0.9\nweight_decay: 0.0005\nlr_policy: \"inv\"\n"
                         << "gamma: 0.0001\npower: 0.75\ndisplay: 10\nmax_iter: " << iterations << "\nrandom_seed: 1\n"
                         << "snapshot_after_train: false\nsolver_mode: CPU\n";
-  ClusterSpec spec = test::JobOf(2, 2, {"--consistency=bsp"});
+  ClusterSpec spec = JobOf(2, 2, {"--consistency=bsp"});
   spec.worker_flags = {"--solver=" + solver, "--sfb=" + sfb};
   for (int w = 0; w < 2; ++w)
     spec.worker_rank_flags.push_back(
@@ -84,9 +75,7 @@ Trained Train(const TempDir& dir, const std::string& sfb, int iterations) {
   t.w0 = ReadWeights(dir.File(name + "_0.caffemodel"));
   t.w1 = ReadWeights(dir.File(name + "_1.caffemodel"));
   t.log0 = cluster.worker(0).Log();
-  const std::regex loss_re("worker 0: Iteration \\d+, loss = ([-+0-9.eE]+)");
-  for (std::sregex_iterator it(t.log0.begin(), t.log0.end(), loss_re), end; it != end; ++it)
-    t.losses.push_back(std::stod((*it)[1]));
+  t.losses = DisplayedLosses(t.log0, "worker 0");
   return t;
 }
 
@@ -99,8 +88,8 @@ TEST(SfbTrainTest, LenetTwoByTwoOnTracksOffFor50Iterations) {
   ASSERT_EQ(on.w0.size(), 8u);  // conv1, conv2, ip1, ip2: weights and biases.
 
   // Every worker holds the same replica, the factor-updated ip1/ip2 included.
-  EXPECT_TRUE(test::BytesEqual(on.w0, on.w1));
-  EXPECT_TRUE(test::BytesEqual(off.w0, off.w1));
+  EXPECT_TRUE(BytesEqual(on.w0, on.w1));
+  EXPECT_TRUE(BytesEqual(off.w0, off.w1));
   // The table: both fully connected weights go as factors under --sfb=on.
   EXPECT_NE(on.log0.find("HybComm (--sfb=on, 2 worker(s), 2 server(s))"), std::string::npos) << on.log0;
   EXPECT_TRUE(std::regex_search(on.log0, std::regex("ip1/0 +500x800 +64 .* SFB +--sfb=on"))) << on.log0;
@@ -124,7 +113,7 @@ TEST(SfbTrainTest, LenetTwoByTwoOnTracksOffFor50Iterations) {
     EXPECT_NEAR(on.losses[i], off.losses[i], 1e-3 * std::fabs(off.losses[i])) << "display " << i;
     std::printf("iteration %zu: loss on %.6g, off %.6g\n", 10 * i, on.losses[i], off.losses[i]);
   }
-  std::printf("max |on - off| after 50 iterations: %g\n", test::MaxAbsDiff(on.w0, off.w0));
+  std::printf("max |on - off| after 50 iterations: %g\n", MaxAbsDiff(on.w0, off.w0));
 
   // Weights, before any discontinuity: 10 iterations. Each step's gradient
   // differs by ~7e-7 relative; with lr 0.01 x lr_mult 2, momentum 0.9 (x10)
@@ -134,23 +123,23 @@ TEST(SfbTrainTest, LenetTwoByTwoOnTracksOffFor50Iterations) {
   const Trained off10 = Train(dir, "off", 10);
   const Trained on10 = Train(dir, "on", 10);
   const double tolerance = 2e-6;
-  const double diff = test::MaxAbsDiff(on10.w0, off10.w0);
+  const double diff = MaxAbsDiff(on10.w0, off10.w0);
   EXPECT_LE(diff, tolerance);
-  EXPECT_TRUE(test::BytesEqual(on10.w0, on10.w1));
+  EXPECT_TRUE(BytesEqual(on10.w0, on10.w1));
   // The initial weights: the same solver, 0 iterations, standalone.
   std::ofstream(dir.File("init.prototxt")) << "net: \"" << dir.File("lenet.prototxt") << "\"\n"
                                            << "base_lr: 0.01\nlr_policy: \"fixed\"\nmax_iter: 0\nrandom_seed: 1\n"
                                            << "snapshot_after_train: false\nsolver_mode: CPU\n";
-  auto init =
-      test::Subprocess::Start({test::BinaryPath("nereus_worker"), "--standalone",
-                               "--solver=" + dir.File("init.prototxt"), "--weights_out=" + dir.File("init.caffemodel")},
-                              dir.File("init.log"));
+  auto init = Subprocess::Start({BinaryPath("nereus_worker"), "--standalone", "--solver=" + dir.File("init.prototxt"),
+                                 "--weights_out=" + dir.File("init.caffemodel")},
+                                dir.File("init.log"));
   ASSERT_EQ(init->WaitFor(std::chrono::seconds(60)), 0) << init->Log();
-  const double moved = test::MaxAbsDiff(on10.w0, ReadWeights(dir.File("init.caffemodel")));
+  const double moved = MaxAbsDiff(on10.w0, ReadWeights(dir.File("init.caffemodel")));
   EXPECT_GE(moved, 1000 * tolerance) << "training barely moved the weights: the comparison would prove nothing";
   std::printf("after 10 iterations: max |on - off| = %g (tolerance %g), max |final - initial| = %g\n", diff, tolerance,
               moved);
 }
 
 }  // namespace
+}  // namespace test
 }  // namespace nereus

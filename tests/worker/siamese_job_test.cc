@@ -30,13 +30,8 @@
 #include "worker/trainer/data/db.h"
 
 namespace nereus {
+namespace test {
 namespace {
-
-using test::ClusterSpec;
-using test::LocalCluster;
-using test::ReadFile;
-using test::ReadWeights;
-using test::TempDir;
 
 constexpr int kDim = 16;     // Bytes per sample: a 1 x kDim image per channel.
 constexpr int kClasses = 4;  // Prototypes.
@@ -114,22 +109,14 @@ std::string Solver(const std::string& net, const std::string& snapshot_prefix, i
          (snapshot_prefix.empty() ? "snapshot_after_train: false\n" : "snapshot_prefix: \"" + snapshot_prefix + "\"\n");
 }
 
-// The losses `who` displays ("<who>: Iteration N, loss = X"), in order.
-std::vector<double> DisplayedLosses(const std::string& log, const std::string& who) {
-  std::vector<double> losses;
-  const std::regex re(who + ": Iteration (\\d+), loss = ([-+0-9.eE]+)");
-  for (std::sregex_iterator it(log.begin(), log.end(), re), end; it != end; ++it) losses.push_back(std::stod((*it)[2]));
-  return losses;
-}
-
 // The shared blobs of one trained net: both branches' weight and bias are
 // the same bytes.
 void ExpectBranchesIdentical(const std::map<std::string, std::vector<float>>& w, const std::string& what) {
   ASSERT_EQ(4u, w.size()) << what;  // feat/0, feat/1, feat_p/0, feat_p/1
   ASSERT_EQ(static_cast<size_t>(kOutputs * kDim), w.at("feat/0").size()) << what;
   ASSERT_EQ(static_cast<size_t>(kOutputs), w.at("feat/1").size()) << what;
-  EXPECT_TRUE(test::BytesEqual(w.at("feat/0"), w.at("feat_p/0"), what + " w"));
-  EXPECT_TRUE(test::BytesEqual(w.at("feat/1"), w.at("feat_p/1"), what + " b"));
+  EXPECT_TRUE(BytesEqual(w.at("feat/0"), w.at("feat_p/0"), what + " w"));
+  EXPECT_TRUE(BytesEqual(w.at("feat/1"), w.at("feat_p/1"), what + " b"));
 }
 
 TEST(SiameseJobTest, SharedWeightsTrainFromLevelDbStandaloneAndAsATwoByTwoJob) {
@@ -141,30 +128,29 @@ TEST(SiameseJobTest, SharedWeightsTrainFromLevelDbStandaloneAndAsATwoByTwoJob) {
   // Standalone: batch 32; the job: 2 workers of batch 16, worker r reading
   // records r, r + 2, ... of its copy, so that each iteration of the job sees
   // the standalone's batch.
-  test::WriteText(dir.File("net.prototxt"), SiameseNet(dir.File("pairs"), 32));
-  test::WriteText(dir.File("solver.prototxt"), Solver(dir.File("net.prototxt"), dir.File("siamese")));
-  test::WriteText(dir.File("init.prototxt"), Solver(dir.File("net.prototxt"), "", 0));
-  ClusterSpec spec = test::JobOf(2, 2, {"--consistency=bsp"});
+  WriteText(dir.File("net.prototxt"), SiameseNet(dir.File("pairs"), 32));
+  WriteText(dir.File("solver.prototxt"), Solver(dir.File("net.prototxt"), dir.File("siamese")));
+  WriteText(dir.File("init.prototxt"), Solver(dir.File("net.prototxt"), "", 0));
+  ClusterSpec spec = JobOf(2, 2, {"--consistency=bsp"});
   for (int w = 0; w < 2; ++w) {
     const std::string r = std::to_string(w);
-    test::WriteText(dir.File("net_w" + r + ".prototxt"), SiameseNet(dir.File("pairs_w" + r), 16));
-    test::WriteText(dir.File("solver_w" + r + ".prototxt"), Solver(dir.File("net_w" + r + ".prototxt"), ""));
+    WriteText(dir.File("net_w" + r + ".prototxt"), SiameseNet(dir.File("pairs_w" + r), 16));
+    WriteText(dir.File("solver_w" + r + ".prototxt"), Solver(dir.File("net_w" + r + ".prototxt"), ""));
     spec.worker_rank_flags.push_back(
         {w,
          {"--solver=" + dir.File("solver_w" + r + ".prototxt"), "--weights_out=" + dir.File("w" + r + ".caffemodel")}});
   }
   const auto standalone_start = std::chrono::steady_clock::now();
-  ASSERT_EQ(
-      test::RunToExit({test::BinaryPath("nereus_worker"), "--standalone", "--solver=" + dir.File("solver.prototxt")},
+  ASSERT_EQ(RunToExit({BinaryPath("nereus_worker"), "--standalone", "--solver=" + dir.File("solver.prototxt")},
                       dir.File("standalone.log"), std::chrono::seconds(60)),
-      0)
+            0)
       << ReadFile(dir.File("standalone.log"));
   const double standalone_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - standalone_start).count();
   // The initial weights (0 iterations; the same seed).
-  ASSERT_EQ(test::RunToExit({test::BinaryPath("nereus_worker"), "--standalone", "--solver=" + dir.File("init.prototxt"),
-                             "--weights_out=" + dir.File("init.caffemodel")},
-                            dir.File("init.log"), std::chrono::seconds(60)),
+  ASSERT_EQ(RunToExit({BinaryPath("nereus_worker"), "--standalone", "--solver=" + dir.File("init.prototxt"),
+                       "--weights_out=" + dir.File("init.caffemodel")},
+                      dir.File("init.log"), std::chrono::seconds(60)),
             0)
       << ReadFile(dir.File("init.log"));
   const auto job_start = std::chrono::steady_clock::now();
@@ -214,7 +200,7 @@ TEST(SiameseJobTest, SharedWeightsTrainFromLevelDbStandaloneAndAsATwoByTwoJob) {
   ASSERT_NO_FATAL_FAILURE(ExpectBranchesIdentical(standalone, "standalone"));
   ASSERT_NO_FATAL_FAILURE(ExpectBranchesIdentical(w0, "worker 0"));
   ASSERT_NO_FATAL_FAILURE(ExpectBranchesIdentical(w1, "worker 1"));
-  EXPECT_TRUE(test::BytesEqual(w0, w1));
+  EXPECT_TRUE(BytesEqual(w0, w1));
 
   // Updated once per iteration: the job's weights track the standalone's,
   // which update the one blob once with the gradient of both branches. Had
@@ -225,12 +211,13 @@ TEST(SiameseJobTest, SharedWeightsTrainFromLevelDbStandaloneAndAsATwoByTwoJob) {
   // batch): measured, the weights move by 0.6 from their initial values and
   // the job's differ from the standalone's by 1.8e-7 after 100 iterations.
   const auto init = ReadWeights(dir.File("init.caffemodel"));
-  const double moved = test::MaxAbsDiff(standalone, init);
-  const double diff = test::MaxAbsDiff(standalone, w0);
+  const double moved = MaxAbsDiff(standalone, init);
+  const double diff = MaxAbsDiff(standalone, w0);
   std::printf("largest move from the initial weights %.6g, largest |standalone - job| %.3g\n", moved, diff);
   EXPECT_GT(moved, 0.1) << "training barely moved the weights";
   EXPECT_LE(diff, 1e-5);
 }
 
 }  // namespace
+}  // namespace test
 }  // namespace nereus

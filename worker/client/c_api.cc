@@ -137,6 +137,16 @@ Field<T> BoolField(bool T::*member) {
   return {"true or false", [member](const std::string& s, T* o) { return ParseBool(s, &(o->*member)); }};
 }
 
+// A field of an enum that `parse` (text -> StatusOr of the value) reads.
+template <class T, class V, class Parse>
+Field<T> ParsedField(const char* expected, V T::*member, Parse parse) {
+  return {expected, [member, parse](const std::string& s, T* o) {
+            auto v = parse(s);
+            if (v.ok()) o->*member = *v;
+            return v.ok();
+          }};
+}
+
 // The tables are built per call (options are set a few times per process):
 // no static state.
 std::map<std::string, Field<nereus::ClientOptions>> OptionFields() {
@@ -150,13 +160,7 @@ std::map<std::string, Field<nereus::ClientOptions>> OptionFields() {
       {"wait_timeout_ms", IntField(&O::wait_timeout_ms, 0, INT64_MAX)},
       {"io_threads", IntField(&O::io_threads, 1, 64)},
       {"streams", IntField(&O::streams, 1, 64)},
-      {"schedule",
-       {"sequential, wfbp, priority or full",
-        [](const std::string& s, O* o) {
-          auto v = nereus::ParseSchedule(s);
-          if (v.ok()) o->schedule = *v;
-          return v.ok();
-        }}},
+      {"schedule", ParsedField("sequential, wfbp, priority or full", &O::schedule, nereus::ParseSchedule)},
       {"credit_bytes", IntField(&O::credit_bytes, 0, INT64_MAX)},
       {"batch_bytes", IntField(&O::batch_bytes, 0, INT64_MAX)},
       {"merge", BoolField(&O::merge)},
@@ -166,13 +170,7 @@ std::map<std::string, Field<nereus::ClientOptions>> OptionFields() {
       {"timeline", TextField(&O::timeline)},
       {"timeline_every", IntField(&O::timeline_every, 1, INT32_MAX)},
       {"resume", BoolField(&O::resume)},
-      {"sfb",
-       {"auto, on or off",
-        [](const std::string& s, O* o) {
-          auto v = nereus::ParseSfbMode(s);
-          if (v.ok()) o->sfb = *v;
-          return v.ok();
-        }}},
+      {"sfb", ParsedField("auto, on or off", &O::sfb, nereus::ParseSfbMode)},
       {"sfb_rebuild_gflops", NumberField(&O::sfb_rebuild_gflops)},
       {"sfb_update_gbytes", NumberField(&O::sfb_update_gbytes)},
       {"sfb_apply_gbytes", NumberField(&O::sfb_apply_gbytes)},

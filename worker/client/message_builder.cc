@@ -102,34 +102,42 @@ void MessageBuilder::BuildPushes(const std::vector<PartitionRef>& refs, const st
   }
 }
 
+QueuedMessage MessageBuilder::Enqueue(Request r, const char* what, pb::Op op, const PartitionRef& ref, int64_t clock,
+                                      int64_t now, uint64_t base_priority, uint64_t order, uint64_t credit) {
+  const PartitionPlacement& c = *ref.placement;
+  const uint64_t id = requests_->NextId();
+  r.credit = credit;
+  r.what = std::string(what) + " of tensor \"" + tensors_->spec(ref.tensor).name + "\" partition " +
+           std::to_string(c.partition);
+  r.clock = clock;
+  r.enqueue_us = now;
+  requests_->Add(id, std::move(r));
+  QueuedMessage w{c.server, Priority(base_priority, order), credit, StreamFor(order), id, Message()};
+  pb::Header& h = w.msg.header;
+  h.set_op(op);
+  h.set_request_id(id);
+  h.set_tensor(ref.tensor);
+  h.set_partition(c.partition);
+  h.set_clock(clock);
+  h.set_priority(static_cast<int32_t>(ref.tensor * 1000 + c.partition));
+  return w;
+}
+
 void MessageBuilder::BuildPulls(const std::vector<PartitionRef>& refs, float* dst, int64_t clock, const StatePtr& pull,
                                 uint64_t base_priority, std::vector<QueuedMessage>* out) {
   const int64_t now = MonotonicMicros();
   uint64_t partition = 0;
   for (const PartitionRef& ref : refs) {
     const PartitionPlacement& c = *ref.placement;
-    const uint64_t id = requests_->NextId();
     Request r(Request::Kind::kPull, pull, c.server);
+    r.dst = dst + c.offset;
+    r.length = c.length;
     // A pull request is a few bytes and its reply leaves the server when
     // the update exists: it is ordered by priority but takes no credit
     // (holding credit while the server waits for other workers would stall
     // the pushes that update needs).
-    r.credit = 0;
-    r.dst = dst + c.offset;
-    r.length = c.length;
-    r.what = "PULL of tensor \"" + tensors_->spec(ref.tensor).name + "\" partition " + std::to_string(c.partition);
-    r.clock = clock;
-    r.enqueue_us = now;
-    requests_->Add(id, std::move(r));
-    QueuedMessage w{c.server, Priority(base_priority, partition), 0, StreamFor(partition), id, Message()};
-    ++partition;
+    QueuedMessage w = Enqueue(std::move(r), "PULL", pb::PULL, ref, clock, now, base_priority, partition++, 0);
     w.batch_bytes = c.length * sizeof(float);  // The reply's size.
-    w.msg.header.set_op(pb::PULL);
-    w.msg.header.set_request_id(id);
-    w.msg.header.set_tensor(ref.tensor);
-    w.msg.header.set_partition(c.partition);
-    w.msg.header.set_clock(clock);
-    w.msg.header.set_priority(static_cast<int32_t>(ref.tensor * 1000 + c.partition));
     out->push_back(std::move(w));
   }
 }
@@ -140,25 +148,12 @@ void MessageBuilder::BuildLends(const std::vector<PartitionRef>& refs, float* hi
   uint64_t partition = 0;
   for (const PartitionRef& ref : refs) {
     const PartitionPlacement& c = *ref.placement;
-    const uint64_t id = requests_->NextId();
     // Answered as a pull is (ReplyRouter: the one frame into dst).
     Request r(history != nullptr ? Request::Kind::kPull : Request::Kind::kAck, done, c.server);
-    r.credit = 0;
     r.dst = history != nullptr ? history + c.offset : nullptr;
     r.length = history != nullptr ? c.length : 0;
-    r.what = "history of tensor \"" + tensors_->spec(ref.tensor).name + "\" partition " + std::to_string(c.partition);
-    r.clock = clock;
-    r.enqueue_us = now;
-    requests_->Add(id, std::move(r));
-    QueuedMessage w{c.server, Priority(base_priority, partition), 0, StreamFor(partition), id, Message()};
-    ++partition;
-    w.msg.header.set_op(pb::LEND);
-    w.msg.header.set_request_id(id);
-    w.msg.header.set_tensor(ref.tensor);
-    w.msg.header.set_partition(c.partition);
-    w.msg.header.set_clock(clock);
+    QueuedMessage w = Enqueue(std::move(r), "history", pb::LEND, ref, clock, now, base_priority, partition++, 0);
     if (history != nullptr) w.msg.header.add_state_arrays("history");
-    w.msg.header.set_priority(static_cast<int32_t>(ref.tensor * 1000 + c.partition));
     out->push_back(std::move(w));
   }
 }
@@ -171,25 +166,12 @@ void MessageBuilder::BuildHandBacks(const std::vector<PartitionRef>& refs, const
   for (const PartitionRef& ref : refs) {
     const PartitionPlacement& c = *ref.placement;
     const uint64_t bytes = c.length * sizeof(float);
-    const uint64_t id = requests_->NextId();
-    Request r(Request::Kind::kAck, push, c.server);
-    r.credit = 2 * bytes;
-    r.what = "HAND_BACK of tensor \"" + tensors_->spec(ref.tensor).name + "\" partition " + std::to_string(c.partition);
-    r.clock = clock;
-    r.enqueue_us = now;
-    requests_->Add(id, std::move(r));
-    QueuedMessage w{c.server, Priority(base_priority, partition), 2 * bytes, StreamFor(partition), id, Message()};
-    ++partition;
+    QueuedMessage w = Enqueue(Request(Request::Kind::kAck, push, c.server), "HAND_BACK", pb::HAND_BACK, ref, clock, now,
+                              base_priority, partition++, 2 * bytes);
     pb::Header& h = w.msg.header;
-    h.set_op(pb::HAND_BACK);
-    h.set_request_id(id);
-    h.set_tensor(ref.tensor);
-    h.set_partition(c.partition);
-    h.set_clock(clock);
     h.set_dtype(pb::FLOAT32);
     h.add_state_arrays("weights");
     h.add_state_arrays("history");
-    h.set_priority(static_cast<int32_t>(ref.tensor * 1000 + c.partition));
     w.msg.payload.emplace_back(guard, weights + c.offset, bytes);
     w.msg.payload.push_back(history.Slice(c.offset * sizeof(float), bytes));
     out->push_back(std::move(w));

@@ -71,6 +71,14 @@ class MessageBuilder {
   // Queue order: (layer, partition) when prioritized, arrival order otherwise.
   uint64_t Priority(uint64_t base, uint64_t partition) const { return Prioritized() ? base + partition : 0; }
   int StreamFor(uint64_t partition) const;
+  // Registers `r` (the request of partition `ref` at `clock`, queued at
+  // `now`, described as "<what> of tensor ... partition ...") under a new id
+  // and returns the message that carries it: to its server, the `order`-th
+  // of its call in queue order, taking `credit` of the server's credit (and
+  // giving it back on completion); its header's op, id, tensor, partition,
+  // clock and priority set.
+  QueuedMessage Enqueue(Request r, const char* what, pb::Op op, const PartitionRef& ref, int64_t clock, int64_t now,
+                        uint64_t base_priority, uint64_t order, uint64_t credit);
 
   const ClientOptions options_;
   const TensorRegistry* const tensors_;

@@ -39,6 +39,22 @@ void ConfigureSplitLayer(const std::string& layer_name, const std::string& blob_
   }
 }
 
+// A multiplier (`what`: lr_mult, decay_mult) that a layer sharing param
+// `param_name` gives: the first to give one sets the learnable parameter's
+// (`id`) in (*has)[id], (*values)[id]; a later one must agree.
+Status ShareMultiplier(const std::string& param_name, const char* what, float value, int id, std::vector<bool>* has,
+                       std::vector<float>* values) {
+  if ((*has)[id]) {
+    if (value != (*values)[id]) {
+      return InvalidArgumentError("shared param \"" + param_name + "\" has mismatched " + what);
+    }
+  } else {
+    (*has)[id] = true;
+    (*values)[id] = value;
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 bool StateMeetsRule(const caffe::NetState& state, const caffe::NetStateRule& rule) {
@@ -539,22 +555,12 @@ Status Net::AppendParam(const caffe::NetParameter& param, int layer_id, int para
   const int learnable_param_id = learnable_param_ids_[owner_net_param_id];
   learnable_param_ids_.push_back(learnable_param_id);
   if (spec.has_lr_mult()) {
-    if (has_params_lr_[learnable_param_id]) {
-      if (spec.lr_mult() != params_lr_[learnable_param_id])
-        return InvalidArgumentError("shared param \"" + param_name + "\" has mismatched lr_mult");
-    } else {
-      has_params_lr_[learnable_param_id] = true;
-      params_lr_[learnable_param_id] = spec.lr_mult();
-    }
+    RETURN_IF_ERROR(
+        ShareMultiplier(param_name, "lr_mult", spec.lr_mult(), learnable_param_id, &has_params_lr_, &params_lr_));
   }
   if (spec.has_decay_mult()) {
-    if (has_params_decay_[learnable_param_id]) {
-      if (spec.decay_mult() != params_weight_decay_[learnable_param_id])
-        return InvalidArgumentError("shared param \"" + param_name + "\" has mismatched decay_mult");
-    } else {
-      has_params_decay_[learnable_param_id] = true;
-      params_weight_decay_[learnable_param_id] = spec.decay_mult();
-    }
+    RETURN_IF_ERROR(ShareMultiplier(param_name, "decay_mult", spec.decay_mult(), learnable_param_id, &has_params_decay_,
+                                    &params_weight_decay_));
   }
   return Status::OK();
 }

@@ -22,6 +22,7 @@
 #include "nereus/client.h"
 #include "tests/support/bytes_equal.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/net_test_util.h"
 #include "tests/support/process_util.h"
 #include "tests/support/tiny_train_job.h"
 #include "tests/support/train_test_util.h"
@@ -415,16 +416,12 @@ class DeviceMemoryStaging : public DeviceStaging {
 };
 
 StatusOr<std::unique_ptr<Net>> TinyIpNet(gpu::Device* device) {
-  caffe::NetParameter p;
-  Status st = ParseNetParameter(R"(name: "tiny_ip"
-layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }
-layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y" inner_product_param { num_output: 2 } })",
-                                "tiny_ip.prototxt", &p);
-  if (!st.ok()) return st;
-  p.mutable_state()->set_phase(caffe::TRAIN);
   NetOptions options;
   options.device = device;
-  return Net::Create(p, DefaultLayerRegistry(), options);
+  return test::TrainNetFromText(R"(name: "tiny_ip"
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }
+layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y" inner_product_param { num_output: 2 } })",
+                                "tiny_ip.prototxt", DefaultLayerRegistry(), options);
 }
 
 // Init refuses a staging that does not fit the net before it registers

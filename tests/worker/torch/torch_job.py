@@ -28,11 +28,26 @@ def free_port():
     return int(subprocess.check_output([sys.executable, FREE_PORT], universal_newlines=True).strip())
 
 
+def bin_dir():
+    return os.environ.get("NEREUS_BIN_DIR", os.path.join(ROOT, "build", "bin"))
+
+
 def binary(name):
-    path = os.path.join(os.environ.get("NEREUS_BIN_DIR", os.path.join(ROOT, "build", "bin")), name)
+    path = os.path.join(bin_dir(), name)
     if not os.access(path, os.X_OK):
         raise FileNotFoundError("%s not built (scripts/build.sh --target=%s)" % (path, name))
     return path
+
+
+def launch_sh_argv(d, worker_command, flags=()):
+    """scripts/launch.sh's command line for a job of 2 servers and 2 workers on this machine (its hostfile
+    written in the folder d), the workers started by worker_command, launch.sh also given flags."""
+    hostfile = os.path.join(d, "hosts")
+    with open(hostfile, "w") as f:
+        f.write("localhost slots=2 addr=127.0.0.1\n")
+    return [os.path.join(ROOT, "scripts", "launch.sh"), "--hostfile=" + hostfile, "--ssh=none", "--num_servers=2",
+            "--num_workers=2", "--port=%d" % free_port(), "--bin_dir=" + bin_dir(),
+            "--worker_command=" + worker_command] + list(flags)
 
 
 def worker_env():

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import unittest
 
-from torch_job import PYTHON, HERE, ROOT, free_port, skip_without_torch, temp_dir, worker_env
+from torch_job import PYTHON, HERE, free_port, launch_sh_argv, skip_without_torch, temp_dir, worker_env
 
 skip_without_torch()
 
@@ -42,13 +42,7 @@ class TorchLaunchTest(unittest.TestCase):
 
     def test_1_launch_sh_starts_python_workers(self):
         with temp_dir() as d:
-            hostfile = os.path.join(d, "hosts")
-            with open(hostfile, "w") as f:
-                f.write("localhost slots=2 addr=127.0.0.1\n")
-            argv = [os.path.join(ROOT, "scripts", "launch.sh"), "--hostfile=" + hostfile, "--ssh=none",
-                    "--num_servers=2", "--num_workers=2", "--port=%d" % free_port(),
-                    "--bin_dir=" + os.environ.get("NEREUS_BIN_DIR", os.path.join(ROOT, "build", "bin")),
-                    "--worker_command=%s %s" % (PYTHON, WORKER), "--schedule=wfbp", "--heartbeat_timeout_ms=5000"]
+            argv = launch_sh_argv(d, "%s %s" % (PYTHON, WORKER), ["--schedule=wfbp", "--heartbeat_timeout_ms=5000"])
             code, out = run(argv, worker_env(), 240)
             self.assertEqual(code, 0, out[-5000:])
             self.assertIn("launch.sh: every process exited cleanly", out)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import unittest
 
-from torch_job import PYTHON, ROOT, free_port, skip_without_torch, temp_dir, worker_env
+from torch_job import PYTHON, ROOT, launch_sh_argv, skip_without_torch, temp_dir, worker_env
 
 skip_without_torch()
 
@@ -20,14 +20,8 @@ class MnistTest(unittest.TestCase):
         if not os.path.exists(os.path.join(data, "t10k-labels-idx1-ubyte")):
             self.skipTest("no data/mnist (scripts/get_mnist.sh)")
         with temp_dir() as d:
-            hostfile = os.path.join(d, "hosts")
-            with open(hostfile, "w") as f:
-                f.write("localhost slots=2 addr=127.0.0.1\n")
-            argv = [os.path.join(ROOT, "scripts", "launch.sh"), "--hostfile=" + hostfile, "--ssh=none",
-                    "--num_servers=2", "--num_workers=2", "--port=%d" % free_port(),
-                    "--bin_dir=" + os.environ.get("NEREUS_BIN_DIR", os.path.join(ROOT, "build", "bin")),
-                    "--worker_command=%s %s --data=%s" % (PYTHON, os.path.join(ROOT, "worker", "torch", "examples",
-                                                                                 "mnist_lenet.py"), data)]
+            example = os.path.join(ROOT, "worker", "torch", "examples", "mnist_lenet.py")
+            argv = launch_sh_argv(d, "%s %s --data=%s" % (PYTHON, example, data))
             p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                env=worker_env(), universal_newlines=True, timeout=500)
         lines = [l for l in p.stdout.splitlines() if "accuracy" in l]

@@ -22,6 +22,11 @@ caffe::NetParameter Parse(const std::string& text, caffe::Phase phase = caffe::T
   return p;
 }
 
+// Building the TRAIN net of `text` fails with an error holding each of `parts`.
+void ExpectNetError(const std::string& text, const std::vector<std::string>& parts) {
+  test::ExpectErrorContains(Net::Create(Parse(text), TestRegistry()).status(), parts);
+}
+
 std::unique_ptr<Net> Build(const caffe::NetParameter& p) {
   LayerRegistry registry = TestRegistry();
   auto net = Net::Create(p, registry);
@@ -86,30 +91,29 @@ layer { name: "loss" type: "TestSquareLoss" bottom: "x" top: "l" }
 }
 
 TEST(NetTest, TopProducedTwiceIsAnError) {
-  caffe::NetParameter p = Parse(R"(
+  ExpectNetError(R"(
 input: "x"
 input_shape { dim: 1 dim: 2 }
 layer { name: "a" type: "TestIdentity" bottom: "x" top: "y" }
 layer { name: "b" type: "TestIdentity" bottom: "x" top: "y" }
-)");
-  test::ExpectErrorContains(Net::Create(p, TestRegistry()).status(),
-                            {"top blob \"y\" is produced by more than one layer"});
+)",
+                 {"top blob \"y\" is produced by more than one layer"});
 }
 
 TEST(NetTest, UnknownBottomIsAnError) {
-  caffe::NetParameter p = Parse(R"(
+  ExpectNetError(R"(
 layer { name: "a" type: "TestIdentity" bottom: "nothere" top: "y" }
-)");
-  test::ExpectErrorContains(Net::Create(p, TestRegistry()).status(), {"unknown bottom blob \"nothere\" (layer \"a\""});
+)",
+                 {"unknown bottom blob \"nothere\" (layer \"a\""});
 }
 
 TEST(NetTest, LayerSetUpErrorNamesTheLayer) {
-  caffe::NetParameter p = Parse(R"(
+  ExpectNetError(R"(
 input: "x"
 input_shape { dim: 1 dim: 2 }
 layer { name: "fc" type: "TestLinear" bottom: "x" top: "y" }
-)");
-  test::ExpectErrorContains(Net::Create(p, TestRegistry()).status(), {"layer \"fc\"", "num_output must be > 0"});
+)",
+                 {"layer \"fc\"", "num_output must be > 0"});
 }
 
 // Shapes a prototxt gives that no blob can take are errors, not CHECKs.

@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "tests/support/net_test_util.h"
 #include "worker/trainer/layer_registry.h"
-#include "worker/trainer/prototxt.h"
 
 namespace nereus {
 namespace {
@@ -30,10 +30,7 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "y" bottom: "label" top: "l
 )";
 
 std::unique_ptr<Net> TinyNet() {
-  caffe::NetParameter p;
-  EXPECT_TRUE(ParseNetParameter(kNet, "tiny.prototxt", &p).ok());
-  p.mutable_state()->set_phase(caffe::TRAIN);
-  auto net = Net::Create(p, DefaultLayerRegistry());
+  auto net = test::TrainNetFromText(kNet, "tiny.prototxt");
   EXPECT_TRUE(net.ok()) << net.status();
   return std::move(net).value();
 }

@@ -18,6 +18,7 @@
 
 #include "common/update/sgd.h"
 #include "tests/support/bytes_equal.h"
+#include "tests/support/net_test_util.h"
 #include "tests/support/solver_reference.h"
 #include "tests/support/trainer_test_layers.h"
 #include "worker/trainer/hdf5_snapshot.h"
@@ -502,11 +503,7 @@ TEST(Hdf5SnapshotTest, BadFilesFailNamingFileAndDataset) {
 TEST(Hdf5SnapshotTest, RepeatedLayerNamesAreStoredOnceOrRefused) {
   const std::string path = ::testing::TempDir() + "/solvers_test_repeated.caffemodel.h5";
   auto build = [](const std::string& text) {
-    caffe::NetParameter p;
-    Status st = ParseNetParameter(text, "net.prototxt", &p);
-    EXPECT_TRUE(st.ok()) << st;
-    p.mutable_state()->set_phase(caffe::TRAIN);
-    auto net = Net::Create(p, testing_layers::TestRegistry());
+    auto net = test::TrainNetFromText(text, "net.prototxt", testing_layers::TestRegistry());
     EXPECT_TRUE(net.ok()) << net.status();
     return std::move(net).value();
   };

@@ -19,13 +19,7 @@ void DataLayer::set_options(const DataLayerOptions& options) {
 
 Status DataLayer::CheckParam() const {
   const caffe::DataParameter& p = layer_param_.data_param();
-  if (!layer_param_.has_data_param() || p.source().empty()) {
-    return LayerError("data_param.source is required (an LMDB or LevelDB directory)");
-  }
-  if (p.batch_size() == 0) return LayerError("data_param.batch_size must be positive");
-  if (p.has_scale() || p.has_mean_file() || p.has_crop_size() || p.has_mirror()) {
-    return LayerError("data_param.scale/mean_file/crop_size/mirror are deprecated; put them in transform_param");
-  }
+  RETURN_IF_ERROR(CheckSourceAndBatch(layer_param_.has_data_param(), p, "data_param", "an LMDB or LevelDB directory"));
   const caffe::TransformationParameter& t = layer_param_.transform_param();
   if (t.force_color() && t.force_gray()) {
     return LayerError("transform_param: force_color and force_gray cannot both be set");
@@ -143,8 +137,7 @@ Status DataLayer::DataLayerSetUp(const std::vector<Blob*>& top, std::vector<std:
   auto shape = transformer_->InferShape(first);
   if (!shape.ok()) return LayerError(first_where + ": " + shape.status().message());
   datum_shape_ = *shape;
-  first_shape_ =
-      std::to_string(first.channels()) + "x" + std::to_string(first.height()) + "x" + std::to_string(first.width());
+  first_shape_ = DatumShapeString(first);
 
   std::vector<int> data_shape = datum_shape_;
   data_shape[0] = batch_size_;
@@ -218,8 +211,7 @@ Status DataLayer::FillBatch(Batch* batch) {
     auto shape = transformer_->InferShape(datum);
     if (!shape.ok()) return DataLossError(Where(index, key) + ": " + shape.status().message());
     if (*shape != datum_shape_) {
-      return DataLossError(Where(index, key) + ": Datum of shape " + std::to_string(datum.channels()) + "x" +
-                           std::to_string(datum.height()) + "x" + std::to_string(datum.width()) +
+      return DataLossError(Where(index, key) + ": Datum of shape " + DatumShapeString(datum) +
                            "; the first record read, whose shape every record must have, is " + first_shape_);
     }
     Status s = transformer_->Transform(datum, data.data() + per_datum * i, prefetch_rng());

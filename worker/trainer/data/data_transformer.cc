@@ -134,5 +134,9 @@ Status DataTransformer::Transform(const caffe::Datum& datum, float* out, std::mt
   return Status::OK();
 }
 
+std::string DatumShapeString(const caffe::Datum& datum) {
+  return std::to_string(datum.channels()) + "x" + std::to_string(datum.height()) + "x" + std::to_string(datum.width());
+}
+
 }  // namespace data
 }  // namespace nereus

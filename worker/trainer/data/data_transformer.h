@@ -72,6 +72,9 @@ class DataTransformer {
   int mean_width_ = 0;
 };
 
+// "CxHxW": a Datum's shape as the data layers' messages give it.
+std::string DatumShapeString(const caffe::Datum& datum);
+
 }  // namespace data
 }  // namespace nereus
 

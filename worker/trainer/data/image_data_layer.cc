@@ -26,13 +26,8 @@ Status ImageDataLayer::ReadLine(std::size_t index, caffe::Datum* datum) const {
 
 Status ImageDataLayer::DataLayerSetUp(const std::vector<Blob*>& top, std::vector<std::vector<int>>* top_shapes) {
   const caffe::ImageDataParameter& p = layer_param_.image_data_param();
-  if (!layer_param_.has_image_data_param() || p.source().empty()) {
-    return LayerError("image_data_param.source is required (a list of 'PATH LABEL' lines)");
-  }
-  if (p.batch_size() == 0) return LayerError("image_data_param.batch_size must be positive");
-  if (p.has_scale() || p.has_mean_file() || p.has_crop_size() || p.has_mirror()) {
-    return LayerError("image_data_param.scale/mean_file/crop_size/mirror are deprecated; put them in transform_param");
-  }
+  RETURN_IF_ERROR(
+      CheckSourceAndBatch(layer_param_.has_image_data_param(), p, "image_data_param", "a list of 'PATH LABEL' lines"));
   if ((p.new_height() == 0) != (p.new_width() == 0)) {
     return LayerError("image_data_param: give both new_height and new_width, or neither");
   }
@@ -78,8 +73,7 @@ Status ImageDataLayer::DataLayerSetUp(const std::vector<Blob*>& top, std::vector
                       shape.status().message());
   }
   datum_shape_ = *shape;
-  first_shape_ =
-      std::to_string(first.channels()) + "x" + std::to_string(first.height()) + "x" + std::to_string(first.width());
+  first_shape_ = DatumShapeString(first);
   std::vector<int> data_shape = datum_shape_;
   data_shape[0] = batch_size_;
   top_shapes->push_back(data_shape);
@@ -104,8 +98,7 @@ Status ImageDataLayer::FillBatch(Batch* batch) {
     auto shape = transformer_->InferShape(datum);
     if (!shape.ok()) return DataLossError(Where(line.line, batch->keys[i]) + ": " + shape.status().message());
     if (*shape != datum_shape_) {
-      return DataLossError(Where(line.line, batch->keys[i]) + ": image of shape " + std::to_string(datum.channels()) +
-                           "x" + std::to_string(datum.height()) + "x" + std::to_string(datum.width()) +
+      return DataLossError(Where(line.line, batch->keys[i]) + ": image of shape " + DatumShapeString(datum) +
                            "; the first image read, whose shape every image must have, is " + first_shape_);
     }
     Status s = transformer_->Transform(datum, data.data() + per_image * i, prefetch_rng());

@@ -90,6 +90,20 @@ class PrefetchingDataLayer : public Layer {
   // the shape of every top (the batch size first). Errors name the layer
   // (LayerError). prefetch_rng() is already seeded.
   virtual Status DataLayerSetUp(const std::vector<Blob*>& top, std::vector<std::vector<int>>* top_shapes) = 0;
+  // What DataLayerSetUp checks first in Data's, ImageData's and WindowData's
+  // parameter `p` (`field`: "data_param", ...; present: whether the layer
+  // has it): a source (`source_is`: what it names), a positive batch_size,
+  // and none of the fields Caffe moved to transform_param.
+  template <class Param>
+  Status CheckSourceAndBatch(bool present, const Param& p, const std::string& field,
+                             const std::string& source_is) const {
+    if (!present || p.source().empty()) return LayerError(field + ".source is required (" + source_is + ")");
+    if (p.batch_size() == 0) return LayerError(field + ".batch_size must be positive");
+    if (p.has_scale() || p.has_mean_file() || p.has_crop_size() || p.has_mirror()) {
+      return LayerError(field + ".scale/mean_file/crop_size/mirror are deprecated; put them in transform_param");
+    }
+    return Status::OK();
+  }
   // On the prefetch thread: fills every buffer of `batch` and its records
   // and keys with the next batch of items. An error ends the thread; it
   // names the item (Where) and what is wrong. May return early (OK) once

@@ -157,13 +157,7 @@ Status WindowDataLayer::ReadWindowFile() {
 Status WindowDataLayer::DataLayerSetUp(const std::vector<Blob*>& top, std::vector<std::vector<int>>* top_shapes) {
   const caffe::WindowDataParameter& p = layer_param_.window_data_param();
   const caffe::TransformationParameter& t = layer_param_.transform_param();
-  if (!layer_param_.has_window_data_param() || p.source().empty()) {
-    return LayerError("window_data_param.source is required (a window file)");
-  }
-  if (p.batch_size() == 0) return LayerError("window_data_param.batch_size must be positive");
-  if (p.has_scale() || p.has_mean_file() || p.has_crop_size() || p.has_mirror()) {
-    return LayerError("window_data_param.scale/mean_file/crop_size/mirror are deprecated; put them in transform_param");
-  }
+  RETURN_IF_ERROR(CheckSourceAndBatch(layer_param_.has_window_data_param(), p, "window_data_param", "a window file"));
   if (t.crop_size() == 0) return LayerError("transform_param.crop_size is required (the warped windows' size)");
   if (p.crop_mode() != "warp" && p.crop_mode() != "square") {
     return LayerError("window_data_param.crop_mode is '" + p.crop_mode() + "'; use warp or square");

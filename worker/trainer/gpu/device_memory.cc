@@ -109,19 +109,11 @@ class CudaMemory : public DeviceMemory {
 
   Status CopyToDevice(void* dst, const void* src, size_t bytes) override {
     CountCopyToDevice();
-    cudaStream_t stream = stream_.load();
-    NEREUS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
-    // Blocking, so the host may overwrite its copy at once (Caffe's
-    // SyncedMemory copies with a blocking cudaMemcpy too).
-    NEREUS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-    return Status::OK();
+    return CopyAndWait(dst, src, bytes, cudaMemcpyHostToDevice);
   }
   Status CopyToHost(void* dst, const void* src, size_t bytes) override {
     CountCopyToHost();
-    cudaStream_t stream = stream_.load();
-    NEREUS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream));
-    NEREUS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-    return Status::OK();
+    return CopyAndWait(dst, src, bytes, cudaMemcpyDeviceToHost);
   }
   Status ZeroDevice(void* dst, size_t bytes) override {
     NEREUS_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dst, 0, bytes, stream_.load()));
@@ -157,6 +149,16 @@ class CudaMemory : public DeviceMemory {
   }
 
  private:
+  // A copy on the stream, waited for: blocking, so the host may overwrite
+  // its copy at once (Caffe's SyncedMemory copies with a blocking cudaMemcpy
+  // too).
+  Status CopyAndWait(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    cudaStream_t stream = stream_.load();
+    NEREUS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, kind, stream));
+    NEREUS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    return Status::OK();
+  }
+
   const int device_id_;
   std::atomic<cudaStream_t> stream_;
 };

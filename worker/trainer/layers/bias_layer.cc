@@ -8,21 +8,6 @@
 
 namespace nereus {
 
-Status BiasLayer::CheckBiasShape(const Blob& bottom, const Blob& bias, int axis) {
-  if (bottom.num_axes() < axis + bias.num_axes()) {
-    return InvalidArgumentError("bias blob's shape " + bias.shape_string() + " extends past bottom[0]'s shape " +
-                                bottom.shape_string() + " from axis " + std::to_string(axis));
-  }
-  for (int i = 0; i < bias.num_axes(); ++i) {
-    if (bottom.shape(axis + i) != bias.shape(i)) {
-      return InvalidArgumentError("dimension mismatch between bottom[0]->shape(" + std::to_string(axis + i) +
-                                  ") and bias->shape(" + std::to_string(i) + "): bottom " + bottom.shape_string() +
-                                  ", bias " + bias.shape_string());
-    }
-  }
-  return Status::OK();
-}
-
 int BiasLayer::BiasAxis(const Blob& bottom, const Blob& bias) const {
   return bias.num_axes() == 0 ? 0 : bottom.CanonicalAxisIndex(layer_param_.bias_param().axis());
 }
@@ -36,7 +21,7 @@ Status BiasLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::
   }
   if (bottom.size() > 1) {
     if (!blobs_.empty()) return LayerError("has a learned bias blob but takes its bias from bottom[1]");
-    const Status fits = CheckBiasShape(in, *bottom[1], BiasAxis(in, *bottom[1]));
+    const Status fits = AxisBroadcast::Check(in, *bottom[1], BiasAxis(in, *bottom[1]), "bias");
     return fits.ok() ? fits : LayerError(fits.message());
   }
   if (p.num_axes() < -1) return LayerError("num_axes must be non-negative, or -1 to extend to the end of bottom[0]");
@@ -60,11 +45,9 @@ Status BiasLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::
 void BiasLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const Blob& bias = bottom.size() > 1 ? *bottom[1] : *blobs_[0];
   const int axis = BiasAxis(*bottom[0], bias);
-  const Status fits = CheckBiasShape(*bottom[0], bias, axis);
+  const Status fits = AxisBroadcast::Check(*bottom[0], bias, axis, "bias");
   LAYER_CHECK(fits.ok()) << fits.message();
-  outer_dim_ = bottom[0]->count(0, axis);
-  bias_dim_ = bias.count();
-  inner_dim_ = bottom[0]->count(axis + bias.num_axes());
+  axes_.Reshape(*bottom[0], bias, axis);
   if (top[0] != bottom[0]) top[0]->ReshapeLike(*bottom[0]);
 }
 
@@ -73,7 +56,7 @@ void BiasLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<
   const float* in = bottom[0]->cpu_data();
   float* out = top[0]->mutable_cpu_data();
   const int count = bottom[0]->count();
-  for (int i = 0; i < count; ++i) out[i] = ops::BiasForward(in[i], bias[ops::BiasIndex(i, bias_dim_, inner_dim_)]);
+  for (int i = 0; i < count; ++i) out[i] = ops::BiasForward(in[i], bias[ops::BiasIndex(i, axes_.dim, axes_.inner_dim)]);
 }
 
 void BiasLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
@@ -86,15 +69,8 @@ void BiasLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bo
   // A learned bias accumulates (Backward adds to parameter diffs); a
   // bottom's gradient is written.
   float* bias_diff = bias_is_param ? blobs_[0]->mutable_cpu_diff() : bottom[1]->mutable_cpu_diff();
-  if (!bias_is_param) caffe_set(bias_dim_, 0.0f, bias_diff);
-  for (int n = 0; n < outer_dim_; ++n) {
-    for (int d = 0; d < bias_dim_; ++d) {
-      const float* row = dy + (n * bias_dim_ + d) * inner_dim_;
-      float sum = 0.0f;
-      for (int j = 0; j < inner_dim_; ++j) sum += row[j];
-      bias_diff[d] += sum;
-    }
-  }
+  if (!bias_is_param) caffe_set(axes_.dim, 0.0f, bias_diff);
+  axes_.AddRowSums(dy, bias_diff);
 }
 
 }  // namespace nereus

@@ -3,7 +3,6 @@
 // matrix-vector products, as Scale's.
 #include "worker/trainer/gpu/kernel.h"
 #include "worker/trainer/layers/bias_layer.h"
-#include "worker/trainer/math/blob_math.h"
 #include "worker/trainer/math/gpu_math_functions.h"
 
 namespace nereus {
@@ -19,8 +18,8 @@ __global__ void BiasForwardKernel(int n, const float* in, const float* bias, int
 
 void BiasLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const float* bias = bottom.size() > 1 ? bottom[1]->gpu_data() : blobs_[0]->gpu_data();
-  gpu::Launch(device(), "BiasForward", bottom[0]->count(), BiasForwardKernel, bottom[0]->gpu_data(), bias, bias_dim_,
-              inner_dim_, top[0]->mutable_gpu_data());
+  gpu::Launch(device(), "BiasForward", bottom[0]->count(), BiasForwardKernel, bottom[0]->gpu_data(), bias, axes_.dim,
+              axes_.inner_dim, top[0]->mutable_gpu_data());
 }
 
 void BiasLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
@@ -32,14 +31,7 @@ void BiasLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bo
   const bool bias_is_param = bottom.size() == 1;
   if (bias_is_param ? !param_propagate_down(0) : !propagate_down[1]) return;
   float* bias_diff = bias_is_param ? blobs_[0]->mutable_gpu_diff() : bottom[1]->mutable_gpu_diff();
-  FillOnes(&inner_ones_, inner_dim_);
-  FillOnes(&outer_ones_, outer_dim_);
-  row_sums_.Reshape({outer_dim_ * bias_dim_});
-  float* rows = row_sums_.mutable_gpu_data();
-  caffe_gpu_gemv(device(), CblasNoTrans, outer_dim_ * bias_dim_, inner_dim_, 1.0f, dy, inner_ones_.gpu_data(), 0.0f,
-                 rows);
-  caffe_gpu_gemv(device(), CblasTrans, outer_dim_, bias_dim_, 1.0f, rows, outer_ones_.gpu_data(),
-                 bias_is_param ? 1.0f : 0.0f, bias_diff);
+  axes_.RowSumsGpu(device(), dy, bias_is_param ? 1.0f : 0.0f, bias_diff);
 }
 
 }  // namespace nereus

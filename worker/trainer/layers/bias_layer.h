@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "common/base/host_device.h"
-#include "worker/trainer/layer.h"
+#include "worker/trainer/layers/axis_broadcast.h"
 
 namespace nereus {
 namespace ops {
@@ -30,14 +30,11 @@ NEREUS_HOST_DEVICE inline int BiasIndex(int i, int bias_dim, int inner_dim) { re
 
 }  // namespace ops
 
-class BiasLayer : public Layer {
+class BiasLayer : public AxisBroadcastLayer {
  public:
-  using Layer::Layer;
+  using AxisBroadcastLayer::AxisBroadcastLayer;
   NEREUS_LAYER_SETUP_AND_RESHAPE;
   const char* type() const override { return "Bias"; }
-  int MinBottomBlobs() const override { return 1; }
-  int MaxBottomBlobs() const override { return 2; }
-  int ExactNumTopBlobs() const override { return 1; }
 
  protected:
   NEREUS_LAYER_PASSES;
@@ -45,17 +42,6 @@ class BiasLayer : public Layer {
  private:
   // The axis the bias starts at for `bias`: 0 for a scalar bias.
   int BiasAxis(const Blob& bottom, const Blob& bias) const;
-  // Checks that `bias` fits bottom's axes from `axis`; returns the error.
-  static Status CheckBiasShape(const Blob& bottom, const Blob& bias, int axis);
-
-  int outer_dim_ = 0;
-  int bias_dim_ = 0;
-  int inner_dim_ = 0;
-#ifdef NEREUS_HAVE_CUDA
-  Blob inner_ones_;  // [inner_dim]
-  Blob outer_ones_;  // [outer_dim]
-  Blob row_sums_;    // [outer_dim * bias_dim]
-#endif
 };
 
 }  // namespace nereus

@@ -9,21 +9,6 @@
 
 namespace nereus {
 
-Status ScaleLayer::CheckScaleShape(const Blob& bottom, const Blob& scale) const {
-  if (bottom.num_axes() < axis_ + scale.num_axes()) {
-    return InvalidArgumentError("scale blob's shape " + scale.shape_string() + " extends past bottom[0]'s shape " +
-                                bottom.shape_string() + " from axis " + std::to_string(axis_));
-  }
-  for (int i = 0; i < scale.num_axes(); ++i) {
-    if (bottom.shape(axis_ + i) != scale.shape(i)) {
-      return InvalidArgumentError("dimension mismatch between bottom[0]->shape(" + std::to_string(axis_ + i) +
-                                  ") and scale->shape(" + std::to_string(i) + "): bottom " + bottom.shape_string() +
-                                  ", scale " + scale.shape_string());
-    }
-  }
-  return Status::OK();
-}
-
 Status ScaleLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const caffe::ScaleParameter& p = layer_param_.scale_param();
   const Blob& in = *bottom[0];
@@ -43,7 +28,7 @@ Status ScaleLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std:
     shape.assign(in.shape().begin() + axis_, in.shape().begin() + end);
   } else {
     if (bottom[1]->num_axes() == 0) axis_ = 0;
-    Status fits = CheckScaleShape(in, *bottom[1]);
+    Status fits = AxisBroadcast::Check(in, *bottom[1], axis_, "scale");
     if (!fits.ok()) return LayerError(fits.message());
     shape = bottom[1]->shape();
   }
@@ -70,11 +55,9 @@ Status ScaleLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std:
 void ScaleLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const Blob& scale = bottom.size() > 1 ? *bottom[1] : *blobs_[0];
   axis_ = scale.num_axes() == 0 ? 0 : bottom[0]->CanonicalAxisIndex(layer_param_.scale_param().axis());
-  Status fits = CheckScaleShape(*bottom[0], scale);
+  Status fits = AxisBroadcast::Check(*bottom[0], scale, axis_, "scale");
   LAYER_CHECK(fits.ok()) << fits.message();
-  outer_dim_ = bottom[0]->count(0, axis_);
-  scale_dim_ = scale.count();
-  inner_dim_ = bottom[0]->count(axis_ + scale.num_axes());
+  axes_.Reshape(*bottom[0], scale, axis_);
   if (top[0] != bottom[0]) top[0]->ReshapeLike(*bottom[0]);
 }
 
@@ -87,14 +70,14 @@ void ScaleLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector
   const float* bias = bias_term_ ? blobs_[bias_index_]->cpu_data() : nullptr;
   const float* in = bottom[0]->cpu_data();
   float* out = top[0]->mutable_cpu_data();
-  for (int n = 0; n < outer_dim_; ++n) {
-    for (int d = 0; d < scale_dim_; ++d) {
-      const int base = (n * scale_dim_ + d) * inner_dim_;
+  for (int n = 0; n < axes_.outer_dim; ++n) {
+    for (int d = 0; d < axes_.dim; ++d) {
+      const int base = (n * axes_.dim + d) * axes_.inner_dim;
       const float factor = scale[d];
       if (bias != nullptr) {
-        for (int j = 0; j < inner_dim_; ++j) out[base + j] = ops::ScaleForwardBias(in[base + j], factor, bias[d]);
+        for (int j = 0; j < axes_.inner_dim; ++j) out[base + j] = ops::ScaleForwardBias(in[base + j], factor, bias[d]);
       } else {
-        for (int j = 0; j < inner_dim_; ++j) out[base + j] = ops::ScaleForward(in[base + j], factor);
+        for (int j = 0; j < axes_.inner_dim; ++j) out[base + j] = ops::ScaleForward(in[base + j], factor);
       }
     }
   }
@@ -106,27 +89,19 @@ void ScaleLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<b
   const bool scale_is_param = bottom.size() == 1;
   // Parameter gradients first: in place, dy and the bottom diff are one buffer.
   if (bias_term_ && param_propagate_down(bias_index_)) {
-    float* bias_diff = blobs_[bias_index_]->mutable_cpu_diff();
-    for (int n = 0; n < outer_dim_; ++n) {
-      for (int d = 0; d < scale_dim_; ++d) {
-        const float* row = dy + (n * scale_dim_ + d) * inner_dim_;
-        float sum = 0.0f;
-        for (int j = 0; j < inner_dim_; ++j) sum += row[j];
-        bias_diff[d] += sum;
-      }
-    }
+    axes_.AddRowSums(dy, blobs_[bias_index_]->mutable_cpu_diff());
   }
   if ((scale_is_param && param_propagate_down(0)) || (!scale_is_param && propagate_down[1])) {
     const float* x = bottom[0] == top[0] ? bottom_copy_.cpu_data() : bottom[0]->cpu_data();
     float* scale_diff = scale_is_param ? blobs_[0]->mutable_cpu_diff() : bottom[1]->mutable_cpu_diff();
     // A learned scale accumulates (Backward adds to parameter diffs); a
     // bottom's gradient is written.
-    if (!scale_is_param) caffe_set(scale_dim_, 0.0f, scale_diff);
-    for (int n = 0; n < outer_dim_; ++n) {
-      for (int d = 0; d < scale_dim_; ++d) {
-        const int base = (n * scale_dim_ + d) * inner_dim_;
+    if (!scale_is_param) caffe_set(axes_.dim, 0.0f, scale_diff);
+    for (int n = 0; n < axes_.outer_dim; ++n) {
+      for (int d = 0; d < axes_.dim; ++d) {
+        const int base = (n * axes_.dim + d) * axes_.inner_dim;
         float sum = 0.0f;
-        for (int j = 0; j < inner_dim_; ++j) sum += dy[base + j] * x[base + j];
+        for (int j = 0; j < axes_.inner_dim; ++j) sum += dy[base + j] * x[base + j];
         scale_diff[d] += sum;
       }
     }
@@ -134,10 +109,10 @@ void ScaleLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<b
   if (propagate_down[0]) {
     const float* scale = scale_is_param ? blobs_[0]->cpu_data() : bottom[1]->cpu_data();
     float* dx = bottom[0]->mutable_cpu_diff();
-    for (int n = 0; n < outer_dim_; ++n) {
-      for (int d = 0; d < scale_dim_; ++d) {
-        const int base = (n * scale_dim_ + d) * inner_dim_;
-        for (int j = 0; j < inner_dim_; ++j) dx[base + j] = ops::ScaleForward(dy[base + j], scale[d]);
+    for (int n = 0; n < axes_.outer_dim; ++n) {
+      for (int d = 0; d < axes_.dim; ++d) {
+        const int base = (n * axes_.dim + d) * axes_.inner_dim;
+        for (int j = 0; j < axes_.inner_dim; ++j) dx[base + j] = ops::ScaleForward(dy[base + j], scale[d]);
       }
     }
   }

@@ -3,7 +3,6 @@
 // matrix-vector products, as Caffe's GPU BatchNorm makes its channel sums.
 #include "worker/trainer/gpu/kernel.h"
 #include "worker/trainer/layers/scale_layer.h"
-#include "worker/trainer/math/blob_math.h"
 #include "worker/trainer/math/gpu_math_functions.h"
 
 namespace nereus {
@@ -23,16 +22,6 @@ __global__ void ScaleForwardBiasKernel(int n, const float* in, const float* scal
 
 }  // namespace
 
-void ScaleLayer::RowSumsGpu(const float* x, float beta, float* out) {
-  FillOnes(&inner_ones_, inner_dim_);
-  FillOnes(&outer_ones_, outer_dim_);
-  row_sums_.Reshape({outer_dim_ * scale_dim_});
-  float* rows = row_sums_.mutable_gpu_data();
-  caffe_gpu_gemv(device(), CblasNoTrans, outer_dim_ * scale_dim_, inner_dim_, 1.0f, x, inner_ones_.gpu_data(), 0.0f,
-                 rows);
-  caffe_gpu_gemv(device(), CblasTrans, outer_dim_, scale_dim_, 1.0f, rows, outer_ones_.gpu_data(), beta, out);
-}
-
 void ScaleLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const int count = bottom[0]->count();
   if (bottom[0] == top[0]) {
@@ -44,9 +33,9 @@ void ScaleLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector
   float* out = top[0]->mutable_gpu_data();
   if (bias_term_) {
     gpu::Launch(device(), "ScaleForwardBias", count, ScaleForwardBiasKernel, in, scale, blobs_[bias_index_]->gpu_data(),
-                scale_dim_, inner_dim_, out);
+                axes_.dim, axes_.inner_dim, out);
   } else {
-    gpu::Launch(device(), "ScaleForward", count, ScaleForwardKernel, in, scale, scale_dim_, inner_dim_, out);
+    gpu::Launch(device(), "ScaleForward", count, ScaleForwardKernel, in, scale, axes_.dim, axes_.inner_dim, out);
   }
 }
 
@@ -57,7 +46,7 @@ void ScaleLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<b
   const bool scale_is_param = bottom.size() == 1;
   // Parameter gradients first: in place, dy and the bottom diff are one buffer.
   if (bias_term_ && param_propagate_down(bias_index_)) {
-    RowSumsGpu(dy, 1.0f, blobs_[bias_index_]->mutable_gpu_diff());
+    axes_.RowSumsGpu(device(), dy, 1.0f, blobs_[bias_index_]->mutable_gpu_diff());
   }
   if ((scale_is_param && param_propagate_down(0)) || (!scale_is_param && propagate_down[1])) {
     const float* x = bottom[0] == top[0] ? bottom_copy_.gpu_data() : bottom[0]->gpu_data();
@@ -67,11 +56,11 @@ void ScaleLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<b
     // A learned scale accumulates (Backward adds to parameter diffs); a
     // bottom's gradient is written.
     float* scale_diff = scale_is_param ? blobs_[0]->mutable_gpu_diff() : bottom[1]->mutable_gpu_diff();
-    RowSumsGpu(product, scale_is_param ? 1.0f : 0.0f, scale_diff);
+    axes_.RowSumsGpu(device(), product, scale_is_param ? 1.0f : 0.0f, scale_diff);
   }
   if (propagate_down[0]) {
     const float* scale = scale_is_param ? blobs_[0]->gpu_data() : bottom[1]->gpu_data();
-    gpu::Launch(device(), "ScaleBackward", count, ScaleForwardKernel, dy, scale, scale_dim_, inner_dim_,
+    gpu::Launch(device(), "ScaleBackward", count, ScaleForwardKernel, dy, scale, axes_.dim, axes_.inner_dim,
                 bottom[0]->mutable_gpu_diff());
   }
 }

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/base/host_device.h"
-#include "worker/trainer/layer.h"
+#include "worker/trainer/layers/axis_broadcast.h"
 
 namespace nereus {
 namespace ops {
@@ -28,37 +28,22 @@ NEREUS_HOST_DEVICE inline float ScaleForwardBias(float x, float scale, float bia
 
 }  // namespace ops
 
-class ScaleLayer : public Layer {
+class ScaleLayer : public AxisBroadcastLayer {
  public:
-  using Layer::Layer;
+  using AxisBroadcastLayer::AxisBroadcastLayer;
   NEREUS_LAYER_SETUP_AND_RESHAPE;
   const char* type() const override { return "Scale"; }
-  int MinBottomBlobs() const override { return 1; }
-  int MaxBottomBlobs() const override { return 2; }
-  int ExactNumTopBlobs() const override { return 1; }
 
  protected:
   NEREUS_LAYER_PASSES;
 
  private:
-  // Checks that `scale` fits bottom's axes from axis_; returns the error.
-  Status CheckScaleShape(const Blob& bottom, const Blob& scale) const;
-
   int axis_ = 1;
   bool bias_term_ = false;
   int bias_index_ = -1;  // index of the bias in blobs()
-  int outer_dim_ = 0;
-  int scale_dim_ = 0;
-  int inner_dim_ = 0;
-  Blob bottom_copy_;  // the input, kept for backward when in place
+  Blob bottom_copy_;     // the input, kept for backward when in place
 #ifdef NEREUS_HAVE_CUDA
-  // Sums per (n, d) row of `x` (outer x scale_dim rows of inner_dim), then
-  // over n, added to out (beta 1) or written (beta 0).
-  void RowSumsGpu(const float* x, float beta, float* out);
-  Blob inner_ones_;  // [inner_dim]
-  Blob outer_ones_;  // [outer_dim]
-  Blob row_sums_;    // [outer_dim * scale_dim]
-  Blob product_;     // [count]: dy * x
+  Blob product_;  // [count]: dy * x
 #endif
 };
 

@@ -78,21 +78,27 @@ class FlattenLayer : public Layer {
                     const std::vector<Blob*>& bottom) override;
 };
 
-class ReshapeLayer : public Layer {
+// A layer with nothing to compute on any device: empty passes, which
+// Layer's default GPU passes run.
+class NoComputeLayer : public Layer {
  public:
   using Layer::Layer;
+  bool HasGpuCode() const override { return true; }
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override {}
+};
+
+// The top shares the bottom's memory: nothing to compute.
+class ReshapeLayer : public NoComputeLayer {
+ public:
+  using NoComputeLayer::NoComputeLayer;
   NEREUS_LAYER_SETUP_AND_RESHAPE;
   const char* type() const override { return "Reshape"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
-  bool HasGpuCode() const override { return true; }
-
- protected:
-  // The top shares the bottom's memory (Reshape): nothing to compute on any
-  // device (the GPU passes are Layer's defaults, which run these).
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override {}
 
  private:
   // The top shape for `bottom`, or an error naming the mismatch.
@@ -141,23 +147,17 @@ class SilenceLayer : public Layer {
 #endif
 };
 
-class InputLayer : public Layer {
+// Nothing to compute: the caller fills the tops (on the host or, through
+// mutable_gpu_data, on the device).
+class InputLayer : public NoComputeLayer {
  public:
-  using Layer::Layer;
+  using NoComputeLayer::NoComputeLayer;
   Status LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // The caller shapes and fills the tops.
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
   const char* type() const override { return "Input"; }
   int ExactNumBottomBlobs() const override { return 0; }
   int MinTopBlobs() const override { return 1; }
-  bool HasGpuCode() const override { return true; }
-
- protected:
-  // Nothing to compute: the caller fills the tops (on the host or, through
-  // mutable_gpu_data, on the device); the GPU passes are Layer's defaults.
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override {}
 };
 
 class ArgMaxLayer : public Layer {

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/data_layer_fixture.h"
+#include "tests/support/net_test_util.h"
 #include "tests/support/process_util.h"
 #include "worker/trainer/blob.h"
 #include "worker/trainer/data/db.h"
@@ -30,8 +32,10 @@ namespace {
 // Record i: 1x2x2 bytes {i, i+1, i+2, i+3} (mod 256), label i.
 float PixelOf(int record, int p) { return static_cast<float>((record + p) % 256); }
 
-class DataLayerTest : public ::testing::Test {
+class DataLayerTest : public test::DataLayerFixture {
  protected:
+  DataLayerTest() : DataLayerFixture(1234) {}
+
   std::string MakeDb(const std::string& name, int records, DbBackend backend = DbBackend::kLmdb) {
     const std::string path = dir_.File(name);
     auto db = Database::Open(backend, path, DbMode::kNew);
@@ -108,25 +112,6 @@ class DataLayerTest : public ::testing::Test {
     param.mutable_data_param()->set_backend(caffe::DataParameter::LEVELDB);
     return param;
   }
-
-  // Sets the layer up with data and label tops.
-  Status SetUpLayer(Layer* layer) {
-    layer->set_rng(&rng_);
-    return layer->SetUp({}, {&data_, &label_});
-  }
-
-  // Labels of one forward pass.
-  std::vector<int> ForwardLabels(Layer* layer) {
-    layer->Forward({}, {&data_, &label_});
-    std::vector<int> labels;
-    for (int i = 0; i < label_.count(); ++i) labels.push_back(static_cast<int>(label_.cpu_data()[i]));
-    return labels;
-  }
-
-  test::TempDir dir_;
-  std::mt19937 rng_{1234};
-  Blob data_;
-  Blob label_;
 };
 
 TEST_F(DataLayerTest, ReadsRecordsInKeyOrderWithExactValuesAndWraps) {
@@ -327,19 +312,15 @@ TEST_F(DataLayerTest, MissingSourceAndMissingMeanFileAreSetUpErrorsNamingThem) {
 TEST_F(DataLayerTest, LabelOutOfRangeForTheLossIsAForwardErrorOfTheDataLayer) {
   const std::string source = MakeDb("db", 4);
   Put(source, "00000003", UniformDatum(2, 2, 12));
-  caffe::NetParameter net_param;
-  Status st = ParseNetParameter(R"(
+  auto net = test::TrainNetFromText(R"(
 layer { name: "mnist" type: "Data" top: "data" top: "label" data_param { source: ")" +
-                                    source + R"(" batch_size: 2 } }
+                                        source + R"(" batch_size: 2 } }
 layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
         inner_product_param { num_output: 10 weight_filler { type: "xavier" } } }
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
 layer { name: "accuracy" type: "Accuracy" bottom: "ip" bottom: "label" top: "accuracy" }
 )",
-                                "net.prototxt", &net_param);
-  ASSERT_TRUE(st.ok()) << st;
-  net_param.mutable_state()->set_phase(caffe::TRAIN);
-  auto net = Net::Create(net_param, DefaultLayerRegistry());
+                                    "net.prototxt");
   ASSERT_TRUE(net.ok()) << net.status();
   std::vector<int> after_forward;
   (*net)->add_after_forward([&](int layer) {

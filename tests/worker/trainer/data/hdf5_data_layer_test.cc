@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/data_layer_fixture.h"
 #include "tests/support/gradient_checker.h"
+#include "tests/support/net_test_util.h"
 #include "tests/support/process_util.h"
 #include "tests/support/train_test_util.h"
 #include "worker/trainer/blob.h"
@@ -72,8 +74,10 @@ std::vector<float> ReadH5(const std::string& path, const std::string& name, std:
 // File f's row r: data 2x2 values 100 f + 10 r + {0, 1, 2, 3}, label 10 f + r.
 float Value(int f, int r, int k) { return 100.0f * f + 10.0f * r + k; }
 
-class Hdf5DataLayerTest : public ::testing::Test {
+class Hdf5DataLayerTest : public test::DataLayerFixture {
  protected:
+  Hdf5DataLayerTest() : DataLayerFixture(17) {}
+
   void SetUp() override {
     // a.h5: 3 rows, b.h5: 2 rows, c.h5: 4 rows.
     const int rows[3] = {3, 2, 4};
@@ -99,28 +103,16 @@ class Hdf5DataLayerTest : public ::testing::Test {
         dir_.File("list.txt") + "' batch_size: " + std::to_string(batch_size) + (shuffle ? " shuffle: true" : "") +
         " }");
   }
-  Status SetUpLayer(Layer* layer) {
-    layer->set_rng(&rng_);
-    return layer->SetUp({}, {&data_, &label_});
-  }
   // The labels of one batch, after checking that each row's data matches
   // its label.
   std::vector<int> Forward(Layer* layer) {
-    layer->Forward({}, {&data_, &label_});
-    EXPECT_TRUE(layer->forward_error().ok()) << layer->forward_error();
-    std::vector<int> labels;
+    const std::vector<int> labels = ForwardLabelsOk(layer);
     for (int i = 0; i < label_.count(); ++i) {
-      const int label = static_cast<int>(label_.cpu_data()[i]);
-      labels.push_back(label);
+      const int label = labels[i];
       for (int k = 0; k < 4; ++k) EXPECT_EQ(data_.cpu_data()[i * 4 + k], Value(label / 10, label % 10, k)) << label;
     }
     return labels;
   }
-
-  test::TempDir dir_;
-  std::mt19937 rng_{17};
-  Blob data_;
-  Blob label_;
 };
 
 TEST_F(Hdf5DataLayerTest, ReadsSeveralFilesInOrderAcrossBatches) {
@@ -221,17 +213,13 @@ TEST_F(Hdf5DataLayerTest, BadFilesAreSetUpErrorsNamingThem) {
 
 // A label a loss cannot take names the file and the row.
 TEST_F(Hdf5DataLayerTest, ALabelOutOfRangeNamesTheFileAndTheRow) {
-  caffe::NetParameter net_param;
-  Status st = ParseNetParameter(
+  auto net = test::TrainNetFromText(
       "layer { name: 'h5' type: 'HDF5Data' top: 'data' top: 'label' hdf5_data_param { source: '" +
           dir_.File("list.txt") +
           "' batch_size: 3 } }\n"
           "layer { name: 'flat' type: 'Flatten' bottom: 'data' top: 'flat' }\n"
           "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'flat' bottom: 'label' top: 'loss' }\n",
-      "net.prototxt", &net_param);
-  ASSERT_TRUE(st.ok()) << st;
-  net_param.mutable_state()->set_phase(caffe::TRAIN);
-  auto net = Net::Create(net_param, DefaultLayerRegistry());
+      "net.prototxt");
   ASSERT_TRUE(net.ok()) << net.status();
   ASSERT_TRUE((*net)->Forward().ok());  // Labels 0, 1, 2 of a.h5.
   EXPECT_EQ((*net)->Forward().status().ToString(),

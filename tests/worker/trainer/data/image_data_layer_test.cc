@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/data_layer_fixture.h"
 #include "tests/support/gradient_checker.h"
 #include "tests/support/image_test_util.h"
 #include "tests/support/process_util.h"
@@ -24,8 +25,10 @@ namespace {
 // Pixel (h, w, c) of image i (BGR as written).
 std::uint8_t Pixel(int i, int h, int w, int c) { return static_cast<std::uint8_t>(i * 20 + h * 4 + w + c * 100); }
 
-class ImageDataLayerTest : public ::testing::Test {
+class ImageDataLayerTest : public test::DataLayerFixture {
  protected:
+  ImageDataLayerTest() : DataLayerFixture(99) {}
+
   static constexpr int kImages = 7;
 
   void SetUp() override {
@@ -45,23 +48,6 @@ class ImageDataLayerTest : public ::testing::Test {
         "name: 'images' type: 'ImageData' top: 'data' top: 'label' phase: TRAIN image_data_param { source: '" +
         dir_.File("list.txt") + "' root_folder: '" + dir_.path() + "/images/' " + extra + " }");
   }
-
-  Status SetUpLayer(Layer* layer) {
-    layer->set_rng(&rng_);
-    return layer->SetUp({}, {&data_, &label_});
-  }
-  std::vector<int> ForwardLabels(Layer* layer) {
-    layer->Forward({}, {&data_, &label_});
-    EXPECT_TRUE(layer->forward_error().ok()) << layer->forward_error();
-    std::vector<int> labels;
-    for (int i = 0; i < label_.count(); ++i) labels.push_back(static_cast<int>(label_.cpu_data()[i]));
-    return labels;
-  }
-
-  test::TempDir dir_;
-  std::mt19937 rng_{99};
-  Blob data_;
-  Blob label_;
 };
 
 TEST_F(ImageDataLayerTest, ReadsTheListInOrderWithTheImagesPixelsAndWraps) {
@@ -69,9 +55,9 @@ TEST_F(ImageDataLayerTest, ReadsTheListInOrderWithTheImagesPixelsAndWraps) {
   ASSERT_TRUE(SetUpLayer(&layer).ok());
   EXPECT_EQ(data_.shape(), (std::vector<int>{3, 3, 3, 4}));
   EXPECT_EQ(label_.shape(), (std::vector<int>{3}));
-  EXPECT_EQ(ForwardLabels(&layer), (std::vector<int>{0, 1, 2}));
-  EXPECT_EQ(ForwardLabels(&layer), (std::vector<int>{3, 4, 5}));
-  EXPECT_EQ(ForwardLabels(&layer), (std::vector<int>{6, 0, 1}));
+  EXPECT_EQ(ForwardLabelsOk(&layer), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(ForwardLabelsOk(&layer), (std::vector<int>{3, 4, 5}));
+  EXPECT_EQ(ForwardLabelsOk(&layer), (std::vector<int>{6, 0, 1}));
   // Item 0 is image 6: planar channels, BGR as decoded.
   for (int c = 0; c < 3; ++c)
     for (int h = 0; h < 3; ++h)
@@ -85,7 +71,7 @@ TEST_F(ImageDataLayerTest, ResizeGrayAndTransformAsCaffe) {
   ImageDataLayer layer(param);
   ASSERT_TRUE(SetUpLayer(&layer).ok());
   EXPECT_EQ(data_.shape(), (std::vector<int>{2, 1, 6, 8}));
-  ForwardLabels(&layer);
+  ForwardLabelsOk(&layer);
   for (int i = 0; i < 2; ++i) {
     // Caffe: imread(GRAYSCALE), cv::resize to 8 wide, 6 high, then
     // (pixel - mean) * scale.
@@ -101,7 +87,7 @@ TEST_F(ImageDataLayerTest, ResizeGrayAndTransformAsCaffe) {
   crop.mutable_transform_param()->set_crop_size(2);
   ImageDataLayer cropped(crop);
   ASSERT_TRUE(SetUpLayer(&cropped).ok());
-  ForwardLabels(&cropped);
+  ForwardLabelsOk(&cropped);
   EXPECT_EQ(data_.shape(), (std::vector<int>{1, 3, 2, 2}));
   EXPECT_EQ(data_.cpu_data()[0], Pixel(0, 0, 1, 0));  // h_off (3-2)/2 = 0, w_off (4-2)/2 = 1.
 }
@@ -127,7 +113,7 @@ TEST_F(ImageDataLayerTest, ShuffleVisitsEveryImageOncePerPassInANewOrder) {
   ASSERT_TRUE(SetUpLayer(&layer).ok());
   std::vector<std::vector<int>> passes;
   for (int pass = 0; pass < 3; ++pass) {
-    std::vector<int> labels = ForwardLabels(&layer);
+    std::vector<int> labels = ForwardLabelsOk(&layer);
     // Each image's pixels travel with its label.
     for (int n = 0; n < 7; ++n) ASSERT_EQ(data_.cpu_data()[n * 36], Pixel(labels[n], 0, 0, 0));
     passes.push_back(labels);
@@ -144,18 +130,18 @@ TEST_F(ImageDataLayerTest, TwoShardsAreDisjointAndCoverTheList) {
   auto one = registry.Create(Param("batch_size: 3"));
   ASSERT_TRUE(one.ok()) << one.status();
   ASSERT_TRUE(SetUpLayer(one->get()).ok());
-  EXPECT_EQ(ForwardLabels(one->get()), (std::vector<int>{1, 3, 5}));
+  EXPECT_EQ(ForwardLabelsOk(one->get()), (std::vector<int>{1, 3, 5}));
   ImageDataLayer zero(Param("batch_size: 4"), DataLayerOptions{0, 2});
   ASSERT_TRUE(SetUpLayer(&zero).ok());
   EXPECT_EQ(zero.shard_size(), 4u);
-  EXPECT_EQ(ForwardLabels(&zero), (std::vector<int>{0, 2, 4, 6}));
+  EXPECT_EQ(ForwardLabelsOk(&zero), (std::vector<int>{0, 2, 4, 6}));
   // A TEST-phase layer reads the whole list, whatever the worker.
   caffe::LayerParameter test_phase = Param("batch_size: 7");
   test_phase.set_phase(caffe::TEST);
   auto whole = registry.Create(test_phase);
   ASSERT_TRUE(whole.ok());
   ASSERT_TRUE(SetUpLayer(whole->get()).ok());
-  EXPECT_EQ(ForwardLabels(whole->get()), (std::vector<int>{0, 1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(ForwardLabelsOk(whole->get()), (std::vector<int>{0, 1, 2, 3, 4, 5, 6}));
 }
 
 TEST_F(ImageDataLayerTest, BadImagesAndLinesAreErrorsNamingTheListLine) {
@@ -165,7 +151,7 @@ TEST_F(ImageDataLayerTest, BadImagesAndLinesAreErrorsNamingTheListLine) {
   test::WriteText(dir_.File("list.txt"), "0.png 0\n1.png 1\nbroken.png 2\n3.png 3\n");
   ImageDataLayer layer(Param("batch_size: 2"));
   ASSERT_TRUE(SetUpLayer(&layer).ok());
-  EXPECT_EQ(ForwardLabels(&layer), (std::vector<int>{0, 1}));
+  EXPECT_EQ(ForwardLabelsOk(&layer), (std::vector<int>{0, 1}));
   layer.Forward({}, {&data_, &label_});
   EXPECT_EQ(layer.forward_error().ToString(),
             "DATA_LOSS: layer images (ImageData): image list '" + dir_.File("list.txt") + "' line 3 (image '" +
@@ -208,11 +194,7 @@ TEST(ImageDataWithoutOpenCvTest, RefusesToRunSayingWhy) {
   caffe::LayerParameter param;
   param.set_name("images");
   param.mutable_image_data_param()->set_source(dir.File("list.txt"));
-  ImageDataLayer layer(param);
-  std::mt19937 rng;
-  layer.set_rng(&rng);
-  Blob data, label;
-  EXPECT_NE(layer.SetUp({}, {&data, &label}).message().find("built without OpenCV"), std::string::npos);
+  test::ExpectRefusedWithoutOpenCv<ImageDataLayer>(param);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tests/support/gradient_checker.h"
+#include "tests/support/net_test_util.h"
 #include "worker/trainer/blob.h"
 #include "worker/trainer/layer_registry.h"
 #include "worker/trainer/net.h"
@@ -119,17 +120,13 @@ TEST_F(MemoryDataLayerTest, MisuseIsAnErrorNotACrash) {
 // Through the trainer's API: find the layer in a Net, feed it, train on it;
 // a label the loss cannot take names the item.
 TEST_F(MemoryDataLayerTest, FedThroughTheNet) {
-  caffe::NetParameter param;
-  Status st = ParseNetParameter(std::string("layer { ") + kParam +
-                                    " }\n"
-                                    "layer { name: 'ip' type: 'InnerProduct' bottom: 'data' top: 'ip' "
-                                    "inner_product_param { num_output: 3 weight_filler { type: 'xavier' } } }\n"
-                                    "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' "
-                                    "top: 'loss' }\n",
-                                "net.prototxt", &param);
-  ASSERT_TRUE(st.ok()) << st;
-  param.mutable_state()->set_phase(caffe::TRAIN);
-  auto net = Net::Create(param, DefaultLayerRegistry());
+  auto net = test::TrainNetFromText(std::string("layer { ") + kParam +
+                                        " }\n"
+                                        "layer { name: 'ip' type: 'InnerProduct' bottom: 'data' top: 'ip' "
+                                        "inner_product_param { num_output: 3 weight_filler { type: 'xavier' } } }\n"
+                                        "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' "
+                                        "top: 'loss' }\n",
+                                    "net.prototxt");
   ASSERT_TRUE(net.ok()) << net.status();
   auto memory = AsMemoryDataLayer((*net)->layer_by_name("mem"));
   ASSERT_TRUE(memory.ok()) << memory.status();

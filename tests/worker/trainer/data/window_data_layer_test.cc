@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/data_layer_fixture.h"
 #include "tests/support/gradient_checker.h"
 #include "tests/support/image_test_util.h"
 #include "tests/support/process_util.h"
@@ -22,8 +23,10 @@ namespace {
 // Image i is uniformly BGR (kColor[i][0], [1], [2]).
 constexpr int kColor[2][3] = {{10, 20, 30}, {40, 50, 60}};
 
-class WindowDataLayerTest : public ::testing::Test {
+class WindowDataLayerTest : public test::DataLayerFixture {
  protected:
+  WindowDataLayerTest() : DataLayerFixture(21) {}
+
   void SetUp() override {
     NEREUS_IMAGES_OR_SKIP();
     for (int i = 0; i < 2; ++i) {
@@ -51,17 +54,8 @@ class WindowDataLayerTest : public ::testing::Test {
         std::to_string(crop) + " } window_data_param { source: '" + dir_.File("windows.txt") + "' root_folder: '" +
         dir_.path() + "/' batch_size: 4 fg_fraction: 0.5 " + extra + " }");
   }
-  Status SetUpLayer(Layer* layer) {
-    layer->set_rng(&rng_);
-    return layer->SetUp({}, {&data_, &label_});
-  }
   // Value at item n, channel c, row h, column w of the last batch.
   float At(int n, int c, int h, int w) const { return data_.cpu_data()[((n * 3 + c) * 8 + h) * 8 + w]; }
-
-  test::TempDir dir_;
-  std::mt19937 rng_{21};
-  Blob data_;
-  Blob label_;
 };
 
 TEST_F(WindowDataLayerTest, SamplesBackgroundThenForegroundWindowsWarpedFromTheirImages) {
@@ -187,14 +181,10 @@ TEST(WindowDataWithoutOpenCvTest, RefusesToRunSayingWhy) {
   if (ImageCodecsBuilt()) GTEST_SKIP() << "built with OpenCV: this checks a build without it";
   test::TempDir dir;
   test::WriteText(dir.File("windows.txt"), "# 0\nim0.png\n3\n20\n24\n0\n");
-  WindowDataLayer layer(test::ParseLayerParameter(
+  test::ExpectRefusedWithoutOpenCv<WindowDataLayer>(test::ParseLayerParameter(
       "name: 'win' type: 'WindowData' top: 'data' top: 'label' transform_param { crop_size: 8 } "
       "window_data_param { source: '" +
       dir.File("windows.txt") + "' batch_size: 2 }"));
-  std::mt19937 rng;
-  layer.set_rng(&rng);
-  Blob data, label;
-  EXPECT_NE(layer.SetUp({}, {&data, &label}).message().find("built without OpenCV"), std::string::npos);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tests/support/gradient_checker.h"
+#include "tests/support/net_test_util.h"
 #include "worker/trainer/gpu/device.h"
 #include "worker/trainer/gpu/host_buffer.h"
 #include "worker/trainer/layer_registry.h"
@@ -195,36 +196,17 @@ TEST(StandInTest, HostBuffersArePageLockedThroughTheirMemory) {
   EXPECT_EQ(0.0f, plain.data()[2]);
 }
 
-// Input [2, 8] (64 bytes), then InnerProduct 8 -> 4: its top (32 bytes),
-// that top's diff (32 more), its weights...
-constexpr char kTinyIpNet[] = R"(name: "tiny_ip"
-layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 8 } } }
-layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y"
-  inner_product_param { num_output: 4 weight_filler { type: "constant" value: 0.5 } } }
-)";
-
 TEST(StandInTest, RunningOutWhileBuildingANetNamesTheNetTheLayerAndTheBytes) {
-  caffe::NetParameter param;
-  ASSERT_TRUE(ParseNetParameter(kTinyIpNet, "tiny_ip.prototxt", &param).ok());
-  param.mutable_state()->set_phase(caffe::TRAIN);
   gpu::DeviceOptions options;
   options.memory_limit_bytes = 100;
   auto device = gpu::Device::CreateStandIn(options);
-  NetOptions net_options;
-  net_options.device = device.get();
-  const LayerRegistry registry = DefaultLayerRegistry();
-  auto net = Net::Create(param, registry, net_options);
-  ASSERT_FALSE(net.ok());
-  EXPECT_EQ(StatusCode::kResourceExhausted, net.status().code());
-  EXPECT_EQ(
-      "net \"tiny_ip\", layer \"ip\" (InnerProduct), allocating its blobs on the device: out of device memory on host "
-      "stand-in: asked for 32 bytes with 96 bytes in use and a limit of 100 bytes",
-      net.status().message());
+  test::ExpectTinyIpNetRunsOutOfMemory(device.get(), "host stand-in");
   // With room for all of it the same net builds, every blob on the device.
   options.memory_limit_bytes = 0;
   auto roomy = gpu::Device::CreateStandIn(options);
+  NetOptions net_options;
   net_options.device = roomy.get();
-  auto built = Net::Create(param, registry, net_options);
+  auto built = test::TrainNetFromText(test::kTinyIpNet, "tiny_ip.prototxt", DefaultLayerRegistry(), net_options);
   ASSERT_TRUE(built.ok()) << built.status();
   // x (64), y and its diff (32 + 32), weights and their diff (128 + 128),
   // bias and its diff (16 + 16).

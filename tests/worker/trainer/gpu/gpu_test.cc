@@ -26,6 +26,7 @@
 
 #include "common/update/sgd.h"
 #include "tests/support/layer_test.h"
+#include "tests/support/net_test_util.h"
 #include "tests/support/solver_reference.h"
 #include "tests/support/tiny_train_job.h"
 #include "tests/support/trainer_test_layers.h"
@@ -332,23 +333,7 @@ TEST(GpuErrorTest, OutOfDeviceMemoryWhileBuildingNamesNetLayerAndBytes) {
   options.memory_limit_bytes = 100;
   auto device = gpu::Device::Create(options);
   ASSERT_TRUE(device.ok()) << device.status();
-  caffe::NetParameter param;
-  ASSERT_TRUE(ParseNetParameter(R"(name: "tiny_ip"
-layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 8 } } }
-layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y"
-  inner_product_param { num_output: 4 weight_filler { type: "constant" value: 0.5 } } })",
-                                "tiny_ip.prototxt", &param)
-                  .ok());
-  param.mutable_state()->set_phase(caffe::TRAIN);
-  NetOptions net_options;
-  net_options.device = device->get();
-  auto net = Net::Create(param, DefaultLayerRegistry(), net_options);
-  ASSERT_FALSE(net.ok());
-  EXPECT_EQ(StatusCode::kResourceExhausted, net.status().code());
-  EXPECT_EQ(
-      "net \"tiny_ip\", layer \"ip\" (InnerProduct), allocating its blobs on the device: out of device memory on CUDA "
-      "device 0: asked for 32 bytes with 96 bytes in use and a limit of 100 bytes",
-      net.status().message());
+  test::ExpectTinyIpNetRunsOutOfMemory(device->get(), "CUDA device 0");
 }
 
 TEST(GpuErrorTest, ALabelOutOfRangeIsAnErrorNamingTheLayer) {

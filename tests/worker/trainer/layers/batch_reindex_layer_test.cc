@@ -67,12 +67,8 @@ TEST(BatchReindexLayerTest, BadIndicesAndShapesNameTheLayer) {
 }
 
 TEST(BatchReindexLayerDeathTest, IndexGradientIsFatal) {
-  Blob data(std::vector<int>{3, 2}), idx(std::vector<int>{2}), top;
-  BatchReindexLayer layer(ParseLayerParameter("name: 'r' type: 'BatchReindex'"));
-  ASSERT_TRUE(layer.SetUp({&data, &idx}, {&top}).ok());
-  layer.Forward({&data, &idx}, {&top});
-  EXPECT_DEATH(layer.Backward({&top}, {true, true}, {&data, &idx}),
-               "layer r \\(BatchReindex\\): cannot backpropagate to the indices");
+  ExpectBackwardDies<BatchReindexLayer>("name: 'r' type: 'BatchReindex'", {{3, 2}, {2}}, {true, true},
+                                        "layer r \\(BatchReindex\\): cannot backpropagate to the indices");
 }
 
 }  // namespace

@@ -44,12 +44,7 @@ TEST(BiasLayerTest, Gradients) {
                            "bias_param { axis: 1 num_axes: -1 filler { type: 'gaussian' } }"};
   for (const char* config : configs) {
     SCOPED_TRACE(config);
-    std::mt19937 rng(42);
-    Blob bottom(2, 3, 2, 2), top;
-    FillGaussian(&bottom, &rng);
-    BiasLayer layer(ParseLayerParameter(std::string("name: 'b' type: 'Bias' ") + config));
-    layer.set_rng(&rng);
-    ExpectGradient(&layer, {&bottom}, {&top});
+    ExpectLayerGradient<BiasLayer>(std::string("name: 'b' type: 'Bias' ") + config, {2, 3, 2, 2}, 42);
   }
 }
 
@@ -82,15 +77,8 @@ TEST(BiasLayerTest, BiasFromASecondBottomAndItsGradient) {
 }
 
 TEST(BiasLayerTest, InPlaceMatchesApart) {
-  std::mt19937 rng(44);
-  Blob input(2, 3, 2, 2);
-  FillGaussian(&input, &rng);
-  const std::string text = "name: 'b' type: 'Bias' bias_param { filler { type: 'gaussian' } }";
-  std::mt19937 rng_a(7), rng_b(7);
-  BiasLayer apart(ParseLayerParameter(text)), in_place(ParseLayerParameter(text));
-  apart.set_rng(&rng_a);
-  in_place.set_rng(&rng_b);
-  ExpectInPlaceMatchesApart(&apart, &in_place, input);
+  ExpectLayerInPlaceMatchesApart<BiasLayer>("name: 'b' type: 'Bias' bias_param { filler { type: 'gaussian' } }",
+                                            {2, 3, 2, 2}, 44);
 }
 
 TEST(BiasLayerTest, BadShapesAndParametersAreErrors) {

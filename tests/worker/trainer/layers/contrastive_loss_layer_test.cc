@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tests/support/gradient_checker.h"
+#include "tests/support/net_test_util.h"
 #include "worker/trainer/layer_registry.h"
 #include "worker/trainer/net.h"
 #include "worker/trainer/prototxt.h"
@@ -129,12 +130,9 @@ TEST(ContrastiveLossLayerTest, ShapeErrorsNameTheLayer) {
 }
 
 TEST(ContrastiveLossLayerDeathTest, SimilarityGradientIsFatal) {
-  Blob a(std::vector<int>{2, 3}), b(std::vector<int>{2, 3}), sim(std::vector<int>{2}), loss;
-  ContrastiveLossLayer layer(ParseLayerParameter("name: 'c' type: 'ContrastiveLoss'"));
-  ASSERT_TRUE(layer.SetUp({&a, &b, &sim}, {&loss}).ok());
-  layer.Forward({&a, &b, &sim}, {&loss});
-  EXPECT_DEATH(layer.Backward({&loss}, {true, false, true}, {&a, &b, &sim}),
-               "layer c \\(ContrastiveLoss\\): cannot backpropagate to the similarity");
+  test::ExpectBackwardDies<ContrastiveLossLayer>(
+      "name: 'c' type: 'ContrastiveLoss'", {{2, 3}, {2, 3}, {2}}, {true, false, true},
+      "layer c \\(ContrastiveLoss\\): cannot backpropagate to the similarity");
 }
 
 // A siamese net: two InnerProduct branches sharing their weight and bias
@@ -142,8 +140,7 @@ TEST(ContrastiveLossLayerDeathTest, SimilarityGradientIsFatal) {
 // once, and their gradient is the loss's derivative through both branches
 // (checked by central differences of the net's loss).
 TEST(ContrastiveLossLayerTest, SiameseNetSharesOneGradientForBothBranches) {
-  caffe::NetParameter param;
-  ASSERT_TRUE(ParseNetParameter(R"(
+  auto created = test::TrainNetFromText(R"(
     name: "siamese"
     input: "a" input_shape { dim: 3 dim: 4 }
     input: "b" input_shape { dim: 3 dim: 4 }
@@ -163,10 +160,7 @@ TEST(ContrastiveLossLayerTest, SiameseNetSharesOneGradientForBothBranches) {
       contrastive_loss_param { margin: 3 }
     }
   )",
-                                "siamese.prototxt", &param)
-                  .ok());
-  param.mutable_state()->set_phase(caffe::TRAIN);
-  auto created = Net::Create(param, DefaultLayerRegistry());
+                                        "siamese.prototxt");
   ASSERT_TRUE(created.ok()) << created.status();
   Net& net = **created;
   ASSERT_EQ(2u, net.learnable_params().size());  // w and bias, once each

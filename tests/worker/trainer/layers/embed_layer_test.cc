@@ -108,13 +108,7 @@ TEST(EmbedLayerTest, BadIndicesAndParametersNameTheLayer) {
 }
 
 TEST(EmbedLayerDeathTest, IndexGradientIsFatal) {
-  std::mt19937 rng(1);
-  Blob idx(std::vector<int>{2}), top;
-  EmbedLayer layer(ParseLayerParameter(kEmbed));
-  layer.set_rng(&rng);
-  ASSERT_TRUE(layer.SetUp({&idx}, {&top}).ok());
-  layer.Forward({&idx}, {&top});
-  EXPECT_DEATH(layer.Backward({&top}, {true}, {&idx}), "layer e \\(Embed\\): cannot backpropagate to the input");
+  ExpectBackwardDies<EmbedLayer>(kEmbed, {{2}}, {true}, "layer e \\(Embed\\): cannot backpropagate to the input");
 }
 
 }  // namespace

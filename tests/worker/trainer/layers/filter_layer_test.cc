@@ -75,12 +75,8 @@ TEST(FilterLayerTest, ShapeErrorsNameTheLayer) {
 }
 
 TEST(FilterLayerDeathTest, SelectorGradientIsFatal) {
-  Blob data(std::vector<int>{2, 2}), selector(std::vector<int>{2}), top;
-  FilterLayer layer(ParseLayerParameter("name: 'f' type: 'Filter'"));
-  ASSERT_TRUE(layer.SetUp({&data, &selector}, {&top}).ok());
-  layer.Forward({&data, &selector}, {&top});
-  EXPECT_DEATH(layer.Backward({&top}, {true, true}, {&data, &selector}),
-               "layer f \\(Filter\\): cannot backpropagate to the selector");
+  ExpectBackwardDies<FilterLayer>("name: 'f' type: 'Filter'", {{2, 2}, {2}}, {true, true},
+                                  "layer f \\(Filter\\): cannot backpropagate to the selector");
 }
 
 }  // namespace

@@ -133,11 +133,8 @@ TEST(HingeLossLayerTest, ConfigurationErrorsNameTheLayer) {
 }
 
 TEST(HingeLossLayerDeathTest, LabelGradientIsFatal) {
-  Blob x(std::vector<int>{2, 3}), label(std::vector<int>{2}), loss;
-  HingeLossLayer layer(ParseLayerParameter("name: 'h' type: 'HingeLoss'"));
-  ASSERT_TRUE(layer.SetUp({&x, &label}, {&loss}).ok());
-  layer.Forward({&x, &label}, {&loss});
-  EXPECT_DEATH(layer.Backward({&loss}, {true, true}, {&x, &label}), "layer h \\(HingeLoss\\): cannot backpropagate");
+  test::ExpectBackwardDies<HingeLossLayer>("name: 'h' type: 'HingeLoss'", {{2, 3}, {2}}, {true, true},
+                                           "layer h \\(HingeLoss\\): cannot backpropagate");
 }
 
 // ---- MultinomialLogisticLoss ----

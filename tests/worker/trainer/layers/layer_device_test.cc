@@ -52,6 +52,44 @@ class LayerDeviceTest : public test::LayerTest<TypeParam> {
           {eltwise ? test::GradientCheck::kEltwise : test::GradientCheck::kSumOfSquares, 1e-2f, 1e-3f, 0.0f, 0.01f});
     }
   }
+  // A recurrent layer (`name_and_type`: LSTM, RNN) of one unit whose blobs
+  // hold `weights`, on x = (0.5, -1.5) over two steps (cont 0, 1): its
+  // outputs are `expected`. Then the gradient of x of one with 3 units on a
+  // random sequence of 3 steps of 2 streams.
+  void ExpectRecurrentValuesAndGradient(const std::string& name_and_type,
+                                        const std::vector<std::vector<float>>& weights,
+                                        const std::vector<float>& expected) {
+    Blob x(std::vector<int>{2, 1, 1}), cont(std::vector<int>{2, 1}), out;
+    SetBlobData(&x, {0.5f, -1.5f});
+    SetBlobData(&cont, {0, 1});
+    auto layer = this->MakeLayer(name_and_type + " recurrent_param { num_output: 1 }");
+    ASSERT_NO_FATAL_FAILURE(SetUpLayer(layer.get(), {&x, &cont}, {&out}));
+    ASSERT_EQ(weights.size(), layer->blobs().size());
+    for (size_t i = 0; i < weights.size(); ++i) SetBlobData(layer->blobs()[i].get(), weights[i]);
+    layer->Forward({&x, &cont}, {&out});
+    ExpectNear(expected, out);
+    Blob xs(std::vector<int>{3, 2, 4}), flags(std::vector<int>{3, 2}), top;
+    FillGaussian(&xs, &this->rng_);
+    SetBlobData(&flags, {0, 0, 1, 0, 1, 1});
+    auto three =
+        this->MakeLayer(name_and_type +
+                        " recurrent_param { num_output: 3 weight_filler { type: 'uniform' min: -0.5 max: 0.5 } "
+                        "bias_filler { type: 'uniform' min: -0.5 max: 0.5 } }");
+    test::ExpectGradient(three.get(), {&xs, &flags}, {&top},
+                         {test::GradientCheck::kExhaustive, 1e-2f, 1e-3f, 0.0f, -1.0f, 0});
+    ExpectDeviceOk();
+  }
+  // The layer of `text` on bottom_ (reshaped to `shape`, holding `values`)
+  // gives `expected` in top_.
+  void ExpectForward(const std::string& text, const std::vector<int>& shape, const std::vector<float>& values,
+                     const std::vector<float>& expected) {
+    bottom_.Reshape(shape);
+    SetBlobData(&bottom_, values);
+    auto layer = this->MakeLayer(text);
+    ASSERT_NO_FATAL_FAILURE(SetUpLayer(layer.get(), {&bottom_}, {&top_}));
+    layer->Forward({&bottom_}, {&top_});
+    ExpectNear(expected, top_);
+  }
   // Fails the test if the device recorded an error.
   void ExpectDeviceOk() {
     if (this->device() != nullptr) {
@@ -224,11 +262,8 @@ TYPED_TEST(LayerDeviceTest, ScaleGradientLearnedAndFromABottom) {
       "name: 's' type: 'Scale' scale_param { bias_term: true filler { type: 'gaussian' } "
       "bias_filler { type: 'gaussian' } }",
       {2, 3, 4}, {test::GradientCheck::kSumOfSquares});
-  Blob bottom(std::vector<int>{2, 3, 4}), scale(std::vector<int>{3}), top;
-  FillGaussian(&bottom, &this->rng_);
-  FillGaussian(&scale, &this->rng_);
-  auto layer = this->MakeLayer("name: 's' type: 'Scale' scale_param { axis: 1 }");
-  test::ExpectGradient(layer.get(), {&bottom, &scale}, {&top}, {test::GradientCheck::kSumOfSquares});
+  this->ExpectLayerGradient("name: 's' type: 'Scale' scale_param { axis: 1 }", {{2, 3, 4}, {3}},
+                            {test::GradientCheck::kSumOfSquares});
   this->ExpectDeviceOk();
 }
 
@@ -245,11 +280,8 @@ TYPED_TEST(LayerDeviceTest, BiasValuesAndGradients) {
                             {test::GradientCheck::kSumOfSquares});
   this->ExpectLayerGradient("name: 'b' type: 'Bias' bias_param { num_axes: 0 filler { type: 'gaussian' } }", {2, 3, 4},
                             {test::GradientCheck::kSumOfSquares});
-  Blob bottom(std::vector<int>{2, 3, 4}), bias(std::vector<int>{2, 3}), top;
-  FillGaussian(&bottom, &this->rng_);
-  FillGaussian(&bias, &this->rng_);
-  auto from_bottom = this->MakeLayer("name: 'b' type: 'Bias' bias_param { axis: 0 }");
-  test::ExpectGradient(from_bottom.get(), {&bottom, &bias}, {&top}, {test::GradientCheck::kSumOfSquares});
+  this->ExpectLayerGradient("name: 'b' type: 'Bias' bias_param { axis: 0 }", {{2, 3, 4}, {2, 3}},
+                            {test::GradientCheck::kSumOfSquares});
   this->ExpectDeviceOk();
 }
 
@@ -695,12 +727,8 @@ TYPED_TEST(LayerDeviceTest, BatchReindexFilterEmbedParameter) {
 }
 
 TYPED_TEST(LayerDeviceTest, TileValuesAndGradient) {
-  this->bottom_.Reshape({2, 3});
-  SetBlobData(&this->bottom_, {1, 2, 3, 4, 5, 6});
-  auto layer = this->MakeLayer("name: 't' type: 'Tile' tile_param { tiles: 2 }");
-  this->SetUpLayer(layer.get(), {&this->bottom_}, {&this->top_});
-  layer->Forward({&this->bottom_}, {&this->top_});
-  this->ExpectNear({1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6}, this->top_);
+  this->ExpectForward("name: 't' type: 'Tile' tile_param { tiles: 2 }", {2, 3}, {1, 2, 3, 4, 5, 6},
+                      {1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6});
   this->CheckGradients(
       {"name: 't' type: 'Tile' tile_param { tiles: 3 }", "name: 't' type: 'Tile' tile_param { axis: -1 tiles: 2 }"},
       {2, 3, 4}, /*eltwise=*/false);
@@ -743,12 +771,8 @@ TYPED_TEST(LayerDeviceTest, CropValuesAndGradient) {
 }
 
 TYPED_TEST(LayerDeviceTest, MVNValuesAndGradient) {
-  this->bottom_.Reshape({1, 2, 2, 2});
-  SetBlobData(&this->bottom_, {1, 2, 3, 4, 5, 5, 5, 5});
-  auto layer = this->MakeLayer("name: 'm' type: 'MVN'");
-  this->SetUpLayer(layer.get(), {&this->bottom_}, {&this->top_});
-  layer->Forward({&this->bottom_}, {&this->top_});
-  this->ExpectNear({-1.3416408f, -0.4472136f, 0.4472136f, 1.3416408f, 0, 0, 0, 0}, this->top_);
+  this->ExpectForward("name: 'm' type: 'MVN'", {1, 2, 2, 2}, {1, 2, 3, 4, 5, 5, 5, 5},
+                      {-1.3416408f, -0.4472136f, 0.4472136f, 1.3416408f, 0, 0, 0, 0});
   this->CheckGradients({"name: 'm' type: 'MVN'", "name: 'm' type: 'MVN' mvn_param { across_channels: true }",
                         "name: 'm' type: 'MVN' mvn_param { normalize_variance: false }"},
                        {2, 3, 2, 3}, /*eltwise=*/false);
@@ -756,24 +780,16 @@ TYPED_TEST(LayerDeviceTest, MVNValuesAndGradient) {
 }
 
 TYPED_TEST(LayerDeviceTest, Im2colValuesAndGradient) {
-  this->bottom_.Reshape({1, 1, 3, 3});
-  SetBlobData(&this->bottom_, OneToN(9));
-  auto layer = this->MakeLayer("name: 'i' type: 'Im2col' convolution_param { kernel_size: 2 }");
-  this->SetUpLayer(layer.get(), {&this->bottom_}, {&this->top_});
-  layer->Forward({&this->bottom_}, {&this->top_});
-  this->ExpectNear({1, 2, 4, 5, 2, 3, 5, 6, 4, 5, 7, 8, 5, 6, 8, 9}, this->top_);
+  this->ExpectForward("name: 'i' type: 'Im2col' convolution_param { kernel_size: 2 }", {1, 1, 3, 3}, OneToN(9),
+                      {1, 2, 4, 5, 2, 3, 5, 6, 4, 5, 7, 8, 5, 6, 8, 9});
   this->CheckGradients({"name: 'i' type: 'Im2col' convolution_param { kernel_size: 3 pad: 1 stride: 2 }"}, {2, 2, 5, 4},
                        /*eltwise=*/false);
   this->ExpectDeviceOk();
 }
 
 TYPED_TEST(LayerDeviceTest, SPPValuesAndGradient) {
-  this->bottom_.Reshape({1, 1, 4, 4});
-  SetBlobData(&this->bottom_, OneToN(16));
-  auto layer = this->MakeLayer("name: 's' type: 'SPP' spp_param { pyramid_height: 2 pool: AVE }");
-  this->SetUpLayer(layer.get(), {&this->bottom_}, {&this->top_});
-  layer->Forward({&this->bottom_}, {&this->top_});
-  this->ExpectNear({8.5f, 3.5f, 5.5f, 11.5f, 13.5f}, this->top_);
+  this->ExpectForward("name: 's' type: 'SPP' spp_param { pyramid_height: 2 pool: AVE }", {1, 1, 4, 4}, OneToN(16),
+                      {8.5f, 3.5f, 5.5f, 11.5f, 13.5f});
   this->CheckGradients({"name: 's' type: 'SPP' spp_param { pyramid_height: 3 pool: AVE }"}, {2, 2, 8, 7},
                        /*eltwise=*/false);
   this->ExpectLayerGradient("name: 's' type: 'SPP' spp_param { pyramid_height: 2 }", {2, 2, 5, 5},
@@ -805,48 +821,17 @@ TYPED_TEST(LayerDeviceTest, LSTMUnitValuesAndGradient) {
 }
 
 TYPED_TEST(LayerDeviceTest, LSTMValuesAndGradient) {
-  Blob x(std::vector<int>{2, 1, 1}), cont(std::vector<int>{2, 1}), h;
-  SetBlobData(&x, {0.5f, -1.5f});
-  SetBlobData(&cont, {0, 1});
-  auto layer = this->MakeLayer("name: 'l' type: 'LSTM' recurrent_param { num_output: 1 }");
-  this->SetUpLayer(layer.get(), {&x, &cont}, {&h});
-  SetBlobData(layer->blobs()[0].get(), {1, 0.5f, -1, 2});
-  SetBlobData(layer->blobs()[1].get(), {0, 0.1f, 0.2f, -0.1f});
-  SetBlobData(layer->blobs()[2].get(), {0.3f, -0.2f, 0.5f, 0.4f});
-  layer->Forward({&x, &cont}, {&h});
   // Worked in double from Caffe's unrolled net (lstm_layer_test).
-  this->ExpectNear({0.17809375f, -0.03448605f}, h);
-  Blob xs(std::vector<int>{3, 2, 4}), flags(std::vector<int>{3, 2}), top;
-  FillGaussian(&xs, &this->rng_);
-  SetBlobData(&flags, {0, 0, 1, 0, 1, 1});
-  auto lstm = this->MakeLayer(
-      "name: 'l' type: 'LSTM' recurrent_param { num_output: 3 weight_filler { type: 'uniform' min: -0.5 max: 0.5 } "
-      "bias_filler { type: 'uniform' min: -0.5 max: 0.5 } }");
-  test::ExpectGradient(lstm.get(), {&xs, &flags}, {&top},
-                       {test::GradientCheck::kExhaustive, 1e-2f, 1e-3f, 0.0f, -1.0f, 0});
-  this->ExpectDeviceOk();
+  this->ExpectRecurrentValuesAndGradient("name: 'l' type: 'LSTM'",
+                                         {{1, 0.5f, -1, 2}, {0, 0.1f, 0.2f, -0.1f}, {0.3f, -0.2f, 0.5f, 0.4f}},
+                                         {0.17809375f, -0.03448605f});
 }
 
 TYPED_TEST(LayerDeviceTest, RNNValuesAndGradient) {
-  Blob x(std::vector<int>{2, 1, 1}), cont(std::vector<int>{2, 1}), o;
-  SetBlobData(&x, {0.5f, -1.5f});
-  SetBlobData(&cont, {0, 1});
-  auto layer = this->MakeLayer("name: 'r' type: 'RNN' recurrent_param { num_output: 1 }");
-  this->SetUpLayer(layer.get(), {&x, &cont}, {&o});
-  const std::vector<float> weights = {0.8f, 0.1f, -0.5f, 1.5f, -0.2f};  // W_xh, b_h, W_hh, W_ho, b_o
-  for (int i = 0; i < 5; ++i) SetBlobData(layer->blobs()[i].get(), {weights[i]});
-  layer->Forward({&x, &cont}, {&o});
-  // Worked in double from Caffe's unrolled net (rnn_layer_test).
-  this->ExpectNear({0.45673334f, -0.90591541f}, o);
-  Blob xs(std::vector<int>{3, 2, 4}), flags(std::vector<int>{3, 2}), top;
-  FillGaussian(&xs, &this->rng_);
-  SetBlobData(&flags, {0, 0, 1, 0, 1, 1});
-  auto rnn = this->MakeLayer(
-      "name: 'r' type: 'RNN' recurrent_param { num_output: 3 weight_filler { type: 'uniform' min: -0.5 max: 0.5 } "
-      "bias_filler { type: 'uniform' min: -0.5 max: 0.5 } }");
-  test::ExpectGradient(rnn.get(), {&xs, &flags}, {&top},
-                       {test::GradientCheck::kExhaustive, 1e-2f, 1e-3f, 0.0f, -1.0f, 0});
-  this->ExpectDeviceOk();
+  // W_xh, b_h, W_hh, W_ho, b_o; worked in double from Caffe's unrolled net
+  // (rnn_layer_test).
+  this->ExpectRecurrentValuesAndGradient("name: 'r' type: 'RNN'", {{0.8f}, {0.1f}, {-0.5f}, {1.5f}, {-0.2f}},
+                                         {0.45673334f, -0.90591541f});
 }
 
 }  // namespace

@@ -36,13 +36,13 @@
 
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "tests/support/layer_test.h"
+#include "tests/support/process_util.h"
 #include "tests/support/tiny_train_job.h"
 #include "worker/trainer/data/data_layer.h"
 #include "worker/trainer/data/hdf5_data_layer.h"
@@ -57,6 +57,18 @@ constexpr Tolerance kExact{0.0f, 0.0f};
 constexpr Tolerance kUlps{4e-6f, 1e-7f};
 constexpr Tolerance kSums{1e-4f, 1e-4f};
 constexpr Tolerance kCancelling{4e-6f, 3e-7f};
+
+// Bottom 0 Gaussian (standard deviation `stddev`); the others, labels or
+// indices, hold (i * step) % modulo at element i.
+test::BottomFiller GaussianThenModulo(float stddev, int step, int modulo) {
+  return [=](int index, Blob* blob, std::mt19937* rng) {
+    if (index == 0) {
+      test::FillGaussian(blob, rng, stddev);
+      return;
+    }
+    for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] = static_cast<float>((i * step) % modulo);
+  };
+}
 
 TEST(LayerGpuTest, Convolution) {
   NEREUS_GPU_OR_SKIP(device);
@@ -295,13 +307,7 @@ TEST(LayerGpuTest, SoftmaxAndLoss) {
   EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 's' type: 'Softmax' softmax_param { axis: 1 }", {{2, 5, 4, 3}},
                                 Tolerance{1e-5f, 1e-7f}),
             0);
-  auto labels = [](int index, Blob* blob, std::mt19937* rng) {
-    if (index == 0) {
-      test::FillGaussian(blob, rng, 3.0f);
-      return;
-    }
-    for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] = static_cast<float>((i * 7) % 10);
-  };
+  const test::BottomFiller labels = GaussianThenModulo(3.0f, 7, 10);
   for (const char* loss_param : {"", "loss_param { ignore_label: 3 }", "loss_param { normalization: BATCH_SIZE }",
                                  "loss_param { normalization: FULL ignore_label: 0 }"}) {
     EXPECT_GT(ExpectGpuMatchesCpu(
@@ -314,13 +320,7 @@ TEST(LayerGpuTest, SoftmaxAndLoss) {
 
 TEST(LayerGpuTest, AccuracyIsBitwiseTheCpu) {
   NEREUS_GPU_OR_SKIP(device);
-  auto labels = [](int index, Blob* blob, std::mt19937* rng) {
-    if (index == 0) {
-      test::FillGaussian(blob, rng);
-      return;
-    }
-    for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] = static_cast<float>((i * 3) % 10);
-  };
+  const test::BottomFiller labels = GaussianThenModulo(1.0f, 3, 10);
   for (const char* param : {"", "accuracy_param { top_k: 3 }", "accuracy_param { ignore_label: 4 }"}) {
     EXPECT_GT(ExpectGpuMatchesCpu(device, std::string("name: 'a' type: 'Accuracy' top: 'a' top: 'per_class' ") + param,
                                   {{64, 10}, {64}}, kExact, /*backward=*/false, labels),
@@ -334,47 +334,63 @@ TEST(LayerGpuTest, SplitIsBitwiseTheCpu) {
   EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 's' type: 'Split' top: 'a' top: 'b' top: 'c'", {{3, 4, 5}}, kExact), 0);
 }
 
-// The Data layer on the GPU gives the CPU's batches, in the CPU's order
-// (through page-locked buffers and the copy stream, one batch ahead).
-TEST(LayerGpuTest, DataLayerGivesTheCpuBatches) {
-  NEREUS_GPU_OR_SKIP(device);
-  const std::string dir = ::testing::TempDir() + "/layer_gpu_test_data";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  test::WriteTinyLmdb(dir + "/lmdb");
-  const caffe::LayerParameter param = test::ParseLayerParameter(
-      "name: 'data' type: 'Data' top: 'data' top: 'label' phase: TRAIN transform_param { scale: 0.00390625 } "
-      "data_param { source: '" +
-      dir + "/lmdb' batch_size: 24 backend: LMDB prefetch: 2 }");
-  std::mt19937 cpu_rng(3), gpu_rng(3);
-  data::DataLayer cpu(param), on_gpu(param);
+// A prefetching data layer (`layer`, its rng seeded `seed`) on the CPU and
+// on `device`: `iterations` batches of its `tops` tops, each made on the
+// device and the CPU's bytes.
+template <typename DataLayerT>
+void ExpectGpuBatchesAreTheCpus(gpu::Device* device, const std::string& layer, uint32_t seed, int tops,
+                                int iterations) {
+  const caffe::LayerParameter param = test::ParseLayerParameter(layer);
+  std::mt19937 cpu_rng(seed), gpu_rng(seed);
+  DataLayerT cpu(param), on_gpu(param);
   cpu.set_rng(&cpu_rng);
   on_gpu.set_rng(&gpu_rng);
   on_gpu.set_device(device);
   gpu::ScopedDevice scope(device);
-  Blob cpu_data, cpu_label, gpu_data, gpu_label;
-  ASSERT_TRUE(cpu.SetUp({}, {&cpu_data, &cpu_label}).ok());
-  ASSERT_TRUE(on_gpu.SetUp({}, {&gpu_data, &gpu_label}).ok());
-  // 256 records, 24 a batch: 13 batches wrap around the database once.
-  for (int iter = 0; iter < 13; ++iter) {
-    cpu.Forward({}, {&cpu_data, &cpu_label});
-    on_gpu.Forward({}, {&gpu_data, &gpu_label});
+  std::vector<Blob> cpu_tops(tops), gpu_tops(tops);
+  std::vector<Blob*> cpu_top, gpu_top;
+  for (int t = 0; t < tops; ++t) {
+    cpu_top.push_back(&cpu_tops[t]);
+    gpu_top.push_back(&gpu_tops[t]);
+  }
+  ASSERT_TRUE(cpu.SetUp({}, cpu_top).ok());
+  ASSERT_TRUE(on_gpu.SetUp({}, gpu_top).ok());
+  for (int iter = 0; iter < iterations; ++iter) {
+    cpu.Forward({}, cpu_top);
+    on_gpu.Forward({}, gpu_top);
     const Status s = device->TakeError();
     ASSERT_TRUE(s.ok()) << s;
-    ASSERT_EQ(cpu_data.shape(), gpu_data.shape());
-    ASSERT_EQ(SyncedMemory::Head::kAtGpu, gpu_data.data()->head()) << "the batch was made on the device";
-    ASSERT_EQ(0, std::memcmp(cpu_data.cpu_data(), gpu_data.cpu_data(), sizeof(float) * cpu_data.count())) << iter;
-    ASSERT_EQ(0, std::memcmp(cpu_label.cpu_data(), gpu_label.cpu_data(), sizeof(float) * cpu_label.count())) << iter;
+    for (int t = 0; t < tops; ++t) {
+      ASSERT_EQ(cpu_tops[t].shape(), gpu_tops[t].shape());
+      ASSERT_EQ(SyncedMemory::Head::kAtGpu, gpu_tops[t].data()->head()) << "top " << t << " made on the device";
+      ASSERT_EQ(0, std::memcmp(cpu_tops[t].cpu_data(), gpu_tops[t].cpu_data(), sizeof(float) * cpu_tops[t].count()))
+          << "iteration " << iter << ", top " << t;
+    }
   }
+}
+
+// The Data layer on the GPU gives the CPU's batches, in the CPU's order
+// (through page-locked buffers and the copy stream, one batch ahead).
+TEST(LayerGpuTest, DataLayerGivesTheCpuBatches) {
+  NEREUS_GPU_OR_SKIP(device);
+  const test::TempDir temp;
+  const std::string& dir = temp.path();
+  test::WriteTinyLmdb(dir + "/lmdb");
+  // 256 records, 24 a batch: 13 batches wrap around the database once.
+  ExpectGpuBatchesAreTheCpus<data::DataLayer>(
+      device,
+      "name: 'data' type: 'Data' top: 'data' top: 'label' phase: TRAIN transform_param { scale: 0.00390625 } "
+      "data_param { source: '" +
+          dir + "/lmdb' batch_size: 24 backend: LMDB prefetch: 2 }",
+      3, 2, 13);
 }
 
 // HDF5Data's three tops (any number, any shape) go through the same
 // staging, shuffled, wrapping around its file: the CPU's batches.
 TEST(LayerGpuTest, Hdf5DataWithThreeTopsGivesTheCpuBatches) {
   NEREUS_GPU_OR_SKIP(device);
-  const std::string dir = ::testing::TempDir() + "/layer_gpu_test_hdf5";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const test::TempDir temp;
+  const std::string& dir = temp.path();
   const hid_t file = H5Fcreate((dir + "/rows.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   ASSERT_GE(file, 0);
   std::vector<float> a(10 * 3 * 2), b(10 * 4), c(10);
@@ -390,33 +406,13 @@ TEST(LayerGpuTest, Hdf5DataWithThreeTopsGivesTheCpuBatches) {
     std::ofstream list(dir + "/list.txt");
     list << dir << "/rows.h5\n";
   }
-  const caffe::LayerParameter param = test::ParseLayerParameter(
+  // 32 rows: three passes over the file, reshuffled.
+  ExpectGpuBatchesAreTheCpus<data::Hdf5DataLayer>(
+      device,
       "name: 'h5' type: 'HDF5Data' top: 'a' top: 'b' top: 'c' phase: TRAIN data_param { prefetch: 2 } "
       "hdf5_data_param { source: '" +
-      dir + "/list.txt' batch_size: 4 shuffle: true }");
-  std::mt19937 cpu_rng(5), gpu_rng(5);
-  data::Hdf5DataLayer cpu(param), on_gpu(param);
-  cpu.set_rng(&cpu_rng);
-  on_gpu.set_rng(&gpu_rng);
-  on_gpu.set_device(device);
-  gpu::ScopedDevice scope(device);
-  Blob cpu_tops[3], gpu_tops[3];
-  const std::vector<Blob*> cpu_top = {&cpu_tops[0], &cpu_tops[1], &cpu_tops[2]};
-  const std::vector<Blob*> gpu_top = {&gpu_tops[0], &gpu_tops[1], &gpu_tops[2]};
-  ASSERT_TRUE(cpu.SetUp({}, cpu_top).ok());
-  ASSERT_TRUE(on_gpu.SetUp({}, gpu_top).ok());
-  for (int iter = 0; iter < 8; ++iter) {  // 32 rows: three passes over the file, reshuffled.
-    cpu.Forward({}, cpu_top);
-    on_gpu.Forward({}, gpu_top);
-    const Status s = device->TakeError();
-    ASSERT_TRUE(s.ok()) << s;
-    for (int t = 0; t < 3; ++t) {
-      ASSERT_EQ(cpu_tops[t].shape(), gpu_tops[t].shape());
-      ASSERT_EQ(SyncedMemory::Head::kAtGpu, gpu_tops[t].data()->head()) << "top " << t << " made on the device";
-      ASSERT_EQ(0, std::memcmp(cpu_tops[t].cpu_data(), gpu_tops[t].cpu_data(), sizeof(float) * cpu_tops[t].count()))
-          << "iteration " << iter << ", top " << t;
-    }
-  }
+          dir + "/list.txt' batch_size: 4 shuffle: true }",
+      5, 3, 8);
 }
 
 // Issue 31's Caffe layers, part B. The losses sum their positions in double
@@ -461,13 +457,7 @@ TEST(LayerGpuTest, CaffeLabelAndContrastiveLosses) {
 
 TEST(LayerGpuTest, BatchReindexFilterEmbedParameterAreBitwiseTheCpu) {
   NEREUS_GPU_OR_SKIP(device);
-  auto indices = [](int index, Blob* blob, std::mt19937* rng) {
-    if (index == 0) {
-      test::FillGaussian(blob, rng);
-      return;
-    }
-    for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] = static_cast<float>((i * 5) % 6);
-  };
+  const test::BottomFiller indices = GaussianThenModulo(1.0f, 5, 6);
   EXPECT_GT(ExpectGpuMatchesCpu(device, "name: 'r' type: 'BatchReindex'", {{6, 3, 4}, {9}}, kExact, true, indices,
                                 {true, false}),
             0);
@@ -573,9 +563,10 @@ TEST(LayerGpuTest, LSTMUnit) {
             0);
 }
 
-// LSTM: cuBLAS's products (the GEMM bound) feed tanhf and the LSTM steps.
-TEST(LayerGpuTest, LSTM) {
-  NEREUS_GPU_OR_SKIP(device);
+// LSTM and RNN (`type`, with `hidden_blobs` blobs of initial state when
+// exposed): x (5 steps x 8 streams x 12), cont (0 at the first step, then
+// mostly 1) and x_static (8 x 6), the hidden state hidden and exposed.
+void ExpectRecurrentGpuMatchesCpu(gpu::Device* device, const std::string& name_and_type, int hidden_blobs) {
   const test::BottomFiller fill = [](int index, Blob* blob, std::mt19937* rng) {
     if (index == 1) {  // cont: 0 at the first step, then mostly 1
       for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] = static_cast<float>(i >= 8 && i % 5 != 0);
@@ -584,43 +575,29 @@ TEST(LayerGpuTest, LSTM) {
     }
   };
   for (const char* exposed : {"", "expose_hidden: true"}) {
-    const std::string text = std::string("name: 'l' type: 'LSTM' recurrent_param { num_output: 16 ") + exposed +
+    const std::string text = name_and_type + " recurrent_param { num_output: 16 " + exposed +
                              " weight_filler { type: 'uniform' min: -0.2 max: 0.2 } bias_filler { type: 'uniform' "
                              "min: -0.2 max: 0.2 } }";
     std::vector<std::vector<int>> shapes = {{5, 8, 12}, {5, 8}, {8, 6}};  // x, cont, x_static
     std::vector<bool> down = {true, false, true};
     if (*exposed != '\0') {
-      shapes.push_back({1, 8, 16});
-      shapes.push_back({1, 8, 16});
-      down.push_back(true);
-      down.push_back(true);
+      for (int h = 0; h < hidden_blobs; ++h) shapes.push_back({1, 8, 16});
+      for (int h = 0; h < hidden_blobs; ++h) down.push_back(true);
     }
     EXPECT_GT(ExpectGpuMatchesCpu(device, text, shapes, kSums, true, fill, down), 0) << exposed;
   }
 }
 
+// LSTM: cuBLAS's products (the GEMM bound) feed tanhf and the LSTM steps.
+TEST(LayerGpuTest, LSTM) {
+  NEREUS_GPU_OR_SKIP(device);
+  ExpectRecurrentGpuMatchesCpu(device, "name: 'l' type: 'LSTM'", 2);
+}
+
 // RNN: cuBLAS's products (the GEMM bound) feed tanhf step after step.
 TEST(LayerGpuTest, RNN) {
   NEREUS_GPU_OR_SKIP(device);
-  const test::BottomFiller fill = [](int index, Blob* blob, std::mt19937* rng) {
-    if (index == 1) {  // cont: 0 at the first step, then mostly 1
-      for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] = static_cast<float>(i >= 8 && i % 5 != 0);
-    } else {
-      test::FillGaussian(blob, rng);
-    }
-  };
-  for (const char* exposed : {"", "expose_hidden: true"}) {
-    const std::string text = std::string("name: 'r' type: 'RNN' recurrent_param { num_output: 16 ") + exposed +
-                             " weight_filler { type: 'uniform' min: -0.2 max: 0.2 } bias_filler { type: 'uniform' "
-                             "min: -0.2 max: 0.2 } }";
-    std::vector<std::vector<int>> shapes = {{5, 8, 12}, {5, 8}, {8, 6}};  // x, cont, x_static
-    std::vector<bool> down = {true, false, true};
-    if (*exposed != '\0') {
-      shapes.push_back({1, 8, 16});
-      down.push_back(true);
-    }
-    EXPECT_GT(ExpectGpuMatchesCpu(device, text, shapes, kSums, true, fill, down), 0) << exposed;
-  }
+  ExpectRecurrentGpuMatchesCpu(device, "name: 'r' type: 'RNN'", 1);
 }
 
 }  // namespace

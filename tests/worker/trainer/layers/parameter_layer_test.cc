@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tests/support/gradient_checker.h"
+#include "tests/support/net_test_util.h"
 #include "worker/trainer/layer_registry.h"
 #include "worker/trainer/layers/python_layer.h"
 #include "worker/trainer/net.h"
@@ -63,17 +64,13 @@ TEST(ParameterLayerTest, ExistingBlobOfAnotherShapeIsAnError) {
 // p (Parameter, 1 x 3) is trained towards the input t by EuclideanLoss:
 // its gradient is p - t, as a learnable parameter of the net.
 TEST(ParameterLayerTest, LearnedInANet) {
-  caffe::NetParameter param;
-  ASSERT_TRUE(ParseNetParameter(R"(
+  auto net = test::TrainNetFromText(R"(
     name: "p"
     input: "t" input_shape { dim: 1 dim: 3 }
     layer { name: "p" type: "Parameter" top: "p" parameter_param { shape { dim: 1 dim: 3 } } }
     layer { name: "loss" type: "EuclideanLoss" bottom: "p" bottom: "t" top: "loss" }
   )",
-                                "test.prototxt", &param)
-                  .ok());
-  param.mutable_state()->set_phase(caffe::TRAIN);
-  auto net = Net::Create(param, DefaultLayerRegistry());
+                                    "test.prototxt");
   ASSERT_TRUE(net.ok()) << net.status();
   ASSERT_EQ(1u, (*net)->learnable_params().size());
   Blob* p = (*net)->learnable_params()[0];

@@ -45,12 +45,7 @@ TEST(ScaleLayerTest, Gradients) {
       "scale_param { axis: -1 num_axes: -1 filler { type: 'gaussian' } }"};
   for (const char* config : configs) {
     SCOPED_TRACE(config);
-    std::mt19937 rng(42);
-    Blob bottom(2, 3, 2, 2), top;
-    test::FillGaussian(&bottom, &rng);
-    ScaleLayer layer(ParseLayerParameter(std::string("name: 'sc' type: 'Scale' ") + config));
-    layer.set_rng(&rng);
-    test::ExpectGradient(&layer, {&bottom}, {&top});
+    ExpectLayerGradient<ScaleLayer>(std::string("name: 'sc' type: 'Scale' ") + config, {2, 3, 2, 2}, 42);
   }
 }
 
@@ -71,15 +66,8 @@ TEST(ScaleLayerTest, ScaleFromASecondBottomAndItsGradient) {
 }
 
 TEST(ScaleLayerTest, InPlaceMatchesApart) {
-  std::mt19937 rng(44);
-  Blob input(2, 3, 2, 2);
-  test::FillGaussian(&input, &rng);
-  const std::string text = "name: 'sc' type: 'Scale' scale_param { bias_term: true filler { type: 'gaussian' } }";
-  std::mt19937 rng_a(7), rng_b(7);
-  ScaleLayer apart(ParseLayerParameter(text)), in_place(ParseLayerParameter(text));
-  apart.set_rng(&rng_a);
-  in_place.set_rng(&rng_b);
-  ExpectInPlaceMatchesApart(&apart, &in_place, input);
+  ExpectLayerInPlaceMatchesApart<ScaleLayer>(
+      "name: 'sc' type: 'Scale' scale_param { bias_term: true filler { type: 'gaussian' } }", {2, 3, 2, 2}, 44);
 }
 
 }  // namespace

@@ -49,6 +49,17 @@ class ComputeImageMeanTest : public ::testing::Test {
     }
     ASSERT_TRUE((*db)->PutBatch(records).ok());
   }
+  // The tool run on the database `db` writing mean.binaryproto.
+  test::ToolRun MeanOfDb() const {
+    return test::RunTool("nereus_compute_image_mean", Path("db") + " " + Path("mean.binaryproto"));
+  }
+  // MeanOfDb fails, saying `message`, and writes nothing.
+  void ExpectMeanOfDbFails(const std::string& message) const {
+    test::ToolRun r = MeanOfDb();
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+    EXPECT_FALSE(std::filesystem::exists(Path("mean.binaryproto")));
+  }
   caffe::BlobProto ReadMean(const std::string& name) const {
     caffe::BlobProto mean;
     const Status st = ReadProtoFromBinaryFile(Path(name), &mean);
@@ -88,7 +99,7 @@ TEST_F(ComputeImageMeanTest, MeanOfEitherBackendAsABlobProtoAndPerChannel) {
 // subtracts it.
 TEST_F(ComputeImageMeanTest, TheDataLayerSubtractsTheMean) {
   WriteDb(DbBackend::kLmdb, "db");
-  ASSERT_EQ(test::RunTool("nereus_compute_image_mean", Path("db") + " " + Path("mean.binaryproto")).exit_code, 0);
+  ASSERT_EQ(MeanOfDb().exit_code, 0);
   caffe::LayerParameter param;
   param.set_name("data");
   param.set_type("Data");
@@ -114,15 +125,10 @@ TEST_F(ComputeImageMeanTest, ALevelDbLockedByAnotherProcessIsAnErrorNamingIt) {
   {
     auto held = LevelDbDatabase::Open(Path("db"), DbMode::kRead);
     ASSERT_TRUE(held.ok()) << held.status();
-    test::ToolRun r = test::RunTool("nereus_compute_image_mean", Path("db") + " " + Path("mean.binaryproto"));
-    EXPECT_EQ(r.exit_code, 1) << r.output;
-    EXPECT_NE(r.output.find("FAILED_PRECONDITION: LevelDB database '" + Path("db") +
-                            "' is locked: another process (or another handle in this one) has it open"),
-              std::string::npos)
-        << r.output;
-    EXPECT_FALSE(std::filesystem::exists(Path("mean.binaryproto")));
+    ExpectMeanOfDbFails("FAILED_PRECONDITION: LevelDB database '" + Path("db") +
+                        "' is locked: another process (or another handle in this one) has it open");
   }
-  EXPECT_EQ(test::RunTool("nereus_compute_image_mean", Path("db") + " " + Path("mean.binaryproto")).exit_code, 0);
+  EXPECT_EQ(MeanOfDb().exit_code, 0);
 }
 
 TEST_F(ComputeImageMeanTest, BadRecordsAndSourcesAreErrorsNamingThem) {
@@ -137,13 +143,8 @@ TEST_F(ComputeImageMeanTest, BadRecordsAndSourcesAreErrorsNamingThem) {
     other.set_data(std::string(4, '\0'));
     ASSERT_TRUE((*db)->PutBatch({{"00000003", other.SerializeAsString()}, {"00000004", "garbage"}}).ok());
   }
-  test::ToolRun r = test::RunTool("nereus_compute_image_mean", Path("db") + " " + Path("mean.binaryproto"));
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("LMDB database '" + Path("db") +
-                          "', record 3 (key '00000003'): Datum of shape 1x2x2; the first record is 2x2x3"),
-            std::string::npos)
-      << r.output;
-  EXPECT_FALSE(std::filesystem::exists(Path("mean.binaryproto")));
+  ExpectMeanOfDbFails("LMDB database '" + Path("db") +
+                      "', record 3 (key '00000003'): Datum of shape 1x2x2; the first record is 2x2x3");
   test::ToolRun missing = test::RunTool("nereus_compute_image_mean", Path("nowhere"));
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.output.find("database '" + Path("nowhere") + "' does not exist"), std::string::npos)
@@ -170,7 +171,7 @@ TEST_F(ComputeImageMeanTest, EncodedRecordsAreDecoded) {
       test::RunTool("nereus_convert_imageset", "--encoded " + dir_.path() + "/ " + Path("list.txt") + " " + Path("db"))
           .exit_code,
       0);
-  test::ToolRun r = test::RunTool("nereus_compute_image_mean", Path("db") + " " + Path("mean.binaryproto"));
+  test::ToolRun r = MeanOfDb();
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const caffe::BlobProto mean = ReadMean("mean.binaryproto");
   EXPECT_EQ(mean.channels(), 3);

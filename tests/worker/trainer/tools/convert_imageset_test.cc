@@ -47,6 +47,15 @@ class ConvertImagesetTest : public ::testing::Test {
     test::WriteText(dir_.File("list.txt"), list);
   }
   std::string Path(const std::string& name) const { return dir_.File(name); }
+  // A Data layer "data" reading `source` in batches of `batch`.
+  static caffe::LayerParameter DataParam(const std::string& source, int batch) {
+    caffe::LayerParameter param;
+    param.set_name("data");
+    param.set_type("Data");
+    param.mutable_data_param()->set_source(source);
+    param.mutable_data_param()->set_batch_size(batch);
+    return param;
+  }
   // ROOTFOLDER/ LISTFILE DB_NAME after the flags.
   test::ToolRun Convert(const std::string& flags, const std::string& db, const std::string& list = "list.txt") {
     return test::RunTool("nereus_convert_imageset", flags + " " + dir_.path() + "/ " + Path(list) + " " + Path(db));
@@ -121,12 +130,8 @@ TEST_F(ConvertImagesetTest, LevelDbAndLmdbGiveTheDataLayerTheSameBatches) {
   ASSERT_EQ(Convert("--backend=leveldb", "leveldb").exit_code, 0);
   std::vector<std::vector<float>> batches[2];
   for (int b = 0; b < 2; ++b) {
-    caffe::LayerParameter param;
-    param.set_name("data");
-    param.set_type("Data");
+    caffe::LayerParameter param = DataParam(Path(b == 0 ? "lmdb" : "leveldb"), 4);
     param.set_phase(caffe::TRAIN);
-    param.mutable_data_param()->set_source(Path(b == 0 ? "lmdb" : "leveldb"));
-    param.mutable_data_param()->set_batch_size(4);
     DataLayer layer(param);
     std::mt19937 rng(5);
     layer.set_rng(&rng);
@@ -217,12 +222,8 @@ TEST_F(ConvertImagesetTest, EncodedRecordsDecodeInTheDataLayer) {
 
   std::vector<float> batches[2];
   for (int b = 0; b < 2; ++b) {
-    caffe::LayerParameter param;
-    param.set_name("data");
-    param.set_type("Data");
+    caffe::LayerParameter param = DataParam(Path(b == 0 ? "encoded" : "raw"), kImages);
     param.set_phase(caffe::TEST);
-    param.mutable_data_param()->set_source(Path(b == 0 ? "encoded" : "raw"));
-    param.mutable_data_param()->set_batch_size(kImages);
     param.mutable_transform_param()->set_crop_size(3);
     DataLayer layer(param);
     std::mt19937 rng(5);
@@ -236,11 +237,7 @@ TEST_F(ConvertImagesetTest, EncodedRecordsDecodeInTheDataLayer) {
   }
   EXPECT_EQ(batches[0], batches[1]);
   // force_gray decodes the same records in gray.
-  caffe::LayerParameter param;
-  param.set_name("data");
-  param.set_type("Data");
-  param.mutable_data_param()->set_source(Path("encoded"));
-  param.mutable_data_param()->set_batch_size(2);
+  caffe::LayerParameter param = DataParam(Path("encoded"), 2);
   param.mutable_transform_param()->set_force_gray(true);
   DataLayer gray(param);
   std::mt19937 rng(5);
