@@ -17,7 +17,9 @@ rotates (so that a machine whose load changes charges each alike):
   nereus  nereus.torch.DistributedOptimizer: one server per host, Caffe's SGD on the servers, weights pulled per
           layer before each forward, nn.Linear weights offered to HybComm as sufficient factors (--sfb=auto)
 
-and, per system, the bytes each host's link carried per iteration (the kernel's counters of its eth0). Needs root
+and, per system, the bytes each host's link carried per iteration (the kernel's counters of its eth0) and how many
+of the machine's cores were busy (all hosts share them: where that nears the core count, the emulated cluster ran
+out of CPU, which a real cluster of as many hosts would not). Needs root
 (network namespaces), the build's nereus_bench, nereus_server and libnereus_c.so (--bin_dir, default build/bin).
 
     sudo PYTHONPATH=worker/torch /usr/bin/python3 bench/torch/cluster_compare.py --json=out.json | tee out.txt
@@ -118,6 +120,14 @@ def link_bytes():
     return read("tx_bytes") + read("rx_bytes")
 
 
+def machine_busy_s():
+    """CPU seconds this machine (every emulated host: namespaces share the kernel's counters) has been busy."""
+    with open("/proc/stat") as f:
+        ticks = [int(v) for v in f.readline().split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def worker(args):
     import torch
     import torch.distributed as dist
@@ -166,16 +176,19 @@ def worker(args):
         run(system, args.warmup)
     elapsed = {s: [] for s in SYSTEMS}
     moved = {s: 0 for s in SYSTEMS}
+    busy = {s: 0.0 for s in SYSTEMS}
     for b in range(args.blocks):
         for system in SYSTEMS[b % 3:] + SYSTEMS[:b % 3]:
             dist.barrier()
-            before, start = link_bytes(), time.monotonic()
+            before, busy_before, start = link_bytes(), machine_busy_s(), time.monotonic()
             run(system, args.iterations)
             elapsed[system].append((time.monotonic() - start) / args.iterations)
             moved[system] += link_bytes() - before
+            busy[system] += machine_busy_s() - busy_before
     dist.barrier()
     mine = {"host": host, "ms": {s: [round(t * 1e3, 3) for t in elapsed[s]] for s in SYSTEMS},
-            "link_bytes": {s: moved[s] / (args.blocks * args.iterations) for s in SYSTEMS}}
+            "link_bytes": {s: moved[s] / (args.blocks * args.iterations) for s in SYSTEMS},
+            "machine_busy_s": {s: busy[s] / (args.blocks * args.iterations) for s in SYSTEMS}}
     everyone = [None] * hosts
     dist.all_gather_object(everyone, mine)
     nt.shutdown()
@@ -220,7 +233,10 @@ def run_configuration(args, model, hosts, gbit, compute):
             "compute_ms": round(compute_s * 1e3, 3), "block_ms": ms,
             "median_ms": {s: statistics.median(ms[s]) for s in SYSTEMS},
             "link_bytes_per_iteration_full_size": {s: statistics.mean(h["link_bytes"][s] for h in result) * scale
-                                                   for s in SYSTEMS}}
+                                                   for s in SYSTEMS},
+            # The whole machine's CPU seconds per iteration, all hosts together (host 0's reading): against
+            # os.cpu_count() x the iteration, how near the emulated cluster came to running out of cores.
+            "machine_busy_s_per_iteration": result[0]["machine_busy_s"], "cores": os.cpu_count()}
 
 
 def main():
@@ -265,9 +281,9 @@ def main():
           "--sfb=%s; %d blocks x %d iterations per system after %d warm-up" % (
               torch.__version__, os.cpu_count(), load, args.model_scale, args.batch, args.sfb, args.blocks,
               args.iterations, args.warmup), flush=True)
-    print("%-9s %5s %5s %-7s %9s %9s %9s %9s %11s %11s   %s" % (
+    print("%-9s %5s %5s %-7s %9s %9s %9s %9s %11s %11s   %-18s %s" % (
         "model", "hosts", "Gbit", "device", "compute", "alone", "ddp", "nereus", "nereus/ddp", "ddp/nereus",
-        "link MB per iteration and host, full size (alone ddp nereus)"))
+        "link MB/it/host", "cores busy (alone ddp nereus)"))
     rows = []
     for r in range(args.rounds):
         for model in args.models.split(","):
@@ -278,10 +294,12 @@ def main():
                         row["round"] = r
                         rows.append(row)
                         m = row["median_ms"]
-                        print("%-9s %5d %5g %-7s %9.1f %9.1f %9.1f %9.1f %11.2f %11.2f   %s" % (
+                        print("%-9s %5d %5g %-7s %9.1f %9.1f %9.1f %9.1f %11.2f %11.2f   %-18s %s" % (
                             model, hosts, gbit, compute, row["compute_ms"], m["alone"], m["ddp"], m["nereus"],
                             m["nereus"] / m["ddp"], m["ddp"] / m["nereus"],
                             " ".join("%.0f" % (row["link_bytes_per_iteration_full_size"][s] / 1e6)
+                                     for s in SYSTEMS),
+                            " ".join("%.2f" % (row["machine_busy_s_per_iteration"][s] / (m[s] / 1e3))
                                      for s in SYSTEMS)), flush=True)
                         if args.json:
                             with open(args.json, "w") as f:
