@@ -19,15 +19,17 @@ using sgd_rules::Reg;
 using sgd_rules::StepConstants;
 
 // diff 0.5, weight 2, lr 0.25, weight decay 0.5 (L2: g = 0.5 * 2 + 0.5 = 1.5).
-StepConstants Constants() {
-  StepConstants k;
-  k.lr = 0.25f;
-  k.decay = 0.5f;
-  k.momentum = 0.5f;
-  k.momentum2 = 0.5f;
-  k.delta = 0.0f;
-  k.rms_decay = 0.5f;
-  return k;
+// In field order: lr, decay, momentum, momentum2, delta, rms_decay.
+const StepConstants kConstants{0.25f, 0.5f, 0.5f, 0.5f, 0.0f, 0.5f};
+
+// One element's step by `step` from weight 2, diff 0.5 and history `h`: the
+// history and weight it leaves.
+void ExpectElementStep(void (*step)(const StepConstants&, float, float*, float*), float h, float want_h,
+                       float want_data) {
+  float data = 2.0f;
+  step(kConstants, 0.5f, &data, &h);
+  EXPECT_EQ(want_h, h);
+  EXPECT_EQ(want_data, data);
 }
 
 TEST(SgdRulesTest, Regularization) {
@@ -40,43 +42,30 @@ TEST(SgdRulesTest, Regularization) {
 }
 
 TEST(SgdRulesTest, SgdAndNesterov) {
-  float data = 2.0f, h = 1.0f;
-  sgd_rules::SgdElement<Reg::kL2>(Constants(), 0.5f, &data, &h);
-  EXPECT_EQ(0.875f, h);     // 0.25 * 1.5 + 0.5 * 1
-  EXPECT_EQ(1.125f, data);  // 2 - 0.875
-  data = 2.0f;
-  h = 1.0f;
-  sgd_rules::NesterovElement<Reg::kL2>(Constants(), 0.5f, &data, &h);
-  EXPECT_EQ(0.875f, h);      // as SGD
-  EXPECT_EQ(1.1875f, data);  // 2 - (1.5 * 0.875 - 0.5 * 1)
-  data = 2.0f;
-  h = 1.0f;
-  sgd_rules::SgdElement<Reg::kL1>(Constants(), 0.5f, &data, &h);
-  EXPECT_EQ(0.75f, h);  // 0.25 * 1 + 0.5 * 1
-  EXPECT_EQ(1.25f, data);
+  // h = 0.25 * 1.5 + 0.5 * 1; data = 2 - h.
+  ExpectElementStep(sgd_rules::SgdElement<Reg::kL2>, 1.0f, 0.875f, 1.125f);
+  // h as SGD; data = 2 - (1.5 * 0.875 - 0.5 * 1).
+  ExpectElementStep(sgd_rules::NesterovElement<Reg::kL2>, 1.0f, 0.875f, 1.1875f);
+  // h = 0.25 * 1 + 0.5 * 1.
+  ExpectElementStep(sgd_rules::SgdElement<Reg::kL1>, 1.0f, 0.75f, 1.25f);
 }
 
 TEST(SgdRulesTest, AdaGradAndRmsProp) {
-  float data = 2.0f, h = 1.75f;
-  sgd_rules::AdaGradElement<Reg::kL2>(Constants(), 0.5f, &data, &h);
-  EXPECT_EQ(4.0f, h);        // 1.5^2 + 1.75
-  EXPECT_EQ(1.8125f, data);  // 2 - 0.25 * (1.5 / (4^0.5 + 0))
-  data = 2.0f;
-  h = 5.75f;
-  sgd_rules::RmsPropElement<Reg::kL2>(Constants(), 0.5f, &data, &h);
-  EXPECT_EQ(4.0f, h);  // 0.5 * 2.25 + 0.5 * 5.75
-  EXPECT_EQ(1.8125f, data);
+  // h = 1.5^2 + 1.75; data = 2 - 0.25 * (1.5 / (4^0.5 + 0)).
+  ExpectElementStep(sgd_rules::AdaGradElement<Reg::kL2>, 1.75f, 4.0f, 1.8125f);
+  // h = 0.5 * 2.25 + 0.5 * 5.75.
+  ExpectElementStep(sgd_rules::RmsPropElement<Reg::kL2>, 5.75f, 4.0f, 1.8125f);
 }
 
 TEST(SgdRulesTest, AdaDeltaAndAdam) {
   float data = 2.0f, h = 5.75f, h2 = 1.0f;
-  sgd_rules::AdaDeltaElement<Reg::kL2>(Constants(), 0.5f, &data, &h, &h2);
+  sgd_rules::AdaDeltaElement<Reg::kL2>(kConstants, 0.5f, &data, &h, &h2);
   EXPECT_EQ(4.0f, h);        // 0.5 * 2.25 + 0.5 * 5.75
   EXPECT_EQ(0.78125f, h2);   // s = 1.5 * ((0 + 1) / (0 + 4))^0.5 = 0.75; 0.5 * 0.5625 + 0.5 * 1
   EXPECT_EQ(1.8125f, data);  // 2 - 0.25 * 0.75
   data = 2.0f;
   float m = 0.5f, v = 5.75f;
-  sgd_rules::AdamElement<Reg::kL2>(Constants(), 0.5f, &data, &m, &v);
+  sgd_rules::AdamElement<Reg::kL2>(kConstants, 0.5f, &data, &m, &v);
   EXPECT_EQ(1.0f, m);       // 0.5 * 1.5 + 0.5 * 0.5
   EXPECT_EQ(4.0f, v);       // 0.5 * 2.25 + 0.5 * 5.75
   EXPECT_EQ(1.875f, data);  // 2 - 0.25 * (1 / (2 + 0))
