@@ -58,6 +58,15 @@ TEST(RefusalLogTest, LogsAgainAfterTheInterval) {
   EXPECT_TRUE(log.Refuse("a", "refused"));
 }
 
+// A raw DEALER with a chosen routing identity.
+zmq::socket_t Dealer(zmq::context_t& ctx, const std::string& identity, const std::string& to) {
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::routing_id, identity);
+  s.set(zmq::sockopt::linger, 0);
+  s.connect(to);
+  return s;
+}
+
 // A transport on 127.0.0.1 whose received messages can be waited for.
 class Inbox {
  public:
@@ -81,6 +90,15 @@ class Inbox {
     got_.pop_front();
     return g;
   }
+  // The next message is request `request_id`, decoded, from `from`.
+  void ExpectNext(const Endpoint& from, uint64_t request_id) {
+    const Got g = Next();
+    EXPECT_EQ(g.from, from);
+    EXPECT_EQ(g.error, "");
+    EXPECT_EQ(g.request_id, request_id);
+  }
+  // A raw DEALER of identity `identity` connected to this transport.
+  zmq::socket_t Connect(const std::string& identity) { return Dealer(ctx_, identity, endpoint()); }
   size_t pending() {
     std::lock_guard<std::mutex> lock(mu_);
     return got_.size();
@@ -88,6 +106,7 @@ class Inbox {
   const Endpoint& endpoint() const { return t_->endpoint(); }
 
  private:
+  zmq::context_t ctx_{1};  // Connect's; first: closed last.
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Got> got_;
@@ -105,21 +124,11 @@ std::string HeaderBytes(pb::Op op, uint64_t request_id, uint64_t payload_bytes =
   return s;
 }
 
-// A raw DEALER with a chosen routing identity.
-zmq::socket_t Dealer(zmq::context_t& ctx, const std::string& identity, const std::string& to) {
-  zmq::socket_t s(ctx, zmq::socket_type::dealer);
-  s.set(zmq::sockopt::routing_id, identity);
-  s.set(zmq::sockopt::linger, 0);
-  s.connect(to);
-  return s;
-}
-
 TEST(TransportLimitsTest, TooManyFramesAreDrainedAndRefusedNamingTheLimit) {
   ZmqTransportOptions o;
   o.max_frames = 8;
   Inbox inbox(o);
-  zmq::context_t ctx(1);
-  auto d = Dealer(ctx, "tcp://127.0.0.1:1", inbox.endpoint());
+  auto d = inbox.Connect("tcp://127.0.0.1:1");
   const std::string h = HeaderBytes(pb::PUSH, 7);
   d.send(zmq::buffer(h), zmq::send_flags::sndmore);
   for (int i = 0; i < 19; ++i) d.send(zmq::str_buffer("x"), i < 18 ? zmq::send_flags::sndmore : zmq::send_flags::none);
@@ -129,48 +138,38 @@ TEST(TransportLimitsTest, TooManyFramesAreDrainedAndRefusedNamingTheLimit) {
                          " bytes in all exceed the limit of 8 frames or 4294967296 bytes");
   // The next message from the same peer is whole again.
   d.send(zmq::buffer(HeaderBytes(pb::PULL, 8)), zmq::send_flags::none);
-  g = inbox.Next();
-  EXPECT_EQ(g.error, "");
-  EXPECT_EQ(g.request_id, 8u);
+  inbox.ExpectNext("tcp://127.0.0.1:1", 8);
 }
 
 TEST(TransportLimitsTest, AnOversizedFrameDropsTheConnectionAndNothingArrives) {
   ZmqTransportOptions o;
   o.max_frame_bytes = 4096;
   Inbox inbox(o);
-  zmq::context_t ctx(1);
-  auto big = Dealer(ctx, "tcp://127.0.0.1:2", inbox.endpoint());
+  auto big = inbox.Connect("tcp://127.0.0.1:2");
   const std::string h = HeaderBytes(pb::PUSH, 1, 8192);
   std::string payload(8192, 'p');
   big.send(zmq::buffer(h), zmq::send_flags::sndmore);
   big.send(zmq::buffer(payload), zmq::send_flags::none);
-  auto small = Dealer(ctx, "tcp://127.0.0.1:3", inbox.endpoint());
+  auto small = inbox.Connect("tcp://127.0.0.1:3");
   small.send(zmq::buffer(HeaderBytes(pb::PULL, 2)), zmq::send_flags::none);
-  Inbox::Got g = inbox.Next();
-  EXPECT_EQ(g.from, "tcp://127.0.0.1:3");
-  EXPECT_EQ(g.request_id, 2u);
+  inbox.ExpectNext("tcp://127.0.0.1:3", 2);
   EXPECT_EQ(inbox.pending(), 0u);
 }
 
 TEST(TransportLimitsTest, AnIdentityNamingAnotherHostIsDropped) {
   Inbox inbox;
-  zmq::context_t ctx(1);
   // Each of these would make the receiver connect to an address the sender
   // chose (or is no endpoint at all): all dropped before any handler.
   std::vector<zmq::socket_t> liars;
   for (const std::string& id : {std::string("tcp://10.9.8.7:80"), std::string("tcp://127.0.0.1:notaport"),
                                 std::string("\x00\x01\xfe garbage", 12), std::string("ipc:///tmp/x:1")}) {
-    liars.push_back(Dealer(ctx, id, inbox.endpoint()));
+    liars.push_back(inbox.Connect(id));
     liars.back().send(zmq::buffer(HeaderBytes(pb::PULL, 1)), zmq::send_flags::none);
   }
   // Sent after the liars' messages on connections that were opened later.
-  auto honest = Dealer(ctx, "tcp://127.0.0.1:4", inbox.endpoint());
+  auto honest = inbox.Connect("tcp://127.0.0.1:4");
   for (uint64_t id = 2; id < 5; ++id) honest.send(zmq::buffer(HeaderBytes(pb::PULL, id)), zmq::send_flags::none);
-  for (uint64_t id = 2; id < 5; ++id) {
-    Inbox::Got g = inbox.Next();
-    EXPECT_EQ(g.from, "tcp://127.0.0.1:4");
-    EXPECT_EQ(g.request_id, id);
-  }
+  for (uint64_t id = 2; id < 5; ++id) inbox.ExpectNext("tcp://127.0.0.1:4", id);
   EXPECT_EQ(inbox.pending(), 0u);
 }
 
@@ -181,17 +180,12 @@ TEST(TransportLimitsTest, AnIdentityNamingAnotherHostIsDropped) {
 // coordinator was killed and restarted never heard the new coordinator.
 TEST(TransportLimitsTest, ASecondConnectionUnderAnIdentityTakesOverFromTheFirst) {
   Inbox inbox;
-  zmq::context_t ctx(1);
-  auto first = Dealer(ctx, "tcp://127.0.0.1:5", inbox.endpoint());
-  first.send(zmq::buffer(HeaderBytes(pb::PULL, 1)), zmq::send_flags::none);
-  Inbox::Got g = inbox.Next();
-  EXPECT_EQ(g.from, "tcp://127.0.0.1:5");
-  EXPECT_EQ(g.request_id, 1u);
-  auto second = Dealer(ctx, "tcp://127.0.0.1:5", inbox.endpoint());
-  second.send(zmq::buffer(HeaderBytes(pb::PULL, 2)), zmq::send_flags::none);
-  g = inbox.Next();
-  EXPECT_EQ(g.from, "tcp://127.0.0.1:5");
-  EXPECT_EQ(g.request_id, 2u);
+  std::vector<zmq::socket_t> connections;  // The first stays open.
+  for (uint64_t id = 1; id <= 2; ++id) {
+    connections.push_back(inbox.Connect("tcp://127.0.0.1:5"));
+    connections.back().send(zmq::buffer(HeaderBytes(pb::PULL, id)), zmq::send_flags::none);
+    inbox.ExpectNext("tcp://127.0.0.1:5", id);
+  }
   EXPECT_EQ(inbox.pending(), 0u);
 }
 
@@ -208,10 +202,7 @@ TEST(TransportLimitsTest, ANodeBoundToASecondAddressSendsFromIt) {
   m.header.set_op(pb::PULL);
   m.header.set_request_id(42);
   ASSERT_TRUE(sender->Send(inbox.endpoint(), std::move(m)).ok());
-  Inbox::Got g = inbox.Next();
-  EXPECT_EQ(g.from, sender->endpoint());
-  EXPECT_EQ(g.error, "");
-  EXPECT_EQ(g.request_id, 42u);
+  inbox.ExpectNext(sender->endpoint(), 42);
   sender->Stop();
 }
 
