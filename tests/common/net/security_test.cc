@@ -27,6 +27,7 @@
 #include "tests/support/bytes_equal.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/process_util.h"
+#include "tests/support/raw_worker_job.h"
 
 namespace nereus {
 namespace test {
@@ -487,16 +488,14 @@ void SendAll(zmq::socket_t& s, const std::vector<std::string>& frames) {
 }
 
 TEST(HostileInputTest, HundredThousandBadMessagesLeaveTheServerServingAndItsWeightsAsWithout) {
-  TempDir dir;
-  LocalCluster cluster(test::OneServerAndTheTestAsWorker(), dir);
-  RawWorker w(cluster.coordinator_address());
-  ASSERT_TRUE(w.Start().ok());
-  const Endpoint server = w.node().server(0);
-  ASSERT_EQ(w.Call(InitMessage()).header.op(), pb::INIT_ACK);
-  Message ack = w.Call(PushMessage(0));
+  RawWorkerJob job;
+  ASSERT_TRUE(job.worker.Start().ok());
+  const Endpoint server = job.worker.node().server(0);
+  ASSERT_EQ(job.worker.Call(InitMessage()).header.op(), pb::INIT_ACK);
+  Message ack = job.worker.Call(PushMessage(0));
   ASSERT_EQ(ack.header.op(), pb::PUSH_ACK) << ack.header.error();
 
-  [[maybe_unused]] const size_t hwm_before = VmHwmKb(cluster.server(0).pid());
+  [[maybe_unused]] const size_t hwm_before = VmHwmKb(job.cluster.server(0).pid());
   // A frame announced at 1 GiB, of which 300 MiB are sent: refused at its
   // size, never allocated (the server's peak memory does not grow by it).
   LyingFrame(server, "tcp://127.0.0.1:9", uint64_t{1} << 30, uint64_t{300} << 20);
@@ -508,10 +507,10 @@ TEST(HostileInputTest, HundredThousandBadMessagesLeaveTheServerServingAndItsWeig
   strangers.push_back(Dealer(ctx, "tcp://127.0.0.1:" + port, server));               // Not a member.
   strangers.push_back(Dealer(ctx, "tcp://10.1.2.3:80", server));                     // Not its host.
   strangers.push_back(Dealer(ctx, std::string("\x00\xff\x01 binary", 10), server));  // Not an endpoint.
-  strangers.push_back(Dealer(ctx, "tcp://127.0.0.1:" + port, cluster.coordinator_address().insert(0, "tcp://")));
+  strangers.push_back(Dealer(ctx, "tcp://127.0.0.1:" + port, job.cluster.coordinator_address().insert(0, "tcp://")));
   // Uses worker 0's endpoint: heard as worker 0 (without CURVE, a process on
   // the same host can do that); its requests are all invalid.
-  zmq::socket_t impostor = Dealer(ctx, w.node().endpoint() + "#9", server);
+  zmq::socket_t impostor = Dealer(ctx, job.worker.node().endpoint() + "#9", server);
   for (auto& s : strangers) s.set(zmq::sockopt::sndhwm, 0);
   impostor.set(zmq::sockopt::sndhwm, 0);
   Garbage g(20261124);
@@ -532,17 +531,17 @@ TEST(HostileInputTest, HundredThousandBadMessagesLeaveTheServerServingAndItsWeig
   }
   // The real worker goes on: its pushes and pulls work, and the weights are
   // exactly those of a run without the garbage.
-  std::vector<float> weights = TrainThrough(&w, 1, 2);
+  std::vector<float> weights = TrainThrough(&job.worker, 1, 2);
   EXPECT_TRUE(test::BytesEqual(weights, Reference(3), "weights after 3 clocks"));
-  [[maybe_unused]] const size_t hwm_after = VmHwmKb(cluster.server(0).pid());
+  [[maybe_unused]] const size_t hwm_after = VmHwmKb(job.cluster.server(0).pid());
 #ifndef NEREUS_SANITIZED_BUILD  // A sanitizer's allocator and shadow memory make RSS meaningless here.
   EXPECT_LT(hwm_after, hwm_before + 100 * 1024) << "server peak RSS grew from " << hwm_before << " kB to " << hwm_after;
 #endif
 
-  ASSERT_TRUE(w.node().Finish().ok());
+  ASSERT_TRUE(job.worker.node().Finish().ok());
   std::string report;
-  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(30), &report)) << report;
-  for (auto code : cluster.codes()) EXPECT_EQ(code, 0) << report;
+  ASSERT_TRUE(job.cluster.WaitAll(std::chrono::seconds(30), &report)) << report;
+  for (auto code : job.cluster.codes()) EXPECT_EQ(code, 0) << report;
   // Closed once the server is gone, so that none of its ERROR replies (never
   // read here) is still arriving: libzmq 4.3.4 can assert (EAGAIN in
   // session_base.cpp's clean_pipes, its issue #3442) when a socket closes
@@ -551,7 +550,7 @@ TEST(HostileInputTest, HundredThousandBadMessagesLeaveTheServerServingAndItsWeig
   impostor.close();
 
   // Refusals are logged, rate-limited, escaped, and name the reason.
-  const std::string log = cluster.server(0).Log();
+  const std::string log = job.cluster.server(0).Log();
   EXPECT_NE(log.find("the sender is not a member of this job"), std::string::npos);
   EXPECT_NE(log.find("its routing identity names host 10.1.2.3 but it comes from 127.0.0.1"), std::string::npos);
   EXPECT_NE(log.find("from \\x00\\xff\\x01 binary: refused a message: its routing identity is not a tcp://host:port "
@@ -560,7 +559,7 @@ TEST(HostileInputTest, HundredThousandBadMessagesLeaveTheServerServingAndItsWeig
   const size_t lines = std::count(log.begin(), log.end(), '\n');
   EXPECT_LT(lines, 200u) << "the server logged " << lines << " lines for " << kMessages << " bad messages";
   for (char c : log) ASSERT_TRUE(c == '\n' || (c >= 0x20 && c < 0x7f)) << "raw byte " << int(c) << " in the log";
-  const std::string clog = cluster.coordinator().Log();
+  const std::string clog = job.cluster.coordinator().Log();
   EXPECT_LT(std::count(clog.begin(), clog.end(), '\n'), 100) << clog;
 }
 
