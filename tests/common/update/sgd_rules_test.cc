@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "common/update/sgd.h"
 #include "tests/support/solver_reference.h"
@@ -99,6 +100,25 @@ TEST(SgdRulesTest, PlanSolverStepFoldsConstants) {
   EXPECT_EQ(Reg::kL1, PlanSolverStep(c, 5, 0.01f, 1.0f, 1.0f).reg);
 }
 
+// One element's step by the element function of `plan`'s rule: those of one
+// history (SGD, Nesterov, AdaGrad, RMSProp) leave `h2` alone.
+template <Reg R>
+void ElementStep(const sgd_rules::StepPlan& plan, float diff, float* data, float* h, float* h2) {
+  using sgd_rules::Rule;
+  const std::map<Rule, void (*)(const StepConstants&, float, float*, float*)> one_history = {
+      {Rule::kSgd, sgd_rules::SgdElement<R>},
+      {Rule::kNesterov, sgd_rules::NesterovElement<R>},
+      {Rule::kAdaGrad, sgd_rules::AdaGradElement<R>},
+      {Rule::kRmsProp, sgd_rules::RmsPropElement<R>}};
+  const std::map<Rule, void (*)(const StepConstants&, float, float*, float*, float*)> two_histories = {
+      {Rule::kAdaDelta, sgd_rules::AdaDeltaElement<R>}, {Rule::kAdam, sgd_rules::AdamElement<R>}};
+  if (one_history.count(plan.rule)) {
+    one_history.at(plan.rule)(plan.constants, diff, data, h);
+  } else {
+    two_histories.at(plan.rule)(plan.constants, diff, data, h, h2);
+  }
+}
+
 // SolverStep (the CPU loops the servers and the trainer run) gives what the
 // element functions give, element by element, bit for bit.
 TEST(SgdRulesTest, SolverStepIsTheElementFunctions) {
@@ -117,33 +137,10 @@ TEST(SgdRulesTest, SolverStepIsTheElementFunctions) {
       SolverStep(c, /*iter=*/3, 0.05f, 1.0f, 1.0f, diff.data(), data.data(), h.data(), h2.data(), n);
       const sgd_rules::StepPlan plan = PlanSolverStep(c, 3, 0.05f, 1.0f, 1.0f);
       for (int i = 0; i < n; ++i) {
-        auto step = [&](auto r) {
-          constexpr Reg R = decltype(r)::value;
-          switch (plan.rule) {
-            case sgd_rules::Rule::kSgd:
-              sgd_rules::SgdElement<R>(plan.constants, diff[i], &data2[i], &hist[i]);
-              break;
-            case sgd_rules::Rule::kNesterov:
-              sgd_rules::NesterovElement<R>(plan.constants, diff[i], &data2[i], &hist[i]);
-              break;
-            case sgd_rules::Rule::kAdaGrad:
-              sgd_rules::AdaGradElement<R>(plan.constants, diff[i], &data2[i], &hist[i]);
-              break;
-            case sgd_rules::Rule::kRmsProp:
-              sgd_rules::RmsPropElement<R>(plan.constants, diff[i], &data2[i], &hist[i]);
-              break;
-            case sgd_rules::Rule::kAdaDelta:
-              sgd_rules::AdaDeltaElement<R>(plan.constants, diff[i], &data2[i], &hist[i], &hist2[i]);
-              break;
-            case sgd_rules::Rule::kAdam:
-              sgd_rules::AdamElement<R>(plan.constants, diff[i], &data2[i], &hist[i], &hist2[i]);
-              break;
-          }
-        };
         if (plan.reg == Reg::kL2) {
-          step(std::integral_constant<Reg, Reg::kL2>());
+          ElementStep<Reg::kL2>(plan, diff[i], &data2[i], &hist[i], &hist2[i]);
         } else {
-          step(std::integral_constant<Reg, Reg::kL1>());
+          ElementStep<Reg::kL1>(plan, diff[i], &data2[i], &hist[i], &hist2[i]);
         }
         ASSERT_EQ(data[i], data2[i]) << SolverTypeName(type) << " " << reg << " element " << i;
         ASSERT_EQ(h[i], hist[i]) << SolverTypeName(type) << " " << reg << " element " << i;
