@@ -12,6 +12,7 @@
 #include "nereus/client.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/process_util.h"
+#include "tests/support/raw_worker_job.h"
 #include "worker/client/options_proto.h"
 
 namespace nereus {
@@ -294,19 +295,17 @@ std::string Serialize(pb::Header h) {
 }
 
 TEST(FaultTest, ServerAnswersMalformedMessagesWithErrorsAndKeepsItsParameters) {
-  TempDir dir;
-  LocalCluster cluster(test::OneServerAndTheTestAsWorker(), dir);
-  RawWorker raw(cluster.coordinator_address());
-  ASSERT_TRUE(raw.Start().ok());
-  const Endpoint server = raw.node().server(0);
+  RawWorkerJob job;
+  ASSERT_TRUE(job.worker.Start().ok());
+  const Endpoint server = job.worker.node().server(0);
 
   // A valid partition: tensor 0 partition 0, 8 floats.
   const std::vector<float> initial = {1, 2, 3, 4, 5, 6, 7, 8};
   ASSERT_TRUE(
-      raw.node()
+      job.worker.node()
           .Send(server, test::InitPartitionMessage(1, 0, initial, test::SgdFromText("base_lr: 0.5 lr_policy: 'fixed'")))
           .ok());
-  ASSERT_EQ(raw.Next().header.op(), pb::INIT_ACK);
+  ASSERT_EQ(job.worker.Next().header.op(), pb::INIT_ACK);
 
   auto grad = std::make_shared<std::vector<float>>(8, 1.0f);
   auto push_header = [&](uint64_t id) {
@@ -368,36 +367,36 @@ TEST(FaultTest, ServerAnswersMalformedMessagesWithErrorsAndKeepsItsParameters) {
                      "holds 8 floats (32 bytes) but the payload has 16 bytes"});
   }
   for (auto& c : cases) {
-    ASSERT_TRUE(raw.node().transport()->SendFrames(server, c.frames).ok());
-    Message reply = raw.Next();
+    ASSERT_TRUE(job.worker.node().transport()->SendFrames(server, c.frames).ok());
+    Message reply = job.worker.Next();
     EXPECT_EQ(reply.header.op(), pb::ERROR) << c.name;
     EXPECT_NE(reply.header.error().find(c.expect), std::string::npos) << c.name << ": " << reply.header.error();
   }
   // The parameters are unchanged and the server still serves.
-  ASSERT_TRUE(raw.node().Send(server, PullMessage(20, 0, 0)).ok());
-  Message weights = raw.Next();
+  ASSERT_TRUE(job.worker.node().Send(server, PullMessage(20, 0, 0)).ok());
+  Message weights = job.worker.Next();
   ASSERT_EQ(weights.header.op(), pb::PULL_REPLY);
   EXPECT_EQ(weights.header.clock(), 0);
   ASSERT_EQ(weights.payload_bytes(), 32u);
   EXPECT_EQ(std::memcmp(weights.payload[0].data(), initial.data(), 32), 0);
   // A valid push after all that is applied normally: w -= 0.5 * 1.
   ASSERT_TRUE(
-      raw.node()
+      job.worker.node()
           .transport()
           ->SendFrames(server, {Buffer::CopyOf(Serialize(push_header(21)).data(), Serialize(push_header(21)).size()),
                                 Buffer::Of(grad)})
           .ok());
-  EXPECT_EQ(raw.Next().header.op(), pb::PUSH_ACK);
-  ASSERT_TRUE(raw.node().Send(server, PullMessage(0, 0, 1)).ok());
-  Message after = raw.Next();
+  EXPECT_EQ(job.worker.Next().header.op(), pb::PUSH_ACK);
+  ASSERT_TRUE(job.worker.node().Send(server, PullMessage(0, 0, 1)).ok());
+  Message after = job.worker.Next();
   ASSERT_EQ(after.header.op(), pb::PULL_REPLY);
   EXPECT_EQ(after.payload[0].floats()[0], 0.5f);
   EXPECT_EQ(after.payload[0].floats()[7], 7.5f);
 
-  ASSERT_TRUE(raw.node().Finish().ok());
+  ASSERT_TRUE(job.worker.node().Finish().ok());
   std::string report;
-  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(15), &report)) << report;
-  for (auto code : cluster.codes()) EXPECT_EQ(code, 0) << report;
+  ASSERT_TRUE(job.cluster.WaitAll(std::chrono::seconds(15), &report)) << report;
+  for (auto code : job.cluster.codes()) EXPECT_EQ(code, 0) << report;
 }
 
 }  // namespace

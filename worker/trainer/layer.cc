@@ -106,24 +106,32 @@ void Layer::set_forward_error(StatusCode code, const std::string& message) {
   forward_error_ = Status(code, "layer " + layer_param_.name() + " (" + layer_param_.type() + "): " + message);
 }
 
+namespace {
+
+// The first of the exact, least and most blob counts (each: < 0 none) that `got`
+// breaks, as "<verb> [at least|at most] <n> <kind> blob(s), got <got>";
+// empty if none.
+std::string BlobCountError(const char* verb, const char* kind, int got, int exact, int least, int most) {
+  const auto says = [&](const char* bound, int n) {
+    return std::string(verb) + bound + std::to_string(n) + " " + kind + " blob(s), got " + std::to_string(got);
+  };
+  if (exact >= 0 && got != exact) return says(" ", exact);
+  if (least >= 0 && got < least) return says(" at least ", least);
+  if (most >= 0 && got > most) return says(" at most ", most);
+  return "";
+}
+
+}  // namespace
+
 Status Layer::CheckBlobCounts(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) const {
   const int nb = static_cast<int>(bottom.size());
   const int nt = static_cast<int>(top.size());
-  auto n = [](int v) { return std::to_string(v); };
-  if (ExactNumBottomBlobs() >= 0 && nb != ExactNumBottomBlobs())
-    return LayerError("takes " + n(ExactNumBottomBlobs()) + " bottom blob(s), got " + n(nb));
-  if (MinBottomBlobs() >= 0 && nb < MinBottomBlobs())
-    return LayerError("takes at least " + n(MinBottomBlobs()) + " bottom blob(s), got " + n(nb));
-  if (MaxBottomBlobs() >= 0 && nb > MaxBottomBlobs())
-    return LayerError("takes at most " + n(MaxBottomBlobs()) + " bottom blob(s), got " + n(nb));
-  if (ExactNumTopBlobs() >= 0 && nt != ExactNumTopBlobs())
-    return LayerError("produces " + n(ExactNumTopBlobs()) + " top blob(s), got " + n(nt));
-  if (MinTopBlobs() >= 0 && nt < MinTopBlobs())
-    return LayerError("produces at least " + n(MinTopBlobs()) + " top blob(s), got " + n(nt));
-  if (MaxTopBlobs() >= 0 && nt > MaxTopBlobs())
-    return LayerError("produces at most " + n(MaxTopBlobs()) + " top blob(s), got " + n(nt));
+  std::string error = BlobCountError("takes", "bottom", nb, ExactNumBottomBlobs(), MinBottomBlobs(), MaxBottomBlobs());
+  if (error.empty()) error = BlobCountError("produces", "top", nt, ExactNumTopBlobs(), MinTopBlobs(), MaxTopBlobs());
+  if (!error.empty()) return LayerError(error);
   if (EqualNumBottomTopBlobs() && nb != nt)
-    return LayerError("needs as many top blobs as bottom blobs, got " + n(nb) + " bottom and " + n(nt) + " top");
+    return LayerError("needs as many top blobs as bottom blobs, got " + std::to_string(nb) + " bottom and " +
+                      std::to_string(nt) + " top");
   return Status::OK();
 }
 

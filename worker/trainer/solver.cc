@@ -32,20 +32,12 @@ StatusOr<pb::SolverType> SolverTypeOf(const caffe::SolverParameter& param) {
                                   caffe::SolverParameter::SolverType_Name(param.solver_type()) + ") and type (\"" +
                                   param.type() + "\"); give only type");
     }
-    switch (param.solver_type()) {
-      case caffe::SolverParameter::SGD:
-        return pb::SOLVER_SGD;
-      case caffe::SolverParameter::NESTEROV:
-        return pb::SOLVER_NESTEROV;
-      case caffe::SolverParameter::ADAGRAD:
-        return pb::SOLVER_ADAGRAD;
-      case caffe::SolverParameter::RMSPROP:
-        return pb::SOLVER_RMSPROP;
-      case caffe::SolverParameter::ADADELTA:
-        return pb::SOLVER_ADADELTA;
-      case caffe::SolverParameter::ADAM:
-        return pb::SOLVER_ADAM;
-    }
+    using Old = caffe::SolverParameter;
+    static const std::map<Old::SolverType, pb::SolverType> kTypes = {
+        {Old::SGD, pb::SOLVER_SGD},         {Old::NESTEROV, pb::SOLVER_NESTEROV}, {Old::ADAGRAD, pb::SOLVER_ADAGRAD},
+        {Old::RMSPROP, pb::SOLVER_RMSPROP}, {Old::ADADELTA, pb::SOLVER_ADADELTA}, {Old::ADAM, pb::SOLVER_ADAM}};
+    const auto it = kTypes.find(param.solver_type());
+    if (it != kTypes.end()) return it->second;
     return InvalidArgumentError("unknown solver_type " + std::to_string(static_cast<int>(param.solver_type())));
   }
   return SolverTypeFromName(param.type());

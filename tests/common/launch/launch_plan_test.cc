@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace nereus {
@@ -355,13 +356,22 @@ TEST(RouteFlags, GpuIsTheLaunchersWithGpusPerHost) {
   EXPECT_EQ(with_gpus->worker, (Names{"--iterations=5"}));
 }
 
-TEST(ProcessCommands, ArgsLabelsLogsAndEachRemoteMode) {
-  std::vector<HostSpec> hosts = {{"hostA", 1, "10.0.0.1"}, {"hostB", 2, "10.0.0.2"}};
-  auto plan = PlanLaunch(hosts, {1, 2, 7100});
-  ASSERT_TRUE(plan.ok());
+// The hosts the process-command tests plan on: hostA (1 slot, 10.0.0.1)
+// and hostB (2 slots, 10.0.0.2).
+std::vector<HostSpec> TwoHosts() { return {{"hostA", 1, "10.0.0.1"}, {"hostB", 2, "10.0.0.2"}}; }
+
+// Routed flags: --consistency=ssp for the servers, `worker` for the workers.
+RoutedFlags SspServersAnd(Names worker) {
   RoutedFlags flags;
   flags.server = {"--consistency=ssp"};
-  flags.worker = {"--iterations=5"};
+  flags.worker = std::move(worker);
+  return flags;
+}
+
+TEST(ProcessCommands, ArgsLabelsLogsAndEachRemoteMode) {
+  auto plan = PlanLaunch(TwoHosts(), {1, 2, 7100});
+  ASSERT_TRUE(plan.ok());
+  const RoutedFlags flags = SspServersAnd({"--iterations=5"});
   const PlannedProcess& coordinator = plan->processes[0];
   const PlannedProcess& worker1 = plan->processes[3];
   EXPECT_EQ(ProcessArgs(*plan, coordinator, "/b", flags),
@@ -403,12 +413,9 @@ TEST(ProcessCommands, ArgsLabelsLogsAndEachRemoteMode) {
 // worker, say) with its place in the environment and the workers' flags in
 // NEREUS_WORKER_FLAGS; the coordinator and servers are as always.
 TEST(ProcessCommands, AWorkerCommandRunsWithItsPlaceInTheEnvironment) {
-  std::vector<HostSpec> hosts = {{"hostA", 1, "10.0.0.1"}, {"hostB", 2, "10.0.0.2"}};
-  auto plan = PlanLaunch(hosts, {3, 3, 7100});
+  auto plan = PlanLaunch(TwoHosts(), {3, 3, 7100});
   ASSERT_TRUE(plan.ok());
-  RoutedFlags flags;
-  flags.server = {"--consistency=ssp"};
-  flags.worker = {"--schedule=full", "--timeline=/t/{rank}.json"};
+  const RoutedFlags flags = SspServersAnd({"--schedule=full", "--timeline=/t/{rank}.json"});
   const PlannedProcess& worker2 = plan->processes.back();
   ASSERT_EQ(worker2.role, LaunchRole::kWorker);
   ASSERT_EQ(worker2.rank, 2);
@@ -429,12 +436,9 @@ TEST(ProcessCommands, AWorkerCommandRunsWithItsPlaceInTheEnvironment) {
 // With GPUs a worker's command has its --gpu after its address; the
 // coordinator's and the servers' have none.
 TEST(ProcessCommands, WorkersGetTheirGpu) {
-  std::vector<HostSpec> hosts = {{"hostA", 1, "10.0.0.1"}, {"hostB", 2, "10.0.0.2"}};
-  auto plan = PlanLaunch(hosts, WithGpus(1, 3, 2));
+  auto plan = PlanLaunch(TwoHosts(), WithGpus(1, 3, 2));
   ASSERT_TRUE(plan.ok()) << plan.status();
-  RoutedFlags flags;
-  flags.server = {"--consistency=ssp"};
-  flags.worker = {"--iterations=5"};
+  const RoutedFlags flags = SspServersAnd({"--iterations=5"});
   EXPECT_EQ(ProcessArgs(*plan, plan->processes[1], "/b", flags),
             (Names{"/b/nereus_server", "--role=server", "--coordinator=10.0.0.1:7000", "--rank=0",
                    "--bind_host=10.0.0.1", "--consistency=ssp"}));

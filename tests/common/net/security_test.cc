@@ -27,6 +27,7 @@
 #include "tests/support/bytes_equal.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/process_util.h"
+#include "tests/support/raw_worker_job.h"
 
 namespace nereus {
 namespace test {
@@ -58,6 +59,15 @@ TEST(RefusalLogTest, LogsAgainAfterTheInterval) {
   EXPECT_TRUE(log.Refuse("a", "refused"));
 }
 
+// A raw DEALER with a chosen routing identity.
+zmq::socket_t Dealer(zmq::context_t& ctx, const std::string& identity, const std::string& to) {
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::routing_id, identity);
+  s.set(zmq::sockopt::linger, 0);
+  s.connect(to);
+  return s;
+}
+
 // A transport on 127.0.0.1 whose received messages can be waited for.
 class Inbox {
  public:
@@ -81,6 +91,15 @@ class Inbox {
     got_.pop_front();
     return g;
   }
+  // The next message is request `request_id`, decoded, from `from`.
+  void ExpectNext(const Endpoint& from, uint64_t request_id) {
+    const Got g = Next();
+    EXPECT_EQ(g.from, from);
+    EXPECT_EQ(g.error, "");
+    EXPECT_EQ(g.request_id, request_id);
+  }
+  // A raw DEALER of identity `identity` connected to this transport.
+  zmq::socket_t Connect(const std::string& identity) { return Dealer(ctx_, identity, endpoint()); }
   size_t pending() {
     std::lock_guard<std::mutex> lock(mu_);
     return got_.size();
@@ -88,6 +107,7 @@ class Inbox {
   const Endpoint& endpoint() const { return t_->endpoint(); }
 
  private:
+  zmq::context_t ctx_{1};  // Connect's; first: closed last.
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Got> got_;
@@ -105,21 +125,11 @@ std::string HeaderBytes(pb::Op op, uint64_t request_id, uint64_t payload_bytes =
   return s;
 }
 
-// A raw DEALER with a chosen routing identity.
-zmq::socket_t Dealer(zmq::context_t& ctx, const std::string& identity, const std::string& to) {
-  zmq::socket_t s(ctx, zmq::socket_type::dealer);
-  s.set(zmq::sockopt::routing_id, identity);
-  s.set(zmq::sockopt::linger, 0);
-  s.connect(to);
-  return s;
-}
-
 TEST(TransportLimitsTest, TooManyFramesAreDrainedAndRefusedNamingTheLimit) {
   ZmqTransportOptions o;
   o.max_frames = 8;
   Inbox inbox(o);
-  zmq::context_t ctx(1);
-  auto d = Dealer(ctx, "tcp://127.0.0.1:1", inbox.endpoint());
+  auto d = inbox.Connect("tcp://127.0.0.1:1");
   const std::string h = HeaderBytes(pb::PUSH, 7);
   d.send(zmq::buffer(h), zmq::send_flags::sndmore);
   for (int i = 0; i < 19; ++i) d.send(zmq::str_buffer("x"), i < 18 ? zmq::send_flags::sndmore : zmq::send_flags::none);
@@ -129,48 +139,38 @@ TEST(TransportLimitsTest, TooManyFramesAreDrainedAndRefusedNamingTheLimit) {
                          " bytes in all exceed the limit of 8 frames or 4294967296 bytes");
   // The next message from the same peer is whole again.
   d.send(zmq::buffer(HeaderBytes(pb::PULL, 8)), zmq::send_flags::none);
-  g = inbox.Next();
-  EXPECT_EQ(g.error, "");
-  EXPECT_EQ(g.request_id, 8u);
+  inbox.ExpectNext("tcp://127.0.0.1:1", 8);
 }
 
 TEST(TransportLimitsTest, AnOversizedFrameDropsTheConnectionAndNothingArrives) {
   ZmqTransportOptions o;
   o.max_frame_bytes = 4096;
   Inbox inbox(o);
-  zmq::context_t ctx(1);
-  auto big = Dealer(ctx, "tcp://127.0.0.1:2", inbox.endpoint());
+  auto big = inbox.Connect("tcp://127.0.0.1:2");
   const std::string h = HeaderBytes(pb::PUSH, 1, 8192);
   std::string payload(8192, 'p');
   big.send(zmq::buffer(h), zmq::send_flags::sndmore);
   big.send(zmq::buffer(payload), zmq::send_flags::none);
-  auto small = Dealer(ctx, "tcp://127.0.0.1:3", inbox.endpoint());
+  auto small = inbox.Connect("tcp://127.0.0.1:3");
   small.send(zmq::buffer(HeaderBytes(pb::PULL, 2)), zmq::send_flags::none);
-  Inbox::Got g = inbox.Next();
-  EXPECT_EQ(g.from, "tcp://127.0.0.1:3");
-  EXPECT_EQ(g.request_id, 2u);
+  inbox.ExpectNext("tcp://127.0.0.1:3", 2);
   EXPECT_EQ(inbox.pending(), 0u);
 }
 
 TEST(TransportLimitsTest, AnIdentityNamingAnotherHostIsDropped) {
   Inbox inbox;
-  zmq::context_t ctx(1);
   // Each of these would make the receiver connect to an address the sender
   // chose (or is no endpoint at all): all dropped before any handler.
   std::vector<zmq::socket_t> liars;
   for (const std::string& id : {std::string("tcp://10.9.8.7:80"), std::string("tcp://127.0.0.1:notaport"),
                                 std::string("\x00\x01\xfe garbage", 12), std::string("ipc:///tmp/x:1")}) {
-    liars.push_back(Dealer(ctx, id, inbox.endpoint()));
+    liars.push_back(inbox.Connect(id));
     liars.back().send(zmq::buffer(HeaderBytes(pb::PULL, 1)), zmq::send_flags::none);
   }
   // Sent after the liars' messages on connections that were opened later.
-  auto honest = Dealer(ctx, "tcp://127.0.0.1:4", inbox.endpoint());
+  auto honest = inbox.Connect("tcp://127.0.0.1:4");
   for (uint64_t id = 2; id < 5; ++id) honest.send(zmq::buffer(HeaderBytes(pb::PULL, id)), zmq::send_flags::none);
-  for (uint64_t id = 2; id < 5; ++id) {
-    Inbox::Got g = inbox.Next();
-    EXPECT_EQ(g.from, "tcp://127.0.0.1:4");
-    EXPECT_EQ(g.request_id, id);
-  }
+  for (uint64_t id = 2; id < 5; ++id) inbox.ExpectNext("tcp://127.0.0.1:4", id);
   EXPECT_EQ(inbox.pending(), 0u);
 }
 
@@ -181,17 +181,12 @@ TEST(TransportLimitsTest, AnIdentityNamingAnotherHostIsDropped) {
 // coordinator was killed and restarted never heard the new coordinator.
 TEST(TransportLimitsTest, ASecondConnectionUnderAnIdentityTakesOverFromTheFirst) {
   Inbox inbox;
-  zmq::context_t ctx(1);
-  auto first = Dealer(ctx, "tcp://127.0.0.1:5", inbox.endpoint());
-  first.send(zmq::buffer(HeaderBytes(pb::PULL, 1)), zmq::send_flags::none);
-  Inbox::Got g = inbox.Next();
-  EXPECT_EQ(g.from, "tcp://127.0.0.1:5");
-  EXPECT_EQ(g.request_id, 1u);
-  auto second = Dealer(ctx, "tcp://127.0.0.1:5", inbox.endpoint());
-  second.send(zmq::buffer(HeaderBytes(pb::PULL, 2)), zmq::send_flags::none);
-  g = inbox.Next();
-  EXPECT_EQ(g.from, "tcp://127.0.0.1:5");
-  EXPECT_EQ(g.request_id, 2u);
+  std::vector<zmq::socket_t> connections;  // The first stays open.
+  for (uint64_t id = 1; id <= 2; ++id) {
+    connections.push_back(inbox.Connect("tcp://127.0.0.1:5"));
+    connections.back().send(zmq::buffer(HeaderBytes(pb::PULL, id)), zmq::send_flags::none);
+    inbox.ExpectNext("tcp://127.0.0.1:5", id);
+  }
   EXPECT_EQ(inbox.pending(), 0u);
 }
 
@@ -208,10 +203,7 @@ TEST(TransportLimitsTest, ANodeBoundToASecondAddressSendsFromIt) {
   m.header.set_op(pb::PULL);
   m.header.set_request_id(42);
   ASSERT_TRUE(sender->Send(inbox.endpoint(), std::move(m)).ok());
-  Inbox::Got g = inbox.Next();
-  EXPECT_EQ(g.from, sender->endpoint());
-  EXPECT_EQ(g.error, "");
-  EXPECT_EQ(g.request_id, 42u);
+  inbox.ExpectNext(sender->endpoint(), 42);
   sender->Stop();
 }
 
@@ -496,16 +488,14 @@ void SendAll(zmq::socket_t& s, const std::vector<std::string>& frames) {
 }
 
 TEST(HostileInputTest, HundredThousandBadMessagesLeaveTheServerServingAndItsWeightsAsWithout) {
-  TempDir dir;
-  LocalCluster cluster(test::OneServerAndTheTestAsWorker(), dir);
-  RawWorker w(cluster.coordinator_address());
-  ASSERT_TRUE(w.Start().ok());
-  const Endpoint server = w.node().server(0);
-  ASSERT_EQ(w.Call(InitMessage()).header.op(), pb::INIT_ACK);
-  Message ack = w.Call(PushMessage(0));
+  RawWorkerJob job;
+  ASSERT_TRUE(job.worker.Start().ok());
+  const Endpoint server = job.worker.node().server(0);
+  ASSERT_EQ(job.worker.Call(InitMessage()).header.op(), pb::INIT_ACK);
+  Message ack = job.worker.Call(PushMessage(0));
   ASSERT_EQ(ack.header.op(), pb::PUSH_ACK) << ack.header.error();
 
-  [[maybe_unused]] const size_t hwm_before = VmHwmKb(cluster.server(0).pid());
+  [[maybe_unused]] const size_t hwm_before = VmHwmKb(job.cluster.server(0).pid());
   // A frame announced at 1 GiB, of which 300 MiB are sent: refused at its
   // size, never allocated (the server's peak memory does not grow by it).
   LyingFrame(server, "tcp://127.0.0.1:9", uint64_t{1} << 30, uint64_t{300} << 20);
@@ -517,10 +507,10 @@ TEST(HostileInputTest, HundredThousandBadMessagesLeaveTheServerServingAndItsWeig
   strangers.push_back(Dealer(ctx, "tcp://127.0.0.1:" + port, server));               // Not a member.
   strangers.push_back(Dealer(ctx, "tcp://10.1.2.3:80", server));                     // Not its host.
   strangers.push_back(Dealer(ctx, std::string("\x00\xff\x01 binary", 10), server));  // Not an endpoint.
-  strangers.push_back(Dealer(ctx, "tcp://127.0.0.1:" + port, cluster.coordinator_address().insert(0, "tcp://")));
+  strangers.push_back(Dealer(ctx, "tcp://127.0.0.1:" + port, job.cluster.coordinator_address().insert(0, "tcp://")));
   // Uses worker 0's endpoint: heard as worker 0 (without CURVE, a process on
   // the same host can do that); its requests are all invalid.
-  zmq::socket_t impostor = Dealer(ctx, w.node().endpoint() + "#9", server);
+  zmq::socket_t impostor = Dealer(ctx, job.worker.node().endpoint() + "#9", server);
   for (auto& s : strangers) s.set(zmq::sockopt::sndhwm, 0);
   impostor.set(zmq::sockopt::sndhwm, 0);
   Garbage g(20261124);
@@ -541,17 +531,17 @@ TEST(HostileInputTest, HundredThousandBadMessagesLeaveTheServerServingAndItsWeig
   }
   // The real worker goes on: its pushes and pulls work, and the weights are
   // exactly those of a run without the garbage.
-  std::vector<float> weights = TrainThrough(&w, 1, 2);
+  std::vector<float> weights = TrainThrough(&job.worker, 1, 2);
   EXPECT_TRUE(test::BytesEqual(weights, Reference(3), "weights after 3 clocks"));
-  [[maybe_unused]] const size_t hwm_after = VmHwmKb(cluster.server(0).pid());
+  [[maybe_unused]] const size_t hwm_after = VmHwmKb(job.cluster.server(0).pid());
 #ifndef NEREUS_SANITIZED_BUILD  // A sanitizer's allocator and shadow memory make RSS meaningless here.
   EXPECT_LT(hwm_after, hwm_before + 100 * 1024) << "server peak RSS grew from " << hwm_before << " kB to " << hwm_after;
 #endif
 
-  ASSERT_TRUE(w.node().Finish().ok());
+  ASSERT_TRUE(job.worker.node().Finish().ok());
   std::string report;
-  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(30), &report)) << report;
-  for (auto code : cluster.codes()) EXPECT_EQ(code, 0) << report;
+  ASSERT_TRUE(job.cluster.WaitAll(std::chrono::seconds(30), &report)) << report;
+  for (auto code : job.cluster.codes()) EXPECT_EQ(code, 0) << report;
   // Closed once the server is gone, so that none of its ERROR replies (never
   // read here) is still arriving: libzmq 4.3.4 can assert (EAGAIN in
   // session_base.cpp's clean_pipes, its issue #3442) when a socket closes
@@ -560,7 +550,7 @@ TEST(HostileInputTest, HundredThousandBadMessagesLeaveTheServerServingAndItsWeig
   impostor.close();
 
   // Refusals are logged, rate-limited, escaped, and name the reason.
-  const std::string log = cluster.server(0).Log();
+  const std::string log = job.cluster.server(0).Log();
   EXPECT_NE(log.find("the sender is not a member of this job"), std::string::npos);
   EXPECT_NE(log.find("its routing identity names host 10.1.2.3 but it comes from 127.0.0.1"), std::string::npos);
   EXPECT_NE(log.find("from \\x00\\xff\\x01 binary: refused a message: its routing identity is not a tcp://host:port "
@@ -569,7 +559,7 @@ TEST(HostileInputTest, HundredThousandBadMessagesLeaveTheServerServingAndItsWeig
   const size_t lines = std::count(log.begin(), log.end(), '\n');
   EXPECT_LT(lines, 200u) << "the server logged " << lines << " lines for " << kMessages << " bad messages";
   for (char c : log) ASSERT_TRUE(c == '\n' || (c >= 0x20 && c < 0x7f)) << "raw byte " << int(c) << " in the log";
-  const std::string clog = cluster.coordinator().Log();
+  const std::string clog = job.cluster.coordinator().Log();
   EXPECT_LT(std::count(clog.begin(), clog.end(), '\n'), 100) << clog;
 }
 

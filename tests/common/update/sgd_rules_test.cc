@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "common/update/sgd.h"
 #include "tests/support/solver_reference.h"
@@ -19,15 +20,17 @@ using sgd_rules::Reg;
 using sgd_rules::StepConstants;
 
 // diff 0.5, weight 2, lr 0.25, weight decay 0.5 (L2: g = 0.5 * 2 + 0.5 = 1.5).
-StepConstants Constants() {
-  StepConstants k;
-  k.lr = 0.25f;
-  k.decay = 0.5f;
-  k.momentum = 0.5f;
-  k.momentum2 = 0.5f;
-  k.delta = 0.0f;
-  k.rms_decay = 0.5f;
-  return k;
+// In field order: lr, decay, momentum, momentum2, delta, rms_decay.
+const StepConstants kConstants{0.25f, 0.5f, 0.5f, 0.5f, 0.0f, 0.5f};
+
+// One element's step by `step` from weight 2, diff 0.5 and history `h`: the
+// history and weight it leaves.
+void ExpectElementStep(void (*step)(const StepConstants&, float, float*, float*), float h, float want_h,
+                       float want_data) {
+  float data = 2.0f;
+  step(kConstants, 0.5f, &data, &h);
+  EXPECT_EQ(want_h, h);
+  EXPECT_EQ(want_data, data);
 }
 
 TEST(SgdRulesTest, Regularization) {
@@ -40,43 +43,30 @@ TEST(SgdRulesTest, Regularization) {
 }
 
 TEST(SgdRulesTest, SgdAndNesterov) {
-  float data = 2.0f, h = 1.0f;
-  sgd_rules::SgdElement<Reg::kL2>(Constants(), 0.5f, &data, &h);
-  EXPECT_EQ(0.875f, h);     // 0.25 * 1.5 + 0.5 * 1
-  EXPECT_EQ(1.125f, data);  // 2 - 0.875
-  data = 2.0f;
-  h = 1.0f;
-  sgd_rules::NesterovElement<Reg::kL2>(Constants(), 0.5f, &data, &h);
-  EXPECT_EQ(0.875f, h);      // as SGD
-  EXPECT_EQ(1.1875f, data);  // 2 - (1.5 * 0.875 - 0.5 * 1)
-  data = 2.0f;
-  h = 1.0f;
-  sgd_rules::SgdElement<Reg::kL1>(Constants(), 0.5f, &data, &h);
-  EXPECT_EQ(0.75f, h);  // 0.25 * 1 + 0.5 * 1
-  EXPECT_EQ(1.25f, data);
+  // h = 0.25 * 1.5 + 0.5 * 1; data = 2 - h.
+  ExpectElementStep(sgd_rules::SgdElement<Reg::kL2>, 1.0f, 0.875f, 1.125f);
+  // h as SGD; data = 2 - (1.5 * 0.875 - 0.5 * 1).
+  ExpectElementStep(sgd_rules::NesterovElement<Reg::kL2>, 1.0f, 0.875f, 1.1875f);
+  // h = 0.25 * 1 + 0.5 * 1.
+  ExpectElementStep(sgd_rules::SgdElement<Reg::kL1>, 1.0f, 0.75f, 1.25f);
 }
 
 TEST(SgdRulesTest, AdaGradAndRmsProp) {
-  float data = 2.0f, h = 1.75f;
-  sgd_rules::AdaGradElement<Reg::kL2>(Constants(), 0.5f, &data, &h);
-  EXPECT_EQ(4.0f, h);        // 1.5^2 + 1.75
-  EXPECT_EQ(1.8125f, data);  // 2 - 0.25 * (1.5 / (4^0.5 + 0))
-  data = 2.0f;
-  h = 5.75f;
-  sgd_rules::RmsPropElement<Reg::kL2>(Constants(), 0.5f, &data, &h);
-  EXPECT_EQ(4.0f, h);  // 0.5 * 2.25 + 0.5 * 5.75
-  EXPECT_EQ(1.8125f, data);
+  // h = 1.5^2 + 1.75; data = 2 - 0.25 * (1.5 / (4^0.5 + 0)).
+  ExpectElementStep(sgd_rules::AdaGradElement<Reg::kL2>, 1.75f, 4.0f, 1.8125f);
+  // h = 0.5 * 2.25 + 0.5 * 5.75.
+  ExpectElementStep(sgd_rules::RmsPropElement<Reg::kL2>, 5.75f, 4.0f, 1.8125f);
 }
 
 TEST(SgdRulesTest, AdaDeltaAndAdam) {
   float data = 2.0f, h = 5.75f, h2 = 1.0f;
-  sgd_rules::AdaDeltaElement<Reg::kL2>(Constants(), 0.5f, &data, &h, &h2);
+  sgd_rules::AdaDeltaElement<Reg::kL2>(kConstants, 0.5f, &data, &h, &h2);
   EXPECT_EQ(4.0f, h);        // 0.5 * 2.25 + 0.5 * 5.75
   EXPECT_EQ(0.78125f, h2);   // s = 1.5 * ((0 + 1) / (0 + 4))^0.5 = 0.75; 0.5 * 0.5625 + 0.5 * 1
   EXPECT_EQ(1.8125f, data);  // 2 - 0.25 * 0.75
   data = 2.0f;
   float m = 0.5f, v = 5.75f;
-  sgd_rules::AdamElement<Reg::kL2>(Constants(), 0.5f, &data, &m, &v);
+  sgd_rules::AdamElement<Reg::kL2>(kConstants, 0.5f, &data, &m, &v);
   EXPECT_EQ(1.0f, m);       // 0.5 * 1.5 + 0.5 * 0.5
   EXPECT_EQ(4.0f, v);       // 0.5 * 2.25 + 0.5 * 5.75
   EXPECT_EQ(1.875f, data);  // 2 - 0.25 * (1 / (2 + 0))
@@ -110,6 +100,25 @@ TEST(SgdRulesTest, PlanSolverStepFoldsConstants) {
   EXPECT_EQ(Reg::kL1, PlanSolverStep(c, 5, 0.01f, 1.0f, 1.0f).reg);
 }
 
+// One element's step by the element function of `plan`'s rule: those of one
+// history (SGD, Nesterov, AdaGrad, RMSProp) leave `h2` alone.
+template <Reg R>
+void ElementStep(const sgd_rules::StepPlan& plan, float diff, float* data, float* h, float* h2) {
+  using sgd_rules::Rule;
+  const std::map<Rule, void (*)(const StepConstants&, float, float*, float*)> one_history = {
+      {Rule::kSgd, sgd_rules::SgdElement<R>},
+      {Rule::kNesterov, sgd_rules::NesterovElement<R>},
+      {Rule::kAdaGrad, sgd_rules::AdaGradElement<R>},
+      {Rule::kRmsProp, sgd_rules::RmsPropElement<R>}};
+  const std::map<Rule, void (*)(const StepConstants&, float, float*, float*, float*)> two_histories = {
+      {Rule::kAdaDelta, sgd_rules::AdaDeltaElement<R>}, {Rule::kAdam, sgd_rules::AdamElement<R>}};
+  if (one_history.count(plan.rule)) {
+    one_history.at(plan.rule)(plan.constants, diff, data, h);
+  } else {
+    two_histories.at(plan.rule)(plan.constants, diff, data, h, h2);
+  }
+}
+
 // SolverStep (the CPU loops the servers and the trainer run) gives what the
 // element functions give, element by element, bit for bit.
 TEST(SgdRulesTest, SolverStepIsTheElementFunctions) {
@@ -128,33 +137,10 @@ TEST(SgdRulesTest, SolverStepIsTheElementFunctions) {
       SolverStep(c, /*iter=*/3, 0.05f, 1.0f, 1.0f, diff.data(), data.data(), h.data(), h2.data(), n);
       const sgd_rules::StepPlan plan = PlanSolverStep(c, 3, 0.05f, 1.0f, 1.0f);
       for (int i = 0; i < n; ++i) {
-        auto step = [&](auto r) {
-          constexpr Reg R = decltype(r)::value;
-          switch (plan.rule) {
-            case sgd_rules::Rule::kSgd:
-              sgd_rules::SgdElement<R>(plan.constants, diff[i], &data2[i], &hist[i]);
-              break;
-            case sgd_rules::Rule::kNesterov:
-              sgd_rules::NesterovElement<R>(plan.constants, diff[i], &data2[i], &hist[i]);
-              break;
-            case sgd_rules::Rule::kAdaGrad:
-              sgd_rules::AdaGradElement<R>(plan.constants, diff[i], &data2[i], &hist[i]);
-              break;
-            case sgd_rules::Rule::kRmsProp:
-              sgd_rules::RmsPropElement<R>(plan.constants, diff[i], &data2[i], &hist[i]);
-              break;
-            case sgd_rules::Rule::kAdaDelta:
-              sgd_rules::AdaDeltaElement<R>(plan.constants, diff[i], &data2[i], &hist[i], &hist2[i]);
-              break;
-            case sgd_rules::Rule::kAdam:
-              sgd_rules::AdamElement<R>(plan.constants, diff[i], &data2[i], &hist[i], &hist2[i]);
-              break;
-          }
-        };
         if (plan.reg == Reg::kL2) {
-          step(std::integral_constant<Reg, Reg::kL2>());
+          ElementStep<Reg::kL2>(plan, diff[i], &data2[i], &hist[i], &hist2[i]);
         } else {
-          step(std::integral_constant<Reg, Reg::kL1>());
+          ElementStep<Reg::kL1>(plan, diff[i], &data2[i], &hist[i], &hist2[i]);
         }
         ASSERT_EQ(data[i], data2[i]) << SolverTypeName(type) << " " << reg << " element " << i;
         ASSERT_EQ(h[i], hist[i]) << SolverTypeName(type) << " " << reg << " element " << i;

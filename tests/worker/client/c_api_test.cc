@@ -20,6 +20,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tests/support/bytes_equal.h"
@@ -100,22 +101,43 @@ TEST(CApi, VersionStatusNamesAndTheCalledFromC) {
   EXPECT_EQ(nereus_c_api_from_c(error, sizeof(error)), 0) << error;
 }
 
+// A setter (nereus_options_set or nereus_solver_set on one object).
+using Setter = std::function<int(const char* name, const char* value)>;
+
+// `set` takes each (name, value) of `taken`.
+void ExpectTaken(const Setter& set, const std::vector<std::pair<const char*, const char*>>& taken) {
+  for (const auto& [name, value] : taken) EXPECT_EQ(set(name, value), NEREUS_OK) << name << ": " << LastError();
+}
+
+// `set` refuses each (name, value) of `refused`, and the error is its text.
+struct Refused {
+  const char* name;
+  const char* value;
+  const char* error;
+};
+void ExpectRefused(const Setter& set, const std::vector<Refused>& refused) {
+  for (const Refused& r : refused) {
+    EXPECT_EQ(set(r.name, r.value), NEREUS_INVALID_ARGUMENT) << r.name;
+    EXPECT_EQ(LastError(), r.error);
+  }
+}
+
 TEST(CApi, SettersParseWholeValuesAndNameWhatIsWrong) {
   nereus_options_t* o = nereus_options_create();
-  EXPECT_EQ(nereus_options_set(o, "schedule", "wfbp"), NEREUS_OK);
-  EXPECT_EQ(nereus_options_set(o, "merge", "false"), NEREUS_OK);
-  EXPECT_EQ(nereus_options_set(o, "wait_timeout_ms", "2500"), NEREUS_OK);
-  EXPECT_EQ(nereus_options_set(o, "sfb_link_gbit", "10.5"), NEREUS_OK);
-  EXPECT_EQ(nereus_options_set(o, "sfb_trial_clocks", "0"), NEREUS_OK);
-  EXPECT_EQ(nereus_options_set(o, "sfb_schedule", "fc:4:ps"), NEREUS_OK);
-  EXPECT_EQ(nereus_options_set(o, "sfb_trial_clocks", "-1"), NEREUS_INVALID_ARGUMENT);
-  EXPECT_EQ(nereus_options_set(o, "rank", "3x"), NEREUS_INVALID_ARGUMENT);
-  EXPECT_EQ(LastError(), "nereus_options_set: rank must be an integer, got \"3x\"");
-  EXPECT_EQ(nereus_options_set(o, "schedule", "fast"), NEREUS_INVALID_ARGUMENT);
-  EXPECT_EQ(LastError(), "nereus_options_set: schedule must be sequential, wfbp, priority or full, got \"fast\"");
-  EXPECT_EQ(nereus_options_set(o, "merge", "yes"), NEREUS_INVALID_ARGUMENT);
-  EXPECT_EQ(LastError(), "nereus_options_set: merge must be true or false, got \"yes\"");
-  EXPECT_EQ(nereus_options_set(o, "streams", "0"), NEREUS_INVALID_ARGUMENT);
+  const Setter set_option = [o](const char* name, const char* value) { return nereus_options_set(o, name, value); };
+  ExpectTaken(set_option, {{"schedule", "wfbp"},
+                           {"merge", "false"},
+                           {"wait_timeout_ms", "2500"},
+                           {"sfb_link_gbit", "10.5"},
+                           {"sfb_trial_clocks", "0"},
+                           {"sfb_schedule", "fc:4:ps"}});
+  ExpectRefused(
+      set_option,
+      {{"sfb_trial_clocks", "-1", "nereus_options_set: sfb_trial_clocks must be an integer, got \"-1\""},
+       {"rank", "3x", "nereus_options_set: rank must be an integer, got \"3x\""},
+       {"schedule", "fast", "nereus_options_set: schedule must be sequential, wfbp, priority or full, got \"fast\""},
+       {"merge", "yes", "nereus_options_set: merge must be true or false, got \"yes\""},
+       {"streams", "0", "nereus_options_set: streams must be an integer, got \"0\""}});
   EXPECT_EQ(nereus_options_set(o, "colour", "blue"), NEREUS_INVALID_ARGUMENT);
   EXPECT_EQ(LastError().rfind("nereus_options_set: unknown name \"colour\" (known: batch_bytes, bind_host, ", 0), 0u)
       << LastError();
@@ -128,17 +150,14 @@ TEST(CApi, SettersParseWholeValuesAndNameWhatIsWrong) {
   nereus_options_destroy(nullptr);
 
   nereus_solver_t* s = nereus_solver_create();
-  EXPECT_EQ(nereus_solver_set(s, "type", "Average"), NEREUS_OK);
-  EXPECT_EQ(nereus_solver_set(s, "type", "Adam"), NEREUS_OK);
-  EXPECT_EQ(nereus_solver_set(s, "stepvalue", "10,20,30"), NEREUS_OK);
-  EXPECT_EQ(nereus_solver_set(s, "stepvalue", "10,,30"), NEREUS_INVALID_ARGUMENT);
-  EXPECT_EQ(LastError(), "nereus_solver_set: stepvalue must be comma-separated integers, got \"10,,30\"");
-  EXPECT_EQ(nereus_solver_set(s, "type", "AdamW"), NEREUS_INVALID_ARGUMENT);
-  EXPECT_EQ(
-      LastError(),
-      "nereus_solver_set: type must be SGD, Nesterov, AdaGrad, RMSProp, AdaDelta, Adam or Average, got \"AdamW\"");
-  EXPECT_EQ(nereus_solver_set(s, "base_lr", "0.1.2"), NEREUS_INVALID_ARGUMENT);
-  EXPECT_EQ(LastError(), "nereus_solver_set: base_lr must be a number, got \"0.1.2\"");
+  const Setter set_solver = [s](const char* name, const char* value) { return nereus_solver_set(s, name, value); };
+  ExpectTaken(set_solver, {{"type", "Average"}, {"type", "Adam"}, {"stepvalue", "10,20,30"}});
+  ExpectRefused(
+      set_solver,
+      {{"stepvalue", "10,,30", "nereus_solver_set: stepvalue must be comma-separated integers, got \"10,,30\""},
+       {"type", "AdamW",
+        "nereus_solver_set: type must be SGD, Nesterov, AdaGrad, RMSProp, AdaDelta, Adam or Average, got \"AdamW\""},
+       {"base_lr", "0.1.2", "nereus_solver_set: base_lr must be a number, got \"0.1.2\""}});
   nereus_solver_destroy(s);
 }
 

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/support/status_util.h"
 #include "tests/support/trainer_test_layers.h"
+#include "worker/trainer/layer_registry.h"
 #include "worker/trainer/prototxt.h"
 
 namespace nereus {
@@ -114,6 +116,35 @@ input_shape { dim: 1 dim: 2 }
 layer { name: "fc" type: "TestLinear" bottom: "x" top: "y" }
 )",
                  {"layer \"fc\"", "num_output must be > 0"});
+}
+
+// Layer::SetUp's blob-count checks (exact, at least, at most; bottoms, then
+// tops), each naming the layer, its bound and what it got.
+TEST(NetTest, BlobCountErrorsNameTheLayerTheBoundAndTheCount) {
+  const std::string inputs = R"(
+input: "x" input_shape { dim: 2 dim: 3 }
+input: "y" input_shape { dim: 2 dim: 3 }
+input: "z" input_shape { dim: 2 dim: 3 }
+)";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"(layer { name: "l" type: "ReLU" bottom: "x" bottom: "y" top: "a" })",
+       "layer l (ReLU): takes 1 bottom blob(s), got 2"},
+      {R"(layer { name: "l" type: "LSTM" bottom: "x" top: "a" })",
+       "layer l (LSTM): takes at least 2 bottom blob(s), got 1"},
+      {R"(layer { name: "l" type: "Bias" bottom: "x" bottom: "y" bottom: "z" top: "a" })",
+       "layer l (Bias): takes at most 2 bottom blob(s), got 3"},
+      {R"(layer { name: "l" type: "ReLU" bottom: "x" top: "a" top: "b" })",
+       "layer l (ReLU): produces 1 top blob(s), got 2"},
+      {R"(layer { name: "l" type: "Slice" bottom: "x" })", "layer l (Slice): produces at least 1 top blob(s), got 0"},
+      {R"(layer { name: "l" type: "Accuracy" bottom: "x" bottom: "y" top: "a" top: "b" top: "c" })",
+       "layer l (Accuracy): produces at most 2 top blob(s), got 3"},
+  };
+  for (const auto& [layer, error] : cases) {
+    SCOPED_TRACE(layer);
+    const auto net = Net::Create(Parse(inputs + layer), DefaultLayerRegistry());
+    ASSERT_FALSE(net.ok());
+    EXPECT_EQ(net.status().message(), "layer \"l\": " + error);  // The net's prefix, then the layer's error.
+  }
 }
 
 // Shapes a prototxt gives that no blob can take are errors, not CHECKs.

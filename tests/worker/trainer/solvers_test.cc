@@ -271,6 +271,21 @@ TEST(SolverConfigTest, OldSolverTypeEnumSelectsTheSolver) {
   EXPECT_FLOAT_EQ(rms->sgd_config().rms_decay(), 0.98f);
 }
 
+// Each value of the old enum names its type, as Caffe's UpgradeSolverType.
+TEST(SolverConfigTest, EveryOldSolverTypeNamesItsType) {
+  const std::vector<std::pair<caffe::SolverParameter::SolverType, pb::SolverType>> types = {
+      {caffe::SolverParameter::SGD, pb::SOLVER_SGD},           {caffe::SolverParameter::NESTEROV, pb::SOLVER_NESTEROV},
+      {caffe::SolverParameter::ADAGRAD, pb::SOLVER_ADAGRAD},   {caffe::SolverParameter::RMSPROP, pb::SOLVER_RMSPROP},
+      {caffe::SolverParameter::ADADELTA, pb::SOLVER_ADADELTA}, {caffe::SolverParameter::ADAM, pb::SOLVER_ADAM}};
+  for (const auto& [old_type, type] : types) {
+    caffe::SolverParameter param;
+    param.set_solver_type(old_type);
+    const StatusOr<pb::SolverType> got = SolverTypeOf(param);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, type) << caffe::SolverParameter::SolverType_Name(old_type);
+  }
+}
+
 TEST(SolverConfigTest, BadSolverSettingsFailNamingTheProblem) {
   Status st;
   EXPECT_EQ(MakeTestSolver(LinearSolver("type: \"Adam\" solver_type: ADAM base_lr: 0.1"), nullptr, &st), nullptr);

@@ -1,5 +1,5 @@
 // Checks inside layer code (Reshape, Forward) that name the failing layer,
-// and CheckAxis, a set-up check several layers share.
+// and CheckAxis and ReadFourAxes, set-up checks several layers share.
 // Configuration errors found at set-up are returned as a Status through
 // Layer::LayerError instead; these are for conditions that can only be seen
 // once data flows (a bottom reshaped to an incompatible size, a label out of
@@ -38,6 +38,19 @@ inline Status CheckAxis(int axis, const Blob& blob, const char* field) {
     return InvalidArgumentError(std::string(field) + " " + std::to_string(axis) + " is out of range for bottom shape " +
                                 blob.shape_string());
   }
+  return Status::OK();
+}
+
+// LRN's and Pooling's input, at set-up and at each reshape: `blob`'s
+// channels, height and width, or the error of a blob without the 4 axes
+// (num, channels, height, width).
+inline Status ReadFourAxes(const Blob& blob, int* channels, int* height, int* width) {
+  if (blob.num_axes() != 4) {
+    return InvalidArgumentError("input must have 4 axes (num, channels, height, width), got " + blob.shape_string());
+  }
+  *channels = blob.shape(1);
+  *height = blob.shape(2);
+  *width = blob.shape(3);
   return Status::OK();
 }
 

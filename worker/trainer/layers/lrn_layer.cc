@@ -14,9 +14,8 @@ Status LRNLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::v
   if (size_ <= 0 || size_ % 2 == 0) {
     return LayerError("local_size must be odd and > 0, got " + std::to_string(size_));
   }
-  if (bottom[0]->num_axes() != 4) {
-    return LayerError("input must have 4 axes (num, channels, height, width), got " + bottom[0]->shape_string());
-  }
+  const Status four_axes = ReadFourAxes(*bottom[0], &channels_, &height_, &width_);
+  if (!four_axes.ok()) return LayerError(four_axes.message());
   pre_pad_ = (size_ - 1) / 2;
   alpha_ = p.alpha();
   beta_ = p.beta();
@@ -26,11 +25,8 @@ Status LRNLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const std::v
 }
 
 void LRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  LAYER_CHECK(bottom[0]->num_axes() == 4)
-      << "input must have 4 axes (num, channels, height, width), got " << bottom[0]->shape_string();
-  channels_ = bottom[0]->shape(1);
-  height_ = bottom[0]->shape(2);
-  width_ = bottom[0]->shape(3);
+  const Status four_axes = ReadFourAxes(*bottom[0], &channels_, &height_, &width_);
+  LAYER_CHECK(four_axes.ok()) << four_axes.message();
   top[0]->ReshapeLike(*bottom[0]);
   scale_.ReshapeLike(*bottom[0]);
   buffer_.ReshapeLike(*bottom[0]);

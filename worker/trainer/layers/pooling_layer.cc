@@ -27,9 +27,8 @@ Status PoolingLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const st
   if (top.size() > 1 && method_ != caffe::PoolingParameter::MAX) {
     return LayerError("only MAX pooling has a second (argmax) top");
   }
-  if (bottom[0]->num_axes() != 4) {
-    return LayerError("input must have 4 axes (num, channels, height, width), got " + bottom[0]->shape_string());
-  }
+  const Status four_axes = ReadFourAxes(*bottom[0], &channels_, &height_, &width_);
+  if (!four_axes.ok()) return LayerError(four_axes.message());
   global_pooling_ = p.global_pooling();
   if (global_pooling_) {
     if (p.has_kernel_size() || p.has_kernel_h() || p.has_kernel_w()) {
@@ -94,11 +93,8 @@ Status PoolingLayer::LayerSetUpStatus(const std::vector<Blob*>& bottom, const st
 }
 
 void PoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  LAYER_CHECK(bottom[0]->num_axes() == 4)
-      << "input must have 4 axes (num, channels, height, width), got " << bottom[0]->shape_string();
-  channels_ = bottom[0]->shape(1);
-  height_ = bottom[0]->shape(2);
-  width_ = bottom[0]->shape(3);
+  const Status four_axes = ReadFourAxes(*bottom[0], &channels_, &height_, &width_);
+  LAYER_CHECK(four_axes.ok()) << four_axes.message();
   if (global_pooling_) {
     kernel_h_ = height_;
     kernel_w_ = width_;

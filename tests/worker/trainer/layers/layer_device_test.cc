@@ -90,6 +90,15 @@ class LayerDeviceTest : public test::LayerTest<TypeParam> {
     layer->Forward({&bottom_}, {&top_});
     ExpectNear(expected, top_);
   }
+  // bottom_ and bottom2_ reshaped to `shape` and `shape2`, holding `values`
+  // and `values2`.
+  void FillBottoms(const std::vector<int>& shape, const std::vector<float>& values, const std::vector<int>& shape2,
+                   const std::vector<float>& values2) {
+    bottom_.Reshape(shape);
+    SetBlobData(&bottom_, values);
+    bottom2_.Reshape(shape2);
+    SetBlobData(&bottom2_, values2);
+  }
   // Fails the test if the device recorded an error.
   void ExpectDeviceOk() {
     if (this->device() != nullptr) {
@@ -268,10 +277,7 @@ TYPED_TEST(LayerDeviceTest, ScaleGradientLearnedAndFromABottom) {
 }
 
 TYPED_TEST(LayerDeviceTest, BiasValuesAndGradients) {
-  this->bottom_.Reshape({1, 3, 2});
-  SetBlobData(&this->bottom_, {1, 2, 3, 4, 5, 6});
-  this->bottom2_.Reshape({3});
-  SetBlobData(&this->bottom2_, {10, 20, 30});
+  this->FillBottoms({1, 3, 2}, {1, 2, 3, 4, 5, 6}, {3}, {10, 20, 30});
   auto layer = this->MakeLayer("name: 'b' type: 'Bias'");
   this->SetUpLayer(layer.get(), {&this->bottom_, &this->bottom2_}, {&this->top_});
   layer->Forward({&this->bottom_, &this->bottom2_}, {&this->top_});
@@ -316,10 +322,7 @@ TYPED_TEST(LayerDeviceTest, SoftmaxSumsToOneAndGradient) {
 }
 
 TYPED_TEST(LayerDeviceTest, SoftmaxWithLossValueAndGradient) {
-  this->bottom_.Reshape({2, 3});
-  SetBlobData(&this->bottom_, {0, 0, 0, 1, 2, 3});
-  this->bottom2_.Reshape({2});
-  SetBlobData(&this->bottom2_, {1, 2});
+  this->FillBottoms({2, 3}, {0, 0, 0, 1, 2, 3}, {2}, {1, 2});
   auto layer = this->MakeLayer("name: 'l' type: 'SoftmaxWithLoss'");
   this->SetUpLayer(layer.get(), {&this->bottom_, &this->bottom2_}, {&this->top_});
   layer->Forward({&this->bottom_, &this->bottom2_}, {&this->top_});
@@ -338,13 +341,12 @@ TYPED_TEST(LayerDeviceTest, SoftmaxWithLossValueAndGradient) {
 }
 
 TYPED_TEST(LayerDeviceTest, AccuracyTopKAndPerClass) {
-  this->bottom_.Reshape({4, 3});
-  SetBlobData(&this->bottom_, {0.1f, 0.7f, 0.2f,  // class 1 first, 2 second
-                               0.5f, 0.3f, 0.2f,  //
-                               0.2f, 0.2f, 0.6f,  //
-                               0.3f, 0.3f, 0.4f});
-  this->bottom2_.Reshape({4});
-  SetBlobData(&this->bottom2_, {1, 1, 2, 0});
+  this->FillBottoms({4, 3},
+                    {0.1f, 0.7f, 0.2f,  // class 1 first, 2 second
+                     0.5f, 0.3f, 0.2f,  //
+                     0.2f, 0.2f, 0.6f,  //
+                     0.3f, 0.3f, 0.4f},
+                    {4}, {1, 1, 2, 0});
   auto top1 = this->MakeLayer("name: 'a' type: 'Accuracy'");
   this->SetUpLayer(top1.get(), {&this->bottom_, &this->bottom2_}, {&this->top_, &this->top2_});
   top1->Forward({&this->bottom_, &this->bottom2_}, {&this->top_, &this->top2_});
@@ -464,10 +466,7 @@ TYPED_TEST(LayerDeviceTest, ElementwiseInPlaceIsOutOfPlace) {
 }
 
 TYPED_TEST(LayerDeviceTest, EuclideanLossValueAndGradient) {
-  this->bottom_.Reshape({2, 2});
-  SetBlobData(&this->bottom_, {1, 2, 3, 4});
-  this->bottom2_.Reshape({2, 2});
-  SetBlobData(&this->bottom2_, {0, 0, 1, 1});
+  this->FillBottoms({2, 2}, {1, 2, 3, 4}, {2, 2}, {0, 0, 1, 1});
   auto layer = this->MakeLayer("name: 'l' type: 'EuclideanLoss'");
   this->SetUpLayer(layer.get(), {&this->bottom_, &this->bottom2_}, {&this->top_});
   layer->Forward({&this->bottom_, &this->bottom2_}, {&this->top_});
@@ -488,10 +487,7 @@ TYPED_TEST(LayerDeviceTest, EuclideanLossValueAndGradient) {
 }
 
 TYPED_TEST(LayerDeviceTest, SigmoidCrossEntropyLossValueAndGradient) {
-  this->bottom_.Reshape({2, 2});
-  SetBlobData(&this->bottom_, {0, 0, 100, -100});
-  this->bottom2_.Reshape({2, 2});
-  SetBlobData(&this->bottom2_, {1, 0, 0.75f, 0});
+  this->FillBottoms({2, 2}, {0, 0, 100, -100}, {2, 2}, {1, 0, 0.75f, 0});
   {
     auto layer = this->MakeLayer("name: 'l' type: 'SigmoidCrossEntropyLoss'");
     this->SetUpLayer(layer.get(), {&this->bottom_, &this->bottom2_}, {&this->top_});
@@ -526,10 +522,7 @@ TYPED_TEST(LayerDeviceTest, SigmoidCrossEntropyLossValueAndGradient) {
 }
 
 TYPED_TEST(LayerDeviceTest, ConcatAndSliceValuesAndGradients) {
-  this->bottom_.Reshape({2, 1, 2});
-  SetBlobData(&this->bottom_, OneToN(4));
-  this->bottom2_.Reshape({2, 2, 2});
-  SetBlobData(&this->bottom2_, {11, 12, 13, 14, 15, 16, 17, 18});
+  this->FillBottoms({2, 1, 2}, OneToN(4), {2, 2, 2}, {11, 12, 13, 14, 15, 16, 17, 18});
   auto concat = this->MakeLayer("name: 'c' type: 'Concat'");
   this->SetUpLayer(concat.get(), {&this->bottom_, &this->bottom2_}, {&this->top_});
   concat->Forward({&this->bottom_, &this->bottom2_}, {&this->top_});
@@ -575,10 +568,7 @@ TYPED_TEST(LayerDeviceTest, ArgMaxTopKWithTies) {
 // InfogainLoss, ContrastiveLoss, BatchReindex, Filter, Embed and Parameter
 // (values worked by hand, as in their own tests, and gradient checks).
 TYPED_TEST(LayerDeviceTest, CaffeLabelLossesValuesAndGradients) {
-  this->bottom_.Reshape({2, 3});
-  SetBlobData(&this->bottom_, {0.5f, -0.2f, 1.5f, -1, 0.3f, 2});
-  this->bottom2_.Reshape({2});
-  SetBlobData(&this->bottom2_, {2, 0});
+  this->FillBottoms({2, 3}, {0.5f, -0.2f, 1.5f, -1, 0.3f, 2}, {2}, {2, 0});
   auto hinge = this->MakeLayer("name: 'h' type: 'HingeLoss' hinge_loss_param { norm: L2 }");
   this->SetUpLayer(hinge.get(), {&this->bottom_, &this->bottom2_}, {&this->top_});
   hinge->Forward({&this->bottom_, &this->bottom2_}, {&this->top_});
@@ -627,10 +617,7 @@ TYPED_TEST(LayerDeviceTest, CaffeLabelLossesValuesAndGradients) {
 }
 
 TYPED_TEST(LayerDeviceTest, ContrastiveLossValuesAndGradients) {
-  this->bottom_.Reshape({2, 2});
-  SetBlobData(&this->bottom_, {1, 2, 0, 0});
-  this->bottom2_.Reshape({2, 2});
-  SetBlobData(&this->bottom2_, {1, 0, 0.3f, 0.4f});
+  this->FillBottoms({2, 2}, {1, 2, 0, 0}, {2, 2}, {1, 0, 0.3f, 0.4f});
   Blob sim(std::vector<int>{2});
   SetBlobData(&sim, {1, 0});
   auto layer = this->MakeLayer("name: 'c' type: 'ContrastiveLoss' contrastive_loss_param { legacy_version: true }");
@@ -660,10 +647,7 @@ TYPED_TEST(LayerDeviceTest, ContrastiveLossValuesAndGradients) {
 }
 
 TYPED_TEST(LayerDeviceTest, BatchReindexFilterEmbedParameter) {
-  this->bottom_.Reshape({3, 2});
-  SetBlobData(&this->bottom_, {1, 2, 3, 4, 5, 6});
-  this->bottom2_.Reshape({4});
-  SetBlobData(&this->bottom2_, {2, 0, 2, 1});
+  this->FillBottoms({3, 2}, {1, 2, 3, 4, 5, 6}, {4}, {2, 0, 2, 1});
   auto reindex = this->MakeLayer("name: 'r' type: 'BatchReindex'");
   this->SetUpLayer(reindex.get(), {&this->bottom_, &this->bottom2_}, {&this->top_});
   reindex->Forward({&this->bottom_, &this->bottom2_}, {&this->top_});

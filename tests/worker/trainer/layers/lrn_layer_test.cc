@@ -80,5 +80,12 @@ TEST(LRNLayerConfigTest, EvenLocalSize) {
   test::ExpectErrorContains(s, {"norm1", "local_size must be odd"});
 }
 
+TEST(LRNLayerConfigTest, InputWithoutFourAxes) {
+  Blob bottom(std::vector<int>{2, 3, 4}), top;
+  LRNLayer layer(ParseLayerParameter("name: 'norm1' type: 'LRN'"));
+  EXPECT_EQ(layer.SetUp({&bottom}, {&top}).message(),
+            "layer norm1 (LRN): input must have 4 axes (num, channels, height, width), got 2 3 4 (24)");
+}
+
 }  // namespace
 }  // namespace nereus

@@ -171,6 +171,10 @@ TEST(PoolingLayerConfigTest, Errors) {
     EXPECT_NE(std::string::npos, s.message().find("pool7")) << s.message();
     EXPECT_NE(std::string::npos, s.message().find(c.message)) << c.param << " -> " << s.message();
   }
+  Blob flat(std::vector<int>{2, 3, 4}), top;
+  PoolingLayer layer(ParseLayerParameter("name: 'pool7' type: 'Pooling' pooling_param { kernel_size: 2 }"));
+  EXPECT_EQ(layer.SetUp({&flat}, {&top}).message(),
+            "layer pool7 (Pooling): input must have 4 axes (num, channels, height, width), got 2 3 4 (24)");
   // Only MAX has a mask top: the base class rejects the second top.
   EXPECT_FALSE(SetUpPool("pool: AVE kernel_size: 2", 2).ok());
   EXPECT_TRUE(SetUpPool("pool: MAX kernel_size: 2", 2).ok());

@@ -382,13 +382,18 @@ class ModelSync:
             layer.index, layer.name or ", ".join(n for n, _ in layer.params), what, self.clock,
             str(e).split(": ", 1)[-1]))
 
-    def _wait(self, layer, clock):
+    def _call(self, call, layer, clock, what, tag):
+        """call(layer.index, clock) on the client; its error names the layer and
+        `what` it was doing; traced as `tag`."""
         try:
-            self.client.wait_weights(layer.index, clock)
+            call(layer.index, clock)
         except capi.NereusError as e:
-            raise self._error(layer, "waiting for its weights", e) from None
+            raise self._error(layer, what, e) from None
         if self.record_trace:
-            self.trace.append(("wait", layer.index, clock))
+            self.trace.append((tag, layer.index, clock))
+
+    def _wait(self, layer, clock):
+        self._call(self.client.wait_weights, layer, clock, "waiting for its weights", "wait")
         layer.waited = clock
 
     def _weights_in(self, layer):
@@ -512,12 +517,7 @@ class ModelSync:
         self._gradients_ready(layer, self.clock)
 
     def _gradients_ready(self, layer, clock):
-        try:
-            self.client.gradients_ready(layer.index, clock)
-        except capi.NereusError as e:
-            raise self._error(layer, "handing over its gradients", e) from None
-        if self.record_trace:
-            self.trace.append(("ready", layer.index, clock))
+        self._call(self.client.gradients_ready, layer, clock, "handing over its gradients", "ready")
 
     def _end_backward(self):
         with self._lock:
