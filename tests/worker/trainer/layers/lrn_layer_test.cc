@@ -18,7 +18,6 @@ using test::SetBlobData;
 
 std::string LrnText(const std::string& lrn_param) { return "name: 'norm' type: 'LRN' lrn_param { " + lrn_param + " }"; }
 
-
 // LRN `lrn_param` forward on a bottom of `shape` holding `values`: the top
 // has the bottom's shape and (to 1e-6) the values `expected`.
 void ExpectLrn(const std::string& lrn_param, const std::vector<int>& shape, const std::vector<float>& values,
