@@ -221,6 +221,9 @@ def run_configuration(args, model, hosts, gbit, compute):
                           "--link_mbit=%.17g" % link_mbit, "--timeout_s=%d" % args.timeout_s,
                           "--host_command=" + command], stdout=subprocess.PIPE, universal_newlines=True)
     os.unlink(spec_path)
+    if out.returncode == 77:
+        print("cluster_compare: nereus_bench cluster cannot make network namespaces here", file=sys.stderr)
+        sys.exit(77)  # ctest: skipped
     if out.returncode != 0:
         sys.exit("cluster_compare: %s %d hosts %g Gbit/s %s failed (status %d)" % (model, hosts, gbit, compute,
                                                                                  out.returncode))
@@ -270,11 +273,16 @@ def main():
         worker(args)
         return
     if os.geteuid() != 0:
-        sys.exit("cluster_compare: needs root (network namespaces, tc), like nereus_bench cluster")
+        print("cluster_compare: needs root (network namespaces, tc), like nereus_bench cluster", file=sys.stderr)
+        sys.exit(77)  # ctest: skipped
     for c in args.computes.split(","):
         if c not in COMPUTE:
             sys.exit("cluster_compare: --computes: unknown device %r (known: %s)" % (c, ", ".join(COMPUTE)))
-    import torch
+    try:
+        import torch
+    except ImportError:
+        print("cluster_compare: no torch for %s" % sys.executable, file=sys.stderr)
+        sys.exit(77)  # ctest: skipped
     with open("/proc/loadavg") as f:
         load = " ".join(f.read().split()[:3])
     print("cluster_compare: torch %s, %d cores, load average %s; model scale %g, batch %d per worker, nereus "
