@@ -11,7 +11,9 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
+#include <string>
 #include <thread>
 
 #include "common/base/init_binary.h"
@@ -90,6 +92,11 @@ DEFINE_int64(exec_at_clock, -1,
 DEFINE_string(exec_command, "",
               "Synthetic mode, tests: the command of --exec_at_clock, its words separated by spaces.");
 DEFINE_int32(exec_rank, 0, "Synthetic mode, tests: the worker that runs --exec_command.");
+DEFINE_int32(pause_ms, 0,
+             "Synthetic mode with --fc_batch, tests: after the backward of each clock in --pause_clocks, every "
+             "worker pauses this many milliseconds before waiting for the next clock's weights, as a trainer's test "
+             "phase or snapshot between iterations would.");
+DEFINE_string(pause_clocks, "", "Synthetic mode: the clocks of --pause_ms, comma-separated (e.g. 9,10,11).");
 
 namespace nereus {
 namespace {
@@ -151,6 +158,21 @@ class DelayedRebuild final : public FactorApplier {
   const int delay_ms_;
   std::map<int, Entry> entries_;  // Filled before Init, then only the entries change.
 };
+
+// --pause_clocks: "9,10,11" as clocks. Errors name the bad entry.
+StatusOr<std::set<int64_t>> ParseClocks(const std::string& spec) {
+  std::set<int64_t> clocks;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 0)
+      return InvalidArgumentError("bad clock \"" + item + "\" in \"" + spec + "\": expected clocks >= 0, e.g. 9,10,11");
+    clocks.insert(v);
+  }
+  return clocks;
+}
 
 // Runs --exec_command (see --exec_at_clock).
 Status RunExecCommand() {
@@ -239,6 +261,9 @@ int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::
   auto injected = ParseInjectedCosts(FLAGS_sfb_inject_costs);
   if (!injected.ok()) return Fail(injected.status(), "--sfb_inject_costs");
   internals.sfb_injected_costs = *injected;
+  auto pauses_or = ParseClocks(FLAGS_pause_clocks);
+  if (!pauses_or.ok()) return Fail(pauses_or.status(), "--pause_clocks");
+  const std::set<int64_t> pauses = FLAGS_pause_ms > 0 ? *pauses_or : std::set<int64_t>();
   auto client_or = ConnectClient(options, internals);
   if (!client_or.ok()) return Fail(client_or.status(), "joining the job");
   std::unique_ptr<Client> client = std::move(client_or).value();
@@ -353,6 +378,8 @@ int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::
         st = client->GradientsReady(static_cast<int>(t), clock);
         if (!st.ok()) return Fail(st, "handing over gradients");
       }
+      // Between iterations, outside the client (not synchronisation).
+      if (pauses.count(clock) > 0) std::this_thread::sleep_for(std::chrono::milliseconds(FLAGS_pause_ms));
       // The weights of the next clock (an SFB tensor's are updated in place
       // until then: nothing may read them before).
       const auto c0 = std::chrono::steady_clock::now();

@@ -2,7 +2,8 @@
 // workers, --fc_batch): a layer switched at a clock boundary keeps BSP byte
 // for byte against a job fixed to the new path from that clock
 // (--sfb_schedule), both ways; workers whose own measurements disagree take
-// one choice; a worker that dies during a trial ends the job naming it; and,
+// one choice; a pause between iterations is no part of a clock; a worker
+// that dies during a trial ends the job naming it; and,
 // in a network namespace, a link reshaped mid-run makes the layer go as
 // factors, with the reason in the log. The choices that must not depend on
 // the machine's speed are made on injected costs (--sfb_inject_costs).
@@ -130,6 +131,28 @@ TEST(SfbSwitchTest, WorkersThatMeasureDifferentlyTakeOneChoice) {
               std::string::npos)
         << run.logs[w];
     EXPECT_EQ(JsonList(run.json[w], "sfb_tensors"), "1") << run.json[w];
+    EXPECT_TRUE(BytesEqual(run.weights[0], run.weights[w], "worker " + std::to_string(w)));
+  }
+}
+
+// A clock's period is its busy span: a pause between iterations (a
+// trainer's test phase, a snapshot) costs both paths alike, and before it
+// was left out, pauses inside a trial's window decided the trial. Here
+// every worker pauses 1 s after the backward of clocks 9-11, the clocks
+// measured as factors: the figures the decision reads leave the pauses
+// out (a clock of this job takes milliseconds; a figure of a second or
+// more is the pause).
+TEST(SfbSwitchTest, APauseBetweenIterationsIsNotPartOfTheClock) {
+  constexpr int kPauseMs = 1000;
+  const SfbJobResult run = RunJob({"--sfb=auto", "--pause_ms=" + std::to_string(kPauseMs), "--pause_clocks=9,10,11"});
+  const std::regex decision(
+      "t1 takes (PS|SFB) from clock 13 \\(PS before the trial\\): measured PS ([0-9.]+) ms, SFB ([0-9.]+) ms per "
+      "clock");
+  for (int w = 0; w < kWorkers; ++w) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(run.logs[w], m, decision)) << run.logs[w];
+    EXPECT_LT(std::stod(m[2].str()), kPauseMs) << m[0].str();
+    EXPECT_LT(std::stod(m[3].str()), kPauseMs) << m[0].str();
     EXPECT_TRUE(BytesEqual(run.weights[0], run.weights[w], "worker " + std::to_string(w)));
   }
 }

@@ -172,8 +172,13 @@ TrialStep LayerPipeline::BeginClock(int64_t clock) {
   const int64_t now = MonotonicMicros();
   TrialStep step;
   if (trials_ != nullptr) {
+    // The last clock's busy span: from its start to the end of its last
+    // WaitWeights or GradientsReady. What the trainer does after that and
+    // before this clock starts (a test phase, a snapshot, a pause) costs
+    // both paths alike and is not counted.
+    const int64_t end = busy_end_us_ > clock_start_us_ ? busy_end_us_ : now;
     double period = -1;
-    if (started_clock_ >= 0 && clock == started_clock_ + 1) period = static_cast<double>(now - clock_start_us_) * 1e-6;
+    if (started_clock_ >= 0 && clock == started_clock_ + 1) period = static_cast<double>(end - clock_start_us_) * 1e-6;
     if (!injected_.empty() && started_clock_ >= 0) {
       // Deterministic tests: what the paths of the last clock cost by decree.
       period = 0;
@@ -184,12 +189,13 @@ TrialStep LayerPipeline::BeginClock(int64_t clock) {
     if (clock == trials_from_) trials_->set_overlaps(Overlaps());
     if (timeline_ != nullptr && started_clock_ >= 0 && clock == started_clock_ + 1) {
       const std::string mark = trials_->Mark(clock - 1);
-      if (!mark.empty()) timeline_->Span(Lane::kHybComm, mark, clock - 1, clock_start_us_, now);
+      if (!mark.empty()) timeline_->Span(Lane::kHybComm, mark, clock - 1, clock_start_us_, end);
     }
     step = trials_->Begin(clock, period, waits);
   }
   started_clock_ = clock;
   clock_start_us_ = now;
+  busy_end_us_ = 0;
   // What the trials read is kept a few dozen clocks.
   while (!wait_us_.empty() && wait_us_.begin()->first < clock - 64) wait_us_.erase(wait_us_.begin());
   while (!ready_us_.empty() && ready_us_.begin()->first < clock - 64) ready_us_.erase(ready_us_.begin());
@@ -303,6 +309,7 @@ Status LayerPipeline::GradientsReady(int layer, int64_t clock) {
       return FailedPreconditionError("GradientsReady(" + std::to_string(layer) + ", " + std::to_string(clock) +
                                      ") called twice");
     L.ready_clock = clock;
+    if (clock == started_clock_) busy_end_us_ = std::max(busy_end_us_, now);
     if (trials_ != nullptr && clock < trials_from_) {
       // The warm-up's backward times: how much of each layer's rebuild the
       // backward below it would hide (the trials' prior).
@@ -383,6 +390,7 @@ Status LayerPipeline::WaitWeights(int layer, int64_t clock) {
   const int64_t end = MonotonicMicros();
   MutexLock lock(&mu_);
   if (merges_.profiling()) merges_.RecordWaitEnd(clock - std::max<int64_t>(first_clock_, 0), end);
+  if (clock == started_clock_) busy_end_us_ = std::max(busy_end_us_, end);
   if (trials_ != nullptr) {
     std::vector<int64_t>& waits = wait_us_[clock];
     waits.resize(layers_.size(), 0);

@@ -180,6 +180,10 @@ class LayerPipeline {
   Timeline* timeline_ NEREUS_GUARDED_BY(mu_) = nullptr;
   int64_t started_clock_ NEREUS_GUARDED_BY(mu_) = -1;  // The last clock started.
   int64_t clock_start_us_ NEREUS_GUARDED_BY(mu_) = 0;
+  // When the last WaitWeights or GradientsReady of started_clock_ ended (0:
+  // none yet): the end of its busy span, so that a pause of the trainer's
+  // between iterations (a test phase, a snapshot) is no part of the period.
+  int64_t busy_end_us_ NEREUS_GUARDED_BY(mu_) = 0;
   bool deciding_ NEREUS_GUARDED_BY(mu_) = false;  // A clock's start is agreeing (without the lock).
   CondVar decided_cv_;
   std::map<int64_t, std::vector<int64_t>> wait_us_ NEREUS_GUARDED_BY(mu_);   // Clock -> per comm layer.

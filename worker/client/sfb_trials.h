@@ -8,9 +8,11 @@
 // the "nereus.hybcomm.<clock>" min-reduce barriers and applies the
 // switches it returns; tests drive it with injected figures.
 //
-// What is measured: the clock's period, from the first WaitWeights of
-// clock c to the first of clock c + 1 (the iteration as the client sees
-// it: its compute and every wait in it). A layer's path moves the other
+// What is measured: the clock's period, its busy span, from the first
+// WaitWeights (or GradientsReady) of clock c to the end of the last call of
+// clock c (the iteration as the client sees it: its compute and every wait
+// in it; not what the trainer does between iterations, a test phase, a
+// snapshot, a pause, which would cost both paths alike). A layer's path moves the other
 // layers' waits too (its bytes share their link and servers, its rebuild
 // their host), so the period, not the layer's own wait, is what a path
 // costs; the layer's own wait in WaitWeights is logged beside it. A clock
