@@ -19,6 +19,9 @@
 #
 # Needs root (network namespaces). Several hours on a loaded 2-core
 # machine. Then: python3 bench/results/hybcomm/measured/summarize.py
+#
+#   PARTS="vgg19:2:57000 ..."  only these (model:size:gflops) parts
+#   TAG=_run2                  appended to each part's file names
 set -euo pipefail
 cd "$(dirname "$0")/../../../.."
 OUT=bench/results/hybcomm/measured
@@ -27,7 +30,8 @@ echo "start: $(date -u) commit $(git rev-parse --short HEAD) $(nproc) cores; $(u
 for model in vgg19 vgg19_22k; do
   for size in 2 4; do
     for gflops in 1000 57000; do
-      name="${model}_${size}x${size}_${gflops}"
+      if [[ -n "${PARTS:-}" && " $PARTS " != *" $model:$size:$gflops "* ]]; then continue; fi
+      name="${model}_${size}x${size}_${gflops}${TAG:-}"
       echo "$name: $(date -u) $(uptime)" >> "$OUT/machine.txt"
       "$BENCH" pipeline --model="$model" --model_scale=16 --workers="$size" --servers="$size" --batch=32 \
         --schedule=full --device_gflops="$gflops" --sfb=off,on,auto --sfb_rebuild=cpu \
