@@ -652,7 +652,7 @@ def poseidon(args, bench, out):
                 "sfb": "off", "regime": regime} for m in models for h in hosts]
     configs += [{"key": "%s/%s/full/h%d/auto-device" % (regime.name, m, h), "model": m, "hosts": h,
                  "schedule": "full", "sfb": "auto", "sfb_rebuild": "device", "regime": regime}
-                for m in models for h in auto_hosts]
+                for m in models for h in auto_hosts if m in (args.poseidon_auto_models or models)]
     runs = Runs(os.path.join(out, "runs.jsonl"), args.fresh)
     run_configs(bench, out, runs, configs, repeats, args.warmup, args.iterations, args.timeout_s,
                 not args.no_emulation)
@@ -1000,6 +1000,8 @@ def main():
                     help="make no emulated run (no root needed): report what each study's runs.jsonl has, the "
                          "simulator's fits, validations and projections made anew")
     ap.add_argument("--alpha_runs", type=int, default=10, help="--study=alpha: transport runs")
+    ap.add_argument("--poseidon_auto_models", default=None,
+                    help="--study=poseidon: models of the --sfb=auto runs, comma separated (default: both)")
     ap.add_argument("--poseidon_auto_hosts", default=None,
                     help="--study=poseidon: hosts of the --sfb=auto runs (rebuilt on the emulated device); default "
                          "--poseidon_hosts")
@@ -1015,6 +1017,7 @@ def main():
     bench = Bench(args.bench, args.merge)
     args.poseidon_auto_hosts = ([int(h) for h in args.poseidon_auto_hosts.split(",")] if args.poseidon_auto_hosts
                                 else args.poseidon_hosts)
+    args.poseidon_auto_models = args.poseidon_auto_models.split(",") if args.poseidon_auto_models else None
     studies = ["calibrate", "servers", "alpha", "poseidon", "today"] if args.study == "all" else [args.study]
     if len(studies) > 1 and args.out:
         sys.exit("--out names one study's folder: use --results with --study=all")
