@@ -215,7 +215,7 @@ int RunClusterWorker() {
   options->merge_profile_iterations = std::max(1, FLAGS_warmup - 2);
   const EmulatedRun run = EmulatedRunFromFlags(FLAGS_sfb_rebuild == "device");
   ClientInternals internals;
-  SetRebuildOptions(run, &*options, &internals);
+  SetRebuildOptions(run, shrunk, &*options, &internals);
   auto client = ConnectClient(*options, internals);
   if (!client.ok()) {
     LOG(ERROR) << "cluster worker: " << client.status();

@@ -51,9 +51,12 @@ DEFINE_string(sfb_rebuild, "cpu",
               "--workers and its one-thread step rate times min(1, cores / --workers) (pipeline: the workers share "
               "this machine) unless --sfb_rebuild_gflops/--sfb_update_gbytes say otherwise. device: on the emulated "
               "device, as Poseidon rebuilt on the GPU: the layer's forward first holds the device for 2(P1 K)MN "
-              "FLOPs at --device_gflops plus 4MN bytes at --device_update_gbytes, HybComm is told those rates, and "
-              "the client skips the arithmetic (those weights are not updated; nothing checks them). pipeline: a "
-              "comma-separated list runs each in turn (--sfb=off once per round).");
+              "FLOPs at --device_gflops (K the batch, also in a model shrunk by --model_scale: the full-size "
+              "rebuild / F, as the compute) plus 4MN bytes at --device_update_gbytes, HybComm is told those rates "
+              "(the GEMM's scaled to the factor rows it counts), and the client skips the arithmetic (those weights "
+              "are not updated; nothing checks them). pipeline: a comma-separated list runs each in turn (--sfb=off "
+              "once per round). simulate: device holds the simulated device for the rebuild before the layer's next "
+              "forward, cpu rebuilds on the worker's applier beside its compute.");
 DEFINE_double(device_update_gbytes, 800,
               "pipeline, cluster, --sfb_rebuild=device: GB of weights per second of the emulated device's SGD step "
               "after a rebuild (an H200 copies 4.15 TB/s on the device and a momentum step moves ~5 floats per "
@@ -144,7 +147,7 @@ StatusOr<Outcome> RunOne(const ModelSpec& model, Schedule schedule, uint64_t bat
   ASSIGN_OR_RETURN(o.server_apply_threads, ApplyThreadsFromFlags());
   const EmulatedRun run = EmulatedRunFromFlags(rebuild == "device");
   if (run.rebuild_on_device)
-    SetRebuildOptions(run, &o.client, &o.client_internals);
+    SetRebuildOptions(run, model, &o.client, &o.client_internals);
   else if (sfb == "auto")
     SetCpuShare(&o.client);
   ASSIGN_OR_RETURN(auto job, LocalJob::Start(o));

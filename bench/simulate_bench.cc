@@ -14,6 +14,7 @@
 #include "bench/sim/models.h"
 #include "bench/sim/simulator.h"
 #include "common/update/hybcomm.h"
+#include "server/server_flags.h"
 #include "worker/client/client_flags.h"
 
 DEFINE_string(host_list, "", "simulate: hosts to predict, comma separated (default: --hosts).");
@@ -41,6 +42,16 @@ DEFINE_double(rebuild_gflops, -1,
               "2 K P M N FLOPs, K the factors' rows), GFLOP/s; -1: --device_gflops (rebuilt on the worker's device); "
               "0: free. --sfb (off, auto, on) decides which layers travel as factors, as HybComm does in a job.");
 
+DEFINE_string(rebuild_rows, "batch",
+              "simulate: what a sufficient-factor layer's rebuild is charged for in a model shrunk by F "
+              "(--model_scale): batch, 2 K P M N FLOPs at the compute's batch K (the full-size rebuild / F, as the "
+              "compute; what the emulated device charges, cluster --sfb_rebuild=device), or factors, the GEMM over "
+              "the factors sent, K / sqrt(F) rows each (/ F^1.5; what the emulated client's real GEMM computes, "
+              "--sfb_rebuild=cpu). The same at full size.");
+DEFINE_int32(sim_apply_threads, 0,
+             "simulate: partitions a server applies at once, each at --apply_ns_per_byte; 0: --apply_threads as the "
+             "servers take it (-1, the default, one per core of this machine).");
+
 DECLARE_string(model);
 DECLARE_double(link_mbit);
 DECLARE_double(device_gflops);
@@ -50,6 +61,7 @@ DECLARE_int32(hosts);
 DECLARE_double(latency_us);
 DECLARE_double(model_scale);
 DECLARE_string(sfb);
+DECLARE_string(sfb_rebuild);
 
 namespace nereus {
 namespace bench {
@@ -74,6 +86,21 @@ int RunSimulate(BenchContext& ctx) {
     bwd[l] = bwd[l] * FLAGS_compute_scale + FLAGS_layer_overhead_us * 1e-6;
   }
   const double rebuild_gflops = FLAGS_rebuild_gflops < 0 ? FLAGS_device_gflops : FLAGS_rebuild_gflops;
+  if (FLAGS_rebuild_rows != "batch" && FLAGS_rebuild_rows != "factors") {
+    LOG(ERROR) << "--rebuild_rows must be batch or factors, got \"" << FLAGS_rebuild_rows << "\"";
+    return 2;
+  }
+  if (FLAGS_sfb_rebuild != "cpu" && FLAGS_sfb_rebuild != "device") {
+    LOG(ERROR) << "simulate: --sfb_rebuild must be cpu or device, got \"" << FLAGS_sfb_rebuild << "\"";
+    return 2;
+  }
+  const RebuildCharge charge = FLAGS_rebuild_rows == "batch" ? RebuildCharge::kFullSize : RebuildCharge::kFactorsSent;
+  int apply_threads = FLAGS_sim_apply_threads;
+  if (apply_threads <= 0) {
+    auto threads = ValueOrLog(ApplyThreadsFromFlags());
+    if (!threads) return 2;
+    apply_threads = std::max(1, *threads);  // 0 (the receive thread) applies one at a time too.
+  }
   std::vector<int> hosts;
   for (const std::string& h : SplitCsv(FLAGS_host_list)) hosts.push_back(std::stoi(h));
   if (hosts.empty()) hosts.push_back(FLAGS_hosts);
@@ -96,27 +123,24 @@ int RunSimulate(BenchContext& ctx) {
     o.latency_s = FLAGS_latency_us * 1e-6;
     o.alpha_s = FLAGS_alpha_us * 1e-6;
     o.apply_s_per_byte = FLAGS_apply_ns_per_byte * 1e-9;
+    o.apply_threads = apply_threads;
+    o.rebuild_on_device = FLAGS_sfb_rebuild == "device";
     o.partition_bytes = std::max<uint64_t>(4, static_cast<uint64_t>(FLAGS_partition_bytes / scale));
     o.credit_bytes = std::max<uint64_t>(4, static_cast<uint64_t>(FLAGS_credit_bytes / scale));
     o.iterations = FLAGS_sim_iterations;
     o.sfb_flops_per_s = rebuild_gflops * 1e9;
     o.sfb_apply_s_per_byte = FLAGS_sfb_apply_ns_per_byte < 0 ? -1 : FLAGS_sfb_apply_ns_per_byte * 1e-9;
-    // One host's iteration, the baseline of the efficiency, and then each
-    // host count's; HybComm decides per host count, as in a job.
+    // Each host count's; HybComm decides per host count, as in a job.
     auto simulate = [&](int h, int* sfb_layers) -> StatusOr<SimResult> {
       std::vector<HybCommChoice> choices;
       o.hosts = h;
-      ASSIGN_OR_RETURN(auto layers, SimLayersOf(shrunk, fwd, bwd, h, *sfb, FLAGS_batch, HybCommRatesOf(o), &choices));
+      ASSIGN_OR_RETURN(auto layers,
+                       SimLayersOf(shrunk, fwd, bwd, h, *sfb, FLAGS_batch, HybCommRatesOf(o), &choices, charge));
       *sfb_layers = 0;
       for (const HybCommChoice& c : choices) *sfb_layers += c.sfb;
       return Simulate(layers, o);
     };
     int sfb_layers = 0;
-    auto one = simulate(1, &sfb_layers);
-    if (!one.ok()) {
-      LOG(ERROR) << one.status().message();
-      return 2;
-    }
     for (int h : hosts) {
       auto r = simulate(h, &sfb_layers);
       if (!r.ok()) {
@@ -124,7 +148,8 @@ int RunSimulate(BenchContext& ctx) {
         return 2;
       }
       const double samples = h * FLAGS_batch / r->iteration_s;
-      const double efficiency = one->iteration_s / r->iteration_s;
+      // Against compute alone (simulator.h), the same in every study.
+      const double efficiency = ScalingEfficiency(*r);
       std::printf("%s,%s,%d,%g,%g,%.6f,%.6f,%.6f,%.3f,%.4f,%d,%.0f,%.0f,%.6f\n", FLAGS_model.c_str(),
                   ScheduleName(*schedule), h, mbit, scale, r->iteration_s, r->compute_s, r->wait_s, samples, efficiency,
                   sfb_layers, r->sent_bytes, r->factor_bytes_sent, r->rebuild_s);
@@ -134,6 +159,8 @@ int RunSimulate(BenchContext& ctx) {
       rec.Set("link_mbit", mbit).Set("model_scale", scale).Set("iteration_s", r->iteration_s);
       rec.Set("compute_s", r->compute_s).Set("wait_s", r->wait_s).Set("samples_per_s", samples);
       rec.Set("efficiency", efficiency).Set("sfb", FLAGS_sfb).Set("sfb_layers", sfb_layers);
+      rec.Set("rebuild_rows", FLAGS_rebuild_rows).Set("sfb_rebuild", FLAGS_sfb_rebuild);
+      rec.Set("apply_threads", apply_threads).Set("alpha_us", FLAGS_alpha_us);
       rec.Set("sent_bytes", r->sent_bytes).Set("factor_bytes", r->factor_bytes_sent).Set("rebuild_s", r->rebuild_s);
       records.push_back(rec);
     }

@@ -5,6 +5,8 @@
     sudo scripts/scaling.sh --study=poseidon    # Poseidon's regime: VGG19-22K and VGG19, 1-16 hosts, 10GbE-eq.
     sudo scripts/scaling.sh --study=today       # H200-class compute, 25-400 Gbit/s, 8-256 hosts
     scripts/scaling.sh --study=servers          # apply threads and the transport bench (no root needed)
+    scripts/scaling.sh --study=alpha            # the per-message cost alpha, measured (no root needed)
+    ... --no_emulation                          # no emulated run: what runs.jsonl has, the simulator re-run
     sudo scripts/scaling.sh --study=all         # all four, in that order (about 1.5 hours on a quiet 2-core machine)
     ... --smoke                                 # minutes: every step at the smallest size, into /tmp
 
@@ -39,8 +41,21 @@ BATCH = 32
 SHRINK = 256          # sqrt(256) = 16 divides the batch: factors of exactly 2 rows (models.h).
 EMULATED_MBIT = 10000 / 512  # Per host and direction, the link every regime is emulated with (19.53 Mbit/s).
 TITAN_X_GFLOPS = 3000  # The Poseidon paper's GPU class: about 3 TFLOP/s sustained on convolutions.
-H200_GFLOPS = 57000    # VGG19 fp32 on an H200, measured outside this repository (docs/SCALING.md).
-H200_GEMM_GFLOPS = 40000  # cuBLAS fp32 at the sufficient-factor shapes (VGG19 fc6, K = 256), measured likewise.
+# Its SGD step after a rebuild on the device, GB of weights a second: its 336.5 GB/s of memory over the ~5 floats a
+# momentum step moves per weight (as emulated_worker.h's H200 figure; a datasheet's estimate, not a measurement).
+TITAN_X_UPDATE_GBYTES = 336.5 / 5
+H200_GFLOPS = 57000    # VGG19 fp32 on an H200: bench/results/gpu/ (docs/SCALING.md).
+# The rebuild rates of the projections, each measured (docs/SCALING.md, "Constants of the projections"):
+# an H200's cuBLAS fp32 GEMM (4096 x 4096, K = 32) as Nereus's client timed it at start-up,
+H200_GEMM_GFLOPS = 15800
+H200_GEMM_SOURCE = "bench/results/gpu/run3/job.log"
+# and this CPU's OpenBLAS GEMM (FactorGradient, 1024 x 1024, K = 256) and SGD step as the client timed them, per
+# worker (four workers of one process sharing the 2-core machine; 48.6 GFLOP/s and 8.78 GB/s in the other run, a).
+CPU_GEMM_GFLOPS = 43.5
+CPU_STEP_GBYTES = 5.72
+CPU_GEMM_SOURCE = "bench/results/hybcomm/b_tables.txt"
+H200_STEP_GBYTES = 716  # The H200's SGD step after the rebuild, timed in the same line of H200_GEMM_SOURCE.
+ALPHA_SCALES = [0.5, 1, 2]  # The projections' sensitivity to alpha: at least half and double the measured.
 LAYERS = {"vgg19": 19, "vgg19_22k": 19, "resnet50": 54, "inception_v3": 95, "lenet": 4}
 WAIT_BOUND = 0.10     # Runs waiting more than this share of the iteration are "communication-bound".
 
@@ -52,8 +67,9 @@ def log(msg):
 class Regime:
     """A real host (device GFLOP/s, link Gbit/s) and how it is emulated here."""
 
-    def __init__(self, name, gflops, gbit, shrink=SHRINK, slow=None):
+    def __init__(self, name, gflops, gbit, shrink=SHRINK, slow=None, update_gbytes=TITAN_X_UPDATE_GBYTES):
         self.name, self.gflops, self.gbit, self.shrink = name, gflops, gbit, shrink
+        self.update_gbytes = update_gbytes  # The device's SGD step after a rebuild on it (--sfb_rebuild=device).
         # The link is emulated at EMULATED_MBIT unless told otherwise: FACTOR = R / EMULATED_MBIT.
         factor = gbit * 1000 / EMULATED_MBIT
         self.slow = slow if slow is not None else factor / shrink
@@ -73,10 +89,13 @@ class Bench:
     def __init__(self, path, merge):
         self.path, self.merge = path, merge
 
-    def cluster(self, model, hosts, regime, schedule, sfb, warmup, iterations, json_path, timeout_s):
+    def cluster(self, model, hosts, regime, schedule, sfb, warmup, iterations, json_path, timeout_s,
+                sfb_rebuild="cpu"):
         cmd = [self.path, "cluster", "--model=" + model, "--hosts=%d" % hosts, "--schedule=" + schedule,
-               "--sfb=" + sfb, "--batch=%d" % BATCH, "--warmup=%d" % warmup, "--iterations=%d" % iterations,
+               "--sfb=" + sfb, "--sfb_rebuild=" + sfb_rebuild, "--batch=%d" % BATCH, "--warmup=%d" % warmup, "--iterations=%d" % iterations,
                "--merge=" + self.merge, "--timeout_s=%d" % timeout_s, "--json=" + json_path] + regime.cluster_flags()
+        if sfb_rebuild == "device":  # The device's step, slowed as its compute.
+            cmd.append("--device_update_gbytes=%.9g" % (regime.update_gbytes / regime.factor))
         t0 = time.monotonic()
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         wall = time.monotonic() - t0
@@ -86,8 +105,13 @@ class Bench:
             row = json.load(f)[0]
         return row, wall, ""
 
-    def simulate(self, model, hosts, mbit, gflops, scale, schedule, sfb, consts, overhead_us=0.0, iterations=3):
-        """Rows (dicts) of nereus_bench simulate, one per (host, link) pair."""
+    def simulate(self, model, hosts, mbit, gflops, scale, schedule, sfb, consts, overhead_us=0.0, iterations=3,
+                 sfb_rebuild="cpu", rebuild_rows="batch", apply_threads=None):
+        """Rows (dicts) of nereus_bench simulate, one per (host, link) pair. sfb_rebuild: where the rebuild runs
+        (cpu: the worker's applier beside its compute; device: holding the device before the layer's next forward);
+        rebuild_rows: what it is charged for in a shrunk model (batch: the full-size rebuild / F, as the compute;
+        factors: the GEMM over the factors sent, what an emulated client's CPU computes); apply_threads: each
+        server's (None: the servers' default, one per core here)."""
         hosts = hosts if isinstance(hosts, list) else [hosts]
         mbit = mbit if isinstance(mbit, list) else [mbit]
         cmd = [self.path, "simulate", "--model=" + model, "--host_list=" + ",".join(map(str, hosts)),
@@ -96,13 +120,24 @@ class Bench:
                "--alpha_us=%.9g" % consts["alpha_us"], "--apply_ns_per_byte=%.9g" % consts["apply_ns_per_byte"],
                "--rebuild_gflops=%.9g" % consts["rebuild_gflops"],
                "--sfb_apply_ns_per_byte=%.9g" % consts.get("sfb_apply_ns_per_byte", -1),
-               "--layer_overhead_us=%.9g" % overhead_us, "--sim_iterations=%d" % iterations]
+               "--layer_overhead_us=%.9g" % overhead_us, "--sim_iterations=%d" % iterations,
+               "--sfb_rebuild=" + sfb_rebuild, "--rebuild_rows=" + rebuild_rows]
+        if apply_threads is not None:
+            cmd.append("--sim_apply_threads=%d" % apply_threads)
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=True)
         return list(csv.DictReader(p.stdout.strip().splitlines()))
 
 
 def median(xs):
     return statistics.median(xs) if xs else float("nan")
+
+
+def efficiency(compute_s, iteration_s):
+    """Scaling efficiency, one definition for every study (docs/SCALING.md): a worker's throughput over that of its
+    device training alone (its compute, no communication), as Poseidon measures speedup against single-machine
+    training; at N hosts the job makes N x this of one device's standalone throughput. The simulator's own
+    `efficiency` column is the same (ScalingEfficiency, bench/sim/simulator.h)."""
+    return compute_s / iteration_s if iteration_s > 0 else 0.0
 
 
 def spread(xs):
@@ -194,25 +229,33 @@ class Readme:
         return False
 
 
-def run_configs(bench, out, runs, configs, repeats, warmup, iterations, timeout_s):
+def run_configs(bench, out, runs, configs, repeats, warmup, iterations, timeout_s, emulate=True):
     """Every configuration `repeats` times, repeat-major (each repeat runs every configuration once, so
-    that the machine's slow and quiet moments fall on all of them alike)."""
+    that the machine's slow and quiet moments fall on all of them alike). emulate=False (--no_emulation) runs
+    nothing: the study reports what runs.jsonl already has."""
     todo = [(rep, c) for rep in range(repeats) for c in configs if not runs.done(c["key"], rep)]
+    if not emulate:
+        log("--no_emulation: %d run(s) not made; reporting the %d in %s" % (len(todo), len(runs.ok()), runs.path))
+        return
     log("%d run(s) to make (%d already in %s)" % (len(todo), len(configs) * repeats - len(todo), runs.path))
     for i, (rep, c) in enumerate(todo):
         regime = c["regime"]
         for attempt in range(2):
             tmp = os.path.join(out, "run.json")
             row, wall, err = bench.cluster(c["model"], c["hosts"], regime, c["schedule"], c["sfb"], warmup,
-                                           c.get("iterations", iterations), tmp, timeout_s)
+                                           c.get("iterations", iterations), tmp, timeout_s,
+                                           c.get("sfb_rebuild", "cpu"))
             if row is not None:
                 break
             log("   failed (%s); %s" % (err.strip().splitlines()[-1] if err.strip() else "?",
                                         "retrying" if attempt == 0 else "left out"))
         rec = {"key": c["key"], "repeat": rep, "model": c["model"], "hosts": c["hosts"], "schedule": c["schedule"],
-               "sfb": c["sfb"], "regime": regime.name, "rate_gbit": regime.gbit, "real_gflops": regime.gflops,
+               "sfb": c["sfb"], "sfb_rebuild": c.get("sfb_rebuild", "cpu"), "regime": regime.name,
+               "rate_gbit": regime.gbit, "real_gflops": regime.gflops,
                "shrink": regime.shrink, "slow": regime.slow, "wall_s": round(wall, 1),
                "time": datetime.datetime.now().isoformat(timespec="seconds"), "load1": os.getloadavg()[0]}
+        if c.get("sfb_rebuild") == "device":
+            rec["device_update_gbytes"] = regime.update_gbytes / regime.factor
         if row is None:
             rec.update({"failed": True, "error": err[-800:]})
         else:
@@ -248,6 +291,9 @@ def summarize(runs, keys=None):
             "factor_bytes": median([r.get("factor_bytes", 0) for r in rs]),
             "factor_apply_s": median([r.get("factor_apply_s", 0) for r in rs]),
             "layers": c["layers"],
+            # Runs before the field rebuilt on this CPU (the default) with the servers' default threads (2 here).
+            "sfb_rebuild": c.get("sfb_rebuild", "cpu"), "apply_threads": c.get("apply_threads", 2),
+            "device_update_gbytes": c.get("device_update_gbytes", 0),
         }
         s = out[key]
         s["wait_share"] = max(0.0, s["iteration_s"] - s["measured_compute_s"]) / s["iteration_s"]
@@ -258,8 +304,25 @@ def summarize(runs, keys=None):
 
 
 def predict(bench, s, consts):
-    row = bench.simulate(s["model"], s["hosts"], s["link_mbit"], s["device_gflops"], s["shrink"], s["schedule"],
-                         s["sfb"], consts, s["overhead_us"])[0]
+    """The simulator's iteration of the emulated run summarized in `s`, as it ran: its servers' apply threads, and
+    a rebuild on the emulated device charged at the full-size cost / F (--sfb_rebuild=device) or on this CPU over
+    the factors sent (cpu)."""
+    device = s.get("sfb_rebuild", "cpu") == "device"
+    if device:  # At the emulated device's rates, as the run charged it (not the calibration's CPU rates).
+        consts = dict(consts, rebuild_gflops=s["device_gflops"],
+                      sfb_apply_ns_per_byte=1 / s["device_update_gbytes"] if s.get("device_update_gbytes") else 0)
+    def sim(overhead_us):
+        return bench.simulate(s["model"], s["hosts"], s["link_mbit"], s["device_gflops"], s["shrink"], s["schedule"],
+                              s["sfb"], consts, overhead_us, sfb_rebuild="device" if device else "cpu",
+                              rebuild_rows="batch" if device else "factors",
+                              apply_threads=s.get("apply_threads", 2))[0]
+    overhead_us = s["overhead_us"]
+    if device:
+        # The workers' measured compute includes the rebuilds they slept on the device: only the rest is what
+        # their layers' sleeps overshot.
+        rebuild_s = float(sim(0.0)["rebuild_s"])
+        overhead_us = max(0.0, 1e6 * (s["measured_compute_s"] - s["compute_s"] - rebuild_s) / (2 * s["layers"]))
+    row = sim(overhead_us)
     return float(row["iteration_s"]), row
 
 
@@ -306,7 +369,8 @@ def calibrate(args, bench, out):
                 configs.append({"key": "%s/%s/%s/h%d/%s" % (regime.name, m, sched, h, sfb), "model": m, "hosts": h,
                                 "schedule": sched, "sfb": sfb, "regime": regime})
     runs = Runs(os.path.join(out, "runs.jsonl"), args.fresh)
-    run_configs(bench, out, runs, configs, repeats, args.warmup, args.iterations, args.timeout_s)
+    run_configs(bench, out, runs, configs, repeats, args.warmup, args.iterations, args.timeout_s,
+                not args.no_emulation)
     summary = summarize(runs, {c["key"] for c in configs})
     if not summary:
         sys.exit("calibrate: no run succeeded")
@@ -484,8 +548,9 @@ def validation_table(rows):
            "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         out.append("| %s | %s | %d | %s | %.4f | %.1f%% | %.0f%% | %.4f | %+.1f%% |" %
-                   (r["regime"], r["model"], r["hosts"], r["sfb"], r["iteration_s"], 100 * r["spread"],
-                    100 * r["wait_share"], r["predicted_s"], r["error_pct"]))
+                   (r["regime"], r["model"], r["hosts"],
+                    r["sfb"] + (" (rebuild on the device)" if r.get("sfb_rebuild") == "device" else ""),
+                    r["iteration_s"], 100 * r["spread"], 100 * r["wait_share"], r["predicted_s"], r["error_pct"]))
     return out
 
 
@@ -494,116 +559,202 @@ VALIDATION_FIELDS = ["regime", "model", "schedule", "hosts", "sfb", "rate_gbit",
                      "predicted_s", "error_pct"]
 
 
+def alpha_levels(measured_us):
+    """(label, alpha us) of the projections' sensitivity: the measured alpha at each of ALPHA_SCALES, then the
+    calibration's old 400 us (what the projections rested on before alpha was measured) for comparison."""
+    return [("x%g" % k, k * measured_us) for k in ALPHA_SCALES] + [("400 us (old)", 400.0)]
+
+
+def project(bench, models, variants, hosts, rates_gbit, gflops, levels, apply_threads):
+    """Full-size simulations at real speed, one row per (model, variant, alpha level, hosts, rate); efficiency
+    against compute alone (the simulator's column)."""
+    proj = []
+    for m in models:
+        for name, sfb, c, where in variants:
+            for label, a in levels:
+                sim = bench.simulate(m, hosts, [r * 1000 for r in rates_gbit], gflops, 1, "full", sfb,
+                                     dict(c, alpha_us=a), iterations=2, sfb_rebuild=where,
+                                     apply_threads=apply_threads)
+                for r in sim:
+                    proj.append({"model": m, "variant": name, "alpha": label, "alpha_us": a, "hosts": int(r["hosts"]),
+                                 "rate_gbit": float(r["link_mbit"]) / 1000, "iteration_s": float(r["iteration_s"]),
+                                 "compute_s": float(r["compute_s"]), "efficiency": float(r["efficiency"]),
+                                 "sent_bytes": float(r["sent_bytes"]), "factor_bytes": float(r["factor_bytes"]),
+                                 "sfb_layers": int(r["sfb_layers"]), "rebuild_s": float(r["rebuild_s"])})
+    return proj
+
+
+PROJECTION_FIELDS = ["model", "variant", "alpha", "alpha_us", "hosts", "rate_gbit", "iteration_s", "compute_s",
+                     "efficiency", "sfb_layers", "sent_bytes", "factor_bytes", "rebuild_s"]
+
+
+def real_constants(args, cal):
+    """Constants for the full-size projections, each measured and named in the README: alpha (--study=alpha), the
+    servers' apply per thread and how many threads (--study=servers). Returns (consts, apply_threads, notes, alpha)."""
+    a, a_path = load_alpha(args)
+    notes = []
+    consts = {"alpha_us": a["alpha_us"], "apply_ns_per_byte": cal["apply_ns_per_byte"]}
+    notes.append("alpha %.3g us per message, measured: half the median 4 KB round trip of `nereus_bench transport` "
+                 "(%.1f us over %d runs, %.1f-%.1f us) on this machine (`%s`); the projections are shown at %s times "
+                 "it and at the 400 us they used before. (The calibration's fitted alpha, %.3g us, describes the "
+                 "emulated cluster, 16 processes on 2 cores, and is used only to predict its runs.)" %
+                 (a["alpha_us"], a["rtt_us_median"], a["runs"], a["rtt_us_min"], a["rtt_us_max"], a_path,
+                  " and ".join("%g" % k for k in ALPHA_SCALES), cal["alpha_us"]))
+    threads = None
+    servers = os.path.join(args.results, "servers", "apply.json")
+    if os.path.exists(servers):
+        with open(servers) as f:
+            rows = json.load(f)
+        best = max(rows, key=lambda r: r["gradient_gbytes_per_s"])
+        threads = max(1, best["apply_threads"])
+        consts["apply_ns_per_byte"] = threads / best["gradient_gbytes_per_s"]
+        notes.append("server apply: %d threads, each %.3g ns per byte per worker gradient (`nereus_bench apply`'s "
+                     "best, %.2f GB/s of gradients on %d apply threads, in %s, shared among them)" %
+                     (threads, consts["apply_ns_per_byte"], best["gradient_gbytes_per_s"], best["apply_threads"],
+                      os.path.relpath(servers, ROOT)))
+    else:
+        notes.append("server apply %.3g ns per byte: the calibration's (no servers study yet: run "
+                     "--study=servers for this machine's apply bench)" % consts["apply_ns_per_byte"])
+    return consts, threads, notes, a
+
+
+def rate_for(proj, m, name, label, h, target=0.9):
+    ok = [p["rate_gbit"] for p in proj if p["model"] == m and p["variant"] == name and p["alpha"] == label
+          and p["hosts"] == h and p["efficiency"] >= target]
+    return min(ok) if ok else None
+
+
+def sensitivity_table(proj, models, variants, hosts, levels, rate=None):
+    """README lines: per model and variant, the rate for 90% (or, with `rate`, the efficiency at that rate) at each
+    alpha level, one cell per host count."""
+    out = ["| model | variant | alpha | " + " | ".join("%d hosts" % h for h in hosts) + " |",
+           "|---|---|---|" + "---|" * len(hosts)]
+    for m in models:
+        for name, _, _, _ in variants:
+            for label, a in levels:
+                cells = []
+                for h in hosts:
+                    if rate is None:
+                        r = rate_for(proj, m, name, label, h)
+                        cells.append("%g" % r if r is not None else "-")
+                    else:
+                        p = [x for x in proj if x["model"] == m and x["variant"] == name and x["alpha"] == label
+                             and x["hosts"] == h and x["rate_gbit"] == rate]
+                        cells.append("%.1f%%" % (100 * p[0]["efficiency"]) if p else "")
+                out.append("| %s | %s | %s | %s |" % (m, name, "%s (%.3g us)" % (label, a) if label.startswith("x")
+                                                      else label, " | ".join(cells)))
+    return out
+
+
 # ----------------------------------------------------------------------------------------------- poseidon
 
 def poseidon(args, bench, out):
     cal, cal_path = load_calibration(args)
-    consts = {k: cal[k] for k in ("alpha_us", "apply_ns_per_byte", "rebuild_gflops", "sfb_apply_ns_per_byte")}
+    emu_consts = {k: cal[k] for k in ("alpha_us", "apply_ns_per_byte", "rebuild_gflops", "sfb_apply_ns_per_byte")}
     regime = Regime("10G-eq", TITAN_X_GFLOPS, 10)
     if args.smoke:
-        models, hosts, modes, repeats = ["vgg19_22k"], [1, 2], ["off", "auto"], 1
+        models, hosts, auto_hosts, repeats = ["vgg19_22k"], [1, 2], [2], 1
     else:
-        models, hosts, modes, repeats = ["vgg19_22k", "vgg19"], args.poseidon_hosts, ["off", "auto"], args.repeats
-    configs = [{"key": "%s/%s/full/h%d/%s" % (regime.name, m, h, sfb), "model": m, "hosts": h, "schedule": "full",
-                "sfb": sfb, "regime": regime} for m in models for h in hosts for sfb in modes]
+        models, hosts, auto_hosts, repeats = ["vgg19_22k", "vgg19"], args.poseidon_hosts, args.poseidon_auto_hosts, \
+            args.repeats
+    # --sfb=off at every host count; auto with the rebuild on the emulated device, as Poseidon rebuilt on the GPU,
+    # charged at its full-size cost (its FLOPs / F at the device's rate / F, as the compute: docs/SCALING.md).
+    configs = [{"key": "%s/%s/full/h%d/off" % (regime.name, m, h), "model": m, "hosts": h, "schedule": "full",
+                "sfb": "off", "regime": regime} for m in models for h in hosts]
+    configs += [{"key": "%s/%s/full/h%d/auto-device" % (regime.name, m, h), "model": m, "hosts": h,
+                 "schedule": "full", "sfb": "auto", "sfb_rebuild": "device", "regime": regime}
+                for m in models for h in auto_hosts if m in (args.poseidon_auto_models or models)]
     runs = Runs(os.path.join(out, "runs.jsonl"), args.fresh)
-    run_configs(bench, out, runs, configs, repeats, args.warmup, args.iterations, args.timeout_s)
+    run_configs(bench, out, runs, configs, repeats, args.warmup, args.iterations, args.timeout_s,
+                not args.no_emulation)
     summary = summarize(runs, {c["key"] for c in configs})
-    rows = validate(bench, summary, consts)
+    rows = validate(bench, summary, emu_consts)
     write_csv(os.path.join(out, "validation.csv"), rows, VALIDATION_FIELDS)
-    # Scaling efficiency: throughput at N hosts / (N x one host's), one host being the job with
-    # --sfb=off (one worker and its server on one machine; no mode gets a baseline of its own that
-    # flatters it); the spread of each side's repeats beside it.
+    # Scaling efficiency against compute alone (efficiency()): the baseline of each model is its device training
+    # alone, the compute the one-host --sfb=off runs' worker measured (its emulated sleeps, overshoots included).
     eff = []
-    for m in models:
-        for sfb in modes:
-            one = summary.get("%s/%s/full/h1/off" % (regime.name, m))
-            for h in hosts:
-                s = summary.get("%s/%s/full/h%d/%s" % (regime.name, m, h, sfb))
-                if one is None or s is None:
-                    continue
-                eff.append({"model": m, "sfb": sfb, "hosts": h, "source": "emulated", "iteration_s": s["iteration_s"],
-                            "efficiency": one["iteration_s"] / s["iteration_s"], "spread": s["spread"],
-                            "one_host_spread": one["spread"], "speedup": h * one["iteration_s"] / s["iteration_s"]})
-    # The simulator's projection beyond the machine: 16, 32 and 64 hosts, same regime and constants.
-    proj_hosts = [16, 32, 64] if not args.smoke else [16]
     for m in models:
         one = summary.get("%s/%s/full/h1/off" % (regime.name, m))
         if one is None:
             continue
-        t1 = None
-        for sfb in ["off"] + [x for x in modes if x != "off"]:
-            rows_sim = bench.simulate(m, [1] + proj_hosts, regime.gbit * 1000 / regime.factor,
-                                      regime.gflops / regime.factor, regime.shrink, "full", sfb, consts,
-                                      one["overhead_us"])
-            if t1 is None:
-                t1 = float(rows_sim[0]["iteration_s"])  # One host, --sfb=off.
-            for r in rows_sim[1:]:
-                h = int(r["hosts"])
-                eff.append({"model": m, "sfb": sfb, "hosts": h, "source": "simulated",
-                            "iteration_s": float(r["iteration_s"]), "efficiency": t1 / float(r["iteration_s"]),
-                            "spread": 0, "one_host_spread": 0, "speedup": h * t1 / float(r["iteration_s"])})
+        alone = one["measured_compute_s"]
+        for variant, hs in [("off", hosts), ("auto-device", auto_hosts)]:
+            for h in hs:
+                s = summary.get("%s/%s/full/h%d/%s" % (regime.name, m, h, variant))
+                if s is None:
+                    continue
+                e = efficiency(alone, s["iteration_s"])
+                eff.append({"model": m, "sfb": variant, "hosts": h, "source": "emulated", "alpha": "",
+                            "iteration_s": s["iteration_s"], "compute_alone_s": alone, "efficiency": e,
+                            "speedup": h * e, "spread": s["spread"], "repeats": s["repeats"]})
+    # The projection at full size and real speed (Titan X-class, 10 Gbit/s), with the measured constants.
+    consts, threads, notes, a = real_constants(args, cal)
+    levels = alpha_levels(a["alpha_us"])
+    step_ns = 1 / TITAN_X_UPDATE_GBYTES
+    variants = [("off", "off", dict(consts, rebuild_gflops=0), "cpu"),
+                ("auto-device", "auto", dict(consts, rebuild_gflops=TITAN_X_GFLOPS, sfb_apply_ns_per_byte=step_ns),
+                 "device")]
+    notes.append("rebuild on the device (auto-device), as the emulated runs: its GEMM at the compute's %d GFLOP/s "
+                 "(the regime's device; the emulated runs charge it so), its SGD step at %.3g GB/s of weights "
+                 "(the Titan X's 336.5 GB/s of memory / 5 floats a weight: an estimate), holding the device before "
+                 "the layer's next forward" % (TITAN_X_GFLOPS, TITAN_X_UPDATE_GBYTES))
+    proj_hosts = [8, 16, 32, 64] if not args.smoke else [8]
+    proj = project(bench, models, variants, proj_hosts, [regime.gbit], regime.gflops, levels, threads)
+    for p in proj:
+        if p["alpha"] == levels[1][0]:
+            eff.append({"model": p["model"], "sfb": p["variant"], "hosts": p["hosts"], "source": "simulated",
+                        "alpha": p["alpha"], "iteration_s": p["iteration_s"], "compute_alone_s": p["compute_s"],
+                        "efficiency": p["efficiency"], "speedup": p["hosts"] * p["efficiency"], "spread": 0,
+                        "repeats": 0})
     write_csv(os.path.join(out, "efficiency.csv"), eff,
-              ["model", "sfb", "hosts", "source", "iteration_s", "efficiency", "speedup", "spread", "one_host_spread"])
-    target = [e for e in eff if e["model"] == "vgg19_22k" and e["sfb"] == "auto" and e["hosts"] == 8
+              ["model", "sfb", "hosts", "source", "alpha", "iteration_s", "compute_alone_s", "efficiency", "speedup",
+               "spread", "repeats"])
+    write_csv(os.path.join(out, "projection.csv"), proj, PROJECTION_FIELDS)
+    target = [e for e in eff if e["model"] == "vgg19_22k" and e["sfb"] == "auto-device" and e["hosts"] == 8
               and e["source"] == "emulated"]
     with Readme(out) as f:
         f.write("# Poseidon's regime on the emulated cluster\n\n" + smoke_banner(args.smoke))
-        f.write("Generated by `scripts/scaling.sh --study=poseidon` on %s (%s); `--merge=%s`, `--schedule=full`, "
+        f.write("Generated by `scripts/scaling.sh --study=poseidon%s` on %s (%s); `--merge=%s`, `--schedule=full`, "
                 "batch %d per worker, one server and one worker per host.\n\n" %
-                (datetime.date.today().isoformat(), machine(), bench.merge, BATCH))
+                (" --no_emulation" if args.no_emulation else "", datetime.date.today().isoformat(), machine(),
+                 bench.merge, BATCH))
         f.write("%s. Every configuration %d time(s) (%d warm-up, %d timed iterations, medians), repeat-major; "
-                "`runs.jsonl` has every run.\n\n" % (regime.describe(), repeats, args.warmup, args.iterations))
-        f.write(commits_measured(runs.ok()))
-        f.write("## Scaling efficiency\n\nThroughput at N hosts / (N x one host's with `--sfb=off`: one worker and its "
-                "server on one machine, the same baseline for both modes); emulated rows are "
-                "medians of the repeats (spread = (max - min) / median of the N-host repeats), simulated rows the "
-                "simulator with `%s`'s constants (alpha %.3g us, apply %.3g ns/byte, rebuild %.3g GFLOP/s).\n\n" %
-                (os.path.relpath(cal_path, ROOT), consts["alpha_us"], consts["apply_ns_per_byte"],
-                 consts["rebuild_gflops"]))
-        f.write("| model | --sfb | hosts | source | iteration s | efficiency | speedup | spread |\n"
-                "|---|---|---|---|---|---|---|---|\n")
+                "`runs.jsonl` has every run. `auto-device`: `--sfb=auto --sfb_rebuild=device`, the rebuild on the "
+                "emulated device (as Poseidon rebuilt on the GPU) charged at its full-size cost, 2 K P M N FLOPs / F at "
+                "the device's rate / F (docs/SCALING.md).\n\n" % (regime.describe(), repeats, args.warmup,
+                                                                  args.iterations))
+        f.write(commits_measured([r for r in runs.ok() if r["key"] in {c["key"] for c in configs}]))
+        f.write("## Scaling efficiency\n\nAgainst compute alone, as in every study (docs/SCALING.md): a worker's "
+                "throughput over its device's training alone; speedup = hosts x efficiency. Emulated rows: compute "
+                "alone is what the one-host `--sfb=off` run's worker measured (its emulated sleeps), the iteration the "
+                "median of the repeats (spread = (max - min) / median); simulated rows: the simulator at full size "
+                "and real speed (%g GFLOP/s, %g Gbit/s) with the measured alpha (%.3g us) and the constants below.\n\n"
+                % (regime.gflops, regime.gbit, a["alpha_us"]))
+        f.write("| model | --sfb | hosts | source | iteration s | compute alone s | efficiency | speedup | spread |\n"
+                "|---|---|---|---|---|---|---|---|---|\n")
         for e in eff:
-            f.write("| %s | %s | %d | %s | %.4f | %.1f%% | %.2fx | %.1f%% |\n" %
-                    (e["model"], e["sfb"], e["hosts"], e["source"], e["iteration_s"], 100 * e["efficiency"],
-                     e["speedup"], 100 * e["spread"]))
+            f.write("| %s | %s | %d | %s | %.4f | %.4f | %.1f%% | %.2fx | %s |\n" %
+                    (e["model"], e["sfb"], e["hosts"], e["source"], e["iteration_s"], e["compute_alone_s"],
+                     100 * e["efficiency"], e["speedup"],
+                     "%.1f%% (%d runs)" % (100 * e["spread"], e["repeats"]) if e["source"] == "emulated" else "-"))
         f.write("\nTarget: VGG19-22K with `--sfb=auto` at least 95%% scaling efficiency at 8 hosts (Poseidon: 97%% "
                 "at 16): %s\n\n" % (
-                    "**%s** (%.1f%%, spread %.1f%% at 8 hosts, %.1f%% at 1)" % (
+                    "**%s** (%.1f%%, spread %.1f%% over %d runs)" % (
                         "met" if target[0]["efficiency"] >= 0.95 else "not met", 100 * target[0]["efficiency"],
-                        100 * target[0]["spread"], 100 * target[0]["one_host_spread"]) if target
+                        100 * target[0]["spread"], target[0]["repeats"]) if target
                     else "not measured in this run"))
+        f.write("Constants of the projection:\n\n" + "".join("- %s\n" % n for n in notes) + "\n")
+        f.write("## Sensitivity to alpha (simulator, full size, %g Gbit/s)\n\n" % regime.gbit)
+        f.write("\n".join(sensitivity_table(proj, models, variants, proj_hosts, levels, rate=regime.gbit)) + "\n\n")
         f.write("## The simulator against these runs (out of sample)\n\nNone of these runs was used to fit the "
-                "constants (they come from 1-2 hosts at 5 Gbit/s-equivalent).\n\n")
+                "constants (`%s`: 1-2 hosts at 5 Gbit/s-equivalent); each is predicted as it ran (its servers' apply "
+                "threads; auto-device's rebuild on the device at its rates).\n\n" % os.path.relpath(cal_path, ROOT))
         f.write("\n".join(validation_summary(rows)) + "\n\n")
         f.write("\n".join(validation_table(rows)) + "\n")
     log("poseidon -> %s" % out)
 
 
 # -------------------------------------------------------------------------------------------------- today
-
-def real_constants(args, cal):
-    """Constants for the full-size projection: what this machine measured where it can stand for a real
-    host, else the emulation's own, each named in the README."""
-    notes = []
-    consts = {"alpha_us": cal["alpha_us"], "apply_ns_per_byte": cal["apply_ns_per_byte"]}
-    notes.append("alpha %.3g us per message: the calibration's (this machine's stack and CPU; a real host's "
-                 "network adds little at these rates)" % cal["alpha_us"])
-    servers = os.path.join(args.results, "servers", "apply.json")
-    if os.path.exists(servers):
-        with open(servers) as f:
-            rows = json.load(f)
-        best = max(rows, key=lambda r: r["gradient_gbytes_per_s"])
-        consts["apply_ns_per_byte"] = 1 / best["gradient_gbytes_per_s"]
-        notes.append("server apply %.3g ns per byte per worker gradient: `nereus_bench apply`'s best (%d apply "
-                     "threads, %.2f GB/s of gradients) in %s" % (consts["apply_ns_per_byte"], best["apply_threads"],
-                                                                 best["gradient_gbytes_per_s"],
-                                                                 os.path.relpath(servers, ROOT)))
-    else:
-        notes.append("server apply %.3g ns per byte: the calibration's (no servers study yet: run "
-                     "--study=servers for this machine's apply bench)" % consts["apply_ns_per_byte"])
-    return consts, notes
-
 
 def today(args, bench, out):
     cal, cal_path = load_calibration(args)
@@ -621,105 +772,75 @@ def today(args, bench, out):
         for m in models:
             for h in emu_hosts:
                 for sfb in ["off", "auto"]:
-                    # Enough timed iterations for about 10 s of each run, at least 3 (400G: slowed 80x).
                     c = {"key": "%s/%s/full/h%d/%s" % (regime.name, m, h, sfb), "model": m, "hosts": h,
                          "schedule": "full", "sfb": sfb, "regime": regime}
                     configs.append(c)
     runs = Runs(os.path.join(out, "runs.jsonl"), args.fresh)
-    run_configs(bench, out, runs, configs, repeats, args.warmup, args.iterations, args.timeout_s)
+    run_configs(bench, out, runs, configs, repeats, args.warmup, args.iterations, args.timeout_s,
+                not args.no_emulation)
     summary = summarize(runs, {c["key"] for c in configs})
     rows = validate(bench, summary, emu_consts)
     write_csv(os.path.join(out, "validation.csv"), rows, VALIDATION_FIELDS)
-    # The projection at full size and real speed.
-    consts, notes = real_constants(args, cal)
-    variants = [("off", "off", dict(consts, rebuild_gflops=0)),
+    # The projection at full size and real speed, every rate measured.
+    consts, threads, notes, a = real_constants(args, cal)
+    levels = alpha_levels(a["alpha_us"])
+    variants = [("off", "off", dict(consts, rebuild_gflops=0), "cpu"),
                 ("auto, rebuild on the GPU (a GPU worker)", "auto",
-                 dict(consts, rebuild_gflops=H200_GEMM_GFLOPS, sfb_apply_ns_per_byte=0)),
+                 dict(consts, rebuild_gflops=H200_GEMM_GFLOPS, sfb_apply_ns_per_byte=1 / H200_STEP_GBYTES), "cpu"),
                 ("auto, rebuild on the CPU (a CPU worker)", "auto",
-                 dict(consts, rebuild_gflops=cal["rebuild_gflops"], sfb_apply_ns_per_byte=cal["sfb_apply_ns_per_byte"]))]
-    notes.append("rebuild on the GPU: %d GFLOP/s (cuBLAS fp32 at VGG19 fc6's factor shapes on an H200, measured outside "
-                 "this repository), "
-                 "its SGD step free (the GPU's memory)" % H200_GEMM_GFLOPS)
-    notes.append("rebuild on the CPU: %.3g GFLOP/s and its SGD step at %.3g ns a byte, the calibration's "
-                 "(OpenBLAS and the client's step on this machine, as a CPU worker's client rebuilds)" %
-                 (cal["rebuild_gflops"], cal["sfb_apply_ns_per_byte"]))
-    proj = []
-    for m in models:
-        # The baseline of every variant and rate: one GPU training alone, its compute only. (Not a one-host job
-        # through a server: with this machine's calibrated per-message cost, 400 us, one server taking every
-        # partition's messages makes that "one host" 3.4x slower than its own compute for VGG19, and the
-        # efficiencies above it exceed 100%.)
-        one = {}
-        for name, sfb, c in variants:
-            sim = bench.simulate(m, [1] + proj_hosts, [r * 1000 for r in search_rates], H200_GFLOPS, 1, "full", sfb, c,
-                                 iterations=2)
-            for r in sim:
-                if int(r["hosts"]) == 1 and sfb == "off":
-                    one[float(r["link_mbit"])] = float(r["compute_s"])
-            for r in sim:
-                h = int(r["hosts"])
-                if h == 1:
-                    continue
-                it = float(r["iteration_s"])
-                proj.append({"model": m, "variant": name, "hosts": h, "rate_gbit": float(r["link_mbit"]) / 1000,
-                             "iteration_s": it, "compute_s": float(r["compute_s"]),
-                             "efficiency": one[float(r["link_mbit"])] / it,
-                             "sent_bytes": float(r["sent_bytes"]), "factor_bytes": float(r["factor_bytes"]),
-                             "sfb_layers": int(r["sfb_layers"]), "rebuild_s": float(r["rebuild_s"])})
-    write_csv(os.path.join(out, "projection.csv"), proj,
-              ["model", "variant", "hosts", "rate_gbit", "iteration_s", "compute_s", "efficiency", "sfb_layers",
-               "sent_bytes", "factor_bytes", "rebuild_s"])
-    # Which link rate each model needs for 90% efficiency.
+                 dict(consts, rebuild_gflops=CPU_GEMM_GFLOPS, sfb_apply_ns_per_byte=1 / CPU_STEP_GBYTES), "cpu")]
+    notes.append("rebuild on the GPU: %d GFLOP/s and its SGD step at %d GB/s, measured: what Nereus's client timed "
+                 "on an H200 at start-up (cuBLAS GEMM 4096 x 4096 with K = 32, one worker's; `%s`); at 8+ workers "
+                 "the GEMM's K is 256+ and cuBLAS likely faster, so this is the conservative side" %
+                 (H200_GEMM_GFLOPS, H200_STEP_GBYTES, H200_GEMM_SOURCE))
+    notes.append("rebuild on the CPU: %.3g GFLOP/s and its SGD step at %.3g GB/s, measured: what the client timed "
+                 "per worker on this 2-core machine (OpenBLAS FactorGradient 1024 x 1024, K = 256, four workers "
+                 "sharing it; `%s`; the other run, a, timed 48.6 GFLOP/s and 8.78 GB/s)" %
+                 (CPU_GEMM_GFLOPS, CPU_STEP_GBYTES, CPU_GEMM_SOURCE))
+    notes.append("either rebuild runs on the worker's applier beside its compute (the client's rebuild thread)")
+    proj = project(bench, models, variants, [1] + proj_hosts, search_rates, H200_GFLOPS, levels, threads)
+    proj = [p for p in proj if p["hosts"] > 1]
+    write_csv(os.path.join(out, "projection.csv"), proj, PROJECTION_FIELDS)
     need = []
     for m in models:
-        for name, _, _ in variants:
-            for h in proj_hosts:
-                ok = [p["rate_gbit"] for p in proj if p["model"] == m and p["variant"] == name and p["hosts"] == h
-                      and p["efficiency"] >= 0.9]
-                need.append({"model": m, "variant": name, "hosts": h,
-                             "rate_gbit": min(ok) if ok else None})
-    write_csv(os.path.join(out, "rate_for_90pct.csv"), need, ["model", "variant", "hosts", "rate_gbit"])
+        for name, _, _, _ in variants:
+            for label, al in levels:
+                for h in proj_hosts:
+                    need.append({"model": m, "variant": name, "alpha": label, "alpha_us": al, "hosts": h,
+                                 "rate_gbit": rate_for(proj, m, name, label, h)})
+    write_csv(os.path.join(out, "rate_for_90pct.csv"), need, ["model", "variant", "alpha", "alpha_us", "hosts",
+                                                              "rate_gbit"])
+    measured = [lv for lv in levels if lv[0] == "x1"]
     with Readme(out) as f:
         f.write("# Today's regime: H200-class workers, 25-400 Gbit/s\n\n" + smoke_banner(args.smoke))
-        f.write("Generated by `scripts/scaling.sh --study=today` on %s (%s); `--merge=%s`, `--schedule=full`, batch "
-                "%d per worker, one server and one worker per host, compute at %d GFLOP/s (an H200 measured outside "
-                "this repository, `--device_gflops=%d`).\n\n" % (datetime.date.today().isoformat(), machine(), bench.merge,
-                                                       BATCH, H200_GFLOPS, H200_GFLOPS))
+        f.write("Generated by `scripts/scaling.sh --study=today%s` on %s (%s); `--merge=%s`, `--schedule=full`, batch "
+                "%d per worker, one server and one worker per host, compute at %d GFLOP/s (an H200 on VGG19: "
+                "bench/results/gpu/, `--device_gflops=%d`).\n\n" %
+                (" --no_emulation" if args.no_emulation else "", datetime.date.today().isoformat(), machine(),
+                 bench.merge, BATCH, H200_GFLOPS, H200_GFLOPS))
         f.write(commits_measured(runs.ok()))
-        f.write("## Link rate needed for 90% scaling efficiency (simulator, full size)\n\n")
-        f.write("Lowest of %s Gbit/s at which throughput reaches 90%% of N x one GPU's training alone (its "
-                "compute only, the baseline of every variant); '-' if none does.\n\n" %
+        f.write("## Link rate needed for 90% scaling efficiency (simulator, full size, measured alpha)\n\n")
+        f.write("Lowest of %s Gbit/s at which a worker reaches 90%% of its GPU training alone (scaling efficiency "
+                "against compute alone, as in every study: docs/SCALING.md); '-' if none does.\n\n" %
                 ", ".join("%g" % r for r in search_rates))
-        f.write("| model | variant | " + " | ".join("%d hosts" % h for h in proj_hosts) + " |\n")
-        f.write("|---|---|" + "---|" * len(proj_hosts) + "\n")
-        for m in models:
-            for name, _, _ in variants:
-                cells = []
-                for h in proj_hosts:
-                    r = [n["rate_gbit"] for n in need if n["model"] == m and n["variant"] == name and n["hosts"] == h]
-                    cells.append("%g" % r[0] if r and r[0] is not None else "-")
-                f.write("| %s | %s | %s |\n" % (m, name, " | ".join(cells)))
+        f.write("\n".join(sensitivity_table(proj, models, variants, proj_hosts, measured)) + "\n")
         f.write("\nConstants of the projection (real hosts cannot be measured here; each is named):\n\n")
         f.write("".join("- %s\n" % n for n in notes))
-        f.write("\n## Scaling efficiency at 25, 100 and 400 Gbit/s (simulator, full size)\n\n" + "Throughput at N hosts over N x one GPU training alone (its compute only).\n\n")
-        f.write("| model | variant | Gbit/s | " + " | ".join("%d" % h for h in proj_hosts) + " |\n")
-        f.write("|---|---|---|" + "---|" * len(proj_hosts) + "\n")
-        for m in models:
-            for name, _, _ in variants:
-                for rate in [25, 100, 400]:
-                    cells = []
-                    for h in proj_hosts:
-                        p = [x for x in proj if x["model"] == m and x["variant"] == name and x["hosts"] == h
-                             and x["rate_gbit"] == rate]
-                        cells.append("%.0f%%" % (100 * p[0]["efficiency"]) if p else "")
-                    if any(cells):
-                        f.write("| %s | %s | %d | %s |\n" % (m, name, rate, " | ".join(cells)))
-        f.write("\n## The simulator against the emulated cluster at the small end (out of sample)\n\n")
+        f.write("\n## Sensitivity to alpha: the rate needed for 90%% at %s times the measured alpha and at the old "
+                "400 us\n\n" % " and ".join("%g" % k for k in ALPHA_SCALES))
+        f.write("\n".join(sensitivity_table(proj, models, variants, proj_hosts, levels)) + "\n")
+        f.write("\n## Scaling efficiency at 25, 100 and 400 Gbit/s (simulator, full size, measured alpha)\n\n"
+                "Against compute alone (one GPU training by itself).\n\n")
+        for rate in [25, 100, 400] if not args.smoke else [25]:
+            f.write("%g Gbit/s:\n\n" % rate)
+            f.write("\n".join(sensitivity_table(proj, models, variants, proj_hosts, measured, rate=rate)) + "\n\n")
+        f.write("## The simulator against the emulated cluster at the small end (out of sample)\n\n")
         f.write("Each rate is emulated with the link at %.4g Mbit/s per host: H200 compute and the link slowed by "
                 "rate / %.4g Mbit/s, the model shrunk %dx (so 25, 100 and 400 Gbit/s are slowed 5x, 20x and 80x), "
-                "`%s`'s constants, none fitted on these runs. %d repeat(s) each, %d warm-up and %d timed "
-                "iterations.\n\n" % (EMULATED_MBIT, EMULATED_MBIT, SHRINK, os.path.relpath(cal_path, ROOT), repeats,
-                                     args.warmup, args.iterations))
+                "`%s`'s constants, none fitted on these runs; the runs rebuilt on this CPU over the factors sent, and "
+                "are predicted so. %d repeat(s) each, %d warm-up and %d timed iterations.\n\n" %
+                (EMULATED_MBIT, EMULATED_MBIT, SHRINK, os.path.relpath(cal_path, ROOT), repeats, args.warmup,
+                 args.iterations))
         f.write("\n".join(validation_summary(rows)) + "\n\n")
         f.write("\n".join(validation_table(rows)) + "\n")
     log("today -> %s" % out)
@@ -792,9 +913,83 @@ def servers(args, bench, out):
     log("servers -> %s" % out)
 
 
+# -------------------------------------------------------------------------------------------------- alpha
+
+def alpha(args, bench, out):
+    """The per-message cost alpha, measured directly: the 4 KB push+pull round trip of one worker and one server
+    (`nereus_bench transport`, its median of --rtt_samples round trips, beside raw ZeroMQ's in the same run), run
+    --alpha_runs times. A round trip is two messages (the push, the weights back), each costing the simulator's
+    alpha: alpha = round trip / 2. The projections use the median of the runs (and its half and double)."""
+    runs = Runs(os.path.join(out, "runs.jsonl"), args.fresh)
+    n = 2 if args.smoke else args.alpha_runs
+    samples = 200 if args.smoke else 2000
+    todo = [i for i in range(n) if not runs.done("rtt", i)]
+    for i in todo:
+        js = os.path.join(out, "run.json")
+        cmd = [bench.path, "transport", "--sizes=", "--repeats=1", "--rtt_samples=%d" % samples, "--json=" + js]
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        rec = {"key": "rtt", "repeat": i, "command": " ".join(["nereus_bench"] + cmd[1:-1]),
+               "time": datetime.datetime.now().isoformat(timespec="seconds"), "load1": os.getloadavg()[0]}
+        if p.returncode != 0:
+            rec.update({"failed": True, "error": p.stdout[-800:]})
+        else:
+            with open(js) as f:
+                r = [x for x in json.load(f) if x["op"] == "rtt"][0]
+            rec.update({"rtt_us": r["us"], "raw_rtt_us": r["raw_us"], "alpha_us": r["us"] / 2})
+            log("[%d/%d] 4 KB round trip %.1f us (raw ZeroMQ %.1f us), load %.2f" %
+                (i + 1, n, r["us"], r["raw_us"], rec["load1"]))
+        runs.add(rec)
+    if os.path.exists(os.path.join(out, "run.json")):
+        os.remove(os.path.join(out, "run.json"))
+    ok = [r for r in runs.ok() if r["key"] == "rtt"]
+    if not ok:
+        sys.exit("alpha: no run succeeded")
+    rtt = [r["rtt_us"] for r in ok]
+    raw = [r["raw_rtt_us"] for r in ok]
+    result = {"alpha_us": median(rtt) / 2, "rtt_us_median": median(rtt), "rtt_us_min": min(rtt),
+              "rtt_us_max": max(rtt), "raw_rtt_us_median": median(raw), "runs": len(ok),
+              "spread": spread(rtt), "samples_per_run": samples, "smoke": args.smoke,
+              "date": datetime.date.today().isoformat(), "machine": machine(),
+              "load1_median": median([r["load1"] for r in ok])}
+    with open(os.path.join(out, "alpha.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    with Readme(out) as f:
+        f.write("# alpha, the per-message cost, measured\n\n" + smoke_banner(args.smoke))
+        f.write("Generated by `scripts/scaling.sh --study=alpha` on %s (%s). Each run: `%s` (one worker and one "
+                "server on this machine, the median of %d round trips of 4 KB, Nereus's and raw ZeroMQ's "
+                "alternated); `runs.jsonl` has every run, with the load average when it ended.\n\n" %
+                (result["date"], result["machine"], ok[0]["command"], samples))
+        f.write(commits_measured(ok))
+        f.write("| | median | min | max | spread |\n|---|---|---|---|---|\n")
+        f.write("| Nereus 4 KB round trip | %.1f us | %.1f us | %.1f us | %.0f%% |\n" %
+                (median(rtt), min(rtt), max(rtt), 100 * spread(rtt)))
+        f.write("| raw ZeroMQ, same runs | %.1f us | %.1f us | %.1f us | %.0f%% |\n\n" %
+                (median(raw), min(raw), max(raw), 100 * spread(raw)))
+        f.write("**alpha = %.1f us** (`alpha.json`): half the median round trip of %d runs, a round trip being two "
+                "messages (the push and the weights back) each of which costs the simulator alpha. The projections "
+                "(`--study=poseidon`, `--study=today`) use it and show their sensitivity at %s times it. It is "
+                "measured on this 2-core machine with other work on it (median load average %.2f at the runs' "
+                "ends).\n" % (result["alpha_us"], len(ok), " and ".join("%g" % x for x in ALPHA_SCALES),
+                              result["load1_median"]))
+    log("alpha: %.1f us (median round trip %.1f us over %d runs) -> %s" %
+        (result["alpha_us"], median(rtt), len(ok), out))
+
+
+def load_alpha(args):
+    """The measured alpha (--study=alpha's alpha.json) and its path; exits if there is none."""
+    path = os.path.join(args.results, "alpha", "alpha.json")
+    if not os.path.exists(path):
+        sys.exit("no %s: run scripts/scaling.sh --study=alpha first" % path)
+    with open(path) as f:
+        a = json.load(f)
+    if a.get("smoke") and not args.smoke:
+        sys.exit("%s comes from a --smoke run: measure alpha for real first" % path)
+    return a, os.path.relpath(path, ROOT)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--study", required=True, choices=["calibrate", "poseidon", "today", "servers", "all"])
+    ap.add_argument("--study", required=True, choices=["calibrate", "alpha", "poseidon", "today", "servers", "all"])
     ap.add_argument("--smoke", action="store_true", help="the smallest run of every step (minutes), into /tmp")
     ap.add_argument("--out", help="the study's folder (default bench/results/<study>, or /tmp/... with --smoke)")
     ap.add_argument("--results", default=os.path.join(ROOT, "bench", "results"),
@@ -812,6 +1007,15 @@ def main():
     ap.add_argument("--poseidon_hosts", default="1,2,4,8,16")
     ap.add_argument("--today_hosts", default="8")
     ap.add_argument("--fresh", action="store_true", help="discard runs.jsonl and start the runs over")
+    ap.add_argument("--no_emulation", action="store_true",
+                    help="make no emulated run (no root needed): report what each study's runs.jsonl has, the "
+                         "simulator's fits, validations and projections made anew")
+    ap.add_argument("--alpha_runs", type=int, default=10, help="--study=alpha: transport runs")
+    ap.add_argument("--poseidon_auto_models", default=None,
+                    help="--study=poseidon: models of the --sfb=auto runs, comma separated (default: both)")
+    ap.add_argument("--poseidon_auto_hosts", default=None,
+                    help="--study=poseidon: hosts of the --sfb=auto runs (rebuilt on the emulated device); default "
+                         "--poseidon_hosts")
     args = ap.parse_args()
     args.poseidon_hosts = [int(h) for h in args.poseidon_hosts.split(",")]
     args.today_hosts = [int(h) for h in args.today_hosts.split(",")]
@@ -822,17 +1026,21 @@ def main():
     if not os.path.exists(args.bench):
         sys.exit("no %s: build first (scripts/build.sh)" % args.bench)
     bench = Bench(args.bench, args.merge)
-    studies = ["calibrate", "poseidon", "today", "servers"] if args.study == "all" else [args.study]
+    args.poseidon_auto_hosts = ([int(h) for h in args.poseidon_auto_hosts.split(",")] if args.poseidon_auto_hosts
+                                else args.poseidon_hosts)
+    args.poseidon_auto_models = args.poseidon_auto_models.split(",") if args.poseidon_auto_models else None
+    studies = ["calibrate", "servers", "alpha", "poseidon", "today"] if args.study == "all" else [args.study]
     if len(studies) > 1 and args.out:
         sys.exit("--out names one study's folder: use --results with --study=all")
     for study in studies:
-        if study != "servers" and os.geteuid() != 0:
+        if study not in ("servers", "alpha") and not args.no_emulation and os.geteuid() != 0:
             sys.exit("--study=%s runs the emulated cluster, which needs root (network namespaces): sudo" % study)
         out = args.out or os.path.join(args.results, study)
         os.makedirs(out, exist_ok=True)
         t0 = time.monotonic()
         log("== study %s -> %s" % (study, out))
-        {"calibrate": calibrate, "poseidon": poseidon, "today": today, "servers": servers}[study](args, bench, out)
+        {"calibrate": calibrate, "alpha": alpha, "poseidon": poseidon, "today": today,
+         "servers": servers}[study](args, bench, out)
         log("== study %s took %.1f min" % (study, (time.monotonic() - t0) / 60))
 
 

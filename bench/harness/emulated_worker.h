@@ -36,17 +36,30 @@ struct EmulatedRun {
 };
 
 // The emulated device's rebuild of one SFB weight of `rows` x `cols` from
-// `workers` workers' factors of `factor_rows` rows each (FactorRows: the
-// batch, fewer in a shrunk model): 2 (workers factor_rows) rows cols FLOPs at
-// device_gflops plus 4 rows cols bytes at device_update_gbytes. The GEMM
-// over the factors actually sent, as HybComm prices it (in a model shrunk by
-// F, 1/F^1.5 of the full one's: bench/sim/models.h).
-double RebuildSeconds(const EmulatedRun& run, int workers, int64_t factor_rows, int64_t rows, int64_t cols);
+// `workers` workers' factors: 2 (workers run.batch) rows cols FLOPs at
+// device_gflops plus 4 rows cols bytes at device_update_gbytes. Charged at
+// the compute's batch K, as the compute is (LayerTimes), not at the factors'
+// rows actually sent: in a model shrunk by F that is the full-size rebuild
+// / F, which the emulated device (slowed as the compute: docs/SCALING.md)
+// takes as long as the real device takes the full-size one. (A GEMM over the
+// K / sqrt(F) factor rows sent would cost 1/F^1.5, sqrt(F) = 16 times too
+// little at F = 256: bench/sim/models.h.)
+double RebuildSeconds(const EmulatedRun& run, int workers, int64_t rows, int64_t cols);
+
+// The factors' rows per worker over the compute's batch in `model` (its first
+// fully connected layer's FactorRows / batch: 1 at full size, about
+// 1/sqrt(F) in a model shrunk by F; every fully connected layer of a model
+// has the same), 1 if it has none.
+double FactorRowsPerBatch(const ModelSpec& model, int batch);
 
 // What HybComm must be told when run.rebuild_on_device: the rebuild runs on
-// the emulated device at its rates, and the client skips it. Leaves
-// `options` alone otherwise (the client times this CPU).
-void SetRebuildOptions(const EmulatedRun& run, ClientOptions* options, ClientInternals* internals);
+// the emulated device, and the client skips it. HybComm counts the GEMM over
+// the factor rows it sends, so it is told the device's rate times
+// FactorRowsPerBatch(model, run.batch): it then prices the rebuild at what
+// RebuildSeconds charges. Leaves `options` alone otherwise (the client times
+// this CPU).
+void SetRebuildOptions(const EmulatedRun& run, const ModelSpec& model, ClientOptions* options,
+                       ClientInternals* internals);
 
 // Per timed iteration.
 struct WorkerTimes {

@@ -65,7 +65,10 @@ StatusOr<ModelSpec> ModelByName(const std::string& name);
 // (models_test). Above K^2 the rows stay 1 and factors cost more than they
 // should. The rebuild of a shrunk layer, 2 K P M' N' FLOPs at the compute's
 // batch K, is the full one's / F, as the compute; a GEMM over the factors
-// actually sent (K / sqrt(F) rows each) makes 2 K P M N / F^1.5.
+// actually sent (K / sqrt(F) rows each) makes 2 K P M N / F^1.5, sqrt(F)
+// times too little. The emulated device (RebuildSeconds) and the simulator
+// (SimLayer::sfb_rebuild_rows, RebuildCharge::kFullSize) charge the former;
+// only a rebuild really computed on this CPU (--sfb_rebuild=cpu) is the latter.
 ModelSpec Shrink(const ModelSpec& model, double factor);
 
 }  // namespace bench

@@ -49,7 +49,8 @@ class Sim {
       ++per_layer_[l];  // The weight, rebuilt from the factors.
       factor_bytes_[l] = 4 * static_cast<uint64_t>(x.sfb_factor_rows) * (x.sfb_rows + x.sfb_cols);
       const double m = static_cast<double>(x.sfb_rows), n = static_cast<double>(x.sfb_cols);
-      const double flops = 2.0 * x.sfb_factor_rows * H_ * m * n;
+      const double k = static_cast<double>(x.sfb_rebuild_rows > 0 ? x.sfb_rebuild_rows : x.sfb_factor_rows);
+      const double flops = 2.0 * k * H_ * m * n;
       const double step = o_.sfb_apply_s_per_byte < 0 ? o_.apply_s_per_byte : o_.sfb_apply_s_per_byte;
       rebuild_s_[l] = (o_.sfb_flops_per_s > 0 ? flops / o_.sfb_flops_per_s : 0) + 4 * m * n * step;
     }
@@ -69,7 +70,8 @@ class Sim {
     applier_free_.assign(H_, 0);
     applier_busy_.assign(H_, 0);
     arrived_.assign(parts_.size(), 0);
-    server_free_.assign(H_, 0);
+    partition_free_.assign(parts_.size(), 0);
+    server_free_.assign(H_, std::vector<double>(std::max(1, o.apply_threads), 0.0));
     up_free_.assign(H_, 0);
     down_free_.assign(H_, 0);
     up_busy_.assign(H_, 0);
@@ -176,7 +178,9 @@ class Sim {
       k.starts.push_back(now_);
       if (k.clock == o_.iterations) return;  // The iteration after the last: done.
     }
-    At(now_ + layers_[layer].forward_s, [this, w, layer] {
+    // The rebuild of the clock before, on the device (SimOptions::rebuild_on_device).
+    const double rebuild = o_.rebuild_on_device && layers_[layer].sfb && k.clock >= 1 ? rebuild_s_[layer] : 0;
+    At(now_ + rebuild + layers_[layer].forward_s, [this, w, layer] {
       if (layer + 1 < L_)
         StartForward(w, layer + 1);
       else
@@ -266,6 +270,11 @@ class Sim {
     auto& m = workers_[j].factors[layer];
     if (++m[clock] < H_) return;
     m.erase(clock);
+    if (o_.rebuild_on_device) {  // Made before the layer's next forward (StartForward).
+      applier_busy_[j] += rebuild_s_[layer];
+      OnLayerPart(j, layer);
+      return;
+    }
     const double start = std::max(now_, applier_free_[j]);
     const double end = start + rebuild_s_[layer];
     applier_free_[j] = end;
@@ -281,9 +290,14 @@ class Sim {
     });
     if (++arrived_[p] < H_) return;
     arrived_[p] = 0;
-    const double start = std::max(now_, server_free_[s]);
+    // The apply thread free first (the lowest of those free at once); a
+    // partition's updates in order.
+    std::vector<double>& threads = server_free_[s];
+    double& thread = *std::min_element(threads.begin(), threads.end());
+    const double start = std::max({now_, thread, partition_free_[p]});
     const double end = start + parts_[p].bytes * static_cast<double>(H_) * o_.apply_s_per_byte;
-    server_free_[s] = end;
+    thread = end;
+    partition_free_[p] = end;
     At(end, [this, s, p] {
       for (int w = 0; w < H_; ++w) Send(s, w, parts_[p].bytes, [this, w, p] { OnWeights(w, p); });
     });
@@ -308,8 +322,10 @@ class Sim {
   std::vector<int> per_layer_;
   std::vector<std::vector<int>> layer_parts_;
   std::vector<Worker> workers_;
-  std::vector<int> arrived_;  // Pushes of the partition's current clock in.
-  std::vector<double> server_free_, up_free_, down_free_, up_busy_, down_busy_;
+  std::vector<int> arrived_;                      // Pushes of the partition's current clock in.
+  std::vector<double> partition_free_;            // Per partition: when its last apply ends.
+  std::vector<std::vector<double>> server_free_;  // Per server, per apply thread: free from.
+  std::vector<double> up_free_, down_free_, up_busy_, down_busy_;
   std::vector<uint64_t> factor_bytes_;                 // Per layer: one worker's factors (SFB layers).
   std::vector<double> rebuild_s_;                      // Per layer: one rebuild and SGD step (SFB layers).
   std::vector<double> sent_, received_, factor_sent_;  // Per host, whole run.
@@ -329,6 +345,8 @@ StatusOr<SimResult> Simulate(const std::vector<SimLayer>& layers, const SimOptio
   if (o.iterations < 2) return InvalidArgumentError("simulate: iterations must be >= 2");
   if (o.latency_s < 0 || o.alpha_s < 0 || o.apply_s_per_byte < 0)
     return InvalidArgumentError("simulate: latency, alpha and apply cost must be >= 0");
+  if (o.apply_threads < 1)
+    return InvalidArgumentError("simulate: apply_threads must be >= 1, got " + std::to_string(o.apply_threads));
   std::vector<uint64_t> elements;
   std::vector<int> layer_of;
   for (size_t l = 0; l < layers.size(); ++l)
@@ -362,6 +380,8 @@ StatusOr<SimResult> Simulate(const std::vector<SimLayer>& layers, const SimOptio
   return sim.Run();
 }
 
+double ScalingEfficiency(const SimResult& r) { return r.iteration_s > 0 ? r.compute_s / r.iteration_s : 0; }
+
 HybCommRates HybCommRatesOf(const SimOptions& o) {
   constexpr double kFree = std::numeric_limits<double>::infinity();
   auto rate = [&](double seconds_per_unit) { return seconds_per_unit > 0 ? 1 / seconds_per_unit : kFree; };
@@ -369,8 +389,9 @@ HybCommRates HybCommRatesOf(const SimOptions& o) {
   r.link_bytes_per_s = o.link_bytes_per_s > 0 ? o.link_bytes_per_s : kFree;
   r.rebuild_flops_per_s = o.sfb_flops_per_s > 0 ? o.sfb_flops_per_s : kFree;
   r.update_bytes_per_s = rate(o.sfb_apply_s_per_byte < 0 ? o.apply_s_per_byte : o.sfb_apply_s_per_byte);
-  // A partition's apply takes bytes x workers x apply_s_per_byte.
-  r.apply_bytes_per_s = rate(std::max(1, o.hosts) * o.apply_s_per_byte);
+  // A partition's apply takes bytes x workers x apply_s_per_byte on one of
+  // apply_threads.
+  r.apply_bytes_per_s = std::max(1, o.apply_threads) * rate(std::max(1, o.hosts) * o.apply_s_per_byte);
   r.rebuild_on = "the simulated worker";
   r.origin = "the simulator's";
   return r;
@@ -378,7 +399,8 @@ HybCommRates HybCommRatesOf(const SimOptions& o) {
 
 StatusOr<std::vector<SimLayer>> SimLayersOf(const ModelSpec& model, const std::vector<double>& forward_s,
                                             const std::vector<double>& backward_s, int hosts, SfbMode sfb, int batch,
-                                            const HybCommRates& rates, std::vector<HybCommChoice>* choices) {
+                                            const HybCommRates& rates, std::vector<HybCommChoice>* choices,
+                                            RebuildCharge charge) {
   const size_t L = model.layers.size();
   if (forward_s.size() != L || backward_s.size() != L)
     return InvalidArgumentError("simulate: " + std::to_string(L) + " layers but " + std::to_string(forward_s.size()) +
@@ -403,13 +425,25 @@ StatusOr<std::vector<SimLayer>> SimLayersOf(const ModelSpec& model, const std::v
       fc_layer.push_back(l);
     }
   }
-  ASSIGN_OR_RETURN(std::vector<HybCommChoice> chosen, DecideHybComm(sfb, hosts, hosts, pb::BSP, rates, fc));
+  // Each layer priced on its own (DecideHybComm's choices are per layer):
+  // HybComm counts 2 K' P M N FLOPs over the K' factor rows sent, so the
+  // rebuild charged at K_r rows is told to it as a rate K' / K_r times the
+  // rebuild's.
+  std::vector<HybCommChoice> chosen;
+  for (const FcLayerShape& shape : fc) {
+    const int64_t charged = charge == RebuildCharge::kFullSize ? batch : shape.batch;
+    HybCommRates r = rates;
+    r.rebuild_flops_per_s *= static_cast<double>(shape.batch) / static_cast<double>(std::max<int64_t>(1, charged));
+    ASSIGN_OR_RETURN(std::vector<HybCommChoice> one, DecideHybComm(sfb, hosts, hosts, pb::BSP, r, {shape}));
+    chosen.push_back(std::move(one[0]));
+  }
   for (size_t i = 0; i < chosen.size(); ++i) {
     SimLayer& x = layers[fc_layer[i]];
     x.sfb = chosen[i].sfb;
     x.sfb_rows = chosen[i].layer.rows;
     x.sfb_cols = chosen[i].layer.cols;
     x.sfb_factor_rows = chosen[i].layer.batch;
+    x.sfb_rebuild_rows = charge == RebuildCharge::kFullSize ? batch : x.sfb_factor_rows;
   }
   if (choices != nullptr) *choices = std::move(chosen);
   return layers;

@@ -161,7 +161,10 @@ TEST(ClusterEmulationTest, RunsCleansUpAndMatchesTheSimulator) {
   o.partition_bytes = (1 << 20) / kScale;
   o.credit_bytes = (2 << 20) / kScale;
   o.sfb_flops_per_s = 1e9;  // The client's GEMM on this CPU, roughly: 0.5 ms for fc1000's 0.5 MFLOP.
-  auto layers = bench::SimLayersOf(model, fwd, bwd, 2, SfbMode::kAuto, run.batch, bench::HybCommRatesOf(o)).value();
+  // The run rebuilds on this CPU (--sfb_rebuild=cpu): a real GEMM over the factors sent.
+  auto layers = bench::SimLayersOf(model, fwd, bwd, 2, SfbMode::kAuto, run.batch, bench::HybCommRatesOf(o), nullptr,
+                                   bench::RebuildCharge::kFactorsSent)
+                    .value();
   auto predicted = bench::Simulate(layers, o).value();
 #ifndef NEREUS_SANITIZED_BUILD
   // Link-bound, as designed: most of the iteration is waiting.

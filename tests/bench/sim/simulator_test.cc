@@ -103,6 +103,50 @@ TEST(SimulatorTest, OneHostWaitsOnlyForTheApply) {
   EXPECT_DOUBLE_EQ(r.wait_s, 1);
 }
 
+// A server applies on apply_threads, as its --apply_threads: one host, no
+// backward (every push at 3, when the forward ends), 1 ms a byte a worker.
+// One thread: layer 2 (2000 bytes) applies 3..5, layer 1 5..6, layer 0 6..7:
+// iterations 7 s apart. Two: layer 2 on thread 0, 3..5; layer 1 on thread 1,
+// 3..4; layer 0 on thread 1 (free first), 4..5: 5 s apart. Efficiency is the
+// compute (3 s) over the iteration.
+TEST(SimulatorTest, ServerAppliesOnItsApplyThreads) {
+  std::vector<SimLayer> layers = ThreeLayers();
+  for (SimLayer& l : layers) l.backward_s = 0;
+  SimOptions o = TwoHosts(Schedule::kFull);
+  o.hosts = 1;
+  o.apply_s_per_byte = 1e-3;
+  o.iterations = 3;
+  auto one = Simulate(layers, o).value();
+  EXPECT_EQ(one.starts[0], (std::vector<double>{0, 7, 14, 21}));
+  EXPECT_DOUBLE_EQ(ScalingEfficiency(one), 3.0 / 7);
+  o.apply_threads = 2;
+  auto two = Simulate(layers, o).value();
+  EXPECT_EQ(two.starts[0], (std::vector<double>{0, 5, 10, 15}));
+  EXPECT_DOUBLE_EQ(two.iteration_s, 5);
+  EXPECT_DOUBLE_EQ(ScalingEfficiency(two), 3.0 / 5);
+  // HybComm is told all of a server's threads: 1 / (1 ms x 1 worker) x 2.
+  EXPECT_DOUBLE_EQ(HybCommRatesOf(o).apply_bytes_per_s, 2000);
+  o.apply_threads = 0;
+  EXPECT_NE(Simulate(layers, o).status().message().find("apply_threads must be >= 1"), std::string::npos);
+}
+
+// Scaling efficiency is against compute alone, whatever the host count: a
+// job that never waits is at 100%, one waiting as long as it computes at 50%.
+TEST(SimulatorTest, ScalingEfficiencyIsAgainstComputeAlone) {
+  SimResult r;
+  r.compute_s = 2;
+  r.iteration_s = 2;
+  EXPECT_DOUBLE_EQ(ScalingEfficiency(r), 1);
+  r.iteration_s = 4;
+  EXPECT_DOUBLE_EQ(ScalingEfficiency(r), 0.5);
+  r.iteration_s = 0;
+  EXPECT_DOUBLE_EQ(ScalingEfficiency(r), 0);
+  // One host with its own server and no costs: nothing to wait for.
+  SimOptions o = TwoHosts(Schedule::kFull);
+  o.hosts = 1;
+  EXPECT_DOUBLE_EQ(ScalingEfficiency(Simulate(ThreeLayers(), o).value()), 1);
+}
+
 // Priority and credit, on one host (no link) where every message costs
 // alpha = 1 s and backward takes 0.5 s a layer, credit 1000 bytes:
 //  t=3.5 layer 2 (2000 bytes, more than the credit: it goes alone) is sent,
@@ -171,9 +215,53 @@ TEST(SimulatorTest, SufficientFactorsByHand) {
   // Host 0 sends its factors and worker 1's weights, host 1 its factors and
   // its push: 1600 bytes each an iteration.
   EXPECT_DOUBLE_EQ(r.sent_bytes, 1600);
+  // The rebuild charged at 10 rows a worker (the compute's batch) where the
+  // factors sent have 5: 2 * 10 * 2 * 200 = 8000 FLOPs, 8 s; the factors'
+  // bytes are the same.
+  layers[1].sfb_rebuild_rows = 10;
+  auto charged = Simulate(layers, o).value();
+  EXPECT_DOUBLE_EQ(charged.rebuild_s, 8);
+  EXPECT_DOUBLE_EQ(charged.factor_bytes_sent, 600);
+  layers[1].sfb_rebuild_rows = 0;
   // An SFB layer whose first tensor is not its weight is refused.
   layers[1].sfb_cols = 21;
   EXPECT_NE(Simulate(layers, o).status().message().find("layer 1 is SFB"), std::string::npos);
+}
+
+// The rebuild on the device (the emulated cluster's --sfb_rebuild=device):
+// one host, layer 1 an SFB layer of 10 x 20 with 5 factor rows, its rebuild
+// 2 * 5 * 200 FLOPs at 1000 FLOP/s = 2 s, no step, no other costs. On the
+// applier: its factors are in at 4 (its backward ends), rebuilt 4..6; layer
+// 0's weights at 6; iterations start at 0, 6, 12, never waiting. On the
+// device: the weights count as arrived at 4, and the device rebuilds before
+// layer 1's forward of the next clock: iteration 1 runs layer 0 6..7, the
+// rebuild and layer 1 7..10, the backward 10..14: 8 s, of which 6 compute.
+TEST(SimulatorTest, RebuildOnTheDeviceHoldsItBeforeTheNextForward) {
+  std::vector<SimLayer> layers(2);
+  for (SimLayer& l : layers) {
+    l.forward_s = 1;
+    l.backward_s = 2;
+  }
+  layers[0].tensor_elements = {250};
+  layers[1].tensor_elements = {200};
+  layers[1].sfb = true;
+  layers[1].sfb_rows = 10;
+  layers[1].sfb_cols = 20;
+  layers[1].sfb_factor_rows = 5;
+  SimOptions o = TwoHosts(Schedule::kFull);
+  o.hosts = 1;
+  o.sfb_flops_per_s = 1000;
+  o.sfb_apply_s_per_byte = 0;
+  auto applier = Simulate(layers, o).value();
+  EXPECT_EQ(applier.starts[0], (std::vector<double>{0, 6, 12}));
+  EXPECT_DOUBLE_EQ(ScalingEfficiency(applier), 1);
+  o.rebuild_on_device = true;
+  auto device = Simulate(layers, o).value();
+  EXPECT_EQ(device.starts[0], (std::vector<double>{0, 6, 14}));
+  EXPECT_DOUBLE_EQ(device.iteration_s, 8);
+  EXPECT_DOUBLE_EQ(device.compute_s, 6);
+  EXPECT_DOUBLE_EQ(device.rebuild_s, 2);
+  EXPECT_DOUBLE_EQ(ScalingEfficiency(device), 0.75);
 }
 
 // SimLayersOf makes HybComm's choice as a job's client does: LeNet on 3
@@ -221,6 +309,48 @@ TEST(SimulatorTest, SimLayersOfMakesHybCommsChoice) {
   const SimOptions free;
   EXPECT_EQ(HybCommRatesOf(free).rebuild_flops_per_s, std::numeric_limits<double>::infinity());
   EXPECT_EQ(HybCommRatesOf(free).apply_bytes_per_s, std::numeric_limits<double>::infinity());
+}
+
+// In a model shrunk by F the rebuild is charged at the compute's batch K,
+// not the K / sqrt(F) factor rows sent: VGG19-22K at F = 256 (factors of 2
+// rows), 8 hosts, every fully connected layer as factors, 3000 / 512 GFLOP/s
+// (Poseidon's regime as emulated, docs/SCALING.md), the step free. fc6 is
+// 256 x 1568, fc7 256 x 256, fc8 1365 x 256 (21841 / 16 rounded): 2 * 32 * 8 *
+// 816384 FLOPs an iteration at 5.859375e9 FLOP/s = 71.337 ms, 16 times
+// what the factors sent (2 rows) would make and, slowed 2x as the emulation's
+// device, within 0.1% of the full-size rebuild on a Titan X-class GPU (2 * 32
+// * 8 * 4096 * 51025 / 3e12 = 35.67 ms, x 2).
+TEST(SimulatorTest, ShrunkRebuildIsChargedAtTheFullSizeCostOverF) {
+  const ModelSpec model = Shrink(ModelByName("vgg19_22k").value(), 256);
+  const std::vector<double> t(model.layers.size(), 0.001);
+  SimOptions o;
+  o.hosts = 8;
+  o.link_bytes_per_s = 1e9;
+  o.partition_bytes = (1 << 20) / 256;
+  o.credit_bytes = (2 << 20) / 256;
+  o.iterations = 2;
+  o.sfb_flops_per_s = 3000e9 / 512;
+  o.sfb_apply_s_per_byte = 0;
+  auto full = SimLayersOf(model, t, t, 8, SfbMode::kOn, 32, HybCommRatesOf(o)).value();
+  auto sent =
+      SimLayersOf(model, t, t, 8, SfbMode::kOn, 32, HybCommRatesOf(o), nullptr, RebuildCharge::kFactorsSent).value();
+  const size_t fc6 = model.layers.size() - 3;
+  EXPECT_EQ(full[fc6].sfb_factor_rows, 2);
+  EXPECT_EQ(full[fc6].sfb_rebuild_rows, 32);
+  EXPECT_EQ(sent[fc6].sfb_rebuild_rows, 2);
+  const double mn = 256.0 * 1568 + 256.0 * 256 + 1365.0 * 256;
+  const double charged = Simulate(full, o).value().rebuild_s;
+  EXPECT_NEAR(charged, 2 * 32 * 8 * mn / o.sfb_flops_per_s, 1e-12);
+  EXPECT_NEAR(Simulate(sent, o).value().rebuild_s * 16, charged, 1e-12);
+  const double full_size_s = 2.0 * 32 * 8 * 4096 * (25088 + 4096 + 21841) / 3000e9;
+  EXPECT_NEAR(full_size_s, 107007180800 / 3e12, 1e-15);
+  EXPECT_NEAR(charged / (2 * full_size_s), 1, 1e-3);
+  // HybComm prices the rebuild as charged (what auto decides on): the
+  // choice's rebuild seconds are the charged GEMM's.
+  std::vector<HybCommChoice> choices;
+  ASSERT_TRUE(SimLayersOf(model, t, t, 8, SfbMode::kOn, 32, HybCommRatesOf(o), &choices).ok());
+  ASSERT_EQ(choices.size(), 3u);
+  EXPECT_NEAR(choices[0].sfb_rebuild_s, 2 * 32 * 8 * 256.0 * 1568 / o.sfb_flops_per_s, 1e-12);
 }
 
 TEST(SimulatorTest, RejectsBadInput) {
@@ -277,20 +407,37 @@ TEST(EmulatedDeviceTest, RebuildOnTheDeviceTakesItsFlopsAndStepAtTheDeviceRates)
   run.device_update_gbytes = 800;
   // VGG19 fc6 (4096 x 25088), 4 workers: 2 * 128 * 102760448 = 26306674688 FLOPs / 57e12
   // = 0.000461520608 s; 411041792 bytes / 800e9 = 0.00051380224 s.
-  EXPECT_NEAR(RebuildSeconds(run, 4, 32, 4096, 25088), 0.000461520608 + 0.00051380224, 1e-11);
-  // Shrunk by 16 (fc6 1024 x 6272, 8 factor rows): 2 * 32 * 6422528 / 57e12 + 25690112 / 800e9.
-  EXPECT_NEAR(RebuildSeconds(run, 4, 8, 1024, 6272), 7.21125950877e-6 + 3.211264e-5, 1e-15);
+  EXPECT_NEAR(RebuildSeconds(run, 4, 4096, 25088), 0.000461520608 + 0.00051380224, 1e-11);
+  // Shrunk by 16 (fc6 1024 x 6272; its factors have 8 rows): charged at the
+  // batch, 32 rows, as the compute: 2 * 128 * 6422528 / 57e12, exactly the
+  // full size's GEMM / 16 (a GEMM over the 8 rows sent: / 64), + 25690112 / 800e9.
+  EXPECT_NEAR(RebuildSeconds(run, 4, 1024, 6272), 2.88450380351e-5 + 3.211264e-5, 1e-15);
+  EXPECT_NEAR(RebuildSeconds(run, 4, 1024, 6272) - 25690112 / 800e9,
+              (RebuildSeconds(run, 4, 4096, 25088) - 411041792 / 800e9) / 16, 1e-15);
+  const ModelSpec vgg19 = ModelByName("vgg19").value();
   ClientOptions o;
   ClientInternals internals;
-  SetRebuildOptions(run, &o, &internals);  // Not on the device: the client is left to time this CPU.
+  SetRebuildOptions(run, vgg19, &o, &internals);  // Not on the device: the client is left to time this CPU.
   EXPECT_EQ(o.sfb_rebuild_gflops, 0);
   EXPECT_FALSE(internals.sfb_emulated_rebuild);
   run.rebuild_on_device = true;
-  SetRebuildOptions(run, &o, &internals);
+  SetRebuildOptions(run, vgg19, &o, &internals);
   EXPECT_EQ(o.sfb_rebuild_gflops, 57000);
   EXPECT_EQ(o.sfb_update_gbytes, 800);
   EXPECT_TRUE(internals.sfb_emulated_rebuild);
   EXPECT_EQ(o.sfb_rebuild_on, "the emulated device");
+  // Shrunk by 256 the factors have 2 rows of the batch's 32: HybComm, which
+  // counts 2 (4 x 2) M N FLOPs, is told 57000 / 16 GFLOP/s, and so prices
+  // fc6 (256 x 1568) at what RebuildSeconds charges for it.
+  const ModelSpec shrunk = Shrink(vgg19, 256);
+  EXPECT_DOUBLE_EQ(FactorRowsPerBatch(shrunk, 32), 1.0 / 16);
+  EXPECT_DOUBLE_EQ(FactorRowsPerBatch(vgg19, 32), 1);
+  ClientOptions os;
+  SetRebuildOptions(run, shrunk, &os, &internals);
+  EXPECT_DOUBLE_EQ(os.sfb_rebuild_gflops, 57000.0 / 16);
+  EXPECT_NE(os.sfb_rebuild_on.find("the emulated device"), std::string::npos);
+  EXPECT_NEAR(2.0 * 4 * 2 * 256 * 1568 / (os.sfb_rebuild_gflops * 1e9) + 4.0 * 256 * 1568 / 800e9,
+              RebuildSeconds(run, 4, 256, 1568), 1e-15);
 }
 
 }  // namespace
