@@ -33,8 +33,10 @@ constexpr int kWorkers = 2, kClocks = 24, kBatch = 8;
 
 // HybComm's start-up rates, given: with the rebuild's GEMM at 1 MFLOP/s the
 // start-up model sends t1 through the servers (its rebuild would take 0.2 s).
+// A prior that lopsided would leave t1 untried (--sfb_trial_trust_ratio,
+// 10 by default; ATrustedPriorRunsNoTrial): these jobs try every layer.
 const char* const kSlowRebuild[] = {"--sfb_link_gbit=1", "--sfb_rebuild_gflops=0.001", "--sfb_update_gbytes=2",
-                                    "--sfb_apply_gbytes=2"};
+                                    "--sfb_apply_gbytes=2", "--sfb_trial_trust_ratio=0"};
 
 SfbJobResult RunJob(const std::vector<std::string>& flags,
                     const std::vector<std::pair<int, std::vector<std::string>>>& rank_flags = {}) {
@@ -157,6 +159,26 @@ TEST(SfbSwitchTest, APauseBetweenIterationsIsNotPartOfTheClock) {
   }
 }
 
+// With the default trust ratio, t1's prior (through the servers a fraction
+// of a millisecond a clock, as factors 0.2 s) is more than 10 times apart,
+// the cheaper path its own: no trial, and the job equals one that never
+// switches (--sfb=off), byte for byte.
+TEST(SfbSwitchTest, ATrustedPriorRunsNoTrial) {
+  const SfbJobResult trusted = RunJob({"--sfb=auto", "--sfb_trial_trust_ratio=10"});
+  const SfbJobResult off = RunJob({"--sfb=off"});
+  const std::regex skipped(
+      "HybComm clock 5: t1 stays on PS without a trial: the prior prices PS [0-9.]+ ms, SFB [0-9.]+ ms per clock, "
+      "more than 10x apart \\(sfb_trial_trust_ratio\\)");
+  for (int w = 0; w < kWorkers; ++w) {
+    EXPECT_TRUE(std::regex_search(trusted.logs[w], skipped)) << trusted.logs[w];
+    EXPECT_EQ(trusted.logs[w].find("takes "), std::string::npos) << trusted.logs[w];
+    EXPECT_EQ(JsonNumber(trusted.json[w], "sfb_trial_clocks"), 0) << trusted.json[w];
+    EXPECT_EQ(JsonNumber(trusted.json[w], "sfb_switches"), 0) << trusted.json[w];
+    EXPECT_EQ(JsonList(trusted.json[w], "sfb_tensors"), "") << trusted.json[w];
+    EXPECT_TRUE(BytesEqual(off.weights[w], trusted.weights[w], "trusted against off, worker " + std::to_string(w)));
+  }
+}
+
 TEST(SfbSwitchTest, AWorkerThatDiesDuringATrialEndsTheJobNamingIt) {
   TempDir dir;
   ClusterSpec spec = JobOf(1, 3, {"--heartbeat_interval_ms=500", "--heartbeat_timeout_ms=3000"});
@@ -172,6 +194,7 @@ TEST(SfbSwitchTest, AWorkerThatDiesDuringATrialEndsTheJobNamingIt) {
   o.sfb_rebuild_gflops = 0.001;
   o.sfb_update_gbytes = 2;
   o.sfb_apply_gbytes = 2;
+  o.sfb_trial_trust_ratio = 0;  // As kSlowRebuild: the job's digest must match.
   ClientInternals internals;
   internals.sfb_injected_costs["t0"] = {0.1, 0.05};
   auto client = ConnectClient(o, internals);

@@ -176,6 +176,7 @@ std::map<std::string, Field<nereus::ClientOptions>> OptionFields() {
       {"sfb_apply_gbytes", NumberField(&O::sfb_apply_gbytes)},
       {"sfb_link_gbit", NumberField(&O::sfb_link_gbit)},
       {"sfb_trial_clocks", IntField(&O::sfb_trial_clocks, 0, INT32_MAX)},
+      {"sfb_trial_trust_ratio", NumberField(&O::sfb_trial_trust_ratio)},
       {"sfb_schedule", TextField(&O::sfb_schedule)},
   };
 }

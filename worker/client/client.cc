@@ -304,6 +304,7 @@ class ClientImpl final : public Client {
     setup.trials_config.start_clock = start;
     setup.trials_config.warmup = std::max(5, options_.merge_profile_iterations + 2);
     setup.trials_config.measure = std::max(1, options_.sfb_trial_clocks);
+    setup.trials_config.trust_ratio = options_.sfb_trial_trust_ratio;
     setup.trial_layers = plan.trial_layers;
     setup.forced = plan.forced;
     setup.timeline = timeline_.get();
@@ -395,6 +396,9 @@ StatusOr<std::unique_ptr<Client>> ConnectClient(const ClientOptions& options, co
                                 {"--sfb_link_gbit", options.sfb_link_gbit}})
     if (!(v >= 0))
       return InvalidArgumentError(std::string(name) + " must be >= 0 (0: measured at Init), got " + std::to_string(v));
+  if (!(options.sfb_trial_trust_ratio == 0 || options.sfb_trial_trust_ratio > 1))
+    return InvalidArgumentError("--sfb_trial_trust_ratio must be 0 (try every layer) or more than 1, got " +
+                                std::to_string(options.sfb_trial_trust_ratio));
   std::optional<CurveKeys> curve;
   if (!options.curve_dir.empty()) {
     if (options.rank < 0)

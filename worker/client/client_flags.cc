@@ -51,6 +51,11 @@ DEFINE_int32(sfb_trial_clocks, 3,
              "the path whose clocks were shorter (the slowest worker's median), handing the layer's weights and "
              "solver history over exactly at a clock boundary, and tries again when the clock's period drifts by "
              "more than 25% for 5 clocks. 0: the start-up cost model's choice only. Same on every worker.");
+DEFINE_double(sfb_trial_trust_ratio, 10,
+              "Worker, --sfb_trial_clocks > 0: the trials' first round leaves a layer on the path it starts on "
+              "when the start-up cost model prices that path more than this many times cheaper than the other (a "
+              "trial would only confirm it, running the slower path for a few clocks); a re-trial after a drift "
+              "tries every layer. 0: try every layer. Same on every worker.");
 DEFINE_string(sfb_schedule, "",
               "Worker, BSP: a forced schedule of paths, layer:clock:path[,...] with path sfb or ps (\"fc6\" names "
               "fc6/0): from that clock on, that layer travels that way (handed over exactly); --sfb gives the path "
@@ -89,6 +94,7 @@ StatusOr<ClientOptions> ClientOptionsFromFlags() {
   if (FLAGS_sfb_trial_clocks < 0)
     return InvalidArgumentError("--sfb_trial_clocks must be >= 0, got " + std::to_string(FLAGS_sfb_trial_clocks));
   o.sfb_trial_clocks = FLAGS_sfb_trial_clocks;
+  o.sfb_trial_trust_ratio = FLAGS_sfb_trial_trust_ratio;
   o.sfb_schedule = FLAGS_sfb_schedule;
   return o;
 }

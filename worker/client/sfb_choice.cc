@@ -1,6 +1,7 @@
 #include "worker/client/sfb_choice.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 
@@ -175,6 +176,7 @@ StatusOr<SfbPlan> SfbChoice::Choose(const pb::SgdConfig& sgd, bool layered) {
     // Every worker must run the same trials (their agreements come at the
     // same clocks) or the same schedule.
     mix(trials ? 0x7a1 + static_cast<uint64_t>(options_.sfb_trial_clocks) : 0x5c4);
+    if (trials) mix(static_cast<uint64_t>(std::llround(options_.sfb_trial_trust_ratio * 1000)) + 0x7125);
     for (unsigned char c : options_.sfb_schedule) mix(c);
     for (int t : eligible) mix(static_cast<uint64_t>(t) + 0xe11);
   }

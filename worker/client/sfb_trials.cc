@@ -70,11 +70,41 @@ void SfbTrials::StartTrial(int order_index, int64_t baseline) {
   marks_[trial_.decide_at] = "HybComm trial: " + n + " decided";
 }
 
-void SfbTrials::StartRound(int64_t baseline, bool retrial) {
+bool SfbTrials::Trusted(int layer) const {
+  const TrialLayer& l = layers_[layer];
+  if (retrial_ || !(config_.trust_ratio > 0) || !(l.ps_s > 0 || l.sfb_s > 0)) return false;
+  const bool prior_sfb = l.sfb_s <= l.ps_s;
+  const double cheap = prior_sfb ? l.sfb_s : l.ps_s, dear = prior_sfb ? l.ps_s : l.sfb_s;
+  return prior_sfb == l.sfb && dear > config_.trust_ratio * cheap;
+}
+
+void SfbTrials::NextTrial(int order_index, int64_t baseline, int64_t clock, std::vector<std::string>* log) {
+  for (; order_index < static_cast<int>(order_.size()); ++order_index) {
+    const int l = order_[order_index];
+    if (!Trusted(l)) {
+      StartTrial(order_index, baseline);
+      return;
+    }
+    char line[512];
+    std::snprintf(line, sizeof(line),
+                  "HybComm clock %lld: %s stays on %s without a trial: the prior prices PS %s, SFB %s per clock, "
+                  "more than %gx apart (sfb_trial_trust_ratio)",
+                  static_cast<long long>(clock), Name(l).c_str(), PathName(layers_[l].sfb), Ms(layers_[l].ps_s).c_str(),
+                  Ms(layers_[l].sfb_s).c_str(), config_.trust_ratio);
+    log->push_back(line);
+  }
+  phase_ = Phase::kSteady;
+  steady_from_ = baseline;
+  ref_s_ = 0;
+  next_check_ = baseline + config_.measure + config_.check_every;
+  drifted_ = 0;
+}
+
+void SfbTrials::StartRound(int64_t baseline, bool retrial, std::vector<std::string>* log) {
   phase_ = Phase::kTrial;
   retrial_ = retrial;
   ++rounds_;
-  StartTrial(0, baseline);
+  NextTrial(0, baseline, baseline, log);
 }
 
 TrialStep SfbTrials::Begin(int64_t clock, double period_s, const std::vector<double>& waits_s) {
@@ -137,7 +167,7 @@ std::vector<TrialSwitch> SfbTrials::Decide(int64_t clock, const std::vector<doub
           agreed_overlaps_[i] = std::isfinite(reduced[i]) ? std::max(0.0, reduced[i]) : 0.0;
         if (pricer_) pricer_(agreed_overlaps_, &layers_);
         Order();
-        StartRound(clock, /*retrial=*/false);
+        StartRound(clock, /*retrial=*/false, log);
       }
       break;
     case Phase::kTrial:
@@ -185,15 +215,7 @@ std::vector<TrialSwitch> SfbTrials::Decide(int64_t clock, const std::vector<doub
           trial_clocks_ += config_.settle;
           next += config_.settle;
         }
-        if (order_index_ + 1 < static_cast<int>(order_.size())) {
-          StartTrial(order_index_ + 1, next);
-        } else {
-          phase_ = Phase::kSteady;
-          steady_from_ = next;
-          ref_s_ = 0;
-          next_check_ = next + config_.measure + config_.check_every;
-          drifted_ = 0;
-        }
+        NextTrial(order_index_ + 1, next, clock, log);
       }
       break;
     case Phase::kSteady:
@@ -208,7 +230,7 @@ std::vector<TrialSwitch> SfbTrials::Decide(int64_t clock, const std::vector<doub
                         static_cast<long long>(clock), Ms(ref_s_).c_str(), config_.drift_margin * 100,
                         static_cast<int>(count), Ms(period).c_str());
           log->push_back(line);
-          StartRound(clock, /*retrial=*/true);
+          StartRound(clock, /*retrial=*/true, log);
         } else {
           next_check_ = clock + config_.check_every;
         }

@@ -78,8 +78,8 @@ void nereus_options_destroy(nereus_options_t* options);
  * (true|false), merge_alpha_s, merge_beta_s_per_byte,
  * merge_profile_iterations, timeline, timeline_every, resume, sfb
  * (auto|on|off), sfb_rebuild_gflops, sfb_update_gbytes, sfb_apply_gbytes,
- * sfb_link_gbit, sfb_trial_clocks, sfb_schedule. NEREUS_INVALID_ARGUMENT for an unknown name or a value
- * that does not parse whole; the options are then unchanged. */
+ * sfb_link_gbit, sfb_trial_clocks, sfb_trial_trust_ratio, sfb_schedule. NEREUS_INVALID_ARGUMENT for an unknown name or
+ * a value that does not parse whole; the options are then unchanged. */
 int nereus_options_set(nereus_options_t* options, const char* name, const char* value);
 
 /* --- Solver: what the servers apply (nereus::SgdConfig) ------------------ */

@@ -116,6 +116,15 @@ struct ClientOptions {
   // exactly. 0: the start-up choice only (the cost model above). Every
   // worker must give the same value (checked at Init).
   int sfb_trial_clocks = 3;
+  // The trials' first round leaves alone a layer whose start-up prices (the
+  // cost model, with the rebuild's agreed overlap) are more than this many
+  // times apart, the cheaper path being the one it starts on: a trial would
+  // only confirm it, at the price of running the slower path for a few
+  // clocks (measured on VGG-19 at 1 Gbit/s: fc6 7 times slower a clock
+  // through the servers, and the trials 3.6% of a 1000-clock job). A
+  // re-trial (after a drift) tries every layer. 0: try every layer. Every
+  // worker must give the same value (checked at Init).
+  double sfb_trial_trust_ratio = 10;
   // A forced schedule of paths, "layer:clock:path[,...]" (path sfb or ps;
   // "fc6" names the tensors "fc6/..."): from `clock` on, that layer's
   // gradients travel that way, whatever --sfb chose at the start (which

@@ -130,11 +130,13 @@ TEST(CApi, SettersParseWholeValuesAndNameWhatIsWrong) {
                            {"wait_timeout_ms", "2500"},
                            {"sfb_link_gbit", "10.5"},
                            {"sfb_trial_clocks", "0"},
+                           {"sfb_trial_trust_ratio", "4.5"},
                            {"sfb_schedule", "fc:4:ps"}});
   ExpectRefused(
       set_option,
       {{"sfb_trial_clocks", "-1", "nereus_options_set: sfb_trial_clocks must be an integer, got \"-1\""},
        {"rank", "3x", "nereus_options_set: rank must be an integer, got \"3x\""},
+       {"sfb_trial_trust_ratio", "ten", "nereus_options_set: sfb_trial_trust_ratio must be a number, got \"ten\""},
        {"schedule", "fast", "nereus_options_set: schedule must be sequential, wfbp, priority or full, got \"fast\""},
        {"merge", "yes", "nereus_options_set: merge must be true or false, got \"yes\""},
        {"streams", "0", "nereus_options_set: streams must be an integer, got \"0\""}});

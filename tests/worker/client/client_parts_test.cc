@@ -88,6 +88,19 @@ TEST(ClientOptionsTest, NegativeOrNanHybCommRatesAreRefusedNamingTheFlag) {
   EXPECT_NE(nan.status().message().find("--sfb_link_gbit must be >= 0"), std::string::npos) << nan.status();
 }
 
+// The trials' trust ratio: 0 (try every layer) or more than 1.
+TEST(ClientOptionsTest, ATrustRatioOfOneOrLessIsRefused) {
+  ClientOptions o;
+  o.coordinator = "127.0.0.1:1";  // Never reached.
+  for (double r : {1.0, 0.5, -3.0}) {
+    o.sfb_trial_trust_ratio = r;
+    auto bad = Client::Connect(o);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status().message(),
+              "--sfb_trial_trust_ratio must be 0 (try every layer) or more than 1, got " + std::to_string(r));
+  }
+}
+
 // An applier that is never called: the registry only compares them.
 class UnusedApplier : public FactorApplier {
  public:

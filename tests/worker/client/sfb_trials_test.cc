@@ -162,6 +162,78 @@ TEST(SfbTrialsTest, ARoundTriesEachLayerInThePriorsOrderAndKeepsTheShorterClock)
   EXPECT_EQ(job.paths[0].switches(), 3);
 }
 
+// fc7's prior re-priced at SFB 200 ms against PS 10 (its rebuild exposed):
+// 20 times apart, the cheaper path (PS) its own; fc6 (480 ms in all) is
+// still tried first.
+void LopsidedFc7(const std::vector<double>&, std::vector<TrialLayer>* layers) {
+  for (TrialLayer& l : *layers)
+    if (l.tensor == 7) l.sfb_s = 0.2;
+}
+
+TEST(SfbTrialsTest, AFirstRoundLeavesALayerWhosePriorIsLopsidedUntried) {
+  // fc6 (prices 1.4 times apart) is tried as in the round above; fc7 is
+  // not: the steady phase starts at clock 10, its reference over 10-12, the
+  // first drift check at 17.
+  Job job = RunJob(1, 30, Steady, Config(), LopsidedFc7);
+  EXPECT_EQ(Describe(job.switches), "5@5:sfb ");
+  EXPECT_EQ(job.agreements, (std::vector<int64_t>{2, 9, 17, 21, 25, 29}));
+  ASSERT_EQ(job.log.size(), 2u);
+  EXPECT_NE(job.log[0].find("HybComm clock 9: fc6/0 takes SFB from clock 10"), std::string::npos) << job.log[0];
+  EXPECT_EQ(job.log[1],
+            "HybComm clock 9: fc7/0 stays on PS without a trial: the prior prices PS 10.0 ms, SFB 200.0 ms per clock, "
+            "more than 10x apart (sfb_trial_trust_ratio)");
+  EXPECT_EQ(job.trials[0]->trial_clocks(), 5);
+  EXPECT_EQ(job.trials[0]->Mark(13), "");
+  // A ratio above theirs (or 0: try every layer) tries fc7 too.
+  for (double ratio : {0.0, 25.0}) {
+    SfbTrialsConfig config = Config();
+    config.trust_ratio = ratio;
+    Job tried = RunJob(1, 30, Steady, config, LopsidedFc7);
+    EXPECT_EQ(Describe(tried.switches), "5@5:sfb 7@13:sfb 7@18:ps ") << "ratio " << ratio;
+  }
+  // Both layers lopsided the way they start: no trial at all, the steady
+  // phase from the warm-up's agreement (clock 2) on.
+  SfbTrials::Pricer both = [](const std::vector<double>&, std::vector<TrialLayer>* layers) {
+    for (TrialLayer& l : *layers) l.sfb_s = 20 * l.ps_s;
+  };
+  Job none = RunJob(1, 12, Steady, Config(), both);
+  EXPECT_EQ(Describe(none.switches), "");
+  EXPECT_EQ(none.agreements, (std::vector<int64_t>{2, 9}));
+  ASSERT_EQ(none.log.size(), 2u);
+  EXPECT_NE(none.log[0].find("HybComm clock 2: fc6/0 stays on PS without a trial"), std::string::npos) << none.log[0];
+  EXPECT_NE(none.log[1].find("HybComm clock 2: fc7/0 stays on PS without a trial"), std::string::npos) << none.log[1];
+}
+
+TEST(SfbTrialsTest, APriorThatPrefersTheOtherPathOrARetrialIsTried) {
+  // fc7 priced 50 times cheaper as factors than through the servers, where
+  // it starts (the start-up choice, made before the overlaps re-priced it):
+  // tried, however lopsided, and first (1.02 s in all against fc6's 0.48);
+  // back to PS (Steady: 0.15 s a clock as factors against 0.1), then fc6.
+  SfbTrials::Pricer other = [](const std::vector<double>&, std::vector<TrialLayer>* layers) {
+    for (TrialLayer& l : *layers)
+      if (l.tensor == 7) l.ps_s = 50 * l.sfb_s;
+  };
+  Job job = RunJob(1, 30, Steady, Config(), other);
+  EXPECT_EQ(Describe(job.switches), "7@5:sfb 7@10:ps 5@14:sfb ");
+  // After a drift, every layer is tried again, the lopsided one too: fc7's
+  // re-trial switches to factors at 41 (see DriftStartsANewRoundWithHysteresis).
+  auto drift = [](int, int tensor, bool sfb, int64_t clock) {
+    if (tensor == 5) return clock < 24 ? (sfb ? 0.8 : 1.0) : (sfb ? 2.0 : 1.2);
+    return sfb ? 0.15 : 0.1;
+  };
+  Job retried = RunJob(1, 60, drift, Config(), LopsidedFc7);
+  // The first round: fc6 tried, fc7 not; the drift (its reference over
+  // 10-12 now) found at the check of 29; the re-trial: fc6 back to PS from
+  // 32, fc7 tried from 40 (and back to PS, 1350 against 1300 ms).
+  EXPECT_EQ(Describe(retried.switches), "5@5:sfb 5@32:ps 7@40:sfb 7@45:ps ");
+  ASSERT_EQ(retried.log.size(), 5u);
+  EXPECT_NE(retried.log[1].find("fc7/0 stays on PS without a trial"), std::string::npos) << retried.log[1];
+  EXPECT_NE(retried.log[4].find("HybComm clock 44: fc7/0 takes PS from clock 45 (PS before the trial): measured PS "
+                                "1300.0 ms, SFB 1350.0 ms"),
+            std::string::npos)
+      << retried.log[4];
+}
+
 TEST(SfbTrialsTest, WorkersThatMeasureDifferentlyTakeOneChoice) {
   // Alone, worker 0 would keep SFB for fc6 (0.6 against 1.0 s) and worker 1
   // would go back to PS (0.9 against 0.7 s). The job takes each path's
