@@ -162,9 +162,12 @@ TEST(SfbSwitchTest, APauseBetweenIterationsIsNotPartOfTheClock) {
 // With the default trust ratio, t1's prior (through the servers a fraction
 // of a millisecond a clock, as factors 0.2 s) is more than 10 times apart,
 // the cheaper path its own: no trial, and the job equals one that never
-// switches (--sfb=off), byte for byte.
+// switches (--sfb=off), byte for byte. The clocks' periods are injected
+// (constant): measured, a few milliseconds each on a loaded machine, they
+// could drift by more than 25% for 5 clocks after the round and start a
+// re-trial, which tries every layer.
 TEST(SfbSwitchTest, ATrustedPriorRunsNoTrial) {
-  const SfbJobResult trusted = RunJob({"--sfb=auto", "--sfb_trial_trust_ratio=10"});
+  const SfbJobResult trusted = RunJob({"--sfb=auto", "--sfb_trial_trust_ratio=10", "--sfb_inject_costs=t1:10:200"});
   const SfbJobResult off = RunJob({"--sfb=off"});
   const std::regex skipped(
       "HybComm clock 5: t1 stays on PS without a trial: the prior prices PS [0-9.]+ ms, SFB [0-9.]+ ms per clock, "
