@@ -73,7 +73,7 @@ if [[ "$TSAN" == 1 ]]; then
   # and the servers and workers they start run under TSan in the tests kept),
   # of the source tree's form, and the benchmarks' smoke runs, whose threads
   # watchdog_test covers; about 280 s of the stage's CPU time on 2 cores.
-  NOT_CONCURRENCY='^(launch_script|launch_ssh|slurm|format|layering|include_graph|scaling_study|gpu_pack|bench_smoke|cluster_emulation)_test$'
+  NOT_CONCURRENCY='^(launch_script|launch_ssh|slurm|format|layering|include_graph|scaling_study|scaling_alpha_smoke|gpu_pack|bench_smoke|cluster_emulation)_test$'
   (cd build-tsan && TSAN_OPTIONS="suppressions=$ROOT/tests/support/tsan.supp" \
     ctest --output-on-failure --timeout 600 -j "$JOBS" -E "$NOT_CONCURRENCY")
 fi
