@@ -173,6 +173,23 @@ TEST(SimulatorTest, PriorityOvertakesUnderCreditByHand) {
   EXPECT_EQ(fifo.starts[0], (std::vector<double>{0, 6.5, 13}));
 }
 
+// Two layers of 1 s forward and 2 s backward: layer 0 a 250-float tensor
+// through the servers, layer 1 an SFB weight of 10 x 20 with 5 factor rows.
+std::vector<SimLayer> TwoLayersOneSfb() {
+  std::vector<SimLayer> layers(2);
+  for (SimLayer& l : layers) {
+    l.forward_s = 1;
+    l.backward_s = 2;
+  }
+  layers[0].tensor_elements = {250};
+  layers[1].tensor_elements = {200};
+  layers[1].sfb = true;
+  layers[1].sfb_rows = 10;
+  layers[1].sfb_cols = 20;
+  layers[1].sfb_factor_rows = 5;
+  return layers;
+}
+
 // Sufficient factors, by hand. Two hosts, wfbp, links 1000 bytes/s, layer 0
 // a tensor of 250 floats (1000 bytes; placed on server 0), layer 1 a 10 x 20
 // weight sent as factors of K = 5 rows: 4 x 5 x (10 + 20) = 600 bytes to
@@ -192,17 +209,7 @@ TEST(SimulatorTest, PriorityOvertakesUnderCreditByHand) {
 //   worker 1 at 14 (uplink 14..15); applied at 15: worker 0 starts
 //   iteration 2 at 15, worker 1 at 16.
 TEST(SimulatorTest, SufficientFactorsByHand) {
-  std::vector<SimLayer> layers(2);
-  for (SimLayer& l : layers) {
-    l.forward_s = 1;
-    l.backward_s = 2;
-  }
-  layers[0].tensor_elements = {250};
-  layers[1].tensor_elements = {200};
-  layers[1].sfb = true;
-  layers[1].sfb_rows = 10;
-  layers[1].sfb_cols = 20;
-  layers[1].sfb_factor_rows = 5;
+  std::vector<SimLayer> layers = TwoLayersOneSfb();
   EXPECT_EQ(ShardMap::Build({250, 200}, 1 << 20, 2).value().partitions(0)[0].server, 0);
   SimOptions o = TwoHosts(Schedule::kWfbp);
   o.sfb_flops_per_s = 1000;
@@ -237,17 +244,7 @@ TEST(SimulatorTest, SufficientFactorsByHand) {
 // layer 1's forward of the next clock: iteration 1 runs layer 0 6..7, the
 // rebuild and layer 1 7..10, the backward 10..14: 8 s, of which 6 compute.
 TEST(SimulatorTest, RebuildOnTheDeviceHoldsItBeforeTheNextForward) {
-  std::vector<SimLayer> layers(2);
-  for (SimLayer& l : layers) {
-    l.forward_s = 1;
-    l.backward_s = 2;
-  }
-  layers[0].tensor_elements = {250};
-  layers[1].tensor_elements = {200};
-  layers[1].sfb = true;
-  layers[1].sfb_rows = 10;
-  layers[1].sfb_cols = 20;
-  layers[1].sfb_factor_rows = 5;
+  std::vector<SimLayer> layers = TwoLayersOneSfb();
   SimOptions o = TwoHosts(Schedule::kFull);
   o.hosts = 1;
   o.sfb_flops_per_s = 1000;
