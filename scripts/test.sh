@@ -8,13 +8,24 @@
 # fuzzes the message decoder and the server for NEREUS_FUZZ_RUNS inputs
 # (default 200000, about 30 s on an idle 2-core machine; skip with
 # NEREUS_SKIP_FUZZ=1), and the TSan stage is built.
+#
+# NEREUS_TEST_STAGE=ctest or =tsan runs that one stage exactly as below and
+# nothing else (no install, no build, no fuzzer): the two builds must exist.
+# tests/scripts/flake_hunt.sh repeats the stages this way.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-./scripts/install_deps.sh --tests
-./scripts/build.sh
-FUZZ=$([[ "${NEREUS_SKIP_FUZZ:-0}" != 1 ]] && echo 1 || echo 0)
-TSAN=$([[ "${NEREUS_SKIP_TSAN:-0}" != 1 ]] && echo 1 || echo 0)
+STAGE=${NEREUS_TEST_STAGE:-}
+case "$STAGE" in
+  '') ./scripts/install_deps.sh --tests
+      ./scripts/build.sh
+      FUZZ=$([[ "${NEREUS_SKIP_FUZZ:-0}" != 1 ]] && echo 1 || echo 0)
+      TSAN=$([[ "${NEREUS_SKIP_TSAN:-0}" != 1 ]] && echo 1 || echo 0)
+      TSAN_BUILD=$TSAN ;;
+  ctest) FUZZ=0 TSAN=0 TSAN_BUILD=0 ;;
+  tsan) FUZZ=0 TSAN=1 TSAN_BUILD=0 ;;
+  *) echo "test.sh: NEREUS_TEST_STAGE must be ctest or tsan, not '$STAGE'" >&2; exit 2 ;;
+esac
 
 # The fuzzer (built and run) and the TSan stage's build go beside the ctest
 # stage, at the lowest CPU priority (nice 19): that stage leaves CPU idle
@@ -30,13 +41,13 @@ SIDE_LOG=$(mktemp "${TMPDIR:-/tmp}/nereus_side_builds.XXXXXX")
 FUZZ_LOG=$(mktemp "${TMPDIR:-/tmp}/nereus_fuzz.XXXXXX")
 stop_side() { [[ -n "$SIDE" ]] && kill -- -"$SIDE" 2>/dev/null; rm -f "$SIDE_LOG" "$FUZZ_LOG"; }
 trap stop_side EXIT
-if [[ "$FUZZ$TSAN" != 00 ]]; then
+if [[ "$FUZZ$TSAN_BUILD" != 00 ]]; then
   setsid nice -n 19 bash -c 'set -e
     echo 19 > /proc/self/autogroup 2> /dev/null || true
     if [[ "$1" == 1 ]]; then ./scripts/fuzz.sh --runs="$3" > "$4" 2>&1 || { echo "the fuzzer failed"; exit 1; }; fi
     if [[ "$2" == 1 ]]; then
       NEREUS_BUILD_DIR=build-tsan ./scripts/build.sh -DNEREUS_SANITIZE=thread -DNEREUS_WITH_TRAINER=OFF
-    fi' side "$FUZZ" "$TSAN" "${NEREUS_FUZZ_RUNS:-200000}" "$FUZZ_LOG" > "$SIDE_LOG" 2>&1 &
+    fi' side "$FUZZ" "$TSAN_BUILD" "${NEREUS_FUZZ_RUNS:-200000}" "$FUZZ_LOG" > "$SIDE_LOG" 2>&1 &
   SIDE=$!
 fi
 
@@ -48,7 +59,9 @@ if [[ "$GPUS" == GPU\ * ]]; then export NEREUS_REQUIRE_GPU=1; fi
 # their time waiting on each other (a quarter to a half of a core each), and
 # the fuzzer and the TSan build take what is left, at nice 19.
 JOBS=$(($(nproc) + ($(nproc) + 1) / 2))
-(cd "${NEREUS_BUILD_DIR:-build}" && ctest --output-on-failure --timeout 600 -j "$JOBS" "$@")
+if [[ "$STAGE" != tsan ]]; then
+  (cd "${NEREUS_BUILD_DIR:-build}" && ctest --output-on-failure --timeout 600 -j "$JOBS" "$@")
+fi
 
 if [[ -n "$SIDE" ]]; then
   echo "== the fuzzer's run and the TSan stage's build (begun beside ctest)"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The flake hunt: runs test.sh's two test stages -- the ctest stage (every
-# test of build/) and the TSan stage (the concurrency tests of build-tsan/) --
+# test of build/) and the TSan stage (the concurrency tests of build-tsan/),
+# through NEREUS_TEST_STAGE, so with CI's own job counts and exclusions --
 # RUNS times each beside BUSY busy loops (default 10 and 2), as a loaded
 # 2-core machine would, and writes a summary of every run: pass or fail, the
 # failed tests, the seconds, the load. Anyone can rerun it; it changes
@@ -58,9 +59,7 @@ for stage in ${STAGES//,/ }; do
     load=$(cut -d' ' -f1 /proc/loadavg)
     rc=0
     case "$stage" in
-      ctest) (cd build && ctest --output-on-failure --timeout 600 -j "$(nproc)") > "$log" 2>&1 || rc=$? ;;
-      tsan) (cd build-tsan && TSAN_OPTIONS="suppressions=$ROOT/tests/support/tsan.supp" \
-               ctest --output-on-failure --timeout 600 -j "$(nproc)") > "$log" 2>&1 || rc=$? ;;
+      ctest|tsan) NEREUS_TEST_STAGE=$stage ./scripts/test.sh > "$log" 2>&1 || rc=$? ;;
       *) echo "flake_hunt.sh: unknown stage $stage" >&2; exit 2 ;;
     esac
     secs=$((SECONDS - start))
