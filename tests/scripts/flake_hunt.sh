@@ -63,14 +63,16 @@ for stage in ${STAGES//,/ }; do
       *) echo "flake_hunt.sh: unknown stage $stage" >&2; exit 2 ;;
     esac
     secs=$((SECONDS - start))
-    failed=$(sed -n 's/^ *[0-9]* - \([A-Za-z0-9_]*\) (\(Failed\|Timeout\|SEGFAULT\|Subprocess aborted\|Exception\)).*/\1/p' "$log" |
+    failed=$(sed -n 's/^[[:space:]]*[0-9]* - \([A-Za-z0-9_]*\) (\(Failed\|Timeout\|SEGFAULT\|Subprocess aborted\|Exception\)).*/\1/p' "$log" |
              sort -u | tr '\n' ' ')
-    passed=$(sed -n 's/^\([0-9]*\)% tests passed.*/\1/p' "$log" | tail -1)
-    python3 - "$stage" "$run" "$rc" "$secs" "$load" "$failed" "$commit" >> "$OUT/runs.jsonl" <<'EOF'
+    # The test cases that failed (gtest's), and ThreadSanitizer's reports.
+    cases=$(sed -n 's/^\[  FAILED  \] \([A-Za-z0-9_]*\.[A-Za-z0-9_/]*\) (.*/\1/p' "$log" | sort -u | tr '\n' ' ')
+    races=$(grep -c '^WARNING: ThreadSanitizer' "$log" || true)
+    python3 - "$stage" "$run" "$rc" "$secs" "$load" "$failed" "$commit" "$cases" "$races" >> "$OUT/runs.jsonl" <<'EOF'
 import json, sys
-stage, run, rc, secs, load, failed, commit = sys.argv[1:8]
+stage, run, rc, secs, load, failed, commit, cases, races = sys.argv[1:10]
 print(json.dumps({"stage": stage, "run": int(run), "exit": int(rc), "seconds": int(secs), "load1_at_start": float(load),
-                  "failed": failed.split(), "commit": commit}))
+                  "failed": failed.split(), "cases": cases.split(), "tsan_reports": int(races), "commit": commit}))
 EOF
     echo "$stage run $run: exit $rc in ${secs}s (load $load)${failed:+; failed: $failed}"
   done
@@ -86,12 +88,17 @@ for stage in sorted({r["stage"] for r in runs}):
     rs = [r for r in runs if r["stage"] == stage]
     clean = sum(1 for r in rs if r["exit"] == 0)
     fails = collections.Counter(t for r in rs for t in r["failed"])
+    cases = collections.Counter(t for r in rs for t in r.get("cases", []))
+    races = sum(r.get("tsan_reports", 0) for r in rs)
     secs = sorted(r["seconds"] for r in rs)
-    summary["stages"][stage] = {"runs": len(rs), "clean": clean, "failures": dict(fails),
-                                "seconds_min": secs[0], "seconds_max": secs[-1], "commit": rs[0]["commit"]}
-    lines.append("%s: %d of %d runs clean beside %s busy loops (%d-%d s a run)%s" % (
+    summary["stages"][stage] = {"runs": len(rs), "clean": clean, "failures": dict(fails), "cases": dict(cases),
+                                "tsan_reports": races, "seconds_min": secs[0], "seconds_max": secs[-1],
+                                "commit": rs[0]["commit"]}
+    lines.append("%s: %d of %d runs clean beside %s busy loops (%d-%d s a run)%s%s" % (
         stage, clean, len(rs), busy, secs[0], secs[-1],
-        "; failures: " + ", ".join("%s x%d" % kv for kv in fails.most_common()) if fails else ""))
+        "; failures: " + ", ".join("%s x%d" % kv for kv in fails.most_common()) if fails else "",
+        "; ThreadSanitizer reports: %d" % races if races else ""))
+    lines.extend("  %s: failed in %d run(s)" % kv for kv in cases.most_common())
 json.dump(summary, open(out + "/summary.json", "w"), indent=1)
 open(out + "/summary.txt", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
