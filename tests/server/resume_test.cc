@@ -49,9 +49,11 @@ void FlipLastByte(const std::string& path) {
 
 class SyntheticResumeTest : public ::testing::Test {
  protected:
-  // 2 servers x 2 workers, partitions spread over both servers.
-  ClusterSpec Spec(int iterations, const std::string& weights_prefix, const TempDir& out) {
-    return test::SyntheticResumeSpec(iterations, weights_prefix, out, kFastHeartbeat);
+  // 2 servers x 2 workers, partitions spread over both servers; a job where
+  // nobody dies unless `heartbeat` is kCrashHeartbeat.
+  ClusterSpec Spec(int iterations, const std::string& weights_prefix, const TempDir& out,
+                   const std::vector<std::string>& heartbeat = kPatientHeartbeat) {
+    return test::SyntheticResumeSpec(iterations, weights_prefix, out, heartbeat);
   }
   // The 100-clock reference, never interrupted: weights in out/ref<w>.
   void RunReference(const TempDir& out) {
@@ -127,7 +129,7 @@ TEST_F(SyntheticResumeTest, KilledServerThenWholeJobResumedEndsBitwiseEqual) {
 
   // Checkpoints every 20 clocks; server 1 is killed (SIGKILL) at clock 50 of
   // a job meant to run to 60: every process stops, the job is lost.
-  ClusterSpec crash = Spec(60, "crash", out);
+  ClusterSpec crash = Spec(60, "crash", out, kCrashHeartbeat);
   AddCheckpoints(&crash, ckpt.File("ckpt"), false);
   crash.server_rank_flags.push_back({1, {"--crash_at_clock=50"}});
   codes = RunJob(crash, crash_logs, &report);
@@ -275,7 +277,7 @@ TEST_F(SyntheticResumeTest, AWorkerRestartedAloneRejoinsAndTheJobRollsBackBitwis
 TEST_F(SyntheticResumeTest, ARejoinThatCannotBeDoneIsRefusedAndTheJobGoesOn) {
   TempDir out, ckpt, logs;
   // A job that runs for several seconds; nobody dies.
-  LocalCluster cluster(SlowBspSpec(out, ckpt.path(), 2000), logs);
+  LocalCluster cluster(SlowBspSpec(out, ckpt.path(), 20000), logs);
   // Before the job starts a second server 1 would be an ordinary (refused)
   // registration: this is about one arriving while the job runs.
   ASSERT_TRUE(cluster.coordinator().WaitForLog(kJobStarted, kJobTimeout)) << cluster.coordinator().Log();
@@ -290,7 +292,7 @@ TEST_F(SyntheticResumeTest, ARejoinThatCannotBeDoneIsRefusedAndTheJobGoesOn) {
   // probe and the duplicate is refused; the job is not rolled back, however
   // late server 1's heartbeats are (below the timeout).
   auto duplicate = RestartServer1(cluster, ckpt.path(), logs.File("duplicate.log"), {"--resume"});
-  ExpectDuplicateRefused(*duplicate, {"a node rejoins only in the place of a member that is dead (silent for 2000 ms, "
+  ExpectDuplicateRefused(*duplicate, {"a node rejoins only in the place of a member that is dead (silent for 20000 ms, "
                                       "--heartbeat_timeout_ms)"});
 
   ExpectEndsWithoutRollback(cluster, logs);
@@ -320,7 +322,7 @@ TEST_F(SyntheticResumeTest, AMemberThatIsSlowIsNotReplaced) {
 TEST_F(SyntheticResumeTest, ARejoinUnderAsyncIsRefusedNamingWhy) {
   TempDir out, ckpt, logs;
   ClusterSpec spec = Spec(150, "w", out);
-  spec.coordinator_flags = Concat({"--partition_bytes=1024", "--consistency=async"}, kFastHeartbeat);
+  spec.coordinator_flags = Concat({"--partition_bytes=1024", "--consistency=async"}, kPatientHeartbeat);
   spec.worker_flags.push_back("--compute_ms=40");
   LocalCluster cluster(spec, logs);
   ASSERT_TRUE(cluster.coordinator().WaitForLog(kJobStarted, kJobTimeout)) << cluster.coordinator().Log();

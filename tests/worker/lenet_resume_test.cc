@@ -54,11 +54,13 @@ TEST(LenetResumeTest, KilledServerThenWholeJobResumedEndsBitwiseEqual) {
         << "\nrandom_seed: 5\nsnapshot_after_train: false\nsolver_mode: CPU\n"
         << (max_iter == 60 ? "snapshot: 20\nsnapshot_prefix: \"" + dir.File("lenet") + "\"\n" : "");
   }
-  auto spec = [&](int max_iter, const std::string& weights) {
+  // A job where nobody dies, unless `heartbeat` is kCrashHeartbeat.
+  auto spec = [&](int max_iter, const std::string& weights,
+                  const std::vector<std::string>& heartbeat = kPatientHeartbeat) {
     ClusterSpec s;
     s.servers = 2;
     s.workers = 2;
-    s.coordinator_flags = Concat({"--partition_bytes=65536"}, kFastHeartbeat);
+    s.coordinator_flags = Concat({"--partition_bytes=65536"}, heartbeat);
     s.worker_flags = {"--solver=" + dir.File("solver" + std::to_string(max_iter) + ".prototxt")};
     s.worker_rank_flags.push_back({0, {"--weights_out=" + dir.File(weights)}});
     return s;
@@ -76,7 +78,7 @@ TEST(LenetResumeTest, KilledServerThenWholeJobResumedEndsBitwiseEqual) {
   EXPECT_TRUE(Contains(ReadFile(ref_logs.File("worker0.log")),
                        "servers checkpoint: every tensor goes through the servers (--sfb=off)"));
 
-  ClusterSpec crash = spec(60, "crash.caffemodel");
+  ClusterSpec crash = spec(60, "crash.caffemodel", kCrashHeartbeat);
   crash.server_flags = {"--checkpoint_dir=" + ckpt.path(), "--checkpoint_every=20"};
   crash.server_rank_flags.push_back({1, {"--crash_at_clock=50"}});
   codes = RunJob(crash, crash_logs, &report);
@@ -106,7 +108,8 @@ TEST(LenetResumeTest, KilledServerThenWholeJobResumedEndsBitwiseEqual) {
   // A snapshot of another iteration than the servers' checkpoint is refused,
   // naming both (the servers now hold clocks 100 and 80).
   TempDir mismatch_logs;
-  ClusterSpec mismatch = spec(100, "mismatch.caffemodel");
+  // Worker 0 fails: the others see it dead.
+  ClusterSpec mismatch = spec(100, "mismatch.caffemodel", kCrashHeartbeat);
   mismatch.server_flags = resume.server_flags;
   mismatch.coordinator_flags.push_back("--resume");
   mismatch.worker_flags.push_back("--resume");

@@ -146,8 +146,7 @@ TEST(SfbClusterTest, SspFallsBackUnderAutoAndRefusesOn) {
   EXPECT_NE(ssp.logs[0].find("auto falls back to PS under SSP (SFB needs BSP)"), std::string::npos) << ssp.logs[0];
 
   TempDir dir;
-  ClusterSpec spec = test::JobOf(
-      1, 2, {"--consistency=ssp", "--staleness=1", "--heartbeat_interval_ms=500", "--heartbeat_timeout_ms=3000"});
+  ClusterSpec spec = test::JobOf(1, 2, Concat({"--consistency=ssp", "--staleness=1"}, kCrashHeartbeat));
   spec.worker_flags = {"--tensors=64x100", "--fc_batch=8", "--iterations=3", "--display=0", "--sfb=on"};
   LocalCluster cluster(spec, dir);
   std::string report;
@@ -163,7 +162,8 @@ TEST(SfbClusterTest, SspFallsBackUnderAutoAndRefusesOn) {
 TEST(SfbClusterTest, OnIsRefusedAndAutoFallsBackWhileServersCheckpoint) {
   for (const std::string mode : {"on", "auto"}) {
     TempDir dir, ckpt;
-    ClusterSpec spec = test::JobOf(1, 2, {"--heartbeat_interval_ms=500", "--heartbeat_timeout_ms=3000"});
+    // With "on" worker 0 fails and the job must end; with "auto" nobody dies.
+    ClusterSpec spec = test::JobOf(1, 2, mode == "on" ? kCrashHeartbeat : kPatientHeartbeat);
     spec.server_flags = {"--checkpoint_dir=" + ckpt.path(), "--checkpoint_every=2"};
     spec.worker_flags = {"--tensors=64x100", "--fc_batch=8", "--iterations=3", "--display=0", "--sfb=" + mode};
     LocalCluster cluster(spec, dir);
@@ -186,7 +186,7 @@ TEST(SfbClusterTest, OnIsRefusedAndAutoFallsBackWhileServersCheckpoint) {
 
 TEST(SfbClusterTest, DeadPeerFailsTheWaitNamingIt) {
   TempDir dir;
-  ClusterSpec spec = test::JobOf(1, 3, {"--heartbeat_interval_ms=500", "--heartbeat_timeout_ms=3000"});
+  ClusterSpec spec = test::JobOf(1, 3, kCrashHeartbeat);
   // Only a fully connected tensor: after clock 0 nothing but factors moves.
   spec.worker_flags = {"--tensors=20x30", "--fc_batch=4", "--iterations=1000000",
                        "--compute_ms=5",  "--display=0",  "--sfb=on"};
@@ -195,9 +195,9 @@ TEST(SfbClusterTest, DeadPeerFailsTheWaitNamingIt) {
 
   ClientOptions o = test::TestWorkerOptions(cluster.coordinator_address(), 0);
   o.sfb = SfbMode::kOn;
+  FcTensor20x30 tensor;  // Outlives the client, whose threads write into it.
   auto client = Client::Connect(o);
   ASSERT_TRUE(client.ok()) << client.status();
-  FcTensor20x30 tensor;
   ASSERT_TRUE(tensor.RegisterAndInit(client->get()).ok());
   EXPECT_EQ((*client)->sfb_tensors(), std::vector<int>{0});
   int64_t clock = 0;

@@ -99,8 +99,7 @@ TEST(TrainTimelineTest, TraceHasEachLayersForwardAndBackwardAndItsCommunication)
 TEST(TrainFaultTest, KilledServerFailsTheTrainersWithAStatusNamingIt) {
   TempDir dir;
   WriteTinyJob(dir, 32, 1000000);
-  ClusterSpec spec =
-      test::JobOf(2, 2, {"--partition_bytes=128", "--heartbeat_interval_ms=500", "--heartbeat_timeout_ms=3000"});
+  ClusterSpec spec = test::JobOf(2, 2, Concat({"--partition_bytes=128"}, kCrashHeartbeat));
   spec.worker_flags = {"--solver=" + dir.File("solver.prototxt")};
   spec.external_workers = {1};
   LocalCluster cluster(spec, dir);
