@@ -295,6 +295,20 @@ void Coordinator::OnMessage(const Endpoint& from, StatusOr<Message> msg, const p
         w = rejoin_waiting_.erase(w);
       }
       break;
+    case pb::ABORT: {
+      // A member that cannot go on (Node::ReportFailure): the job ends now,
+      // naming it and why, rather than when its silence reaches the
+      // heartbeat timeout.
+      Member* m = Find(from);
+      if (m == nullptr) {
+        refusals_.Refuse(from, "refused a message (ABORT): the sender is not a member of this job");
+        break;
+      }
+      std::ostringstream os;
+      os << NodeName(m->role, m->rank) << " (" << from << ") failed: " << EscapeBytes(h.error(), 2100);
+      Fail(AbortedError(os.str()));
+      break;
+    }
     case pb::DONE: {
       Member* m = Find(from);
       if (m == nullptr || m->role != pb::WORKER || m->done) break;

@@ -203,6 +203,14 @@ int Fail(const Status& st, const char* what) {
 int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::SgdConfig& sgd,
                     const std::vector<std::vector<int64_t>>& shapes, int* rank_out);
 
+// Fail, once the job is told (Client::Fail: it ends at once, naming this
+// worker and why); nothing is told when the job itself aborted or rolled
+// back.
+int FailJob(Client* client, const Status& st, const char* what) {
+  if (!IsRollback(st)) client->Fail(st.Annotate(what));
+  return Fail(st, what);
+}
+
 int RunSynthetic() {
   SyntheticKind kind;
   if (FLAGS_model == "synthetic") {
@@ -307,10 +315,10 @@ int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::
       }
     }
     auto id = client->RegisterTensor(spec);
-    if (!id.ok()) return Fail(id.status(), "registering tensors");
+    if (!id.ok()) return FailJob(client.get(), id.status(), "registering tensors");
   }
   st = client->Init(SgdConfigFromProto(sgd), init);
-  if (!st.ok()) return Fail(st, "Init");
+  if (!st.ok()) return FailJob(client.get(), st, "Init");
   LOG(INFO) << "worker " << rank << ": " << T << " tensors, " << total << " parameters, " << FLAGS_iterations
             << " iterations, consistency " << ConsistencyName(client->job().consistency);
 
@@ -336,9 +344,10 @@ int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::
   // on (seed, rank, c) and those weights, so the run goes on as if never stopped.
   const int64_t start_clock = client->job().start_clock;
   if (start_clock > FLAGS_iterations) {
-    return Fail(InvalidArgumentError("the job resumes at clock " + std::to_string(start_clock) +
-                                     ", after --iterations=" + std::to_string(FLAGS_iterations)),
-                "--resume");
+    return FailJob(client.get(),
+                   InvalidArgumentError("the job resumes at clock " + std::to_string(start_clock) +
+                                        ", after --iterations=" + std::to_string(FLAGS_iterations)),
+                   "--resume");
   }
   if (client->job().resume) LOG(INFO) << "worker " << rank << ": resuming at clock " << start_clock;
   int64_t version = 0;
@@ -349,9 +358,10 @@ int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::
     return Status::OK();
   };
   if (layered && start_clock > 0)
-    return Fail(InvalidArgumentError("--fc_batch (the layer-wise API) cannot resume a job yet"), "--resume");
+    return FailJob(client.get(), InvalidArgumentError("--fc_batch (the layer-wise API) cannot resume a job yet"),
+                   "--resume");
   st = layered ? wait_all(0) : pull_all(start_clock, &version);
-  if (!st.ok()) return Fail(st, "pulling initial weights");
+  if (!st.ok()) return FailJob(client.get(), st, "pulling initial weights");
   pulls.emplace_back(start_clock, version);
   const double initial_loss = loss();
   const auto start = std::chrono::steady_clock::now();
@@ -359,7 +369,7 @@ int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::
   for (int64_t clock = start_clock; clock < FLAGS_iterations; ++clock) {
     if (clock == FLAGS_exec_at_clock && rank == FLAGS_exec_rank) {
       st = RunExecCommand();
-      if (!st.ok()) return Fail(st, "--exec_at_clock");
+      if (!st.ok()) return FailJob(client.get(), st, "--exec_at_clock");
     }
     int ms = FLAGS_compute_ms + (rank == FLAGS_slow_rank ? FLAGS_slow_ms : 0);
     // Emulated compute, not synchronisation.
@@ -376,7 +386,7 @@ int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::
     if (layered) {
       for (size_t t = T; t-- > 0;) {
         st = client->GradientsReady(static_cast<int>(t), clock);
-        if (!st.ok()) return Fail(st, "handing over gradients");
+        if (!st.ok()) return FailJob(client.get(), st, "handing over gradients");
       }
       // Between iterations, outside the client (not synchronisation).
       if (pauses.count(clock) > 0) std::this_thread::sleep_for(std::chrono::milliseconds(FLAGS_pause_ms));
@@ -384,7 +394,7 @@ int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::
       // until then: nothing may read them before).
       const auto c0 = std::chrono::steady_clock::now();
       st = wait_all(clock + 1);
-      if (!st.ok()) return Fail(st, "waiting for weights");
+      if (!st.ok()) return FailJob(client.get(), st, "waiting for weights");
       comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
       version = clock + 1;
     } else {
@@ -393,10 +403,10 @@ int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::
       for (size_t t = 0; t < T; ++t) hs.push_back(client->Push(static_cast<int>(t), g[t].data(), clock));
       for (auto& h : hs) {
         st = h.Wait();
-        if (!st.ok()) return Fail(st, "push");
+        if (!st.ok()) return FailJob(client.get(), st, "push");
       }
       st = pull_all(clock + 1, &version);
-      if (!st.ok()) return Fail(st, "pull");
+      if (!st.ok()) return FailJob(client.get(), st, "pull");
       comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
     }
     pulls.emplace_back(clock + 1, version);
@@ -410,7 +420,7 @@ int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double final_loss = loss();
   st = client->Finish();
-  if (!st.ok()) return Fail(st, "finishing");
+  if (!st.ok()) return FailJob(client.get(), st, "finishing");
 
   if (!FLAGS_weights_out.empty()) {
     std::ofstream out(FLAGS_weights_out, std::ios::binary);

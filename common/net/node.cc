@@ -194,6 +194,22 @@ Status Node::Finish() {
   return Status::OK();
 }
 
+void Node::ReportFailure(const Status& why) {
+  {
+    MutexLock lock(&mu_);
+    if (!abort_.ok() || shutdown_ || !registered_) return;
+  }
+  Message m;
+  m.header.set_op(pb::ABORT);
+  // A long error (a whole parse report) is cut: the coordinator repeats it
+  // to every node.
+  constexpr size_t kMaxError = 2000;
+  m.header.set_error(why.message().size() > kMaxError ? why.message().substr(0, kMaxError) + "..." : why.message());
+  if (Status st = Send(coordinator_, std::move(m)); !st.ok())
+    LOG(WARNING) << name() << ": telling the coordinator that this node failed: " << st;
+  Abort(why);
+}
+
 Status Node::aborted() const {
   MutexLock lock(&mu_);
   return abort_;

@@ -109,6 +109,14 @@ class Node {
   // the job shuts down (OK) or aborts. Server: blocks until shutdown or abort.
   Status Finish() NEREUS_LOCKS_EXCLUDED(mu_);
 
+  // This node cannot go on because of `why` (not a rollback): tells the
+  // coordinator, which ends the job at once with an error naming this node
+  // and `why` (instead of the others waiting out --heartbeat_timeout_ms for
+  // a node that would fall silent), and aborts this node with `why`. Does
+  // nothing once the job has ended or aborted. The message leaves when the
+  // transport stops (it lingers for queued messages).
+  void ReportFailure(const Status& why) NEREUS_LOCKS_EXCLUDED(mu_);
+
   // The abort status, or OK while the job runs.
   Status aborted() const NEREUS_LOCKS_EXCLUDED(mu_);
 

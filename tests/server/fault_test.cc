@@ -8,6 +8,8 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
+#include <regex>
 
 #include "common/net/node.h"
 #include "nereus/client.h"
@@ -72,6 +74,68 @@ TEST(FaultTest, KilledWorkerAbortsEveryoneNamingIt) {
   EXPECT_EQ(codes[4], 1) << report;
   for (Subprocess* p : {&cluster.coordinator(), &cluster.server(0), &cluster.server(1), &cluster.worker(2)})
     EXPECT_NE(p->Log().find("worker 1 (tcp://127.0.0.1:"), std::string::npos) << p->Log();
+}
+
+// A worker that cannot go on (its trainer failed) tells the job: every
+// process ends at once, its error naming that worker and why. The job waits
+// 20 s for a silent node, so without the worker's word the others would
+// only end after that, calling it dead ("no heartbeat"), not failed.
+TEST(FaultTest, AWorkerThatFailsEndsTheJobAtOnceNamingItAndWhy) {
+  TempDir dir;
+  ClusterSpec spec = test::JobOf(1, 2, kPatientHeartbeat);
+  spec.worker_flags = {"--tensors=5000", "--iterations=1000000", "--compute_ms=5", "--display=0"};
+  spec.external_workers = {0};  // This test is worker 0.
+  LocalCluster cluster(spec, dir);
+  std::vector<float> w(5000, 0.0f), g(5000, 0.001f);  // Outlive the client, whose pulls write into them.
+  auto client = Client::Connect(test::TestWorkerOptions(cluster.coordinator_address(), 0));
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->RegisterTensor({"t0", {5000}}).ok());
+  ASSERT_TRUE((*client)->Init(SgdConfigFromProto(test::SyntheticWorkerDefaultSgd()), {w.data()}).ok());
+  for (int64_t clock = 0; clock < 3; ++clock) {
+    ASSERT_TRUE((*client)->Push(0, g.data(), clock).Wait().ok());
+    ASSERT_TRUE((*client)->Pull(0, w.data(), clock + 1).Wait().ok());
+  }
+  (*client)->Fail(InvalidArgumentError("iteration 3: record 27 is not a Datum"));
+  // Its own waits now return why.
+  const Status pull = (*client)->Pull(0, w.data(), 4).Wait();
+  EXPECT_FALSE(pull.ok());
+  EXPECT_NE(pull.message().find("iteration 3: record 27 is not a Datum"), std::string::npos) << pull;
+  client->reset();  // The ABORT leaves as the client's transport stops.
+  // Had the word not reached the job, the others would end 20 s after
+  // worker 0 fell silent, calling it dead: the logs below tell which.
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(60), &report)) << report;
+  for (std::optional<int> code : cluster.codes()) EXPECT_EQ(code, 1) << report;
+  for (Subprocess* p : {&cluster.coordinator(), &cluster.server(0), &cluster.worker(1)}) {
+    EXPECT_TRUE(std::regex_search(p->Log(), std::regex("worker 0 \\(tcp://127\\.0\\.0\\.1:[0-9]+\\) failed: iteration "
+                                                       "3: record 27 is not a Datum")))
+        << p->Log();
+    EXPECT_EQ(p->Log().find("no heartbeat"), std::string::npos) << p->Log();
+  }
+}
+
+// An ABORT from a stranger is refused and the job runs on to its end.
+TEST(FaultTest, AnAbortFromAStrangerIsRefused) {
+  TempDir dir;
+  ClusterSpec spec = test::JobOf(1, 1, kPatientHeartbeat);
+  spec.worker_flags = {"--tensors=100", "--iterations=40", "--compute_ms=5", "--display=0"};
+  LocalCluster cluster(spec, dir);
+  ASSERT_TRUE(cluster.coordinator().WaitForLog("job started", std::chrono::seconds(60))) << cluster.coordinator().Log();
+  std::unique_ptr<Transport> stranger = NewZmqTransport(ZmqTransportOptions{});
+  ASSERT_TRUE(stranger->Start("tcp://127.0.0.1:0", [](const Endpoint&, StatusOr<Message>, const pb::Header&) {}).ok());
+  Message abort;
+  abort.header.set_op(pb::ABORT);
+  abort.header.set_sender_role(pb::WORKER);
+  abort.header.set_sender_rank(0);
+  abort.header.set_error("everything is on fire");
+  ASSERT_TRUE(stranger->Send("tcp://" + cluster.coordinator_address(), std::move(abort)).ok());
+  ASSERT_TRUE(cluster.coordinator().WaitForLog("refused a message (ABORT): the sender is not a member of this job",
+                                               std::chrono::seconds(60)))
+      << cluster.coordinator().Log();
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(60), &report)) << report;
+  for (std::optional<int> code : cluster.codes()) EXPECT_EQ(code, 0) << report;
+  stranger->Stop();
 }
 
 TEST(FaultTest, StartupTimeoutNamesTheMissingNode) {

@@ -98,7 +98,8 @@ TEST(BadDataTest, BadRecordInAJobStopsEveryProcessAndNoCheckpointHasTheFailedIte
   Put(db, "00000027", std::string("\xff\xff\xff", 3));
   const std::string solver = WriteJob(dir, db, 4, 40);
 
-  ClusterSpec spec = test::JobOf(1, 2, kCrashHeartbeat);
+  // Worker 1 tells the job it failed: nobody waits for its silence.
+  ClusterSpec spec = test::JobOf(1, 2, kPatientHeartbeat);
   spec.server_flags = {"--checkpoint_dir=" + ckpt.path(), "--checkpoint_every=1"};
   spec.worker_flags = {"--solver=" + solver};
   LocalCluster cluster(spec, dir);
@@ -112,9 +113,12 @@ TEST(BadDataTest, BadRecordInAJobStopsEveryProcessAndNoCheckpointHasTheFailedIte
                                " failed: iteration 3: layer data (Data): LMDB database '" + db +
                                "', record 27 (key '00000027'): not a Datum (3 bytes that do not parse)\n"))
       << w1;
-  // The others stop as for a dead node, naming worker 1.
+  // The others stop at once, naming worker 1 and why.
   for (test::Subprocess* p : {&cluster.coordinator(), &cluster.server(0), &cluster.worker(0)}) {
     EXPECT_TRUE(Contains(p->Log(), "worker 1 (tcp://127.0.0.1:")) << p->Log();
+    EXPECT_TRUE(Contains(p->Log(), ") failed: iteration 3: layer data (Data): LMDB database '" + db +
+                                       "', record 27 (key '00000027'): not a Datum"))
+        << p->Log();
   }
   // The servers applied clocks 0, 1 and 2 (weights of version 3, checkpoint
   // 3) and nothing of clock 3: worker 1 failed before pushing it, although

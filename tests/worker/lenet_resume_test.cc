@@ -108,8 +108,8 @@ TEST(LenetResumeTest, KilledServerThenWholeJobResumedEndsBitwiseEqual) {
   // A snapshot of another iteration than the servers' checkpoint is refused,
   // naming both (the servers now hold clocks 100 and 80).
   TempDir mismatch_logs;
-  // Worker 0 fails: the others see it dead.
-  ClusterSpec mismatch = spec(100, "mismatch.caffemodel", kCrashHeartbeat);
+  // Worker 0 fails, and tells the job so.
+  ClusterSpec mismatch = spec(100, "mismatch.caffemodel");
   mismatch.server_flags = resume.server_flags;
   mismatch.coordinator_flags.push_back("--resume");
   mismatch.worker_flags.push_back("--resume");
@@ -121,6 +121,10 @@ TEST(LenetResumeTest, KilledServerThenWholeJobResumedEndsBitwiseEqual) {
                        "lenet_iter_20.solverstate is at iteration 20 but the servers resumed from their "
                        "checkpoint of clock 100"))
       << w0;
+  // The others heard why at once (the job waits 20 s for a silent node).
+  const std::string w1_mismatch = ReadFile(mismatch_logs.File("worker1.log"));
+  EXPECT_TRUE(Contains(w1_mismatch, ") failed: ")) << w1_mismatch;
+  EXPECT_TRUE(Contains(w1_mismatch, "lenet_iter_20.solverstate is at iteration 20")) << w1_mismatch;
 
   // Only the dead server restarted by hand: it rejoins, both trainers roll
   // back to iteration 40 (their Data layers skip back to the record of batch

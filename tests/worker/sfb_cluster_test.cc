@@ -146,7 +146,8 @@ TEST(SfbClusterTest, SspFallsBackUnderAutoAndRefusesOn) {
   EXPECT_NE(ssp.logs[0].find("auto falls back to PS under SSP (SFB needs BSP)"), std::string::npos) << ssp.logs[0];
 
   TempDir dir;
-  ClusterSpec spec = test::JobOf(1, 2, Concat({"--consistency=ssp", "--staleness=1"}, kCrashHeartbeat));
+  // The workers fail, and tell the job so.
+  ClusterSpec spec = test::JobOf(1, 2, Concat({"--consistency=ssp", "--staleness=1"}, kPatientHeartbeat));
   spec.worker_flags = {"--tensors=64x100", "--fc_batch=8", "--iterations=3", "--display=0", "--sfb=on"};
   LocalCluster cluster(spec, dir);
   std::string report;
@@ -154,6 +155,7 @@ TEST(SfbClusterTest, SspFallsBackUnderAutoAndRefusesOn) {
   EXPECT_NE(cluster.codes()[2], 0);
   EXPECT_NE(cluster.worker(0).Log().find("--sfb=on needs --consistency=bsp"), std::string::npos)
       << cluster.worker(0).Log();
+  EXPECT_NE(cluster.coordinator().Log().find(") failed: Init: "), std::string::npos) << cluster.coordinator().Log();
 }
 
 // SFB replicas are not in the servers' checkpoints: while the servers
@@ -162,8 +164,9 @@ TEST(SfbClusterTest, SspFallsBackUnderAutoAndRefusesOn) {
 TEST(SfbClusterTest, OnIsRefusedAndAutoFallsBackWhileServersCheckpoint) {
   for (const std::string mode : {"on", "auto"}) {
     TempDir dir, ckpt;
-    // With "on" worker 0 fails and the job must end; with "auto" nobody dies.
-    ClusterSpec spec = test::JobOf(1, 2, mode == "on" ? kCrashHeartbeat : kPatientHeartbeat);
+    // With "on" the workers fail, and tell the job so; with "auto" nobody
+    // dies.
+    ClusterSpec spec = test::JobOf(1, 2, kPatientHeartbeat);
     spec.server_flags = {"--checkpoint_dir=" + ckpt.path(), "--checkpoint_every=2"};
     spec.worker_flags = {"--tensors=64x100", "--fc_batch=8", "--iterations=3", "--display=0", "--sfb=" + mode};
     LocalCluster cluster(spec, dir);
@@ -176,6 +179,10 @@ TEST(SfbClusterTest, OnIsRefusedAndAutoFallsBackWhileServersCheckpoint) {
                           "are not in the checkpoints"),
                 std::string::npos)
           << log0;
+      const std::string coordinator = cluster.coordinator().Log();
+      EXPECT_NE(coordinator.find(") failed: Init: --sfb=on cannot be used while the servers checkpoint"),
+                std::string::npos)
+          << coordinator;
     } else {
       for (auto code : cluster.codes()) EXPECT_EQ(code, 0) << report;
       EXPECT_NE(log0.find("servers checkpoint: every tensor goes through the servers (--sfb=off)"), std::string::npos)

@@ -136,19 +136,24 @@ StatusOr<std::unique_ptr<DeviceStaging>> StagingForDevice(gpu::Device* device, c
 
 namespace {
 
-// On the way out of a run: the staging's pending hand-overs (which call the
-// client) finish while the client still exists.
-class DrainStagingFirst {
- public:
-  explicit DrainStagingFirst(const std::unique_ptr<DeviceStaging>* staging) : staging_(staging) {}
-  ~DrainStagingFirst() {
-    if (*staging_ != nullptr) (*staging_)->Drain().IgnoreError();
+// What one formation of the job holds, in the order it must go: the
+// members are destroyed client first, then the sync, the staging and the
+// solver, so that on an error the client's outstanding pulls write into the
+// solver's parameters (or the bridge's mirrors, with a staging) until the
+// client is gone; the staging (a GPU net's) goes before the solver, which
+// owns its device. On the way out the staging's pending hand-overs (which
+// call the client) finish first, while the client still exists.
+struct Formation {
+  std::unique_ptr<Solver> solver;
+  std::unique_ptr<DeviceStaging> staging;
+  std::unique_ptr<ClientParameterSync> sync;
+  std::unique_ptr<Client> client;
+  Formation() = default;
+  Formation(const Formation&) = delete;
+  Formation& operator=(const Formation&) = delete;
+  ~Formation() {
+    if (staging != nullptr) staging->Drain().IgnoreError();
   }
-  DrainStagingFirst(const DrainStagingFirst&) = delete;
-  DrainStagingFirst& operator=(const DrainStagingFirst&) = delete;
-
- private:
-  const std::unique_ptr<DeviceStaging>* staging_;
 };
 
 // Fills the summary's test fields from the last test of test net 0.
@@ -178,23 +183,17 @@ void ReportTest(const std::optional<TestResult>& test, int64_t start_iter, int64
   if (!std::isnan(accuracy)) s->test_accuracy = accuracy;
 }
 
-// One formation of the job (or the standalone run). `rank` receives this
-// worker's rank once it has joined.
-StatusOr<TrainSummary> RunTrainingOnce(const TrainRunOptions& options, int* rank) {
+// One formation of the job (or the standalone run), its objects in `f`.
+// `rank` receives this worker's rank once it has joined.
+StatusOr<TrainSummary> TrainFormation(const TrainRunOptions& options, int* rank, Formation* f) {
   caffe::SolverParameter param;
   RETURN_IF_ERROR(ReadSolverParameterFromTextFile(options.solver_file, &param));
 
   TrainSummary summary;
-  // Declared before the client so that they are destroyed after it: on an
-  // error the client's outstanding pulls write into the solver's parameters
-  // (or the bridge's mirrors, with a staging) until the client is gone. The
-  // staging (a GPU net's) is destroyed before the solver, which owns its
-  // device, and drained before the client goes (its hand-overs call it).
-  std::unique_ptr<Solver> solver;
-  std::unique_ptr<DeviceStaging> staging;
-  std::unique_ptr<ClientParameterSync> sync;
-  std::unique_ptr<Client> client;
-  DrainStagingFirst drain_staging_first(&staging);
+  std::unique_ptr<Solver>& solver = f->solver;
+  std::unique_ptr<DeviceStaging>& staging = f->staging;
+  std::unique_ptr<ClientParameterSync>& sync = f->sync;
+  std::unique_ptr<Client>& client = f->client;
   data::DataLayerOptions shard;
   if (!options.standalone) {
     auto connected = Client::Connect(options.client);
@@ -337,6 +336,15 @@ StatusOr<TrainSummary> RunTrainingOnce(const TrainRunOptions& options, int* rank
   }
   if (client) RETURN_IF_ERROR(client->Finish().Annotate("finishing the job"));
   return summary;
+}
+
+// TrainFormation, and a failure of this worker's own (not the job's abort,
+// not a rollback) told to the job, which ends at once naming it.
+StatusOr<TrainSummary> RunTrainingOnce(const TrainRunOptions& options, int* rank) {
+  Formation f;
+  StatusOr<TrainSummary> result = TrainFormation(options, rank, &f);
+  if (!result.ok() && f.client != nullptr && !IsRollback(result.status())) f.client->Fail(result.status());
+  return result;
 }
 
 }  // namespace

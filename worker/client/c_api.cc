@@ -445,4 +445,11 @@ int nereus_finish(nereus_client_t* client) {
   return Report(client->client->Finish());
 }
 
+int nereus_fail(nereus_client_t* client, const char* message) {
+  if (client == nullptr) return NullArgument("nereus_fail", "the client");
+  if (message == nullptr) return NullArgument("nereus_fail", "the message");
+  client->client->Fail(nereus::AbortedError(message));
+  return NEREUS_OK;
+}
+
 }  // extern "C"

@@ -264,6 +264,8 @@ class ClientImpl final : public Client {
     return node_.Finish();
   }
 
+  void Fail(const Status& why) override { node_.ReportFailure(why); }
+
   // For the C interface's bounded waits (client_internal.h).
   std::string DescribeAwaited(const Handle& h) const {
     return requests_.DescribeOutstanding(HandleAccess::StateOf(h), num_servers());

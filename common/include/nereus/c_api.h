@@ -106,7 +106,8 @@ typedef struct nereus_client_t nereus_client_t;
  * a new client; otherwise *out is NULL. */
 int nereus_connect(const nereus_options_t* options, nereus_client_t** out);
 /* Fails every outstanding handle and leaves the job (without
- * nereus_finish, the rest of the job sees this worker as dead). Buffers the
+ * nereus_finish or nereus_fail, the rest of the job sees this worker as
+ * dead once it has been silent for heartbeat_timeout_ms). Buffers the
  * client was given may be freed once it returns. Blocks while the client's
  * threads stop. */
 void nereus_client_destroy(nereus_client_t* client);
@@ -233,6 +234,13 @@ void nereus_trace_span(nereus_client_t* client, const char* name, int64_t clock,
  * blocks until every worker has finished. Call after the last handle is
  * done; then destroy the client. */
 int nereus_finish(nereus_client_t* client);
+/* This worker cannot go on because of `message` (its training failed):
+ * tells the job, which ends at once with an error naming this worker and
+ * `message` on every node, instead of waiting out heartbeat_timeout_ms for
+ * its silence; every handle of this client then fails with `message`. Call
+ * it instead of nereus_finish, then destroy the client. Nothing once the
+ * job has ended or aborted. */
+int nereus_fail(nereus_client_t* client, const char* message);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -314,6 +314,16 @@ class Client {
   // blocks until the job shuts down (every worker finished). Call after the
   // last handle is done.
   virtual Status Finish() = 0;
+
+  // This worker cannot go on because of `why` (its trainer failed: a bad
+  // record, a refused setting): tells the job, which ends at once with an
+  // error naming this worker and `why` on every node, instead of waiting out
+  // --heartbeat_timeout_ms for its silence; then every wait of this client
+  // returns `why`. Call it instead of Finish, before the client is destroyed
+  // (the message leaves as the client shuts down). A job that rolls back
+  // (IsRollback) has not failed: do not call it then. Nothing after the job
+  // has ended or aborted.
+  virtual void Fail(const Status& why) = 0;
 };
 
 }  // namespace nereus

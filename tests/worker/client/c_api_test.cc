@@ -150,6 +150,8 @@ TEST(CApi, SettersParseWholeValuesAndNameWhatIsWrong) {
   EXPECT_EQ(LastError(), "nereus_options_set: the object is NULL");
   nereus_options_destroy(o);
   nereus_options_destroy(nullptr);
+  EXPECT_EQ(nereus_fail(nullptr, "why"), NEREUS_INVALID_ARGUMENT);
+  EXPECT_EQ(LastError(), "nereus_fail: the client is NULL");
 
   nereus_solver_t* s = nereus_solver_create();
   const Setter set_solver = [s](const char* name, const char* value) { return nereus_solver_set(s, name, value); };

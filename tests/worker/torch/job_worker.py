@@ -95,7 +95,7 @@ def main():
             result = {"error": "%s: %s" % (type(e).__name__, e), "trace": [], "factors": [], "state": None}
             j = nt._job_state["job"]
             if j is not None:
-                j.failed = True
+                j.failed = result["error"]
                 nt._abandon()
         torch.save(result, os.path.join(out_dir, "%s.%d.pt" % (sc["name"], rank)))
         print("worker %d: scenario %s: %s" % (rank, sc["name"], result["error"] or "ok"), flush=True)

@@ -192,6 +192,8 @@ class TorchJobTest(unittest.TestCase):
         print("worker 0 of the mismatched job:", err0)
         self.assertIsNotNone(err0)
         self.assertIn("worker 1", err0)
+        # Worker 1 told the job why (nereus_fail) before it left.
+        self.assertIn(") failed: ValueError: parameter 'head.weight' has shape [10, 17] here (worker 1)", err0)
 
     def test_a_parameter_without_gradient_is_named(self):
         for r in range(2):

@@ -118,6 +118,7 @@ _SIGNATURES = {
     "nereus_monotonic_us": (ctypes.c_int64, []),
     "nereus_trace_span": (None, [_P, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int]),
     "nereus_finish": (ctypes.c_int, [_P]),
+    "nereus_fail": (ctypes.c_int, [_P, ctypes.c_char_p]),
 }
 
 
@@ -295,6 +296,11 @@ class Client:
     def finish(self):
         """Tells the job this worker is done; blocks until every worker is."""
         self._lib.check(self._lib.finish(self._ptr))
+
+    def fail(self, message):
+        """This worker cannot go on (its training raised): the job ends at once, every node naming
+        this worker and `message`, instead of waiting out the heartbeat timeout. Then close()."""
+        self._lib.check(self._lib.fail(self._ptr, str(message).encode()))
 
     def close(self):
         """Leaves the job (without finish() the others see this worker as dead) and frees the client."""

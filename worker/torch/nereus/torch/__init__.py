@@ -45,7 +45,7 @@ class Job:
         self.processes = processes
         self.timeout_s = timeout_s
         self.syncs = []
-        self.failed = False
+        self.failed = None  # The uncaught exception, in words (_excepthook).
 
 
 _job_state = {"job": None}
@@ -113,13 +113,17 @@ def shutdown():
 
 
 def _abandon():
-    """The process is ending without shutdown(): after an uncaught exception the client just goes (the job sees
-    this worker die and ends, naming it); otherwise it finishes cleanly."""
+    """The process is ending without shutdown(): after an uncaught exception the client tells the job why and goes
+    (the job ends at once, every node naming this worker and the exception); otherwise it finishes cleanly."""
     j = _job_state["job"]
     if j is None:
         return
     if j.failed:
         _job_state["job"] = None
+        try:
+            j.client.fail(j.failed)
+        except Exception:  # The job may have ended already; the exception is what this process reports.
+            pass
         for s in j.syncs:
             s.close()
         j.client.close()
@@ -134,7 +138,7 @@ _previous_excepthook = sys.excepthook
 def _excepthook(kind, value, tb):
     j = _job_state["job"]
     if j is not None:
-        j.failed = True
+        j.failed = "uncaught %s: %s" % (kind.__name__, value)
     _previous_excepthook(kind, value, tb)
 
 
