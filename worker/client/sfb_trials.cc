@@ -141,7 +141,8 @@ TrialStep SfbTrials::Begin(int64_t clock, double period_s, const std::vector<dou
         // traffic).
         ref_s_ = Median(periods_, steady_from_, steady_from_ + config_.measure);
       } else if (clock - 1 >= steady_from_ + config_.measure && period_s >= 0 && ref_s_ > 0) {
-        drifted_ = std::fabs(period_s - ref_s_) > config_.drift_margin * ref_s_ ? drifted_ + 1 : 0;
+        const double margin_s = std::max(config_.drift_margin * ref_s_, config_.drift_floor_s);
+        drifted_ = std::fabs(period_s - ref_s_) > margin_s ? drifted_ + 1 : 0;
       }
       if (clock == next_check_) {
         step.agree = true;
@@ -225,10 +226,10 @@ std::vector<TrialSwitch> SfbTrials::Decide(int64_t clock, const std::vector<doub
         if (std::isfinite(count) && count >= config_.drift_clocks) {
           std::snprintf(line, sizeof(line),
                         "HybComm clock %lld: the clock's period drifted from %s, its median after the last round, "
-                        "by more than %.0f%% for %d clocks on every worker (now %s on the slowest): trying the "
-                        "layers again",
+                        "by more than %.0f%% and %s for %d clocks on every worker (now %s on the slowest): trying "
+                        "the layers again",
                         static_cast<long long>(clock), Ms(ref_s_).c_str(), config_.drift_margin * 100,
-                        static_cast<int>(count), Ms(period).c_str());
+                        Ms(config_.drift_floor_s).c_str(), static_cast<int>(count), Ms(period).c_str());
           log->push_back(line);
           StartRound(clock, /*retrial=*/true, log);
         } else {

@@ -53,7 +53,9 @@
 //
 // After a round, the clock's period is watched against its median over the
 // round's first `measure` settled clocks (`ref`, each worker its own): a
-// clock whose period is off by more than `drift_margin` of it is drifted;
+// clock whose period is off by more than `drift_margin` of it, and by more
+// than `drift_floor_s` (so that the jitter of a noisy machine's clocks of a
+// few milliseconds is not taken for a drift), is drifted;
 // every `check_every` clocks (the first after those `measure`) the workers
 // agree on their counts of consecutive drifted clocks, and when every one
 // has at least `drift_clocks` (the link was reshaped, a host slowed down)
@@ -72,15 +74,16 @@
 namespace nereus {
 
 struct SfbTrialsConfig {
-  int64_t start_clock = 0;      // The job's first clock.
-  int warmup = 5;               // Clocks before the first round (merging is planned in them, caches warm up).
-  int measure = 3;              // Clocks measured on each path (their median).
-  int settle = 1;               // Clocks after a switch not measured (>= 1).
-  double switch_margin = 0.05;  // A re-trial keeps the other path only if it is this much faster.
-  double drift_margin = 0.25;   // A clock whose period is off the reference by more than this is drifted.
-  int drift_clocks = 5;         // Consecutive drifted clocks, on every worker, that start a new round.
-  int check_every = 10;         // Clocks between the drift agreements.
-  double trust_ratio = 10;      // A first round skips a layer whose prior's prices are this far apart (0: never).
+  int64_t start_clock = 0;       // The job's first clock.
+  int warmup = 5;                // Clocks before the first round (merging is planned in them, caches warm up).
+  int measure = 3;               // Clocks measured on each path (their median).
+  int settle = 1;                // Clocks after a switch not measured (>= 1).
+  double switch_margin = 0.05;   // A re-trial keeps the other path only if it is this much faster.
+  double drift_margin = 0.25;    // A clock whose period is off the reference by more than this is drifted,
+  double drift_floor_s = 0.001;  // if it is off by more than this too (seconds).
+  int drift_clocks = 5;          // Consecutive drifted clocks, on every worker, that start a new round.
+  int check_every = 10;          // Clocks between the drift agreements.
+  double trust_ratio = 10;       // A first round skips a layer whose prior's prices are this far apart (0: never).
 };
 
 // A layer that can go either way, and its start-up price (for the prior's

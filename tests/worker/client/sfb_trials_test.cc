@@ -321,7 +321,8 @@ TEST(SfbTrialsTest, DriftStartsANewRoundWithHysteresis) {
   ASSERT_EQ(job.log.size(), 5u);
   EXPECT_EQ(job.log[2],
             "HybComm clock 30: the clock's period drifted from 900.0 ms, its median after the last round, by more "
-            "than 25% for 6 clocks on every worker (now 2100.0 ms on the slowest): trying the layers again");
+            "than 25% and 1.0 ms for 6 clocks on every worker (now 2100.0 ms on the slowest): trying the layers "
+            "again");
   EXPECT_EQ(job.log[3],
             "HybComm clock 37: fc6/0 takes PS from clock 38 (SFB before the trial): measured PS 1300.0 ms, SFB 2100.0 "
             "ms per clock (the slowest worker's median of 3 clocks each; a re-trial switches only for more than 5% "
@@ -331,6 +332,34 @@ TEST(SfbTrialsTest, DriftStartsANewRoundWithHysteresis) {
   // After it, the period (1.3 s) stays where the round left it: no third
   // round.
   EXPECT_FALSE(job.paths[0].At(5, 59));
+}
+
+// Clocks of a few milliseconds: the drift is measured against a floor of
+// 1 ms as well as 25% of the reference, so that a noisy machine's jitter
+// starts no round. The first round is the one above at a thousandth of the
+// cost (fc6 on SFB, fc7 on PS: a reference of 0.9 ms); from clock 24 fc6 as
+// factors costs `from24` more.
+TEST(SfbTrialsTest, DriftIsMeasuredAgainstAFloorInAbsoluteTime) {
+  auto run = [](double from24) {
+    auto cost = [from24](int, int tensor, bool sfb, int64_t clock) {
+      if (tensor == 5) return sfb ? 0.0008 + (clock < 24 ? 0 : from24) : 0.001;
+      return sfb ? 0.00015 : 0.0001;
+    };
+    return RunJob(2, 60, cost);
+  };
+  // 0.9 ms more (0.9 -> 1.8 ms): over 25% of the reference, under 1 ms.
+  Job jitter = run(0.0009);
+  EXPECT_EQ(Describe(jitter.switches), "5@5:sfb 7@13:sfb 7@18:ps ");
+  EXPECT_EQ(jitter.trials[0]->rounds(), 1);
+  // 1.1 ms more (to 2.0 ms): over both, a new round (fc6 back to PS, 1.0 ms
+  // against 1.9).
+  Job drift = run(0.0011);
+  EXPECT_EQ(drift.trials[0]->rounds(), 2);
+  ASSERT_GE(drift.log.size(), 3u);
+  EXPECT_EQ(drift.log[2],
+            "HybComm clock 30: the clock's period drifted from 0.9 ms, its median after the last round, by more than "
+            "25% and 1.0 ms for 6 clocks on every worker (now 2.0 ms on the slowest): trying the layers again");
+  EXPECT_FALSE(drift.paths[0].At(5, 59));
 }
 
 TEST(SfbTrialsTest, ARetrialNeedsMoreThanTheMargin) {
