@@ -140,6 +140,40 @@ class CInterfaceTest(unittest.TestCase):
             capi.Client(lib, {"coordinator": "127.0.0.1:1", "startup_timeout_s": 1})
         self.assertIn("127.0.0.1:1", str(c.exception))
 
+    def test_an_older_or_foreign_library_is_named(self):
+        # Libraries compiled here from a line or two of C: one of another version, one of this version with only
+        # nereus_c_api_version and nereus_finish (as one built before nereus_fail was added lacks that), and one
+        # that is not Nereus's at all.
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if cc is None:
+            self.skipTest("no C compiler")
+        with temp_dir() as d:
+            def build(name, source):
+                src, lib = os.path.join(d, name + ".c"), os.path.join(d, "lib%s.so" % name)
+                with open(src, "w") as f:
+                    f.write(source)
+                subprocess.run([cc, "-shared", "-fPIC", "-o", lib, src], check=True, timeout=120)
+                return lib
+            newer = build("newer", "int nereus_c_api_version(void) { return 2; }\n")
+            older = build("older", "int nereus_c_api_version(void) { return 1; }\nint nereus_finish(void* c) "
+                                   "{ return 0; }\n")
+            foreign = build("foreign", "int answer(void) { return 42; }\n")
+            with self.assertRaises(capi.NereusError) as c:
+                capi.Library(newer)
+            self.assertEqual(str(c.exception), "INVALID_ARGUMENT: %s has C interface version 2; this package speaks "
+                                               "version 1" % newer)
+            with self.assertRaises(capi.NereusError) as c:
+                capi.Library(older)
+            names = [n for n in capi._SIGNATURES if n not in ("nereus_c_api_version", "nereus_finish")]
+            self.assertIn("nereus_fail", names)
+            self.assertEqual(str(c.exception), "INVALID_ARGUMENT: %s lacks %s, which this package calls: it was built "
+                                               "from older sources than the package's (rebuild it: scripts/build.sh "
+                                               "--target=nereus_c)" % (older, ", ".join(names)))
+            with self.assertRaises(capi.NereusError) as c:
+                capi.Library(foreign)
+            self.assertEqual(str(c.exception), "INVALID_ARGUMENT: %s is not Nereus's C interface (it has no "
+                                               "nereus_c_api_version)" % foreign)
+
     def test_a_missing_library_is_named(self):
         old = os.environ.get("NEREUS_LIBRARY")
         os.environ["NEREUS_LIBRARY"] = "/nonexistent/libnereus_c.so"

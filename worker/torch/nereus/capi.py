@@ -128,14 +128,25 @@ class Library:
     def __init__(self, path=None):
         self.path = path or find_library()
         self._dll = ctypes.CDLL(self.path)
+        # The version first, then every function by name: a library built before a function was added has the
+        # same version (adding one is compatible for C callers) but not the function, and is named as such.
+        missing = [name for name in _SIGNATURES if not hasattr(self._dll, name)]
+        if "nereus_c_api_version" in missing:
+            raise NereusError(1, "%s is not Nereus's C interface (it has no nereus_c_api_version)" % self.path)
+        version = self._dll.nereus_c_api_version
+        version.restype, version.argtypes = ctypes.c_int, []
+        if version() != C_API_VERSION:
+            raise NereusError(1, "%s has C interface version %d; this package speaks version %d"
+                              % (self.path, version(), C_API_VERSION))
+        if missing:
+            raise NereusError(1, "%s lacks %s, which this package calls: it was built from older sources than "
+                              "the package's (rebuild it: scripts/build.sh --target=nereus_c)"
+                              % (self.path, ", ".join(missing)))
         for name, (restype, argtypes) in _SIGNATURES.items():
             fn = getattr(self._dll, name)
             fn.restype = restype
             fn.argtypes = argtypes
             setattr(self, name[len("nereus_"):], fn)
-        if self.c_api_version() != C_API_VERSION:
-            raise NereusError(1, "%s has C interface version %d; this package speaks version %d"
-                              % (self.path, self.c_api_version(), C_API_VERSION))
 
     def check(self, code):
         """Raises NereusError for a failed call's code (with this thread's last-error text)."""
