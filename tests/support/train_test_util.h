@@ -33,6 +33,28 @@ inline void WriteText(const std::string& path, const std::string& text) {
   ASSERT_TRUE(out.good()) << path;
 }
 
+// Waits for trainer `p` (whose log says "<who>: Iteration N, ..." every
+// `display` iterations before `max_iter`) to train `max_iter` iterations and
+// exit 0. A guard against a hang, not a speed test: it fails only if a
+// display interval, or the end after the last one, takes longer than
+// `stall`, however long the whole run takes on a busy machine.
+inline ::testing::AssertionResult TrainsToTheEnd(Subprocess& p, const std::string& who, int max_iter, int display,
+                                                 std::chrono::seconds stall) {
+  for (int it = display; it < max_iter; it += display) {
+    if (!p.WaitForLog(who + ": Iteration " + std::to_string(it) + ",", stall))
+      return ::testing::AssertionFailure() << who << " did not reach iteration " << it << " within " << stall.count()
+                                           << " s of the one before (or exited):\n"
+                                           << p.Log();
+  }
+  const auto code = p.WaitFor(stall);
+  if (!code.has_value())
+    return ::testing::AssertionFailure() << who << " did not exit within " << stall.count()
+                                         << " s of its last iteration:\n"
+                                         << p.Log();
+  if (*code != 0) return ::testing::AssertionFailure() << who << " exited with " << *code << ":\n" << p.Log();
+  return ::testing::AssertionSuccess();
+}
+
 // Runs `argv` to completion (bounded); returns the exit code.
 inline int RunToExit(const std::vector<std::string>& argv, const std::string& log, std::chrono::seconds timeout) {
   auto p = Subprocess::Start(argv, log);

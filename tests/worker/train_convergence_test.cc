@@ -29,9 +29,9 @@ constexpr double kMinAccuracy = 0.97;
 // The shipped solver's max_iter and display interval.
 constexpr int kMaxIter = 1500;
 constexpr int kDisplay = 50;
-// A guard against a hang, not a speed test: a run fails only when it makes
-// no progress (no display line, 50 iterations) for this long, however long
-// the whole run takes. Measured on 2 cores with the machine to itself: 54 s
+// A guard against a hang, not a speed test (test::TrainsToTheEnd): a run
+// fails only when it makes no progress (no display line, 50 iterations) for
+// this long, however long the whole run takes. Measured on 2 cores with the machine to itself: 54 s
 // standalone (97.6%), 76 s for 2 x 2 (97.45%), about 2 s per 50 iterations.
 // Beside two busy loops and two other tests (the flake hunt), the
 // standalone run once took 24-54 s per 50 iterations (with two BLAS threads;
@@ -64,25 +64,6 @@ std::string LenetSolver(const TempDir& dir) {
   return dir.File("solver.prototxt");
 }
 
-// Waits for `p` (whose log says "<who>: Iteration N, ..." every kDisplay
-// iterations) to train kMaxIter iterations and exit 0; fails only if a
-// display interval, or the end after the last one, takes longer than kStall.
-::testing::AssertionResult TrainsToTheEnd(test::Subprocess& p, const std::string& who) {
-  for (int it = kDisplay; it <= kMaxIter; it += kDisplay) {
-    if (!p.WaitForLog(who + ": Iteration " + std::to_string(it) + ",", kStall))
-      return ::testing::AssertionFailure() << who << " did not reach iteration " << it << " within " << kStall.count()
-                                           << " s of the one before (or exited):\n"
-                                           << p.Log();
-  }
-  const auto code = p.WaitFor(kStall);
-  if (!code.has_value())
-    return ::testing::AssertionFailure() << who << " did not exit within " << kStall.count()
-                                         << " s of its last iteration:\n"
-                                         << p.Log();
-  if (*code != 0) return ::testing::AssertionFailure() << who << " exited with " << *code << ":\n" << p.Log();
-  return ::testing::AssertionSuccess();
-}
-
 void ExpectConverged(const std::string& json, const std::string& who) {
   std::printf("%s: %s", who.c_str(), json.c_str());
   EXPECT_GE(JsonNumber(json, "test_accuracy"), kMinAccuracy) << who << ": " << json;
@@ -96,7 +77,7 @@ TEST(LenetConvergenceTest, Standalone) {
   auto p = Subprocess::Start(
       {BinaryPath("nereus_worker"), "--standalone", "--solver=" + solver, "--summary_json=" + dir.File("summary.json")},
       dir.File("standalone.log"));
-  ASSERT_TRUE(TrainsToTheEnd(*p, "standalone"));
+  ASSERT_TRUE(test::TrainsToTheEnd(*p, "standalone", kMaxIter, kDisplay, kStall));
   std::printf("standalone: %.1f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   ExpectConverged(ReadFile(dir.File("summary.json")), "standalone");
 }
@@ -120,7 +101,7 @@ TEST(LenetConvergenceTest, TwoWorkersTwoServers) {
   LocalCluster cluster(spec, dir);
   // Worker 1 trains in lock step with worker 0 (BSP): worker 0's progress
   // is the job's.
-  ASSERT_TRUE(TrainsToTheEnd(cluster.worker(0), "worker 0"));
+  ASSERT_TRUE(test::TrainsToTheEnd(cluster.worker(0), "worker 0", kMaxIter, kDisplay, kStall));
   std::string report;
   ASSERT_TRUE(cluster.WaitAll(kStall, &report)) << report;
   for (auto code : cluster.codes()) ASSERT_EQ(code, 0) << report;
