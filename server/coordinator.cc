@@ -33,6 +33,13 @@ Status ValidateJobConfig(const pb::JobConfig& job) {
   return Status::OK();
 }
 
+StatusOr<HostAggregation> ParseHostAggregation(const std::string& text) {
+  if (text == "auto") return HostAggregation::kAuto;
+  if (text == "on") return HostAggregation::kOn;
+  if (text == "off") return HostAggregation::kOff;
+  return InvalidArgumentError("--host_aggregation must be auto, on or off, got \"" + text + "\"");
+}
+
 namespace {
 ZmqTransportOptions CoordinatorTransport(const CoordinatorOptions& o) {
   ZmqTransportOptions t;
@@ -70,8 +77,41 @@ Coordinator::Coordinator(CoordinatorOptions options)
 
 Coordinator::~Coordinator() { transport_->Stop(); }
 
+bool Coordinator::HostAggregationFor(const pb::Header& reply) const {
+  if (options_.host_aggregation == HostAggregation::kOff || options_.job.consistency() == pb::ASYNC) return false;
+  std::vector<std::string> workers(options_.job.num_workers());
+  for (const pb::NodeInfo& n : reply.nodes())
+    if (n.role() == pb::WORKER) workers.at(n.rank()) = n.endpoint();
+  // Hosts and their workers, in order of their first worker.
+  std::map<std::string, std::vector<int>> hosts;
+  std::vector<std::string> order;
+  for (int r = 0; r < static_cast<int>(workers.size()); ++r) {
+    auto [it, fresh] = hosts.try_emplace(HostOf(workers[r]));
+    if (fresh) order.push_back(it->first);
+    it->second.push_back(r);
+  }
+  const bool shared = hosts.size() < workers.size();
+  const bool on = options_.host_aggregation == HostAggregation::kOn || shared;
+  if (on) {
+    std::string groups;
+    for (const std::string& host : order) {
+      groups += (groups.empty() ? "" : "; ") + host + ": workers {";
+      for (size_t i = 0; i < hosts[host].size(); ++i) groups += (i ? ", " : "") + std::to_string(hosts[host][i]);
+      groups += "}";
+    }
+    LOG(INFO) << "coordinator: host-local aggregation on (--host_aggregation="
+              << (options_.host_aggregation == HostAggregation::kOn ? "on" : "auto")
+              << "): each host's first worker pushes the sum of its workers' gradients; " << groups;
+  }
+  return on;
+}
+
 Status Coordinator::Start() {
   RETURN_IF_ERROR(ValidateJobConfig(options_.job));
+  if (options_.host_aggregation == HostAggregation::kOn && options_.job.consistency() == pb::ASYNC)
+    return InvalidArgumentError(
+        "--host_aggregation=on needs --consistency=bsp or ssp: under async the servers apply each worker's "
+        "gradients as they come, and summing a host's first would hold its workers to each other's pace");
   {
     const std::string ep = NormalizeEndpoint(options_.bind);
     const size_t scheme = ep.find("://"), colon = ep.rfind(':');
@@ -440,6 +480,7 @@ void Coordinator::HandleRegister(const Endpoint& from, const pb::Header& h) {
     info->set_rank(member.rank);
     info->set_endpoint(ep);
   }
+  reply.header.mutable_job()->set_host_aggregation(HostAggregationFor(reply.header));
   // Kept before any node holds the address book: a restarted coordinator
   // must know whom to roll back.
   persisted_.set_epoch(epoch_);

@@ -39,6 +39,14 @@
 
 namespace nereus {
 
+// --host_aggregation (pb::JobConfig.host_aggregation, docs/HOSTAGG.md).
+enum class HostAggregation {
+  kAuto,  // On when some host runs more than one worker, under BSP and SSP.
+  kOn,    // On (BSP and SSP; refused under async).
+  kOff,
+};
+StatusOr<HostAggregation> ParseHostAggregation(const std::string& text);
+
 struct CoordinatorOptions {
   std::string bind = "127.0.0.1:7000";  // host:port to listen on.
   int startup_timeout_s = 60;           // Every node must register within this.
@@ -50,6 +58,7 @@ struct CoordinatorOptions {
   // Where the coordinator keeps its state (coordinator.state; --checkpoint_dir);
   // empty: nowhere, and a restarted coordinator cannot take the job back.
   std::string state_dir;
+  HostAggregation host_aggregation = HostAggregation::kAuto;
 };
 
 // Checks the job configuration a coordinator would hand out.
@@ -124,6 +133,9 @@ class Coordinator {
   Status TakeBack(const pb::CoordinatorState& previous) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes persisted_ (with a state directory).
   Status Persist() NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the job of REGISTER_REPLY `reply` (its address book) aggregates
+  // per host (--host_aggregation); logs the hosts' groups when it does.
+  bool HostAggregationFor(const pb::Header& reply) const;
   // Persist, failing the job if the state cannot be written
   // (a restart could not take the job back).
   void PersistOrFail() NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);

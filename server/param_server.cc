@@ -317,11 +317,14 @@ Status ParamServer::HandlePush(const Endpoint& from, int worker, const Message& 
     return InvalidArgumentError("PUSH from " + EscapeBytes(from) + ", which is not a worker of this job");
   if (h.dtype() != pb::FLOAT32)
     return InvalidArgumentError("unsupported dtype " + pb::DType_Name(h.dtype()) + " for PUSH (only FLOAT32)");
+  std::vector<int> covers(h.covers().begin(), h.covers().end());
+  if (covers.empty()) covers.push_back(worker);
+  RETURN_IF_ERROR(CheckCovers(worker, covers));
   std::vector<PushPart> parts;
   std::vector<uint64_t> bytes;
   bool batch = false;
   if (h.parts_size() == 0) {
-    parts.push_back(PushPart{h.tensor(), h.partition(), h.clock(), h.pull_request_id(), msg.payload});
+    parts.push_back(PushPart{h.tensor(), h.partition(), h.clock(), h.pull_request_id(), msg.payload, covers});
     bytes.push_back(h.payload_bytes());
   } else {
     // A merged push or a batch: one payload frame per part.
@@ -342,7 +345,7 @@ Status ParamServer::HandlePush(const Endpoint& from, int worker, const Message& 
         return InvalidArgumentError(what + " part " + std::to_string(i) + " repeats tensor " +
                                     std::to_string(p.tensor()) + " partition " + std::to_string(p.partition()) +
                                     " for clock " + std::to_string(p.clock()));
-      parts.push_back(PushPart{p.tensor(), p.partition(), p.clock(), p.pull_request_id(), {msg.payload[i]}});
+      parts.push_back(PushPart{p.tensor(), p.partition(), p.clock(), p.pull_request_id(), {msg.payload[i]}, covers});
       bytes.push_back(p.payload_bytes());
     }
   }
@@ -357,6 +360,28 @@ Status ParamServer::HandlePush(const Endpoint& from, int worker, const Message& 
   Ack(from, pb::PUSH_ACK, h);
   for (PushPart& p : parts) StorePush(from, worker, std::move(p));
   return Status::OK();
+}
+
+static std::string RankList(const std::vector<int>& ranks) {
+  std::string out = "{";
+  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out + "}";
+}
+
+Status ParamServer::CheckCovers(int worker, const std::vector<int>& covers) const {
+  if (options_.host_groups.empty()) {
+    if (covers.size() == 1 && covers[0] == worker) return Status::OK();
+    return InvalidArgumentError("PUSH from worker " + std::to_string(worker) + " covers workers " + RankList(covers) +
+                                ", but this job does not aggregate per host");
+  }
+  const std::vector<int>& group = options_.host_groups.at(worker);
+  if (covers == group) return Status::OK();
+  if (group.front() != worker)
+    return InvalidArgumentError("PUSH from worker " + std::to_string(worker) + ", whose host's gradients worker " +
+                                std::to_string(group.front()) + " pushes (host-local aggregation, workers " +
+                                RankList(group) + ")");
+  return InvalidArgumentError("PUSH from worker " + std::to_string(worker) + " covers workers " + RankList(covers) +
+                              ", but its host's are " + RankList(group));
 }
 
 Status ParamServer::CheckPush(int worker, const PushPart& part, uint64_t bytes) {
@@ -397,9 +422,12 @@ Status ParamServer::CheckPush(int worker, const PushPart& part, uint64_t bytes) 
                                 std::to_string(p.version));
   }
   auto pending = p.pending.find(part.clock);
-  if (pending != p.pending.end() && pending->second.grads[worker].size() != 0) {
-    return InvalidArgumentError("duplicate PUSH from worker " + std::to_string(worker) + " for clock " +
-                                std::to_string(part.clock));
+  if (pending != p.pending.end()) {
+    for (int w : part.covers) {
+      if (!pending->second.covered[w]) continue;
+      return InvalidArgumentError(std::string("duplicate PUSH ") + (w == worker ? "from worker " : "covering worker ") +
+                                  std::to_string(w) + " for clock " + std::to_string(part.clock));
+    }
   }
   return Status::OK();
 }
@@ -422,9 +450,13 @@ void ParamServer::StorePush(const Endpoint& from, int worker, PushPart part) {
     p->async_grads.emplace_back(part.clock, std::move(grad));
   } else {
     PendingClock& pending = p->pending[part.clock];
-    if (pending.grads.empty()) pending.grads.resize(options_.num_workers);
-    pending.grads[worker] = std::move(grad);
-    ++pending.count;
+    if (pending.grads.empty()) {
+      pending.grads.resize(options_.num_workers);
+      pending.covered.assign(options_.num_workers, false);
+    }
+    pending.grads[part.covers.front()] = std::move(grad);
+    for (int w : part.covers) pending.covered[w] = true;
+    pending.count += static_cast<int>(part.covers.size());
   }
   // The partition's next update is started at the end of this Handle() call
   // (StartUpdates); its pulls, the piggybacked one included, are answered
@@ -454,12 +486,15 @@ bool ParamServer::TakeUpdate(Partition* p, Update* u) {
     p->async_grads.pop_front();
   } else {
     // The received frames themselves, held by p->pending until Complete
-    // (one worker: x * (1/1) == x exactly, so the frame is the average).
+    // (one worker: x * (1/1) == x exactly, so the frame is the average), in
+    // rank order: one per worker, or one per host under host-local
+    // aggregation.
     auto it = p->pending.begin();
     u->clock = it->first;
-    u->grads.resize(options_.num_workers);
-    for (int w = 0; w < options_.num_workers; ++w) u->grads[w] = it->second.grads[w].floats();
-    u->bytes *= options_.num_workers;
+    u->grads.clear();
+    for (const Buffer& g : it->second.grads)
+      if (g.size() != 0) u->grads.push_back(g.floats());
+    u->bytes *= u->grads.size();
   }
   p->applying = true;
   ++applying_;
@@ -535,24 +570,28 @@ void ParamServer::Compute(Update* u) {
     grads = &async_src;
   }
   CHECK(!grads->empty());
+  // The gradients' sum is scaled by 1/divisor: one per worker, or host sums
+  // (host-local aggregation) that stand for every worker.
+  const size_t divisor = options_.consistency == pb::ASYNC ? 1 : static_cast<size_t>(options_.num_workers);
   if (sgd_.type() == pb::SOLVER_SGD) {
     // Several workers' gradients are averaged on the fly: bitwise
     // AverageInOrder and then the step, in one pass over the partition. (ASYNC:
     // the step reads p->average, which it does not write.)
     UpdateHeldWeights(&p->weights, &p->spare, [&](const float* in, float* out) {
-      SgdStepAveraged(sgd_, rate, lr_mult, decay_mult, grads->data(), grads->size(), in, out, p->history.data(), n);
+      SgdStepAveraged(sgd_, rate, lr_mult, decay_mult, grads->data(), grads->size(), in, out, p->history.data(), n,
+                      divisor);
     });
   } else if (sgd_.type() == pb::SOLVER_AVERAGE) {
     // The workers' average gradient becomes the values, in worker-rank order.
     UpdateHeldWeights(&p->weights, &p->spare,
-                      [&](const float*, float* out) { AverageInOrder(grads->data(), grads->size(), out, n); });
+                      [&](const float*, float* out) { AverageInOrder(grads->data(), grads->size(), out, n, divisor); });
   } else {
     // The other solvers step on the average, made first, and in place (on a
     // copy of the weights when a reply holds them).
     const float* diff = (*grads)[0];
-    if (grads->size() > 1) {
+    if (grads->size() > 1 || divisor != 1) {
       p->average.resize(n);
-      AverageInOrder(grads->data(), grads->size(), p->average.data(), n);
+      AverageInOrder(grads->data(), grads->size(), p->average.data(), n, divisor);
       diff = p->average.data();
     }
     // A partition restored from a checkpoint of a one-history solver and resumed

@@ -94,6 +94,12 @@ struct ParamServerOptions {
   // partition) for `clock` (a pool thread, without the server's lock; or the
   // Handle() thread, with it). Null: none.
   std::function<void(int tensor, int partition, int64_t clock)> before_update;
+  // Host-local aggregation (pb::JobConfig.host_aggregation): each worker's
+  // host group by worker rank (Node::HostGroup), ascending. A PUSH must then
+  // come from its host's first worker and cover exactly its host's workers
+  // (Header.covers); the update adds the host sums in rank order and scales
+  // by 1/num_workers. Empty: every worker pushes its own gradients.
+  std::vector<std::vector<int>> host_groups;
 };
 
 // Clocks beyond this are refused (a peer's number must not overflow the
@@ -146,8 +152,11 @@ class ParamServer {
 
  private:
   struct PendingClock {
-    std::vector<Buffer> grads;  // By worker rank.
-    int count = 0;
+    // By worker rank: a worker's gradients, or a host's sum at the host's
+    // first worker (the others' entries empty, their `covered` set).
+    std::vector<Buffer> grads;
+    std::vector<bool> covered;  // By worker rank: its gradients are in (alone or in a sum).
+    int count = 0;              // Workers covered.
   };
   struct PendingPull {
     Endpoint to;
@@ -167,6 +176,7 @@ class ParamServer {
     int64_t clock;
     uint64_t pull_request_id;
     std::vector<Buffer> payload;
+    std::vector<int> covers;  // The workers it sums (Header.covers), the sender first.
   };
   // A PULL_REPLY waiting to be sent at the end of the current Handle() call;
   // replies to one destination go out merged.
@@ -209,7 +219,8 @@ class ParamServer {
   struct Update {
     Partition* partition = nullptr;
     int64_t clock = 0;                 // BSP/SSP: the pending clock (== version); ASYNC: the push's clock.
-    std::vector<const float*> grads;   // BSP/SSP: by worker rank, held by partition->pending until Complete.
+    std::vector<const float*> grads;   // BSP/SSP: in worker-rank order (a host's sum at its first worker), held by
+                                       // partition->pending until Complete.
     Buffer async_grad;                 // ASYNC: the gradient, held here.
     uint64_t bytes = 0;                // Gradient bytes read.
     int64_t begin_us = 0, end_us = 0;  // When Compute ran.
@@ -219,6 +230,8 @@ class ParamServer {
   Status HandleInit(const Endpoint& from, const Message& msg) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Status HandlePush(const Endpoint& from, int worker, const Message& msg) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Status CheckPush(int worker, const PushPart& p, uint64_t bytes) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a PUSH of `worker` may cover `covers` (see ParamServerOptions::host_groups).
+  Status CheckCovers(int worker, const std::vector<int>& covers) const;
   void StorePush(const Endpoint& from, int worker, PushPart p) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Status HandlePull(const Endpoint& from, const Message& msg) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Status HandleLend(const Endpoint& from, int worker, const Message& msg) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -29,6 +29,12 @@ DEFINE_string(consistency, "bsp",
               "Coordinator: bsp (every update averages all workers' gradients of one clock), ssp (like bsp, but a "
               "worker may read weights up to --staleness clocks old) or async (each push is applied on arrival).");
 DEFINE_int32(staleness, 0, "Coordinator: with --consistency=ssp, how many clocks a worker may run ahead.");
+DEFINE_string(host_aggregation, "auto",
+              "Coordinator: host-local aggregation (docs/HOSTAGG.md). on: the workers of a host (the host of their "
+              "endpoints) send their gradients to the host's first worker, which sums them in rank order, pushes "
+              "the sum once for them all and hands them the weights it pulls back, so a host of L workers sends "
+              "and receives about 1/L of the bytes; bsp and ssp only. auto: on when some host runs more than one "
+              "worker, except under async. off: every worker pushes its own gradients.");
 DEFINE_uint64(partition_bytes, 1 << 20,
               "Coordinator: every tensor is cut into partitions of at most this many bytes. A partition is "
               "what a server stores and updates, what the placement balances over servers, and what a worker's "
@@ -97,7 +103,13 @@ int RunCoordinator() {
     LOG(ERROR) << consistency.status().message();
     return 2;
   }
+  auto aggregation = ParseHostAggregation(FLAGS_host_aggregation);
+  if (!aggregation.ok()) {
+    LOG(ERROR) << aggregation.status().message();
+    return 2;
+  }
   CoordinatorOptions o;
+  o.host_aggregation = *aggregation;
   o.bind = FLAGS_coordinator;
   o.startup_timeout_s = FLAGS_startup_timeout_s;
   o.job.set_num_servers(FLAGS_num_servers);

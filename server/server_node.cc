@@ -38,6 +38,8 @@ StatusOr<std::unique_ptr<ParamServer>> ServerNode::MakeParamServer() {
   o.num_servers = job.num_servers();
   o.partition_bytes = job.partition_bytes();
   o.apply_threads = apply_threads_;
+  if (job.host_aggregation())
+    for (int w = 0; w < job.num_workers(); ++w) o.host_groups.push_back(node_->HostGroup(w));
   LOG(INFO) << node_->name() << ": updates on "
             << (apply_threads_ > 0 ? std::to_string(apply_threads_) + " apply thread(s)" : "the receive thread");
   if (checkpoints_.every > 0) {

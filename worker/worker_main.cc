@@ -440,7 +440,9 @@ int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::
     for (size_t i = 0; i < sfb.size(); ++i) out << (i ? ", " : "") << sfb[i];
     out << "], \"push_bytes\": " << stats.push_bytes << ", \"factor_messages\": " << stats.factor_messages
         << ", \"factor_bytes\": " << stats.factor_bytes << ", \"sfb_switches\": " << stats.sfb_switches
-        << ", \"sfb_trial_clocks\": " << stats.sfb_trial_clocks << "}\n";
+        << ", \"sfb_trial_clocks\": " << stats.sfb_trial_clocks << ", \"host_push_bytes\": " << stats.host_push_bytes
+        << ", \"host_summed_bytes\": " << stats.host_summed_bytes
+        << ", \"host_relayed_bytes\": " << stats.host_relayed_bytes << "}\n";
     if (!out) return Fail(UnavailableError("cannot write " + FLAGS_summary_json), "--summary_json");
   }
   std::printf("worker %d: %d iterations in %.3f s, loss %.6g -> %.6g, communication %.1f%% of the time\n", rank,

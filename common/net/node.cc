@@ -42,6 +42,27 @@ std::string PortOf(const std::string& endpoint) {
   return port.find_first_not_of("0123456789") == std::string::npos ? port : "";
 }
 
+std::string HostOf(const std::string& endpoint) {
+  const size_t scheme = endpoint.find("://");
+  const size_t from = scheme == std::string::npos ? 0 : scheme + 3;
+  const size_t colon = endpoint.rfind(':');
+  if (colon == std::string::npos || colon < from || PortOf(endpoint).empty()) return endpoint.substr(from);
+  return endpoint.substr(from, colon - from);
+}
+
+std::vector<int> HostGroupOf(const std::vector<std::string>& workers, int rank) {
+  std::vector<int> group;
+  const std::string host = HostOf(workers.at(rank));
+  for (size_t r = 0; r < workers.size(); ++r)
+    if (HostOf(workers[r]) == host) group.push_back(static_cast<int>(r));
+  return group;
+}
+
+std::vector<int> Node::HostGroup(int worker_rank) const {
+  if (!job_.host_aggregation()) return {worker_rank};
+  return HostGroupOf(workers_, worker_rank);
+}
+
 Node::Node(NodeOptions options) : options_(std::move(options)), transport_(NewZmqTransport(options_.transport)) {}
 
 Node::~Node() {

@@ -58,6 +58,14 @@ inline constexpr char kPortRangeFile[] = "/proc/sys/net/ipv4/ip_local_port_range
 std::optional<std::pair<int, int>> EphemeralPortRange();
 // The port of "tcp://host:port" or "host:port" as written, or "" if none.
 std::string PortOf(const std::string& endpoint);
+// The host of "tcp://host:port" or "host:port" as written (what is between
+// the scheme and the last ':'), or the whole text without a port.
+std::string HostOf(const std::string& endpoint);
+
+// Host-local aggregation (pb::JobConfig.host_aggregation): the ranks of the
+// workers at `workers` (endpoints by rank) whose host (HostOf) is worker
+// `rank`'s, ascending; the first is the host's aggregating worker.
+std::vector<int> HostGroupOf(const std::vector<std::string>& workers, int rank);
 
 class Node {
  public:
@@ -87,6 +95,9 @@ class Node {
   // Endpoint of server/worker `rank`.
   const Endpoint& server(int rank) const { return servers_.at(rank); }
   const Endpoint& worker(int rank) const { return workers_.at(rank); }
+  // Worker `worker_rank`'s host group (HostGroupOf) when the job aggregates
+  // per host (job().host_aggregation()); else {worker_rank} alone.
+  std::vector<int> HostGroup(int worker_rank) const;
   // Role and rank of the node at `endpoint`; false if it is not in the job.
   bool Lookup(const Endpoint& endpoint, pb::Role* role, int* rank) const;
 

@@ -193,13 +193,14 @@ void SgdStep(const pb::SgdConfig& c, float rate, float lr_mult, float decay_mult
 }
 
 void SgdStepAveraged(const pb::SgdConfig& c, float rate, float lr_mult, float decay_mult, const float* const* srcs,
-                     size_t k, const float* data_in, float* data_out, float* history, size_t n) {
+                     size_t k, const float* data_in, float* data_out, float* history, size_t n, size_t divisor) {
   CHECK_GT(k, 0u);
-  if (k == 1) {
+  if (divisor == 0) divisor = k;
+  if (k == 1 && divisor == 1) {
     Step(c, rate, lr_mult, decay_mult, OneGradient{srcs[0]}, data_in, data_out, history, n);
     return;
   }
-  Step(c, rate, lr_mult, decay_mult, AveragedGradient{srcs, k, 1.0f / static_cast<float>(k)}, data_in, data_out,
+  Step(c, rate, lr_mult, decay_mult, AveragedGradient{srcs, k, 1.0f / static_cast<float>(divisor)}, data_in, data_out,
        history, n);
 }
 
@@ -309,9 +310,9 @@ void SolverStep(const pb::SgdConfig& c, int64_t iter, float rate, float lr_mult,
   }
 }
 
-void AverageInOrder(const float* const* srcs, size_t k, float* dst, size_t n) {
+void AverageInOrder(const float* const* srcs, size_t k, float* dst, size_t n, size_t divisor) {
   CHECK_GT(k, 0u);
-  const float scale = 1.0f / static_cast<float>(k);
+  const float scale = 1.0f / static_cast<float>(divisor == 0 ? k : divisor);
   size_t i = 0;
   for (; i + 4 <= n; i += 4) {
     V4 s = Load(srcs[0] + i);

@@ -93,9 +93,11 @@ void SgdStep(const pb::SgdConfig& config, float rate, float lr_mult, float decay
 // a copy of `data_in`, in one pass over the data instead of two (the average
 // is never written out; k == 1 steps on srcs[0] itself). Out of place saves
 // the copy when the old weights must stay readable (a reply still sending
-// them). The gradients may overlap neither array.
+// them). The gradients may overlap neither array. `divisor` (0: k) scales
+// the sum by 1/divisor instead of 1/k: host-local aggregation's host sums
+// stand for more workers than there are sums.
 void SgdStepAveraged(const pb::SgdConfig& config, float rate, float lr_mult, float decay_mult, const float* const* srcs,
-                     size_t k, const float* data_in, float* data_out, float* history, size_t n);
+                     size_t k, const float* data_in, float* data_out, float* history, size_t n, size_t divisor = 0);
 
 // One update of weights that zero-copy replies may still hold (a server's
 // partition): `step(in, out)` writes the new weights. When nothing else holds
@@ -118,7 +120,9 @@ void UpdateHeldWeights(std::shared_ptr<std::vector<float>>* weights, std::shared
 // dst[i] = (src_0[i] + src_1[i] + ... + src_{k-1}[i]) * (1 / k), summed in the
 // order given. Servers average the workers' gradients with this, in worker-rank
 // order, so a run's result does not depend on message arrival order.
-void AverageInOrder(const float* const* srcs, size_t k, float* dst, size_t n);
+// `divisor` (0: k) scales by 1 / divisor instead: the sums of host-local
+// aggregation, each of several workers' gradients.
+void AverageInOrder(const float* const* srcs, size_t k, float* dst, size_t n, size_t divisor = 0);
 
 }  // namespace nereus
 

@@ -30,8 +30,9 @@ using test::CaptureSink;
 class ParamServerTest : public ::testing::TestWithParam<int> {
  protected:
   void Make(pb::Consistency consistency, int workers, int staleness = 0,
-            const pb::SgdConfig& sgd = test::FixedMomentumSgd()) {
+            const pb::SgdConfig& sgd = test::FixedMomentumSgd(), std::vector<std::vector<int>> host_groups = {}) {
     ParamServerOptions o;
+    o.host_groups = std::move(host_groups);
     o.num_workers = workers;
     o.consistency = consistency;
     o.staleness = staleness;
@@ -76,6 +77,11 @@ class ParamServerTest : public ::testing::TestWithParam<int> {
     return test::FloatsMessage(op, ++id_, 0, clock, std::move(v));
   }
   Message Pull(int64_t clock) { return test::PullMessage(++id_, 0, clock); }
+  // `m` as a host's sum (host-local aggregation), covering `workers`.
+  static Message Covering(Message m, const std::vector<int>& workers) {
+    for (int w : workers) m.header.add_covers(w);
+    return m;
+  }
   void Send(Message m, int worker) {
     pb::Header partial = m.header;
     server_->Handle("w" + std::to_string(worker), worker, std::move(m), partial);
@@ -204,6 +210,60 @@ TEST_P(ParamServerTest, AverageSolverKeepsTheAverageGradientOfEachClock) {
     EXPECT_TRUE(test::BytesEqual(Weights(), avg)) << "clock " << clock;
     EXPECT_EQ(Version(), clock + 1);
   }
+}
+
+// Host-local aggregation: 4 workers on 2 hosts, {0, 1} and {2, 3}. Each
+// host's first worker pushes its host's sum, covering both; the update adds
+// the two sums in rank order and scales by 1/4 (not 1/2), whichever host
+// comes first: bitwise AverageInOrder of the sums with divisor 4, then the
+// step.
+TEST_P(ParamServerTest, HostSumsCoverTheirWorkersAndAreAveragedOverEveryWorker) {
+  const std::vector<std::vector<int>> hosts = {{0, 1}, {0, 1}, {2, 3}, {2, 3}};
+  Make(pb::BSP, 4, 0, test::FixedMomentumSgd(), hosts);
+  const std::vector<float> s01 = {3, 1e8f, 0.25f, -1}, s23 = {5, -1e8f, 0.5f, 7};
+  Send(Covering(Floats(pb::PUSH, 0, s23), {2, 3}), 2);
+  EXPECT_EQ(Last().header.op(), pb::PUSH_ACK);
+  EXPECT_EQ(Version(), 0);
+  Send(Covering(Floats(pb::PUSH, 0, s01), {0, 1}), 0);
+  EXPECT_EQ(Version(), 1);
+  std::vector<float> w = {1, 2, 3, 4}, h(4, 0), avg(4);
+  const float* srcs[2] = {s01.data(), s23.data()};
+  AverageInOrder(srcs, 2, avg.data(), 4, /*divisor=*/4);
+  EXPECT_EQ(avg[0], (3.0f + 5.0f) * 0.25f);
+  SgdStep(test::FixedMomentumSgd(), 0.1f, 1, 1, avg.data(), w.data(), h.data(), 4);
+  EXPECT_TRUE(test::BytesEqual(Weights(), w));
+  // One host of all four workers: its one sum, scaled by 1/4.
+  Make(pb::BSP, 4, 0, test::FixedMomentumSgd(), {{0, 1, 2, 3}, {0, 1, 2, 3}, {0, 1, 2, 3}, {0, 1, 2, 3}});
+  Send(Covering(Floats(pb::PUSH, 0, {8, 8, 8, 8}), {0, 1, 2, 3}), 0);
+  EXPECT_EQ(Version(), 1);
+  w = {1, 2, 3, 4};
+  h.assign(4, 0);
+  const std::vector<float> two(4, 2.0f);
+  SgdStep(test::FixedMomentumSgd(), 0.1f, 1, 1, two.data(), w.data(), h.data(), 4);
+  EXPECT_TRUE(test::BytesEqual(Weights(), w));
+}
+
+TEST_P(ParamServerTest, PushesThatCoverOtherWorkersThanTheirHostsAreRefused) {
+  Make(pb::BSP, 4, 0, test::FixedMomentumSgd(), {{0, 1}, {0, 1}, {2, 3}, {2, 3}});
+  ExpectErrors({
+      {Floats(pb::PUSH, 0, {1, 1, 1, 1}), 1,
+       "PUSH from worker 1, whose host's gradients worker 0 pushes (host-local aggregation, workers {0, 1})"},
+      {Floats(pb::PUSH, 0, {1, 1, 1, 1}), 0, "PUSH from worker 0 covers workers {0}, but its host's are {0, 1}"},
+      {Covering(Floats(pb::PUSH, 0, {1, 1, 1, 1}), {0, 1, 2}), 0,
+       "PUSH from worker 0 covers workers {0, 1, 2}, but its host's are {0, 1}"},
+      {Covering(Floats(pb::PUSH, 0, {1, 1, 1, 1}), {2, 3}), 0,
+       "PUSH from worker 0 covers workers {2, 3}, but its host's are {0, 1}"},
+  });
+  Send(Covering(Floats(pb::PUSH, 0, {1, 1, 1, 1}), {2, 3}), 2);
+  EXPECT_EQ(Last().header.op(), pb::PUSH_ACK);
+  ExpectErrors({{Covering(Floats(pb::PUSH, 0, {1, 1, 1, 1}), {2, 3}), 2, "duplicate PUSH from worker 2 for clock 0"}});
+  EXPECT_EQ(Version(), 0);
+  EXPECT_EQ(Weights(), (std::vector<float>{1, 2, 3, 4}));
+  // A job without host-local aggregation.
+  Make(pb::BSP, 2);
+  ExpectErrors({{Covering(Floats(pb::PUSH, 0, {1, 1, 1, 1}), {0, 1}), 0,
+                 "PUSH from worker 0 covers workers {0, 1}, but this job does not aggregate per host"}});
+  EXPECT_EQ(Version(), 0);
 }
 
 TEST_P(ParamServerTest, AverageSolverIsRefusedOutsideBsp) {

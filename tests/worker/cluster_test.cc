@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <regex>
 
@@ -49,8 +50,8 @@ std::vector<std::vector<float>> RunBspJob(const std::string& tensors, const std:
 
 // The single-process reference of RunBspJob: same gradients, averaged in
 // rank order, one SGD step per iteration.
-std::vector<float> BspReference(const std::string& tensors) {
-  const int iterations = 20, workers = 3;
+std::vector<float> BspReference(const std::string& tensors, int workers = 3) {
+  const int iterations = 20;
   const pb::SgdConfig sgd = test::InvDecaySgd();
   SyntheticModel model(SyntheticKind::kNoise, 5, 0.01f);
   auto shapes = ParseTensorShapes(tensors).value();
@@ -176,6 +177,137 @@ TEST(AsyncTest, CompletesAndConvergesOnQuadratic) {
   EXPECT_GE(newest, 150) << jsons;
   EXPECT_LE(newest, 200) << jsons;
   EXPECT_LT(newest_loss, 1e-3 * initial) << jsons;
+}
+
+// Host-local aggregation: 4 workers on two "hosts" of the loopback, ranks
+// 0 and 2 on 127.0.0.1 and 1 and 3 on 127.0.0.2 (interleaved, as a
+// round-robin placement puts them). Returns each worker's final weights and
+// summary JSON.
+struct HostJob {
+  std::vector<std::vector<float>> weights;
+  std::vector<std::string> summaries;
+  std::string coordinator_log;
+};
+HostJob RunTwoHostJob(const std::string& tensors, const std::string& aggregation) {
+  TempDir dir;
+  const int workers = 4;
+  ClusterSpec spec = test::JobOf(2, workers, {"--partition_bytes=1024", "--consistency=bsp", aggregation});
+  spec.worker_flags = {"--tensors=" + tensors, "--iterations=20", "--seed=5", "--display=0"};
+  for (const std::string& f : test::InvDecaySgdFlags()) spec.worker_flags.push_back(f);
+  for (int w = 0; w < workers; ++w) {
+    spec.worker_rank_flags.push_back({w,
+                                      {"--weights_out=" + dir.File("w" + std::to_string(w)),
+                                       "--summary_json=" + dir.File("s" + std::to_string(w) + ".json"),
+                                       w % 2 == 0 ? "--bind_host=127.0.0.1" : "--bind_host=127.0.0.2"}});
+  }
+  LocalCluster cluster(spec, dir);
+  std::string report;
+  EXPECT_TRUE(cluster.WaitAll(std::chrono::seconds(120), &report)) << report;
+  for (auto code : cluster.codes()) EXPECT_EQ(code, 0) << report;
+  HostJob job;
+  for (int w = 0; w < workers; ++w) {
+    job.weights.push_back(ReadFloats(dir.File("w" + std::to_string(w))));
+    job.summaries.push_back(ReadFile(dir.File("s" + std::to_string(w) + ".json")));
+  }
+  job.coordinator_log = cluster.coordinator().Log();
+  return job;
+}
+
+// RunTwoHostJob's reference: every clock, each host's first worker sums its
+// workers' gradients in rank order (g0 + g2, g1 + g3), and the servers add
+// the host sums in the order of their first ranks and scale by 1/4.
+std::vector<float> TwoHostReference(const std::string& tensors) {
+  const int iterations = 20, workers = 4;
+  const pb::SgdConfig sgd = test::InvDecaySgd();
+  SyntheticModel model(SyntheticKind::kNoise, 5, 0.01f);
+  auto shapes = ParseTensorShapes(tensors).value();
+  std::vector<float> expected;
+  for (size_t t = 0; t < shapes.size(); ++t) {
+    const size_t n = ElementCount(shapes[t]);
+    std::vector<float> w(n), h(n, 0.0f), avg(n);
+    std::vector<std::vector<float>> g(workers, std::vector<float>(n));
+    model.InitialWeights(t, w.data(), n);
+    for (int c = 0; c < iterations; ++c) {
+      for (int r = 0; r < workers; ++r) model.Gradient(r, c, t, w.data(), g[r].data(), n);
+      std::vector<float> host_a = g[0], host_b = g[1];
+      for (size_t i = 0; i < n; ++i) {
+        host_a[i] += g[2][i];
+        host_b[i] += g[3][i];
+      }
+      const float* srcs[2] = {host_a.data(), host_b.data()};
+      AverageInOrder(srcs, 2, avg.data(), n, /*divisor=*/workers);
+      SgdStep(sgd, LearningRate(sgd, c), 1.0f, 1.0f, avg.data(), w.data(), h.data(), n);
+    }
+    expected.insert(expected.end(), w.begin(), w.end());
+  }
+  return expected;
+}
+
+TEST(HostAggregationTest, TwoHostsPushTheirSumsInRankOrderBitForBitAndHalveTheirBytes) {
+  const std::string tensors = "1000,250x10,64x3x3x3,7";
+  const HostJob on = RunTwoHostJob(tensors, "--host_aggregation=on");
+  ExpectBitwise(on.weights, TwoHostReference(tensors), "aggregated per host");
+  EXPECT_NE(on.coordinator_log.find("host-local aggregation on (--host_aggregation=on): each host's first worker "
+                                    "pushes the sum of its workers' gradients; 127.0.0.1: workers {0, 2}; "
+                                    "127.0.0.2: workers {1, 3}"),
+            std::string::npos)
+      << on.coordinator_log;
+  // The flat job, for its bytes: every worker pushes everything.
+  const HostJob flat = RunTwoHostJob(tensors, "--host_aggregation=off");
+  ExpectBitwise(flat.weights, BspReference(tensors, 4), "flat");
+  const double per_worker = JsonNumber(flat.summaries[0], "push_bytes");
+  ASSERT_GT(per_worker, 0);
+  for (int w = 0; w < 4; ++w) {
+    EXPECT_EQ(JsonNumber(flat.summaries[w], "push_bytes"), per_worker) << flat.summaries[w];
+    EXPECT_EQ(JsonNumber(flat.summaries[w], "host_push_bytes"), 0) << flat.summaries[w];
+  }
+  // Aggregated: a host's first worker pushes one copy for both (half the
+  // host's bytes to the servers), the other sends its copy to it, and it
+  // sums that copy in.
+  for (int w : {0, 1}) {
+    EXPECT_EQ(JsonNumber(on.summaries[w], "push_bytes"), per_worker) << on.summaries[w];
+    EXPECT_EQ(JsonNumber(on.summaries[w], "host_summed_bytes"), per_worker) << on.summaries[w];
+  }
+  for (int w : {2, 3}) {
+    EXPECT_EQ(JsonNumber(on.summaries[w], "push_bytes"), 0) << on.summaries[w];
+    EXPECT_EQ(JsonNumber(on.summaries[w], "host_push_bytes"), per_worker) << on.summaries[w];
+  }
+}
+
+// A local worker that dies mid-job ends it as any dead node does: its
+// host's aggregating worker holds the host's push meanwhile, and the
+// coordinator names the dead worker and its endpoint (its host) to every
+// node; every process ends.
+TEST(HostAggregationTest, ADeadLocalWorkerEndsTheJobNamingItAndItsHost) {
+  TempDir dir;
+  ClusterSpec spec = test::JobOf(1, 4, Concat({"--consistency=bsp", "--host_aggregation=on"}, kCrashHeartbeat));
+  spec.worker_flags = {"--tensors=1000,7", "--iterations=1000000", "--display=20"};
+  for (int w = 0; w < 4; ++w)
+    spec.worker_rank_flags.push_back({w, {w % 2 == 0 ? "--bind_host=127.0.0.1" : "--bind_host=127.0.0.2"}});
+  LocalCluster cluster(spec, dir);
+  ASSERT_TRUE(cluster.worker(3).WaitForLog("worker 3 iteration 20,", std::chrono::seconds(120)))
+      << cluster.worker(3).Log();
+  cluster.worker(3).Signal(SIGKILL);
+  std::string report;
+  ASSERT_TRUE(cluster.WaitAll(std::chrono::seconds(60), &report)) << report;
+  for (int w : {0, 1, 2}) {
+    const std::string log = cluster.worker(w).Log();
+    EXPECT_NE(log.find("worker 3 (tcp://127.0.0.2:"), std::string::npos) << "worker " << w << ":\n" << log;
+    EXPECT_NE(log.find("is dead"), std::string::npos) << "worker " << w << ":\n" << log;
+    EXPECT_NE(cluster.codes()[2 + w], 0) << report;  // Coordinator, server, then the workers.
+  }
+}
+
+TEST(HostAggregationTest, OnUnderAsyncAndUnknownValuesAreRefusedByName) {
+  const ToolRun run =
+      RunTool("nereus_server", "--role=coordinator --coordinator=127.0.0.1:" + std::to_string(FreePort()) +
+                                   " --consistency=async --host_aggregation=on --num_workers=2");
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("--host_aggregation=on needs --consistency=bsp or ssp"), std::string::npos) << run.output;
+  const ToolRun bad = RunTool("nereus_server", "--role=coordinator --host_aggregation=sometimes");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--host_aggregation must be auto, on or off, got \"sometimes\""), std::string::npos)
+      << bad.output;
 }
 
 }  // namespace

@@ -99,14 +99,21 @@ TEST(SfbClusterTest, OnMatchesOffWithinToleranceAndReplicasAreBitwiseIdentical) 
     std::printf("tensor t%d: max |on - off| = %g (tolerance %g)\n", t, d, kTolerance);
   }
   // Counters: on sends 2 tensors x 2 peers x 20 clocks of factors, 8 x (64 + 100) and 8 x (250 + 10) floats.
+  // The job's workers share a host (host-local aggregation, docs/HOSTAGG.md):
+  // worker 0 pushes the host's gradients to the servers, the others theirs
+  // to worker 0, as many bytes each.
+  auto pushed = [](const std::string& json) {
+    return JsonNumber(json, "push_bytes") + JsonNumber(json, "host_push_bytes");
+  };
   for (int w = 0; w < kWorkers; ++w) {
     EXPECT_EQ(JsonList(on.json[w], "sfb_tensors"), "1, 2") << on.json[w];
     EXPECT_EQ(JsonNumber(on.json[w], "factor_messages"), 2 * 2 * kClocks) << on.json[w];
     EXPECT_EQ(JsonNumber(on.json[w], "factor_bytes"), kClocks * 2 * kBatch * (164 + 260) * 4.0) << on.json[w];
-    EXPECT_EQ(JsonNumber(on.json[w], "push_bytes"), kClocks * (1000 + 7) * 4.0) << on.json[w];
+    EXPECT_EQ(pushed(on.json[w]), kClocks * (1000 + 7) * 4.0) << on.json[w];
+    EXPECT_EQ(JsonNumber(on.json[w], w == 0 ? "host_push_bytes" : "push_bytes"), 0) << on.json[w];
     EXPECT_EQ(JsonList(off.json[w], "sfb_tensors"), "") << off.json[w];
     EXPECT_EQ(JsonNumber(off.json[w], "factor_messages"), 0) << off.json[w];
-    EXPECT_EQ(JsonNumber(off.json[w], "push_bytes"), kClocks * (1000 + 6400 + 2500 + 7) * 4.0) << off.json[w];
+    EXPECT_EQ(pushed(off.json[w]), kClocks * (1000 + 6400 + 2500 + 7) * 4.0) << off.json[w];
   }
   // Worker 0 logs the decision table, the others do not.
   EXPECT_NE(on.logs[0].find("HybComm (--sfb=on, 3 worker(s), 2 server(s))"), std::string::npos) << on.logs[0];

@@ -421,6 +421,10 @@ int nereus_stat(const nereus_client_t* client, const char* name, uint64_t* value
       {"factor_apply_us", s.factor_apply_us},
       {"batches", s.batches},
       {"batched_units", s.batched_units},
+      {"host_push_messages", s.host_push_messages},
+      {"host_push_bytes", s.host_push_bytes},
+      {"host_summed_bytes", s.host_summed_bytes},
+      {"host_relayed_bytes", s.host_relayed_bytes},
   };
   auto it = counters.find(name);
   if (it == counters.end())

@@ -27,6 +27,7 @@
 #include "worker/client/client_internal.h"
 #include "worker/client/factor_exchange.h"
 #include "worker/client/handle_state.h"
+#include "worker/client/host_aggregator.h"
 #include "worker/client/layer_pipeline.h"
 #include "worker/client/merge_profiler.h"
 #include "worker/client/message_builder.h"
@@ -109,9 +110,11 @@ class ClientImpl final : public Client {
               return node_.Lookup(from, &role, rank) && role == pb::WORKER;
             }),
         pipeline_(o, &tensors_, &requests_, &builder_, &queues_, &factors_),
+        aggregator_(&node_, &queues_, &tensors_),
         router_(&node_, &requests_, &queues_),
         node_(MakeNodeOptions(o, std::move(curve))) {
     router_.set_factors(&factors_);
+    router_.set_aggregator(&aggregator_);
   }
 
   ~ClientImpl() override {
@@ -130,6 +133,23 @@ class ClientImpl final : public Client {
     const bool prioritized = options_.schedule == Schedule::kPriority || options_.schedule == Schedule::kFull;
     queues_.Start(node_.job().num_servers(), node_.job().num_workers(), prioritized ? options_.credit_bytes : 0,
                   options_.batch_bytes);
+    // Host-local aggregation: the host's first worker sums its workers'
+    // gradients; the others push to it (docs/HOSTAGG.md).
+    const std::vector<int> group = node_.HostGroup(node_.rank());
+    if (group.size() > 1) {
+      std::string list;
+      for (int r : group) list += (list.empty() ? "" : ", ") + std::to_string(r);
+      if (group.front() == node_.rank()) {
+        queues_.set_aggregator(&aggregator_);
+        aggregator_.Configure(group, node_.job().num_servers());
+        LOG(INFO) << "worker " << node_.rank() << ": host-local aggregation: this worker sums the gradients of its "
+                  << "host's workers {" << list << "} and pushes them for all";
+      } else {
+        builder_.set_push_via(node_.job().num_servers() + group.front());
+        LOG(INFO) << "worker " << node_.rank() << ": host-local aggregation: this worker's gradients go to worker "
+                  << group.front() << ", which pushes its host's (workers {" << list << "})";
+      }
+    }
     if (!options_.timeline.empty()) {
       timeline_path_ = options_.timeline;
       const size_t at = timeline_path_.find("{rank}");
@@ -221,6 +241,8 @@ class ClientImpl final : public Client {
 
   ClientStats stats() const override {
     ClientStats s = queues_.stats();
+    s.host_summed_bytes = aggregator_.summed_bytes();
+    s.host_relayed_bytes = aggregator_.relayed_bytes();
     s.factor_bytes_received = factors_.received_bytes();
     s.factor_apply_us = factors_.apply_us();
     pipeline_.CountSfb(&s);
@@ -374,6 +396,7 @@ class ClientImpl final : public Client {
   MessageBuilder builder_;
   FactorExchange factors_;
   LayerPipeline pipeline_;
+  HostAggregator aggregator_;
   ReplyRouter router_;
   // Last, so it is destroyed first: its threads call into the members above.
   Node node_;

@@ -41,10 +41,12 @@ void MessageBuilder::BuildPushes(const std::vector<PartitionRef>& refs, const st
     const TensorSpec& spec = tensors_->spec(r.tensor);
     const uint64_t bytes = c.length * sizeof(float);
     Buffer payload(guard, grad_of(r.tensor) + c.offset, bytes);
+    // Merged per server as ever; sent to it, or to the host's first worker.
+    const int to = push_via_ >= 0 ? push_via_ : c.server;
     uint64_t pull_id = 0;
     if (pull_of) {
       pull_id = requests_->NextId();
-      Request pr(Request::Kind::kPull, pull_of(r.tensor), c.server);
+      Request pr(Request::Kind::kPull, pull_of(r.tensor), to);
       pr.dst = spec.data + c.offset;
       pr.length = c.length;
       pr.what = "weights of tensor \"" + spec.name + "\" partition " + std::to_string(c.partition);
@@ -57,15 +59,15 @@ void MessageBuilder::BuildPushes(const std::vector<PartitionRef>& refs, const st
     auto it = open.find(c.server);
     if (merge && it != open.end() && (*out)[it->second].bytes + bytes <= tensors_->partition_bytes()) at = it->second;
     if (at == out->size()) {
-      out->push_back(QueuedMessage{c.server, Priority(base_priority, partition), 0, StreamFor(partition),
-                                   requests_->NextId(), Message()});
+      out->push_back(QueuedMessage{to, Priority(base_priority, partition), 0, StreamFor(partition), requests_->NextId(),
+                                   Message()});
       ++partition;
       open[c.server] = at;
       QueuedMessage& w = out->back();
       w.msg.header.set_op(pb::PUSH);
       w.msg.header.set_request_id(w.request_id);
       w.msg.header.set_dtype(pb::FLOAT32);
-      Request ack(Request::Kind::kAck, push, c.server);
+      Request ack(Request::Kind::kAck, push, to);
       ack.what = "PUSH of tensor \"" + spec.name + "\" partition " + std::to_string(c.partition);
       ack.clock = clock;
       ack.enqueue_us = now;

@@ -29,6 +29,12 @@ class MessageBuilder {
   MessageBuilder(const ClientOptions& options, const TensorRegistry* tensors, RequestTable* requests)
       : options_(options), tensors_(tensors), requests_(requests) {}
 
+  // Host-local aggregation, on a worker other than its host's first: every
+  // PUSH goes to `destination` (ServerQueues' index of that first worker),
+  // which pushes the host's sum and hands back the weights of the pulls
+  // riding on it. Set once, before the first BuildPushes.
+  void set_push_via(int destination) { push_via_ = destination; }
+
   // Appends the PUSH messages of `refs` (partitions of `tensors`, whose gradient
   // buffers are `grads`) to `out`: one per partition, or merged per server up to
   // partition_bytes when `merge`. Each message's ack completes one unit of
@@ -83,6 +89,7 @@ class MessageBuilder {
   const ClientOptions options_;
   const TensorRegistry* const tensors_;
   RequestTable* const requests_;
+  int push_via_ = -1;  // -1: each PUSH to its partition's server.
 };
 
 }  // namespace nereus

@@ -26,6 +26,17 @@ void ReplyRouter::OnData(const Endpoint& from, StatusOr<Message> msg, const pb::
         LOG(WARNING) << "worker " << node_->rank() << ": FACTORS from " << from << " before start-up";
       }
       break;
+    case pb::PUSH: {
+      // Host-local aggregation: another worker of this host.
+      pb::Role role;
+      int rank = -1;
+      if (aggregator_ != nullptr && node_->Lookup(from, &role, &rank) && role == pb::WORKER) {
+        aggregator_->OnLocalPush(from, rank, std::move(*msg));
+      } else {
+        LOG(WARNING) << "worker " << node_->rank() << ": unexpected PUSH from " << from;
+      }
+      break;
+    }
     case pb::PUSH_ACK:
       if (h.parts_size() > 0) {  // A batch: one ack for every unit in it.
         AckBatch(h, now);
@@ -87,6 +98,8 @@ void ReplyRouter::OnData(const Endpoint& from, StatusOr<Message> msg, const pb::
         break;
       }
       if (h.parts_size() == 0) {
+        if (aggregator_ != nullptr)
+          aggregator_->Relay(h.request_id(), h.clock(), h.apply_begin_us(), h.apply_us(), msg->payload);
         ReceiveWeights(h.request_id(), h.clock(), h.apply_begin_us(), h.apply_us(), msg->payload, now);
       } else {
         if (static_cast<int>(msg->payload.size()) != h.parts_size()) {
@@ -96,6 +109,8 @@ void ReplyRouter::OnData(const Endpoint& from, StatusOr<Message> msg, const pb::
         }
         for (int i = 0; i < h.parts_size(); ++i) {
           const pb::Part& p = h.parts(i);
+          if (aggregator_ != nullptr)
+            aggregator_->Relay(p.request_id(), p.clock(), p.apply_begin_us(), p.apply_us(), {msg->payload[i]});
           ReceiveWeights(p.request_id(), p.clock(), p.apply_begin_us(), p.apply_us(), {msg->payload[i]}, now);
         }
       }
@@ -113,6 +128,7 @@ void ReplyRouter::Fail(uint64_t id, const Status& err, std::map<int, uint64_t>* 
   for (uint64_t pid : r.piggyback) {
     Request p;
     if (requests_->Take(pid, &p)) p.state->Fail(err.Annotate("the push carrying this pull was refused"));
+    if (aggregator_ != nullptr) aggregator_->FailRelay(pid, err);
   }
   if (credit != nullptr) {
     (*credit)[r.server] += r.credit;

@@ -9,6 +9,7 @@
 #include "common/net/message.h"
 #include "common/net/node.h"
 #include "worker/client/factor_exchange.h"
+#include "worker/client/host_aggregator.h"
 #include "worker/client/request_table.h"
 #include "worker/client/server_queues.h"
 #include "worker/client/timeline.h"
@@ -32,6 +33,10 @@ class ReplyRouter {
   void set_timeline(Timeline* timeline) { timeline_ = timeline; }
   // Set once at construction: where FACTORS from other workers go.
   void set_factors(FactorExchange* factors) { factors_ = factors; }
+  // Set once at construction: where other workers' PUSHes go (host-local
+  // aggregation, on a host's first worker), and who hands on the weights
+  // and errors of the pulls riding on this worker's pushes for them.
+  void set_aggregator(HostAggregator* aggregator) { aggregator_ = aggregator; }
 
   // Node::DataHandler.
   void OnData(const Endpoint& from, StatusOr<Message> msg, const pb::Header& partial);
@@ -51,6 +56,7 @@ class ReplyRouter {
   ServerQueues* const queues_;
   Timeline* timeline_ = nullptr;
   FactorExchange* factors_ = nullptr;
+  HostAggregator* aggregator_ = nullptr;
 };
 
 }  // namespace nereus

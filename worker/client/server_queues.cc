@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "worker/client/host_aggregator.h"
 #include "worker/client/timeline.h"
 
 namespace nereus {
@@ -16,11 +17,14 @@ QueuedMessage CoalesceUnits(std::vector<QueuedMessage> units) {
   h.set_op(op);
   h.set_request_id(0);
   if (op == pb::PUSH) h.set_dtype(pb::FLOAT32);
+  // A host's sums (host-local aggregation) cover its workers, all alike.
+  *h.mutable_covers() = units[0].msg.header.covers();
   int32_t priority = units[0].msg.header.priority();
   for (QueuedMessage& u : units) {
     const pb::Header& uh = u.msg.header;
     CHECK_EQ(uh.op(), op);
     CHECK_EQ(u.server, out.server);
+    CHECK_EQ(uh.covers_size(), h.covers_size());
     priority = std::min(priority, uh.priority());
     out.bytes += u.bytes;
     out.batch_bytes += u.batch_bytes;
@@ -52,8 +56,11 @@ void ServerQueues::Start(int num_servers, int num_workers, uint64_t credit_bytes
                                           [this](std::vector<PriorityScheduler::Item>* batch) { SendBatch(batch); });
 }
 
-void ServerQueues::Count(const Message& msg) {
-  if (msg.header.op() == pb::PUSH) {
+void ServerQueues::Count(const Message& msg, bool to_worker) {
+  if (msg.header.op() == pb::PUSH && to_worker) {
+    host_push_messages_.fetch_add(1);
+    host_push_bytes_.fetch_add(msg.payload_bytes());
+  } else if (msg.header.op() == pb::PUSH) {
     push_messages_.fetch_add(1);
     push_bytes_.fetch_add(msg.payload_bytes());
   } else if (msg.header.op() == pb::PULL) {
@@ -67,6 +74,12 @@ void ServerQueues::Count(const Message& msg) {
 }
 
 void ServerQueues::Submit(std::vector<QueuedMessage> messages) {
+  if (aggregator_ != nullptr) aggregator_->Hold(&messages);
+  SubmitHeld(std::move(messages));
+}
+
+void ServerQueues::SubmitHeld(std::vector<QueuedMessage> messages) {
+  if (messages.empty()) return;
   std::vector<PriorityScheduler::Item> items;
   items.reserve(messages.size());
   for (QueuedMessage& m : messages) {
@@ -83,9 +96,10 @@ void ServerQueues::Submit(std::vector<QueuedMessage> messages) {
     const Endpoint* to = m.server < num_servers_ ? &node_->server(m.server) : &node_->worker(m.server - num_servers_);
     auto shared = std::make_shared<QueuedMessage>(std::move(m));
     item.unit = shared;
-    item.send = [this, to, shared] {
+    const bool to_worker = m.server >= num_servers_;
+    item.send = [this, to, shared, to_worker] {
       requests_->StampDispatch(shared->request_id, MonotonicMicros());
-      Count(shared->msg);
+      Count(shared->msg, to_worker);
       Status st = node_->Send(*to, std::move(shared->msg), shared->stream);
       if (!st.ok()) LOG(ERROR) << "worker " << node_->rank() << ": send failed: " << st;
     };
@@ -106,7 +120,7 @@ void ServerQueues::SendBatch(std::vector<PriorityScheduler::Item>* batch) {
   batches_.fetch_add(1);
   batched_units_.fetch_add(units.size());
   QueuedMessage m = CoalesceUnits(std::move(units));
-  Count(m.msg);
+  Count(m.msg, /*to_worker=*/false);
   Status st = node_->Send(node_->server(m.server), std::move(m.msg), m.stream);
   if (!st.ok()) LOG(ERROR) << "worker " << node_->rank() << ": send of a batch failed: " << st;
 }
@@ -125,6 +139,8 @@ ClientStats ServerQueues::stats() const {
   s.batches = batches_.load();
   s.batched_units = batched_units_.load();
   s.pull_bytes = pull_bytes_.load();
+  s.host_push_messages = host_push_messages_.load();
+  s.host_push_bytes = host_push_bytes_.load();
   return s;
 }
 

@@ -15,6 +15,8 @@
 
 namespace nereus {
 
+class HostAggregator;
+
 // A built message waiting in its server's queue.
 struct QueuedMessage {
   int server;           // Destination: server `server`, or worker `server - num_servers` above that.
@@ -57,9 +59,16 @@ class ServerQueues {
   // bytes (0: every unit alone).
   void Start(int num_servers, int num_workers, uint64_t credit_bytes, uint64_t batch_bytes = 0);
 
+  // Host-local aggregation, on a host's first worker: every Submit passes
+  // its messages through `aggregator` (HostAggregator::Hold) first. Set once,
+  // before the first Submit.
+  void set_aggregator(HostAggregator* aggregator) { aggregator_ = aggregator; }
+
   // Queues `messages` in order. Never call under a lock a send can take
   // (the scheduler may send at once, stamping the RequestTable).
   void Submit(std::vector<QueuedMessage> messages);
+  // Submit without the aggregator (the messages it lets go).
+  void SubmitHeld(std::vector<QueuedMessage> messages);
 
   // The request that held `credit` bytes on `server` completed.
   void Release(int server, uint64_t credit);
@@ -74,12 +83,16 @@ class ServerQueues {
   RequestTable* const requests_;
   std::unique_ptr<PriorityScheduler> scheduler_;  // Set by Start, then read-only.
   int num_servers_ = 0;                           // Likewise.
+  HostAggregator* aggregator_ = nullptr;          // Likewise (set_aggregator).
   std::atomic<uint64_t> push_messages_{0}, push_bytes_{0}, pull_messages_{0};
   std::atomic<uint64_t> factor_messages_{0}, factor_bytes_{0};
   std::atomic<uint64_t> batches_{0}, batched_units_{0};
   std::atomic<uint64_t> pull_bytes_{0};
+  std::atomic<uint64_t> host_push_messages_{0}, host_push_bytes_{0};
 
-  void Count(const Message& msg);
+  // `to_worker`: the message goes to another worker (FACTORS, or a PUSH to
+  // the host's first worker).
+  void Count(const Message& msg, bool to_worker);
   void SendBatch(std::vector<PriorityScheduler::Item>* batch);
 };
 

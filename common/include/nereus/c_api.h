@@ -221,7 +221,9 @@ int nereus_barrier(nereus_client_t* client, const char* name);
 int nereus_broadcast(nereus_client_t* client, const char* name, float* values, size_t n, int root);
 /* A counter of nereus::ClientStats by its field name (push_messages,
  * push_bytes, pull_messages, pull_bytes, factor_messages, factor_bytes,
- * factor_bytes_received, factor_apply_us, batches, batched_units). */
+ * factor_bytes_received, factor_apply_us, batches, batched_units,
+ * host_push_messages, host_push_bytes, host_summed_bytes,
+ * host_relayed_bytes). */
 int nereus_stat(const nereus_client_t* client, const char* name, uint64_t* value);
 /* Microseconds of CLOCK_MONOTONIC, the clock of the timeline. */
 int64_t nereus_monotonic_us(void);

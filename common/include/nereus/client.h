@@ -190,6 +190,15 @@ struct ClientStats {
   // clocks run on a path under trial (ClientOptions::sfb_trial_clocks).
   uint64_t sfb_switches = 0;
   uint64_t sfb_trial_clocks = 0;
+  // Host-local aggregation (the coordinator's --host_aggregation): this
+  // worker's PUSHes to its host's first worker (not in push_*, which count
+  // what goes to the servers); on that first worker, the bytes of the other
+  // local workers' gradients it summed into its own pushes and of the
+  // weights it handed on to them.
+  uint64_t host_push_messages = 0;
+  uint64_t host_push_bytes = 0;
+  uint64_t host_summed_bytes = 0;
+  uint64_t host_relayed_bytes = 0;
 };
 
 // The lane of a span a trainer adds to the timeline (Client::TraceSpan).

@@ -207,6 +207,22 @@ TEST(TransportLimitsTest, ANodeBoundToASecondAddressSendsFromIt) {
   sender->Stop();
 }
 
+// Host-local aggregation groups the workers by the host of their endpoints,
+// in rank order: the first is the host's aggregating worker.
+TEST(NodeTest, HostGroupsAreTheWorkersOfOneHostInRankOrder) {
+  EXPECT_EQ(HostOf("tcp://10.0.0.2:7001"), "10.0.0.2");
+  EXPECT_EQ(HostOf("127.0.0.1:80"), "127.0.0.1");
+  EXPECT_EQ(HostOf("tcp://[::1]:7001"), "[::1]");
+  EXPECT_EQ(HostOf("tcp://hostA"), "hostA");
+  const std::vector<std::string> workers = {"tcp://10.0.0.2:7001", "tcp://10.0.0.1:7001", "tcp://10.0.0.2:7002",
+                                            "tcp://10.0.0.3:7001", "tcp://10.0.0.1:7002"};
+  EXPECT_EQ(HostGroupOf(workers, 0), (std::vector<int>{0, 2}));
+  EXPECT_EQ(HostGroupOf(workers, 2), (std::vector<int>{0, 2}));
+  EXPECT_EQ(HostGroupOf(workers, 1), (std::vector<int>{1, 4}));
+  EXPECT_EQ(HostGroupOf(workers, 4), (std::vector<int>{1, 4}));
+  EXPECT_EQ(HostGroupOf(workers, 3), (std::vector<int>{3}));
+}
+
 TEST(NodeTest, WildcardBindIsRefusedAndPublicBindWarns) {
   Status st = CheckBindHost("0.0.0.0", false);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);

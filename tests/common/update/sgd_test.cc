@@ -145,5 +145,32 @@ TEST(AverageInOrderTest, SumsInGivenOrderThenScales) {
   EXPECT_EQ(out1[1], 6.0f * (1.0f / 3.0f));
 }
 
+// Host-local aggregation: k host sums stand for more workers; the sum is
+// scaled by 1/divisor, and a single sum (k = 1) is scaled too. The step on
+// the fly (SgdStepAveraged) is bitwise the step on that average.
+TEST(AverageInOrderTest, ADivisorScalesTheSumOfFewerGradients) {
+  const float s01[3] = {3.0f, 1.0f, 0.3f}, s23[3] = {5.0f, 2.0f, 0.7f};
+  const float* srcs[2] = {s01, s23};
+  float out[3];
+  AverageInOrder(srcs, 2, out, 3, /*divisor=*/4);
+  EXPECT_EQ(out[0], 2.0f);
+  EXPECT_EQ(out[1], 0.75f);
+  EXPECT_EQ(out[2], (0.3f + 0.7f) * 0.25f);
+  AverageInOrder(srcs, 1, out, 3, /*divisor=*/4);
+  EXPECT_EQ(out[0], 0.75f);
+  pb::SgdConfig c;
+  c.set_base_lr(0.1f);
+  c.set_momentum(0.9f);
+  c.set_weight_decay(0.01f);
+  float by_hand[3] = {1, 2, 3}, h1[3] = {0.5f, 0, -1}, on_fly[3] = {1, 2, 3}, h2[3] = {0.5f, 0, -1};
+  AverageInOrder(srcs, 2, out, 3, 4);
+  SgdStep(c, 0.1f, 1.0f, 1.0f, out, by_hand, h1, 3);
+  SgdStepAveraged(c, 0.1f, 1.0f, 1.0f, srcs, 2, on_fly, on_fly, h2, 3, /*divisor=*/4);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(on_fly[i], by_hand[i]) << i;
+    EXPECT_EQ(h2[i], h1[i]) << i;
+  }
+}
+
 }  // namespace
 }  // namespace nereus

@@ -230,6 +230,19 @@ TEST(CApi, PushPullHandlesBroadcastAndCounters) {
   uint64_t pushes = 0;
   EXPECT_EQ(nereus_stat(clients[0], "push_messages", &pushes), NEREUS_OK);
   EXPECT_EQ(pushes, 1u);
+  // Both workers share a host (host-local aggregation, --host_aggregation=auto):
+  // worker 1's push went to worker 0, which summed its 6 floats into its own.
+  uint64_t counter = 7;
+  EXPECT_EQ(nereus_stat(clients[1], "push_messages", &counter), NEREUS_OK);
+  EXPECT_EQ(counter, 0u);
+  EXPECT_EQ(nereus_stat(clients[1], "host_push_messages", &counter), NEREUS_OK);
+  EXPECT_EQ(counter, 1u);
+  EXPECT_EQ(nereus_stat(clients[1], "host_push_bytes", &counter), NEREUS_OK);
+  EXPECT_EQ(counter, 24u);
+  EXPECT_EQ(nereus_stat(clients[0], "host_summed_bytes", &counter), NEREUS_OK);
+  EXPECT_EQ(counter, 24u);
+  EXPECT_EQ(nereus_stat(clients[0], "host_relayed_bytes", &counter), NEREUS_OK);
+  EXPECT_EQ(counter, 0u);  // Explicit pulls go to the servers.
   EXPECT_EQ(nereus_stat(clients[0], "pushes", &pushes), NEREUS_INVALID_ARGUMENT);
   EXPECT_EQ(LastError(), "nereus_stat: unknown counter \"pushes\"");
 
