@@ -1,8 +1,10 @@
 // nereus_bench cluster: an emulated multi-host cluster on one machine. Every
 // host is a network namespace with its own shaped veth into one bridge
-// (bench/harness/netns.h); on each runs one nereus_server shard and one worker (this
-// binary as `cluster_worker`, emulating the model's per-layer compute as the
-// pipeline bench does), real processes; host 0 also runs the coordinator.
+// (bench/harness/netns.h); on each runs one nereus_server shard and
+// --workers_per_host workers (this binary as `cluster_worker`, emulating the
+// model's per-layer compute as the pipeline bench does), real processes; host
+// 0 also runs the coordinator. The bytes each host's link carried are read
+// from the kernel's counters.
 // Everything made (processes, namespaces, veths, bridge) is removed at the
 // end, also on SIGINT, SIGTERM or SIGHUP.
 #include <gflags/gflags.h>
@@ -34,7 +36,15 @@
 #include "worker/client/client_flags.h"
 #include "worker/client/client_internal.h"
 
-DEFINE_int32(hosts, 2, "cluster: emulated hosts (network namespaces), each running one server and one worker.");
+DEFINE_int32(hosts, 2,
+             "cluster: emulated hosts (network namespaces), each running one server and --workers_per_host "
+             "workers.");
+DEFINE_int32(workers_per_host, 1,
+             "cluster: workers on each emulated host (worker r on host r mod --hosts, as the launcher's round "
+             "robin places them); they share the host's link.");
+DEFINE_string(host_aggregation, "auto",
+              "cluster: the coordinator's --host_aggregation (auto, on or off): with several workers on a host, "
+              "whether the host's first worker sums their gradients and pushes once for them (docs/HOSTAGG.md).");
 DEFINE_double(latency_us, 0, "cluster: one-way latency added between two hosts (tc netem), microseconds.");
 DEFINE_double(model_scale, 1,
               "cluster, simulate: shrink the model by this factor F in bytes and FLOPs alike, so that a big model "
@@ -257,6 +267,10 @@ int RunCluster(BenchContext& ctx) {
     LOG(ERROR) << "--hosts must be 1..250, got " << FLAGS_hosts;
     return 2;
   }
+  if (FLAGS_workers_per_host < 1 || FLAGS_workers_per_host > 64) {
+    LOG(ERROR) << "--workers_per_host must be 1..64, got " << FLAGS_workers_per_host;
+    return 2;
+  }
   if (FLAGS_sfb_rebuild != "cpu" && FLAGS_sfb_rebuild != "device") {
     LOG(ERROR) << "cluster: --sfb_rebuild must be cpu or device, got \"" << FLAGS_sfb_rebuild << "\"";
     return 2;
@@ -274,7 +288,7 @@ int RunCluster(BenchContext& ctx) {
   }
   RemoveStaleNamespaces("nrc");
   const std::string prefix = "nrc" + std::to_string(getpid()) + "_";
-  const int H = FLAGS_hosts;
+  const int H = FLAGS_hosts, L = FLAGS_workers_per_host, W = H * L;
   auto net = EmulatedNetwork::Create(prefix, H, FLAGS_link_mbit, FLAGS_latency_us);
   if (!net.ok()) {
     LOG(ERROR) << "cluster: cannot make the emulated network: " << net.status().message();
@@ -330,19 +344,23 @@ int RunCluster(BenchContext& ctx) {
     ClusterJob jobs(signals->get());
     st = jobs.Start("coordinator",
                     (*net)->Wrap(0, {bin + "/nereus_server", "--role=coordinator", common_flags,
-                                     "--num_servers=" + std::to_string(H), "--num_workers=" + std::to_string(H),
+                                     "--num_servers=" + std::to_string(H), "--num_workers=" + std::to_string(W),
                                      "--partition_bytes=" + std::to_string(Scaled(FLAGS_partition_bytes)),
-                                     "--heartbeat_timeout_ms=60000"}),
+                                     "--heartbeat_timeout_ms=60000", "--host_aggregation=" + FLAGS_host_aggregation}),
                     logs + "/coordinator.log");
     for (int h = 0; st.ok() && h < H; ++h) {
-      const std::string host = "--bind_host=" + EmulatedNetwork::Address(h), rank = "--rank=" + std::to_string(h);
       st = jobs.Start("server " + std::to_string(h),
-                      (*net)->Wrap(h, {bin + "/nereus_server", "--role=server", common_flags, host, rank,
+                      (*net)->Wrap(h, {bin + "/nereus_server", "--role=server", common_flags,
+                                       "--bind_host=" + EmulatedNetwork::Address(h), "--rank=" + std::to_string(h),
                                        "--streams=" + std::to_string(streams),
                                        "--apply_threads=" + std::to_string(FLAGS_apply_threads)}),
                       logs + "/server" + std::to_string(h) + ".log");
-      if (!st.ok()) break;
-      worker_results.push_back(logs + "/worker" + std::to_string(h) + ".result");
+    }
+    // Worker w on host w mod H (the launcher's round robin).
+    for (int w = 0; st.ok() && w < W; ++w) {
+      const int h = w % H;
+      const std::string host = "--bind_host=" + EmulatedNetwork::Address(h), rank = "--rank=" + std::to_string(w);
+      worker_results.push_back(logs + "/worker" + std::to_string(w) + ".result");
       std::vector<std::string> argv = {self,
                                        "cluster_worker",
                                        common_flags,
@@ -363,8 +381,8 @@ int RunCluster(BenchContext& ctx) {
                                        "--device_update_gbytes=" + std::to_string(FLAGS_device_update_gbytes),
                                        "--cluster_result=" + worker_results.back()};
       if (!FLAGS_timeline.empty()) argv.push_back("--timeline=" + FLAGS_timeline);
-      st = jobs.Start("worker " + std::to_string(h), (*net)->Wrap(h, argv),
-                      logs + "/worker" + std::to_string(h) + ".log");
+      st = jobs.Start("worker " + std::to_string(w), (*net)->Wrap(h, argv),
+                      logs + "/worker" + std::to_string(w) + ".log");
     }
     if (st.ok()) st = jobs.Wait(std::chrono::steady_clock::now() + std::chrono::seconds(FLAGS_timeout_s), &interrupted);
     // ~ClusterJob stops and reaps whatever still runs before the network goes.
@@ -372,6 +390,15 @@ int RunCluster(BenchContext& ctx) {
   Timings t;
   for (const std::string& r : worker_results)
     if (st.ok()) st = ReadResults(r, &t);
+  // What crossed each host's link over the whole job (start-up, warm-up and
+  // timed iterations), from the kernel's counters.
+  std::vector<double> link_tx, link_rx;
+  for (int h = 0; st.ok() && h < H; ++h) {
+    uint64_t tx = 0, rx = 0;
+    st = (*net)->LinkBytes(h, &tx, &rx);
+    link_tx.push_back(static_cast<double>(tx));
+    link_rx.push_back(static_cast<double>(rx));
+  }
   net->reset();  // Namespaces, veths and bridge.
   if (!st.ok()) {
     LOG(ERROR) << "cluster: " << st.message() << " (logs in " << logs << ")";
@@ -385,17 +412,21 @@ int RunCluster(BenchContext& ctx) {
   double compute = 0;
   for (size_t l = 0; l < fwd.size(); ++l) compute += fwd[l] + bwd[l];
   const double iteration = Median(t.iteration_s);
-  const double samples = H * FLAGS_batch / iteration;
+  const double samples = W * FLAGS_batch / iteration;
   // Medians over every worker's timed iterations (sleeps overshoot on a
   // loaded machine: the measured compute is what the workers really did).
   const double measured = Median(t.compute_s), wait = Median(t.wait_s);
   std::printf(
-      "%-12s hosts %d schedule %-10s link %g Mbit/s scale %g: iteration %.4f s (compute %.4f s, measured "
-      "compute %.4f s, waiting %.4f s), %.2f samples/s\n",
-      FLAGS_model.c_str(), H, FLAGS_schedule.c_str(), FLAGS_link_mbit, FLAGS_model_scale, iteration, compute, measured,
-      wait, samples);
+      "%-12s hosts %d x %d workers schedule %-10s link %g Mbit/s scale %g: iteration %.4f s (compute %.4f s, "
+      "measured compute %.4f s, waiting %.4f s), %.2f samples/s; each host's link carried %.0f bytes out, %.0f in "
+      "(mean over hosts, whole job)\n",
+      FLAGS_model.c_str(), H, L, FLAGS_schedule.c_str(), FLAGS_link_mbit, FLAGS_model_scale, iteration, compute,
+      measured, wait, samples, Mean(link_tx), Mean(link_rx));
   Record r;
   r.Set("model", FLAGS_model).Set("hosts", H).Set("schedule", FLAGS_schedule).Set("link_mbit", FLAGS_link_mbit);
+  r.Set("workers_per_host", L).Set("host_aggregation", FLAGS_host_aggregation);
+  r.Set("link_tx_bytes_per_host", Mean(link_tx)).Set("link_rx_bytes_per_host", Mean(link_rx));
+  r.Set("warmup", FLAGS_warmup);
   r.Set("latency_us", FLAGS_latency_us).Set("model_scale", FLAGS_model_scale);
   r.Set("device_gflops", FLAGS_device_gflops).Set("batch", FLAGS_batch).Set("iterations", FLAGS_iterations);
   r.Set("iteration_s", iteration).Set("mean_iteration_s", Mean(t.iteration_s)).Set("compute_s", compute);

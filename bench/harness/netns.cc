@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "common/launch/subprocess.h"
@@ -142,6 +143,17 @@ std::vector<std::string> EmulatedNetwork::namespaces() const {
   std::vector<std::string> all = hosts_;
   if (!switch_.empty()) all.push_back(switch_);
   return all;
+}
+
+Status EmulatedNetwork::LinkBytes(int h, uint64_t* tx, uint64_t* rx) const {
+  for (auto [what, out] : {std::pair<const char*, uint64_t*>{"tx_bytes", tx}, {"rx_bytes", rx}}) {
+    std::string text;
+    const std::string file = std::string("/sys/class/net/eth0/statistics/") + what;
+    if (RunCommand(In(hosts_.at(h), {"cat", file}), &text) != 0)
+      return UnavailableError("cannot read " + file + " of " + hosts_.at(h) + ": " + text);
+    *out = std::strtoull(text.c_str(), nullptr, 10);
+  }
+  return Status::OK();
 }
 
 std::vector<std::string> EmulatedNetwork::Wrap(int h, const std::vector<std::string>& argv) const {

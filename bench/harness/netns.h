@@ -3,6 +3,7 @@
 #ifndef NEREUS_BENCH_HARNESS_NETNS_H_
 #define NEREUS_BENCH_HARNESS_NETNS_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,9 @@ class EmulatedNetwork {
   std::vector<std::string> Wrap(int h, const std::vector<std::string>& argv) const;
   // Every namespace this object made (switch included).
   std::vector<std::string> namespaces() const;
+  // The bytes host h's eth0 has sent and received so far (the kernel's
+  // counters: everything that crossed its link, headers included).
+  Status LinkBytes(int h, uint64_t* tx, uint64_t* rx) const;
 
  private:
   EmulatedNetwork() = default;
