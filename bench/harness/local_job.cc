@@ -11,6 +11,7 @@ StatusOr<std::unique_ptr<LocalJob>> LocalJob::Start(LocalJobOptions o) {
   co.bind = "127.0.0.1:0";
   co.startup_timeout_s = 30;
   co.job = o.job;
+  co.host_aggregation = o.host_aggregation;
   co.job.set_num_servers(o.servers);
   co.job.set_num_workers(o.workers);
   if (co.job.consistency() == pb::CONSISTENCY_UNSPECIFIED) co.job.set_consistency(pb::BSP);

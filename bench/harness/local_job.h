@@ -23,6 +23,10 @@ struct LocalJobOptions {
   ClientInternals client_internals;
   ZmqTransportOptions server_transport;
   int server_apply_threads = 0;  // ParamServerOptions::apply_threads of every server.
+  // The coordinator's --host_aggregation. Off: a local job's workers stand
+  // for hosts of their own (the benchmarks time each worker's traffic, and
+  // their raw ZeroMQ baseline has a connection per worker).
+  HostAggregation host_aggregation = HostAggregation::kOff;
   // If set: every node uses CURVE with the keys there (nereus_keygen; the
   // clients' client.curve_dir is set from it).
   std::string curve_dir;
