@@ -110,7 +110,7 @@ class ClientImpl final : public Client {
               return node_.Lookup(from, &role, rank) && role == pb::WORKER;
             }),
         pipeline_(o, &tensors_, &requests_, &builder_, &queues_, &factors_),
-        aggregator_(&node_, &queues_, &tensors_),
+        aggregator_(&node_, &queues_, &tensors_, &requests_),
         router_(&node_, &requests_, &queues_),
         node_(MakeNodeOptions(o, std::move(curve))) {
     router_.set_factors(&factors_);

@@ -88,6 +88,7 @@ void HostAggregator::Hold(std::vector<QueuedMessage>* messages) {
       std::vector<uint64_t> pulls;
       PartsOf(m.msg, &held->keys, &pulls);
       held->unit = std::move(m);
+      requests_->SetHeld(held->unit.request_id, true);
       for (size_t i = 0; i < held->keys.size(); ++i) {
         Slot& s = slots_[held->keys[i]];
         // The builder never makes two pushes of one partition and clock
@@ -236,6 +237,7 @@ void HostAggregator::Finish(std::shared_ptr<Held> held, std::vector<QueuedMessag
   }
   h.clear_covers();
   for (int r : group_) h.add_covers(r);
+  requests_->SetHeld(unit.request_id, false);
   ready->push_back(std::move(unit));
 }
 

@@ -44,9 +44,10 @@ namespace nereus {
 class HostAggregator {
  public:
   // Every pointer must outlive this object. `tensors` validates the local
-  // workers' pushes (they come after every worker's Init).
-  HostAggregator(Node* node, ServerQueues* queues, const TensorRegistry* tensors)
-      : node_(node), queues_(queues), tensors_(tensors) {}
+  // workers' pushes (they come after every worker's Init); `requests` marks
+  // the PUSHes held (RequestTable::SetHeld).
+  HostAggregator(Node* node, ServerQueues* queues, const TensorRegistry* tensors, RequestTable* requests)
+      : node_(node), queues_(queues), tensors_(tensors), requests_(requests) {}
 
   // Once the job is known (Client start-up): the host's workers, ascending,
   // this worker first; the number of servers (destinations below it are
@@ -110,6 +111,7 @@ class HostAggregator {
   Node* const node_;
   ServerQueues* const queues_;
   const TensorRegistry* const tensors_;
+  RequestTable* const requests_;  // Marks the held PUSHes (timed-out waits name them).
 
   mutable Mutex mu_;
   std::vector<int> group_ NEREUS_GUARDED_BY(mu_);  // Empty until Configure.

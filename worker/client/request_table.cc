@@ -38,6 +38,12 @@ void RequestTable::StampDispatch(uint64_t id, int64_t us) {
   if (it != requests_.end()) it->second.dispatch_us = us;
 }
 
+void RequestTable::SetHeld(uint64_t id, bool held) {
+  MutexLock lock(&mu_);
+  auto it = requests_.find(id);
+  if (it != requests_.end()) it->second.held = held;
+}
+
 void RequestTable::FailAll(const Status& why) {
   std::map<uint64_t, Request> requests;
   {
@@ -54,17 +60,23 @@ std::string RequestTable::DescribeOutstanding(const Handle::State* state, int nu
   size_t open = 0;
   MutexLock lock(&mu_);
   // Pulls riding on a push that has not left yet.
-  std::set<uint64_t> queued_riders;
-  for (const auto& [id, r] : requests_)
+  std::set<uint64_t> queued_riders, held_riders;
+  for (const auto& [id, r] : requests_) {
     if (r.dispatch_us == 0) queued_riders.insert(r.piggyback.begin(), r.piggyback.end());
+    if (r.held) held_riders.insert(r.piggyback.begin(), r.piggyback.end());
+  }
   for (const auto& [id, r] : requests_) {
     if (r.state.get() != state) continue;
     if (++open > kNamed) continue;
     const std::string peer = r.server < num_servers ? "server " + std::to_string(r.server)
                                                     : "worker " + std::to_string(r.server - num_servers);
+    const bool held = r.held || (r.rides_push && held_riders.count(id) > 0);
     const bool queued = r.rides_push ? queued_riders.count(id) > 0 : r.dispatch_us == 0;
     out += (out.empty() ? "" : "; ") + peer + " (" + r.what + " of clock " + std::to_string(r.clock) +
-           (queued ? ", still queued here" : ", sent") + ")";
+           (held     ? ", held here for the gradients of this host's other workers (host-local aggregation)"
+            : queued ? ", still queued here"
+                     : ", sent") +
+           ")";
   }
   if (open > kNamed) out += "; and " + std::to_string(open - kNamed) + " more";
   if (open == 0) out = "the transport to let go of the bytes it sends";

@@ -35,6 +35,9 @@ struct Request {
   int64_t enqueue_us = 0, dispatch_us = 0;
   std::vector<uint64_t> piggyback;  // kAck: pulls that ride on this push.
   bool rides_push = false;          // kPull: rides on a push (it leaves when that push does).
+  // kAck of a PUSH held by host-local aggregation until the host's other
+  // workers' gradients come (HostAggregator).
+  bool held = false;
 };
 
 // Owns every request that awaits a reply, the request ids and the job's abort
@@ -55,6 +58,8 @@ class RequestTable {
 
   // Records when request `id` left its queue (if it is still outstanding).
   void StampDispatch(uint64_t id, int64_t us);
+  // Request `id` (a PUSH) is held by host-local aggregation, or no longer.
+  void SetHeld(uint64_t id, bool held);
 
   // Fails every outstanding request with `why` (annotated with what each
   // was); the first `why` is kept as aborted().

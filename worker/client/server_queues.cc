@@ -87,9 +87,13 @@ void ServerQueues::SubmitHeld(std::vector<QueuedMessage> messages) {
     item.server = m.server;
     item.priority = m.priority;
     item.bytes = m.bytes;
-    // Only requests to servers batch (a destination above num_servers_ is a worker).
+    // Requests to servers batch, and PUSHes to the host's first worker
+    // (host-local aggregation: a batch there completes several of its held
+    // pushes at once, which then batch again); a destination above
+    // num_servers_ is a worker.
     const pb::Op op = m.msg.header.op();
-    if (m.server < num_servers_ && (op == pb::PUSH || op == pb::PULL)) {
+    if ((m.server < num_servers_ && (op == pb::PUSH || op == pb::PULL)) ||
+        (m.server >= num_servers_ && op == pb::PUSH)) {
       item.batch_kind = op;
       item.batch_cost = m.batch_bytes;
     }
@@ -120,8 +124,10 @@ void ServerQueues::SendBatch(std::vector<PriorityScheduler::Item>* batch) {
   batches_.fetch_add(1);
   batched_units_.fetch_add(units.size());
   QueuedMessage m = CoalesceUnits(std::move(units));
-  Count(m.msg, /*to_worker=*/false);
-  Status st = node_->Send(node_->server(m.server), std::move(m.msg), m.stream);
+  const bool to_worker = m.server >= num_servers_;
+  Count(m.msg, to_worker);
+  Status st = node_->Send(to_worker ? node_->worker(m.server - num_servers_) : node_->server(m.server),
+                          std::move(m.msg), m.stream);
   if (!st.ok()) LOG(ERROR) << "worker " << node_->rank() << ": send of a batch failed: " << st;
 }
 

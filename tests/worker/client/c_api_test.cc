@@ -329,14 +329,17 @@ TEST(CApi, LayerwiseCallsBoundedWaitsAndFactors) {
       for (int i = 0; i < 2; ++i) W.o_diff[i] = -0.2f * static_cast<float>(i + r);
     }
     // Worker 0 hands its gradients over; worker 1 has not: worker 0's wait
-    // for the next clock's weights runs out, naming what it waits for.
+    // for the next clock's weights runs out, naming what it waits for. The
+    // two share a host (host-local aggregation): worker 0's push waits for
+    // worker 1's gradients, and its pull rides on it.
     ASSERT_EQ(nereus_gradients_ready(workers[0].client, 1, clock), NEREUS_OK) << LastError();
     ASSERT_EQ(nereus_gradients_ready(workers[0].client, 0, clock), NEREUS_OK) << LastError();
     if (clock == 1) {
       EXPECT_EQ(nereus_wait_weights(workers[0].client, 1, clock + 1), NEREUS_DEADLINE_EXCEEDED);
       EXPECT_EQ(LastError(),
                 "WaitWeights(layer 1, clock 2) gave up after 3000 ms (wait_timeout_ms), still waiting for the weights "
-                "from server 1 (weights of tensor \"out.bias\" partition 0 of clock 2, sent); a server answers once "
+                "from server 1 (weights of tensor \"out.bias\" partition 0 of clock 2, held here for the gradients "
+                "of this host's other workers (host-local aggregation)); a server answers once "
                 "every worker's gradients of clock 1 are in, so a worker that has not pushed them (slow, stopped or "
                 "stuck) holds it up");
       EXPECT_EQ(nereus_wait_weights(workers[0].client, 0, clock + 1), NEREUS_DEADLINE_EXCEEDED);
