@@ -5,6 +5,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
+#include <map>
 #include <regex>
 
 #include "common/update/sgd.h"
@@ -48,10 +49,16 @@ std::vector<std::vector<float>> RunBspJob(const std::string& tensors, const std:
   return out;
 }
 
-// The single-process reference of RunBspJob: same gradients, averaged in
-// rank order, one SGD step per iteration.
-std::vector<float> BspReference(const std::string& tensors, int workers = 3) {
+// The single-process reference of the BSP jobs below: the same gradients,
+// one SGD step per iteration on their average. `host_of[r]` is worker r's
+// host: each host's gradients are summed in rank order first (host-local
+// aggregation), the host sums then added in the order of their first ranks
+// and scaled by 1/workers. Every worker a host of its own (the default) is
+// the flat job: every gradient added in rank order.
+std::vector<float> BspReference(const std::string& tensors, int workers = 3, std::vector<int> host_of = {}) {
   const int iterations = 20;
+  if (host_of.empty())
+    for (int r = 0; r < workers; ++r) host_of.push_back(r);
   const pb::SgdConfig sgd = test::InvDecaySgd();
   SyntheticModel model(SyntheticKind::kNoise, 5, 0.01f);
   auto shapes = ParseTensorShapes(tensors).value();
@@ -62,12 +69,16 @@ std::vector<float> BspReference(const std::string& tensors, int workers = 3) {
     std::vector<std::vector<float>> g(workers, std::vector<float>(n));
     model.InitialWeights(t, w.data(), n);
     for (int c = 0; c < iterations; ++c) {
-      std::vector<const float*> srcs;
+      for (int r = 0; r < workers; ++r) model.Gradient(r, c, t, w.data(), g[r].data(), n);
+      std::map<int, std::vector<float>> sums;  // By host, in order of first rank (hosts numbered so).
       for (int r = 0; r < workers; ++r) {
-        model.Gradient(r, c, t, w.data(), g[r].data(), n);
-        srcs.push_back(g[r].data());
+        auto [it, first] = sums.try_emplace(host_of[r], g[r]);
+        if (!first)
+          for (size_t i = 0; i < n; ++i) it->second[i] += g[r][i];
       }
-      AverageInOrder(srcs.data(), workers, avg.data(), n);
+      std::vector<const float*> srcs;
+      for (const auto& [host, sum] : sums) srcs.push_back(sum.data());
+      AverageInOrder(srcs.data(), srcs.size(), avg.data(), n, workers);
       SgdStep(sgd, LearningRate(sgd, c), 1.0f, 1.0f, avg.data(), w.data(), h.data(), n);
     }
     expected.insert(expected.end(), w.begin(), w.end());
@@ -213,40 +224,11 @@ HostJob RunTwoHostJob(const std::string& tensors, const std::string& aggregation
   return job;
 }
 
-// RunTwoHostJob's reference: every clock, each host's first worker sums its
-// workers' gradients in rank order (g0 + g2, g1 + g3), and the servers add
-// the host sums in the order of their first ranks and scale by 1/4.
-std::vector<float> TwoHostReference(const std::string& tensors) {
-  const int iterations = 20, workers = 4;
-  const pb::SgdConfig sgd = test::InvDecaySgd();
-  SyntheticModel model(SyntheticKind::kNoise, 5, 0.01f);
-  auto shapes = ParseTensorShapes(tensors).value();
-  std::vector<float> expected;
-  for (size_t t = 0; t < shapes.size(); ++t) {
-    const size_t n = ElementCount(shapes[t]);
-    std::vector<float> w(n), h(n, 0.0f), avg(n);
-    std::vector<std::vector<float>> g(workers, std::vector<float>(n));
-    model.InitialWeights(t, w.data(), n);
-    for (int c = 0; c < iterations; ++c) {
-      for (int r = 0; r < workers; ++r) model.Gradient(r, c, t, w.data(), g[r].data(), n);
-      std::vector<float> host_a = g[0], host_b = g[1];
-      for (size_t i = 0; i < n; ++i) {
-        host_a[i] += g[2][i];
-        host_b[i] += g[3][i];
-      }
-      const float* srcs[2] = {host_a.data(), host_b.data()};
-      AverageInOrder(srcs, 2, avg.data(), n, /*divisor=*/workers);
-      SgdStep(sgd, LearningRate(sgd, c), 1.0f, 1.0f, avg.data(), w.data(), h.data(), n);
-    }
-    expected.insert(expected.end(), w.begin(), w.end());
-  }
-  return expected;
-}
-
 TEST(HostAggregationTest, TwoHostsPushTheirSumsInRankOrderBitForBitAndHalveTheirBytes) {
   const std::string tensors = "1000,250x10,64x3x3x3,7";
   const HostJob on = RunTwoHostJob(tensors, "--host_aggregation=on");
-  ExpectBitwise(on.weights, TwoHostReference(tensors), "aggregated per host");
+  // Ranks 0 and 2 on host 0, 1 and 3 on host 1: g0 + g2, then g1 + g3.
+  ExpectBitwise(on.weights, BspReference(tensors, 4, {0, 1, 0, 1}), "aggregated per host");
   EXPECT_NE(on.coordinator_log.find("host-local aggregation on (--host_aggregation=on): each host's first worker "
                                     "pushes the sum of its workers' gradients; 127.0.0.1: workers {0, 2}; "
                                     "127.0.0.2: workers {1, 3}"),

@@ -241,19 +241,21 @@ void HostAggregator::Finish(std::shared_ptr<Held> held, std::vector<QueuedMessag
   ready->push_back(std::move(unit));
 }
 
+std::vector<std::pair<Endpoint, uint64_t>> HostAggregator::TakeRelays(uint64_t id, uint64_t bytes) {
+  MutexLock lock(&mu_);
+  auto it = relays_.find(id);
+  if (it == relays_.end()) return {};
+  std::vector<std::pair<Endpoint, uint64_t>> to = std::move(it->second);
+  relays_.erase(it);
+  relayed_bytes_ += bytes * to.size();
+  return to;
+}
+
 void HostAggregator::Relay(uint64_t id, int64_t version, int64_t apply_begin_us, int64_t apply_us,
                            const std::vector<Buffer>& frames) {
-  std::vector<std::pair<Endpoint, uint64_t>> to;
-  {
-    MutexLock lock(&mu_);
-    auto it = relays_.find(id);
-    if (it == relays_.end()) return;
-    to = std::move(it->second);
-    relays_.erase(it);
-    size_t bytes = 0;
-    for (const Buffer& b : frames) bytes += b.size();
-    relayed_bytes_ += bytes * to.size();
-  }
+  uint64_t bytes = 0;
+  for (const Buffer& b : frames) bytes += b.size();
+  const std::vector<std::pair<Endpoint, uint64_t>> to = TakeRelays(id, bytes);
   std::vector<std::pair<Endpoint, Message>> replies;
   for (const auto& [ep, pull_id] : to) {
     Message m;
@@ -270,14 +272,7 @@ void HostAggregator::Relay(uint64_t id, int64_t version, int64_t apply_begin_us,
 }
 
 void HostAggregator::FailRelay(uint64_t id, const Status& why) {
-  std::vector<std::pair<Endpoint, uint64_t>> to;
-  {
-    MutexLock lock(&mu_);
-    auto it = relays_.find(id);
-    if (it == relays_.end()) return;
-    to = std::move(it->second);
-    relays_.erase(it);
-  }
+  const std::vector<std::pair<Endpoint, uint64_t>> to = TakeRelays(id, 0);
   std::vector<std::pair<Endpoint, Message>> replies;
   for (const auto& [ep, pull_id] : to) {
     pb::Header request;

@@ -105,6 +105,9 @@ class HostAggregator {
   void Finish(std::shared_ptr<Held> h, std::vector<QueuedMessage>* ready,
               std::vector<std::pair<Endpoint, Message>>* replies) NEREUS_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // An ERROR answering `request` (each unit of a batch).
+  // Removes and returns the local pulls this worker's pull `id` stands for
+  // (none: empty), counting `bytes` handed on to each.
+  std::vector<std::pair<Endpoint, uint64_t>> TakeRelays(uint64_t id, uint64_t bytes) NEREUS_LOCKS_EXCLUDED(mu_);
   static Message ErrorReply(const pb::Header& request, const std::string& why);
   void Send(std::vector<std::pair<Endpoint, Message>> replies);
 
