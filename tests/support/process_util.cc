@@ -150,8 +150,8 @@ LocalCluster::LocalCluster(const ClusterSpec& spec, const TempDir& dir) : port_(
                                 "--num_workers=" + std::to_string(spec.workers)};
   c.insert(c.end(), spec.coordinator_flags.begin(), spec.coordinator_flags.end());
   c.insert(c.begin(), spec.wrap.begin(), spec.wrap.end());
-  coordinator_ = Subprocess::Start(c, dir.File("coordinator.log"));
-  coordinator_argv_ = std::move(c);
+  if (!spec.coordinator_last) coordinator_ = Subprocess::Start(c, dir.File("coordinator.log"));
+  coordinator_argv_ = c;
   for (int s = 0; s < spec.servers; ++s) {
     std::vector<std::string> a = {BinaryPath("nereus_server"), "--role=server", coord, "--rank=" + std::to_string(s)};
     a.insert(a.end(), spec.server_flags.begin(), spec.server_flags.end());
@@ -173,6 +173,16 @@ LocalCluster::LocalCluster(const ClusterSpec& spec, const TempDir& dir) : port_(
     a.insert(a.begin(), spec.wrap.begin(), spec.wrap.end());
     workers_.push_back(Subprocess::Start(a, dir.File("worker" + std::to_string(w) + ".log")));
     worker_argv_.push_back(std::move(a));
+  }
+  if (spec.coordinator_last) {
+    // An event, not a time: each node logs this just before its first
+    // REGISTER. A node that never does fails the test through its report.
+    std::vector<Subprocess*> nodes;
+    for (auto& s : servers_) nodes.push_back(s.get());
+    for (auto& w : workers_)
+      if (w) nodes.push_back(w.get());
+    for (Subprocess* p : nodes) p->WaitForLog("registering with coordinator", std::chrono::seconds(120));
+    coordinator_ = Subprocess::Start(c, dir.File("coordinator.log"));
   }
 }
 

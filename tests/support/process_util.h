@@ -87,6 +87,11 @@ struct ClusterSpec {
   // Put before every process's command line (e.g. NetNamespace::Wrap's
   // "ip netns exec NAME": the whole job in one network namespace).
   std::vector<std::string> wrap;
+  // Start the coordinator only once every server and worker process is up and
+  // registering (they repeat REGISTER every second until it answers): for a
+  // test of the coordinator's own --startup_timeout_s, whose window would
+  // otherwise include the other processes' start, seconds on a loaded machine.
+  bool coordinator_last = false;
 };
 
 // `a` then `b`.
