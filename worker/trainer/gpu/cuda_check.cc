@@ -23,8 +23,33 @@ Status CudaStatus(cudaError_t error, const std::string& call) {
                        std::string(cudaGetErrorName(error)) + ": " + cudaGetErrorString(error), call);
 }
 
-// cuBLAS names its statuses itself.
-const char* CublasStatusName(cublasStatus_t status) { return cublasGetStatusName(status); }
+// Named here, not by cublasGetStatusName: the library is loaded only with a
+// device (cublas_library.h), and a status may need a name without one.
+const char* CublasStatusName(cublasStatus_t status) {
+  switch (status) {
+    case CUBLAS_STATUS_SUCCESS:
+      return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR:
+      return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR:
+      return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR:
+      return "CUBLAS_STATUS_LICENSE_ERROR";
+  }
+  return "unknown cuBLAS status";
+}
 
 Status CublasStatus(cublasStatus_t status, const std::string& call) {
   return LibraryStatus(status, CUBLAS_STATUS_SUCCESS, CUBLAS_STATUS_ALLOC_FAILED, CublasStatusName(status), call);

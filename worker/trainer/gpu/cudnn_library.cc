@@ -4,38 +4,17 @@
 #include <dlfcn.h>
 #include <glog/logging.h>
 
-#include <vector>
-
 #include "worker/trainer/gpu/cuda_check.h"
 #include "worker/trainer/gpu/device.h"
+#include "worker/trainer/gpu/dynamic_library.h"
 
 namespace nereus {
 namespace gpu {
 
 StatusOr<std::unique_ptr<CudnnLibrary>> CudnnLibrary::Load() {
   const std::string name = "libcudnn.so." + std::to_string(kCudnnMajor);
-  // The loader's search (LD_LIBRARY_PATH, the cache), then the toolkit this
-  // build was configured with.
-  std::vector<std::string> candidates = {name};
-#ifdef NEREUS_CUDA_LIBRARY_DIR
-  candidates.push_back(std::string(NEREUS_CUDA_LIBRARY_DIR) + "/" + name);
-#endif
   std::unique_ptr<CudnnLibrary> lib(new CudnnLibrary());
-  std::string errors;
-  for (const std::string& c : candidates) {
-    lib->handle_ = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib->handle_ != nullptr) {
-      lib->path_ = c;
-      break;
-    }
-    const char* e = dlerror();
-    errors += (errors.empty() ? "" : "; ") + std::string(e != nullptr ? e : c + ": not found");
-  }
-  if (lib->handle_ == nullptr) return NotFoundError(name + " not found (" + errors + ")");
-  // Where the loader found it, for the log.
-  char where[4096] = {0};
-  if (dlinfo(lib->handle_, RTLD_DI_ORIGIN, where) == 0 && where[0] != '\0')
-    lib->path_ = std::string(where) + "/" + name;
+  ASSIGN_OR_RETURN(lib->handle_, OpenCudaLibrary(name, &lib->path_));
 #define NEREUS_CUDNN_FUNCTION(fn)                                                                                      \
   lib->api_.fn = reinterpret_cast<decltype(&::fn)>(dlsym(lib->handle_, #fn));                                          \
   if (lib->api_.fn == nullptr) {                                                                                       \

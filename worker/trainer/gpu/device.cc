@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #ifdef NEREUS_HAVE_CUDA
+#include "worker/trainer/gpu/cublas_library.h"
 #include "worker/trainer/gpu/cuda_check.h"
 #endif
 
@@ -103,18 +104,22 @@ StatusOr<std::unique_ptr<Device>> Device::Create(const DeviceOptions& options) {
   if (!s.ok()) return fail(s);
   s = CudaStatus(cudaStreamCreateWithFlags(&d->copy_stream_, cudaStreamNonBlocking), "cudaStreamCreate (copy)");
   if (!s.ok()) return fail(s);
-  s = CublasStatus(cublasCreate(&d->cublas_), "cublasCreate");
+  StatusOr<std::unique_ptr<CublasLibrary>> cublas = CublasLibrary::Load();
+  if (!cublas.ok()) return fail(cublas.status());
+  d->cublas_library_.reset(cublas->release());
+  const CublasApi& api = d->cublas_api();
+  s = CublasStatus(api.cublasCreate_v2(&d->cublas_), "cublasCreate");
   if (!s.ok()) return fail(s);
-  s = CublasStatus(cublasSetStream(d->cublas_, d->compute_stream_), "cublasSetStream");
+  s = CublasStatus(api.cublasSetStream_v2(d->cublas_, d->compute_stream_), "cublasSetStream");
   if (!s.ok()) return fail(s);
   int cublas_version = 0;
-  s = CublasStatus(cublasGetVersion(d->cublas_, &cublas_version), "cublasGetVersion");
+  s = CublasStatus(api.cublasGetVersion_v2(d->cublas_, &cublas_version), "cublasGetVersion");
   if (!s.ok()) return fail(s);
   d->arithmetic_ = std::string(prop.name) + " (compute capability " + std::to_string(prop.major) + "." +
                    std::to_string(prop.minor) + ", cuBLAS " + std::to_string(cublas_version) + ")";
   // FP32 GEMMs in FP32: no TF32 tensor-core rounding (cuBLAS's default since
   // CUDA 11, said explicitly), unless TF32 was asked for.
-  s = CublasStatus(cublasSetMathMode(d->cublas_, options.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+  s = CublasStatus(api.cublasSetMathMode(d->cublas_, options.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
                    "cublasSetMathMode");
   if (!s.ok()) return fail(s);
   s = CurandStatus(curandCreateGenerator(&d->curand_, CURAND_RNG_PSEUDO_DEFAULT), "curandCreateGenerator");
@@ -124,7 +129,8 @@ StatusOr<std::unique_ptr<Device>> Device::Create(const DeviceOptions& options) {
   s = CurandStatus(curandSetStream(d->curand_, d->compute_stream_), "curandSetStream");
   if (!s.ok()) return fail(s);
   d->memory_ = NewCudaMemory(options.device_id, d->compute_stream_, options.memory_limit_bytes);
-  LOG(INFO) << "GPU: " << d->description_;
+  LOG(INFO) << "GPU: " << d->description_ << "; cuBLAS " << d->cublas_library_->version() << " from "
+            << d->cublas_library_->path();
   return d;
 }
 
@@ -138,7 +144,7 @@ Device::~Device() {
   if (workspace_ != nullptr) memory_->Free(workspace_, workspace_bytes_);
   if (memory_) memory_->DetachStream();
   if (curand_ != nullptr) curandDestroyGenerator(curand_);
-  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (cublas_ != nullptr) cublas_api().cublasDestroy_v2(cublas_);
   if (copy_stream_ != nullptr) cudaStreamDestroy(copy_stream_);
   if (compute_stream_ != nullptr) cudaStreamDestroy(compute_stream_);
 }
@@ -161,6 +167,13 @@ Status Device::Synchronize() {
   if (!s.ok()) RecordError(s);
   return TakeError();
 }
+
+const CublasApi& Device::cublas_api() const {
+  CHECK(cublas_library_ != nullptr) << "cuBLAS is a real device's only (" << description_ << ")";
+  return cublas_library_->api();
+}
+
+void Device::CublasLibraryDeleter::operator()(CublasLibrary* c) const { delete c; }
 
 ScopedDevice::ScopedDevice(Device* device) : previous_(current_device), active_(device != nullptr) {
   if (!active_) return;
@@ -196,6 +209,8 @@ StatusOr<std::unique_ptr<Device>> Device::Create(const DeviceOptions& options) {
 Device::~Device() {
   if (workspace_ != nullptr) memory_->Free(workspace_, workspace_bytes_);
 }
+
+void Device::CublasLibraryDeleter::operator()(CublasLibrary* c) const { (void)c; }  // Never made.
 
 Status Device::TakeError(bool check_stream) {
   MutexLock lock(&mu_);

@@ -62,6 +62,8 @@ namespace nereus {
 namespace gpu {
 
 class CudnnContext;
+class CublasLibrary;
+struct CublasApi;
 
 struct DeviceOptions {
   int device_id = 0;
@@ -120,6 +122,8 @@ class Device {
   CUstream_st* compute_stream() const { return compute_stream_; }
   CUstream_st* copy_stream() const { return copy_stream_; }
   cublasContext* cublas() const { return cublas_; }
+  // The cuBLAS functions (loaded at set-up, cublas_library.h); a real device's only.
+  const CublasApi& cublas_api() const;
   curandGenerator_st* curand() const { return curand_; }
   const std::shared_ptr<DeviceMemory>& memory() const { return memory_; }
 
@@ -166,6 +170,10 @@ class Device {
     void operator()(CudnnContext* c) const;  // Complete only where cuDNN is built in (device.cc).
   };
   std::unique_ptr<CudnnContext, CudnnContextDeleter> cudnn_;
+  struct CublasLibraryDeleter {
+    void operator()(CublasLibrary* c) const;  // Complete only in a CUDA build (device.cc).
+  };
+  std::unique_ptr<CublasLibrary, CublasLibraryDeleter> cublas_library_;
   CUstream_st* compute_stream_ = nullptr;
   CUstream_st* copy_stream_ = nullptr;
   cublasContext* cublas_ = nullptr;

@@ -1,3 +1,4 @@
+#include "worker/trainer/gpu/cublas_library.h"
 #include "worker/trainer/gpu/kernel.h"
 #include "worker/trainer/math/gpu_math_functions.h"
 #include "worker/trainer/math/math_ops.h"
@@ -11,7 +12,7 @@ cublasOperation_t CublasOp(CBLAS_TRANSPOSE t) { return t == CblasNoTrans ? CUBLA
 template <typename Call>
 void Cublas(gpu::Device* device, const char* name, Call call) {
   if (!device->ok()) return;
-  const cublasStatus_t s = call(device->cublas());
+  const cublasStatus_t s = call(device->cublas_api(), device->cublas());
   if (s != CUBLAS_STATUS_SUCCESS) device->RecordError(gpu::CublasStatus(s, name));
 }
 
@@ -44,8 +45,8 @@ void caffe_gpu_gemm(gpu::Device* device, CBLAS_TRANSPOSE TransA, CBLAS_TRANSPOSE
   // Row-major C (M x N) is column-major C^T = op(B)^T op(A)^T: swap the operands.
   const int lda = (TransA == CblasNoTrans) ? K : M;
   const int ldb = (TransB == CblasNoTrans) ? N : K;
-  Cublas(device, "cublasSgemm", [&](cublasHandle_t h) {
-    return cublasSgemm(h, CublasOp(TransB), CublasOp(TransA), N, M, K, &alpha, B, ldb, A, lda, &beta, C, N);
+  Cublas(device, "cublasSgemm", [&](const gpu::CublasApi& api, cublasHandle_t h) {
+    return api.cublasSgemm_v2(h, CublasOp(TransB), CublasOp(TransA), N, M, K, &alpha, B, ldb, A, lda, &beta, C, N);
   });
 }
 
@@ -55,9 +56,9 @@ void caffe_gpu_gemm_strided_batched(gpu::Device* device, CBLAS_TRANSPOSE TransA,
   if (batch <= 0) return;
   const int lda = (TransA == CblasNoTrans) ? K : M;
   const int ldb = (TransB == CblasNoTrans) ? N : K;
-  Cublas(device, "cublasSgemmStridedBatched", [&](cublasHandle_t h) {
-    return cublasSgemmStridedBatched(h, CublasOp(TransB), CublasOp(TransA), N, M, K, &alpha, B, ldb, stride_b, A, lda,
-                                     stride_a, &beta, C, N, stride_c, batch);
+  Cublas(device, "cublasSgemmStridedBatched", [&](const gpu::CublasApi& api, cublasHandle_t h) {
+    return api.cublasSgemmStridedBatched(h, CublasOp(TransB), CublasOp(TransA), N, M, K, &alpha, B, ldb, stride_b, A,
+                                         lda, stride_a, &beta, C, N, stride_c, batch);
   });
 }
 
@@ -65,18 +66,21 @@ void caffe_gpu_gemv(gpu::Device* device, CBLAS_TRANSPOSE TransA, int M, int N, f
                     const float* x, float beta, float* y) {
   // Row-major A (M x N) is column-major A^T (N x M): the opposite operation.
   const cublasOperation_t op = (TransA == CblasNoTrans) ? CUBLAS_OP_T : CUBLAS_OP_N;
-  Cublas(device, "cublasSgemv",
-         [&](cublasHandle_t h) { return cublasSgemv(h, op, N, M, &alpha, A, N, x, 1, &beta, y, 1); });
+  Cublas(device, "cublasSgemv", [&](const gpu::CublasApi& api, cublasHandle_t h) {
+    return api.cublasSgemv_v2(h, op, N, M, &alpha, A, N, x, 1, &beta, y, 1);
+  });
 }
 
 void caffe_gpu_axpy(gpu::Device* device, int N, float alpha, const float* X, float* Y) {
   if (N <= 0) return;
-  Cublas(device, "cublasSaxpy", [&](cublasHandle_t h) { return cublasSaxpy(h, N, &alpha, X, 1, Y, 1); });
+  Cublas(device, "cublasSaxpy",
+         [&](const gpu::CublasApi& api, cublasHandle_t h) { return api.cublasSaxpy_v2(h, N, &alpha, X, 1, Y, 1); });
 }
 
 void caffe_gpu_scal(gpu::Device* device, int N, float alpha, float* X) {
   if (N <= 0) return;
-  Cublas(device, "cublasSscal", [&](cublasHandle_t h) { return cublasSscal(h, N, &alpha, X, 1); });
+  Cublas(device, "cublasSscal",
+         [&](const gpu::CublasApi& api, cublasHandle_t h) { return api.cublasSscal_v2(h, N, &alpha, X, 1); });
 }
 
 void caffe_gpu_axpby(gpu::Device* device, int N, float alpha, const float* X, float beta, float* Y) {
@@ -144,14 +148,16 @@ void caffe_gpu_sign(gpu::Device* device, int N, const float* x, float* y) {
 float caffe_gpu_dot(gpu::Device* device, int N, const float* x, const float* y) {
   float result = 0.0f;
   if (N <= 0) return result;
-  Cublas(device, "cublasSdot", [&](cublasHandle_t h) { return cublasSdot(h, N, x, 1, y, 1, &result); });
+  Cublas(device, "cublasSdot",
+         [&](const gpu::CublasApi& api, cublasHandle_t h) { return api.cublasSdot_v2(h, N, x, 1, y, 1, &result); });
   return result;
 }
 
 float caffe_gpu_asum(gpu::Device* device, int N, const float* x) {
   float result = 0.0f;
   if (N <= 0) return result;
-  Cublas(device, "cublasSasum", [&](cublasHandle_t h) { return cublasSasum(h, N, x, 1, &result); });
+  Cublas(device, "cublasSasum",
+         [&](const gpu::CublasApi& api, cublasHandle_t h) { return api.cublasSasum_v2(h, N, x, 1, &result); });
   return result;
 }
 
