@@ -36,6 +36,21 @@ esac
 # session would get as much CPU as the tests' whole session whatever each
 # process's nice value, so the session's own group is set to nice 19 too (a
 # first run without it doubled the times of the CPU-bound tests).
+# The TSan stage's tests: all but those of scripts and the launcher
+# (single-threaded, and the servers and workers they start run under TSan in
+# the tests kept), of the source tree's form, and the benchmarks' smoke runs,
+# whose threads watchdog_test covers; about 280 s of the stage's CPU time on
+# 2 cores.
+NOT_CONCURRENCY='^(launch_script|launch_ssh|slurm|format|layering|include_graph|scaling_study|scaling_alpha_smoke|gpu_pack|bench_smoke|cluster_emulation)_test$'
+# The programs of those tests in build-tsan/bin, comma-separated (each is
+# named as its target).
+tsan_targets() {
+  (cd build-tsan && ctest -N -V -E "$NOT_CONCURRENCY" |
+     awk '$3 == "command:" { i = index($4, "/build-tsan/bin/"); if (i > 0) print substr($4, i + 16) }' |
+     sort -u | paste -sd, -)
+}
+export NOT_CONCURRENCY
+export -f tsan_targets
 SIDE=
 SIDE_LOG=$(mktemp "${TMPDIR:-/tmp}/nereus_side_builds.XXXXXX")
 FUZZ_LOG=$(mktemp "${TMPDIR:-/tmp}/nereus_fuzz.XXXXXX")
@@ -46,7 +61,14 @@ if [[ "$FUZZ$TSAN_BUILD" != 00 ]]; then
     echo 19 > /proc/self/autogroup 2> /dev/null || true
     if [[ "$1" == 1 ]]; then ./scripts/fuzz.sh --runs="$3" > "$4" 2>&1 || { echo "the fuzzer failed"; exit 1; }; fi
     if [[ "$2" == 1 ]]; then
-      NEREUS_BUILD_DIR=build-tsan ./scripts/build.sh -DNEREUS_SANITIZE=thread -DNEREUS_WITH_TRAINER=OFF
+      # Only what the stage runs: its tests programs (each named as its
+      # target, whose DEPENDS bring the binaries it starts), not the
+      # benchmarks and tools its excluded tests use.
+      TSAN_ARGS=(-DNEREUS_SANITIZE=thread -DNEREUS_WITH_TRAINER=OFF)
+      NEREUS_BUILD_DIR=build-tsan NEREUS_CONFIGURE_ONLY=1 ./scripts/build.sh "${TSAN_ARGS[@]}"
+      targets=$(tsan_targets)
+      [[ -n "$targets" ]] || { echo "no TSan test programs found in build-tsan"; exit 1; }
+      NEREUS_BUILD_DIR=build-tsan ./scripts/build.sh --target="$targets" "${TSAN_ARGS[@]}"
     fi' side "$FUZZ" "$TSAN_BUILD" "${NEREUS_FUZZ_RUNS:-200000}" "$FUZZ_LOG" > "$SIDE_LOG" 2>&1 &
   SIDE=$!
 fi
@@ -82,11 +104,6 @@ if [[ "$TSAN" == 1 ]]; then
   echo "== ThreadSanitizer: server, client and multi-process tests"
   # As many tests at once as the stage above (resume_test, the longest,
   # in 3 shards). Built above.
-  # Not again here: the tests of scripts and the launcher (single-threaded,
-  # and the servers and workers they start run under TSan in the tests kept),
-  # of the source tree's form, and the benchmarks' smoke runs, whose threads
-  # watchdog_test covers; about 280 s of the stage's CPU time on 2 cores.
-  NOT_CONCURRENCY='^(launch_script|launch_ssh|slurm|format|layering|include_graph|scaling_study|scaling_alpha_smoke|gpu_pack|bench_smoke|cluster_emulation)_test$'
   (cd build-tsan && TSAN_OPTIONS="suppressions=$ROOT/tests/support/tsan.supp" \
     ctest --output-on-failure --timeout 600 -j "$JOBS" -E "$NOT_CONCURRENCY")
 fi
