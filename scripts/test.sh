@@ -36,12 +36,18 @@ esac
 # session would get as much CPU as the tests' whole session whatever each
 # process's nice value, so the session's own group is set to nice 19 too (a
 # first run without it doubled the times of the CPU-bound tests).
-# The TSan stage's tests: all but those of scripts and the launcher
-# (single-threaded, and the servers and workers they start run under TSan in
-# the tests kept), of the source tree's form, and the benchmarks' smoke runs,
-# whose threads watchdog_test covers; about 280 s of the stage's CPU time on
-# 2 cores.
-NOT_CONCURRENCY='^(launch_script|launch_ssh|slurm|format|layering|include_graph|scaling_study|scaling_alpha_smoke|gpu_pack|bench_smoke|cluster_emulation)_test$'
+# The TSan stage's tests: all but
+#  - those of scripts and the launcher (single-threaded, and the servers and
+#    workers they start run under TSan in the tests kept), of the source
+#    tree's form, and the benchmarks' smoke runs, whose threads watchdog_test
+#    covers: about 280 s of the stage's CPU time on 2 cores;
+#  - the unit tests that start no thread (ThreadSanitizer reports races
+#    between threads; they would only cost their instrumented build): the
+#    shard map, the message codec, the update rules, the launch plan, the
+#    client's merge plan, scheduler, send guard and SFB trial bookkeeping, the
+#    simulator and its models.
+NOT_CONCURRENCY='^((launch_script|launch_ssh|slurm|format|layering|include_graph|scaling_study|scaling_alpha_smoke|gpu_pack|bench_smoke|cluster_emulation)_test'
+NOT_CONCURRENCY+='|(shard_map|message|sgd|sgd_rules|hybcomm|sfb_update|launch_plan|merge_plan|priority_scheduler|send_guard|sfb_trials|models|simulator)_test)$'
 # The programs of those tests in build-tsan/bin, comma-separated (each is
 # named as its target), read from the CTestTestfile.cmake files that
 # configuring wrote (ctest itself names no program that is not built yet).
