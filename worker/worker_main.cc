@@ -272,6 +272,16 @@ int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::
   auto pauses_or = ParseClocks(FLAGS_pause_clocks);
   if (!pauses_or.ok()) return Fail(pauses_or.status(), "--pause_clocks");
   const std::set<int64_t> pauses = FLAGS_pause_ms > 0 ? *pauses_or : std::set<int64_t>();
+  // The buffers the client reads and writes, and the factor applier, before
+  // the client: they must outlive it (nereus/client.h). Declared after it,
+  // they were freed first when this function returned, while the client's
+  // threads still ran: the TSan stage caught the host's aggregating worker
+  // copying its own gradients out of a freed buffer after a rollback.
+  const size_t T = shapes.size();
+  std::vector<std::vector<float>> w(T), g(T), left(T), right(T);
+  std::vector<const float*> init(T);
+  std::unique_ptr<DelayedRebuild> delayed;
+  if (FLAGS_sfb_rebuild_delay_ms > 0) delayed = std::make_unique<DelayedRebuild>(sgd, FLAGS_sfb_rebuild_delay_ms);
   auto client_or = ConnectClient(options, internals);
   if (!client_or.ok()) return Fail(client_or.status(), "joining the job");
   std::unique_ptr<Client> client = std::move(client_or).value();
@@ -280,13 +290,8 @@ int RunSyntheticJob(const ClientOptions& options, SyntheticKind kind, const pb::
   Status st;
 
   SyntheticModel model(kind, FLAGS_seed, static_cast<float>(FLAGS_coupling));
-  const size_t T = shapes.size();
   const bool layered = FLAGS_fc_batch > 0;
   const int64_t K = FLAGS_fc_batch;
-  std::vector<std::vector<float>> w(T), g(T), left(T), right(T);
-  std::vector<const float*> init(T);
-  std::unique_ptr<DelayedRebuild> delayed;
-  if (FLAGS_sfb_rebuild_delay_ms > 0) delayed = std::make_unique<DelayedRebuild>(sgd, FLAGS_sfb_rebuild_delay_ms);
   uint64_t total = 0;
   for (size_t t = 0; t < T; ++t) {
     const std::vector<int64_t>& shape = shapes[t];
